@@ -1,0 +1,148 @@
+/* tests/test.h - the smallest test harness that the zero.h tests share.
+
+   Protocol (a runner counts lines): every test case prints exactly one line on
+   stdout, "PASS <name>" or "FAIL <name>: <file:line: detail>", and test_summary()
+   returns the exit code (non-zero if any case failed). Details of every failed
+   CHECK also go to stderr.
+
+       static void my_test(void) { CHECK(1 + 1 == 2, "arithmetic broke: %d", 1 + 1); }
+       int main(void) {
+           test_init();
+           TEST_RUN(my_test);                           // named after the function
+           test_begin("case%d_stage%d", 3, 1); ...; test_end();   // named at run time
+           return test_summary();
+       }
+
+   CHECK is an expression (1 if it held, 0 if not), so "if (!CHECK(...)) return;"
+   stops a test at its first broken precondition. CHECK may be called from any
+   thread (rank threads of zero_run_local): the state is guarded by a mutex.
+
+   A watchdog (alarm) turns a hang into "FAIL <name>: watchdog ..." and exit 1;
+   its limit is ZERO_TEST_TIMEOUT seconds (default 600, 0 = off).
+
+   Test programs define _POSIX_C_SOURCE before any include (clock_gettime, alarm). */
+#ifndef ZERO_TEST_H
+#define ZERO_TEST_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define TEST__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#  define TEST__UNUSED __attribute__((unused))
+#else
+#  define TEST__PRINTF(a, b)
+#  define TEST__UNUSED
+#endif
+
+#define TEST__MAX_DETAIL_LINES 20   /* per case, on stderr: a broken loop prints 20, not 10000 */
+
+typedef struct test__state {
+    pthread_mutex_t mu;
+    char name[192];                 /* the running case ("" between cases) */
+    char first[768];                /* its first failure, for the FAIL line */
+    int case_failures;
+    int passed, failed;
+} test__state;
+
+static test__state test__s = { PTHREAD_MUTEX_INITIALIZER, "", "", 0, 0, 0 };
+
+TEST__UNUSED TEST__PRINTF(3, 4)
+static int test__fail(const char *file, int line, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&test__s.mu);
+    if (test__s.case_failures == 0)
+        snprintf(test__s.first, sizeof test__s.first, "%s:%d: %s", file, line, msg);
+    if (test__s.case_failures < TEST__MAX_DETAIL_LINES)
+        fprintf(stderr, "  %s: %s:%d: %s\n", test__s.name[0] ? test__s.name : "(no case)", file, line, msg);
+    test__s.case_failures++;
+    pthread_mutex_unlock(&test__s.mu);
+    return 0;
+}
+
+/* CHECK(cond, fmt, ...): records a failure with file:line when cond is false. */
+#define CHECK(cond, ...) ((cond) ? 1 : test__fail(__FILE__, __LINE__, __VA_ARGS__))
+
+/* A watchdog: a hung library must not hang the runner. Only async-signal-safe calls. */
+static void test__on_alarm(int sig) {
+    static const char pre[] = "FAIL ";
+    static const char post[] = ": watchdog: the test program hung (ZERO_TEST_TIMEOUT)\n";
+    (void)sig;
+    if (write(1, pre, sizeof pre - 1) < 0) { /* nothing to do */ }
+    if (write(1, test__s.name, strlen(test__s.name)) < 0) { /* nothing to do */ }
+    if (write(1, post, sizeof post - 1) < 0) { /* nothing to do */ }
+    _exit(1);
+}
+
+TEST__UNUSED static void test_init(void) {
+    const char *e = getenv("ZERO_TEST_TIMEOUT");
+    unsigned secs = e ? (unsigned)strtoul(e, NULL, 10) : 600u;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    snprintf(test__s.name, sizeof test__s.name, "(startup)");
+    if (secs) { signal(SIGALRM, test__on_alarm); alarm(secs); }
+}
+
+TEST__UNUSED TEST__PRINTF(1, 2)
+static void test_begin(const char *fmt, ...) {
+    va_list ap;
+    pthread_mutex_lock(&test__s.mu);
+    va_start(ap, fmt);
+    vsnprintf(test__s.name, sizeof test__s.name, fmt, ap);
+    va_end(ap);
+    test__s.case_failures = 0;
+    test__s.first[0] = 0;
+    pthread_mutex_unlock(&test__s.mu);
+}
+
+/* Prints the case's line; returns 1 if it passed. */
+TEST__UNUSED static int test_end(void) {
+    int ok;
+    pthread_mutex_lock(&test__s.mu);
+    ok = test__s.case_failures == 0;
+    if (ok) {
+        printf("PASS %s\n", test__s.name);
+        test__s.passed++;
+    } else {
+        if (test__s.case_failures > 1)
+            printf("FAIL %s: %s (+%d more)\n", test__s.name, test__s.first, test__s.case_failures - 1);
+        else
+            printf("FAIL %s: %s\n", test__s.name, test__s.first);
+        test__s.failed++;
+    }
+    fflush(stdout);
+    snprintf(test__s.name, sizeof test__s.name, "(between cases)");
+    pthread_mutex_unlock(&test__s.mu);
+    return ok;
+}
+
+#define TEST_RUN(fn) (test_begin("%s", #fn), fn(), test_end())
+
+/* Summary on stderr (stdout carries only PASS/FAIL lines); the program's exit code. */
+TEST__UNUSED static int test_summary(void) {
+    int failed;
+    pthread_mutex_lock(&test__s.mu);
+    failed = test__s.failed;
+    fprintf(stderr, "%d passed, %d failed\n", test__s.passed, test__s.failed);
+    pthread_mutex_unlock(&test__s.mu);
+    alarm(0);
+    return failed ? 1 : 0;
+}
+
+/* Monotonic milliseconds, for "returned quickly" assertions. */
+TEST__UNUSED static double test_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+#endif /* ZERO_TEST_H */

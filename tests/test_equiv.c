@@ -1,0 +1,323 @@
+/* tests/test_equiv.c - every stage against every other, and every world size
+   against one rank, on a small MLP trained for 20 steps.
+
+   The model has odd sizes (7 -> 13 -> 11 -> 5, tanh, MSE to a fixed teacher) so
+   that module padding and slices that cut through params are exercised at every
+   world size. The global batch (24) is the same at every world size and
+   accumulation count: rank r takes its contiguous share of each micro-batch. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+
+#include <math.h>
+
+#define D_IN 7
+#define H1 13
+#define H2 11
+#define D_OUT 5
+#define BATCH 24
+#define STEPS 20
+#define NLAYERS 3
+
+static const int dims[NLAYERS + 1] = { D_IN, H1, H2, D_OUT };
+
+typedef struct run_cfg {
+    int stage, world, accum;
+    zero_dtype dtype, accum_dtype;
+    zero_optim_type optim;
+    float clip;
+    int64_t bucket_bytes;
+    float *out;                     /* gathered fp32 params, written by rank 0 */
+    int64_t numel;
+    double last_loss;
+} run_cfg;
+
+#define MAXP 512
+
+static float frand(uint64_t *s) {     /* xorshift, uniform in [-1, 1) */
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static void sample(int step, int i, float *x, float *y) {
+    uint64_t s = 0x9e3779b97f4a7c15ull ^ ((uint64_t)step * 1000003u + (uint64_t)i * 7919u + 1u);
+    int k, j;
+    for (k = 0; k < D_IN; k++) x[k] = frand(&s);
+    for (j = 0; j < D_OUT; j++) {
+        float a = 0;
+        for (k = 0; k < D_IN; k++) a += x[k] * (float)((j + 1) * (k % 3 + 1)) * 0.1f;
+        y[j] = sinf(a);
+    }
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    run_cfg *cfg = (run_cfg *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod[NLAYERS];
+    zero_param W[NLAYERS], B[NLAYERS];
+    zero_result r;
+    float w[NLAYERS][H1 * H1], b[NLAYERS][H1], gw[NLAYERS][H1 * H1], gb[NLAYERS][H1];
+    int per = BATCH / (cfg->world * cfg->accum), l, step, a, i, j, k;
+    uint64_t seed = 42;
+
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.stage = cfg->stage;
+    d.param_dtype = cfg->dtype;
+    d.grad_accum_dtype = cfg->accum_dtype;
+    d.accum_steps = cfg->accum;
+    d.optim.type = cfg->optim;
+    d.optim.lr = cfg->optim == ZERO_OPTIM_SGD ? 0.05 : 0.01;
+    d.optim.weight_decay = 0.01;
+    d.optim.momentum = 0.9;
+    d.clip_norm = cfg->clip;
+    d.bucket_bytes = cfg->bucket_bytes;
+    d.timeout_ms = 20000;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    for (l = 0; l < NLAYERS; l++) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        char name[32];
+        memset(&md, 0, sizeof md);
+        snprintf(name, sizeof name, "layer%d", l);
+        md.name = name;
+        if ((r = zero_add_module(z, &md, &mod[l])) != ZERO_OK) goto done;
+        memset(&pd, 0, sizeof pd);
+        pd.name = "w"; pd.ndim = 2; pd.shape[0] = dims[l + 1]; pd.shape[1] = dims[l];
+        if ((r = zero_add_param(z, mod[l], &pd, &W[l])) != ZERO_OK) goto done;
+        pd.name = "b"; pd.ndim = 1; pd.shape[0] = dims[l + 1]; pd.shape[1] = 0; pd.no_decay = 1;
+        if ((r = zero_add_param(z, mod[l], &pd, &B[l])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (l = 0; l < NLAYERS; l++) {                  /* same init on every rank */
+        float scale = 1.0f / sqrtf((float)dims[l]);
+        for (i = 0; i < dims[l + 1] * dims[l]; i++) w[l][i] = frand(&seed) * scale;
+        for (i = 0; i < dims[l + 1]; i++) b[l][i] = frand(&seed) * 0.1f;
+        if ((r = zero_param_set_f32(z, W[l], w[l])) != ZERO_OK) goto done;
+        if ((r = zero_param_set_f32(z, B[l], b[l])) != ZERO_OK) goto done;
+    }
+    for (step = 0; step < STEPS; step++) {
+        double loss = 0;
+        for (a = 0; a < cfg->accum; a++) {
+            float act[NLAYERS + 1][BATCH][H1], delta[BATCH][H1];
+            int first = (a * cfg->world + rank) * per;
+            float ls = zero_loss_scale(z);
+            for (i = 0; i < per; i++) sample(step, first + i, act[0][i], delta[i]);
+            for (l = 0; l < NLAYERS; l++) {          /* forward */
+                if ((r = zero_fetch(z, mod[l])) != ZERO_OK) goto done;
+                zero_to_f32(w[l], zero_param_data(z, W[l]), cfg->dtype, dims[l + 1] * dims[l]);
+                zero_to_f32(b[l], zero_param_data(z, B[l]), cfg->dtype, dims[l + 1]);
+                if ((r = zero_release(z, mod[l])) != ZERO_OK) goto done;
+                for (i = 0; i < per; i++)
+                    for (j = 0; j < dims[l + 1]; j++) {
+                        float s = b[l][j];
+                        for (k = 0; k < dims[l]; k++) s += w[l][j * dims[l] + k] * act[l][i][k];
+                        act[l + 1][i][j] = l < NLAYERS - 1 ? tanhf(s) : s;
+                    }
+            }
+            for (i = 0; i < per; i++)                /* d(mean MSE)/d(out), times the loss scale */
+                for (j = 0; j < D_OUT; j++) {
+                    float e = act[NLAYERS][i][j] - delta[i][j];
+                    loss += 0.5 * e * e / (double)per;
+                    delta[i][j] = e / (float)per * ls;
+                }
+            for (l = NLAYERS - 1; l >= 0; l--) {     /* backward */
+                float dprev[BATCH][H1];
+                memset(gw[l], 0, sizeof gw[l]);
+                memset(gb[l], 0, sizeof gb[l]);
+                for (i = 0; i < per; i++)
+                    for (j = 0; j < dims[l + 1]; j++) {
+                        gb[l][j] += delta[i][j];
+                        for (k = 0; k < dims[l]; k++) gw[l][j * dims[l] + k] += delta[i][j] * act[l][i][k];
+                    }
+                for (i = 0; i < per; i++)
+                    for (k = 0; k < dims[l]; k++) {
+                        float s = 0;
+                        for (j = 0; j < dims[l + 1]; j++) s += w[l][j * dims[l] + k] * delta[i][j];
+                        dprev[i][k] = s * (1.0f - act[l][i][k] * act[l][i][k]);
+                    }
+                if ((r = zero_fetch(z, mod[l])) != ZERO_OK) goto done;
+                zero_add_f32(zero_param_grad(z, W[l]), cfg->dtype, gw[l], dims[l + 1] * dims[l]);
+                zero_add_f32(zero_param_grad(z, B[l]), cfg->dtype, gb[l], dims[l + 1]);
+                if ((r = zero_release(z, mod[l])) != ZERO_OK) goto done;
+                if ((r = zero_grads_ready(z, mod[l])) != ZERO_OK) goto done;
+                if (l > 0) memcpy(delta, dprev, sizeof delta);
+            }
+        }
+        r = zero_step(z);
+        if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
+        if ((r = zero_allreduce_f64(z, &loss, 1)) != ZERO_OK) goto done;
+        if (rank == 0) cfg->last_loss = loss / (cfg->world * cfg->accum);
+    }
+    {
+        int64_t n = zero_num_params(z);
+        float *all = n > 0 && n <= MAXP ? (float *)malloc((size_t)n * sizeof(float)) : NULL;
+        r = all ? zero_gather_params_f32(z, all) : ZERO_ERR_OUT_OF_MEMORY;
+        if (r == ZERO_OK && rank == 0) { memcpy(cfg->out, all, (size_t)n * sizeof(float)); cfg->numel = n; }
+        free(all);
+    }
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+
+static int64_t numel_total(void) {
+    int64_t n = 0;
+    int l;
+    for (l = 0; l < NLAYERS; l++) n += dims[l + 1] * dims[l] + dims[l + 1];
+    return n;
+}
+
+static int train(run_cfg *c, float *out) {
+    zero_result r;
+    c->out = out;
+    r = zero_run_local(c->world, rank_main, c);
+    return CHECK(r == ZERO_OK, "stage %d world %d: %s (%s)", c->stage, c->world, zero_result_str(r), zero_last_error(NULL));
+}
+
+static double max_rel(const float *a, const float *b, int64_t n, double floor_) {
+    double m = 0;
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        double den = fabs((double)b[i]) > floor_ ? fabs((double)b[i]) : floor_;
+        double e = fabs((double)a[i] - (double)b[i]) / den;
+        if (!(e <= m)) m = e;
+    }
+    return m;
+}
+
+static const char *dname(zero_dtype t) { return zero_dtype_str(t); }
+
+/* Accumulation 1: all four stages must agree bit for bit at one world size. */
+static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt) {
+    float ref[MAXP], got[MAXP];
+    run_cfg c;
+    int s;
+    memset(&c, 0, sizeof c);
+    c.world = world; c.accum = 1; c.dtype = dt; c.optim = opt;
+    c.stage = 0;
+    if (!train(&c, ref)) return;
+    CHECK(c.numel == numel_total(), "numel %lld", (long long)c.numel);
+    CHECK(c.last_loss < 0.5, "the model did not learn: final loss %g", c.last_loss);
+    for (s = 1; s <= 3; s++) {
+        c.stage = s;
+        if (!train(&c, got)) return;
+        CHECK(memcmp(ref, got, sizeof(float) * (size_t)numel_total()) == 0,
+              "%s world %d: stage %d differs from stage 0 (max rel %g)", dname(dt), world, s,
+              max_rel(got, ref, numel_total(), 1e-3));
+    }
+}
+
+/* Accumulation > 1: stages 0-1 sum micro-batches before reducing, stages 2-3 after,
+   so fp32 sums happen in a different order and round at different points (~1 ulp
+   of a stored gradient, ~6e-8 relative). The parameter vectors must agree within
+   1e-6 relative (|diff| <= 1e-6 |p|, measured ~7e-8). Not per element: where a
+   gradient element nearly cancels (1e-3 terms summing to 1e-9), one ulp is a large
+   relative change of that element, which AdamW's 1/sqrt(v) and the model's
+   nonlinearity carry into a few params at up to ~3e-5 relative after 20 steps.
+   With bf16/f16 gradients and an fp32 accumulator (grad_accum_dtype) the sums of
+   8- or 11-bit mantissas are exact in fp32, so those runs must be bitwise equal. */
+static void stages_accum(zero_dtype dt, zero_dtype acc, int world, int accum, zero_optim_type opt, double tol) {
+    float ref[MAXP], got[MAXP];
+    run_cfg c;
+    int s;
+    int64_t i, n = numel_total();
+    memset(&c, 0, sizeof c);
+    c.world = world; c.accum = accum; c.dtype = dt; c.accum_dtype = acc; c.optim = opt;
+    c.stage = 0;
+    if (!train(&c, ref)) return;
+    for (s = 1; s <= 3; s++) {
+        double num = 0, den = 0;
+        c.stage = s;
+        if (!train(&c, got)) return;
+        for (i = 0; i < n; i++) {
+            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+        if (tol == 0) {
+            CHECK(memcmp(got, ref, sizeof(float) * (size_t)n) == 0, "%s accum %d world %d: stage %d differs from stage 0 "
+                  "(max rel %g)", dname(dt), accum, world, s, max_rel(got, ref, n, 1e-3));
+        } else {
+            CHECK(sqrt(num) <= tol * sqrt(den), "%s accum %d world %d: stage %d vs 0: |diff|/|p| %g > %g",
+                  dname(dt), accum, world, s, sqrt(num / den), tol);
+        }
+    }
+}
+
+/* World size N against one rank. The same global batch is seen, but the mean is
+   a sum of N per-rank means, and with bf16/f16 each rank's gradient is rounded to
+   8 or 11 mantissa bits before the sum instead of after. Each step therefore
+   perturbs every gradient element by about the unit roundoff u of the gradient
+   dtype (f32 2^-24, f16 2^-11, bf16 2^-8), a perturbation of the update of the
+   same relative size. Over 20 steps those random-walk to ~sqrt(20) u ~ 4.5 u of
+   the distance the parameters travelled; we allow 16 u (AdamW's normalisation
+   and params that flip one ulp on narrowing amplify a little). Measured: f32
+   1.5e-7, f16 1.2e-4, bf16 9e-4 against bounds 9.5e-7, 7.8e-3, 6.3e-2. */
+static void vs_world1(zero_dtype dt, int world, int stage) {
+    float one[MAXP], got[MAXP], init[MAXP];
+    run_cfg c;
+    double u = dt == ZERO_F32 ? 0x1p-24 : dt == ZERO_F16 ? 0x1p-11 : 0x1p-8, num = 0, den = 0, tol = 16 * u;
+    int64_t i, n = numel_total();
+    memset(&c, 0, sizeof c);
+    c.world = 1; c.accum = 1; c.dtype = dt; c.stage = stage;
+    if (!train(&c, one)) return;
+    c.world = world;
+    if (!train(&c, got)) return;
+    { /* initial params: same generator as rank_main */
+        uint64_t seed = 42;
+        int l, k, off = 0;
+        for (l = 0; l < NLAYERS; l++) {
+            float scale = 1.0f / sqrtf((float)dims[l]);
+            for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = frand(&seed) * scale;
+            for (k = 0; k < dims[l + 1]; k++) init[off++] = frand(&seed) * 0.1f;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        num += ((double)got[i] - one[i]) * ((double)got[i] - one[i]);
+        den += ((double)one[i] - init[i]) * ((double)one[i] - init[i]);
+    }
+    CHECK(den > 0, "parameters did not move");
+    CHECK(sqrt(num) <= tol * sqrt(den), "%s stage %d: world %d vs 1: |diff| %g > %g * |moved| %g",
+          dname(dt), stage, world, sqrt(num), tol, sqrt(den));
+}
+
+int main(void) {
+    static const zero_dtype dts[3] = { ZERO_F32, ZERO_BF16, ZERO_F16 };
+    int t, w;
+    test_init();
+    for (t = 0; t < 3; t++)
+        for (w = 1; w <= 4; w++) {
+            test_begin("stages_bitwise_%s_world%d", dname(dts[t]), w);
+            stages_bitwise(dts[t], w, ZERO_OPTIM_ADAMW);
+            test_end();
+        }
+    for (w = 1; w <= 4; w += 3) {
+        test_begin("stages_bitwise_sgd_world%d", w);
+        stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD);
+        test_end();
+    }
+    for (w = 1; w <= 4; w++) {
+        test_begin("stages_accum3_f32_adamw_world%d", w);
+        stages_accum(ZERO_F32, ZERO_DTYPE_DEFAULT, w, 3, ZERO_OPTIM_ADAMW, 1e-6);
+        test_end();
+        test_begin("stages_accum3_f32_sgd_world%d", w);
+        stages_accum(ZERO_F32, ZERO_DTYPE_DEFAULT, w, 3, ZERO_OPTIM_SGD, 1e-6);
+        test_end();
+    }
+    for (t = 1; t < 3; t++)
+        for (w = 2; w <= 3; w++) {
+            test_begin("stages_accum2_%s_f32acc_world%d", dname(dts[t]), w);
+            stages_accum(dts[t], ZERO_F32, w, 2, ZERO_OPTIM_ADAMW, 0);
+            test_end();
+        }
+    for (t = 0; t < 3; t++)
+        for (w = 2; w <= 4; w++) {
+            test_begin("world%d_vs_world1_%s", w, dname(dts[t]));
+            vs_world1(dts[t], w, w == 3 ? 3 : 2);
+            test_end();
+        }
+    return test_summary();
+}

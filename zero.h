@@ -1,0 +1,2426 @@
+/* zero.h - v0.1.0 - ZeRO (Zero Redundancy Optimizer) training engine in one C header. MIT licence at the end.
+
+   zero.h trains models whose weights, gradients and optimizer states do not fit
+   on one device by partitioning them across N data-parallel ranks (ZeRO stages
+   1-3), reducing gradients in buckets while the backward pass continues, and
+   gathering stage-3 parameters on demand. Your program keeps its own forward and
+   backward code (llm.c style); zero.h owns the memory of the model states, the
+   collectives and the optimizer.
+
+   DO THIS in exactly one C or C++ file, before the #include:
+
+       #define ZERO_IMPLEMENTATION
+       #include "zero.h"
+
+   and include zero.h without the define everywhere else. Build with pthreads
+   (-pthread). Nothing else is needed for the CPU device.
+
+   THE SHORTEST COMPLETE PROGRAM (one rank, one linear layer y = w.x):
+
+       zero_desc d = {0};
+       d.stage = 3; d.param_dtype = ZERO_F32; d.optim.lr = 0.1;
+       zero_ctx *z; zero_create(&z, &d);
+       zero_module_desc md = {0}; md.name = "linear";
+       zero_module lin; zero_add_module(z, &md, &lin);
+       zero_param_desc pd = {0}; pd.name = "w"; pd.ndim = 1; pd.shape[0] = 4;
+       zero_param w; zero_add_param(z, lin, &pd, &w);
+       zero_build(z);                                  // plans and allocates everything
+       float init[4] = {0}; zero_param_set_f32(z, w, init);
+       for (int step = 0; step < 100; step++) {
+           zero_fetch(z, lin);                         // stage 3: all-gather the layer
+           float *W = (float*)zero_param_data(z, w), *G = (float*)zero_param_grad(z, w);
+           float x[4] = {1, 2, 3, 4}, y = 0, target = 5;
+           for (int i = 0; i < 4; i++) y += W[i] * x[i];
+           for (int i = 0; i < 4; i++) G[i] += (y - target) * x[i];   // grads accumulate
+           zero_release(z, lin);
+           zero_grads_ready(z, lin);                   // reduce-scatter starts now
+           zero_step(z);                               // fused clip + AdamW on the shard
+       }
+       zero_destroy(z);
+
+   Several ranks in one process: zero_run_local(4, fn, user) runs fn on four threads,
+   each with its own zero_comm endpoint; pass it as desc.comm to zero_create.
+
+   CONFIGURATION MACROS (define before the implementation include)
+
+       ZERO_IMPLEMENTATION   compile the implementation into this file
+       ZERO_STATIC           give every public function static linkage
+       ZERO_API              override the linkage of public functions
+       ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
+       ZERO_ASSERT(c)        replace assert() for internal invariants
+       ZERO_CUDA             build the CUDA device (needs nvcc; see issue tracker)
+
+   ON STAGES
+       stage 0   plain data parallel: every rank holds everything; gradients are
+                 all-reduced (as reduce-scatter + all-gather, in the same order as
+                 the other stages, so that all stages give bitwise-equal results).
+       stage 1   fp32 master weights and optimizer moments are partitioned.
+       stage 2   + gradients: each module's gradient is reduce-scattered straight
+                 into the rank's gradient shard.
+       stage 3   + parameters: zero_fetch all-gathers a module into a slot,
+                 zero_release frees the slot.
+     Per-rank model-state bytes, bf16 params and grads with AdamW (Psi params, N ranks):
+     16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N. With f32 params the fp32
+     master copy is the parameter itself and takes no extra bytes.
+     Every module's flat span is padded to a multiple of N * align_elems elements and
+     every parameter inside it starts at a multiple of align_elems; rank r owns the
+     slice [r*S/N, (r+1)*S/N) of every module. "Padding" below means exactly this.
+
+   ON GRADIENTS
+     zero_param_grad returns a buffer in grad_dtype that holds zeros at the start of
+     each micro-batch (stages 2-3) or of each step (stages 0-1, which accumulate
+     micro-batches in place): ADD your gradient into it. Write the gradient of your
+     rank's mean loss for that micro-batch; zero_step averages over ranks and
+     micro-batches (the sum is taken in fp32 and divided by N * accum_steps *
+     loss_scale inside the fused optimizer pass). grad_accum_dtype = ZERO_F32 keeps
+     the accumulated gradients (full buffers in stages 0-1, shards in stages 2-3)
+     in fp32 instead of grad_dtype.
+
+   ON BUCKETS
+     zero_grads_ready(m) queues module m for reduction. Queued modules are reduced
+     together once they hold bucket_bytes of gradients or the micro-batch's last
+     module is ready; the reductions run on the comm stream (a worker thread on the
+     CPU device) while your backward pass continues. Stages 0-1 reduce on the last
+     micro-batch of a step only; stages 2-3 on every micro-batch.
+
+   ON THE OPTIMIZER AND LOSS SCALING
+     zero_step waits for the reductions, computes the global gradient norm from the
+     shards (one small all-reduce that also carries the non-finite flag), and runs
+     one fused pass: unscale, clip, AdamW or SGD (PyTorch's semantics), narrow to the
+     param dtype. Non-finite gradients skip the step on every rank and zero_step
+     returns ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by
+     default: multiply your loss by zero_loss_scale(); an overflow halves it, and it
+     doubles after loss_scale_window clean steps.
+
+   ON MEMORY
+     zero_build plans every buffer before allocating any; zero_plan_get returns the
+     plan (also before zero_build) and zero_estimate computes it from sizes alone.
+     After zero_build, zero_stats_get reports exactly the planned bytes. A plan over
+     device_bytes_cap or host_bytes_cap fails zero_build with ZERO_ERR_OVER_CAP.
+     A steady-state step allocates nothing.
+
+   ERRORS
+     Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
+     or a negative ZERO_ERR_*. zero_result_str names a code, zero_last_error(ctx)
+     gives the full sentence (zero_last_error(NULL): the calling thread's last one).
+     Functions returning pointers return NULL on error and set the message. Nothing
+     calls exit or abort on bad input. Every collective has a timeout (timeout_ms):
+     a rank that never arrives gives ZERO_ERR_TIMEOUT, never a hang.
+
+   MEMORY OVERRIDES
+     Host memory comes from desc.allocator {alloc, free, user_data} when set, else
+     ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
+
+   WHAT IT DOES NOT DO (yet)
+     No autograd: you write forward and backward. The CUDA device, NCCL, MPI, offload
+     to host/NVMe, prefetch, tiling and checkpoints are tracked as separate issues.
+     POSIX threads only (Linux, macOS); no Windows threads yet.
+*/
+#ifndef ZERO_H_INCLUDED
+#define ZERO_H_INCLUDED
+
+/* the implementation uses POSIX threads and clocks; ask for them if nobody has */
+#if defined(ZERO_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_WIN32)
+#  define _POSIX_C_SOURCE 200809L
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZERO_VERSION_MAJOR 0
+#define ZERO_VERSION_MINOR 1
+#define ZERO_VERSION_PATCH 0
+
+#ifndef ZERO_API
+#  ifdef ZERO_STATIC
+#    define ZERO_API static
+#  else
+#    define ZERO_API extern
+#  endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- results ---------------------------------------------------------------------- */
+typedef enum zero_result {
+    ZERO_OK = 0,
+    ZERO_STEP_SKIPPED = 1,          /* not an error: non-finite gradients, step skipped */
+    ZERO_ERR_INVALID_ARG = -1,      /* NULL pointer or out-of-range option */
+    ZERO_ERR_INVALID_STAGE = -2,    /* stage outside 0..3 */
+    ZERO_ERR_INVALID_SIZE = -3,     /* zero, negative or overflowing sizes */
+    ZERO_ERR_INVALID_DTYPE = -4,    /* unknown dtype */
+    ZERO_ERR_INVALID_HANDLE = -5,   /* unknown or foreign module / param handle */
+    ZERO_ERR_ALREADY_BUILT = -6,    /* registering after zero_build */
+    ZERO_ERR_NOT_BUILT = -7,        /* training call before zero_build */
+    ZERO_ERR_GRADS_NOT_READY = -8,  /* zero_step before every module's zero_grads_ready */
+    ZERO_ERR_NOT_FETCHED = -9,      /* stage-3 param data of a module not fetched */
+    ZERO_ERR_STATE = -10,           /* other misuse of the call sequence */
+    ZERO_ERR_MISMATCH = -11,        /* ranks disagree (different model, different calls) */
+    ZERO_ERR_TIMEOUT = -12,         /* a rank never arrived at a collective */
+    ZERO_ERR_COMM = -13,            /* the communicator failed or was aborted */
+    ZERO_ERR_OUT_OF_MEMORY = -14,
+    ZERO_ERR_OVER_CAP = -15,        /* the plan exceeds a memory cap or a buffer budget */
+    ZERO_ERR_IO = -16,
+    ZERO_ERR_NO_DEVICE = -17,
+    ZERO_ERR_UNSUPPORTED = -18
+} zero_result;
+
+/* ---- enums (0 always means "the default") --------------------------------------- */
+typedef enum zero_dtype {
+    ZERO_DTYPE_DEFAULT = 0,
+    ZERO_F32,
+    ZERO_BF16,
+    ZERO_F16,
+    ZERO_DTYPE_NUM
+} zero_dtype;
+
+typedef enum zero_optim_type {
+    ZERO_OPTIM_DEFAULT = 0,         /* AdamW */
+    ZERO_OPTIM_ADAMW,
+    ZERO_OPTIM_SGD,
+    ZERO_OPTIM_NUM
+} zero_optim_type;
+
+typedef enum zero_tier {            /* an index into byte tables */
+    ZERO_TIER_DEVICE = 0,           /* the compute device's memory (host RAM on the CPU device) */
+    ZERO_TIER_HOST,
+    ZERO_TIER_NVME,
+    ZERO_TIER_NUM
+} zero_tier;
+
+typedef enum zero_category {        /* an index into byte tables */
+    ZERO_CAT_PARAMS = 0,            /* low-precision parameters (full or shard) */
+    ZERO_CAT_GRADS,                 /* accumulated gradients (full or shard) */
+    ZERO_CAT_MASTER,                /* fp32 master weights (0 when params are f32) */
+    ZERO_CAT_OPTIM,                 /* optimizer moments */
+    ZERO_CAT_BUFFERS,               /* gradient staging, stage-3 gather slots */
+    ZERO_CAT_NUM
+} zero_category;
+
+typedef enum zero_coll {            /* collective kinds, an index into stats tables */
+    ZERO_COLL_ALL_GATHER = 0,
+    ZERO_COLL_REDUCE_SCATTER,
+    ZERO_COLL_ALL_REDUCE,
+    ZERO_COLL_BROADCAST,
+    ZERO_COLL_BARRIER,
+    ZERO_COLL_NUM
+} zero_coll;
+
+typedef enum zero_log_level {
+    ZERO_LOG_ERROR = 1,
+    ZERO_LOG_WARN,
+    ZERO_LOG_INFO,
+    ZERO_LOG_DEBUG
+} zero_log_level;
+
+/* Every message zero.h can log has an item, so tests can ask which one fired. */
+#define ZERO_LOG_ITEMS(X) \
+    X(OK,                   "no message") \
+    X(NULL_ARG,             "a required pointer argument is NULL") \
+    X(BAD_OPTION,           "an option is out of range") \
+    X(INVALID_STAGE,        "stage must be 0, 1, 2 or 3") \
+    X(INVALID_SIZE,         "a size is zero, negative or too large") \
+    X(INVALID_DTYPE,        "unknown dtype") \
+    X(INVALID_HANDLE,       "unknown or foreign module/param handle") \
+    X(ALREADY_BUILT,        "the model can no longer change after zero_build") \
+    X(NOT_BUILT,            "call zero_build first") \
+    X(GRADS_NOT_READY,      "zero_step before every module's gradients were ready") \
+    X(NOT_FETCHED,          "stage-3 module used without zero_fetch") \
+    X(STILL_FETCHED,        "a module is still fetched") \
+    X(FROZEN_GRAD,          "a frozen module has no gradients") \
+    X(BAD_SEQUENCE,         "call out of sequence") \
+    X(MODEL_MISMATCH,       "ranks registered different models") \
+    X(COLL_MISMATCH,        "ranks called different collectives") \
+    X(COLL_TIMEOUT,         "a rank never arrived at a collective") \
+    X(COMM_BROKEN,          "the communicator was aborted") \
+    X(RANK_LEFT,            "a rank left the group") \
+    X(OUT_OF_MEMORY,        "allocation failed") \
+    X(OVER_CAP,             "the plan exceeds a memory cap") \
+    X(BUFFER_FULL,          "a buffer budget is exhausted") \
+    X(NO_DEVICE,            "no device") \
+    X(PLAN,                 "memory plan") \
+    X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
+    X(LOSS_SCALE_GROWN,     "loss scale grown") \
+    X(BUILT,                "built")
+
+typedef enum zero_log_item {
+#define ZERO__X(name, text) ZERO_LOGITEM_##name,
+    ZERO_LOG_ITEMS(ZERO__X)
+#undef ZERO__X
+    ZERO_LOGITEM_NUM
+} zero_log_item;
+
+/* ---- opaque objects and handles -------------------------------------------------- */
+typedef struct zero_ctx zero_ctx;       /* one rank's trainer state */
+typedef struct zero_group zero_group;   /* a local world: N ranks as threads of one process */
+typedef struct zero_comm zero_comm;     /* one rank's endpoint of a communicator */
+typedef struct zero_module { uint32_t id; } zero_module;
+typedef struct zero_param { uint32_t id; } zero_param;
+
+#define ZERO_MAX_DIMS 8
+
+/* ---- descriptors ------------------------------------------------------------------ */
+typedef struct zero_allocator {
+    void *(*alloc)(size_t size, void *user_data);
+    void (*free)(void *ptr, void *user_data);
+    void *user_data;
+} zero_allocator;
+
+typedef struct zero_logger {
+    void (*func)(void *user_data, zero_log_level level, zero_log_item item, int rank, const char *message);
+    void *user_data;
+    zero_log_level level;           /* most verbose level passed on; default ZERO_LOG_WARN */
+} zero_logger;
+
+typedef struct zero_optim_desc {
+    zero_optim_type type;           /* default AdamW */
+    double lr;                      /* default 1e-3 */
+    double beta1, beta2;            /* AdamW; default 0.9, 0.999 */
+    double eps;                     /* AdamW; default 1e-8 */
+    double weight_decay;            /* default 0 (AdamW: decoupled; SGD: L2 added to the gradient) */
+    double momentum;                /* SGD; default 0 */
+    double dampening;               /* SGD; default 0 */
+    int nesterov;                   /* SGD; default off */
+} zero_optim_desc;
+
+typedef struct zero_desc {
+    zero_comm *comm;                /* this rank's endpoint; NULL: a world of one */
+    int stage;                      /* 0..3; default 0 */
+    zero_dtype param_dtype;         /* default ZERO_BF16 */
+    zero_dtype grad_dtype;          /* default: param_dtype */
+    zero_dtype grad_accum_dtype;    /* default: grad_dtype; ZERO_F32 keeps gradients in fp32 */
+    int accum_steps;                /* micro-batches per step; default 1 */
+    int64_t bucket_bytes;           /* gradient bytes reduced together; default 16 MiB */
+    int64_t align_elems;            /* param alignment inside a module; default 16 */
+    int live_modules;               /* stage 3: modules gathered at once (slots); default 2 */
+    zero_optim_desc optim;
+    float clip_norm;                /* global-norm clipping; 0: off */
+    float loss_scale;               /* >0: static scale; 0: dynamic for f16, 1 otherwise */
+    float loss_scale_init;          /* dynamic; default 65536 */
+    int loss_scale_window;          /* dynamic: clean steps before growing; default 1000 */
+    float loss_scale_min;           /* dynamic; default 1 */
+    int timeout_ms;                 /* every collective; default 120000 */
+    int64_t device_bytes_cap;       /* 0: no cap */
+    int64_t host_bytes_cap;         /* 0: no cap */
+    zero_allocator allocator;
+    zero_logger logger;
+} zero_desc;
+
+typedef struct zero_module_desc {
+    const char *name;               /* required; unique */
+    int frozen;                     /* 1: no gradients, no optimizer state */
+} zero_module_desc;
+
+typedef struct zero_param_desc {
+    const char *name;               /* required; unique within the module */
+    int ndim;                       /* 1..ZERO_MAX_DIMS */
+    int64_t shape[ZERO_MAX_DIMS];
+    int no_decay;                   /* 1: no weight decay (biases, norms) */
+} zero_param_desc;
+
+/* ---- plans and stats -------------------------------------------------------------- */
+typedef struct zero_plan {
+    int stage, world_size;
+    int64_t numel;                  /* registered elements, unpadded */
+    int64_t numel_padded;           /* all module spans, padded */
+    int64_t trainable_padded;       /* spans of trainable modules */
+    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];   /* per rank */
+    int64_t model_state_bytes;      /* params + grads + master + optimizer, all tiers */
+    int64_t total_bytes;            /* everything, all tiers */
+} zero_plan;
+
+typedef struct zero_stats {
+    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];   /* allocated now, this rank */
+    int64_t model_state_bytes;
+    int64_t total_bytes;
+    int64_t comm_calls[ZERO_COLL_NUM];
+    int64_t comm_elems[ZERO_COLL_NUM];  /* elements this rank sent (ring volume) */
+    int64_t comm_bytes[ZERO_COLL_NUM];  /* bytes this rank sent (ring volume) */
+    int64_t steps;                  /* optimizer steps applied */
+    int64_t skipped_steps;          /* steps skipped for non-finite gradients */
+    float loss_scale;
+    double grad_norm;               /* last step's global norm (unscaled, before clipping) */
+} zero_stats;
+
+/* ---- functions -------------------------------------------------------------------- */
+ZERO_API const char *zero_result_str(zero_result r);
+ZERO_API const char *zero_dtype_str(zero_dtype t);
+ZERO_API const char *zero_log_item_str(zero_log_item item);
+ZERO_API size_t zero_dtype_size(zero_dtype t);       /* 0 for an unknown dtype */
+ZERO_API const char *zero_last_error(const zero_ctx *ctx);   /* NULL ctx: this thread's */
+
+/* communicators */
+ZERO_API zero_result zero_group_create(zero_group **out, int world_size);
+ZERO_API void zero_group_destroy(zero_group *g);
+ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank);
+ZERO_API void zero_comm_destroy(zero_comm *c);
+ZERO_API int zero_comm_rank(const zero_comm *c);
+ZERO_API int zero_comm_size(const zero_comm *c);
+/* Runs fn(comm, rank, user) on world_size threads, each with its own endpoint of one
+   local group. Returns ZERO_OK if every fn did, else the lowest rank's failure. */
+typedef zero_result (*zero_rank_fn)(zero_comm *comm, int rank, void *user);
+ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user);
+
+/* context */
+ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
+ZERO_API void zero_destroy(zero_ctx *ctx);
+ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx);   /* effective values */
+ZERO_API int zero_rank(const zero_ctx *ctx);
+ZERO_API int zero_world_size(const zero_ctx *ctx);
+
+/* registration (before zero_build) */
+ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out);
+ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module m, const zero_param_desc *desc, zero_param *out);
+
+/* planning and building */
+ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out);
+ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
+                                   const int64_t *module_numels, zero_plan *out);
+ZERO_API zero_result zero_build(zero_ctx *ctx);     /* collective: checks every rank's model */
+
+/* parameters */
+ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p);   /* -1 for a bad handle */
+ZERO_API int64_t zero_num_params(const zero_ctx *ctx);                  /* total elements, unpadded */
+ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values);
+ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
+
+/* training */
+ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module m);
+ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module m);
+ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p);   /* param_dtype */
+ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p);   /* grad_dtype; add into it */
+ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module m);
+ZERO_API float zero_loss_scale(const zero_ctx *ctx);
+ZERO_API zero_result zero_step(zero_ctx *ctx);                  /* collective */
+ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  /* sum, rank order */
+ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
+
+/* dtype helpers for user code */
+ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n);
+ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n);
+ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n);  /* dst += src */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_H_INCLUDED */
+
+/* ==================================================================================
+   Element-wise math shared by the CPU and the GPU. zero_kernels.cu defines
+   ZERO_KERNELS and includes zero.h to get exactly these functions, so the CPU
+   tests check the formulas the GPU runs.
+   ================================================================================== */
+#if (defined(ZERO_IMPLEMENTATION) || defined(ZERO_KERNELS)) && !defined(ZERO__MATH_DEFINED)
+#define ZERO__MATH_DEFINED
+#include <math.h>
+#include <string.h>
+#ifdef __CUDACC__
+#  define ZERO_HD __host__ __device__
+#else
+#  define ZERO_HD
+#endif
+
+ZERO_HD static inline uint32_t zero__f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+ZERO_HD static inline float zero__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* f32 -> bf16, round to nearest even; NaN stays a (quiet) NaN */
+ZERO_HD static inline uint16_t zero__f32_to_bf16(float f) {
+    uint32_t u = zero__f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+ZERO_HD static inline float zero__bf16_to_f32(uint16_t h) { return zero__bits_f32((uint32_t)h << 16); }
+
+/* f32 -> f16, round to nearest even, with subnormals, overflow to inf */
+ZERO_HD static inline uint16_t zero__f32_to_f16(float f) {
+    uint32_t x = zero__f32_bits(f);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (uint16_t)(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
+    if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);      /* >= 65520 rounds to inf */
+    if (ax >= 0x38800000u) {                                       /* normal in f16 */
+        ax += 0xc8000fffu + ((ax >> 13) & 1u);                     /* rebias (-112 << 23), round */
+        return (uint16_t)(sign | (ax >> 13));
+    }
+    /* subnormal or zero: in [0.5, 1) the f32 ulp is 2^-24, the f16 subnormal step,
+       so adding 0.5 lets the FPU do the round-to-nearest-even for us */
+    return (uint16_t)(sign | (zero__f32_bits(zero__bits_f32(ax) + 0.5f) - 0x3f000000u));
+}
+ZERO_HD static inline float zero__f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return zero__bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) return zero__bits_f32(sign | zero__f32_bits((float)m * 5.9604644775390625e-8f));
+    return zero__bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* load / store one element of a tensor of dtype dt (ZERO_F32, ZERO_BF16, ZERO_F16) */
+ZERO_HD static inline float zero__ld(const void *p, int64_t i, int dt) {
+    if (dt == ZERO_F32) return ((const float *)p)[i];
+    if (dt == ZERO_BF16) return zero__bf16_to_f32(((const uint16_t *)p)[i]);
+    return zero__f16_to_f32(((const uint16_t *)p)[i]);
+}
+ZERO_HD static inline void zero__st(void *p, int64_t i, int dt, float v) {
+    if (dt == ZERO_F32) ((float *)p)[i] = v;
+    else if (dt == ZERO_BF16) ((uint16_t *)p)[i] = zero__f32_to_bf16(v);
+    else ((uint16_t *)p)[i] = zero__f32_to_f16(v);
+}
+
+/* AdamW exactly as torch.optim.AdamW (foreach=False) computes it in float32:
+   p *= 1 - lr*wd; m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g*g;
+   p += (-lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps). Host code computes the
+   scalars in double, as Python does, and rounds them to float once. */
+typedef struct zero__adamw_hp {
+    float beta1, beta2, one_minus_beta1, one_minus_beta2, eps, decay_mul, neg_step_size, bc2_sqrt;
+} zero__adamw_hp;
+
+ZERO_HD static inline void zero__adamw_elem(float *p, float *m, float *v, float g,
+                                            const zero__adamw_hp *h, int decay) {
+    float pp = decay ? *p * h->decay_mul : *p;
+    float mm = *m * h->beta1 + h->one_minus_beta1 * g;
+    float vv = *v * h->beta2 + h->one_minus_beta2 * g * g;
+    float denom = sqrtf(vv) / h->bc2_sqrt + h->eps;
+    *p = pp + h->neg_step_size * mm / denom;
+    *m = mm;
+    *v = vv;
+}
+
+/* SGD exactly as torch.optim.SGD: d = g + wd*p; buf = first ? d : buf*mu + (1-dampening)*d;
+   d = nesterov ? d + mu*buf : buf; p += -lr * d */
+typedef struct zero__sgd_hp {
+    float neg_lr, weight_decay, momentum, one_minus_dampening;
+    int nesterov, first;
+} zero__sgd_hp;
+
+ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const zero__sgd_hp *h, int decay) {
+    float pp = *p, d = g;
+    if (decay && h->weight_decay != 0.0f) d = d + h->weight_decay * pp;
+    if (buf) {
+        float b = h->first ? d : *buf * h->momentum + h->one_minus_dampening * d;
+        *buf = b;
+        d = h->nesterov ? d + h->momentum * b : b;
+    }
+    *p = pp + h->neg_lr * d;
+}
+#endif /* ZERO__MATH_DEFINED */
+
+/* ==================================================================================
+   IMPLEMENTATION
+   ================================================================================== */
+#if defined(ZERO_IMPLEMENTATION) && !defined(ZERO__IMPL_DEFINED)
+#define ZERO__IMPL_DEFINED
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <time.h>
+#include <pthread.h>
+
+#if defined(ZERO_MALLOC) && !defined(ZERO_FREE)
+#error "zero.h: define ZERO_FREE together with ZERO_MALLOC (both or neither)"
+#endif
+#if defined(ZERO_FREE) && !defined(ZERO_MALLOC)
+#error "zero.h: define ZERO_MALLOC together with ZERO_FREE (both or neither)"
+#endif
+#ifndef ZERO_MALLOC
+#  define ZERO_MALLOC(sz, u) ((void)(u), malloc(sz))
+#  define ZERO_FREE(p, u) ((void)(u), free(p))
+#endif
+#ifndef ZERO_ASSERT
+#  include <assert.h>
+#  define ZERO_ASSERT(c) assert(c)
+#endif
+#ifdef ZERO_CUDA
+#  error "zero.h: the CUDA device is not implemented yet (ZERO_CUDA); build the CPU device without it"
+#endif
+
+/* >>base ---------------------------------------------------------------------------- */
+#define ZERO__DEF(v, d) ((v) ? (v) : (d))
+#define ZERO__ALIGN 64                 /* every arena starts on a cache line */
+#define ZERO__MSG 512
+#define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
+#define ZERO__MAX_RANKS 4096
+#define ZERO__F64 100                  /* internal dtype code for double scalars */
+
+#if defined(__cplusplus)
+#  define ZERO__TLS thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#  define ZERO__TLS _Thread_local
+#else
+#  define ZERO__TLS __thread
+#endif
+
+/* The one process-wide mutable state besides the thread's last error: a counter
+   that gives each context a different handle salt, so a handle from one context
+   is rejected by another. */
+static uint32_t zero__next_salt(void) {
+    static uint32_t counter = 0;
+    return (__atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED) & 0x7ffu) + 1u;
+}
+static ZERO__TLS char zero__tls_err[ZERO__MSG];
+
+static const char *zero__log_item_name[] = {
+#define ZERO__X(name, text) #name,
+    ZERO_LOG_ITEMS(ZERO__X)
+#undef ZERO__X
+};
+
+static int64_t zero__align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+/* a*b with overflow check; 0 on overflow */
+static int zero__mul(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > INT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Condition variables wait on CLOCK_MONOTONIC where the platform allows it, so a
+   clock change cannot stretch a collective's timeout. */
+#if defined(__APPLE__) || (defined(__GLIBC__) && !defined(__USE_XOPEN2K))
+#  define ZERO__COND_REALTIME 1
+#endif
+static void zero__cond_init(pthread_cond_t *cv) {
+#if defined(ZERO__COND_REALTIME)
+    pthread_cond_init(cv, NULL);
+#else
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+#endif
+}
+static struct timespec zero__deadline(int timeout_ms) {
+    struct timespec ts;
+#if defined(ZERO__COND_REALTIME)
+    clock_gettime(CLOCK_REALTIME, &ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    return ts;
+}
+
+/* host allocation through the hooks, re-aligned to ZERO__ALIGN */
+static void *zero__raw_alloc(const zero_allocator *a, size_t size) {
+    size_t total = size + ZERO__ALIGN + sizeof(void *);
+    void *raw;
+    uintptr_t p;
+    if (total < size) return NULL;
+    raw = a && a->alloc ? a->alloc(total, a->user_data) : ZERO_MALLOC(total, a ? a->user_data : NULL);
+    if (!raw) return NULL;
+    p = ((uintptr_t)raw + sizeof(void *) + ZERO__ALIGN - 1) & ~(uintptr_t)(ZERO__ALIGN - 1);
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+static void zero__raw_free(const zero_allocator *a, void *ptr) {
+    void *raw;
+    if (!ptr) return;
+    raw = ((void **)ptr)[-1];
+    if (a && a->free) a->free(raw, a->user_data);
+    else ZERO_FREE(raw, a ? a->user_data : NULL);
+}
+static char *zero__strdup(const zero_allocator *a, const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)zero__raw_alloc(a, n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* >>device (cpu) ---------------------------------------------------------------------
+   A stream is a FIFO worker thread; an event is a ticket: the count of tasks enqueued
+   when it was recorded. Waiting for a ticket waits until that many tasks are done. On
+   the CPU the caller's thread is the compute stream, so the comm stream overlaps the
+   gradient reductions with the backward pass for real. Tasks are small records in a
+   fixed ring: enqueuing allocates nothing. */
+typedef enum zero__task_kind {
+    ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
+    ZERO__TASK_GATHER_MODULE,     /* a: module, b: slot */
+    ZERO__TASK_GATHER_PARAMS,     /* a: module (stages 1-2 after the optimizer) */
+    ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
+    ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
+    ZERO__TASK_ALLGATHER_BYTES,   /* ptr: send, ptr2: recv, n: bytes per rank */
+    ZERO__TASK_STOP
+} zero__task_kind;
+
+typedef struct zero__task {
+    int kind, a, b;
+    int64_t n;
+    void *ptr, *ptr2;
+} zero__task;
+
+typedef struct zero__stream {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;              /* both directions: work arrived, work done */
+    zero__task ring[ZERO__STREAM_CAP];
+    uint64_t enqueued, done;
+    int started;
+    zero_result err;                /* first failure; later tasks are skipped */
+    char err_msg[ZERO__MSG];
+} zero__stream;
+
+/* >>comm ------------------------------------------------------------------------------
+   One interface; the local backend (ranks as threads of one process) is here. MPI and
+   NCCL come with their issues. Every collective has a timeout. */
+typedef struct zero__comm_vt {
+    /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
+    zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
+    /* recv (count elements of rdt) = [recv +] sum over ranks of their send slice r (sdt);
+       sums are taken in fp32, in rank order */
+    zero_result (*reduce_scatter)(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                  int64_t count, int accumulate, int timeout_ms);
+    zero_result (*all_reduce)(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms);
+    zero_result (*broadcast)(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms);
+    zero_result (*barrier)(zero_comm *c, int timeout_ms);
+} zero__comm_vt;
+
+struct zero_comm {
+    const zero__comm_vt *vt;
+    int rank, size;
+    zero_group *group;
+    char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
+};
+
+typedef struct zero__slot {
+    uint64_t gen;                   /* the op generation this rank arrived at */
+    int kind, sdt, rdt;
+    int64_t count;
+    const void *send;
+    void *recv;
+} zero__slot;
+
+struct zero_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, endpoints;
+    uint64_t gen;                   /* current op; starts at 1 */
+    uint64_t seq;                   /* ops completed, for messages */
+    int arrived, departed, running;
+    zero_result broken;             /* ZERO_OK while healthy */
+    char broken_msg[ZERO__MSG];
+    int *left;                      /* rank destroyed its endpoint */
+    zero__slot *slots;
+};
+
+static const char *zero__coll_name(int kind) {
+    switch (kind) {
+    case ZERO_COLL_ALL_GATHER: return "all_gather";
+    case ZERO_COLL_REDUCE_SCATTER: return "reduce_scatter";
+    case ZERO_COLL_ALL_REDUCE: return "all_reduce";
+    case ZERO_COLL_BROADCAST: return "broadcast";
+    default: return "barrier";
+    }
+}
+
+/* Arrive at the group's current op and wait until every rank has arrived with a
+   matching call. On timeout the group is broken for good: every rank, now and
+   later, fails fast instead of waiting for a partner that is gone. */
+static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int timeout_ms) {
+    zero_group *g = c->group;
+    zero_result r = ZERO_OK;
+    struct timespec dl = zero__deadline(timeout_ms);
+    int i;
+    pthread_mutex_lock(&g->mu);
+    if (g->broken) {
+        snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
+        r = g->broken == ZERO_ERR_TIMEOUT ? ZERO_ERR_COMM : g->broken;
+        pthread_mutex_unlock(&g->mu);
+        return r;
+    }
+    g->slots[c->rank] = *mine;
+    g->slots[c->rank].gen = g->gen;
+    if (++g->arrived == g->n) {
+        for (i = 1; i < g->n; i++) {
+            const zero__slot *a = &g->slots[0], *b = &g->slots[i];
+            if (a->kind != b->kind || a->count != b->count || a->sdt != b->sdt || a->rdt != b->rdt) {
+                g->broken = ZERO_ERR_MISMATCH;
+                snprintf(g->broken_msg, sizeof g->broken_msg,
+                         "collective #%llu: rank %d called %s(count=%lld) but rank 0 called %s(count=%lld); "
+                         "ranks must issue the same collectives in the same order",
+                         (unsigned long long)g->seq, i, zero__coll_name(b->kind), (long long)b->count,
+                         zero__coll_name(a->kind), (long long)a->count);
+                break;
+            }
+        }
+        if (!g->broken) g->running = 1;
+        pthread_cond_broadcast(&g->cv);
+    }
+    while (!g->running && !g->broken) {
+        int missing_left = -1;
+        for (i = 0; i < g->n; i++)
+            if (g->slots[i].gen != g->gen && g->left[i]) { missing_left = i; break; }
+        if (missing_left >= 0) {
+            g->broken = ZERO_ERR_COMM;
+            snprintf(g->broken_msg, sizeof g->broken_msg,
+                     "%s #%llu: rank %d left the group before arriving",
+                     zero__coll_name(mine->kind), (unsigned long long)g->seq, missing_left);
+            pthread_cond_broadcast(&g->cv);
+            break;
+        }
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && !g->running && !g->broken) {
+            char who[128] = "";
+            size_t len = 0;
+            for (i = 0; i < g->n && len + 16 < sizeof who; i++)
+                if (g->slots[i].gen != g->gen)
+                    len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", i);
+            g->broken = ZERO_ERR_TIMEOUT;
+            snprintf(g->broken_msg, sizeof g->broken_msg,
+                     "%s #%llu timed out after %d ms: rank(s) %s never arrived",
+                     zero__coll_name(mine->kind), (unsigned long long)g->seq, timeout_ms, who);
+            pthread_cond_broadcast(&g->cv);
+        }
+    }
+    if (g->broken) {
+        snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
+        r = g->broken;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+/* Leave the op; wait until every rank has left, since the others read our send
+   buffer until they are done. */
+static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
+    zero_group *g = c->group;
+    zero_result r = ZERO_OK;
+    struct timespec dl = zero__deadline(timeout_ms);
+    pthread_mutex_lock(&g->mu);
+    if (++g->departed == g->n) {
+        g->arrived = g->departed = g->running = 0;
+        g->gen++;
+        g->seq++;
+        pthread_cond_broadcast(&g->cv);
+    } else {
+        uint64_t my = g->gen;
+        while (g->gen == my && !g->broken)
+            if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == my && !g->broken) {
+                g->broken = ZERO_ERR_TIMEOUT;
+                snprintf(g->broken_msg, sizeof g->broken_msg,
+                         "collective #%llu: a rank stalled inside the collective for %d ms",
+                         (unsigned long long)g->seq, timeout_ms);
+                pthread_cond_broadcast(&g->cv);
+            }
+        if (g->gen == my && g->broken) {
+            snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
+            r = g->broken;
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return r;
+}
+
+static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__slot s;
+    zero_result r;
+    int k;
+    memset(&s, 0, sizeof s);
+    s.kind = ZERO_COLL_ALL_GATHER; s.count = bytes; s.send = send; s.recv = recv;
+    if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+    for (k = 0; k < c->size; k++) {
+        char *dst = (char *)recv + (int64_t)k * bytes;
+        const void *src = c->group->slots[k].send;
+        if (src != dst) memcpy(dst, src, (size_t)bytes);
+    }
+    return zero__local_leave(c, timeout_ms);
+}
+
+static size_t zero__esize(int dt) { return dt == ZERO_F32 ? 4 : dt == ZERO__F64 ? 8 : 2; }
+
+/* out[i] = [out[i] +] sum_k in_k[i], in fp32, ranks in order; chunked so the
+   inner loops are simple enough to vectorize. Reads all inputs of a chunk before
+   writing it, so out may alias this rank's own input. */
+static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
+                           int64_t count, int accumulate) {
+    float acc[256];
+    int64_t base, i;
+    int k;
+    for (base = 0; base < count; base += 256) {
+        int64_t n = count - base < 256 ? count - base : 256;
+        for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
+        for (k = 1; k < nin; k++)
+            for (i = 0; i < n; i++) acc[i] += zero__ld(ins[k], base + i, sdt);
+        if (accumulate)
+            for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
+        for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
+    }
+}
+
+static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                              int64_t count, int accumulate, int timeout_ms) {
+    zero__slot s;
+    zero_result r;
+    const void *ins[ZERO__MAX_RANKS];
+    int k;
+    memset(&s, 0, sizeof s);
+    s.kind = ZERO_COLL_REDUCE_SCATTER; s.count = count; s.sdt = sdt; s.rdt = rdt; s.send = send; s.recv = recv;
+    if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+    for (k = 0; k < c->size; k++)
+        ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * count * (int64_t)zero__esize(sdt);
+    zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
+    return zero__local_leave(c, timeout_ms);
+}
+
+/* all-reduce = reduce-scatter + all-gather, in place, so it sums in the same order
+   (and rounds to dt at the same point) as the sharded stages do. Doubles (small
+   scalar vectors) are summed directly into a temporary instead. */
+static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms) {
+    zero__slot s;
+    zero_result r;
+    int k;
+    memset(&s, 0, sizeof s);
+    s.kind = ZERO_COLL_ALL_REDUCE; s.count = count; s.sdt = dt; s.rdt = dt; s.send = buf; s.recv = buf;
+    if (dt == ZERO__F64) {
+        double tmp[64];
+        int64_t i;
+        if (count > 64) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+        for (i = 0; i < count; i++) {
+            tmp[i] = 0.0;
+            for (k = 0; k < c->size; k++) tmp[i] += ((const double *)c->group->slots[k].send)[i];
+        }
+        if ((r = zero__local_leave(c, timeout_ms)) != ZERO_OK) return r;
+        memcpy(buf, tmp, (size_t)count * sizeof(double));
+        return ZERO_OK;
+    } else {
+        int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
+        char *mine = (char *)buf + (int64_t)c->rank * per * es;
+        if (count % c->size) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__local_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
+        return zero__local_all_gather(c, mine, buf, per * es, timeout_ms);
+    }
+}
+
+static zero_result zero__local_broadcast(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms) {
+    zero__slot s;
+    zero_result r;
+    memset(&s, 0, sizeof s);
+    s.kind = ZERO_COLL_BROADCAST; s.count = bytes; s.rdt = root; s.send = buf; s.recv = buf;
+    if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+    if (c->rank != root) memcpy(buf, c->group->slots[root].send, (size_t)bytes);
+    return zero__local_leave(c, timeout_ms);
+}
+
+static zero_result zero__local_barrier(zero_comm *c, int timeout_ms) {
+    zero__slot s;
+    zero_result r;
+    memset(&s, 0, sizeof s);
+    s.kind = ZERO_COLL_BARRIER;
+    if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+    return zero__local_leave(c, timeout_ms);
+}
+
+static const zero__comm_vt zero__local_vt = {
+    zero__local_all_gather, zero__local_reduce_scatter, zero__local_all_reduce,
+    zero__local_broadcast, zero__local_barrier
+};
+
+/* >>layout -------------------------------------------------------------------------- */
+typedef struct zero__param_rec {
+    char *name;
+    int module;
+    int ndim;
+    int64_t shape[ZERO_MAX_DIMS];
+    int64_t numel;
+    int64_t offset;                 /* inside the module's span */
+    int64_t out_offset;             /* in registration order, unpadded (gathers) */
+    int no_decay;
+} zero__param_rec;
+
+typedef struct zero__module_rec {
+    char *name;
+    int frozen;
+    int64_t used;                   /* elements before padding the span */
+    int64_t span;                   /* padded to a multiple of N * align */
+    int64_t param_off;              /* full param arena (stages 0-2) */
+    int64_t train_off;              /* full train arenas (grads/master/optim); -1 if frozen */
+    /* per step */
+    int fetched;                    /* fetch count */
+    int slot;                       /* stage 3 gather slot, -1 when not gathered */
+    int ready;                      /* zero_grads_ready calls this step */
+    int staged;                     /* staging record index for the open micro-batch, -1: none */
+} zero__module_rec;
+
+/* One run of optimizer work: part of one param that lies in this rank's region.
+   Indices are elements into the arenas. */
+typedef struct zero__segment {
+    int64_t n, grad_idx, state_idx, param_idx;
+    int decay;
+} zero__segment;
+
+typedef struct zero__staging_rec {
+    int64_t off, bytes;
+    uint64_t ticket;                /* reduce task's ticket; 0 while open or queued */
+} zero__staging_rec;
+
+typedef struct zero__sizes {        /* what the planner needs */
+    int64_t numel, padded, trainable, max_span, max_train_span;
+    int num_trainable;
+} zero__sizes;
+
+struct zero_ctx {
+    zero_desc desc;                 /* effective values */
+    zero_comm *comm;
+    zero_group *own_group;          /* when desc.comm was NULL */
+    int rank, world;
+    uint32_t salt;
+    char err[ZERO__MSG];
+
+    zero__param_rec *params;
+    int num_params, cap_params;
+    zero__module_rec *modules;
+    int num_modules, cap_modules;
+    int built;
+
+    zero_plan plan;
+    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
+    int staging_mode;               /* user gradients go through the staging ring */
+    int num_trainable;
+    int64_t shard_padded, shard_trainable;
+    int64_t max_span;
+    void *param_arena;              /* full (stages 0-2) or shard (stage 3) */
+    void *grad_arena;               /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
+    float *master, *opt_m, *opt_v;  /* master NULL when params are f32 (the params are it) */
+    char *staging;                  /* ring of user gradient buffers, grad_dtype */
+    int64_t staging_bytes, staging_head;
+    zero__staging_rec *srecs;       /* FIFO of staging records */
+    int srec_head, srec_count, srec_cap;
+    char *slots;                    /* stage 3 gather slots */
+    int64_t slot_bytes;
+    int *slot_owner;
+    zero__segment *segs;
+    int num_segs;
+
+    /* per step */
+    int *bucket;                    /* modules queued for reduction, not yet flushed */
+    int bucket_len;
+    int64_t bucket_fill;
+    int64_t total_ready;
+    int64_t steps, skipped;
+    float loss_scale;
+    int dynamic_scale, good_steps;
+    double grad_norm;
+
+    zero__stream stream;
+    int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
+};
+
+/* >>errors -------------------------------------------------------------------------- */
+static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
+    const zero_logger *lg = ctx ? &ctx->desc.logger : NULL;
+    if (lg && lg->func && lvl <= lg->level) lg->func(lg->user_data, lvl, item, ctx->rank, msg);
+}
+static void zero__log(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *fmt, ...) {
+    char msg[ZERO__MSG];
+    va_list ap;
+    if (!ctx || !ctx->desc.logger.func || lvl > ctx->desc.logger.level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    zero__logv(ctx, lvl, item, msg);
+}
+/* Records a failure: the message goes to the context (if any), the thread's last
+   error and the logger. Returns r so callers can `return zero__fail(...)`. */
+static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...) {
+    char msg[ZERO__MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(zero__tls_err, sizeof zero__tls_err, "%s", msg);
+    if (ctx) {
+        snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+        zero__logv(ctx, ZERO_LOG_ERROR, item, msg);
+    }
+    return r;
+}
+
+/* >>stream -------------------------------------------------------------------------- */
+static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);
+
+static void *zero__stream_main(void *arg) {
+    zero_ctx *ctx = (zero_ctx *)arg;
+    zero__stream *s = &ctx->stream;
+    for (;;) {
+        zero__task t;
+        int skip;
+        zero_result r = ZERO_OK;
+        pthread_mutex_lock(&s->mu);
+        while (s->done == s->enqueued) pthread_cond_wait(&s->cv, &s->mu);
+        t = s->ring[s->done % ZERO__STREAM_CAP];
+        skip = s->err != ZERO_OK;
+        pthread_mutex_unlock(&s->mu);
+        if (t.kind == ZERO__TASK_STOP) {
+            pthread_mutex_lock(&s->mu);
+            s->done++;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        if (!skip) r = zero__run_task(ctx, &t);
+        pthread_mutex_lock(&s->mu);
+        if (r != ZERO_OK && s->err == ZERO_OK) {
+            s->err = r;
+            snprintf(s->err_msg, sizeof s->err_msg, "%s", ctx->comm->err);
+        }
+        s->done++;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
+    zero__stream *s = &ctx->stream;
+    zero__task *t;
+    uint64_t ticket;
+    pthread_mutex_lock(&s->mu);
+    while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
+    t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
+    t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
+    ticket = ++s->enqueued;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return ticket;
+}
+
+static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
+    int d;
+    pthread_mutex_lock(&ctx->stream.mu);
+    d = ctx->stream.done >= ticket;
+    pthread_mutex_unlock(&ctx->stream.mu);
+    return d;
+}
+
+/* Waits for a ticket. Never unbounded: every task is a collective with a timeout. */
+static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
+    zero__stream *s = &ctx->stream;
+    zero_result r;
+    pthread_mutex_lock(&s->mu);
+    while (s->done < ticket) pthread_cond_wait(&s->cv, &s->mu);
+    r = s->err;
+    if (r != ZERO_OK) {
+        snprintf(ctx->err, sizeof ctx->err, "%s", s->err_msg);
+        snprintf(zero__tls_err, sizeof zero__tls_err, "%s", s->err_msg);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (r != ZERO_OK)
+        zero__logv(ctx, ZERO_LOG_ERROR,
+                   r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT :
+                   r == ZERO_ERR_MISMATCH ? ZERO_LOGITEM_COLL_MISMATCH : ZERO_LOGITEM_COMM_BROKEN, ctx->err);
+    return r;
+}
+static zero_result zero__drain(zero_ctx *ctx) {
+    uint64_t t;
+    pthread_mutex_lock(&ctx->stream.mu);
+    t = ctx->stream.enqueued;
+    pthread_mutex_unlock(&ctx->stream.mu);
+    return zero__wait(ctx, t);
+}
+
+/* comm wrappers: count the ring volume this rank sends, then dispatch */
+static void zero__count(zero_ctx *ctx, int kind, int64_t elems, int64_t esize) {
+    pthread_mutex_lock(&ctx->stream.mu);
+    ctx->comm_calls[kind]++;
+    ctx->comm_elems[kind] += elems;
+    ctx->comm_bytes[kind] += elems * esize;
+    pthread_mutex_unlock(&ctx->stream.mu);
+}
+static zero_result zero__all_gather(zero_ctx *ctx, const void *send, void *recv, int64_t count, int dt) {
+    int64_t es = (int64_t)zero__esize(dt);
+    zero__count(ctx, ZERO_COLL_ALL_GATHER, count * (ctx->world - 1), es);
+    return ctx->comm->vt->all_gather(ctx->comm, send, recv, count * es, ctx->desc.timeout_ms);
+}
+static zero_result zero__reduce_scatter(zero_ctx *ctx, const void *send, int sdt, void *recv, int rdt,
+                                        int64_t count, int accumulate) {
+    zero__count(ctx, ZERO_COLL_REDUCE_SCATTER, count * (ctx->world - 1), (int64_t)zero__esize(sdt));
+    return ctx->comm->vt->reduce_scatter(ctx->comm, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
+}
+static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t count) {
+    /* ring volume 2 (N-1)/N count; scalar vectors need not divide by N */
+    zero__count(ctx, ZERO_COLL_ALL_REDUCE, 2 * count * (ctx->world - 1) / ctx->world, (int64_t)zero__esize(dt));
+    return ctx->comm->vt->all_reduce(ctx->comm, buf, dt, count, ctx->desc.timeout_ms);
+}
+
+/* >>plan ----------------------------------------------------------------------------
+   Every buffer zero_build allocates is computed here first, from sizes alone. */
+static int zero__staging_mode(const zero_desc *d) {
+    return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
+}
+static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
+    int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
+    int64_t want = 2 * d->bucket_bytes, all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
+    int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
+    if (want > all) want = all;
+    want = zero__align_up(want, ZERO__ALIGN);
+    return want > need ? want : need;
+}
+static int64_t zero__slot_bytes(const zero_desc *d, const zero__sizes *z) {
+    return zero__align_up(z->max_span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
+}
+
+static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
+    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
+    int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
+    int64_t P = z->padded, T = z->trainable, N = world;
+    int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
+    int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
+    int t, c;
+    memset(p, 0, sizeof *p);
+    p->stage = d->stage;
+    p->world_size = world;
+    p->numel = z->numel;
+    p->numel_padded = P;
+    p->trainable_padded = T;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] = (d->stage < 3 ? P : P / N) * psz;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] = (d->stage < 2 ? T : T / N) * asz;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 ? 0 : Tstate * 4;
+    if (d->optim.type == ZERO_OPTIM_SGD)
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
+    else
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
+    if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
+    if (d->stage == 3) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)d->live_modules * zero__slot_bytes(d, z);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (c = 0; c < ZERO_CAT_NUM; c++) {
+            p->total_bytes += b[t][c];
+            if (c != ZERO_CAT_BUFFERS) p->model_state_bytes += b[t][c];
+        }
+}
+
+/* Validates a desc and fills its defaults, in one place. */
+static zero_result zero__fill_desc(zero_desc *d, zero_ctx *ctx) {
+    zero_optim_desc *o = &d->optim;
+    if (d->stage < 0 || d->stage > 3)
+        return zero__fail(ctx, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
+                          "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
+    if ((int)d->param_dtype < 0 || d->param_dtype >= ZERO_DTYPE_NUM ||
+        (int)d->grad_dtype < 0 || d->grad_dtype >= ZERO_DTYPE_NUM ||
+        (int)d->grad_accum_dtype < 0 || d->grad_accum_dtype >= ZERO_DTYPE_NUM)
+        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "unknown dtype (param_dtype=%d grad_dtype=%d grad_accum_dtype=%d); "
+                          "use ZERO_F32, ZERO_BF16 or ZERO_F16",
+                          (int)d->param_dtype, (int)d->grad_dtype, (int)d->grad_accum_dtype);
+    if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->live_modules < 0 ||
+        d->device_bytes_cap < 0 || d->host_bytes_cap < 0 || d->loss_scale_window < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "negative size in zero_desc (accum_steps=%d bucket_bytes=%lld align_elems=%lld "
+                          "live_modules=%d caps=%lld/%lld loss_scale_window=%d)",
+                          d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems, d->live_modules,
+                          (long long)d->device_bytes_cap, (long long)d->host_bytes_cap, d->loss_scale_window);
+    if (d->align_elems > (1 << 20))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
+    if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
+        o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
+        o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
+        d->loss_scale_min < 0 || d->timeout_ms < 0 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "an optimizer or loss-scale option is out of range (lr=%g beta1=%g beta2=%g eps=%g "
+                          "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d)",
+                          o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
+                          (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms);
+    d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
+    d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
+    d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
+    d->accum_steps = ZERO__DEF(d->accum_steps, 1);
+    d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
+    d->align_elems = ZERO__DEF(d->align_elems, 16);
+    d->live_modules = ZERO__DEF(d->live_modules, 2);
+    o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
+    o->lr = ZERO__DEF(o->lr, 1e-3);
+    o->beta1 = ZERO__DEF(o->beta1, 0.9);
+    o->beta2 = ZERO__DEF(o->beta2, 0.999);
+    o->eps = ZERO__DEF(o->eps, 1e-8);
+    d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
+    d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
+    d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
+    d->timeout_ms = ZERO__DEF(d->timeout_ms, 120000);
+    d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
+    return ZERO_OK;
+}
+
+/* Lays out the modules for a world of N: param offsets are set at registration;
+   here spans are padded and arena offsets assigned. */
+static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
+    int64_t unit, poff = 0, toff = 0;
+    int i;
+    memset(z, 0, sizeof *z);
+    if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
+    for (i = 0; i < ctx->num_modules; i++) {
+        zero__module_rec *m = &ctx->modules[i];
+        if (m->used == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "module '%s' has no parameters", m->name);
+        if (m->used > INT64_MAX / 4 - unit)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "module '%s' is too large", m->name);
+        m->span = zero__align_up(m->used, unit);
+        m->param_off = poff;
+        m->train_off = m->frozen ? -1 : toff;
+        if (poff > INT64_MAX / 8 - m->span)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "the model is too large");
+        poff += m->span;
+        if (!m->frozen) {
+            toff += m->span;
+            z->num_trainable++;
+            if (m->span > z->max_train_span) z->max_train_span = m->span;
+        }
+        if (m->span > z->max_span) z->max_span = m->span;
+    }
+    for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
+    z->padded = poff;
+    z->trainable = toff;
+    return ZERO_OK;
+}
+
+/* >>public: basics ------------------------------------------------------------------- */
+ZERO_API const char *zero_result_str(zero_result r) {
+    switch (r) {
+    case ZERO_OK: return "ZERO_OK";
+    case ZERO_STEP_SKIPPED: return "ZERO_STEP_SKIPPED";
+    case ZERO_ERR_INVALID_ARG: return "ZERO_ERR_INVALID_ARG";
+    case ZERO_ERR_INVALID_STAGE: return "ZERO_ERR_INVALID_STAGE";
+    case ZERO_ERR_INVALID_SIZE: return "ZERO_ERR_INVALID_SIZE";
+    case ZERO_ERR_INVALID_DTYPE: return "ZERO_ERR_INVALID_DTYPE";
+    case ZERO_ERR_INVALID_HANDLE: return "ZERO_ERR_INVALID_HANDLE";
+    case ZERO_ERR_ALREADY_BUILT: return "ZERO_ERR_ALREADY_BUILT";
+    case ZERO_ERR_NOT_BUILT: return "ZERO_ERR_NOT_BUILT";
+    case ZERO_ERR_GRADS_NOT_READY: return "ZERO_ERR_GRADS_NOT_READY";
+    case ZERO_ERR_NOT_FETCHED: return "ZERO_ERR_NOT_FETCHED";
+    case ZERO_ERR_STATE: return "ZERO_ERR_STATE";
+    case ZERO_ERR_MISMATCH: return "ZERO_ERR_MISMATCH";
+    case ZERO_ERR_TIMEOUT: return "ZERO_ERR_TIMEOUT";
+    case ZERO_ERR_COMM: return "ZERO_ERR_COMM";
+    case ZERO_ERR_OUT_OF_MEMORY: return "ZERO_ERR_OUT_OF_MEMORY";
+    case ZERO_ERR_OVER_CAP: return "ZERO_ERR_OVER_CAP";
+    case ZERO_ERR_IO: return "ZERO_ERR_IO";
+    case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
+    case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
+    }
+    return "ZERO_ERR_(unknown)";
+}
+ZERO_API const char *zero_dtype_str(zero_dtype t) {
+    switch (t) {
+    case ZERO_F32: return "f32";
+    case ZERO_BF16: return "bf16";
+    case ZERO_F16: return "f16";
+    default: return "(unknown dtype)";
+    }
+}
+ZERO_API size_t zero_dtype_size(zero_dtype t) {
+    return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
+}
+ZERO_API const char *zero_log_item_str(zero_log_item item) {
+    return (int)item >= 0 && item < ZERO_LOGITEM_NUM ? zero__log_item_name[item] : "(unknown item)";
+}
+ZERO_API const char *zero_last_error(const zero_ctx *ctx) {
+    return ctx ? ctx->err : zero__tls_err;
+}
+
+ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) dst[i] = zero__ld(src, i, (int)t);
+}
+ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, src[i]);
+}
+ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, zero__ld(dst, i, (int)t) + src[i]);
+}
+
+/* >>public: communicators ------------------------------------------------------------ */
+ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
+    zero_group *g;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_create: out is NULL");
+    *out = NULL;
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
+    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
+    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    memset(g, 0, sizeof *g);
+    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
+    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
+    if (!g->slots || !g->left) {
+        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    }
+    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
+    memset(g->left, 0, sizeof(int) * (size_t)world_size);
+    g->n = world_size;
+    g->gen = 1;
+    pthread_mutex_init(&g->mu, NULL);
+    zero__cond_init(&g->cv);
+    *out = g;
+    return ZERO_OK;
+}
+ZERO_API void zero_group_destroy(zero_group *g) {
+    if (!g) return;
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    zero__raw_free(NULL, g->slots);
+    zero__raw_free(NULL, g->left);
+    zero__raw_free(NULL, g);
+}
+ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
+    zero_comm *c;
+    if (!out || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_local: NULL argument");
+    *out = NULL;
+    if (rank < 0 || rank >= g->n)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_local: rank %d is outside the group of %d", rank, g->n);
+    c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
+    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
+    memset(c, 0, sizeof *c);
+    c->vt = &zero__local_vt;
+    c->rank = rank;
+    c->size = g->n;
+    c->group = g;
+    pthread_mutex_lock(&g->mu);
+    g->endpoints++;
+    g->left[rank] = 0;
+    pthread_mutex_unlock(&g->mu);
+    *out = c;
+    return ZERO_OK;
+}
+ZERO_API void zero_comm_destroy(zero_comm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->group->mu);
+    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
+    c->group->endpoints--;
+    pthread_cond_broadcast(&c->group->cv);
+    pthread_mutex_unlock(&c->group->mu);
+    zero__raw_free(NULL, c);
+}
+ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
+ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
+
+typedef struct zero__run_arg {
+    zero_group *g;
+    zero_rank_fn fn;
+    void *user;
+    int rank;
+    zero_result result;
+} zero__run_arg;
+
+static void *zero__run_main(void *p) {
+    zero__run_arg *a = (zero__run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero_comm_local(&c, a->g, a->rank);
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    zero_comm_destroy(c);
+    return NULL;
+}
+
+ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
+    zero_group *g = NULL;
+    zero__run_arg *args;
+    pthread_t *th;
+    zero_result r;
+    int i, started = 0;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
+    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
+    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th); zero_group_destroy(g);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_local: out of memory");
+    }
+    r = ZERO_OK;
+    for (i = 0; i < world_size; i++) {
+        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
+        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_local: could not start thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    if (started < world_size) {
+        /* the missing ranks count as gone, so the started ones fail fast */
+        pthread_mutex_lock(&g->mu);
+        for (i = started; i < world_size; i++) g->left[i] = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    zero_group_destroy(g);
+    return r;
+}
+
+/* >>public: context and registration -------------------------------------------------- */
+ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
+    zero_ctx *ctx;
+    zero_desc d;
+    zero_result r;
+    if (!out || !desc)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
+    *out = NULL;
+    d = *desc;
+    if ((r = zero__fill_desc(&d, NULL)) != ZERO_OK) return r;
+    ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx);
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    memset(ctx, 0, sizeof *ctx);
+    ctx->desc = d;
+    ctx->salt = zero__next_salt();
+    if (d.comm) {
+        ctx->comm = d.comm;
+    } else {
+        if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
+            (r = zero_comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
+            zero_group_destroy(ctx->own_group);
+            zero__raw_free(&d.allocator, ctx);
+            return r;
+        }
+    }
+    ctx->rank = ctx->comm->rank;
+    ctx->world = ctx->comm->size;
+    ctx->desc.comm = ctx->comm;
+    if (d.loss_scale > 0) {
+        ctx->loss_scale = d.loss_scale;
+    } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
+        ctx->loss_scale = d.loss_scale_init;
+        ctx->dynamic_scale = 1;
+    } else {
+        ctx->loss_scale = 1.0f;
+    }
+    pthread_mutex_init(&ctx->stream.mu, NULL);
+    pthread_cond_init(&ctx->stream.cv, NULL);
+    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
+        pthread_mutex_destroy(&ctx->stream.mu);
+        pthread_cond_destroy(&ctx->stream.cv);
+        if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
+        zero__raw_free(&d.allocator, ctx);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: could not start the comm stream thread");
+    }
+    ctx->stream.started = 1;
+    *out = ctx;
+    return ZERO_OK;
+}
+
+static void zero__free_arenas(zero_ctx *ctx) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
+                     ctx->slots, ctx->slot_owner, ctx->segs, ctx->srecs, ctx->bucket };
+    size_t i;
+    for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
+    ctx->param_arena = ctx->grad_arena = NULL;
+    ctx->master = ctx->opt_m = ctx->opt_v = NULL;
+    ctx->staging = ctx->slots = NULL;
+    ctx->slot_owner = ctx->bucket = NULL;
+    ctx->segs = NULL;
+    ctx->srecs = NULL;
+    memset(ctx->bytes, 0, sizeof ctx->bytes);
+}
+
+ZERO_API void zero_destroy(zero_ctx *ctx) {
+    const zero_allocator *a;
+    int i;
+    if (!ctx) return;
+    a = &ctx->desc.allocator;
+    if (ctx->stream.started) {
+        zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
+        pthread_join(ctx->stream.thread, NULL);
+        pthread_mutex_destroy(&ctx->stream.mu);
+        pthread_cond_destroy(&ctx->stream.cv);
+    }
+    zero__free_arenas(ctx);
+    for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
+    for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
+    zero__raw_free(a, ctx->params);
+    zero__raw_free(a, ctx->modules);
+    if (ctx->own_group) {
+        zero_comm_destroy(ctx->comm);
+        zero_group_destroy(ctx->own_group);
+    }
+    zero__raw_free(a, ctx);
+}
+
+ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
+    zero_desc d;
+    if (ctx) return ctx->desc;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
+ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
+
+/* handles: 11-bit context salt, 20-bit index + 1 */
+static uint32_t zero__handle(const zero_ctx *ctx, int index) { return (ctx->salt << 20) | (uint32_t)(index + 1); }
+static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
+    int i = (int)(m.id & 0xfffffu) - 1;
+    if ((m.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_modules) {
+        zero__fail(ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+                   "%s: module handle 0x%08x is not a module of this context", fn, (unsigned)m.id);
+        return -1;
+    }
+    return i;
+}
+static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) {
+    int i = (int)(p.id & 0xfffffu) - 1;
+    if ((p.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_params) {
+        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+                   "%s: param handle 0x%08x is not a param of this context", fn, (unsigned)p.id);
+        return -1;
+    }
+    return i;
+}
+
+static int zero__grow(zero_ctx *ctx, void **arr, int *cap, int count, size_t elem) {
+    int ncap;
+    void *n;
+    if (count < *cap) return 1;
+    ncap = *cap ? *cap * 2 : 16;
+    if (ncap > 0xfffff) ncap = 0xfffff;
+    if (count >= ncap) return 0;
+    n = zero__raw_alloc(&ctx->desc.allocator, elem * (size_t)ncap);
+    if (!n) return 0;
+    if (*arr) memcpy(n, *arr, elem * (size_t)count);
+    zero__raw_free(&ctx->desc.allocator, *arr);
+    *arr = n;
+    *cap = ncap;
+    return 1;
+}
+
+ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
+    zero__module_rec *m;
+    int i;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_module: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strcmp(ctx->modules[i].name, desc->name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_module: a module named '%s' already exists", desc->name);
+    if (!zero__grow(ctx, (void **)&ctx->modules, &ctx->cap_modules, ctx->num_modules, sizeof *m))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m = &ctx->modules[ctx->num_modules];
+    memset(m, 0, sizeof *m);
+    if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m->frozen = desc->frozen != 0;
+    m->slot = -1;
+    m->staged = -1;
+    out->id = zero__handle(ctx, ctx->num_modules++);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
+    zero__param_rec *p;
+    zero__module_rec *m;
+    int mi, i;
+    int64_t numel = 1, off;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_param: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_param('%s'): the model cannot change after zero_build", desc->name);
+    if ((mi = zero__module_index(ctx, mod, "zero_add_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): ndim is %d; it must be 1..%d", desc->name, desc->ndim, ZERO_MAX_DIMS);
+    for (i = 0; i < desc->ndim; i++) {
+        if (desc->shape[i] <= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): shape[%d] is %lld; sizes must be positive",
+                              desc->name, i, (long long)desc->shape[i]);
+        if (!zero__mul(numel, desc->shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): the element count overflows", desc->name);
+    }
+    for (i = 0; i < ctx->num_params; i++)
+        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, desc->name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
+    off = zero__align_up(m->used, ctx->desc.align_elems);
+    if (off > ((int64_t)1 << 52) - numel)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
+    if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p = &ctx->params[ctx->num_params];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p->module = mi;
+    p->ndim = desc->ndim;
+    memcpy(p->shape, desc->shape, sizeof p->shape);
+    p->numel = numel;
+    p->offset = off;
+    p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
+    p->no_decay = desc->no_decay != 0;
+    m->used = off + numel;
+    out->id = zero__handle(ctx, ctx->num_params++);
+    return ZERO_OK;
+}
+
+ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p) {
+    int i;
+    if (!ctx || (i = zero__param_index(ctx, p, "zero_param_numel")) < 0) return -1;
+    return ctx->params[i].numel;
+}
+ZERO_API int64_t zero_num_params(const zero_ctx *ctx) {
+    int64_t n = 0;
+    int i;
+    if (!ctx) return -1;
+    for (i = 0; i < ctx->num_params; i++) n += ctx->params[i].numel;
+    return n;
+}
+
+ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
+    zero__sizes z;
+    zero_result r;
+    if (!ctx || !out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_plan_get: NULL argument");
+    if (ctx->built) { *out = ctx->plan; return ZERO_OK; }
+    if (ctx->num_modules == 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_plan_get: no modules registered");
+    if ((r = zero__layout(ctx, &z)) != ZERO_OK) return r;
+    zero__plan_compute(&ctx->desc, ctx->world, &z, out);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
+                                   const int64_t *module_numels, zero_plan *out) {
+    zero_desc d;
+    zero__sizes z;
+    zero_result r;
+    int64_t unit;
+    int i;
+    if (!desc || !out || (num_modules > 0 && !module_numels))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS || num_modules < 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_estimate: world_size %d and num_modules %d must be positive", world_size, num_modules);
+    d = *desc;
+    if ((r = zero__fill_desc(&d, NULL)) != ZERO_OK) return r;
+    memset(&z, 0, sizeof z);
+    unit = d.align_elems * world_size;
+    for (i = 0; i < num_modules; i++) {
+        int64_t span;
+        if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
+        span = zero__align_up(module_numels[i], unit);
+        z.numel += module_numels[i];
+        z.padded += span;
+        z.trainable += span;
+        z.num_trainable++;
+        if (span > z.max_span) z.max_span = z.max_train_span = span;
+    }
+    zero__plan_compute(&d, world_size, &z, out);
+    return ZERO_OK;
+}
+
+/* >>build ---------------------------------------------------------------------------- */
+static uint64_t zero__fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+    return h;
+}
+static uint64_t zero__model_hash(const zero_ctx *ctx) {
+    uint64_t h = 14695981039346656037ull;
+    int64_t cfg[8];
+    int i;
+    cfg[0] = ctx->desc.stage; cfg[1] = ctx->desc.param_dtype; cfg[2] = ctx->desc.grad_dtype;
+    cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
+    cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
+    h = zero__fnv(h, cfg, sizeof cfg);
+    for (i = 0; i < ctx->num_modules; i++) {
+        h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
+        h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
+    }
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        h = zero__fnv(h, p->name, strlen(p->name) + 1);
+        h = zero__fnv(h, &p->module, sizeof p->module);
+        h = zero__fnv(h, &p->ndim, sizeof p->ndim);
+        h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
+    }
+    return h;
+}
+
+static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
+    void *p;
+    if (bytes <= 0) return NULL;
+    p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
+    if (!p) { *ok = 0; return NULL; }
+    memset(p, 0, (size_t)bytes);
+    ctx->bytes[ZERO_TIER_DEVICE][cat] += bytes;
+    return p;
+}
+
+static void zero__make_segments(zero_ctx *ctx) {
+    int N = ctx->world, i;
+    ctx->num_segs = 0;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const zero__module_rec *m = &ctx->modules[p->module];
+        int64_t per = m->span / N;
+        int64_t lo = ctx->desc.stage == 0 ? 0 : ctx->rank * per;
+        int64_t hi = ctx->desc.stage == 0 ? m->span : lo + per;
+        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        zero__segment *sg;
+        if (m->frozen || s >= e) continue;
+        sg = &ctx->segs[ctx->num_segs++];
+        sg->n = e - s;
+        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->state_idx = ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
+        sg->decay = !p->no_decay;
+    }
+}
+
+typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t hash; } zero__build_rec;
+
+ZERO_API zero_result zero_build(zero_ctx *ctx) {
+    zero__sizes z;
+    zero__build_rec mine, *all;
+    zero_result local = ZERO_OK, r;
+    zero_desc *d;
+    int64_t (*b)[ZERO_CAT_NUM];
+    int k, ok = 1;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
+    if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
+    d = &ctx->desc;
+    memset(&z, 0, sizeof z);
+    if (ctx->num_modules == 0)
+        local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
+    else
+        local = zero__layout(ctx, &z);
+    /* Every rank shows the others its model (a hash) and whether its own checks
+       passed, so a rank with a different or broken model stops every rank here
+       with a message, instead of leaving the others in a later collective. */
+    memset(&mine, 0, sizeof mine);
+    mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
+    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
+    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
+    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
+    if (r == ZERO_OK && local == ZERO_OK) {
+        for (k = 0; k < ctx->world; k++) {
+            if (all[k].status != ZERO_OK) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
+                               k, zero_result_str((zero_result)all[k].status));
+                break;
+            }
+            if (all[k].hash != all[0].hash) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d registered a different model or config than rank 0 "
+                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
+                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
+                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
+                break;
+            }
+        }
+    }
+    zero__raw_free(&d->allocator, all);
+    if (local != ZERO_OK) return local;
+    if (r != ZERO_OK) return r;
+
+    zero__plan_compute(d, ctx->world, &z, &ctx->plan);
+    b = ctx->plan.bytes;
+    if (d->device_bytes_cap) {
+        int64_t dev = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
+        if (dev > d->device_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
+                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
+                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
+                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
+    }
+    if (d->host_bytes_cap) {
+        int64_t host = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
+        if (host > d->host_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld host bytes per rank but host_bytes_cap is %lld",
+                              (long long)host, (long long)d->host_bytes_cap);
+    }
+
+    ctx->staging_mode = zero__staging_mode(d);
+    ctx->shard_padded = z.padded / ctx->world;
+    ctx->shard_trainable = z.trainable / ctx->world;
+    ctx->max_span = z.max_span;
+    ctx->param_arena = zero__arena(ctx, b[0][ZERO_CAT_PARAMS], ZERO_CAT_PARAMS, &ok);
+    ctx->grad_arena = zero__arena(ctx, b[0][ZERO_CAT_GRADS], ZERO_CAT_GRADS, &ok);
+    ctx->master = (float *)zero__arena(ctx, b[0][ZERO_CAT_MASTER], ZERO_CAT_MASTER, &ok);
+    if (d->optim.type == ZERO_OPTIM_SGD) {
+        ctx->opt_m = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM], ZERO_CAT_OPTIM, &ok);
+    } else {
+        ctx->opt_m = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM] / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->opt_v = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM] / 2, ZERO_CAT_OPTIM, &ok);
+    }
+    if (ctx->staging_mode && z.trainable > 0) {
+        ctx->staging_bytes = zero__staging_capacity(d, &z);
+        ctx->staging = (char *)zero__arena(ctx, ctx->staging_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (d->stage == 3) {
+        ctx->slot_bytes = zero__slot_bytes(d, &z);
+        ctx->slots = (char *)zero__arena(ctx, ctx->slot_bytes * d->live_modules, ZERO_CAT_BUFFERS, &ok);
+    }
+    /* bookkeeping (not model state; a few bytes per module and param) */
+    ctx->srec_cap = z.num_trainable + 1;
+    ctx->srecs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->srec_cap);
+    ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
+    ctx->slot_owner = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * (size_t)d->live_modules);
+    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->slot_owner) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
+    }
+    for (k = 0; k < d->live_modules; k++) ctx->slot_owner[k] = -1;
+    zero__make_segments(ctx);
+    ctx->num_trainable = z.num_trainable;
+    ctx->built = 1;
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
+              "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
+              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->plan.model_state_bytes,
+              (long long)b[0][ZERO_CAT_BUFFERS]);
+    return ZERO_OK;
+}
+
+/* >>tasks: what the comm stream runs ------------------------------------------------- */
+static char *zero__at(void *base, int64_t idx, int dt) { return (char *)base + idx * (int64_t)zero__esize(dt); }
+
+static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
+    const zero_desc *d = &ctx->desc;
+    const zero__module_rec *m = &ctx->modules[mi];
+    int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
+    int64_t per = m->span / N;
+    void *full = zero__at(ctx->grad_arena, m->train_off, adt);
+    zero_result r;
+    if (ctx->staging_mode) {
+        const void *src = ctx->staging + staging_off;
+        if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
+            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->grad_arena, m->train_off / N, adt), adt,
+                                        per, micro > 1);
+        /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
+        zero__sum_into(full, adt, &src, 1, gdt, m->span, micro > 1);
+        if (micro < d->accum_steps) return ZERO_OK;
+    }
+    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
+    r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
+    return r;
+}
+
+static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int N = ctx->world, pdt = ctx->desc.param_dtype;
+    int64_t per = m->span / N;
+    float *mine = buf + (int64_t)ctx->rank * per;
+    if (ctx->master && !m->frozen)
+        memcpy(mine, ctx->master + m->train_off / N, (size_t)per * 4);
+    else if (ctx->desc.stage == 3)
+        zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (zero_dtype)pdt, per);
+    else
+        zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off + (int64_t)ctx->rank * per, pdt), (zero_dtype)pdt, per);
+    return zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+}
+
+static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
+    int N = ctx->world, pdt = ctx->desc.param_dtype;
+    switch (t->kind) {
+    case ZERO__TASK_REDUCE:
+        return zero__task_reduce(ctx, t->a, t->b, t->n);
+    case ZERO__TASK_GATHER_MODULE: {
+        const zero__module_rec *m = &ctx->modules[t->a];
+        int64_t per = m->span / N;
+        char *slot = ctx->slots + (int64_t)t->b * ctx->slot_bytes;
+        char *mine = zero__at(slot, (int64_t)ctx->rank * per, pdt);
+        memcpy(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (size_t)(per * (int64_t)zero__esize(pdt)));
+        return zero__all_gather(ctx, mine, slot, per, pdt);
+    }
+    case ZERO__TASK_GATHER_PARAMS: {
+        const zero__module_rec *m = &ctx->modules[t->a];
+        int64_t per = m->span / N;
+        char *full = zero__at(ctx->param_arena, m->param_off, pdt);
+        return zero__all_gather(ctx, zero__at(full, (int64_t)ctx->rank * per, pdt), full, per, pdt);
+    }
+    case ZERO__TASK_GATHER_MASTER:
+        return zero__task_gather_master(ctx, t->a, (float *)t->ptr);
+    case ZERO__TASK_ALLREDUCE_F64:
+        return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
+    case ZERO__TASK_ALLGATHER_BYTES:
+        zero__count(ctx, ZERO_COLL_ALL_GATHER, t->n * (N - 1), 1);
+        return ctx->comm->vt->all_gather(ctx->comm, t->ptr, t->ptr2, t->n, ctx->desc.timeout_ms);
+    default:
+        snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
+        return ZERO_ERR_STATE;
+    }
+}
+
+/* >>schedule: fetch / release ---------------------------------------------------------- */
+static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
+    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "%s: call zero_build first", fn);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int mi, s;
+    if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
+    for (s = 0; s < ctx->desc.live_modules && ctx->slot_owner[s] >= 0; s++) {}
+    if (s == ctx->desc.live_modules)
+        return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                          "zero_fetch('%s'): all %d gather slots are in use (live_modules); release a module first "
+                          "or raise zero_desc.live_modules", m->name, ctx->desc.live_modules);
+    /* the gather waits behind reductions already queued on the comm stream: every
+       rank issues its collectives in program order, which is what keeps them matched */
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, s, 0, NULL, NULL));
+    if (r != ZERO_OK) return r;
+    ctx->slot_owner[s] = mi;
+    m->slot = s;
+    m->fetched = 1;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int mi;
+    if ((r = zero__check_built(ctx, "zero_release")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_release")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (m->fetched == 0)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_release('%s'): the module is not fetched", m->name);
+    if (--m->fetched == 0 && m->slot >= 0) {
+        ctx->slot_owner[m->slot] = -1;
+        m->slot = -1;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    int pi, pdt;
+    if (zero__check_built(ctx, "zero_param_data") != ZERO_OK) return NULL;
+    if ((pi = zero__param_index(ctx, p, "zero_param_data")) < 0) return NULL;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    pdt = ctx->desc.param_dtype;
+    if (ctx->desc.stage < 3) return zero__at(ctx->param_arena, m->param_off + pr->offset, pdt);
+    if (m->slot < 0) {
+        zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
+                   "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
+        return NULL;
+    }
+    return zero__at(ctx->slots + (int64_t)m->slot * ctx->slot_bytes, pr->offset, pdt);
+}
+
+/* >>grads: staging ring, buckets --------------------------------------------------------
+   In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
+   from a ring. Records are allocated in order and retired in order once the reduce
+   task that read them is done (its ticket), so the ring needs no lock. */
+static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
+    int64_t head = ctx->staging_head, cap = ctx->staging_bytes, tail;
+    if (ctx->srec_count == 0) { *off = 0; return bytes <= cap; }
+    tail = ctx->srecs[ctx->srec_head].off;
+    if (head > tail) {
+        if (cap - head >= bytes) { *off = head; return 1; }
+        if (tail >= bytes) { *off = 0; return 1; }
+        return 0;
+    }
+    if (tail - head >= bytes) { *off = head; return 1; }
+    return 0;
+}
+
+static void zero__flush(zero_ctx *ctx) {
+    int i;
+    for (i = 0; i < ctx->bucket_len; i++) {
+        int mi = ctx->bucket[3 * i], micro = ctx->bucket[3 * i + 1], rec = ctx->bucket[3 * i + 2];
+        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->srecs[rec].off : 0, NULL, NULL);
+        if (rec >= 0) ctx->srecs[rec].ticket = t;
+    }
+    ctx->bucket_len = 0;
+    ctx->bucket_fill = 0;
+}
+
+static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
+    int64_t off = 0;
+    for (;;) {
+        while (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket &&
+               zero__ticket_done(ctx, ctx->srecs[ctx->srec_head].ticket)) {
+            ctx->srec_head = (ctx->srec_head + 1) % ctx->srec_cap;
+            ctx->srec_count--;
+        }
+        if (ctx->srec_count < ctx->srec_cap && zero__staging_fit(ctx, bytes, &off)) {
+            int idx = (ctx->srec_head + ctx->srec_count) % ctx->srec_cap;
+            ctx->srecs[idx].off = off;
+            ctx->srecs[idx].bytes = bytes;
+            ctx->srecs[idx].ticket = 0;
+            ctx->srec_count++;
+            ctx->staging_head = off + bytes;
+            memset(ctx->staging + off, 0, (size_t)bytes);
+            return idx;
+        }
+        if (ctx->bucket_len) { zero__flush(ctx); continue; }
+        if (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket) {
+            if ((*res = zero__wait(ctx, ctx->srecs[ctx->srec_head].ticket)) != ZERO_OK) return -2;
+            continue;
+        }
+        return -1;
+    }
+}
+
+static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
+    zero__module_rec *m = &ctx->modules[mi];
+    int idx;
+    if (m->staged >= 0) return m->staged;
+    idx = zero__staging_alloc(ctx, zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), res);
+    if (idx == -1)
+        *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                   "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
+                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->staging_bytes);
+    if (idx >= 0) m->staged = idx;
+    return idx;
+}
+
+ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r;
+    int pi, idx;
+    if (zero__check_built(ctx, "zero_param_grad") != ZERO_OK) return NULL;
+    if ((pi = zero__param_index(ctx, p, "zero_param_grad")) < 0) return NULL;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    if (m->frozen) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_FROZEN_GRAD,
+                   "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
+        return NULL;
+    }
+    if (m->ready >= ctx->desc.accum_steps) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
+                   m->name, pr->name, ctx->desc.accum_steps, m->name);
+        return NULL;
+    }
+    if (!ctx->staging_mode) return zero__at(ctx->grad_arena, m->train_off + pr->offset, ctx->desc.grad_dtype);
+    if ((idx = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
+    return ctx->staging + ctx->srecs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+}
+
+ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int mi, rec = -1;
+    if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (m->frozen) return ZERO_OK;
+    if (m->ready >= ctx->desc.accum_steps)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
+                          m->name, ctx->desc.accum_steps);
+    if (ctx->staging_mode) {
+        /* a rank that wrote no gradient still takes part in the reduction, with zeros */
+        if ((rec = zero__open_staging(ctx, mi, &r)) < 0) return r;
+        m->staged = -1;
+    }
+    m->ready++;
+    ctx->total_ready++;
+    if (ctx->staging_mode || m->ready == ctx->desc.accum_steps) {
+        if (ctx->bucket_len == ctx->num_modules) zero__flush(ctx);
+        ctx->bucket[3 * ctx->bucket_len] = mi;
+        ctx->bucket[3 * ctx->bucket_len + 1] = m->ready;
+        ctx->bucket[3 * ctx->bucket_len + 2] = rec;
+        ctx->bucket_len++;
+        ctx->bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    }
+    if (ctx->bucket_fill >= ctx->desc.bucket_bytes || ctx->total_ready % ctx->num_trainable == 0) zero__flush(ctx);
+    return ZERO_OK;
+}
+
+/* >>optim ------------------------------------------------------------------------------ */
+/* Sum of squares of rank r's slice of every trainable module, in module order. Stage 0
+   computes every rank's value this way, the sharded stages their own, so the global
+   norm is the same double, summed in rank order, at every stage. */
+static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
+    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
+    double s = 0.0;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int64_t per = m->span / N, base, j;
+        if (m->frozen) continue;
+        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)r * per : m->train_off / N;
+        for (j = 0; j < per; j++) {
+            double g = (double)zero__ld(ctx->grad_arena, base + j, adt);
+            s += g * g;
+        }
+    }
+    return s;
+}
+
+/* One fused pass over this rank's part of the model: widen the gradient, unscale and
+   clip (one factor), update master and moments, narrow into the params. */
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
+    const zero_desc *d = &ctx->desc;
+    const zero_optim_desc *o = &d->optim;
+    int pdt = d->param_dtype, adt = d->grad_accum_dtype, si;
+    zero__adamw_hp ah;
+    zero__sgd_hp sh;
+    double t = (double)(ctx->steps + 1);
+    ah.beta1 = (float)o->beta1;
+    ah.beta2 = (float)o->beta2;
+    ah.one_minus_beta1 = (float)(1.0 - o->beta1);
+    ah.one_minus_beta2 = (float)(1.0 - o->beta2);
+    ah.eps = (float)o->eps;
+    ah.decay_mul = (float)(1.0 - o->lr * o->weight_decay);
+    ah.neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
+    ah.bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
+    sh.neg_lr = (float)(-o->lr);
+    sh.weight_decay = (float)o->weight_decay;
+    sh.momentum = (float)o->momentum;
+    sh.one_minus_dampening = (float)(1.0 - o->dampening);
+    sh.nesterov = o->nesterov;
+    sh.first = ctx->steps == 0;
+    for (si = 0; si < ctx->num_segs; si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        const void *g = zero__at(ctx->grad_arena, sg->grad_idx, adt);
+        void *p = zero__at(ctx->param_arena, sg->param_idx, pdt);
+        float *w = ctx->master ? ctx->master + sg->state_idx : (float *)p;
+        float *m = ctx->opt_m ? ctx->opt_m + sg->state_idx : NULL;
+        float *v = ctx->opt_v ? ctx->opt_v + sg->state_idx : NULL;
+        int64_t i;
+        if (o->type == ZERO_OPTIM_SGD) {
+            for (i = 0; i < sg->n; i++)
+                zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * gscale, &sh, sg->decay);
+        } else {
+            for (i = 0; i < sg->n; i++)
+                zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * gscale, &ah, sg->decay);
+        }
+        if (ctx->master) zero_from_f32(p, (zero_dtype)pdt, w, sg->n);
+    }
+}
+
+static void zero__end_step(zero_ctx *ctx) {
+    int i;
+    if (ctx->desc.stage < 2 && !ctx->staging_mode)
+        memset(ctx->grad_arena, 0, (size_t)ctx->plan.bytes[ZERO_TIER_DEVICE][ZERO_CAT_GRADS]);
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
+    ctx->total_ready = 0;
+}
+
+ZERO_API zero_result zero_step(zero_ctx *ctx) {
+    const zero_desc *d;
+    zero_result r;
+    double total = 0.0, inv, norm, clip = 1.0;
+    int i;
+    if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
+    d = &ctx->desc;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        if (!m->frozen && m->ready != d->accum_steps)
+            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                              "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
+                              m->name, m->ready, d->accum_steps);
+        if (d->stage == 3 && m->fetched)
+            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
+                              "zero_step: module '%s' is still fetched; release it before the step", m->name);
+    }
+    zero__flush(ctx);
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    if (d->stage == 0) {
+        for (i = 0; i < ctx->world; i++) total += zero__sumsq_slice(ctx, i);
+    } else {
+        double v = zero__sumsq_slice(ctx, ctx->rank);
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
+        total = v;
+    }
+    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->loss_scale);
+    norm = sqrt(total) * inv;
+    ctx->grad_norm = norm;
+    if (!(norm <= HUGE_VAL) || norm != norm || total == HUGE_VAL) {
+        float old = ctx->loss_scale;
+        zero__end_step(ctx);
+        ctx->skipped++;
+        if (ctx->dynamic_scale) {
+            ctx->loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
+            ctx->good_steps = 0;
+        }
+        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
+                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
+                   (long long)ctx->steps, (double)old, (double)ctx->loss_scale);
+        return ZERO_STEP_SKIPPED;
+    }
+    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
+    zero__apply_optimizer(ctx, (float)(inv * clip));
+    if (d->stage == 1 || d->stage == 2) {
+        for (i = 0; i < ctx->num_modules; i++)
+            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
+        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    }
+    zero__end_step(ctx);
+    ctx->steps++;
+    if (ctx->dynamic_scale && ++ctx->good_steps >= d->loss_scale_window) {
+        ctx->loss_scale *= 2.0f;
+        ctx->good_steps = 0;
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->loss_scale);
+    }
+    return ZERO_OK;
+}
+
+ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_scale : 0.0f; }
+
+/* >>public: parameters in and out ------------------------------------------------------ */
+ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r;
+    int pi, N, pdt;
+    int64_t per, lo, hi, s, e;
+    if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
+    if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    N = ctx->world;
+    pdt = ctx->desc.param_dtype;
+    per = m->span / N;
+    lo = ctx->desc.stage == 0 ? 0 : ctx->rank * per;
+    hi = ctx->desc.stage == 0 ? m->span : lo + per;
+    s = pr->offset > lo ? pr->offset : lo;
+    e = pr->offset + pr->numel < hi ? pr->offset + pr->numel : hi;
+    if (ctx->desc.stage < 3)
+        zero_from_f32(zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt, values, pr->numel);
+    else if (s < e)
+        zero_from_f32(zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), (zero_dtype)pdt,
+                      values + (s - pr->offset), e - s);
+    if (ctx->master && !m->frozen && s < e)
+        memcpy(ctx->master + (ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo)),
+               values + (s - pr->offset), (size_t)(e - s) * 4);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
+    const zero_desc *d;
+    float *tmp = NULL;
+    zero_result r;
+    int i, j, pdt;
+    if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
+    if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
+    d = &ctx->desc;
+    pdt = d->param_dtype;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->master));
+        if (!local) {
+            /* a transient buffer of one module, outside the plan: this is not a training-step call */
+            if (!tmp && !(tmp = (float *)zero__raw_alloc(&d->allocator, (size_t)ctx->max_span * 4)))
+                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                  "zero_gather_params_f32: out of memory");
+            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
+            if (r != ZERO_OK) { zero__raw_free(&d->allocator, tmp); return r; }
+        }
+        for (j = 0; j < ctx->num_params; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module != i) continue;
+            if (!local)
+                memcpy(out + pr->out_offset, tmp + pr->offset, (size_t)pr->numel * 4);
+            else if (ctx->master && !m->frozen)
+                memcpy(out + pr->out_offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
+            else
+                zero_to_f32(out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
+                            (zero_dtype)pdt, pr->numel);
+        }
+    }
+    zero__raw_free(&d->allocator, tmp);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
+    zero_result r;
+    int i;
+    if (!ctx || (!values && n > 0) || n < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_allreduce_f64: bad arguments");
+    for (i = 0; i < n; i += 64) {
+        int c = n - i < 64 ? n - i : 64;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, c, values + i, NULL))) != ZERO_OK)
+            return r;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
+    zero_ctx *c = (zero_ctx *)ctx;
+    int t, k;
+    if (!ctx || !out) return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    memcpy(out->bytes, ctx->bytes, sizeof out->bytes);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (k = 0; k < ZERO_CAT_NUM; k++) {
+            out->total_bytes += ctx->bytes[t][k];
+            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->bytes[t][k];
+        }
+    pthread_mutex_lock(&c->stream.mu);
+    memcpy(out->comm_calls, ctx->comm_calls, sizeof out->comm_calls);
+    memcpy(out->comm_elems, ctx->comm_elems, sizeof out->comm_elems);
+    memcpy(out->comm_bytes, ctx->comm_bytes, sizeof out->comm_bytes);
+    pthread_mutex_unlock(&c->stream.mu);
+    out->steps = ctx->steps;
+    out->skipped_steps = ctx->skipped;
+    out->loss_scale = ctx->loss_scale;
+    out->grad_norm = ctx->grad_norm;
+    return ZERO_OK;
+}
+
+#endif /* ZERO_IMPLEMENTATION */
+
+/*
+------------------------------------------------------------------------------
+MIT License
+
+Copyright (c) 2026 the zero.h authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy
+of this software and associated documentation files (the "Software"), to deal
+in the Software without restriction, including without limitation the rights
+to use, copy, modify, merge, publish, distribute, sublicense, and/or sell
+copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all
+copies or substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY,
+FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER
+LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE
+SOFTWARE.
+------------------------------------------------------------------------------
+*/
