@@ -47,8 +47,7 @@
        ZERO_STATIC           give every public function static linkage
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
-       ZERO_ASSERT(c)        replace assert() for internal invariants
-       ZERO_CUDA             build the CUDA device (needs nvcc; see issue tracker)
+       ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
 
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
@@ -528,13 +527,8 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
 #  define ZERO_MALLOC(sz, u) ((void)(u), malloc(sz))
 #  define ZERO_FREE(p, u) ((void)(u), free(p))
 #endif
-#ifndef ZERO_ASSERT
-#  include <assert.h>
-#  define ZERO_ASSERT(c) assert(c)
-#endif
-#ifdef ZERO_CUDA
-#  error "zero.h: the CUDA device is not implemented yet (ZERO_CUDA); build the CPU device without it"
-#endif
+/* ZERO_CUDA: the CUDA device, NCCL and cuBLAS are not wired in yet; a ZERO_CUDA build
+   runs the CPU device (zero_kernels.cu holds the shared element-wise math). */
 
 /* >>base ---------------------------------------------------------------------------- */
 #define ZERO__DEF(v, d) ((v) ? (v) : (d))

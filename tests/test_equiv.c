@@ -28,6 +28,9 @@ typedef struct run_cfg {
     zero_optim_type optim;
     float clip;
     int64_t bucket_bytes;
+    int frozen0;                    /* layer 0 frozen */
+    int probe_overlap;              /* rank checks its reductions run during backward */
+    int overlap_seen;
     float *out;                     /* gathered fp32 params, written by rank 0 */
     int64_t numel;
     double last_loss;
@@ -83,6 +86,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         memset(&md, 0, sizeof md);
         snprintf(name, sizeof name, "layer%d", l);
         md.name = name;
+        md.frozen = l == 0 && cfg->frozen0;
         if ((r = zero_add_module(z, &md, &mod[l])) != ZERO_OK) goto done;
         memset(&pd, 0, sizeof pd);
         pd.name = "w"; pd.ndim = 2; pd.shape[0] = dims[l + 1]; pd.shape[1] = dims[l];
@@ -139,10 +143,21 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
                         dprev[i][k] = s * (1.0f - act[l][i][k] * act[l][i][k]);
                     }
                 if ((r = zero_fetch(z, mod[l])) != ZERO_OK) goto done;
-                zero_add_f32(zero_param_grad(z, W[l]), cfg->dtype, gw[l], dims[l + 1] * dims[l]);
-                zero_add_f32(zero_param_grad(z, B[l]), cfg->dtype, gb[l], dims[l + 1]);
+                if (!(l == 0 && cfg->frozen0)) {
+                    zero_add_f32(zero_param_grad(z, W[l]), cfg->dtype, gw[l], dims[l + 1] * dims[l]);
+                    zero_add_f32(zero_param_grad(z, B[l]), cfg->dtype, gb[l], dims[l + 1]);
+                }
                 if ((r = zero_release(z, mod[l])) != ZERO_OK) goto done;
                 if ((r = zero_grads_ready(z, mod[l])) != ZERO_OK) goto done;
+                if (cfg->probe_overlap && l == NLAYERS - 1 && step == 0) {
+                    /* the last layer's gradients (a bucket of their own) must be reduced by
+                       the comm stream while this thread is still in the backward pass */
+                    zero_stats st;
+                    double t0 = test_now_ms();
+                    do zero_stats_get(z, &st);
+                    while (st.comm_calls[ZERO_COLL_REDUCE_SCATTER] == 0 && test_now_ms() - t0 < 10000);
+                    if (rank == 0) cfg->overlap_seen = st.comm_calls[ZERO_COLL_REDUCE_SCATTER] > 0;
+                }
                 if (l > 0) memcpy(delta, dprev, sizeof delta);
             }
         }
@@ -284,6 +299,43 @@ static void vs_world1(zero_dtype dt, int world, int stage) {
           dname(dt), stage, world, sqrt(num), tol, sqrt(den));
 }
 
+/* A frozen module gets no gradients, no optimizer state, and keeps its values;
+   the stages still agree bitwise, and the plan leaves it out of grads/master/optim. */
+static void frozen_module(int world) {
+    float ref[MAXP], got[MAXP], init[MAXP];
+    run_cfg c;
+    int s, l, k, off = 0;
+    uint64_t seed = 42;
+    int64_t n0 = dims[1] * dims[0] + dims[1];
+    for (l = 0; l < NLAYERS; l++) {
+        float scale = 1.0f / sqrtf((float)dims[l]);
+        for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = frand(&seed) * scale;
+        for (k = 0; k < dims[l + 1]; k++) init[off++] = frand(&seed) * 0.1f;
+    }
+    memset(&c, 0, sizeof c);
+    c.world = world; c.accum = 1; c.dtype = ZERO_F32; c.frozen0 = 1;
+    for (s = 0; s <= 3; s++) {
+        c.stage = s;
+        if (!train(&c, s == 0 ? ref : got)) return;
+        if (s == 0) {
+            CHECK(memcmp(ref, init, sizeof(float) * (size_t)n0) == 0, "frozen layer 0 changed");
+            CHECK(memcmp(ref + n0, init + n0, sizeof(float) * (size_t)(numel_total() - n0)) != 0, "nothing trained");
+        } else {
+            CHECK(memcmp(ref, got, sizeof(float) * (size_t)numel_total()) == 0, "stage %d differs with a frozen module", s);
+        }
+    }
+}
+
+/* Stage 2 with small buckets: reductions run on the comm stream during backward. */
+static void reductions_overlap_backward(void) {
+    float out[MAXP];
+    run_cfg c;
+    memset(&c, 0, sizeof c);
+    c.world = 2; c.accum = 1; c.dtype = ZERO_BF16; c.stage = 2; c.bucket_bytes = 1; c.probe_overlap = 1;
+    if (!train(&c, out)) return;
+    CHECK(c.overlap_seen, "no reduce-scatter ran before backward finished");
+}
+
 int main(void) {
     static const zero_dtype dts[3] = { ZERO_F32, ZERO_BF16, ZERO_F16 };
     int t, w;
@@ -319,5 +371,11 @@ int main(void) {
             vs_world1(dts[t], w, w == 3 ? 3 : 2);
             test_end();
         }
+    for (w = 1; w <= 3; w += 2) {
+        test_begin("frozen_module_world%d", w);
+        frozen_module(w);
+        test_end();
+    }
+    TEST_RUN(reductions_overlap_backward);
     return test_summary();
 }
