@@ -131,7 +131,9 @@
 #define ZERO_VERSION_PATCH 0
 
 #ifndef ZERO_API
-#  ifdef ZERO_STATIC
+#  if defined(ZERO_STATIC) && (defined(__GNUC__) || defined(__clang__))
+#    define ZERO_API static __attribute__((unused))
+#  elif defined(ZERO_STATIC)
 #    define ZERO_API static
 #  else
 #    define ZERO_API extern
@@ -1019,18 +1021,30 @@ static void zero__log(const zero_ctx *ctx, zero_log_level lvl, zero_log_item ite
     zero__logv(ctx, lvl, item, msg);
 }
 /* Records a failure: the message goes to the context (if any), the thread's last
-   error and the logger. Returns r so callers can `return zero__fail(...)`. */
-static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...) {
+   error and the logger. Returns r so callers can `return zero__fail(...)`. Before a
+   context exists, zero__fail_lg reports to the logger of the desc being checked. */
+static zero_result zero__report(zero_ctx *ctx, const zero_logger *lg, int rank, zero_result r,
+                                zero_log_item item, const char *fmt, va_list ap) {
     char msg[ZERO__MSG];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    snprintf(zero__tls_err, sizeof zero__tls_err, "%s", msg);
+    if (ctx) snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+    if (lg && lg->func && ZERO_LOG_ERROR <= ZERO__DEF(lg->level, ZERO_LOG_WARN))
+        lg->func(lg->user_data, ZERO_LOG_ERROR, item, rank, msg);
+    return r;
+}
+static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    r = zero__report(ctx, ctx ? &ctx->desc.logger : NULL, ctx ? ctx->rank : -1, r, item, fmt, ap);
     va_end(ap);
-    snprintf(zero__tls_err, sizeof zero__tls_err, "%s", msg);
-    if (ctx) {
-        snprintf(ctx->err, sizeof ctx->err, "%s", msg);
-        zero__logv(ctx, ZERO_LOG_ERROR, item, msg);
-    }
+    return r;
+}
+static zero_result zero__fail_lg(const zero_logger *lg, zero_result r, zero_log_item item, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    r = zero__report(NULL, lg, -1, r, item, fmt, ap);
+    va_end(ap);
     return r;
 }
 
@@ -1187,33 +1201,34 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
 }
 
 /* Validates a desc and fills its defaults, in one place. */
-static zero_result zero__fill_desc(zero_desc *d, zero_ctx *ctx) {
+static zero_result zero__fill_desc(zero_desc *d) {
+    const zero_logger *lg = &d->logger;
     zero_optim_desc *o = &d->optim;
     if (d->stage < 0 || d->stage > 3)
-        return zero__fail(ctx, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
                           "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
     if ((int)d->param_dtype < 0 || d->param_dtype >= ZERO_DTYPE_NUM ||
         (int)d->grad_dtype < 0 || d->grad_dtype >= ZERO_DTYPE_NUM ||
         (int)d->grad_accum_dtype < 0 || d->grad_accum_dtype >= ZERO_DTYPE_NUM)
-        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                           "unknown dtype (param_dtype=%d grad_dtype=%d grad_accum_dtype=%d); "
                           "use ZERO_F32, ZERO_BF16 or ZERO_F16",
                           (int)d->param_dtype, (int)d->grad_dtype, (int)d->grad_accum_dtype);
     if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->live_modules < 0 ||
         d->device_bytes_cap < 0 || d->host_bytes_cap < 0 || d->loss_scale_window < 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "negative size in zero_desc (accum_steps=%d bucket_bytes=%lld align_elems=%lld "
                           "live_modules=%d caps=%lld/%lld loss_scale_window=%d)",
                           d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems, d->live_modules,
                           (long long)d->device_bytes_cap, (long long)d->host_bytes_cap, d->loss_scale_window);
     if (d->align_elems > (1 << 20))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
     if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
         o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
         o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
         d->loss_scale_min < 0 || d->timeout_ms < 0 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "an optimizer or loss-scale option is out of range (lr=%g beta1=%g beta2=%g eps=%g "
                           "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d)",
                           o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
@@ -1257,7 +1272,7 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         m->span = zero__align_up(m->used, unit);
         m->param_off = poff;
         m->train_off = m->frozen ? -1 : toff;
-        if (poff > INT64_MAX / 8 - m->span)
+        if (poff > INT64_MAX / 16 - m->span)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "the model is too large");
         poff += m->span;
         if (!m->frozen) {
@@ -1460,13 +1475,13 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     zero_ctx *ctx;
     zero_desc d;
     zero_result r;
+    if (out) *out = NULL;
     if (!out || !desc)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
-    *out = NULL;
     d = *desc;
-    if ((r = zero__fill_desc(&d, NULL)) != ZERO_OK) return r;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
     ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx);
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    if (!ctx) return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
     memset(ctx, 0, sizeof *ctx);
     ctx->desc = d;
     ctx->salt = zero__next_salt();
@@ -1498,7 +1513,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
         pthread_cond_destroy(&ctx->stream.cv);
         if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
         zero__raw_free(&d.allocator, ctx);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: could not start the comm stream thread");
+        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: could not start the comm stream thread");
     }
     ctx->stream.started = 1;
     *out = ctx;
@@ -1706,7 +1721,7 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_estimate: world_size %d and num_modules %d must be positive", world_size, num_modules);
     d = *desc;
-    if ((r = zero__fill_desc(&d, NULL)) != ZERO_OK) return r;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
     memset(&z, 0, sizeof z);
     unit = d.align_elems * world_size;
     for (i = 0; i < num_modules; i++) {
@@ -1715,6 +1730,8 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
             return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
         span = zero__align_up(module_numels[i], unit);
+        if (z.padded > INT64_MAX / 16 - span)
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_estimate: the model is too large");
         z.numel += module_numels[i];
         z.padded += span;
         z.trainable += span;

@@ -1,0 +1,160 @@
+# zero.h - build and tests (GNU make).
+#
+#   make              examples/*.c -> build/<name>, tests/test_*.c -> build/test_*
+#   make test         the above + build/asan/test_* (ASan+UBSan) + build/tsan/test_* (TSan),
+#                     then tests/run_tests.sh (last line: "N passed, N failed"; exit 1 on failures;
+#                     VERBOSE=1 shows all test output, logs in build/logs/, ZERO_RUN_TIMEOUT=300)
+#   make run          build/train_mlp $(RUN_ARGS)
+#   make bench        tests/bench/*.c -> build/bench_<name> (a leading "bench_" is not doubled)
+#   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
+#                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
+#                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
+#   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* when a GPU is present
+#   make clean        rm -rf build
+#
+# Every program is one C file that defines ZERO_IMPLEMENTATION itself; everything is
+# rebuilt when zero.h (or a header beside the sources) changes. A target whose compile
+# fails leaves no stale binary behind (rm -f first), so the runner sees it as missing.
+
+CC  := $(if $(filter default,$(origin CC)),gcc,$(CC))
+
+BUILD    ?= build
+# Required flags are kept apart from CFLAGS/CPPFLAGS/LDLIBS, which stay the user's to add to.
+ZERO_CPPFLAGS := -I.
+ZERO_CFLAGS   := -std=c99 -Wall -Wextra -Werror -ffp-contract=off -pthread
+ZERO_LDLIBS   := -lm
+CFLAGS        ?= -O2 -g
+# Sanitizer builds keep the warnings but not -Werror: GCC's sanitizer instrumentation
+# produces false-positive warnings (-Wmaybe-uninitialized, -Wstringop-*) at -O1.
+SAN_CFLAGS  := -std=c99 -O1 -g -Wall -Wextra -ffp-contract=off -pthread -fno-omit-frame-pointer
+ASAN_CFLAGS ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_CFLAGS ?= -fsanitize=thread
+RUN_ARGS    ?= --stage 3 --ranks 4 --steps 200
+
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+TEST_SRC    := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC   := $(sort $(wildcard tests/bench/*.c))
+
+EXAMPLES := $(patsubst examples/%.c,$(BUILD)/%,$(EXAMPLE_SRC))
+TESTS    := $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
+ASAN     := $(patsubst tests/%.c,$(BUILD)/asan/%,$(TEST_SRC))
+TSAN     := $(patsubst tests/%.c,$(BUILD)/tsan/%,$(TEST_SRC))
+bench_name = bench_$(patsubst bench_%,%,$(basename $(notdir $(1))))
+BENCHES  := $(foreach s,$(BENCH_SRC),$(BUILD)/$(call bench_name,$(s)))
+
+DEPS         := zero.h Makefile
+EXAMPLE_DEPS := $(DEPS) $(wildcard examples/*.h)
+TEST_DEPS    := $(DEPS) $(wildcard tests/*.h)
+BENCH_DEPS   := $(DEPS) $(wildcard tests/*.h tests/bench/*.h)
+
+# ---- CUDA (CUDA=1) -------------------------------------------------------------------
+comma := ,
+CUDA ?= 0
+GPU_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# -fmad=false: the kernels must round exactly like the CPU path (-ffp-contract=off).
+NVCCFLAGS ?= -std=c++17 -O3 -g -lineinfo -fmad=false $(GPU_ARCH) -Werror all-warnings \
+             -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off
+ifeq ($(CUDA),1)
+  # CUDA_HOME: /usr/local/cuda if it has nvcc, else the prefix of the nvcc on PATH.
+  ifeq ($(origin CUDA_HOME),undefined)
+    CUDA_HOME := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(or $(strip \
+                   $(patsubst %/bin/,%,$(dir $(shell command -v nvcc 2>/dev/null)))),/usr/local/cuda))
+  endif
+  ifeq ($(origin NVCC),undefined)
+    NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null),nvcc)
+  endif
+  # NCCL is not always beside cudart (here: $(CUDA_HOME)/lib; Debian: the multiarch dir).
+  ifeq ($(origin NCCL_LIBDIR),undefined)
+    NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
+                     $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
+                     /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so) \
+                     $(shell ldconfig -p 2>/dev/null | awk '$$1 == "libnccl.so" { print $$NF; exit }'))))
+  endif
+  ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+    ifeq ($(NCCL_LIBDIR),)
+      $(error CUDA=1: libnccl.so not found (looked in $(CUDA_HOME)/lib64, $(CUDA_HOME)/lib, /usr/lib/x86_64-linux-gnu, ldconfig -p); set NCCL_LIBDIR=)
+    endif
+  endif
+  CUDA_LIBDIRS  := $(sort $(CUDA_HOME)/lib64 $(NCCL_LIBDIR))
+  CUDA_CPPFLAGS ?= -DZERO_CUDA -I$(CUDA_HOME)/include
+  CUDA_LDLIBS   ?= $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
+                   -lcudart -lnccl -lcublas -lstdc++
+endif
+
+CUDA_OBJ      := $(BUILD)/cuda/zero_kernels.o
+CUDA_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/cuda/%,$(EXAMPLE_SRC))
+CUDA_TESTS    := $(patsubst tests/%.c,$(BUILD)/cuda/%,$(TEST_SRC))
+CUDA_BENCHES  := $(foreach s,$(BENCH_SRC),$(BUILD)/cuda/$(call bench_name,$(s)))
+
+ifeq ($(CUDA),1)
+  ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS)
+  BENCH_CUDA := $(CUDA_BENCHES)
+endif
+
+# ---- targets -------------------------------------------------------------------------
+.PHONY: all test sanitize run bench test-gpu clean
+all: $(EXAMPLES) $(TESTS) $(ALL_CUDA)
+
+sanitize: $(ASAN) $(TSAN)
+
+# -k: a test that fails to compile must not hide the others; the runner counts every
+# tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
+test:
+	@$(MAKE) --no-print-directory -k all sanitize || \
+	    echo "make test: some targets failed to build (counted as failures below)"
+	@BUILD=$(BUILD) bash tests/run_tests.sh
+
+run: $(BUILD)/train_mlp
+	$(BUILD)/train_mlp $(RUN_ARGS)
+
+bench: $(BENCHES) $(BENCH_CUDA)
+
+test-gpu:
+	@BUILD=$(BUILD) bash tests/test_gpu.sh
+
+clean:
+	rm -rf $(BUILD)
+
+# ---- rules ---------------------------------------------------------------------------
+$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda:
+	@mkdir -p $@
+
+$(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS) | $(BUILD)
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(TESTS): $(BUILD)/%: tests/%.c $(TEST_DEPS) | $(BUILD)
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/asan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(CUDA_OBJ): zero_kernels.cu $(DEPS) | $(BUILD)/cuda
+	@rm -f $@
+	$(NVCC) $(ZERO_CPPFLAGS) $(NVCCFLAGS) -c -o $@ $<
+
+$(CUDA_EXAMPLES): $(BUILD)/cuda/%: examples/%.c $(CUDA_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/cuda
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+$(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ) $(TEST_DEPS) | $(BUILD)/cuda
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+# Benchmarks: one rule per source, since tests/bench/x.c and tests/bench/bench_x.c both
+# map to build/bench_x.
+define bench_rules
+$(BUILD)/$(call bench_name,$(1)): $(1) $(BENCH_DEPS) | $(BUILD)
+	@rm -f $$@
+	$$(CC) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(ZERO_CFLAGS) $$(CFLAGS) -o $$@ $$< $$(LDLIBS) $$(ZERO_LDLIBS)
+$(BUILD)/cuda/$(call bench_name,$(1)): $(1) $(CUDA_OBJ) $(BENCH_DEPS) | $(BUILD)/cuda
+	@rm -f $$@
+	$$(CC) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(CUDA_CPPFLAGS) $$(ZERO_CFLAGS) $$(CFLAGS) -o $$@ $$< $$(CUDA_OBJ) $$(CUDA_LDLIBS) $$(LDLIBS) $$(ZERO_LDLIBS)
+endef
+$(foreach s,$(BENCH_SRC),$(eval $(call bench_rules,$(s))))

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# tests/run_tests.sh - runs zero.h's test binaries and test scripts, counts the results.
+#
+#   tests/run_tests.sh [VARIANT...]     VARIANT: plain asan tsan cuda scripts
+#                                       (default: plain asan tsan scripts)
+#
+# Protocol: a test program prints "PASS <name>" or "FAIL <name>: <detail>" lines on stdout
+# (other lines are allowed) and exits non-zero if any of its tests failed.
+#   - every PASS / FAIL line counts as one passed / failed test;
+#   - a program that exits non-zero (crash, sanitizer report, timeout) without printing a
+#     FAIL line counts as one failure: "<variant>/<binary> crashed (exit N)";
+#   - a program that exits 0 without printing any PASS or FAIL line counts as one failure;
+#   - a tests/test_*.c whose binary is missing (it failed to build) counts as one failure.
+# Programs run one at a time from the repository root, under `timeout $ZERO_RUN_TIMEOUT`
+# (300 s), each with a fresh private TMPDIR. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
+# which names the hung case) defaults to 15 s less, so it fires before the runner's kill.
+# Test scripts tests/test_*.sh follow the same protocol (tests/test_gpu.sh is left to
+# `make test-gpu`).
+# Output: FAIL lines, a one-line summary per program, and the tail of a failing program's
+# output; VERBOSE=1 prints everything. Full logs: build/logs/. The last line is always
+# "N passed, N failed"; the exit status is 1 when anything failed.
+
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+BUILD=${BUILD:-build}
+TIMEOUT=${ZERO_RUN_TIMEOUT:-300}
+export ZERO_TEST_TIMEOUT=${ZERO_TEST_TIMEOUT:-$((TIMEOUT > 30 ? TIMEOUT - 15 : TIMEOUT))}
+VERBOSE=${VERBOSE:-0}
+LOGS=$BUILD/logs
+mkdir -p "$LOGS"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+# TSan needs a memory layout that some kernels' ASLR (large mmap_rnd_bits) breaks
+# ("FATAL: ThreadSanitizer: unexpected memory mapping"); run it with ASLR off if we can.
+TSAN_PREFIX=()
+if command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+    TSAN_PREFIX=(setarch "$(uname -m)" -R)
+fi
+
+total_pass=0
+total_fail=0
+
+now() { date +%s.%N; }
+
+# run_one LABEL KIND COMMAND...   KIND: bin or script
+run_one() {
+    local label=$1; shift
+    local log="$LOGS/${label//\//_}.log"
+    local tmp; tmp=$(mktemp -d "${TMPDIR:-/tmp}/zero_test.XXXXXX")
+    local t0 t1 rc
+    t0=$(now)
+    # (the braces' 2>/dev/null keeps bash's own "Segmentation fault" notice out of the log)
+    { TMPDIR=$tmp timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null; rc=$?; } 2>/dev/null
+    t1=$(now)
+    rm -rf "$tmp"
+
+    local npass nfail
+    npass=$(grep -c '^PASS ' "$log")
+    nfail=$(grep -c '^FAIL ' "$log")
+    if [ "$VERBOSE" = 1 ]; then
+        sed "s|^|  |" "$log"
+    else
+        grep '^FAIL ' "$log" | sed "s|^FAIL |FAIL $label: |"
+    fi
+    local note=""
+    if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note=", timed out after ${TIMEOUT}s"
+        elif [ "$rc" -gt 128 ]; then note=", SIG$(kill -l $((rc - 128)) 2>/dev/null)"; fi
+        echo "FAIL $label crashed (exit $rc$note)"
+        nfail=1
+    elif [ "$rc" -eq 0 ] && [ "$npass" -eq 0 ] && [ "$nfail" -eq 0 ]; then
+        echo "FAIL $label printed no PASS or FAIL line"
+        nfail=1
+    fi
+    if [ "$nfail" -gt 0 ] && [ "$VERBOSE" != 1 ] && grep -qv -e '^PASS ' -e '^FAIL ' "$log"; then
+        echo "  --- last lines of $log (PASS/FAIL lines left out) ---"
+        grep -v -e '^PASS ' -e '^FAIL ' "$log" | tail -n 40 | sed 's|^|  |'
+    fi
+    printf '%s: %d passed, %d failed (%.1fs)\n' "$label" "$npass" "$nfail" \
+        "$(echo "$t0 $t1" | awk '{ print $2 - $1 }')"
+    total_pass=$((total_pass + npass))
+    total_fail=$((total_fail + nfail))
+}
+
+run_variant() {
+    local variant=$1 dir prefix=()
+    case $variant in
+        plain) dir=$BUILD ;;
+        asan|cuda) dir=$BUILD/$variant ;;
+        tsan) dir=$BUILD/tsan; prefix=("${TSAN_PREFIX[@]}") ;;
+        *) echo "run_tests.sh: unknown variant '$variant'" >&2; total_fail=$((total_fail + 1)); return ;;
+    esac
+    local src name label
+    for src in tests/test_*.c; do
+        [ -e "$src" ] || continue
+        name=$(basename "$src" .c)
+        if [ "$variant" = plain ]; then label=$name; else label=$variant/$name; fi
+        if [ ! -x "$dir/$name" ]; then
+            echo "FAIL $label not built ($dir/$name missing: see the compiler errors above)"
+            echo "$label: 0 passed, 1 failed"
+            total_fail=$((total_fail + 1))
+            continue
+        fi
+        run_one "$label" ${prefix[@]+"${prefix[@]}"} "$dir/$name"
+    done
+}
+
+run_scripts() {
+    local script name
+    for script in tests/test_*.sh; do
+        [ -e "$script" ] || continue
+        name=$(basename "$script" .sh)
+        [ "$name" = test_gpu ] && continue
+        run_one "$name.sh" bash "$script"
+    done
+}
+
+variants=("$@")
+[ ${#variants[@]} -gt 0 ] || variants=(plain asan tsan scripts)
+for v in "${variants[@]}"; do
+    if [ "$v" = scripts ]; then run_scripts; else run_variant "$v"; fi
+done
+
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tests/test_compile.sh - zero.h compiles cleanly as C99 and C++11, with gcc and clang:
+# declarations only (-c), with ZERO_IMPLEMENTATION (linked, run: zero_create/zero_destroy
+# must give ZERO_OK) and under ZERO_STATIC. One PASS/FAIL line per variant; a compiler
+# that is not installed is reported as SKIP (not counted). Run from the repository root.
+set -u
+OUT=${BUILD:-build}/compile
+mkdir -p "$OUT"
+failed=0
+
+# check NAME KIND(decl|run) COMPILER FLAGS... SOURCE
+check() {
+    local name=$1 kind=$2 cc=$3; shift 3
+    if ! command -v "$cc" >/dev/null 2>&1; then echo "SKIP $name: $cc not installed"; return; fi
+    local log="$OUT/$name.log" bin="$OUT/$name"
+    rm -f "$bin" "$bin.o"
+    local ok=1
+    if [ "$kind" = decl ]; then
+        "$cc" "$@" -c -o "$bin.o" >"$log" 2>&1 || ok=0
+    else
+        "$cc" "$@" -o "$bin" -lm >"$log" 2>&1 || ok=0
+    fi
+    if [ "$ok" = 0 ]; then
+        echo "FAIL $name: $cc $*: $(grep -m1 -E 'error|warning' "$log")"
+        sed 's/^/    /' "$log" | head -n 30
+        failed=1
+        return
+    fi
+    if [ "$kind" = run ]; then
+        if ! timeout 60 "$bin" >"$log.run" 2>&1; then
+            echo "FAIL $name: $bin exited non-zero: $(head -c 300 "$log.run")"
+            failed=1
+            return
+        fi
+    fi
+    echo "PASS $name"
+}
+
+C99=(-std=c99 -O2 -g -Wall -Wextra -Werror -I. -pthread)
+CXX11=(-std=c++11 -O2 -g -Wall -Wextra -Werror -I. -pthread)
+check decl_c_gcc       decl gcc     "${C99[@]}" tests/compile/compile_c.c
+check decl_c_clang     decl clang   "${C99[@]}" tests/compile/compile_c.c
+check decl_cpp_gxx     decl g++     "${CXX11[@]}" tests/compile/compile_cpp.cpp
+check decl_cpp_clangxx decl clang++ "${CXX11[@]}" tests/compile/compile_cpp.cpp
+check impl_c_gcc       run  gcc     "${C99[@]}" tests/compile/impl_c.c
+check impl_c_clang     run  clang   "${C99[@]}" tests/compile/impl_c.c
+check impl_cpp_gxx     run  g++     "${CXX11[@]}" tests/compile/impl_cpp.cpp
+check impl_cpp_clangxx run  clang++ "${CXX11[@]}" tests/compile/impl_cpp.cpp
+check static_c_gcc     run  gcc     "${C99[@]}" tests/compile/static_c.c
+check static_c_clang   run  clang   "${C99[@]}" tests/compile/static_c.c
+exit $failed
