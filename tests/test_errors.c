@@ -654,34 +654,36 @@ static void not_fetched_param_data(void) {
 typedef enum { MM_SHAPE, MM_EXTRA_PARAM, MM_EXTRA_MODULE, MM_STAGE } mm_kind;
 typedef struct mm_job {
     mm_kind kind;
-    zero_result build[2];
-    double build_ms[2];
-    int saw_item[2];
-    int msg[2];
+    int world;                      /* the last rank is the odd one out */
+    zero_result build[3];
+    double build_ms[3];
+    int saw_item[3];
+    int msg[3];
 } mm_job;
 
 static zero_result mm_rank(zero_comm *comm, int rank, void *user) {
     mm_job *j = (mm_job *)user;
     zero_desc d; rec_log rec; zero_ctx *z = NULL; zero_module m; zero_param p;
     zero_module_desc md; zero_param_desc pd; zero_result r; double t0;
+    int odd = rank == j->world - 1;
     rec_init(&rec); base_desc(&d); rec_attach(&d, &rec);
     d.comm = comm;
     d.stage = 2;
     d.timeout_ms = 2000;
-    if (j->kind == MM_STAGE && rank == 1) d.stage = 3;
+    if (j->kind == MM_STAGE && odd) d.stage = 3;
     memset(&md, 0, sizeof md);
     md.name = "layer";
     r = zero_create(&z, &d);
     if (r != ZERO_OK) { j->build[rank] = r; goto done; }
     zero_add_module(z, &md, &m);
-    pdesc(&pd, 2, 6, (j->kind == MM_SHAPE && rank == 1) ? 5 : 4);
+    pdesc(&pd, 2, 6, (j->kind == MM_SHAPE && odd) ? 5 : 4);
     pd.name = "w";
     zero_add_param(z, m, &pd, &p);
-    if (j->kind == MM_EXTRA_PARAM && rank == 1) {
+    if (j->kind == MM_EXTRA_PARAM && odd) {
         pdesc(&pd, 1, 3, 1); pd.name = "b";
         zero_add_param(z, m, &pd, &p);
     }
-    if (j->kind == MM_EXTRA_MODULE && rank == 1) {
+    if (j->kind == MM_EXTRA_MODULE && odd) {
         md.name = "extra";
         zero_add_module(z, &md, &m);
         pdesc(&pd, 1, 3, 1); pd.name = "b";
@@ -699,15 +701,16 @@ done:
     return r;
 }
 
-static void mismatch(mm_kind kind) {
+static void mismatch(mm_kind kind, int world) {
     mm_job j;
     double t0, total;
     memset(&j, 0, sizeof j);
     j.kind = kind;
+    j.world = world;
     t0 = test_now_ms();
-    zero_run_local(2, mm_rank, &j);
+    zero_run_local(world, mm_rank, &j);
     total = test_now_ms() - t0;
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < world; r++) {
         CHECK(j.build[r] == ZERO_ERR_MISMATCH, "rank %d: zero_build returned %s, want %s", r,
               zero_result_str(j.build[r]), zero_result_str(ZERO_ERR_MISMATCH));
         CHECK(j.msg[r], "rank %d: no zero_last_error message", r);
@@ -717,10 +720,11 @@ static void mismatch(mm_kind kind) {
     }
     CHECK(total < 3000.0, "the whole run took %.0f ms", total);
 }
-static void mismatch_shape(void) { mismatch(MM_SHAPE); }
-static void mismatch_extra_param(void) { mismatch(MM_EXTRA_PARAM); }
-static void mismatch_extra_module(void) { mismatch(MM_EXTRA_MODULE); }
-static void mismatch_stage(void) { mismatch(MM_STAGE); }
+static void mismatch_shape(void) { mismatch(MM_SHAPE, 2); }
+static void mismatch_extra_param(void) { mismatch(MM_EXTRA_PARAM, 2); }
+static void mismatch_extra_module(void) { mismatch(MM_EXTRA_MODULE, 2); }
+static void mismatch_stage(void) { mismatch(MM_STAGE, 2); }
+static void mismatch_shape_world3(void) { mismatch(MM_SHAPE, 3); }
 
 /* ==== a rank that never arrives ==================================================== */
 /* Two ranks, timeout_ms 300. Rank 1 builds and then leaves (returns from its rank
@@ -738,7 +742,7 @@ typedef struct to_job {
     int rank0_done;
     zero_result got;
     double ms, destroy_ms;
-    int msg, saw_item;
+    int msg, saw_item, saw_timeout;
     zero_result build[2];
 } to_job;
 
@@ -796,6 +800,7 @@ static zero_result to_rank(zero_comm *comm, int rank, void *user) {
     j->msg = msg_ok(zero_last_error(z));
     j->saw_item = rec_count(&rec, ZERO_LOGITEM_COLL_TIMEOUT) + rec_count(&rec, ZERO_LOGITEM_RANK_LEFT) +
                   rec_count(&rec, ZERO_LOGITEM_COMM_BROKEN) > 0;
+    j->saw_timeout = rec_count(&rec, ZERO_LOGITEM_COLL_TIMEOUT) > 0;
     t0 = test_now_ms();
     zero_destroy(z);
     z = NULL;
@@ -834,6 +839,7 @@ static void timeout_case(to_kind kind, int stall) {
     CHECK(j.destroy_ms < TO_TIMEOUT_MS + 2000.0, "zero_destroy after the failure took %.0f ms", j.destroy_ms);
     CHECK(j.msg, "rank 0: no zero_last_error message");
     CHECK(j.saw_item, "rank 0: the logger saw none of COLL_TIMEOUT, RANK_LEFT, COMM_BROKEN");
+    if (stall) CHECK(j.saw_timeout, "rank 0: the logger did not see COLL_TIMEOUT");
 }
 static void timeout_step_stage2_rank_left(void) { timeout_case(TO_STEP, 0); }
 static void timeout_fetch_stage3_rank_left(void) { timeout_case(TO_FETCH, 0); }
@@ -1195,6 +1201,7 @@ int main(void) {
     TEST_RUN(mismatch_extra_param);
     TEST_RUN(mismatch_extra_module);
     TEST_RUN(mismatch_stage);
+    TEST_RUN(mismatch_shape_world3);
     TEST_RUN(timeout_step_stage2_rank_left);
     TEST_RUN(timeout_fetch_stage3_rank_left);
     TEST_RUN(timeout_step_stage2_rank_stalls);
