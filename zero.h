@@ -56,8 +56,8 @@
        stage 1   fp32 master weights and optimizer moments are partitioned.
        stage 2   + gradients: each module's gradient is reduce-scattered straight
                  into the rank's gradient shard.
-       stage 3   + parameters: zero_fetch all-gathers a module into a slot,
-                 zero_release frees the slot.
+       stage 3   + parameters: zero_fetch all-gathers a module into the gather
+                 arena, zero_release frees it (see ON PREFETCH).
      Per-rank model-state bytes, bf16 params and grads with AdamW (Psi params, N ranks):
      16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N. With f32 params the fp32
      master copy is the parameter itself and takes no extra bytes.
@@ -81,6 +81,24 @@
      module is ready; the reductions run on the comm stream (a worker thread on the
      CPU device) while your backward pass continues. Stages 0-1 reduce on the last
      micro-batch of a step only; stages 2-3 on every micro-batch.
+
+   ON PREFETCH (stage 3)
+     The first step records the order of zero_fetch calls; at its zero_step every
+     rank checks that the others recorded the same order (a divergence is
+     ZERO_ERR_MISMATCH naming the first differing module, never a hang). From the
+     second step on, each zero_fetch and zero_release issues the all-gathers of the
+     next modules in that order, up to prefetch_bytes ahead, so the gather of a
+     module usually runs on the comm stream while you compute the one before.
+     Gathered modules live in one arena sized at zero_build: max_live_bytes for
+     prefetched and kept modules plus room for the largest module in use, so the
+     gathered bytes never exceed max_live_bytes plus the modules in use, and a
+     steady-state step allocates nothing. Modules of at most persist_bytes stay
+     gathered between fetches (in a region of their own, re-gathered once after each
+     step). A released module whose next fetch is within reuse_distance fetches is
+     kept instead of freed. If a step fetches in another order (dynamic control
+     flow), that step falls back to fetching on demand, with a warning; the result
+     is the same. zero_stats_get counts hits (the gather was issued before the
+     fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
 
    ON THE OPTIMIZER AND LOSS SCALING
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -196,7 +214,7 @@ typedef enum zero_category {        /* an index into byte tables */
     ZERO_CAT_GRADS,                 /* accumulated gradients (full or shard) */
     ZERO_CAT_MASTER,                /* fp32 master weights (0 when params are f32) */
     ZERO_CAT_OPTIM,                 /* optimizer moments */
-    ZERO_CAT_BUFFERS,               /* gradient staging, stage-3 gather slots */
+    ZERO_CAT_BUFFERS,               /* gradient staging, stage-3 gather arena */
     ZERO_CAT_NUM
 } zero_category;
 
@@ -244,7 +262,10 @@ typedef enum zero_log_level {
     X(PLAN,                 "memory plan") \
     X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
     X(LOSS_SCALE_GROWN,     "loss scale grown") \
-    X(BUILT,                "built")
+    X(BUILT,                "built") \
+    X(SCHEDULE_MISMATCH,    "ranks fetched modules in different orders") \
+    X(SCHEDULE_CHANGED,     "the fetch order changed: fetching on demand this step") \
+    X(REDUCED,              "a module's gradients were reduced (debug; logged from the comm stream)")
 
 typedef enum zero_log_item {
 #define ZERO__X(name, text) ZERO_LOGITEM_##name,
@@ -273,6 +294,7 @@ typedef struct zero_logger {
     void (*func)(void *user_data, zero_log_level level, zero_log_item item, int rank, const char *message);
     void *user_data;
     zero_log_level level;           /* most verbose level passed on; default ZERO_LOG_WARN */
+    /* func may be called from zero.h's comm-stream thread (debug items): make it thread-safe */
 } zero_logger;
 
 typedef struct zero_optim_desc {
@@ -295,7 +317,10 @@ typedef struct zero_desc {
     int accum_steps;                /* micro-batches per step; default 1 */
     int64_t bucket_bytes;           /* gradient bytes reduced together; default 16 MiB */
     int64_t align_elems;            /* param alignment inside a module; default 16 */
-    int live_modules;               /* stage 3: modules gathered at once (slots); default 2 */
+    int64_t max_live_bytes;         /* stage 3: bytes of prefetched and kept modules; default: the largest module */
+    int64_t prefetch_bytes;         /* stage 3: gather ahead up to this; default max_live_bytes; <0: off */
+    int64_t persist_bytes;          /* stage 3: modules this small stay gathered; default 0: none */
+    int reuse_distance;             /* stage 3: keep a module fetched again within this many fetches; default 0 */
     zero_optim_desc optim;
     float clip_norm;                /* global-norm clipping; 0: off */
     float loss_scale;               /* >0: static scale; 0: dynamic for f16, 1 otherwise */
@@ -343,6 +368,14 @@ typedef struct zero_stats {
     int64_t skipped_steps;          /* steps skipped for non-finite gradients */
     float loss_scale;
     double grad_norm;               /* last step's global norm (unscaled, before clipping) */
+    /* stage 3, from the second step on */
+    int64_t prefetch_hits;          /* fetches whose gather was issued before the fetch */
+    int64_t prefetch_misses;        /* fetches that had to gather on demand */
+    int64_t prefetched_bytes;       /* bytes gathered ahead of use */
+    int64_t gathered_bytes;         /* bytes in the gather arena now */
+    int64_t peak_gathered_bytes;    /* most bytes ever in the gather arena */
+    int64_t peak_staging_bytes;     /* most bytes of gradient staging in use (stages 2-3) */
+    double fetch_wait_ms;           /* time zero_fetch spent waiting for gathers */
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -573,6 +606,12 @@ static int zero__mul(int64_t a, int64_t b, int64_t *out) {
     return 1;
 }
 
+static double zero__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
 /* Condition variables wait on CLOCK_MONOTONIC where the platform allows it, so a
    clock change cannot stretch a collective's timeout. */
 #if defined(__APPLE__) || (defined(__GLIBC__) && !defined(__USE_XOPEN2K))
@@ -636,7 +675,7 @@ static char *zero__strdup(const zero_allocator *a, const char *s) {
    fixed ring: enqueuing allocates nothing. */
 typedef enum zero__task_kind {
     ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
-    ZERO__TASK_GATHER_MODULE,     /* a: module, b: slot */
+    ZERO__TASK_GATHER_MODULE,     /* a: module, ptr: destination (the module's full span) */
     ZERO__TASK_GATHER_PARAMS,     /* a: module (stages 1-2 after the optimizer) */
     ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
     ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
@@ -680,13 +719,16 @@ struct zero_comm {
     const zero__comm_vt *vt;
     int rank, size;
     zero_group *group;
+    int64_t tag;                    /* set before a collective: what it moves (a module), -1: nothing */
+    int64_t bad_tag[2];             /* after ZERO_ERR_MISMATCH: rank 0's tag and bad_rank's tag */
+    int bad_rank;
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
 };
 
 typedef struct zero__slot {
     uint64_t gen;                   /* the op generation this rank arrived at */
     int kind, sdt, rdt;
-    int64_t count;
+    int64_t count, tag;
     const void *send;
     void *recv;
 } zero__slot;
@@ -700,6 +742,8 @@ struct zero_group {
     int arrived, departed, running;
     zero_result broken;             /* ZERO_OK while healthy */
     char broken_msg[ZERO__MSG];
+    int64_t bad_tag[2];
+    int bad_rank;
     int *left;                      /* rank destroyed its endpoint */
     zero__slot *slots;
 };
@@ -734,13 +778,17 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
     if (++g->arrived == g->n) {
         for (i = 1; i < g->n; i++) {
             const zero__slot *a = &g->slots[0], *b = &g->slots[i];
-            if (a->kind != b->kind || a->count != b->count || a->sdt != b->sdt || a->rdt != b->rdt) {
+            if (a->kind != b->kind || a->count != b->count || a->sdt != b->sdt || a->rdt != b->rdt ||
+                a->tag != b->tag) {
                 g->broken = ZERO_ERR_MISMATCH;
+                g->bad_tag[0] = a->tag;
+                g->bad_tag[1] = b->tag;
+                g->bad_rank = i;
                 snprintf(g->broken_msg, sizeof g->broken_msg,
-                         "collective #%llu: rank %d called %s(count=%lld) but rank 0 called %s(count=%lld); "
-                         "ranks must issue the same collectives in the same order",
+                         "collective #%llu: rank %d called %s(count=%lld, tag=%lld) but rank 0 called "
+                         "%s(count=%lld, tag=%lld); ranks must issue the same collectives in the same order",
                          (unsigned long long)g->seq, i, zero__coll_name(b->kind), (long long)b->count,
-                         zero__coll_name(a->kind), (long long)a->count);
+                         (long long)b->tag, zero__coll_name(a->kind), (long long)a->count, (long long)a->tag);
                 break;
             }
         }
@@ -774,6 +822,9 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
     }
     if (g->broken) {
         snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
+        c->bad_tag[0] = g->bad_tag[0];
+        c->bad_tag[1] = g->bad_tag[1];
+        c->bad_rank = g->bad_rank;
         r = g->broken;
     }
     pthread_mutex_unlock(&g->mu);
@@ -816,6 +867,7 @@ static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *
     zero_result r;
     int k;
     memset(&s, 0, sizeof s);
+    s.tag = c->tag;
     s.kind = ZERO_COLL_ALL_GATHER; s.count = bytes; s.send = send; s.recv = recv;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     for (k = 0; k < c->size; k++) {
@@ -854,6 +906,7 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     const void *ins[ZERO__MAX_RANKS];
     int k;
     memset(&s, 0, sizeof s);
+    s.tag = c->tag;
     s.kind = ZERO_COLL_REDUCE_SCATTER; s.count = count; s.sdt = sdt; s.rdt = rdt; s.send = send; s.recv = recv;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     for (k = 0; k < c->size; k++)
@@ -870,6 +923,7 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
     zero_result r;
     int k;
     memset(&s, 0, sizeof s);
+    s.tag = c->tag;
     s.kind = ZERO_COLL_ALL_REDUCE; s.count = count; s.sdt = dt; s.rdt = dt; s.send = buf; s.recv = buf;
     if (dt == ZERO__F64) {
         double tmp[64];
@@ -896,6 +950,7 @@ static zero_result zero__local_broadcast(zero_comm *c, void *buf, int64_t bytes,
     zero__slot s;
     zero_result r;
     memset(&s, 0, sizeof s);
+    s.tag = c->tag;
     s.kind = ZERO_COLL_BROADCAST; s.count = bytes; s.rdt = root; s.send = buf; s.recv = buf;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     if (c->rank != root) memcpy(buf, c->group->slots[root].send, (size_t)bytes);
@@ -906,6 +961,7 @@ static zero_result zero__local_barrier(zero_comm *c, int timeout_ms) {
     zero__slot s;
     zero_result r;
     memset(&s, 0, sizeof s);
+    s.tag = c->tag;
     s.kind = ZERO_COLL_BARRIER;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     return zero__local_leave(c, timeout_ms);
@@ -937,7 +993,11 @@ typedef struct zero__module_rec {
     int64_t train_off;              /* full train arenas (grads/master/optim); -1 if frozen */
     /* per step */
     int fetched;                    /* fetch count */
-    int slot;                       /* stage 3 gather slot, -1 when not gathered */
+    /* stage 3: where the gathered span lives while gathered (in use, prefetched or kept) */
+    int64_t goff;                   /* offset in the gather arena or the persist region; -1: not gathered */
+    uint64_t gticket;               /* its gather task */
+    int live;                       /* the span at goff holds (or is being gathered with) current values */
+    int persistent, prefetched, kept;
     int ready;                      /* zero_grads_ready calls this step */
     int staged;                     /* staging record index for the open micro-batch, -1: none */
 } zero__module_rec;
@@ -955,7 +1015,7 @@ typedef struct zero__staging_rec {
 } zero__staging_rec;
 
 typedef struct zero__sizes {        /* what the planner needs */
-    int64_t numel, padded, trainable, max_span, max_train_span;
+    int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
     int num_trainable;
 } zero__sizes;
 
@@ -986,9 +1046,17 @@ struct zero_ctx {
     int64_t staging_bytes, staging_head;
     zero__staging_rec *srecs;       /* FIFO of staging records */
     int srec_head, srec_count, srec_cap;
-    char *slots;                    /* stage 3 gather slots */
-    int64_t slot_bytes;
-    int *slot_owner;
+    /* stage 3: gather arena (first-fit free list), persist region, schedule */
+    char *garena, *persist;
+    int64_t garena_bytes, max_live, prefetch_budget;
+    int64_t *free_off, *free_len;   /* free ranges, sorted by offset */
+    int nfree;
+    int64_t gathered, inuse_bytes, pending_bytes, peak_gathered;
+    int *sched;                     /* fetch order recorded in the first step */
+    int sched_len, sched_cap, sched_active, sched_pos, off_sched;
+    int64_t hits, misses, prefetched_bytes;
+    double wait_ms;
+    int64_t staging_inuse, peak_staging;
     zero__segment *segs;
     int num_segs;
 
@@ -1082,11 +1150,48 @@ static void *zero__stream_main(void *arg) {
     }
 }
 
+/* The traffic a task will send from this rank (ring volume: (N-1)/N of the data for
+   an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
+   task is issued, so the figures after a call do not depend on how far the comm
+   stream has got. Caller holds the stream lock. */
+static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
+    const zero_desc *d = &ctx->desc;
+    int64_t N = ctx->world, per = a >= 0 && a < ctx->num_modules ? ctx->modules[a].span / N : 0;
+    int64_t elems = 0, es = 0;
+    int coll = -1;
+    switch (kind) {
+    case ZERO__TASK_REDUCE:
+        if (d->stage >= 2) { coll = ZERO_COLL_REDUCE_SCATTER; elems = per * (N - 1); es = (int64_t)zero__esize(d->grad_dtype); }
+        else if (b == d->accum_steps) {
+            coll = d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
+            elems = per * (N - 1) * (d->stage == 0 ? 2 : 1);
+            es = (int64_t)zero__esize(d->grad_accum_dtype);
+        }
+        break;
+    case ZERO__TASK_GATHER_MODULE:
+    case ZERO__TASK_GATHER_PARAMS:
+        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = (int64_t)zero__esize(d->param_dtype); break;
+    case ZERO__TASK_GATHER_MASTER:
+        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = 4; break;
+    case ZERO__TASK_ALLREDUCE_F64:
+        coll = ZERO_COLL_ALL_REDUCE; elems = 2 * n * (N - 1) / N; es = 8; break;
+    case ZERO__TASK_ALLGATHER_BYTES:
+        coll = ZERO_COLL_ALL_GATHER; elems = n * (N - 1); es = 1; break;
+    default:
+        break;
+    }
+    if (coll < 0) return;
+    ctx->comm_calls[coll]++;
+    ctx->comm_elems[coll] += elems;
+    ctx->comm_bytes[coll] += elems * es;
+}
+
 static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
     zero__stream *s = &ctx->stream;
     zero__task *t;
     uint64_t ticket;
     pthread_mutex_lock(&s->mu);
+    zero__count_task(ctx, kind, a, b, n);
     while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
     t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
     t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
@@ -1130,27 +1235,16 @@ static zero_result zero__drain(zero_ctx *ctx) {
     return zero__wait(ctx, t);
 }
 
-/* comm wrappers: count the ring volume this rank sends, then dispatch */
-static void zero__count(zero_ctx *ctx, int kind, int64_t elems, int64_t esize) {
-    pthread_mutex_lock(&ctx->stream.mu);
-    ctx->comm_calls[kind]++;
-    ctx->comm_elems[kind] += elems;
-    ctx->comm_bytes[kind] += elems * esize;
-    pthread_mutex_unlock(&ctx->stream.mu);
-}
+/* comm wrappers, run by the comm stream (the traffic was counted when the task was issued) */
 static zero_result zero__all_gather(zero_ctx *ctx, const void *send, void *recv, int64_t count, int dt) {
     int64_t es = (int64_t)zero__esize(dt);
-    zero__count(ctx, ZERO_COLL_ALL_GATHER, count * (ctx->world - 1), es);
     return ctx->comm->vt->all_gather(ctx->comm, send, recv, count * es, ctx->desc.timeout_ms);
 }
 static zero_result zero__reduce_scatter(zero_ctx *ctx, const void *send, int sdt, void *recv, int rdt,
                                         int64_t count, int accumulate) {
-    zero__count(ctx, ZERO_COLL_REDUCE_SCATTER, count * (ctx->world - 1), (int64_t)zero__esize(sdt));
     return ctx->comm->vt->reduce_scatter(ctx->comm, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
 }
 static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t count) {
-    /* ring volume 2 (N-1)/N count; scalar vectors need not divide by N */
-    zero__count(ctx, ZERO_COLL_ALL_REDUCE, 2 * count * (ctx->world - 1) / ctx->world, (int64_t)zero__esize(dt));
     return ctx->comm->vt->all_reduce(ctx->comm, buf, dt, count, ctx->desc.timeout_ms);
 }
 
@@ -1167,8 +1261,11 @@ static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) 
     want = zero__align_up(want, ZERO__ALIGN);
     return want > need ? want : need;
 }
-static int64_t zero__slot_bytes(const zero_desc *d, const zero__sizes *z) {
-    return zero__align_up(z->max_span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
+static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
+    return zero__align_up(span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
+}
+static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
+    return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
 }
 
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
@@ -1192,7 +1289,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     else
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
-    if (d->stage == 3) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)d->live_modules * zero__slot_bytes(d, z);
+    if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
             p->total_bytes += b[t][c];
@@ -1214,12 +1312,15 @@ static zero_result zero__fill_desc(zero_desc *d) {
                           "unknown dtype (param_dtype=%d grad_dtype=%d grad_accum_dtype=%d); "
                           "use ZERO_F32, ZERO_BF16 or ZERO_F16",
                           (int)d->param_dtype, (int)d->grad_dtype, (int)d->grad_accum_dtype);
-    if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->live_modules < 0 ||
+    if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->max_live_bytes < 0 ||
+        d->persist_bytes < 0 || d->reuse_distance < 0 ||
         d->device_bytes_cap < 0 || d->host_bytes_cap < 0 || d->loss_scale_window < 0)
         return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "negative size in zero_desc (accum_steps=%d bucket_bytes=%lld align_elems=%lld "
-                          "live_modules=%d caps=%lld/%lld loss_scale_window=%d)",
-                          d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems, d->live_modules,
+                          "max_live_bytes=%lld persist_bytes=%lld reuse_distance=%d caps=%lld/%lld "
+                          "loss_scale_window=%d)",
+                          d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems,
+                          (long long)d->max_live_bytes, (long long)d->persist_bytes, d->reuse_distance,
                           (long long)d->device_bytes_cap, (long long)d->host_bytes_cap, d->loss_scale_window);
     if (d->align_elems > (1 << 20))
         return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
@@ -1239,7 +1340,6 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->accum_steps = ZERO__DEF(d->accum_steps, 1);
     d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
     d->align_elems = ZERO__DEF(d->align_elems, 16);
-    d->live_modules = ZERO__DEF(d->live_modules, 2);
     o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
     o->lr = ZERO__DEF(o->lr, 1e-3);
     o->beta1 = ZERO__DEF(o->beta1, 0.9);
@@ -1281,6 +1381,8 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
             if (m->span > z->max_train_span) z->max_train_span = m->span;
         }
         if (m->span > z->max_span) z->max_span = m->span;
+        m->persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->span) <= ctx->desc.persist_bytes;
+        if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
     }
     for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
     z->padded = poff;
@@ -1523,13 +1625,16 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
-                     ctx->slots, ctx->slot_owner, ctx->segs, ctx->srecs, ctx->bucket };
+                     ctx->garena, ctx->persist, ctx->free_off, ctx->free_len, ctx->sched,
+                     ctx->segs, ctx->srecs, ctx->bucket };
     size_t i;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
     ctx->master = ctx->opt_m = ctx->opt_v = NULL;
-    ctx->staging = ctx->slots = NULL;
-    ctx->slot_owner = ctx->bucket = NULL;
+    ctx->staging = ctx->garena = ctx->persist = NULL;
+    ctx->free_off = ctx->free_len = NULL;
+    ctx->sched = ctx->bucket = NULL;
+    ctx->sched_len = ctx->sched_cap = ctx->nfree = 0;
     ctx->segs = NULL;
     ctx->srecs = NULL;
     memset(ctx->bytes, 0, sizeof ctx->bytes);
@@ -1625,7 +1730,7 @@ ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc
     if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
     m->frozen = desc->frozen != 0;
-    m->slot = -1;
+    m->goff = -1;
     m->staged = -1;
     out->id = zero__handle(ctx, ctx->num_modules++);
     return ZERO_OK;
@@ -1891,21 +1996,32 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         ctx->staging = (char *)zero__arena(ctx, ctx->staging_bytes, ZERO_CAT_BUFFERS, &ok);
     }
     if (d->stage == 3) {
-        ctx->slot_bytes = zero__slot_bytes(d, &z);
-        ctx->slots = (char *)zero__arena(ctx, ctx->slot_bytes * d->live_modules, ZERO_CAT_BUFFERS, &ok);
+        ctx->max_live = zero__max_live(d, &z);
+        ctx->prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->max_live;
+        ctx->garena_bytes = ctx->max_live + zero__gbytes(d, z.max_span);
+        ctx->garena = (char *)zero__arena(ctx, ctx->garena_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
     }
     /* bookkeeping (not model state; a few bytes per module and param) */
     ctx->srec_cap = z.num_trainable + 1;
     ctx->srecs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->srec_cap);
     ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
     ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
-    ctx->slot_owner = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * (size_t)d->live_modules);
-    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->slot_owner) {
+    ctx->free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
     }
-    for (k = 0; k < d->live_modules; k++) ctx->slot_owner[k] = -1;
+    ctx->nfree = ctx->garena_bytes > 0;
+    ctx->free_off[0] = 0;
+    ctx->free_len[0] = ctx->garena_bytes;
+    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
+        int64_t off = 0;
+        for (k = 0; k < ctx->num_modules; k++)
+            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
+    }
     zero__make_segments(ctx);
     ctx->num_trainable = z.num_trainable;
     ctx->built = 1;
@@ -1956,16 +2072,32 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
 
 static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     int N = ctx->world, pdt = ctx->desc.param_dtype;
+    /* module tasks carry the module as the collective's tag: the local comm checks
+       every rank moves the same module, so a divergent program is named, not garbled */
+    ctx->comm->tag = t->kind == ZERO__TASK_REDUCE || t->kind == ZERO__TASK_GATHER_MODULE ||
+                     t->kind == ZERO__TASK_GATHER_PARAMS || t->kind == ZERO__TASK_GATHER_MASTER ? t->a : -1;
     switch (t->kind) {
-    case ZERO__TASK_REDUCE:
-        return zero__task_reduce(ctx, t->a, t->b, t->n);
+    case ZERO__TASK_REDUCE: {
+        zero_result r = zero__task_reduce(ctx, t->a, t->b, t->n);
+        if (r == ZERO_OK)
+            zero__log(ctx, ZERO_LOG_DEBUG, ZERO_LOGITEM_REDUCED, "reduced module '%s' (micro-batch %d)",
+                      ctx->modules[t->a].name, t->b);
+        return r;
+    }
     case ZERO__TASK_GATHER_MODULE: {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
-        char *slot = ctx->slots + (int64_t)t->b * ctx->slot_bytes;
-        char *mine = zero__at(slot, (int64_t)ctx->rank * per, pdt);
+        char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
+        zero_result r;
         memcpy(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (size_t)(per * (int64_t)zero__esize(pdt)));
-        return zero__all_gather(ctx, mine, slot, per, pdt);
+        r = zero__all_gather(ctx, mine, dst, per, pdt);
+        if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
+            ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
+            snprintf(ctx->comm->err, sizeof ctx->comm->err,
+                     "stage 3: rank %d fetched module '%s' while rank 0 fetched '%s': the ranks' fetch orders differ",
+                     ctx->comm->bad_rank, ctx->modules[ctx->comm->bad_tag[1]].name,
+                     ctx->modules[ctx->comm->bad_tag[0]].name);
+        return r;
     }
     case ZERO__TASK_GATHER_PARAMS: {
         const zero__module_rec *m = &ctx->modules[t->a];
@@ -1978,7 +2110,6 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     case ZERO__TASK_ALLREDUCE_F64:
         return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
     case ZERO__TASK_ALLGATHER_BYTES:
-        zero__count(ctx, ZERO_COLL_ALL_GATHER, t->n * (N - 1), 1);
         return ctx->comm->vt->all_gather(ctx->comm, t->ptr, t->ptr2, t->n, ctx->desc.timeout_ms);
     default:
         snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
@@ -1993,27 +2124,187 @@ static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
     return ZERO_OK;
 }
 
+/* The gather arena: first-fit over a sorted free list, coalescing on free. */
+static int64_t zero__garena_alloc(zero_ctx *ctx, int64_t bytes) {
+    int i;
+    for (i = 0; i < ctx->nfree; i++)
+        if (ctx->free_len[i] >= bytes) {
+            int64_t off = ctx->free_off[i];
+            ctx->free_off[i] += bytes;
+            ctx->free_len[i] -= bytes;
+            if (ctx->free_len[i] == 0) {
+                memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+                memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+                ctx->nfree--;
+            }
+            return off;
+        }
+    return -1;
+}
+static void zero__garena_free(zero_ctx *ctx, int64_t off, int64_t bytes) {
+    int i = 0;
+    while (i < ctx->nfree && ctx->free_off[i] < off) i++;
+    memmove(ctx->free_off + i + 1, ctx->free_off + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
+    memmove(ctx->free_len + i + 1, ctx->free_len + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
+    ctx->free_off[i] = off;
+    ctx->free_len[i] = bytes;
+    ctx->nfree++;
+    if (i + 1 < ctx->nfree && ctx->free_off[i] + ctx->free_len[i] == ctx->free_off[i + 1]) {
+        ctx->free_len[i] += ctx->free_len[i + 1];
+        memmove(ctx->free_off + i + 1, ctx->free_off + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
+        memmove(ctx->free_len + i + 1, ctx->free_len + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
+        ctx->nfree--;
+    }
+    if (i > 0 && ctx->free_off[i - 1] + ctx->free_len[i - 1] == ctx->free_off[i]) {
+        ctx->free_len[i - 1] += ctx->free_len[i];
+        memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+        memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+        ctx->nfree--;
+    }
+}
+
+static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
+    return (m->persistent ? ctx->persist : ctx->garena) + m->goff;
+}
+
+/* Queue the all-gather of module mi into its place. Every rank makes the same
+   decisions at the same calls (they depend on the schedule and the byte counts
+   only, never on timing), so the ranks' comm streams stay matched. */
+static void zero__issue_gather(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    m->live = 1;
+    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, 0, 0, zero__gather_base(ctx, m), NULL);
+    if (!m->persistent) {
+        ctx->gathered += zero__gbytes(&ctx->desc, m->span);
+        if (ctx->gathered > ctx->peak_gathered) ctx->peak_gathered = ctx->gathered;
+    }
+}
+
+/* Drop a gathered, unused module. A gather still in flight writes into its place,
+   so wait for it first. */
+static zero_result zero__drop(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    int64_t b = zero__gbytes(&ctx->desc, m->span);
+    zero_result r = ZERO_OK;
+    if (!m->live) return ZERO_OK;
+    if (m->gticket && !zero__ticket_done(ctx, m->gticket)) r = zero__wait(ctx, m->gticket);
+    if (m->prefetched) ctx->pending_bytes -= b;
+    m->live = m->prefetched = m->kept = 0;
+    m->gticket = 0;
+    if (!m->persistent) {
+        zero__garena_free(ctx, m->goff, b);
+        ctx->gathered -= b;
+        m->goff = -1;
+    }
+    return r;
+}
+
+/* Issue the gathers of the next scheduled modules, within both budgets. When no
+   module is in use, the very next one may also take the in-use allowance (the
+   arena's room for the largest module): that is where the forward pass turns into
+   the backward pass, releasing a module that is fetched again right away. */
+static void zero__prefetch(zero_ctx *ctx) {
+    int j;
+    if (!ctx->sched_active || ctx->off_sched || ctx->prefetch_budget < 0) return;
+    for (j = ctx->sched_pos; j < ctx->sched_len; j++) {
+        int mi = ctx->sched[j];
+        zero__module_rec *m = &ctx->modules[mi];
+        int64_t b = zero__gbytes(&ctx->desc, m->span), off;
+        int next_in_use = j == ctx->sched_pos && ctx->inuse_bytes == 0;
+        if (m->live) continue;
+        if (!m->persistent) {
+            if (!next_in_use && ctx->pending_bytes + b > ctx->prefetch_budget) break;
+            if (!next_in_use && ctx->gathered - ctx->inuse_bytes + b > ctx->max_live) break;
+            if ((off = zero__garena_alloc(ctx, b)) < 0) break;
+            m->goff = off;
+            ctx->pending_bytes += b;
+            ctx->prefetched_bytes += b;
+            m->prefetched = 1;
+        }
+        zero__issue_gather(ctx, mi);
+    }
+}
+
+static void zero__record_fetch(zero_ctx *ctx, int mi) {
+    if (ctx->sched_active) {
+        if (ctx->off_sched) return;
+        if (ctx->sched_pos < ctx->sched_len && ctx->sched[ctx->sched_pos] == mi) { ctx->sched_pos++; return; }
+        ctx->off_sched = 1;
+        zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_SCHEDULE_CHANGED,
+                  "step %lld: fetch #%d is module '%s', not '%s' as recorded: fetching on demand for this step",
+                  (long long)ctx->steps, ctx->sched_pos, ctx->modules[mi].name,
+                  ctx->sched_pos < ctx->sched_len ? ctx->modules[ctx->sched[ctx->sched_pos]].name : "(end)");
+        return;
+    }
+    /* the first step: record (allocation happens only here, never in a steady-state step) */
+    if (ctx->sched_len == ctx->sched_cap) {
+        int ncap = ctx->sched_cap ? ctx->sched_cap * 2 : 64;
+        int *n = (int *)zero__raw_alloc(&ctx->desc.allocator, sizeof(int) * (size_t)ncap);
+        if (!n) { ctx->off_sched = 1; return; }       /* no schedule: on demand, still correct */
+        if (ctx->sched) memcpy(n, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
+        zero__raw_free(&ctx->desc.allocator, ctx->sched);
+        ctx->sched = n;
+        ctx->sched_cap = ncap;
+    }
+    ctx->sched[ctx->sched_len++] = mi;
+}
+
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     zero__module_rec *m;
     zero_result r;
-    int mi, s;
+    int64_t b;
+    int mi;
     if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
     m = &ctx->modules[mi];
     if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
-    for (s = 0; s < ctx->desc.live_modules && ctx->slot_owner[s] >= 0; s++) {}
-    if (s == ctx->desc.live_modules)
-        return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
-                          "zero_fetch('%s'): all %d gather slots are in use (live_modules); release a module first "
-                          "or raise zero_desc.live_modules", m->name, ctx->desc.live_modules);
-    /* the gather waits behind reductions already queued on the comm stream: every
-       rank issues its collectives in program order, which is what keeps them matched */
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, s, 0, NULL, NULL));
-    if (r != ZERO_OK) return r;
-    ctx->slot_owner[s] = mi;
-    m->slot = s;
+    zero__record_fetch(ctx, mi);
+    b = zero__gbytes(&ctx->desc, m->span);
+    if (m->live) {
+        if (ctx->sched_active) ctx->hits++;
+        if (m->prefetched) ctx->pending_bytes -= b;
+    } else {
+        if (ctx->sched_active) ctx->misses++;
+        if (!m->persistent) {
+            int64_t off;
+            int i;
+            /* make room: drop kept and prefetched modules, those needed last first */
+            while ((off = zero__garena_alloc(ctx, b)) < 0) {
+                int victim = -1;
+                for (i = 0; i < ctx->num_modules; i++)
+                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
+                if (victim < 0)
+                    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                                      "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
+                                      "module) is full of modules in use; release one first or raise max_live_bytes",
+                                      m->name, (long long)ctx->garena_bytes, (long long)ctx->max_live);
+                if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
+            }
+            m->goff = off;
+        }
+        zero__issue_gather(ctx, mi);
+    }
+    m->prefetched = m->kept = 0;
+    if (m->gticket) {
+        double t0 = ctx->sched_active ? zero__now_ms() : 0;
+        r = zero__wait(ctx, m->gticket);
+        if (ctx->sched_active) ctx->wait_ms += zero__now_ms() - t0;
+        if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
+        m->gticket = 0;
+    }
     m->fetched = 1;
+    if (!m->persistent) ctx->inuse_bytes += b;
+    zero__prefetch(ctx);
     return ZERO_OK;
+}
+
+/* is module mi fetched again within the next `dist` scheduled fetches? */
+static int zero__reused_soon(const zero_ctx *ctx, int mi, int dist) {
+    int j;
+    if (!ctx->sched_active || ctx->off_sched) return 0;
+    for (j = ctx->sched_pos; j < ctx->sched_len && j < ctx->sched_pos + dist; j++)
+        if (ctx->sched[j] == mi) return 1;
+    return 0;
 }
 
 ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
@@ -2026,11 +2317,68 @@ ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
     if (m->fetched == 0)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_release('%s'): the module is not fetched", m->name);
-    if (--m->fetched == 0 && m->slot >= 0) {
-        ctx->slot_owner[m->slot] = -1;
-        m->slot = -1;
+    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
+    if (!m->persistent) ctx->inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
+    if (m->persistent) {
+        /* stays gathered until the step changes the parameters */
+    } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
+        m->kept = 1;
+    } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
+        return r;
     }
+    zero__prefetch(ctx);
     return ZERO_OK;
+}
+
+/* The step's end for stage 3: gathered copies are stale once the optimizer has run.
+   Before the optimizer, the first step's order is checked across ranks. */
+static zero_result zero__schedule_check(zero_ctx *ctx) {
+    enum { K = 32 };
+    int64_t mine[K + 2], *all;
+    zero_result r;
+    int i, k, n = ctx->sched_len < K ? ctx->sched_len : K;
+    mine[0] = ctx->sched_len;
+    mine[1] = (int64_t)zero__fnv(14695981039346656037ull, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
+    for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched[i] : -1;
+    all = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof mine * (size_t)ctx->world);
+    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_step: out of memory");
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, mine, all));
+    for (k = 1; r == ZERO_OK && k < ctx->world; k++) {
+        const int64_t *o = all + (K + 2) * k;
+        if (o[0] == all[0] && o[1] == all[1]) continue;
+        for (i = 0; i < K && o[2 + i] == all[2 + i]; i++) {}
+        if (i < K && o[2 + i] >= 0 && all[2 + i] >= 0)
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
+                           "zero_step: fetch #%d of the first step was module '%s' on rank %d but '%s' on rank 0; "
+                           "every rank must fetch modules in the same order", i,
+                           ctx->modules[o[2 + i]].name, k, ctx->modules[all[2 + i]].name);
+        else
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
+                           "zero_step: rank %d fetched %lld modules in the first step, rank 0 %lld (or in another "
+                           "order after fetch #%d); every rank must fetch modules in the same order",
+                           k, (long long)o[0], (long long)all[0], K);
+    }
+    zero__raw_free(&ctx->desc.allocator, all);
+    return r;
+}
+
+static zero_result zero__stage3_step_end(zero_ctx *ctx) {
+    zero_result r = ZERO_OK, r2;
+    int i;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
+    ctx->sched_active = 1;
+    ctx->sched_pos = 0;
+    ctx->off_sched = 0;
+    return r;
+}
+
+/* After the optimizer: gather the persistent modules and prefetch the next step's first. */
+static void zero__stage3_step_start(zero_ctx *ctx) {
+    int i;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].persistent) zero__issue_gather(ctx, i);
+    zero__prefetch(ctx);
 }
 
 ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
@@ -2043,12 +2391,12 @@ ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
     m = &ctx->modules[pr->module];
     pdt = ctx->desc.param_dtype;
     if (ctx->desc.stage < 3) return zero__at(ctx->param_arena, m->param_off + pr->offset, pdt);
-    if (m->slot < 0) {
+    if (!m->fetched) {
         zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
                    "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
         return NULL;
     }
-    return zero__at(ctx->slots + (int64_t)m->slot * ctx->slot_bytes, pr->offset, pdt);
+    return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
 }
 
 /* >>grads: staging ring, buckets --------------------------------------------------------
@@ -2084,6 +2432,7 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
     for (;;) {
         while (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket &&
                zero__ticket_done(ctx, ctx->srecs[ctx->srec_head].ticket)) {
+            ctx->staging_inuse -= ctx->srecs[ctx->srec_head].bytes;
             ctx->srec_head = (ctx->srec_head + 1) % ctx->srec_cap;
             ctx->srec_count--;
         }
@@ -2094,6 +2443,8 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
             ctx->srecs[idx].ticket = 0;
             ctx->srec_count++;
             ctx->staging_head = off + bytes;
+            ctx->staging_inuse += bytes;
+            if (ctx->staging_inuse > ctx->peak_staging) ctx->peak_staging = ctx->staging_inuse;
             memset(ctx->staging + off, 0, (size_t)bytes);
             return idx;
         }
@@ -2264,6 +2615,10 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     }
     zero__flush(ctx);
     if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    if (d->stage == 3) {
+        if (!ctx->sched_active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
+        if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
+    }
     if (d->stage == 0) {
         for (i = 0; i < ctx->world; i++) total += zero__sumsq_slice(ctx, i);
     } else {
@@ -2282,6 +2637,7 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
             ctx->loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
             ctx->good_steps = 0;
         }
+        if (d->stage == 3) zero__stage3_step_start(ctx);
         zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
                    "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
                    (long long)ctx->steps, (double)old, (double)ctx->loss_scale);
@@ -2295,6 +2651,7 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
         if ((r = zero__drain(ctx)) != ZERO_OK) return r;
     }
     zero__end_step(ctx);
+    if (d->stage == 3) zero__stage3_step_start(ctx);
     ctx->steps++;
     if (ctx->dynamic_scale && ++ctx->good_steps >= d->loss_scale_window) {
         ctx->loss_scale *= 2.0f;
@@ -2405,6 +2762,13 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     out->skipped_steps = ctx->skipped;
     out->loss_scale = ctx->loss_scale;
     out->grad_norm = ctx->grad_norm;
+    out->prefetch_hits = ctx->hits;
+    out->prefetch_misses = ctx->misses;
+    out->prefetched_bytes = ctx->prefetched_bytes;
+    out->gathered_bytes = ctx->gathered;
+    out->peak_gathered_bytes = ctx->peak_gathered;
+    out->peak_staging_bytes = ctx->peak_staging;
+    out->fetch_wait_ms = ctx->wait_ms;
     return ZERO_OK;
 }
 

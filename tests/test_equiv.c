@@ -29,8 +29,10 @@ typedef struct run_cfg {
     float clip;
     int64_t bucket_bytes;
     int frozen0;                    /* layer 0 frozen */
-    int probe_overlap;              /* rank checks its reductions run during backward */
+    int probe_overlap;              /* rank 0 checks its reductions run during backward */
     int overlap_seen;
+    volatile int reduced_seen;      /* set by the logger (comm-stream thread); read under reduced_mu */
+    pthread_mutex_t reduced_mu;
     float *out;                     /* gathered fp32 params, written by rank 0 */
     int64_t numel;
     double last_loss;
@@ -51,6 +53,17 @@ static void sample(int step, int i, float *x, float *y) {
         float a = 0;
         for (k = 0; k < D_IN; k++) a += x[k] * (float)((j + 1) * (k % 3 + 1)) * 0.1f;
         y[j] = sinf(a);
+    }
+}
+
+/* logger: notes that rank 0's comm stream reduced the last layer (debug item REDUCED) */
+static void on_log(void *user, zero_log_level level, zero_log_item item, int rank, const char *msg) {
+    run_cfg *cfg = (run_cfg *)user;
+    (void)level;
+    if (item == ZERO_LOGITEM_REDUCED && rank == 0 && strstr(msg, "'layer2'")) {
+        pthread_mutex_lock(&cfg->reduced_mu);
+        cfg->reduced_seen = 1;
+        pthread_mutex_unlock(&cfg->reduced_mu);
     }
 }
 
@@ -78,6 +91,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.clip_norm = cfg->clip;
     d.bucket_bytes = cfg->bucket_bytes;
     d.timeout_ms = 20000;
+    if (cfg->probe_overlap) { d.logger.func = on_log; d.logger.user_data = cfg; d.logger.level = ZERO_LOG_DEBUG; }
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (l = 0; l < NLAYERS; l++) {
         zero_module_desc md;
@@ -149,14 +163,17 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
                 }
                 if ((r = zero_release(z, mod[l])) != ZERO_OK) goto done;
                 if ((r = zero_grads_ready(z, mod[l])) != ZERO_OK) goto done;
-                if (cfg->probe_overlap && l == NLAYERS - 1 && step == 0) {
+                if (cfg->probe_overlap && rank == 0 && l == NLAYERS - 1 && step == 0) {
                     /* the last layer's gradients (a bucket of their own) must be reduced by
                        the comm stream while this thread is still in the backward pass */
-                    zero_stats st;
                     double t0 = test_now_ms();
-                    do zero_stats_get(z, &st);
-                    while (st.comm_calls[ZERO_COLL_REDUCE_SCATTER] == 0 && test_now_ms() - t0 < 10000);
-                    if (rank == 0) cfg->overlap_seen = st.comm_calls[ZERO_COLL_REDUCE_SCATTER] > 0;
+                    int seen = 0;
+                    while (!seen && test_now_ms() - t0 < 10000) {
+                        pthread_mutex_lock(&cfg->reduced_mu);
+                        seen = cfg->reduced_seen;
+                        pthread_mutex_unlock(&cfg->reduced_mu);
+                    }
+                    cfg->overlap_seen = seen;
                 }
                 if (l > 0) memcpy(delta, dprev, sizeof delta);
             }
@@ -332,7 +349,9 @@ static void reductions_overlap_backward(void) {
     run_cfg c;
     memset(&c, 0, sizeof c);
     c.world = 2; c.accum = 1; c.dtype = ZERO_BF16; c.stage = 2; c.bucket_bytes = 1; c.probe_overlap = 1;
+    pthread_mutex_init(&c.reduced_mu, NULL);
     if (!train(&c, out)) return;
+    pthread_mutex_destroy(&c.reduced_mu);
     CHECK(c.overlap_seen, "no reduce-scatter ran before backward finished");
 }
 
