@@ -48,6 +48,7 @@
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
+       ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
 
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
@@ -99,6 +100,18 @@
      flow), that step falls back to fetching on demand, with a warning; the result
      is the same. zero_stats_get counts hits (the gather was issued before the
      fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
+
+   ON TILING
+     zero_tiled_linear_add registers y = x W^T + b as T modules, each a block of
+     consecutive output rows (T given, or derived from tile_bytes; T need not divide
+     out_features). zero_tiled_linear_forward and _backward fetch, compute and
+     release one tile at a time, so with stage 3 at most the tile in use and the
+     prefetched next one are gathered, and with bucket_bytes at most a tile each
+     of gradient staging is resident. The GEMM is the CPU device's cache-blocked
+     SGEMM, which accumulates every output in order over k, so any tile count gives
+     the same bits as one tile (with ZERO_CBLAS, cblas_sgemm: equal to rounding).
+     The backward pass visits tiles in forward order and calls zero_grads_ready for
+     each tile itself.
 
    ON THE OPTIMIZER AND LOSS SCALING
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -430,6 +443,31 @@ ZERO_API float zero_loss_scale(const zero_ctx *ctx);
 ZERO_API zero_result zero_step(zero_ctx *ctx);                  /* collective */
 ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  /* sum, rank order */
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
+
+/* memory-centric tiling: y = x W^T + b with W [out, in] registered as `tiles`
+   modules of consecutive rows ("<name>.tile<t>", params "w" [rows, in] and "b");
+   forward and backward fetch, compute and release one tile at a time */
+typedef struct zero_tiled_linear { uint32_t id; } zero_tiled_linear;
+typedef struct zero_tiled_linear_desc {
+    const char *name;
+    int64_t in_features, out_features;
+    int bias;                       /* 1: with a bias (no weight decay on it) */
+    int tiles;                      /* tile count; 0: from tile_bytes */
+    int64_t tile_bytes;             /* with tiles 0: largest tile of W in param_dtype bytes; 0: one tile */
+} zero_tiled_linear_desc;
+ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out);
+ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl);        /* -1: bad handle */
+ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b);
+/* x [rows, in] -> y [rows, out] */
+ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y);
+/* adds dW, db into the tiles' gradients (and marks each tile ready); dx [rows, in] may be NULL */
+ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
+                                                int64_t rows, float *dx);
+/* C [M, N] = (accumulate ? C : 0) + op(A) op(B), row-major, fp32; op transposes when ta/tb.
+   The CPU device's cache-blocked SGEMM (CBLAS under ZERO_CBLAS). Uses the context's
+   planned GEMM workspace, so it needs a built context with a tiled linear. */
+ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
 
 /* dtype helpers for user code */
 ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n);
@@ -1014,8 +1052,14 @@ typedef struct zero__staging_rec {
     uint64_t ticket;                /* reduce task's ticket; 0 while open or queued */
 } zero__staging_rec;
 
+typedef struct zero__tiled {
+    int first_module, first_param, tiles, bias;
+    int64_t in, out;
+} zero__tiled;
+
 typedef struct zero__sizes {        /* what the planner needs */
     int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
+    int64_t tile_elems;             /* largest tile of any tiled linear (0: none) */
     int num_trainable;
 } zero__sizes;
 
@@ -1057,6 +1101,10 @@ struct zero_ctx {
     int64_t hits, misses, prefetched_bytes;
     double wait_ms;
     int64_t staging_inuse, peak_staging;
+    /* tiled linears */
+    struct zero__tiled *tiled;
+    int num_tiled, cap_tiled;
+    float *tile_w, *tile_g, *gemm_ws;
     zero__segment *segs;
     int num_segs;
 
@@ -1268,6 +1316,19 @@ static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
     return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
 }
 
+#define ZERO__MR 4
+#define ZERO__NR 16
+#define ZERO__KC 256
+#define ZERO__MC 64
+#define ZERO__NC 512
+static int64_t zero__gemm_workspace_bytes(void) {
+#ifdef ZERO_CBLAS
+    return 0;
+#else
+    return (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) * 4;
+#endif
+}
+
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
@@ -1289,6 +1350,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     else
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
+    if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes();
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     for (t = 0; t < ZERO_TIER_NUM; t++)
@@ -1385,6 +1448,11 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
     }
     for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
+    for (i = 0; i < ctx->num_tiled; i++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t rows = (t->out + t->tiles - 1) / t->tiles;
+        if (rows * t->in > z->tile_elems) z->tile_elems = rows * t->in;
+    }
     z->padded = poff;
     z->trainable = toff;
     return ZERO_OK;
@@ -1626,7 +1694,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
                      ctx->garena, ctx->persist, ctx->free_off, ctx->free_len, ctx->sched,
-                     ctx->segs, ctx->srecs, ctx->bucket };
+                     ctx->segs, ctx->srecs, ctx->bucket, ctx->tile_w, ctx->tile_g, ctx->gemm_ws };
     size_t i;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
@@ -1635,6 +1703,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->free_off = ctx->free_len = NULL;
     ctx->sched = ctx->bucket = NULL;
     ctx->sched_len = ctx->sched_cap = ctx->nfree = 0;
+    ctx->tile_w = ctx->tile_g = ctx->gemm_ws = NULL;
     ctx->segs = NULL;
     ctx->srecs = NULL;
     memset(ctx->bytes, 0, sizeof ctx->bytes);
@@ -1656,6 +1725,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
     zero__raw_free(a, ctx->params);
     zero__raw_free(a, ctx->modules);
+    zero__raw_free(a, ctx->tiled);
     if (ctx->own_group) {
         zero_comm_destroy(ctx->comm);
         zero_group_destroy(ctx->own_group);
@@ -2001,6 +2071,11 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         ctx->garena_bytes = ctx->max_live + zero__gbytes(d, z.max_span);
         ctx->garena = (char *)zero__arena(ctx, ctx->garena_bytes, ZERO_CAT_BUFFERS, &ok);
         ctx->persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (z.tile_elems) {
+        ctx->tile_w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->tile_g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->gemm_ws = (float *)zero__arena(ctx, zero__gemm_workspace_bytes(), ZERO_CAT_BUFFERS, &ok);
     }
     /* bookkeeping (not model state; a few bytes per module and param) */
     ctx->srec_cap = z.num_trainable + 1;
@@ -2662,6 +2737,255 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
 }
 
 ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_scale : 0.0f; }
+
+/* >>tiling ------------------------------------------------------------------------------
+   The SGEMM: B is packed in panels of NR columns, A in panels of MR rows; the
+   micro-kernel starts each MR x NR block of C from C itself and adds a*b in order
+   over k, so splitting K between calls (the tiles of a backward pass) adds in the
+   same order as one call. */
+static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
+    float acc[ZERO__MR][ZERO__NR];
+    int64_t k;
+    int i, j;
+    for (i = 0; i < ZERO__MR; i++)
+        for (j = 0; j < ZERO__NR; j++) acc[i][j] = i < mr && j < nr ? c[i * ldc + j] : 0.0f;
+    for (k = 0; k < kc; k++) {
+        const float *a = ap + k * ZERO__MR, *b = bp + k * ZERO__NR;
+        for (i = 0; i < ZERO__MR; i++)
+            for (j = 0; j < ZERO__NR; j++) acc[i][j] += a[i] * b[j];
+    }
+    for (i = 0; i < mr; i++)
+        for (j = 0; j < nr; j++) c[i * ldc + j] = acc[i][j];
+}
+
+static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc, float *ws) {
+    float *pa = ws, *pb = ws + ZERO__MC * ZERO__KC;
+    int64_t jc, pc, ic, i, j, k;
+    if (!accumulate)
+        for (i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+    for (jc = 0; jc < N; jc += ZERO__NC) {
+        int64_t nc = N - jc < ZERO__NC ? N - jc : ZERO__NC;
+        for (pc = 0; pc < K; pc += ZERO__KC) {
+            int64_t kc = K - pc < ZERO__KC ? K - pc : ZERO__KC;
+            for (j = 0; j < nc; j += ZERO__NR) {            /* pack op(B)[pc.., jc+j..] */
+                float *dst = pb + j * kc;
+                for (k = 0; k < kc; k++)
+                    for (i = 0; i < ZERO__NR; i++) {
+                        int64_t col = jc + j + i, row = pc + k;
+                        dst[k * ZERO__NR + i] = j + i >= nc ? 0.0f : tb ? B[col * ldb + row] : B[row * ldb + col];
+                    }
+            }
+            for (ic = 0; ic < M; ic += ZERO__MC) {
+                int64_t mc = M - ic < ZERO__MC ? M - ic : ZERO__MC;
+                for (i = 0; i < mc; i += ZERO__MR) {        /* pack op(A)[ic+i.., pc..] */
+                    float *dst = pa + i * kc;
+                    for (k = 0; k < kc; k++)
+                        for (j = 0; j < ZERO__MR; j++) {
+                            int64_t row = ic + i + j, col = pc + k;
+                            dst[k * ZERO__MR + j] = i + j >= mc ? 0.0f : ta ? A[col * lda + row] : A[row * lda + col];
+                        }
+                }
+                for (j = 0; j < nc; j += ZERO__NR)
+                    for (i = 0; i < mc; i += ZERO__MR)
+                        zero__gemm_micro(kc, pa + i * kc, pb + j * kc, C + (ic + i) * ldc + jc + j, ldc,
+                                         (int)(mc - i < ZERO__MR ? mc - i : ZERO__MR),
+                                         (int)(nc - j < ZERO__NR ? nc - j : ZERO__NR));
+            }
+        }
+    }
+}
+
+#ifdef ZERO_CBLAS
+#include <cblas.h>
+#endif
+
+ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    zero_result r;
+    if ((r = zero__check_built(ctx, "zero_sgemm")) != ZERO_OK) return r;
+    if (M < 0 || N < 0 || K < 0 || !A || !B || !C)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: bad sizes or NULL matrices");
+#ifdef ZERO_CBLAS
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
+#else
+    if (!ctx->gemm_ws)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_sgemm: the context has no GEMM workspace (it is planned for contexts with a tiled linear)");
+    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws);
+#endif
+    return ZERO_OK;
+}
+
+static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn) {
+    int i = (int)(tl.id & 0xfffffu) - 1;
+    if (!ctx || (tl.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_tiled) {
+        zero__fail(ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+                   "%s: handle 0x%08x is not a tiled linear of this context", fn, (unsigned)tl.id);
+        return -1;
+    }
+    return i;
+}
+static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
+
+ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out) {
+    zero__tiled rec;
+    zero_result r;
+    int64_t tiles, wbytes;
+    int k;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_tiled_linear_add: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_tiled_linear_add('%s'): the model cannot change after zero_build", desc->name);
+    if (desc->in_features <= 0 || desc->out_features <= 0 || desc->tiles < 0 || desc->tile_bytes < 0 ||
+        !zero__mul(desc->in_features, desc->out_features, &wbytes) || wbytes > ((int64_t)1 << 48))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
+                          desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
+                          (long long)desc->tile_bytes);
+    wbytes *= (int64_t)zero_dtype_size(ctx->desc.param_dtype);
+    tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
+    if (tiles > desc->out_features) tiles = desc->out_features;
+    if (tiles > 0xffff)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): %lld tiles; at most 65535", desc->name, (long long)tiles);
+    if (!zero__grow(ctx, (void **)&ctx->tiled, &ctx->cap_tiled, ctx->num_tiled, sizeof rec))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_tiled_linear_add: out of memory");
+    rec.first_module = ctx->num_modules;
+    rec.first_param = ctx->num_params;
+    rec.tiles = (int)tiles;
+    rec.bias = desc->bias != 0;
+    rec.in = desc->in_features;
+    rec.out = desc->out_features;
+    for (k = 0; k < rec.tiles; k++) {
+        char name[256];
+        zero_module_desc md;
+        zero_param_desc pd;
+        zero_module m;
+        zero_param p;
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        snprintf(name, sizeof name, "%s.tile%d", desc->name, k);
+        md.name = name;
+        if ((r = zero_add_module(ctx, &md, &m)) != ZERO_OK) return r;
+        pd.name = "w"; pd.ndim = 2;
+        pd.shape[0] = zero__tile_row0(&rec, k + 1) - zero__tile_row0(&rec, k);
+        pd.shape[1] = rec.in;
+        if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
+        if (rec.bias) {
+            pd.name = "b"; pd.ndim = 1; pd.shape[1] = 0; pd.no_decay = 1;
+            if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
+        }
+    }
+    ctx->tiled[ctx->num_tiled] = rec;
+    out->id = zero__handle(ctx, ctx->num_tiled++);
+    return ZERO_OK;
+}
+
+ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl) {
+    int i = zero__tiled_index((zero_ctx *)ctx, tl, "zero_tiled_linear_tiles");
+    return i < 0 ? -1 : ctx->tiled[i].tiles;
+}
+
+static zero_param zero__tile_param(const zero_ctx *ctx, const zero__tiled *t, int k, int bias) {
+    zero_param p;
+    p.id = zero__handle(ctx, t->first_param + k * (1 + t->bias) + bias);
+    return p;
+}
+static zero_module zero__tile_module(const zero_ctx *ctx, const zero__tiled *t, int k) {
+    zero_module m;
+    m.id = zero__handle(ctx, t->first_module + k);
+    return m;
+}
+
+ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_set_f32")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k);
+        if ((r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 0), w + r0 * t->in)) != ZERO_OK) return r;
+        if (t->bias && b && (r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 1), b + r0)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+/* fetch tile k and give its weights as fp32 (the gathered tile itself when params are f32) */
+static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k, zero_result *r) {
+    int64_t rows = zero__tile_row0(t, k + 1) - zero__tile_row0(t, k);
+    const void *w;
+    if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
+    w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
+    if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
+    zero_to_f32(ctx->tile_w, w, ctx->desc.param_dtype, rows * t->in);
+    return ctx->tile_w;
+}
+
+ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_forward")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_forward")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!x || !y || rows < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_forward: bad arguments");
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0, row, j;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        if (!w) return r;
+        zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out);
+        if (t->bias) {
+            const void *b = zero_param_data(ctx, zero__tile_param(ctx, t, k, 1));
+            for (j = 0; j < n; j++) {
+                float bj = zero__ld(b, j, ctx->desc.param_dtype);
+                for (row = 0; row < rows; row++) y[row * t->out + r0 + j] += bj;
+            }
+        }
+        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
+                                                int64_t rows, float *dx) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_backward")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_backward")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!x || !dy || rows < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_backward: bad arguments");
+    /* tiles in forward order, so dx sums over the output features in order (see ON TILING) */
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0, row, j;
+        zero_dtype gdt = ctx->desc.grad_dtype;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        void *gw, *gb = NULL;
+        if (!w) return r;
+        if (!(gw = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 0)))) return ZERO_ERR_STATE;
+        if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
+        if (dx) zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in);
+        zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in);
+        zero_add_f32(gw, gdt, ctx->tile_g, n * t->in);
+        if (gb) {
+            for (j = 0; j < n; j++) {
+                float s = 0.0f;
+                for (row = 0; row < rows; row++) s += dy[row * t->out + r0 + j];
+                ctx->tile_g[j] = s;
+            }
+            zero_add_f32(gb, gdt, ctx->tile_g, n);
+        }
+        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+        if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
 
 /* >>public: parameters in and out ------------------------------------------------------ */
 ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values) {
