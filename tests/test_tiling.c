@@ -131,7 +131,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     if ((r = zero_tiled_linear_add(z, &td, &tl)) != ZERO_OK) goto done;
     if ((r = zero_build(z)) != ZERO_OK) goto done;
-    j->tiles_used = zero_tiled_linear_tiles(z, tl);
+    if (rank == 0) j->tiles_used = zero_tiled_linear_tiles(z, tl);
     for (i = 0; i < in * out; i++) w0[i] = frand(&seed) / sqrtf((float)in);
     for (i = 0; i < out; i++) b0[i] = frand(&seed) * 0.1f;
     if ((r = zero_tiled_linear_set_f32(z, tl, w0, b0)) != ZERO_OK) goto done;
