@@ -39,7 +39,8 @@
        zero_destroy(z);
 
    Several ranks in one process: zero_run_local(4, fn, user) runs fn on four threads,
-   each with its own zero_comm endpoint; pass it as desc.comm to zero_create.
+   each with its own zero_comm endpoint; pass it as desc.comm to zero_create. One
+   context per endpoint at a time: for two models, make two groups.
 
    CONFIGURATION MACROS (define before the implementation include)
 
@@ -760,6 +761,7 @@ struct zero_comm {
     int64_t tag;                    /* set before a collective: what it moves (a module), -1: nothing */
     int64_t bad_tag[2];             /* after ZERO_ERR_MISMATCH: rank 0's tag and bad_rank's tag */
     int bad_rank;
+    int in_use;                     /* a context owns this endpoint (one at a time) */
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
 };
 
@@ -1656,6 +1658,19 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->desc = d;
     ctx->salt = zero__next_salt();
     if (d.comm) {
+        /* a context's comm stream issues collectives on its own; two contexts on one
+           endpoint would interleave them differently on different ranks */
+        int busy;
+        pthread_mutex_lock(&d.comm->group->mu);
+        busy = d.comm->in_use;
+        d.comm->in_use = 1;
+        pthread_mutex_unlock(&d.comm->group->mu);
+        if (busy) {
+            zero__raw_free(&d.allocator, ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                                 "zero_create: rank %d's zero_comm is already used by another context; give each "
+                                 "context its own endpoint (its own zero_group)", d.comm->rank);
+        }
         ctx->comm = d.comm;
     } else {
         if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
@@ -1682,8 +1697,10 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
         pthread_mutex_destroy(&ctx->stream.mu);
         pthread_cond_destroy(&ctx->stream.cv);
         if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
+        else ctx->comm->in_use = 0;     /* nobody else can have seen this context */
         zero__raw_free(&d.allocator, ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: could not start the comm stream thread");
+        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                             "zero_create: could not start the comm stream thread");
     }
     ctx->stream.started = 1;
     *out = ctx;
@@ -1729,6 +1746,10 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     if (ctx->own_group) {
         zero_comm_destroy(ctx->comm);
         zero_group_destroy(ctx->own_group);
+    } else if (ctx->comm) {
+        pthread_mutex_lock(&ctx->comm->group->mu);
+        ctx->comm->in_use = 0;
+        pthread_mutex_unlock(&ctx->comm->group->mu);
     }
     zero__raw_free(a, ctx);
 }

@@ -1131,8 +1131,37 @@ static void strings_nonempty(void) {
           "dtype sizes");
 }
 
+/* Two contexts on one comm endpoint would interleave their collectives differently
+   on different ranks: the second zero_create is refused; after the first context is
+   destroyed the endpoint can be used again. */
+static void two_contexts_one_endpoint(void) {
+    zero_group *g = NULL;
+    zero_comm *c = NULL;
+    zero_ctx *a = NULL, *b = NULL;
+    zero_desc d;
+    rec_log rec;
+    zero_result r;
+    rec_init(&rec);
+    memset(&d, 0, sizeof d);
+    if (!CHECK(zero_group_create(&g, 1) == ZERO_OK && zero_comm_local(&c, g, 0) == ZERO_OK, "group")) return;
+    d.comm = c;
+    rec_attach(&d, &rec);
+    CHECK(zero_create(&a, &d) == ZERO_OK, "first context: %s", zero_last_error(NULL));
+    r = zero_create(&b, &d);
+    CHECK(r == ZERO_ERR_STATE && b == NULL, "second context on the endpoint: %s", zero_result_str(r));
+    CHECK(strstr(zero_last_error(NULL), "already used") != NULL, "message: %s", zero_last_error(NULL));
+    CHECK(rec_count(&rec, ZERO_LOGITEM_BAD_SEQUENCE) == 1, "logger did not see BAD_SEQUENCE");
+    zero_destroy(a);
+    CHECK(zero_create(&b, &d) == ZERO_OK, "endpoint not reusable after destroy: %s", zero_last_error(NULL));
+    zero_destroy(b);
+    zero_comm_destroy(c);
+    zero_group_destroy(g);
+    rec_fini(&rec);
+}
+
 int main(void) {
     test_init();
+    TEST_RUN(two_contexts_one_endpoint);
     TEST_RUN(create_stage_4);
     TEST_RUN(create_stage_neg1);
     TEST_RUN(create_negative_bucket_bytes);
