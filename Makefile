@@ -10,6 +10,8 @@
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
 #   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* when a GPU is present
+#   make CBLAS=1      GEMMs through cblas_sgemm (-DZERO_CBLAS, CBLAS_LIBS ?= -lblas); make test
+#                     also builds test_tiling that way (tests/test_cblas.sh) when cblas.h exists
 #   make clean        rm -rf build
 #
 # Every program is one C file that defines ZERO_IMPLEMENTATION itself; everything is
@@ -46,6 +48,14 @@ DEPS         := zero.h Makefile
 EXAMPLE_DEPS := $(DEPS) $(wildcard examples/*.h)
 TEST_DEPS    := $(DEPS) $(wildcard tests/*.h)
 BENCH_DEPS   := $(DEPS) $(wildcard tests/*.h tests/bench/*.h)
+
+# ---- CBLAS (CBLAS=1): the tiled linear's GEMMs through cblas_sgemm -------------------
+CBLAS ?= 0
+CBLAS_LIBS ?= -lblas
+ifeq ($(CBLAS),1)
+  ZERO_CPPFLAGS += -DZERO_CBLAS
+  ZERO_LDLIBS   += $(CBLAS_LIBS)
+endif
 
 # ---- CUDA (CUDA=1) -------------------------------------------------------------------
 comma := ,

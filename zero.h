@@ -2764,6 +2764,7 @@ ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_sca
    micro-kernel starts each MR x NR block of C from C itself and adds a*b in order
    over k, so splitting K between calls (the tiles of a backward pass) adds in the
    same order as one call. */
+#ifndef ZERO_CBLAS
 static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
     float acc[ZERO__MR][ZERO__NR];
     int64_t k;
@@ -2817,7 +2818,7 @@ static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
     }
 }
 
-#ifdef ZERO_CBLAS
+#else
 #include <cblas.h>
 #endif
 

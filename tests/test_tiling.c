@@ -76,7 +76,9 @@ static void sgemm_matches_reference(void) {
     zero_destroy(z);
 }
 
-/* Splitting K across calls (accumulate) gives the same bits as one call. */
+/* Splitting K across calls (accumulate) gives the same bits as one call: a property
+   of zero.h's own SGEMM, not promised under ZERO_CBLAS. */
+#ifndef ZERO_CBLAS
 static void sgemm_k_split_bitwise(void) {
     zero_ctx *z = gemm_ctx();
     enum { M = 23, N = 41, K = 700 };
@@ -93,6 +95,7 @@ static void sgemm_k_split_bitwise(void) {
     CHECK(memcmp(C1, C2, sizeof C1) == 0, "K split changed the result");
     zero_destroy(z);
 }
+#endif
 
 typedef struct job {
     int stage, world, tiles, steps;
@@ -186,8 +189,20 @@ static void tiles_bitwise(int stage, int world, zero_dtype dt) {
         memset(got.W, 0, sizeof got.W);
         if (!train(&got)) return;
         CHECK(got.tiles_used == counts[c], "tiles %d used %d", counts[c], got.tiles_used);
+#ifndef ZERO_CBLAS
         CHECK(memcmp(ref.W, got.W, sizeof(float) * IN * OUT) == 0 && memcmp(ref.b, got.b, sizeof ref.b) == 0,
               "%d tiles differ from one tile", counts[c]);
+#else
+        {   /* a CBLAS may block K differently per call: equal to fp32 rounding over 8 steps */
+            double num = 0, den = 0;
+            int i;
+            for (i = 0; i < IN * OUT; i++) {
+                num += ((double)ref.W[i] - got.W[i]) * ((double)ref.W[i] - got.W[i]);
+                den += (double)ref.W[i] * ref.W[i];
+            }
+            CHECK(sqrt(num) <= 1e-5 * sqrt(den), "%d tiles vs one tile: rel %g", counts[c], sqrt(num / den));
+        }
+#endif
     }
     {   /* and it trained: the weights moved */
         uint64_t seed = 99;
@@ -243,7 +258,9 @@ static void bad_tiled_input(void) {
 int main(void) {
     test_init();
     TEST_RUN(sgemm_matches_reference);
+#ifndef ZERO_CBLAS
     TEST_RUN(sgemm_k_split_bitwise);
+#endif
     test_begin("tiles_bitwise_stage3_world1_f32"); tiles_bitwise(3, 1, ZERO_F32); test_end();
     test_begin("tiles_bitwise_stage3_world2_bf16"); tiles_bitwise(3, 2, ZERO_BF16); test_end();
     test_begin("tiles_bitwise_stage3_world3_f32"); tiles_bitwise(3, 3, ZERO_F32); test_end();
