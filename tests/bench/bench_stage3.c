@@ -13,7 +13,7 @@
 
 #include <stdio.h>        // defines: printf
 #include <stdlib.h>       // defines: malloc, qsort
-#include <time.h>         // defines: clock_gettime
+#include "bench.h"        // defines: bench_now_ms, bench_median
 
 #define RANKS 4
 #define LAYERS 8
@@ -31,15 +31,6 @@ static double times[CONFIGS][ROUNDS];
 static zero_group *groups[CONFIGS];  /* configs 1, 2: a group of their own (one context per endpoint) */
 static const char *names[CONFIGS] = { "stage 0", "stage 3, prefetch", "stage 3, no prefetch" };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static zero_result one_step(zero_ctx *z, zero_tiled_linear *l, float **act, float *g, int per) {
     zero_result r;
@@ -90,9 +81,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
     for (round = 0; round < ROUNDS && r == ZERO_OK; round++)
         for (c = 0; c < CONFIGS && r == ZERO_OK; c++) {
-            double t0 = now_ms();
+            double t0 = bench_now_ms();
             r = one_step(s.z[c], s.l[c], act, g, per);
-            if (rank == 0) times[c][round] = now_ms() - t0;
+            if (rank == 0) times[c][round] = bench_now_ms() - t0;
         }
     if (r != ZERO_OK) fprintf(stderr, "rank %d: %s\n", rank, zero_last_error(NULL));
     if (rank == 0 && r == ZERO_OK) {
@@ -119,8 +110,7 @@ int main(void) {
     if (zero_run_local(RANKS, rank_main, NULL) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(NULL)); return 1; }
     for (c = 1; c < CONFIGS; c++) zero_group_destroy(groups[c]);
     for (c = 0; c < CONFIGS; c++) {
-        qsort(times[c], ROUNDS, sizeof(double), cmp);
-        med[c] = times[c][ROUNDS / 2];
+        med[c] = bench_median(times[c], ROUNDS);
         printf("%-22s %8.1f ms/step (median of %d)\n", names[c], med[c], ROUNDS);
     }
     printf("prefetch_speedup=%.3f\n", med[2] / med[1]);

@@ -11,7 +11,7 @@
 
 #include <stdio.h>        // defines: printf
 #include <stdlib.h>       // defines: malloc, qsort, atoi
-#include <time.h>         // defines: clock_gettime
+#include "bench.h"        // defines: bench_now_ms, bench_median
 
 #define IN 1024
 #define OUT 4096
@@ -20,15 +20,6 @@
 
 typedef struct variant { zero_ctx *z; zero_tiled_linear tl; double ms[ROUNDS]; } variant;
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static int setup(variant *v, int tiles) {
     zero_desc d = { 0 };
@@ -52,13 +43,13 @@ static int setup(variant *v, int tiles) {
 }
 
 static double round_ms(variant *v, const float *x, float *y, float *dx) {
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     if (zero_tiled_linear_forward(v->z, v->tl, x, ROWS, y) != ZERO_OK ||
         zero_tiled_linear_backward(v->z, v->tl, x, y, ROWS, dx) != ZERO_OK) {
         fprintf(stderr, "round: %s\n", zero_last_error(v->z));
         exit(1);
     }
-    return now_ms() - t0;
+    return bench_now_ms() - t0;
 }
 
 int main(void) {
@@ -75,10 +66,8 @@ int main(void) {
         tiled.ms[i] = round_ms(&tiled, x, y, dx);
         untiled.ms[i] = round_ms(&untiled, x, y, dx);
     }
-    qsort(tiled.ms, ROUNDS, sizeof(double), cmp);
-    qsort(untiled.ms, ROUNDS, sizeof(double), cmp);
-    mt = tiled.ms[ROUNDS / 2];
-    mu = untiled.ms[ROUNDS / 2];
+    mt = bench_median(tiled.ms, ROUNDS);
+    mu = bench_median(untiled.ms, ROUNDS);
     printf("tiled linear %dx%d, batch %d, forward+backward, stage 3, one rank\n", OUT, IN, ROWS);
     printf("untiled (1 tile):      %8.1f ms  %6.2f GFLOP/s\n", mu, gflop / (mu / 1e3));
     printf("tiled (%d x 1024 cols): %8.1f ms  %6.2f GFLOP/s\n", OUT / 1024, mt, gflop / (mt / 1e3));
