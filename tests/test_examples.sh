@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tests/test_examples.sh - the example programs end to end: train_mlp's final line,
+# stages 0-3 giving bitwise-equal parameters through --save-params at several world
+# sizes and dtypes, the loss really falling, bad arguments, and zero_estimate
+# reproducing Table 1 of the ZeRO paper. One PASS/FAIL line per case. Run from the
+# repository root after `make` (build/train_mlp, build/zero_estimate).
+set -u
+B=${BUILD:-build}
+T=$(mktemp -d "${TMPDIR:-/tmp}/zero-examples.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+failed=0
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failed=1; }
+
+for bin in "$B/train_mlp" "$B/zero_estimate"; do
+    [ -x "$bin" ] || { echo "FAIL setup: $bin not built"; exit 1; }
+done
+
+SMALL=(--hidden 48 --layers 3 --batch 24 --steps 20 --quiet --seed 3)
+FINAL_RE='^final loss=[-+0-9.eEinfa]+ model_state_bytes_per_rank=[0-9]+ params=[0-9]+( [a-z_]+=[^ ]+)*$'
+
+# the final line: exactly one, in the documented format, and nothing after it
+out=$("$B/train_mlp" "${SMALL[@]}" --stage 2 --ranks 2 2>&1); rc=$?
+last=$(printf '%s\n' "$out" | tail -n 1)
+if [ $rc -ne 0 ]; then fail final_line "exit $rc: $out"
+elif ! printf '%s\n' "$last" | grep -Eq "$FINAL_RE"; then fail final_line "bad line: $last"
+elif [ "$(printf '%s\n' "$out" | grep -c '^final ')" != 1 ]; then fail final_line "not exactly one final line"
+else pass final_line; fi
+
+# stages 0-3 bitwise equal at one world size, for every dtype
+for dt in f32 bf16 f16; do
+    for n in 1 2 3 4; do
+        name=stages_bitwise_${dt}_ranks$n ok=1
+        for s in 0 1 2 3; do
+            if ! "$B/train_mlp" "${SMALL[@]}" --dtype $dt --ranks $n --stage $s --save-params "$T/p$s" >"$T/log$s" 2>&1; then
+                fail $name "stage $s: $(tail -n 2 "$T/log$s")"; ok=0; break
+            fi
+        done
+        [ $ok = 1 ] || continue
+        for s in 1 2 3; do
+            cmp -s "$T/p0" "$T/p$s" || { fail $name "stage $s differs from stage 0"; ok=0; break; }
+        done
+        [ $ok = 1 ] && [ -s "$T/p0" ] && pass $name
+    done
+done
+
+# --save-params writes params floats (the count on the final line)
+params=$(grep -o 'params=[0-9]*' "$T/log0" | head -n 1 | cut -d= -f2)
+size=$(stat -c %s "$T/p0")
+if [ -n "$params" ] && [ "$size" = $((params * 4)) ]; then pass save_params_size
+else fail save_params_size "file has $size bytes, params=$params"; fi
+
+# the loss falls clearly: ln(32) = 3.47 at the start
+out=$("$B/train_mlp" --hidden 128 --layers 4 --steps 150 --stage 3 --ranks 2 --quiet 2>&1)
+loss=$(printf '%s\n' "$out" | tail -n 1 | sed -n 's/^final loss=\([^ ]*\).*/\1/p')
+if [ -n "$loss" ] && awk "BEGIN { exit !($loss < 2.0) }"; then pass loss_falls
+else fail loss_falls "final loss '$loss' is not below 2.0 (from 3.47): $(printf '%s\n' "$out" | tail -n 1)"; fi
+
+# bad arguments: a message and exit 2, never a crash
+for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus"; do
+    name="bad_args_$(printf '%s' "$args" | tr -c 'a-z0-9' '_')"
+    "$B/train_mlp" $args --steps 1 >"$T/bad" 2>&1; rc=$?
+    if [ $rc = 2 ] && [ -s "$T/bad" ]; then pass "$name"; else fail "$name" "exit $rc: $(head -c 200 "$T/bad")"; fi
+done
+
+# zero_estimate: Table 1 of the ZeRO paper (7.5B params, 64 ranks, bf16 + AdamW)
+want=(120000000000 31406250000 16640625000 1875000000)
+for s in 0 1 2 3; do
+    got=$("$B/zero_estimate" --params 7.5e9 --ranks 64 --stage $s | head -n 1)
+    if [ "$got" = "model_state_bytes_per_rank=${want[$s]}" ]; then pass table1_stage$s
+    else fail table1_stage$s "got '$got', want model_state_bytes_per_rank=${want[$s]}"; fi
+done
+"$B/zero_estimate" --params -5 --ranks 4 --stage 1 >"$T/bad" 2>&1; rc=$?
+if [ $rc = 2 ]; then pass estimate_bad_args; else fail estimate_bad_args "exit $rc"; fi
+
+exit $failed
