@@ -2454,10 +2454,13 @@ static uint64_t zero__ck_sum(const void *data, size_t n) {
     return h ^ (h >> 29);
 }
 
+/* lseek + read/write rather than pread/pwrite: these are declared even when zero.h
+   was first included without ZERO_IMPLEMENTATION under a strict -std=c99 (no
+   _POSIX_C_SOURCE); every descriptor belongs to one thread */
 static int zero__ck_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     const char *p = (const char *)buf;
     while (n > 0) {
-        ssize_t w = pwrite(fd, p, n, (off_t)off);
+        ssize_t w = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? write(fd, p, n) : -1;
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return 0;
         p += w; n -= (size_t)w; off += w;
@@ -2468,7 +2471,7 @@ static int zero__ck_pwrite(int fd, const void *buf, size_t n, int64_t off) {
 static int zero__ck_pread(int fd, void *buf, size_t n, int64_t off) {
     char *p = (char *)buf;
     while (n > 0) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
+        ssize_t r = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? read(fd, p, n) : -1;
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return -1;
         if (r == 0) return 0;
