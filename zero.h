@@ -402,6 +402,10 @@ ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  
 /* checkpoints (collective, between steps, after zero_build; see ON CHECKPOINTS) */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir);
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
+/* safetensors: "module.param" tensors; export writes from rank 0 (dtype ZERO_F32 or
+   ZERO_BF16), load sets the params (and fp32 master) only; both collective */
+ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype);
+ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
 
 /* dtype helpers for user code */
@@ -3246,6 +3250,354 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero__raw_free(a, need);
     zero__raw_free(a, at);
     zero__ck_manifest_free(a, &m);
+    return r;
+}
+
+
+/* ---- safetensors ------------------------------------------------------------------
+   8-byte little-endian header length N, a JSON header of N bytes (padded with spaces
+   to a multiple of 8), then the raw tensors in header order. Names are "module.param". */
+typedef struct zero__st_tensor {
+    const char *module, *name;
+    int ndim;
+    const int64_t *shape;
+    int64_t numel;
+} zero__st_tensor;
+
+static const char *zero__st_dtype_name(zero_dtype t) {
+    return t == ZERO_F32 ? "F32" : t == ZERO_BF16 ? "BF16" : "F16";
+}
+
+/* the JSON header, padded; *len gets its length (a multiple of 8); NULL on OOM */
+static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, int n, zero_dtype dt, int64_t *len) {
+    size_t cap = 64, l = 0;
+    int i, k;
+    int64_t off = 0, es = (int64_t)zero_dtype_size(dt);
+    char *h;
+    for (i = 0; i < n; i++) cap += strlen(t[i].module) + strlen(t[i].name) + 96 + 22 * (size_t)t[i].ndim;
+    if (!(h = (char *)zero__raw_alloc(a, cap))) return NULL;
+#define ZERO__ST_P(...) (l += (size_t)snprintf(h + l, cap - l, __VA_ARGS__))
+    ZERO__ST_P("{");
+    for (i = 0; i < n; i++) {
+        ZERO__ST_P("%s\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].module, t[i].name,
+                   zero__st_dtype_name(dt));
+        for (k = 0; k < t[i].ndim; k++) ZERO__ST_P("%s%lld", k ? "," : "", (long long)t[i].shape[k]);
+        ZERO__ST_P("],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + t[i].numel * es));
+        off += t[i].numel * es;
+    }
+    ZERO__ST_P("}");
+#undef ZERO__ST_P
+    while (l % 8) h[l++] = ' ';
+    *len = (int64_t)l;
+    return h;
+}
+
+/* writes n f32 values as dtype dt at off, in chunks */
+static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype dt, int64_t off) {
+    char buf[4096 * 4];
+    int64_t i, es = (int64_t)zero_dtype_size(dt);
+    for (i = 0; i < n; i += 4096) {
+        int64_t c = n - i < 4096 ? n - i : 4096;
+        zero_from_f32(buf, dt, v + i, c);
+        if (!zero__ck_pwrite(fd, buf, (size_t)(c * es), off + i * es)) return 0;
+    }
+    return 1;
+}
+
+/* the module's values in fp32 at buf[0..span): local copies where this rank has them,
+   else the stage-3 / sharded-master all-gather (collective, like zero_gather_params_f32) */
+static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
+    const zero_desc *d = &ctx->desc;
+    const zero__module_rec *m = &ctx->modules[mi];
+    int j, pdt = d->param_dtype;
+    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->master))))
+        return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
+    for (j = 0; j < ctx->num_params; j++) {
+        const zero__param_rec *pr = &ctx->params[j];
+        if (pr->module != mi) continue;
+        if (ctx->master && !m->frozen)
+            memcpy(buf + pr->offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
+        else
+            zero_to_f32(buf + pr->offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt,
+                        pr->numel);
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+    const zero_allocator *a;
+    zero__st_tensor *ts = NULL;
+    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
+    zero_result r, local = ZERO_OK;
+    float *buf = NULL;
+    int64_t hlen = 0, off;
+    int fd = -1, i, j;
+    uint64_t le;
+    unsigned char lenb[8];
+    if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
+    if (dtype != ZERO_F32 && dtype != ZERO_BF16)
+        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
+    a = &ctx->desc.allocator;
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->max_span * 4 + 4)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
+    if (ctx->rank == 0) {
+        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
+        for (i = 0; ts && i < ctx->num_params; i++) {
+            ts[i].module = ctx->modules[ctx->params[i].module].name;
+            ts[i].name = ctx->params[i].name;
+            ts[i].ndim = ctx->params[i].ndim;
+            ts[i].shape = ctx->params[i].shape;
+            ts[i].numel = ctx->params[i].numel;
+        }
+        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
+        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        if (local == ZERO_OK) {
+            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
+            }
+        }
+        if (local == ZERO_OK) {
+            le = (uint64_t)hlen;
+            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
+            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
+        }
+    }
+    /* module by module (memory: one module span): every rank takes part in the
+       gathers, rank 0 writes each of the module's params at its offset */
+    for (i = 0; i < ctx->num_modules; i++) {
+        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
+        if (ctx->rank != 0 || local != ZERO_OK) continue;
+        off = 8 + hlen;
+        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+            off += pr->numel * (int64_t)zero_dtype_size(dtype);
+        }
+    }
+    zero__raw_free(a, buf);
+    zero__raw_free(a, ts);
+    zero__raw_free(a, hdr);
+    if (r != ZERO_OK) {
+        if (fd >= 0) { close(fd); (void)unlink(tmp); }
+        return r;
+    }
+    if (fd >= 0) {
+        int ok = local == ZERO_OK && fsync(fd) == 0;
+        if (close(fd) != 0) ok = 0;
+        if (ok && rename(tmp, path) != 0) ok = 0;
+        if (!ok) {
+            (void)unlink(tmp);
+            if (local == ZERO_OK) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
+    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+}
+
+typedef struct zero__st_entry {
+    char *name;
+    zero_dtype dt;
+    int ndim;
+    int64_t shape[ZERO_MAX_DIMS], begin, end;
+} zero__st_entry;
+
+static void zero__st_ws(char **p, const char *end) {
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')) (*p)++;
+}
+static int zero__st_ch(char **p, const char *end, char c) {
+    zero__st_ws(p, end);
+    if (*p >= end || **p != c) return 0;
+    (*p)++;
+    return 1;
+}
+/* a string without escapes; cut in place */
+static char *zero__st_str(char **p, const char *end) {
+    char *s, *q;
+    if (!zero__st_ch(p, end, '"')) return NULL;
+    s = *p;
+    for (q = s; q < end && *q != '"'; q++)
+        if (*q == '\\' || (unsigned char)*q < 0x20) return NULL;
+    if (q >= end) return NULL;
+    *q = 0;
+    *p = q + 1;
+    return s;
+}
+static int zero__st_int(char **p, const char *end, int64_t *v) {
+    int64_t x = 0;
+    int n = 0;
+    zero__st_ws(p, end);
+    while (*p < end && **p >= '0' && **p <= '9' && n < 18) { x = x * 10 + (**p - '0'); (*p)++; n++; }
+    if (n == 0 || (*p < end && **p >= '0' && **p <= '9')) return 0;
+    *v = x;
+    return 1;
+}
+/* [int, ...] with at most max entries */
+static int zero__st_ints(char **p, const char *end, int64_t *v, int max, int *n) {
+    *n = 0;
+    if (!zero__st_ch(p, end, '[')) return 0;
+    if (zero__st_ch(p, end, ']')) return 1;
+    do {
+        if (*n >= max || !zero__st_int(p, end, &v[*n])) return 0;
+        (*n)++;
+    } while (zero__st_ch(p, end, ','));
+    return zero__st_ch(p, end, ']');
+}
+
+/* Parses the header text [p, end) into entries; 0 on any syntax it does not know. */
+static int zero__st_parse(char *p, const char *end, zero__st_entry *e, int cap, int *n) {
+    *n = 0;
+    if (!zero__st_ch(&p, end, '{')) return 0;
+    if (zero__st_ch(&p, end, '}')) goto tail;
+    do {
+        char *key = zero__st_str(&p, end);
+        if (!key || !zero__st_ch(&p, end, ':') || !zero__st_ch(&p, end, '{')) return 0;
+        if (strcmp(key, "__metadata__") == 0) {      /* string to string */
+            if (!zero__st_ch(&p, end, '}')) {
+                do {
+                    if (!zero__st_str(&p, end) || !zero__st_ch(&p, end, ':') || !zero__st_str(&p, end)) return 0;
+                } while (zero__st_ch(&p, end, ','));
+                if (!zero__st_ch(&p, end, '}')) return 0;
+            }
+        } else {
+            zero__st_entry *t;
+            int have = 0, k;
+            if (*n >= cap) return 0;
+            t = &e[(*n)++];
+            memset(t, 0, sizeof *t);
+            t->name = key;
+            do {
+                char *f = zero__st_str(&p, end);
+                if (!f || !zero__st_ch(&p, end, ':')) return 0;
+                if (strcmp(f, "dtype") == 0) {
+                    char *d = zero__st_str(&p, end);
+                    if (!d) return 0;
+                    t->dt = strcmp(d, "F32") == 0 ? ZERO_F32 : strcmp(d, "BF16") == 0 ? ZERO_BF16 :
+                            strcmp(d, "F16") == 0 ? ZERO_F16 : ZERO_DTYPE_DEFAULT;
+                    have |= 1;
+                } else if (strcmp(f, "shape") == 0) {
+                    if (!zero__st_ints(&p, end, t->shape, ZERO_MAX_DIMS, &t->ndim)) return 0;
+                    have |= 2;
+                } else if (strcmp(f, "data_offsets") == 0) {
+                    int64_t o[2];
+                    if (!zero__st_ints(&p, end, o, 2, &k) || k != 2 || o[1] < o[0]) return 0;
+                    t->begin = o[0];
+                    t->end = o[1];
+                    have |= 4;
+                } else {
+                    return 0;
+                }
+            } while (zero__st_ch(&p, end, ','));
+            if (!zero__st_ch(&p, end, '}') || have != 7) return 0;
+        }
+    } while (zero__st_ch(&p, end, ','));
+    if (!zero__st_ch(&p, end, '}')) return 0;
+tail:
+    zero__st_ws(&p, end);
+    return p == end;
+}
+
+static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const char *mod, const char *name) {
+    size_t lm = strlen(mod);
+    int i;
+    for (i = 0; i < n; i++)
+        if (strncmp(e[i].name, mod, lm) == 0 && e[i].name[lm] == '.' && strcmp(e[i].name + lm + 1, name) == 0)
+            return &e[i];
+    return NULL;
+}
+
+/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
+   the ranks agree, then each reads only the elements it holds. Sets params (and the
+   fp32 master copy); optimizer state and step count are left alone. */
+ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    char msg[ZERO__MSG] = "", *hdr = NULL;
+    zero__st_entry *ents = NULL;
+    const zero__st_entry **map = NULL;
+    zero_result r, local = ZERO_OK;
+    unsigned char lenb[8];
+    int64_t hlen = 0, fsize = 0;
+    int fd = -1, nent = 0, i, k, rr;
+    struct stat st;
+    if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
+    } else {
+        fsize = (int64_t)st.st_size;
+        rr = zero__ck_pread(fd, lenb, 8, 0);
+        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
+        }
+    }
+    if (local == ZERO_OK) {
+        int cap = (int)(hlen / 16) + 1;
+        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
+        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
+        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
+        if (!hdr || !ents || !map) {
+            local = ZERO_ERR_OUT_OF_MEMORY;
+            snprintf(msg, sizeof msg, "out of memory");
+        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
+        }
+    }
+    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const char *mn = ctx->modules[p->module].name;
+        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
+        int same = e && e->ndim == p->ndim;
+        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
+        if (!same) {
+            local = ZERO_ERR_MISMATCH;
+            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
+                     e ? "has a different shape" : "");
+        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero_dtype_size(e->dt) ||
+                   e->end > fsize - 8 - hlen) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
+                     p->name);
+        } else {
+            map[i] = e;
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    for (i = 0; r == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__st_entry *e = map[i];
+        int64_t b, e_, sb = 0, se = 0, o, es = (int64_t)zero_dtype_size(e->dt);
+        int pdt = ctx->desc.param_dtype, state;
+        unsigned char raw[4096 * 4];
+        zero__ck_need(ctx, i, &b, &e_);
+        state = ctx->master && zero__ck_has_state(ctx, i, &sb, &se);
+        for (o = b; o < e_; o += 4096) {
+            int64_t c = e_ - o < 4096 ? e_ - o : 4096, q;
+            if (zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es) != 1) {
+                r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %.300s: read failed", path);
+                break;
+            }
+            for (q = 0; q < c; q++) {
+                float v = zero__ld(raw, q, e->dt);
+                zero__st(ctx->param_arena, zero__ck_param_idx(ctx, i, o + q), pdt, v);
+                if (state && o + q >= sb && o + q < se) ctx->master[zero__ck_state_idx(ctx, i, o + q)] = v;
+            }
+        }
+    }
+    if (fd >= 0) close(fd);
+    zero__raw_free(a, hdr);
+    zero__raw_free(a, ents);
+    zero__raw_free(a, map);
     return r;
 }
 

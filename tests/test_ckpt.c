@@ -31,6 +31,9 @@ typedef struct cfg {
     int step0, steps;               /* steps [step0, step0 + steps) after the load */
     const char *load_dir, *save_dir;
     zero_result load_expect;        /* what zero_load must return */
+    const char *export_path;        /* zero_export_safetensors after training */
+    zero_dtype export_dtype;
+    const char *st_load;            /* zero_load_safetensors instead of zero_load */
     /* results (rank 0, or per rank) */
     float before[MAXP], out[MAXP];
     int64_t numel, stats_steps;
@@ -131,7 +134,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         zero_result lr;
         if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
         if (rank == 0) memcpy(c->before, all, sizeof all);
-        lr = zero_load(z, c->load_dir);
+        lr = c->st_load ? zero_load_safetensors(z, c->st_load) : zero_load(z, c->load_dir);
         c->load_got[rank] = lr;
         snprintf(c->load_msg[rank], sizeof c->load_msg[rank], "%s", zero_last_error(z));
         if (lr != c->load_expect) {
@@ -142,6 +145,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
     if (c->save_dir && (r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
+    if (c->export_path && (r = zero_export_safetensors(z, c->export_path, c->export_dtype)) != ZERO_OK) goto done;
     if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
     if (rank == 0) {
         zero_stats st;
@@ -457,6 +461,97 @@ static void crash_during_save(void) {
     rm_rf(dir);
 }
 
+/* ---- safetensors ------------------------------------------------------------------
+   An independent reader: the header length, then each tensor's entry found by name
+   with strstr/sscanf, not with zero.h's parser. */
+static int st_check(const char *path, const cfg *c, zero_dtype dt) {
+    long n;
+    char *f = slurp(path, &n), *hdr;
+    uint64_t hl = 0;
+    int p, i, ok = 1;
+    int64_t out_off = 0;
+    if (!CHECK(f != NULL && n >= 8, "cannot read %s", path)) { free(f); return 0; }
+    for (i = 7; i >= 0; i--) hl = (hl << 8) | (unsigned char)f[i];
+    if (!CHECK(hl % 8 == 0 && (long)hl <= n - 8, "header length %llu", (unsigned long long)hl)) { free(f); return 0; }
+    hdr = (char *)malloc(hl + 1);
+    memcpy(hdr, f + 8, hl);
+    hdr[hl] = 0;
+    ok &= CHECK(hdr[0] == '{', "header starts with '%c'", hdr[0]);
+    for (p = 0; p < 5 && ok; p++) {
+        static const char *mods[3] = { "emb", "mid", "head" };
+        char key[64], dts[16], *e, *q;
+        long long b = -1, en = -1, d0 = -1, d1 = -1;
+        int nd;
+        int64_t k, ne = pnumel(p, 0), base;
+        snprintf(key, sizeof key, "\"%s.%s\"", mods[pmod[p]], pname[p]);
+        if (!CHECK((e = strstr(hdr, key)) != NULL, "no tensor %s", key)) { ok = 0; break; }
+        q = strstr(e, "\"dtype\"");
+        ok &= CHECK(q && sscanf(q, "\"dtype\":\"%15[A-Z0-9]\"", dts) == 1 &&
+                    strcmp(dts, dt == ZERO_F32 ? "F32" : "BF16") == 0, "%s: dtype", key);
+        q = strstr(e, "\"shape\"");
+        nd = q ? sscanf(q, "\"shape\":[%lld,%lld]", &d0, &d1) : 0;
+        ok &= CHECK(nd == (shapes[p][1] ? 2 : 1) && d0 == shapes[p][0] && (nd == 1 || d1 == shapes[p][1]), "%s: shape", key);
+        q = strstr(e, "\"data_offsets\"");
+        ok &= CHECK(q && sscanf(q, "\"data_offsets\":[%lld,%lld]", &b, &en) == 2 &&
+                    en - b == ne * (dt == ZERO_F32 ? 4 : 2) && 8 + (long)hl + en <= n, "%s: data_offsets", key);
+        if (!ok) break;
+        base = 8 + (int64_t)hl + b;
+        for (k = 0; k < ne; k++) {
+            float want = c->out[out_off + k];
+            if (dt == ZERO_F32) {
+                float got;
+                memcpy(&got, f + base + 4 * k, 4);
+                if (!CHECK(memcmp(&got, &want, 4) == 0, "%s[%lld]: %g vs %g", key, (long long)k, (double)got, (double)want)) { ok = 0; break; }
+            } else {
+                uint16_t got, exp;
+                uint32_t u;
+                memcpy(&got, f + base + 2 * k, 2);
+                memcpy(&u, &want, 4);
+                exp = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+                if (!CHECK(got == exp, "%s[%lld]: bf16 %04x vs %04x", key, (long long)k, got, exp)) { ok = 0; break; }
+            }
+        }
+        out_off += ne;
+    }
+    free(hdr);
+    free(f);
+    return ok;
+}
+
+static cfg st_src;
+static char st_path[1100];
+
+static void safetensors_export_f32(void) {
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", tmpdir);
+    base_cfg(&st_src, 3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    st_src.steps = 5; st_src.export_path = st_path; st_src.export_dtype = ZERO_F32;
+    if (run(&st_src)) st_check(st_path, &st_src, ZERO_F32);
+}
+static void safetensors_export_bf16_stage1(void) {
+    static cfg c;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model_bf16.safetensors", tmpdir);
+    base_cfg(&c, 1, 2, ZERO_F32, ZERO_OPTIM_ADAMW);
+    c.steps = 4; c.export_path = path; c.export_dtype = ZERO_BF16;
+    if (run(&c)) st_check(path, &c, ZERO_BF16);
+    unlink(path);
+}
+static void safetensors_load(void) {
+    static cfg c;
+    int s, w;
+    for (s = 1; s <= 3; s += 2)
+        for (w = 1; w <= 2; w++) {
+            base_cfg(&c, s, w, ZERO_BF16, ZERO_OPTIM_ADAMW);
+            c.load_dir = st_path; c.st_load = st_path;
+            if (!run(&c)) return;
+            CHECK(memcmp(c.out, st_src.out, sizeof(float) * (size_t)c.numel) == 0, "stage %d world %d: loaded params differ", s, w);
+        }
+    base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.wide = 1; c.init_steps = 1; c.load_dir = st_path; c.st_load = st_path; c.load_expect = ZERO_ERR_MISMATCH;
+    if (!run(&c)) return;
+    CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     test_init();
@@ -486,6 +581,10 @@ int main(void) {
     TEST_RUN(fault_restored_loads);
     rm_rf(fault_dir);
     TEST_RUN(crash_during_save);
+    TEST_RUN(safetensors_export_f32);
+    TEST_RUN(safetensors_export_bf16_stage1);
+    TEST_RUN(safetensors_load);
+    unlink(st_path);
     rm_rf(tmpdir);
     return test_summary();
 }
