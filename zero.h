@@ -98,6 +98,38 @@
      device_bytes_cap or host_bytes_cap fails zero_build with ZERO_ERR_OVER_CAP.
      A steady-state step allocates nothing.
 
+   ON CHECKPOINTS
+     zero_save(ctx, dir) and zero_load(ctx, dir) are collective and run between steps
+     (nothing fetched, no gradients pending). Every rank writes its own shard file,
+     dir/rank<R>.g<G>, in parallel: for each param, the elements [begin, end) that its
+     slice of the module holds, as fp32 weights (the master copy, or the params widened
+     when there is none) followed by the fp32 moments (AdamW m and v, SGD momentum).
+     Rank 0 then writes dir/manifest, a text file: format version, generation, stage,
+     world size, param dtype, optimizer, step count, loss-scale state, every module and
+     param (name, shape), every shard file and, for every record, its param, global
+     element range, byte offset and 64-bit checksum; its last line is the checksum of
+     everything above it. The layout is keyed by param and element range, not by the
+     padded arenas, so a checkpoint saved at (stage s, N ranks) loads at any (stage s',
+     M ranks): each rank reads only the records that overlap what it holds. Loading
+     restores master weights, params, moments, step count and loss scale, so training
+     continues bit for bit.
+     Atomicity: files are written under temporary names, fsynced and renamed; the
+     manifest goes last (after every rank's shard is durable) and its rename is the
+     commit point. Shards carry the save's generation in their names, so a save killed
+     half-way leaves the previous checkpoint loadable; stale generations are removed
+     after the commit.
+     zero_load is all-or-nothing: it checks the manifest and every record it needs
+     before changing anything, and the ranks agree (one small all-reduce), so a bad
+     file fails every rank with the same code: ZERO_ERR_CORRUPT (checksum, truncation,
+     parse), ZERO_ERR_VERSION (a newer format), ZERO_ERR_IO (a missing file, an OS
+     error), ZERO_ERR_MISMATCH (another model or optimizer). The message names the file.
+     zero_export_safetensors(ctx, path, ZERO_F32 or ZERO_BF16) writes "module.param"
+     tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
+     (and master) from such a file, each rank reading its ranges; optimizer state and
+     step count are left alone. examples/zero_ckpt.c (build/zero_ckpt) prints, verifies
+     and exports checkpoints without a trainer. Shards are little-endian; a directory
+     belongs to one saver at a time.
+
    ERRORS
      Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
      or a negative ZERO_ERR_*. zero_result_str names a code, zero_last_error(ctx)

@@ -552,6 +552,41 @@ static void safetensors_load(void) {
     CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
 }
 
+/* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
+static int have_cli(char *cli, size_t n) {
+    const char *b = getenv("BUILD");
+    snprintf(cli, n, "%s/zero_ckpt", b && *b ? b : "build");
+    return access(cli, X_OK) == 0;
+}
+static void cli(void) {
+    static cfg a;
+    char dir[1100], cmd[4000], out[1200], bin[256], path[1200];
+    long n;
+    char *orig;
+    have_cli(bin, sizeof bin);
+    snprintf(dir, sizeof dir, "%s/cli", tmpdir);
+    snprintf(out, sizeof out, "%s/cli.safetensors", tmpdir);
+    base_cfg(&a, 2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    a.steps = 3; a.save_dir = dir;
+    if (!run(&a)) return;
+    snprintf(cmd, sizeof cmd, "%s info %s >/dev/null", bin, dir);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    snprintf(cmd, sizeof cmd, "%s verify %s >/dev/null", bin, dir);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    snprintf(cmd, sizeof cmd, "%s export %s %s >/dev/null", bin, dir, out);
+    if (CHECK(system(cmd) == 0, "%s failed", cmd)) st_check(out, &a, ZERO_F32);
+    unlink(out);
+    snprintf(fault_dir, sizeof fault_dir, "%s", dir);
+    shard_path(path, sizeof path, 1);
+    if (!CHECK((orig = slurp(path, &n)) != NULL, "no shard")) return;
+    orig[n - 3] ^= 4;
+    spit(path, orig, n);
+    snprintf(cmd, sizeof cmd, "%s verify %s 2>/dev/null >/dev/null", bin, dir);
+    CHECK(system(cmd) != 0, "verify passed a flipped bit");
+    free(orig);
+    rm_rf(dir);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     test_init();
@@ -585,6 +620,11 @@ int main(void) {
     TEST_RUN(safetensors_export_bf16_stage1);
     TEST_RUN(safetensors_load);
     unlink(st_path);
+    {
+        char bin[256];
+        if (have_cli(bin, sizeof bin)) TEST_RUN(cli);
+        else fprintf(stderr, "SKIP cli: %s not built\n", bin);
+    }
     rm_rf(tmpdir);
     return test_summary();
 }
