@@ -405,7 +405,7 @@ static void crash_during_save(void) {
     base_cfg(&first, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
     first.steps = 2; first.save_dir = dir;
     if (!run(&first)) return;
-    for (round = 0; round < 4; round++) {
+    for (round = 0; round < 6; round++) {
         pid_t pid;
         int st;
         fflush(stdout);
@@ -427,7 +427,7 @@ static void crash_during_save(void) {
         {
             struct timespec ts;
             ts.tv_sec = 0;
-            ts.tv_nsec = (long)(3 + 7 * round) * 1000000L;
+            ts.tv_nsec = (long)(2 + 5 * round) * 1000000L + (long)(test_now_ms() * 1000.0) % 1000000L;
             nanosleep(&ts, NULL);
         }
         kill(pid, SIGKILL);
@@ -438,6 +438,8 @@ static void crash_during_save(void) {
         if (!CHECK(zero_run_local(2, rank_main, &load) == ZERO_OK, "round %d: the checkpoint does not load after SIGKILL: %s",
                    round, load.load_msg[0]))
             return;
+        fprintf(stderr, "crash round %d: killed after ~%d ms, the checkpoint holds step %lld\n", round, 2 + 5 * round,
+                (long long)load.stats_steps);
     }
     /* the last state is k steps of training with the gradient of step index 0 each time:
        rebuild it the same way (load/step/save chain) is what the child did; check that
@@ -457,6 +459,23 @@ static void crash_during_save(void) {
         CHECK(n >= 2 && memcmp(ref.out, load.out, sizeof(float) * (size_t)load.numel) == 0,
               "the checkpoint after the kill (step %d) is not the state of %d steps", n, n);
         rm_rf(d2);
+    }
+    {   /* one clean save afterwards removes every stale generation and temporary */
+        DIR *d;
+        struct dirent *e;
+        int files = 0;
+        base_cfg(&load, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        load.load_dir = dir; load.save_dir = dir;
+        if (!run(&load)) return;
+        if ((d = opendir(dir)) != NULL) {
+            while ((e = readdir(d)) != NULL)
+                if (e->d_name[0] != '.') {
+                    files++;
+                    CHECK(strcmp(e->d_name, "manifest") == 0 || !strstr(e->d_name, "tmp"), "stale file %s", e->d_name);
+                }
+            closedir(d);
+        }
+        CHECK(files == 3, "%d files after a clean save (manifest + 2 shards expected)", files);
     }
     rm_rf(dir);
 }
