@@ -107,8 +107,8 @@
      Rank 0 then writes dir/manifest, a text file: format version, generation, stage,
      world size, param dtype, optimizer, step count, loss-scale state, every module and
      param (name, shape), every shard file and, for every record, its param, global
-     element range, byte offset and 64-bit checksum; its last line is the checksum of
-     everything above it. The layout is keyed by param and element range, not by the
+     element range, byte offset and two 64-bit checksums (weights, moments); its last
+     line is the checksum of everything above it. The layout is keyed by param and element range, not by the
      padded arenas, so a checkpoint saved at (stage s, N ranks) loads at any (stage s',
      M ranks): each rank reads only the records that overlap what it holds. Loading
      restores master weights, params, moments, step count and loss scale, so training
@@ -2458,7 +2458,8 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
    manifest "manifest" that names them. Data is keyed by param and global element range,
    not by the padded arenas: a record is one param's elements [begin, end) that one
    saving rank held (its slice of the module), stored as fp32 weights followed by the
-   fp32 moments (m, then v), each record with its own 64-bit checksum in the manifest.
+   fp32 moments (m, then v), with 64-bit checksums of its weights and of its moments in
+   the manifest (a rank that holds no optimizer state for a record reads its weights only).
    A loader in any world size and stage reads just the records that overlap what it
    holds, at the offsets the manifest gives. The manifest rename is the commit point:
    new shards get a new generation suffix, so the files an older manifest names stay
@@ -2584,7 +2585,7 @@ typedef struct zero__ck_file { int rank; int64_t bytes; char *name; } zero__ck_f
 typedef struct zero__ck_range {
     int param, rank;
     int64_t begin, end, offset;
-    uint64_t sum;
+    uint64_t sum, msum;             /* checksums of the weights, of the moments (0: none) */
 } zero__ck_range;
 
 typedef struct zero__ck_manifest {
@@ -2805,7 +2806,8 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
         r->rank = (int)v;
         if (!zero__ck_i64(&rest, 0, m->params[r->param].numel - 1, &r->begin) ||
             !zero__ck_i64(&rest, r->begin + 1, m->params[r->param].numel, &r->end) ||
-            !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) || *rest)
+            !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
+            !zero__ck_u64(&rest, &r->msum) || *rest)
             goto bad;
         bytes = (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
         if (r->offset > m->files[r->rank].bytes - bytes) goto bad;
@@ -2864,18 +2866,19 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     return ZERO_OK;
 }
 
-/* Reads one record and checks its checksum. */
+/* Reads one record's weights (n floats into buf) and, if moments, its moments after
+   them, checking each part's checksum. */
 static zero_result zero__ck_read_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
-                                       void *buf, char *msg, size_t msgn) {
-    int64_t bytes = zero__ck_range_bytes(m, r);
+                                       int moments, void *buf, char *msg, size_t msgn) {
+    int64_t wbytes = (r->end - r->begin) * 4, bytes = moments ? zero__ck_range_bytes(m, r) : wbytes;
     int rr = zero__ck_pread(fd, buf, (size_t)bytes, r->offset);
-    uint64_t sum;
     if (rr != 1) {
         snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
                  rr == 0 ? "truncated" : "read error", (long long)r->offset);
         return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
     }
-    if ((sum = zero__ck_sum(buf, (size_t)bytes)) != r->sum) {
+    if (zero__ck_sum(buf, (size_t)wbytes) != r->sum ||
+        (bytes > wbytes && zero__ck_sum((char *)buf + wbytes, (size_t)(bytes - wbytes)) != r->msum)) {
         snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
                  m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
                  (long long)r->offset);
@@ -2944,7 +2947,8 @@ static float zero__ck_weight(const zero_ctx *ctx, int pi, int64_t o) {
     return zero__ld(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), ctx->desc.param_dtype);
 }
 
-/* Writes this rank's shard; sums[i]: param i's record checksum; returns file bytes or -1 */
+/* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
+   weights and moments; returns the file's bytes or -1 */
 static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
@@ -2981,13 +2985,14 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         int64_t n, o, k, si;
         int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
-        sums[i] = 0;
+        sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         for (o = 0; o < n; o++) buf[o] = zero__ck_weight(ctx, i, b + o);
         si = zero__ck_state_idx(ctx, i, b);
         for (k = 0; k < kp; k++)
             memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
-        sums[i] = zero__ck_sum(buf, (size_t)(n * (1 + kp) * 4));
+        sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
+        if (kp) sums[2 * i + 1] = zero__ck_sum(buf + n, (size_t)(n * kp * 4));
         ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
         off += n * (1 + kp) * 4;
     }
@@ -3046,8 +3051,9 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
             int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
             zero__ck_slice(ctx, i, k, ctx->world, &b, &e);
             if (b >= e) continue;
-            ZERO__CK_P("range %d %d %lld %lld %lld %016llx\n", i, k, (long long)b, (long long)e, (long long)off,
-                       (unsigned long long)all[(size_t)k * stride + 2 + i]);
+            ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx\n", i, k, (long long)b, (long long)e,
+                       (long long)off, (unsigned long long)all[(size_t)k * stride + 2 + 2 * i],
+                       (unsigned long long)all[(size_t)k * stride + 3 + 2 * i]);
             off += (e - b) * 4 * (1 + kp);
         }
     }
@@ -3121,7 +3127,7 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
     if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
     gen = g[0];
-    stride = ctx->num_params + 2;
+    stride = 2 * ctx->num_params + 2;
     mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
     all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
     if (!mine || !all) {
@@ -3198,7 +3204,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero__ck_manifest m;
     char msg[ZERO__MSG] = "";
     zero_result r, local;
-    int *fds = NULL, *need = NULL, nneed = 0, i, k, K;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k, K;
     int64_t *at = NULL, total = 0;
     char *data = NULL;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
@@ -3210,7 +3216,8 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
         need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
         at = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(m.nrange + 1));
-        if (!fds || !need || !at) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
+        if (!fds || !need || !at || !mom) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         else for (k = 0; k < m.world; k++) fds[k] = -1;
     }
     /* which records overlap what this rank holds; every element must be covered */
@@ -3223,10 +3230,11 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             int64_t b, e;
             covered[rg->param] += rg->end - rg->begin;
             zero__ck_need(ctx, rg->param, &b, &e);
-            if (rg->begin < e && b < rg->end) {
+            if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
                 at[nneed] = total;
+                mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+                total += mom[nneed] ? zero__ck_range_bytes(&m, rg) : (rg->end - rg->begin) * 4;
                 need[nneed++] = k;
-                total += zero__ck_range_bytes(&m, rg);
             }
         }
         for (i = 0; local == ZERO_OK && i < ctx->num_params; i++)
@@ -3244,7 +3252,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     for (k = 0; local == ZERO_OK && k < nneed; k++) {
         const zero__ck_range *rg = &m.ranges[need[k]];
         if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK) local = zero__ck_read_range(dir, &m, rg, fds[rg->rank], data + at[k], msg, sizeof msg);
+        if (local == ZERO_OK) local = zero__ck_read_range(dir, &m, rg, fds[rg->rank], mom[k], data + at[k], msg, sizeof msg);
     }
     if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) close(fds[k]);
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
@@ -3264,7 +3272,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
                 int64_t si;
                 s = rg->begin > b ? rg->begin : b;
                 t = rg->end < e ? rg->end : e;
-                if (s < t) {
+                if (s < t && mom[k]) {
                     si = zero__ck_state_idx(ctx, rg->param, s);
                     if (ctx->master) memcpy(ctx->master + si, w + (s - rg->begin), (size_t)(t - s) * 4);
                     if (K >= 1) memcpy(ctx->opt_m + si, w + n + (s - rg->begin), (size_t)(t - s) * 4);
@@ -3281,6 +3289,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero__raw_free(a, fds);
     zero__raw_free(a, need);
     zero__raw_free(a, at);
+    zero__raw_free(a, mom);
     zero__ck_manifest_free(a, &m);
     return r;
 }

@@ -45,7 +45,8 @@ static int info(const char *dir) {
     return 0;
 }
 
-/* calls fn(range, weights) for every record, in manifest order, after its checksum */
+/* calls fn(range, weights) for every record, in manifest order, after its checksums
+   (the weights', and the moments' too if fn is NULL: verify reads everything) */
 typedef int (*range_fn)(const zero__ck_manifest *m, const zero__ck_range *rg, const float *w, void *user);
 
 static int each_range(const char *dir, const zero__ck_manifest *m, range_fn fn, void *user) {
@@ -65,7 +66,7 @@ static int each_range(const char *dir, const zero__ck_manifest *m, range_fn fn, 
         const zero__ck_range *rg = &m->ranges[i];
         zero_result r;
         if (fds[rg->rank] < 0) continue;
-        r = zero__ck_read_range(dir, m, rg, fds[rg->rank], buf, msg, sizeof msg);
+        r = zero__ck_read_range(dir, m, rg, fds[rg->rank], fn == NULL, buf, msg, sizeof msg);
         if (r != ZERO_OK) { fprintf(stderr, "zero_ckpt: %s: %s\n", zero_result_str(r), msg); bad = 1; continue; }
         if (fn && fn(m, rg, buf, user)) bad = 1;
     }
