@@ -2940,13 +2940,6 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
     closedir(d);
 }
 
-/* the weight (fp32) of element o of param pi, which this rank holds */
-static float zero__ck_weight(const zero_ctx *ctx, int pi, int64_t o) {
-    int64_t si = zero__ck_state_idx(ctx, pi, o);
-    if (ctx->master && si >= 0) return ctx->master[si];
-    return zero__ld(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), ctx->desc.param_dtype);
-}
-
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
    weights and moments; returns the file's bytes or -1 */
 static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums,
@@ -2982,13 +2975,17 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     memcpy(hdr + 24, &gen, 8);
     ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0);
     for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, o, k, si;
+        int64_t n, k, si;
         int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
-        for (o = 0; o < n; o++) buf[o] = zero__ck_weight(ctx, i, b + o);
         si = zero__ck_state_idx(ctx, i, b);
+        if (ctx->master && si >= 0)       /* contiguous in both: one copy */
+            memcpy(buf, ctx->master + si, (size_t)n * 4);
+        else
+            zero_to_f32(buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, i, b), ctx->desc.param_dtype),
+                        ctx->desc.param_dtype, n);
         for (k = 0; k < kp; k++)
             memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
         sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
@@ -3262,12 +3259,13 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         for (k = 0; k < nneed; k++) {
             const zero__ck_range *rg = &m.ranges[need[k]];
             const float *w = (const float *)(data + at[k]);
-            int64_t n = rg->end - rg->begin, b, e, s, t, o;
+            int64_t n = rg->end - rg->begin, b, e, s, t;
             zero__ck_need(ctx, rg->param, &b, &e);
             s = rg->begin > b ? rg->begin : b;
             t = rg->end < e ? rg->end : e;
-            for (o = s; o < t; o++)
-                zero__st(ctx->param_arena, zero__ck_param_idx(ctx, rg->param, o), pdt, w[o - rg->begin]);
+            if (s < t)
+                zero_from_f32(zero__at(ctx->param_arena, zero__ck_param_idx(ctx, rg->param, s), pdt), (zero_dtype)pdt,
+                              w + (s - rg->begin), t - s);
             if (zero__ck_has_state(ctx, rg->param, &b, &e)) {
                 int64_t si;
                 s = rg->begin > b ? rg->begin : b;
