@@ -571,6 +571,41 @@ static void safetensors_load(void) {
     CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
 }
 
+/* a truncated or missing safetensors file, and a save that cannot write: every rank
+   gets the same code, nothing hangs, a failed load changes nothing */
+static void safetensors_and_save_faults(void) {
+    static cfg c;
+    char path[1200], file[1200], bad_dir[1300];
+    long n;
+    char *orig = slurp(st_path, &n);
+    zero_result r;
+    if (!CHECK(orig != NULL, "no %s", st_path)) return;
+    snprintf(path, sizeof path, "%s/cut.safetensors", tmpdir);
+    spit(path, orig, n - 5);
+    base_cfg(&c, 3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.init_steps = 1; c.load_dir = path; c.st_load = path; c.load_expect = ZERO_ERR_CORRUPT;
+    if (run(&c)) {
+        CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
+        CHECK(strstr(c.load_msg[0], "cut.safetensors") || strstr(c.load_msg[1], "cut.safetensors"), "message: %s", c.load_msg[0]);
+    }
+    spit(path, orig, 4);
+    c.load_expect = ZERO_ERR_CORRUPT;
+    run(&c);
+    unlink(path);
+    c.load_expect = ZERO_ERR_IO;
+    run(&c);
+    free(orig);
+    /* a save under a regular file: mkdir fails on every rank */
+    snprintf(file, sizeof file, "%s/plainfile", tmpdir);
+    spit(file, "x", 1);
+    snprintf(bad_dir, sizeof bad_dir, "%s/sub", file);
+    base_cfg(&c, 2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.steps = 1; c.save_dir = bad_dir;
+    r = zero_run_local(3, rank_main, &c);
+    CHECK(r == ZERO_ERR_IO, "save under a file: %s", zero_result_str(r));
+    unlink(file);
+}
+
 /* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
 static int have_cli(char *cli, size_t n) {
     const char *b = getenv("BUILD");
@@ -638,6 +673,7 @@ int main(void) {
     TEST_RUN(safetensors_export_f32);
     TEST_RUN(safetensors_export_bf16_stage1);
     TEST_RUN(safetensors_load);
+    TEST_RUN(safetensors_and_save_faults);
     unlink(st_path);
     {
         char bin[256];
