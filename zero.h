@@ -101,18 +101,20 @@
    ON CHECKPOINTS
      zero_save(ctx, dir) and zero_load(ctx, dir) are collective and run between steps
      (nothing fetched, no gradients pending). Every rank writes its own shard file,
-     dir/rank<R>.g<G>, in parallel: for each param, the elements [begin, end) that its
+     dir/rank<R>.g<G>, in parallel: a checksummed header (generation, step count,
+     loss-scale state), then for each param the elements [begin, end) that its
      slice of the module holds, as fp32 weights (the master copy, or the params widened
      when there is none) followed by the fp32 moments (AdamW m and v, SGD momentum).
      Rank 0 then writes dir/manifest, a text file: format version, generation, stage,
-     world size, param dtype, optimizer, step count, loss-scale state, every module and
+     world size, dtypes, optimizer, step count, loss-scale state, every module and
      param (name, shape), every shard file and, for every record, its param, global
      element range, byte offset and two 64-bit checksums (weights, moments); its last
-     line is the checksum of everything above it. The layout is keyed by param and element range, not by the
-     padded arenas, so a checkpoint saved at (stage s, N ranks) loads at any (stage s',
-     M ranks): each rank reads only the records that overlap what it holds. Loading
-     restores master weights, params, moments, step count and loss scale, so training
-     continues bit for bit.
+     line is the checksum of everything above it. The layout is keyed by param and
+     element range, not by the padded arenas, so a checkpoint saved at (stage s, N
+     ranks) loads at any (stage s', M ranks): each rank reads only the records that
+     overlap what it holds (weights; moments only where it holds optimizer state).
+     Loading restores master weights, params, moments, step count and loss scale, so
+     training continues bit for bit.
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
@@ -2471,7 +2473,9 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 #include <sys/types.h>
 
 #define ZERO__CK_VERSION 1
-#define ZERO__CK_HEADER 32              /* shard header bytes */
+/* shard header, 64 bytes: magic, u32 version, rank, world, 0; u64 generation; i64 steps,
+   skipped; f32 loss scale; i32 good steps; u64 checksum of the 56 bytes before it */
+#define ZERO__CK_HEADER 64
 #define ZERO__CK_MAGIC "ZEROSHD1"
 
 /* 64-bit checksum: FNV-style over 8-byte words (each step is a bijection of the state,
@@ -2742,6 +2746,8 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     if (!zero__ck_kv(&c, "world", 1, ZERO__MAX_RANKS, &v)) goto bad;
     m->world = (int)v;
     if (!zero__ck_kw(&c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
     if (!zero__ck_kw(&c, "optimizer", &rest)) goto bad;
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
@@ -2855,10 +2861,24 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     rr = zero__ck_pread(fd, hdr, sizeof hdr, 0);
     memcpy(u, hdr + 8, 16);
     memcpy(&gen, hdr + 24, 8);
+    {
+        int64_t steps, skipped;
+        float scale;
+        int32_t good;
+        uint64_t hs;
+        memcpy(&steps, hdr + 32, 8);
+        memcpy(&skipped, hdr + 40, 8);
+        memcpy(&scale, hdr + 48, 4);
+        memcpy(&good, hdr + 52, 4);
+        memcpy(&hs, hdr + 56, 8);
+        if (rr == 1 && (hs != zero__ck_sum(hdr, 56) || steps != m->steps || skipped != m->skipped ||
+                        scale != m->loss_scale || good != m->good_steps))
+            rr = 0;
+    }
     if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_VERSION || (int)u[1] != rank ||
         (int)u[2] != m->world || u[3] != 0 || gen != m->gen) {
         close(fd);
-        snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu)", path, rank, m->world,
+        snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu, of this save)", path, rank, m->world,
                  (unsigned long long)m->gen);
         return ZERO_ERR_CORRUPT;
     }
@@ -2973,6 +2993,16 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
     memcpy(hdr + 8, u, 16);
     memcpy(hdr + 24, &gen, 8);
+    {
+        int32_t good = (int32_t)ctx->good_steps;
+        uint64_t hs;
+        memcpy(hdr + 32, &ctx->steps, 8);
+        memcpy(hdr + 40, &ctx->skipped, 8);
+        memcpy(hdr + 48, &ctx->loss_scale, 4);
+        memcpy(hdr + 52, &good, 4);
+        hs = zero__ck_sum(hdr, 56);
+        memcpy(hdr + 56, &hs, 8);
+    }
     ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0);
     for (i = 0; i < ctx->num_params && ok; i++) {
         int64_t n, k, si;
@@ -3019,8 +3049,10 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     cap += (size_t)ctx->world * (size_t)(ctx->num_params + 1) * 100;
     if (!(t = (char *)zero__raw_alloc(a, cap))) { snprintf(msg, msgn, "manifest: out of memory"); return ZERO_ERR_OUT_OF_MEMORY; }
 #define ZERO__CK_P(...) (len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__))
-    ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\noptimizer %s\nmoments %d\n",
+    ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\ngrad_dtype %s\n"
+               "grad_accum_dtype %s\noptimizer %s\nmoments %d\n",
                ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero_dtype_str(d->param_dtype),
+               zero_dtype_str(d->grad_dtype), zero_dtype_str(d->grad_accum_dtype),
                d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
     ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->steps,
                (long long)ctx->skipped, (double)ctx->loss_scale, (long long)ctx->good_steps, ctx->num_modules);
