@@ -124,3 +124,52 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     return 0;
 }
+
+#ifdef ZERO_FUZZ_MAIN
+/* Without libFuzzer (tests/test_fuzz.sh builds this with gcc -DZERO_FUZZ_MAIN): the
+   seeds, then fixed-seed mutations of them (byte flips, truncations, insertions). */
+#include <dirent.h>
+int main(int argc, char **argv) {
+    static unsigned char seeds[3][8192], buf[8300];
+    size_t len[3] = { 0, 0, 0 };
+    int ns = 0, i, k;
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    DIR *d;
+    struct dirent *e;
+    const char *corpus = getenv("ZERO_FUZZ_CORPUS");
+    long runs = argc > 1 ? atol(argv[1]) : 2000;
+    LLVMFuzzerInitialize(&argc, &argv);
+    if (!corpus || !(d = opendir(corpus))) { fprintf(stderr, "ZERO_FUZZ_CORPUS unset or unreadable\n"); return 1; }
+    while ((e = readdir(d)) != NULL && ns < 3) {
+        char p[1024];
+        FILE *f;
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", corpus, e->d_name);
+        if ((f = fopen(p, "rb")) != NULL) { len[ns] = fread(seeds[ns], 1, sizeof seeds[ns], f); fclose(f); ns++; }
+    }
+    closedir(d);
+    for (i = 0; i < ns; i++) LLVMFuzzerTestOneInput(seeds[i], len[i]);
+    for (k = 0; ns > 0 && k < runs; k++) {
+        int which = k % ns, op, j, nmut;
+        size_t n = len[which];
+        memcpy(buf, seeds[which], n);
+        nmut = 1 + (int)(s % 3);
+        for (j = 0; j < nmut && n > 1; j++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            op = (int)(s % 4);
+            if (op == 0) buf[1 + (s >> 8) % (n - 1)] ^= (unsigned char)(1u << ((s >> 40) % 8));
+            else if (op == 1) n = 1 + (size_t)((s >> 8) % n);
+            else if (op == 2) buf[1 + (s >> 8) % (n - 1)] = (unsigned char)"0123456789 \n-x{}[]\",:"[(s >> 32) % 22];
+            else if (n < sizeof buf - 1) {
+                size_t at = 1 + (size_t)((s >> 8) % (n - 1));
+                memmove(buf + at + 1, buf + at, n - at);
+                buf[at] = (unsigned char)((s >> 32) & 0xff);
+                n++;
+            }
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    printf("%ld mutated inputs, no crash\n", runs);
+    return 0;
+}
+#endif
