@@ -130,6 +130,40 @@
      device_bytes_cap or host_bytes_cap fails zero_build with ZERO_ERR_OVER_CAP.
      A steady-state step allocates nothing.
 
+   ON CHECKPOINTS
+     zero_save(ctx, dir) and zero_load(ctx, dir) are collective and run between steps
+     (nothing fetched, no gradients pending). Every rank writes its own shard file,
+     dir/rank<R>.g<G>, in parallel: a checksummed header (generation, step count,
+     loss-scale state), then for each param the elements [begin, end) that its
+     slice of the module holds, as fp32 weights (the master copy, or the params widened
+     when there is none) followed by the fp32 moments (AdamW m and v, SGD momentum).
+     Rank 0 then writes dir/manifest, a text file: format version, generation, stage,
+     world size, dtypes, optimizer, step count, loss-scale state, every module and
+     param (name, shape), every shard file and, for every record, its param, global
+     element range, byte offset and two 64-bit checksums (weights, moments); its last
+     line is the checksum of everything above it. The layout is keyed by param and
+     element range, not by the padded arenas, so a checkpoint saved at (stage s, N
+     ranks) loads at any (stage s', M ranks): each rank reads only the records that
+     overlap what it holds (weights; moments only where it holds optimizer state).
+     Loading restores master weights, params, moments, step count and loss scale, so
+     training continues bit for bit.
+     Atomicity: files are written under temporary names, fsynced and renamed; the
+     manifest goes last (after every rank's shard is durable) and its rename is the
+     commit point. Shards carry the save's generation in their names, so a save killed
+     half-way leaves the previous checkpoint loadable; stale generations are removed
+     after the commit.
+     zero_load is all-or-nothing: it checks the manifest and every record it needs
+     before changing anything, and the ranks agree (one small all-reduce), so a bad
+     file fails every rank with the same code: ZERO_ERR_CORRUPT (checksum, truncation,
+     parse), ZERO_ERR_VERSION (a newer format), ZERO_ERR_IO (a missing file, an OS
+     error), ZERO_ERR_MISMATCH (another model or optimizer). The message names the file.
+     zero_export_safetensors(ctx, path, ZERO_F32 or ZERO_BF16) writes "module.param"
+     tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
+     (and master) from such a file, each rank reading its ranges; optimizer state and
+     step count are left alone. examples/zero_ckpt.c (build/zero_ckpt) prints, verifies
+     and exports checkpoints without a trainer. Shards are little-endian; a directory
+     belongs to one saver at a time.
+
    ERRORS
      Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
      or a negative ZERO_ERR_*. zero_result_str names a code, zero_last_error(ctx)
@@ -197,7 +231,9 @@ typedef enum zero_result {
     ZERO_ERR_OVER_CAP = -15,        /* the plan exceeds a memory cap or a buffer budget */
     ZERO_ERR_IO = -16,
     ZERO_ERR_NO_DEVICE = -17,
-    ZERO_ERR_UNSUPPORTED = -18
+    ZERO_ERR_UNSUPPORTED = -18,
+    ZERO_ERR_CORRUPT = -19,         /* a checkpoint file fails its checksum, is truncated or malformed */
+    ZERO_ERR_VERSION = -20          /* a checkpoint in a newer format than this zero.h reads */
 } zero_result;
 
 /* ---- enums (0 always means "the default") --------------------------------------- */
@@ -273,6 +309,7 @@ typedef enum zero_log_level {
     X(OVER_CAP,             "the plan exceeds a memory cap") \
     X(BUFFER_FULL,          "a buffer budget is exhausted") \
     X(NO_DEVICE,            "no device") \
+    X(CKPT,                 "checkpoint save or load failed") \
     X(PLAN,                 "memory plan") \
     X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
     X(LOSS_SCALE_GROWN,     "loss scale grown") \
@@ -443,6 +480,13 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module m);
 ZERO_API float zero_loss_scale(const zero_ctx *ctx);
 ZERO_API zero_result zero_step(zero_ctx *ctx);                  /* collective */
 ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  /* sum, rank order */
+/* checkpoints (collective, between steps, after zero_build; see ON CHECKPOINTS) */
+ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir);
+ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
+/* safetensors: "module.param" tensors; export writes from rank 0 (dtype ZERO_F32 or
+   ZERO_BF16), load sets the params (and fp32 master) only; both collective */
+ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype);
+ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
 
 /* memory-centric tiling: y = x W^T + b with W [out, in] registered as `tiles`
@@ -1483,6 +1527,8 @@ ZERO_API const char *zero_result_str(zero_result r) {
     case ZERO_ERR_IO: return "ZERO_ERR_IO";
     case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
     case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
+    case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
+    case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
     }
     return "ZERO_ERR_(unknown)";
 }
@@ -3116,6 +3162,1224 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     out->peak_staging_bytes = ctx->peak_staging;
     out->fetch_wait_ms = ctx->wait_ms;
     return ZERO_OK;
+}
+
+/* >>ckpt ------------------------------------------------------------------------------
+   Sharded checkpoints and safetensors. A checkpoint directory holds one shard file per
+   rank of the saving world, "rank<R>.g<G>" (G: the save's generation), and a text
+   manifest "manifest" that names them. Data is keyed by param and global element range,
+   not by the padded arenas: a record is one param's elements [begin, end) that one
+   saving rank held (its slice of the module), stored as fp32 weights followed by the
+   fp32 moments (m, then v), with 64-bit checksums of its weights and of its moments in
+   the manifest (a rank that holds no optimizer state for a record reads its weights only).
+   A loader in any world size and stage reads just the records that overlap what it
+   holds, at the offsets the manifest gives. The manifest rename is the commit point:
+   new shards get a new generation suffix, so the files an older manifest names stay
+   until the new manifest is in place; stale generations are removed afterwards. */
+#include <fcntl.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#define ZERO__CK_VERSION 1
+/* shard header, 64 bytes: magic, u32 version, rank, world, 0; u64 generation; i64 steps,
+   skipped; f32 loss scale; i32 good steps; u64 checksum of the 56 bytes before it */
+#define ZERO__CK_HEADER 64
+#define ZERO__CK_MAGIC "ZEROSHD1"
+
+/* 64-bit checksum: FNV-style over 8-byte words (each step is a bijection of the state,
+   so any change confined to one word changes the result), then the tail and length. */
+static uint64_t zero__ck_sum(const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    uint64_t h = 14695981039346656037ull, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+        h ^= h >> 32;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+    h ^= (uint64_t)n;
+    h *= 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+/* lseek + read/write rather than pread/pwrite: these are declared even when zero.h
+   was first included without ZERO_IMPLEMENTATION under a strict -std=c99 (no
+   _POSIX_C_SOURCE); every descriptor belongs to one thread */
+static int zero__ck_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    const char *p = (const char *)buf;
+    while (n > 0) {
+        ssize_t w = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? write(fd, p, n) : -1;
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return 0;
+        p += w; n -= (size_t)w; off += w;
+    }
+    return 1;
+}
+/* 1: all n bytes read; 0: short read (truncated file); -1: OS error */
+static int zero__ck_pread(int fd, void *buf, size_t n, int64_t off) {
+    char *p = (char *)buf;
+    while (n > 0) {
+        ssize_t r = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? read(fd, p, n) : -1;
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) return 0;
+        p += r; n -= (size_t)r; off += r;
+    }
+    return 1;
+}
+/* out = a + b + c; 0 when it does not fit (no snprintf: paths may be long) */
+static int zero__ck_join(char *out, size_t n, const char *a, const char *b, const char *c) {
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    if (la + lb + lc + 1 > n) { if (n) out[0] = 0; return 0; }
+    memcpy(out, a, la);
+    memcpy(out + la, b, lb);
+    memcpy(out + la + lb, c, lc + 1);
+    return 1;
+}
+static void zero__ck_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) { (void)fsync(fd); close(fd); }
+}
+
+/* number of fp32 moment arrays per trainable element */
+static int zero__ck_moments(const zero_desc *d) {
+    if (d->optim.type == ZERO_OPTIM_SGD) return d->optim.momentum != 0.0 ? 1 : 0;
+    return 2;
+}
+
+/* the param-local element range [b, e) that rank r's slice of the module holds */
+static void zero__ck_slice(const zero_ctx *ctx, int pi, int r, int world, int64_t *b, int64_t *e) {
+    const zero__param_rec *p = &ctx->params[pi];
+    int64_t per = ctx->modules[p->module].span / world, lo = (int64_t)r * per, hi = lo + per;
+    int64_t s = p->offset > lo ? p->offset : lo, t = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    if (s >= t) { *b = *e = 0; return; }
+    *b = s - p->offset;
+    *e = t - p->offset;
+}
+/* where element o (param-local) of param pi lives in this rank's arenas; -1: not here */
+static int64_t zero__ck_state_idx(const zero_ctx *ctx, int pi, int64_t o) {
+    const zero__param_rec *p = &ctx->params[pi];
+    const zero__module_rec *m = &ctx->modules[p->module];
+    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->rank * per;
+    if (m->frozen) return -1;
+    if (ctx->desc.stage == 0) return m->train_off + p->offset + o;
+    return m->train_off / ctx->world + (p->offset + o - lo);
+}
+static int64_t zero__ck_param_idx(const zero_ctx *ctx, int pi, int64_t o) {
+    const zero__param_rec *p = &ctx->params[pi];
+    const zero__module_rec *m = &ctx->modules[p->module];
+    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->rank * per;
+    if (ctx->desc.stage < 3) return m->param_off + p->offset + o;
+    return m->param_off / ctx->world + (p->offset + o - lo);
+}
+/* the range this rank must load: whole params at stages 0-2 (the param arena is full),
+   its slice at stage 3; the optimizer state it holds is always inside that range */
+static void zero__ck_need(const zero_ctx *ctx, int pi, int64_t *b, int64_t *e) {
+    if (ctx->desc.stage < 3) { *b = 0; *e = ctx->params[pi].numel; return; }
+    zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
+}
+static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *e) {
+    if (ctx->modules[ctx->params[pi].module].frozen) return 0;
+    if (ctx->desc.stage == 0) { *b = 0; *e = ctx->params[pi].numel; }
+    else zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
+    return *b < *e;
+}
+
+/* ---- the manifest ---------------------------------------------------------------- */
+typedef struct zero__ck_module { int frozen; char *name; } zero__ck_module;
+typedef struct zero__ck_param {
+    int module, ndim;
+    int64_t shape[ZERO_MAX_DIMS], numel;
+    char *name;
+} zero__ck_param;
+typedef struct zero__ck_file { int rank; int64_t bytes; char *name; } zero__ck_file;
+typedef struct zero__ck_range {
+    int param, rank;
+    int64_t begin, end, offset;
+    uint64_t sum, msum;             /* checksums of the weights, of the moments (0: none) */
+} zero__ck_range;
+
+typedef struct zero__ck_manifest {
+    char *text;                     /* the file, names point into it */
+    int version, stage, world, moments, nmod, nparam, nfile, nrange;
+    zero_dtype pdt;
+    zero_optim_type optim;
+    uint64_t gen;
+    int64_t steps, skipped, good_steps;
+    float loss_scale;
+    zero__ck_module *mods;
+    zero__ck_param *params;
+    zero__ck_file *files;
+    zero__ck_range *ranges;
+} zero__ck_manifest;
+
+static void zero__ck_manifest_free(const zero_allocator *a, zero__ck_manifest *m) {
+    zero__raw_free(a, m->text);
+    zero__raw_free(a, m->mods);
+    zero__raw_free(a, m->params);
+    zero__raw_free(a, m->files);
+    zero__raw_free(a, m->ranges);
+    memset(m, 0, sizeof *m);
+}
+
+/* a line cursor over the manifest text */
+typedef struct zero__ck_cur { char *p, *end; int line; } zero__ck_cur;
+
+static char *zero__ck_next_line(zero__ck_cur *c) {
+    char *s = c->p, *nl;
+    if (c->p >= c->end) return NULL;
+    nl = (char *)memchr(c->p, '\n', (size_t)(c->end - c->p));
+    if (!nl) return NULL;                    /* every line ends with '\n': truncation */
+    *nl = 0;
+    c->p = nl + 1;
+    c->line++;
+    return s;
+}
+/* reads a word (space separated) from *s; NULL at the end */
+static char *zero__ck_word(char **s) {
+    char *w = *s, *sp;
+    if (!*w) return NULL;
+    sp = strchr(w, ' ');
+    if (sp) { *sp = 0; *s = sp + 1; } else { *s = w + strlen(w); }
+    return w;
+}
+static int zero__ck_i64(char **s, int64_t lo, int64_t hi, int64_t *out) {
+    char *w = zero__ck_word(s), *e;
+    long long v;
+    if (!w || !*w) return 0;
+    errno = 0;
+    v = strtoll(w, &e, 10);
+    if (*e || errno || v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+static int zero__ck_u64(char **s, uint64_t *out) {
+    char *w = zero__ck_word(s), *e;
+    if (!w || !*w) return 0;
+    errno = 0;
+    *out = (uint64_t)strtoull(w, &e, 16);
+    return !*e && !errno;
+}
+/* "key value" line with an integer value */
+static int zero__ck_kv(zero__ck_cur *c, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    char *l = zero__ck_next_line(c), *w;
+    if (!l || !(w = zero__ck_word(&l)) || strcmp(w, key) != 0) return 0;
+    return zero__ck_i64(&l, lo, hi, out) && !*l;
+}
+static int zero__ck_kw(zero__ck_cur *c, const char *key, char **rest) {
+    char *l = zero__ck_next_line(c), *w;
+    if (!l || !(w = zero__ck_word(&l)) || strcmp(w, key) != 0) return 0;
+    *rest = l;
+    return 1;
+}
+
+static zero_dtype zero__ck_dtype(const char *s) {
+    int t;
+    for (t = ZERO_F32; t < ZERO_DTYPE_NUM; t++)
+        if (strcmp(s, zero_dtype_str((zero_dtype)t)) == 0) return (zero_dtype)t;
+    return ZERO_DTYPE_DEFAULT;
+}
+
+/* Reads and checks dir/manifest. On failure returns the code and writes a sentence
+   naming the file into msg. The checks: complete lines, a known version (checked
+   first: a newer format may change everything after it), the checksum line, every
+   number in range, ranges inside their params and files. */
+static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
+                                          char *msg, size_t msgn) {
+    char path[4096], *rest, *w;
+    zero__ck_cur c;
+    struct stat st;
+    int fd, i, k;
+    int64_t v, total;
+    uint64_t sum;
+    memset(m, 0, sizeof *m);
+    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
+    if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
+        close(fd);
+        snprintf(msg, msgn, "%.300s: cannot stat or too large", path);
+        return ZERO_ERR_IO;
+    }
+    total = (int64_t)st.st_size;
+    m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
+    if (!m->text) { close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
+    i = zero__ck_pread(fd, m->text, (size_t)total, 0);
+    close(fd);
+    if (i < 0) { snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno)); goto io; }
+    m->text[total] = 0;
+    c.p = m->text; c.end = m->text + total; c.line = 0;
+    /* the checksum line is the last line and covers every byte before it; computed
+       before parsing (which cuts the text into words), reported after the version:
+       a newer format may change everything after its first line */
+    {
+        char *p = m->text + total, tail[64], *t;
+        int sum_ok = 0, sum_bad = 0;
+        uint64_t want = 0;
+        if (total >= 2 && p[-1] == '\n') {
+            p--;
+            while (p > m->text && p[-1] != '\n') p--;
+            if ((size_t)(m->text + total - p) < sizeof tail) {
+                memcpy(tail, p, (size_t)(m->text + total - p));
+                tail[m->text + total - p - 1] = 0;
+                t = tail;
+                if ((w = zero__ck_word(&t)) != NULL && strcmp(w, "end") == 0 && zero__ck_u64(&t, &want) && !*t) {
+                    sum = zero__ck_sum(m->text, (size_t)(p - m->text));
+                    sum_ok = sum == want;
+                    sum_bad = !sum_ok;
+                }
+            }
+        }
+        if (!zero__ck_kw(&c, "zero-checkpoint", &rest) || !zero__ck_i64(&rest, 1, 1000000, &v) || *rest) goto bad;
+        if (v > ZERO__CK_VERSION) {
+            zero__ck_manifest_free(a, m);
+            snprintf(msg, msgn, "%.300s: format version %lld is newer than this zero.h reads (%d)", path, (long long)v,
+                     ZERO__CK_VERSION);
+            return ZERO_ERR_VERSION;
+        }
+        m->version = (int)v;
+        if (sum_bad) {
+            zero__ck_manifest_free(a, m);
+            snprintf(msg, msgn, "%.300s: checksum mismatch (stored %016llx, computed %016llx)", path,
+                     (unsigned long long)want, (unsigned long long)sum);
+            return ZERO_ERR_CORRUPT;
+        }
+        if (!sum_ok) goto bad;
+        c.end = p;
+    }
+    if (!zero__ck_kw(&c, "generation", &rest) || !zero__ck_u64(&rest, &m->gen) || *rest) goto bad;
+    if (!zero__ck_kv(&c, "stage", 0, 3, &v)) goto bad;
+    m->stage = (int)v;
+    if (!zero__ck_kv(&c, "world", 1, ZERO__MAX_RANKS, &v)) goto bad;
+    m->world = (int)v;
+    if (!zero__ck_kw(&c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "optimizer", &rest)) goto bad;
+    if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
+    else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
+    else goto bad;
+    if (!zero__ck_kv(&c, "moments", 0, 2, &v)) goto bad;
+    m->moments = (int)v;
+    if (!zero__ck_kv(&c, "steps", 0, INT64_MAX, &m->steps)) goto bad;
+    if (!zero__ck_kv(&c, "skipped", 0, INT64_MAX, &m->skipped)) goto bad;
+    if (!zero__ck_kw(&c, "loss_scale", &rest)) goto bad;
+    {
+        char *e;
+        double d = strtod(rest, &e);
+        if (*e || !(d > 0) || d > 3.4e38) goto bad;
+        m->loss_scale = (float)d;
+    }
+    if (!zero__ck_kv(&c, "good_steps", 0, INT64_MAX, &m->good_steps)) goto bad;
+    if (!zero__ck_kv(&c, "modules", 1, 1 << 20, &v)) goto bad;
+    m->nmod = (int)v;
+    if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) goto oom;
+    for (i = 0; i < m->nmod; i++) {
+        if (!zero__ck_kw(&c, "module", &rest) || !zero__ck_i64(&rest, 0, 1, &v) || !*rest) goto bad;
+        m->mods[i].frozen = (int)v;
+        m->mods[i].name = rest;
+    }
+    if (!zero__ck_kv(&c, "params", 1, 1 << 20, &v)) goto bad;
+    m->nparam = (int)v;
+    if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) goto oom;
+    for (i = 0; i < m->nparam; i++) {
+        zero__ck_param *p = &m->params[i];
+        memset(p, 0, sizeof *p);
+        if (!zero__ck_kw(&c, "param", &rest) || !zero__ck_i64(&rest, 0, m->nmod - 1, &v)) goto bad;
+        p->module = (int)v;
+        if (!zero__ck_i64(&rest, 1, ZERO_MAX_DIMS, &v)) goto bad;
+        p->ndim = (int)v;
+        p->numel = 1;
+        for (k = 0; k < p->ndim; k++)
+            if (!zero__ck_i64(&rest, 1, (int64_t)1 << 48, &p->shape[k]) ||
+                !zero__mul(p->numel, p->shape[k], &p->numel) || p->numel > ((int64_t)1 << 48)) goto bad;
+        if (!*rest) goto bad;
+        p->name = rest;
+    }
+    if (!zero__ck_kv(&c, "files", 1, ZERO__MAX_RANKS, &v) || v != m->world) goto bad;
+    m->nfile = (int)v;
+    if (!(m->files = (zero__ck_file *)zero__raw_alloc(a, sizeof *m->files * (size_t)m->nfile))) goto oom;
+    for (i = 0; i < m->nfile; i++) {
+        if (!zero__ck_kw(&c, "file", &rest) || !zero__ck_i64(&rest, i, i, &v) ||
+            !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &m->files[i].bytes) || !*rest ||
+            strchr(rest, '/') || strchr(rest, ' '))
+            goto bad;
+        m->files[i].rank = i;
+        m->files[i].name = rest;
+    }
+    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX, &v)) goto bad;
+    m->nrange = (int)v;
+    if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) goto oom;
+    for (i = 0; i < m->nrange; i++) {
+        zero__ck_range *r = &m->ranges[i];
+        int64_t bytes;
+        if (!zero__ck_kw(&c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) goto bad;
+        r->param = (int)v;
+        if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) goto bad;
+        r->rank = (int)v;
+        if (!zero__ck_i64(&rest, 0, m->params[r->param].numel - 1, &r->begin) ||
+            !zero__ck_i64(&rest, r->begin + 1, m->params[r->param].numel, &r->end) ||
+            !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
+            !zero__ck_u64(&rest, &r->msum) || *rest)
+            goto bad;
+        bytes = (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
+        if (r->offset > m->files[r->rank].bytes - bytes) goto bad;
+    }
+    if (c.p != c.end) goto bad;
+    return ZERO_OK;
+bad:
+    zero__ck_manifest_free(a, m);
+    snprintf(msg, msgn, "%.300s: malformed or truncated at line %d", path, c.line);
+    return ZERO_ERR_CORRUPT;
+io:
+    zero__ck_manifest_free(a, m);
+    return ZERO_ERR_IO;
+oom:
+    zero__ck_manifest_free(a, m);
+    snprintf(msg, msgn, "%.300s: out of memory", path);
+    return ZERO_ERR_OUT_OF_MEMORY;
+}
+
+static int64_t zero__ck_range_bytes(const zero__ck_manifest *m, const zero__ck_range *r) {
+    return (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
+}
+
+/* Opens a shard file and checks its size and header. */
+static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest *m, int rank, int *fd_out,
+                                       char *msg, size_t msgn) {
+    char path[4096], hdr[ZERO__CK_HEADER];
+    struct stat st;
+    uint32_t u[4];
+    uint64_t gen;
+    int fd, rr;
+    zero__ck_join(path, sizeof path, dir, "/", m->files[rank].name);
+    *fd_out = -1;
+    if ((fd = open(path, O_RDONLY)) < 0) {
+        snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
+        return ZERO_ERR_IO;
+    }
+    if (fstat(fd, &st) != 0) { close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
+    if ((int64_t)st.st_size != m->files[rank].bytes) {
+        close(fd);
+        snprintf(msg, msgn, "%.300s: %lld bytes, the manifest says %lld (truncated or foreign file)", path,
+                 (long long)st.st_size, (long long)m->files[rank].bytes);
+        return ZERO_ERR_CORRUPT;
+    }
+    rr = zero__ck_pread(fd, hdr, sizeof hdr, 0);
+    memcpy(u, hdr + 8, 16);
+    memcpy(&gen, hdr + 24, 8);
+    {
+        int64_t steps, skipped;
+        float scale;
+        int32_t good;
+        uint64_t hs;
+        memcpy(&steps, hdr + 32, 8);
+        memcpy(&skipped, hdr + 40, 8);
+        memcpy(&scale, hdr + 48, 4);
+        memcpy(&good, hdr + 52, 4);
+        memcpy(&hs, hdr + 56, 8);
+        if (rr == 1 && (hs != zero__ck_sum(hdr, 56) || steps != m->steps || skipped != m->skipped ||
+                        scale != m->loss_scale || good != m->good_steps))
+            rr = 0;
+    }
+    if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_VERSION || (int)u[1] != rank ||
+        (int)u[2] != m->world || u[3] != 0 || gen != m->gen) {
+        close(fd);
+        snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu, of this save)", path, rank, m->world,
+                 (unsigned long long)m->gen);
+        return ZERO_ERR_CORRUPT;
+    }
+    *fd_out = fd;
+    return ZERO_OK;
+}
+
+/* Reads one record's weights (n floats into buf) and, if moments, its moments after
+   them, checking each part's checksum. */
+static zero_result zero__ck_read_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
+                                       int moments, void *buf, char *msg, size_t msgn) {
+    int64_t wbytes = (r->end - r->begin) * 4, bytes = moments ? zero__ck_range_bytes(m, r) : wbytes;
+    int rr = zero__ck_pread(fd, buf, (size_t)bytes, r->offset);
+    if (rr != 1) {
+        snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
+                 rr == 0 ? "truncated" : "read error", (long long)r->offset);
+        return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+    }
+    if (zero__ck_sum(buf, (size_t)wbytes) != r->sum ||
+        (bytes > wbytes && zero__ck_sum((char *)buf + wbytes, (size_t)(bytes - wbytes)) != r->msum)) {
+        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
+                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
+                 (long long)r->offset);
+        return ZERO_ERR_CORRUPT;
+    }
+    return ZERO_OK;
+}
+
+/* ---- save ------------------------------------------------------------------------- */
+static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *path) {
+    zero_result r;
+    int i;
+    if ((r = zero__check_built(ctx, fn)) != ZERO_OK) return r;
+    if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].fetched || ctx->modules[i].ready)
+            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                              "%s: module '%s' is fetched or has gradients pending; call it between steps", fn,
+                              ctx->modules[i].name);
+    return zero__drain(ctx);
+}
+
+/* the highest generation named by any file in dir (shards, temporaries, manifest) */
+static uint64_t zero__ck_max_gen(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    uint64_t g = 0;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = strstr(e->d_name, ".g");
+        if (strncmp(e->d_name, "rank", 4) == 0 && s) {
+            uint64_t v = strtoull(s + 2, NULL, 10);
+            if (v > g) g = v;
+        }
+    }
+    closedir(d);
+    return g;
+}
+
+/* removes shard files of other generations and temporaries (rank 0, after the commit) */
+static void zero__ck_cleanup(const char *dir, uint64_t gen) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[4096];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = strstr(e->d_name, ".g");
+        int stale = strcmp(e->d_name, "manifest.tmp") == 0;
+        if (strncmp(e->d_name, "rank", 4) == 0 && s) {
+            char *end;
+            uint64_t v = strtoull(s + 2, &end, 10);
+            stale = v != gen || *end != 0;
+        }
+        if (stale) {
+            zero__ck_join(path, sizeof path, dir, "/", e->d_name);
+            (void)unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
+   weights and moments; returns the file's bytes or -1 */
+static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums,
+                                    char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    char path[4096], tmp[4096], hdr[ZERO__CK_HEADER];
+    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1;
+    uint32_t u[4];
+    int64_t off = ZERO__CK_HEADER, maxn = 0, b, e;
+    float *buf;
+    for (i = 0; i < ctx->num_params; i++) {
+        zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
+        if (e - b > maxn) maxn = e - b;
+    }
+    {
+        char nm[64];
+        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+        zero__ck_join(path, sizeof path, dir, nm, "");
+        zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
+    }
+    buf = (float *)zero__raw_alloc(a, (size_t)(maxn * (1 + K) + 1) * 4);
+    if (!buf) { snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        snprintf(msg, msgn, "%.300s: cannot create: %s", tmp, strerror(errno));
+        zero__raw_free(a, buf);
+        return -1;
+    }
+    memset(hdr, 0, sizeof hdr);
+    memcpy(hdr, ZERO__CK_MAGIC, 8);
+    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
+    memcpy(hdr + 8, u, 16);
+    memcpy(hdr + 24, &gen, 8);
+    {
+        int32_t good = (int32_t)ctx->good_steps;
+        uint64_t hs;
+        memcpy(hdr + 32, &ctx->steps, 8);
+        memcpy(hdr + 40, &ctx->skipped, 8);
+        memcpy(hdr + 48, &ctx->loss_scale, 4);
+        memcpy(hdr + 52, &good, 4);
+        hs = zero__ck_sum(hdr, 56);
+        memcpy(hdr + 56, &hs, 8);
+    }
+    ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0);
+    for (i = 0; i < ctx->num_params && ok; i++) {
+        int64_t n, k, si;
+        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
+        zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
+        sums[2 * i] = sums[2 * i + 1] = 0;
+        if ((n = e - b) == 0) continue;
+        si = zero__ck_state_idx(ctx, i, b);
+        if (ctx->master && si >= 0)       /* contiguous in both: one copy */
+            memcpy(buf, ctx->master + si, (size_t)n * 4);
+        else
+            zero_to_f32(buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, i, b), ctx->desc.param_dtype),
+                        ctx->desc.param_dtype, n);
+        for (k = 0; k < kp; k++)
+            memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
+        sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
+        if (kp) sums[2 * i + 1] = zero__ck_sum(buf + n, (size_t)(n * kp * 4));
+        ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
+        off += n * (1 + kp) * 4;
+    }
+    zero__raw_free(a, buf);
+    if (ok) ok = fsync(fd) == 0;
+    if (close(fd) != 0) ok = 0;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) {
+        snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+        (void)unlink(tmp);
+        return -1;
+    }
+    return off;
+}
+
+static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint64_t gen, const uint64_t *all,
+                                           int stride, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    const zero_desc *d = &ctx->desc;
+    int K = zero__ck_moments(d), i, k, j, fd, ok;
+    size_t cap = 4096, len = 0;
+    char *t = NULL, path[4096], tmp[4096];
+    int64_t b, e;
+    /* the text: generous size estimate first (names, numbers), then exact formatting */
+    for (i = 0; i < ctx->num_modules; i++) cap += strlen(ctx->modules[i].name) + 32;
+    for (i = 0; i < ctx->num_params; i++) cap += strlen(ctx->params[i].name) + 32 + 22 * ZERO_MAX_DIMS;
+    cap += (size_t)ctx->world * (size_t)(ctx->num_params + 1) * 100;
+    if (!(t = (char *)zero__raw_alloc(a, cap))) { snprintf(msg, msgn, "manifest: out of memory"); return ZERO_ERR_OUT_OF_MEMORY; }
+#define ZERO__CK_P(...) (len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__))
+    ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\ngrad_dtype %s\n"
+               "grad_accum_dtype %s\noptimizer %s\nmoments %d\n",
+               ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero_dtype_str(d->param_dtype),
+               zero_dtype_str(d->grad_dtype), zero_dtype_str(d->grad_accum_dtype),
+               d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
+    ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->steps,
+               (long long)ctx->skipped, (double)ctx->loss_scale, (long long)ctx->good_steps, ctx->num_modules);
+    for (i = 0; i < ctx->num_modules; i++) ZERO__CK_P("module %d %s\n", ctx->modules[i].frozen, ctx->modules[i].name);
+    ZERO__CK_P("params %d\n", ctx->num_params);
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        ZERO__CK_P("param %d %d", p->module, p->ndim);
+        for (k = 0; k < p->ndim; k++) ZERO__CK_P(" %lld", (long long)p->shape[k]);
+        ZERO__CK_P(" %s\n", p->name);
+    }
+    ZERO__CK_P("files %d\n", ctx->world);
+    for (k = 0; k < ctx->world; k++)
+        ZERO__CK_P("file %d %lld rank%d.g%llu\n", k, (long long)all[(size_t)k * stride + 1], k, (unsigned long long)gen);
+    j = 0;
+    for (k = 0; k < ctx->world; k++)
+        for (i = 0; i < ctx->num_params; i++) {
+            zero__ck_slice(ctx, i, k, ctx->world, &b, &e);
+            if (b < e) j++;
+        }
+    ZERO__CK_P("ranges %d\n", j);
+    for (k = 0; k < ctx->world; k++) {
+        int64_t off = ZERO__CK_HEADER;
+        for (i = 0; i < ctx->num_params; i++) {
+            int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
+            zero__ck_slice(ctx, i, k, ctx->world, &b, &e);
+            if (b >= e) continue;
+            ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx\n", i, k, (long long)b, (long long)e,
+                       (long long)off, (unsigned long long)all[(size_t)k * stride + 2 + 2 * i],
+                       (unsigned long long)all[(size_t)k * stride + 3 + 2 * i]);
+            off += (e - b) * 4 * (1 + kp);
+        }
+    }
+    ZERO__CK_P("end %016llx\n", (unsigned long long)zero__ck_sum(t, len));
+#undef ZERO__CK_P
+    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    zero__ck_join(tmp, sizeof tmp, dir, "/manifest.tmp", "");
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ok = fd >= 0 && len < cap && zero__ck_pwrite(fd, t, len, 0);
+    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (close(fd) != 0) ok = 0; }
+    zero__raw_free(a, t);
+    if (ok) ok = rename(tmp, path) == 0;          /* the commit point */
+    if (!ok) {
+        snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+        (void)unlink(tmp);
+        return ZERO_ERR_IO;
+    }
+    zero__ck_fsync_dir(dir);
+    return ZERO_OK;
+}
+
+/* Every rank learns every rank's status; returns the first failure (lowest rank) or OK,
+   with rank k's message if it is another rank's. */
+static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result mine, const char *mymsg) {
+    double v[2 * 32];
+    zero_result r;
+    int k, first = -1;
+    (void)mymsg;
+    memset(v, 0, sizeof v);
+    if (ctx->world > 32) {
+        /* a status per rank does not fit one all-reduce: just count failures */
+        v[0] = mine != ZERO_OK ? 1.0 : 0.0;
+        v[1] = mine != ZERO_OK ? (double)-mine : 0.0;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return r;
+        if (mine != ZERO_OK) return mine;
+        if (v[0] > 0)
+            return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_CKPT, "%s: %g rank(s) failed", fn, v[0]);
+        return ZERO_OK;
+    }
+    v[ctx->rank] = (double)-mine;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, ctx->world, v, NULL))) != ZERO_OK)
+        return r;
+    if (mine != ZERO_OK) return mine;
+    for (k = 0; k < ctx->world; k++) if (v[k] != 0) { first = k; break; }
+    if (first < 0) return ZERO_OK;
+    r = (zero_result)(int)-v[first];
+    return zero__fail(ctx, r, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s); see its error", fn, first,
+                      zero_result_str(r));
+}
+
+ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = ZERO_OK;
+    uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
+    int stride, i;
+    int64_t bytes;
+    if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    for (i = 0; i < ctx->num_params; i++)
+        if (strchr(ctx->params[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strchr(ctx->modules[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
+    if (local != ZERO_OK)
+        return zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: a module or param name contains a newline");
+    /* the generation: rank 0 picks one above every file in the directory */
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, sizeof msg, "zero_save: cannot create %s: %s", dir, strerror(errno));
+    }
+    if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
+    gen = g[0];
+    stride = 2 * ctx->num_params + 2;
+    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
+    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
+    if (!mine || !all) {
+        zero__raw_free(a, mine); zero__raw_free(a, all);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
+    }
+    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
+    if (local == ZERO_OK) {
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, msg, sizeof msg);
+        if (bytes < 0) local = ZERO_ERR_IO;
+        else mine[1] = (uint64_t)bytes;
+    }
+    mine[0] = (uint64_t)(int64_t)local;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
+    if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "%s", msg);
+    if (ctx->rank == 0 && local == ZERO_OK) {
+        int ok = 1;
+        for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) ok = 0;
+        /* every shard is durable (each rank fsynced before the all-gather): commit */
+        if (ok) {
+            zero__ck_fsync_dir(dir);
+            local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+            if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+            else zero__ck_cleanup(dir, gen);
+        }
+    }
+    zero__raw_free(a, mine);
+    zero__raw_free(a, all);
+    return zero__ck_agree(ctx, "zero_save", local, msg);
+}
+
+/* ---- load ------------------------------------------------------------------------- */
+/* The manifest's model must be this context's: the same modules (name, frozen) and
+   params (module, name, shape) in the same order, and the same optimizer state. */
+static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *m, const char *dir,
+                                  char *msg, size_t msgn) {
+    int i, k;
+    if (m->nmod != ctx->num_modules || m->nparam != ctx->num_params) {
+        snprintf(msg, msgn, "%.300s/manifest: a different model (%d modules, %d params; this one has %d, %d)", dir,
+                 m->nmod, m->nparam, ctx->num_modules, ctx->num_params);
+        return ZERO_ERR_MISMATCH;
+    }
+    for (i = 0; i < m->nmod; i++)
+        if (strcmp(m->mods[i].name, ctx->modules[i].name) != 0 || m->mods[i].frozen != ctx->modules[i].frozen) {
+            snprintf(msg, msgn, "%.300s/manifest: module %d is '%s'%s; this model's is '%s'%s", dir, i, m->mods[i].name,
+                     m->mods[i].frozen ? " (frozen)" : "", ctx->modules[i].name, ctx->modules[i].frozen ? " (frozen)" : "");
+            return ZERO_ERR_MISMATCH;
+        }
+    for (i = 0; i < m->nparam; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        int same = m->params[i].module == p->module && m->params[i].ndim == p->ndim &&
+                   strcmp(m->params[i].name, p->name) == 0;
+        for (k = 0; same && k < p->ndim; k++) same = m->params[i].shape[k] == p->shape[k];
+        if (!same) {
+            snprintf(msg, msgn, "%.300s/manifest: param %d is '%s.%s' with a different name or shape than this model's '%s.%s'",
+                     dir, i, m->mods[m->params[i].module].name, m->params[i].name, ctx->modules[p->module].name, p->name);
+            return ZERO_ERR_MISMATCH;
+        }
+    }
+    if (m->optim != ctx->desc.optim.type || m->moments != zero__ck_moments(&ctx->desc)) {
+        snprintf(msg, msgn, "%.300s/manifest: optimizer %s with %d moment(s); this context has %s with %d", dir,
+                 m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", m->moments,
+                 ctx->desc.optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", zero__ck_moments(&ctx->desc));
+        return ZERO_ERR_MISMATCH;
+    }
+    return ZERO_OK;
+}
+
+/* the records this rank needs, every one read and checked; then (only if every rank
+   succeeded) the state is replaced */
+ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a;
+    zero__ck_manifest m;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k, K;
+    int64_t *at = NULL, total = 0;
+    char *data = NULL;
+    if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    K = zero__ck_moments(&ctx->desc);
+    local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
+    if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
+    if (local == ZERO_OK) {
+        fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
+        need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
+        at = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(m.nrange + 1));
+        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
+        if (!fds || !need || !at || !mom) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        else for (k = 0; k < m.world; k++) fds[k] = -1;
+    }
+    /* which records overlap what this rank holds; every element must be covered */
+    if (local == ZERO_OK) {
+        int64_t *covered = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)ctx->num_params + 8);
+        if (!covered) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) covered[i] = 0;
+        for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
+            const zero__ck_range *rg = &m.ranges[k];
+            int64_t b, e;
+            covered[rg->param] += rg->end - rg->begin;
+            zero__ck_need(ctx, rg->param, &b, &e);
+            if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
+                at[nneed] = total;
+                mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+                total += mom[nneed] ? zero__ck_range_bytes(&m, rg) : (rg->end - rg->begin) * 4;
+                need[nneed++] = k;
+            }
+        }
+        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++)
+            if (covered[i] != ctx->params[i].numel) {
+                local = ZERO_ERR_CORRUPT;
+                snprintf(msg, sizeof msg, "%.300s/manifest: the ranges of '%s' cover %lld of its %lld elements", dir,
+                         ctx->params[i].name, (long long)covered[i], (long long)ctx->params[i].numel);
+            }
+        zero__raw_free(a, covered);
+    }
+    if (local == ZERO_OK && !(data = (char *)zero__raw_alloc(a, (size_t)total + 8))) {
+        local = ZERO_ERR_OUT_OF_MEMORY;
+        snprintf(msg, sizeof msg, "zero_load: out of memory for %lld bytes", (long long)total);
+    }
+    for (k = 0; local == ZERO_OK && k < nneed; k++) {
+        const zero__ck_range *rg = &m.ranges[need[k]];
+        if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
+        if (local == ZERO_OK) local = zero__ck_read_range(dir, &m, rg, fds[rg->rank], mom[k], data + at[k], msg, sizeof msg);
+    }
+    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) close(fds[k]);
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load", local, msg);
+    if (r == ZERO_OK) {
+        int pdt = ctx->desc.param_dtype;
+        for (k = 0; k < nneed; k++) {
+            const zero__ck_range *rg = &m.ranges[need[k]];
+            const float *w = (const float *)(data + at[k]);
+            int64_t n = rg->end - rg->begin, b, e, s, t;
+            zero__ck_need(ctx, rg->param, &b, &e);
+            s = rg->begin > b ? rg->begin : b;
+            t = rg->end < e ? rg->end : e;
+            if (s < t)
+                zero_from_f32(zero__at(ctx->param_arena, zero__ck_param_idx(ctx, rg->param, s), pdt), (zero_dtype)pdt,
+                              w + (s - rg->begin), t - s);
+            if (zero__ck_has_state(ctx, rg->param, &b, &e)) {
+                int64_t si;
+                s = rg->begin > b ? rg->begin : b;
+                t = rg->end < e ? rg->end : e;
+                if (s < t && mom[k]) {
+                    si = zero__ck_state_idx(ctx, rg->param, s);
+                    if (ctx->master) memcpy(ctx->master + si, w + (s - rg->begin), (size_t)(t - s) * 4);
+                    if (K >= 1) memcpy(ctx->opt_m + si, w + n + (s - rg->begin), (size_t)(t - s) * 4);
+                    if (K >= 2) memcpy(ctx->opt_v + si, w + 2 * n + (s - rg->begin), (size_t)(t - s) * 4);
+                }
+            }
+        }
+        ctx->steps = m.steps;
+        ctx->skipped = m.skipped;
+        ctx->loss_scale = m.loss_scale;
+        ctx->good_steps = (int)m.good_steps;
+    }
+    zero__raw_free(a, data);
+    zero__raw_free(a, fds);
+    zero__raw_free(a, need);
+    zero__raw_free(a, at);
+    zero__raw_free(a, mom);
+    zero__ck_manifest_free(a, &m);
+    return r;
+}
+
+
+/* ---- safetensors ------------------------------------------------------------------
+   8-byte little-endian header length N, a JSON header of N bytes (padded with spaces
+   to a multiple of 8), then the raw tensors in header order. Names are "module.param". */
+typedef struct zero__st_tensor {
+    const char *module, *name;
+    int ndim;
+    const int64_t *shape;
+    int64_t numel;
+} zero__st_tensor;
+
+static const char *zero__st_dtype_name(zero_dtype t) {
+    return t == ZERO_F32 ? "F32" : t == ZERO_BF16 ? "BF16" : "F16";
+}
+
+/* the JSON header, padded; *len gets its length (a multiple of 8); NULL on OOM */
+static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, int n, zero_dtype dt, int64_t *len) {
+    size_t cap = 64, l = 0;
+    int i, k;
+    int64_t off = 0, es = (int64_t)zero_dtype_size(dt);
+    char *h;
+    for (i = 0; i < n; i++) cap += strlen(t[i].module) + strlen(t[i].name) + 96 + 22 * (size_t)t[i].ndim;
+    if (!(h = (char *)zero__raw_alloc(a, cap))) return NULL;
+#define ZERO__ST_P(...) (l += (size_t)snprintf(h + l, cap - l, __VA_ARGS__))
+    ZERO__ST_P("{");
+    for (i = 0; i < n; i++) {
+        ZERO__ST_P("%s\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].module, t[i].name,
+                   zero__st_dtype_name(dt));
+        for (k = 0; k < t[i].ndim; k++) ZERO__ST_P("%s%lld", k ? "," : "", (long long)t[i].shape[k]);
+        ZERO__ST_P("],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + t[i].numel * es));
+        off += t[i].numel * es;
+    }
+    ZERO__ST_P("}");
+#undef ZERO__ST_P
+    while (l % 8) h[l++] = ' ';
+    *len = (int64_t)l;
+    return h;
+}
+
+/* writes n f32 values as dtype dt at off, in chunks */
+static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype dt, int64_t off) {
+    char buf[4096 * 4];
+    int64_t i, es = (int64_t)zero_dtype_size(dt);
+    for (i = 0; i < n; i += 4096) {
+        int64_t c = n - i < 4096 ? n - i : 4096;
+        zero_from_f32(buf, dt, v + i, c);
+        if (!zero__ck_pwrite(fd, buf, (size_t)(c * es), off + i * es)) return 0;
+    }
+    return 1;
+}
+
+/* the module's values in fp32 at buf[0..span): local copies where this rank has them,
+   else the stage-3 / sharded-master all-gather (collective, like zero_gather_params_f32) */
+static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
+    const zero_desc *d = &ctx->desc;
+    const zero__module_rec *m = &ctx->modules[mi];
+    int j, pdt = d->param_dtype;
+    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->master))))
+        return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
+    for (j = 0; j < ctx->num_params; j++) {
+        const zero__param_rec *pr = &ctx->params[j];
+        if (pr->module != mi) continue;
+        if (ctx->master && !m->frozen)
+            memcpy(buf + pr->offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
+        else
+            zero_to_f32(buf + pr->offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt,
+                        pr->numel);
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+    const zero_allocator *a;
+    zero__st_tensor *ts = NULL;
+    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
+    zero_result r, local = ZERO_OK;
+    float *buf = NULL;
+    int64_t hlen = 0, off;
+    int fd = -1, i, j;
+    uint64_t le;
+    unsigned char lenb[8];
+    if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
+    if (dtype != ZERO_F32 && dtype != ZERO_BF16)
+        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
+    a = &ctx->desc.allocator;
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->max_span * 4 + 4)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
+    if (ctx->rank == 0) {
+        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
+        for (i = 0; ts && i < ctx->num_params; i++) {
+            ts[i].module = ctx->modules[ctx->params[i].module].name;
+            ts[i].name = ctx->params[i].name;
+            ts[i].ndim = ctx->params[i].ndim;
+            ts[i].shape = ctx->params[i].shape;
+            ts[i].numel = ctx->params[i].numel;
+        }
+        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
+        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        if (local == ZERO_OK) {
+            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
+            }
+        }
+        if (local == ZERO_OK) {
+            le = (uint64_t)hlen;
+            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
+            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
+        }
+    }
+    /* module by module (memory: one module span): every rank takes part in the
+       gathers, rank 0 writes each of the module's params at its offset */
+    for (i = 0; i < ctx->num_modules; i++) {
+        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
+        if (ctx->rank != 0 || local != ZERO_OK) continue;
+        off = 8 + hlen;
+        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+            off += pr->numel * (int64_t)zero_dtype_size(dtype);
+        }
+    }
+    zero__raw_free(a, buf);
+    zero__raw_free(a, ts);
+    zero__raw_free(a, hdr);
+    if (r != ZERO_OK) {
+        if (fd >= 0) { close(fd); (void)unlink(tmp); }
+        return r;
+    }
+    if (fd >= 0) {
+        int ok = local == ZERO_OK && fsync(fd) == 0;
+        if (close(fd) != 0) ok = 0;
+        if (ok && rename(tmp, path) != 0) ok = 0;
+        if (!ok) {
+            (void)unlink(tmp);
+            if (local == ZERO_OK) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
+    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+}
+
+typedef struct zero__st_entry {
+    char *name;
+    zero_dtype dt;
+    int ndim;
+    int64_t shape[ZERO_MAX_DIMS], begin, end;
+} zero__st_entry;
+
+static void zero__st_ws(char **p, const char *end) {
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')) (*p)++;
+}
+static int zero__st_ch(char **p, const char *end, char c) {
+    zero__st_ws(p, end);
+    if (*p >= end || **p != c) return 0;
+    (*p)++;
+    return 1;
+}
+/* a string without escapes; cut in place */
+static char *zero__st_str(char **p, const char *end) {
+    char *s, *q;
+    if (!zero__st_ch(p, end, '"')) return NULL;
+    s = *p;
+    for (q = s; q < end && *q != '"'; q++)
+        if (*q == '\\' || (unsigned char)*q < 0x20) return NULL;
+    if (q >= end) return NULL;
+    *q = 0;
+    *p = q + 1;
+    return s;
+}
+static int zero__st_int(char **p, const char *end, int64_t *v) {
+    int64_t x = 0;
+    int n = 0;
+    zero__st_ws(p, end);
+    while (*p < end && **p >= '0' && **p <= '9' && n < 18) { x = x * 10 + (**p - '0'); (*p)++; n++; }
+    if (n == 0 || (*p < end && **p >= '0' && **p <= '9')) return 0;
+    *v = x;
+    return 1;
+}
+/* [int, ...] with at most max entries */
+static int zero__st_ints(char **p, const char *end, int64_t *v, int max, int *n) {
+    *n = 0;
+    if (!zero__st_ch(p, end, '[')) return 0;
+    if (zero__st_ch(p, end, ']')) return 1;
+    do {
+        if (*n >= max || !zero__st_int(p, end, &v[*n])) return 0;
+        (*n)++;
+    } while (zero__st_ch(p, end, ','));
+    return zero__st_ch(p, end, ']');
+}
+
+/* Parses the header text [p, end) into entries; 0 on any syntax it does not know. */
+static int zero__st_parse(char *p, const char *end, zero__st_entry *e, int cap, int *n) {
+    *n = 0;
+    if (!zero__st_ch(&p, end, '{')) return 0;
+    if (zero__st_ch(&p, end, '}')) goto tail;
+    do {
+        char *key = zero__st_str(&p, end);
+        if (!key || !zero__st_ch(&p, end, ':') || !zero__st_ch(&p, end, '{')) return 0;
+        if (strcmp(key, "__metadata__") == 0) {      /* string to string */
+            if (!zero__st_ch(&p, end, '}')) {
+                do {
+                    if (!zero__st_str(&p, end) || !zero__st_ch(&p, end, ':') || !zero__st_str(&p, end)) return 0;
+                } while (zero__st_ch(&p, end, ','));
+                if (!zero__st_ch(&p, end, '}')) return 0;
+            }
+        } else {
+            zero__st_entry *t;
+            int have = 0, k;
+            if (*n >= cap) return 0;
+            t = &e[(*n)++];
+            memset(t, 0, sizeof *t);
+            t->name = key;
+            do {
+                char *f = zero__st_str(&p, end);
+                if (!f || !zero__st_ch(&p, end, ':')) return 0;
+                if (strcmp(f, "dtype") == 0) {
+                    char *d = zero__st_str(&p, end);
+                    if (!d) return 0;
+                    t->dt = strcmp(d, "F32") == 0 ? ZERO_F32 : strcmp(d, "BF16") == 0 ? ZERO_BF16 :
+                            strcmp(d, "F16") == 0 ? ZERO_F16 : ZERO_DTYPE_DEFAULT;
+                    have |= 1;
+                } else if (strcmp(f, "shape") == 0) {
+                    if (!zero__st_ints(&p, end, t->shape, ZERO_MAX_DIMS, &t->ndim)) return 0;
+                    have |= 2;
+                } else if (strcmp(f, "data_offsets") == 0) {
+                    int64_t o[2];
+                    if (!zero__st_ints(&p, end, o, 2, &k) || k != 2 || o[1] < o[0]) return 0;
+                    t->begin = o[0];
+                    t->end = o[1];
+                    have |= 4;
+                } else {
+                    return 0;
+                }
+            } while (zero__st_ch(&p, end, ','));
+            if (!zero__st_ch(&p, end, '}') || have != 7) return 0;
+        }
+    } while (zero__st_ch(&p, end, ','));
+    if (!zero__st_ch(&p, end, '}')) return 0;
+tail:
+    zero__st_ws(&p, end);
+    return p == end;
+}
+
+static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const char *mod, const char *name) {
+    size_t lm = strlen(mod);
+    int i;
+    for (i = 0; i < n; i++)
+        if (strncmp(e[i].name, mod, lm) == 0 && e[i].name[lm] == '.' && strcmp(e[i].name + lm + 1, name) == 0)
+            return &e[i];
+    return NULL;
+}
+
+/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
+   the ranks agree, then each reads only the elements it holds. Sets params (and the
+   fp32 master copy); optimizer state and step count are left alone. */
+ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    char msg[ZERO__MSG] = "", *hdr = NULL;
+    zero__st_entry *ents = NULL;
+    const zero__st_entry **map = NULL;
+    zero_result r, local = ZERO_OK;
+    unsigned char lenb[8];
+    int64_t hlen = 0, fsize = 0;
+    int fd = -1, nent = 0, i, k, rr;
+    struct stat st;
+    if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
+    } else {
+        fsize = (int64_t)st.st_size;
+        rr = zero__ck_pread(fd, lenb, 8, 0);
+        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
+        }
+    }
+    if (local == ZERO_OK) {
+        int cap = (int)(hlen / 16) + 1;
+        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
+        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
+        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
+        if (!hdr || !ents || !map) {
+            local = ZERO_ERR_OUT_OF_MEMORY;
+            snprintf(msg, sizeof msg, "out of memory");
+        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
+        }
+    }
+    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const char *mn = ctx->modules[p->module].name;
+        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
+        int same = e && e->ndim == p->ndim;
+        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
+        if (!same) {
+            local = ZERO_ERR_MISMATCH;
+            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
+                     e ? "has a different shape" : "");
+        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero_dtype_size(e->dt) ||
+                   e->end > fsize - 8 - hlen) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
+                     p->name);
+        } else {
+            map[i] = e;
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    for (i = 0; r == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__st_entry *e = map[i];
+        int64_t b, e_, sb = 0, se = 0, o, es = (int64_t)zero_dtype_size(e->dt);
+        int pdt = ctx->desc.param_dtype, state;
+        unsigned char raw[4096 * 4];
+        zero__ck_need(ctx, i, &b, &e_);
+        state = ctx->master && zero__ck_has_state(ctx, i, &sb, &se);
+        for (o = b; o < e_; o += 4096) {
+            int64_t c = e_ - o < 4096 ? e_ - o : 4096, q;
+            if (zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es) != 1) {
+                r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %.300s: read failed", path);
+                break;
+            }
+            for (q = 0; q < c; q++) {
+                float v = zero__ld(raw, q, e->dt);
+                zero__st(ctx->param_arena, zero__ck_param_idx(ctx, i, o + q), pdt, v);
+                if (state && o + q >= sb && o + q < se) ctx->master[zero__ck_state_idx(ctx, i, o + q)] = v;
+            }
+        }
+    }
+    if (fd >= 0) close(fd);
+    zero__raw_free(a, hdr);
+    zero__raw_free(a, ents);
+    zero__raw_free(a, map);
+    return r;
 }
 
 #endif /* ZERO_IMPLEMENTATION */

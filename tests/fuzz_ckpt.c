@@ -1,0 +1,175 @@
+/* tests/fuzz_ckpt.c - libFuzzer harness for the checkpoint readers (tests/test_fuzz.sh
+   builds it with clang -fsanitize=fuzzer,address and runs it briefly).
+
+   LLVMFuzzerInitialize saves a real checkpoint (one rank, stage 3, two modules) into a
+   temporary directory and keeps a context of the same model. Each input is then:
+     byte 0 bit 0 clear: the whole manifest, as is (checksum, truncation paths);
+     byte 0 bit 0 set:   the manifest body, and the harness appends a valid "end" checksum
+                         line so mutations reach the parser and zero_load's range reads;
+     byte 0 bit 1 set:   (instead) a safetensors header for zero__st_parse.
+   If ZERO_FUZZ_CORPUS names a directory, the real manifest is written there as a seed.
+   The contract under test: no crash, no sanitizer report, and a failed load leaves the
+   params as they were. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[512];
+static zero_ctx *z;
+static float before[256], after[256];
+
+static void die(const char *what) {
+    fprintf(stderr, "fuzz_ckpt setup: %s: %s\n", what, zero_last_error(z));
+    abort();
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    zero_desc d;
+    zero_module m[2];
+    zero_param p[3];
+    zero_module_desc md;
+    zero_param_desc pd;
+    float init[64];
+    const char *t = getenv("TMPDIR"), *corpus = getenv("ZERO_FUZZ_CORPUS");
+    int i;
+    (void)argc; (void)argv;
+    snprintf(dir, sizeof dir, "%s/zero_fuzz_XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir)) die("mkdtemp");
+    memset(&d, 0, sizeof d);
+    d.stage = 3;
+    if (zero_create(&z, &d) != ZERO_OK) die("create");
+    memset(&md, 0, sizeof md);
+    md.name = "a"; if (zero_add_module(z, &md, &m[0]) != ZERO_OK) die("module");
+    md.name = "b"; if (zero_add_module(z, &md, &m[1]) != ZERO_OK) die("module");
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w"; pd.ndim = 2; pd.shape[0] = 3; pd.shape[1] = 5;
+    if (zero_add_param(z, m[0], &pd, &p[0]) != ZERO_OK) die("param");
+    pd.name = "b"; pd.ndim = 1; pd.shape[0] = 7; pd.shape[1] = 0;
+    if (zero_add_param(z, m[0], &pd, &p[1]) != ZERO_OK) die("param");
+    pd.name = "w"; pd.shape[0] = 20;
+    if (zero_add_param(z, m[1], &pd, &p[2]) != ZERO_OK) die("param");
+    if (zero_build(z) != ZERO_OK) die("build");
+    for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
+    for (i = 0; i < 3; i++) if (zero_param_set_f32(z, p[i], init) != ZERO_OK) die("set");
+    if (zero_save(z, dir) != ZERO_OK) die("save");
+    if (corpus) {
+        char src[600], dst[600];
+        long n;
+        char *buf;
+        FILE *f;
+        snprintf(src, sizeof src, "%s/manifest", dir);
+        f = fopen(src, "rb");
+        if (!f) die("manifest");
+        fseek(f, 0, SEEK_END); n = ftell(f); fseek(f, 0, SEEK_SET);
+        buf = (char *)malloc((size_t)n + 1);
+        if (!buf || fread(buf + 1, 1, (size_t)n, f) != (size_t)n) die("read manifest");
+        fclose(f);
+        buf[0] = 0;                                      /* mode 0: as is */
+        snprintf(dst, sizeof dst, "%s/seed_manifest", corpus);
+        if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)n + 1, f); fclose(f); }
+        {   /* mode 1: the body without its end line */
+            char *e = buf + n;
+            while (e > buf + 1 && e[-1] == '\n') e--;
+            while (e > buf + 1 && e[-1] != '\n') e--;
+            buf[0] = 1;
+            snprintf(dst, sizeof dst, "%s/seed_body", corpus);
+            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
+        }
+        {   /* mode 2: a safetensors header */
+            static const char st[] = "\x02{\"__metadata__\":{\"k\":\"v\"},\"a.w\":{\"dtype\":\"F32\",\"shape\":[3,5],"
+                                     "\"data_offsets\":[0,60]}}";
+            snprintf(dst, sizeof dst, "%s/seed_st", corpus);
+            if ((f = fopen(dst, "wb")) != NULL) { fwrite(st, 1, sizeof st - 1, f); fclose(f); }
+        }
+        free(buf);
+    }
+    if (zero_gather_params_f32(z, before) != ZERO_OK) die("gather");
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char path[600];
+    FILE *f;
+    zero_result r;
+    if (size < 1 || size > 65536) return 0;
+    if (data[0] & 2) {
+        char *h = (char *)malloc(size - 1 + 1);
+        zero__st_entry e[64];
+        int n;
+        memcpy(h, data + 1, size - 1);
+        (void)zero__st_parse(h, h + size - 1, e, 64, &n);
+        free(h);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    if (!(f = fopen(path, "wb"))) return 0;
+    fwrite(data + 1, 1, size - 1, f);
+    if (data[0] & 1)
+        fprintf(f, "end %016llx\n", (unsigned long long)zero__ck_sum(data + 1, size - 1));
+    fclose(f);
+    r = zero_load(z, dir);
+    if (r != ZERO_OK) {
+        if (zero_gather_params_f32(z, after) != ZERO_OK || memcmp(before, after, sizeof before) != 0) {
+            fprintf(stderr, "a failed zero_load (%s) changed the params\n", zero_result_str(r));
+            abort();
+        }
+    } else if (zero_gather_params_f32(z, before) != ZERO_OK) {
+        abort();
+    }
+    return 0;
+}
+
+#ifdef ZERO_FUZZ_MAIN
+/* Without libFuzzer (tests/test_fuzz.sh builds this with gcc -DZERO_FUZZ_MAIN): the
+   seeds, then fixed-seed mutations of them (byte flips, truncations, insertions). */
+#include <dirent.h>
+int main(int argc, char **argv) {
+    static unsigned char seeds[3][8192], buf[8300];
+    size_t len[3] = { 0, 0, 0 };
+    int ns = 0, i, k;
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    DIR *d;
+    struct dirent *e;
+    const char *corpus = getenv("ZERO_FUZZ_CORPUS");
+    long runs = argc > 1 ? atol(argv[1]) : 2000;
+    LLVMFuzzerInitialize(&argc, &argv);
+    if (!corpus || !(d = opendir(corpus))) { fprintf(stderr, "ZERO_FUZZ_CORPUS unset or unreadable\n"); return 1; }
+    while ((e = readdir(d)) != NULL && ns < 3) {
+        char p[1024];
+        FILE *f;
+        if (e->d_name[0] == '.') continue;
+        snprintf(p, sizeof p, "%s/%s", corpus, e->d_name);
+        if ((f = fopen(p, "rb")) != NULL) { len[ns] = fread(seeds[ns], 1, sizeof seeds[ns], f); fclose(f); ns++; }
+    }
+    closedir(d);
+    for (i = 0; i < ns; i++) LLVMFuzzerTestOneInput(seeds[i], len[i]);
+    for (k = 0; ns > 0 && k < runs; k++) {
+        int which = k % ns, op, j, nmut;
+        size_t n = len[which];
+        memcpy(buf, seeds[which], n);
+        nmut = 1 + (int)(s % 3);
+        for (j = 0; j < nmut && n > 1; j++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            op = (int)(s % 4);
+            if (op == 0) buf[1 + (s >> 8) % (n - 1)] ^= (unsigned char)(1u << ((s >> 40) % 8));
+            else if (op == 1) n = 1 + (size_t)((s >> 8) % n);
+            else if (op == 2) buf[1 + (s >> 8) % (n - 1)] = (unsigned char)"0123456789 \n-x{}[]\",:"[(s >> 32) % 22];
+            else if (n < sizeof buf - 1) {
+                size_t at = 1 + (size_t)((s >> 8) % (n - 1));
+                memmove(buf + at + 1, buf + at, n - at);
+                buf[at] = (unsigned char)((s >> 32) & 0xff);
+                n++;
+            }
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    printf("%ld mutated inputs, no crash\n", runs);
+    return 0;
+}
+#endif

@@ -1,0 +1,685 @@
+/* tests/test_ckpt.c - sharded checkpoints: save / load round trips that continue
+   training bitwise, resharding across stages and world sizes, every fault a loader
+   must refuse without touching the trainer's state, and a save killed with SIGKILL.
+
+   The "model" is three modules with odd sizes (padding and slices that cut through
+   params at every world size); the gradient is a fixed function of the gathered
+   params, the step and the rank, so every run is deterministic. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+
+#include <math.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+
+#define NMOD 3
+#define MAXP 256
+
+typedef struct cfg {
+    int stage, world;
+    zero_dtype dtype;
+    zero_optim_type optim;
+    int frozen1;                    /* module 1 frozen */
+    int wide;                       /* a different model: module 2's w is wider */
+    int init_steps;                 /* train this many steps before the load */
+    int step0, steps;               /* steps [step0, step0 + steps) after the load */
+    const char *load_dir, *save_dir;
+    zero_result load_expect;        /* what zero_load must return */
+    const char *export_path;        /* zero_export_safetensors after training */
+    zero_dtype export_dtype;
+    const char *st_load;            /* zero_load_safetensors instead of zero_load */
+    /* results (rank 0, or per rank) */
+    float before[MAXP], out[MAXP];
+    int64_t numel, stats_steps;
+    float loss_scale;
+    zero_result load_got[4];
+    char load_msg[4][ZERO__MSG];
+    int failed;
+} cfg;
+
+static const int64_t shapes[][2] = { { 5, 7 }, { 3, 0 }, { 13, 0 }, { 4, 6 }, { 5, 0 } };
+static const int pmod[] = { 0, 0, 1, 2, 2 };
+static const char *pname[] = { "w", "b", "w", "w", "b" };
+
+static int64_t pnumel(int i, int wide) { return (shapes[i][0] + (wide && i == 3)) * (shapes[i][1] ? shapes[i][1] : 1); }
+
+static zero_result train_steps(zero_ctx *z, const cfg *c, zero_module *mod, zero_param *P, int rank, int step0, int n) {
+    zero_result r;
+    int step, i, p;
+    float w[64], g[64];
+    for (step = step0; step < step0 + n; step++) {
+        float ls = zero_loss_scale(z);
+        for (i = NMOD - 1; i >= 0; i--) {
+            if ((r = zero_fetch(z, mod[i])) != ZERO_OK) return r;
+            for (p = 0; p < 5; p++) {
+                int64_t k, ne = pnumel(p, c->wide);
+                if (pmod[p] != i || (c->frozen1 && i == 1)) continue;
+                zero_to_f32(w, zero_param_data(z, P[p]), c->dtype, ne);
+                for (k = 0; k < ne; k++)
+                    g[k] = sinf(0.37f * w[k] + 0.011f * (float)step + 0.13f * (float)rank + 0.001f * (float)k) * ls;
+                zero_add_f32(zero_param_grad(z, P[p]), c->dtype, g, ne);
+            }
+            if ((r = zero_release(z, mod[i])) != ZERO_OK) return r;
+            if ((r = zero_grads_ready(z, mod[i])) != ZERO_OK) return r;
+        }
+        r = zero_step(z);
+        if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) return r;
+    }
+    return ZERO_OK;
+}
+
+static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_module *mod, zero_param *P) {
+    zero_desc d;
+    zero_ctx *z;
+    zero_result r;
+    int i, p;
+    float init[64];
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.stage = c->stage;
+    d.param_dtype = c->dtype;
+    d.optim.type = c->optim;
+    d.optim.lr = 0.01;
+    d.optim.weight_decay = 0.01;
+    d.optim.momentum = 0.9;
+    d.loss_scale_window = 3;
+    d.loss_scale_init = 1024;
+    d.timeout_ms = 20000;
+    *out = NULL;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    *out = z;
+    for (i = 0; i < NMOD; i++) {
+        zero_module_desc md;
+        static const char *names[NMOD] = { "emb", "mid", "head" };
+        memset(&md, 0, sizeof md);
+        md.name = names[i];
+        md.frozen = i == 1 && c->frozen1;
+        if ((r = zero_add_module(z, &md, &mod[i])) != ZERO_OK) return r;
+    }
+    for (p = 0; p < 5; p++) {
+        zero_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = pname[p];
+        pd.ndim = shapes[p][1] ? 2 : 1;
+        pd.shape[0] = shapes[p][0] + (c->wide && p == 3);
+        pd.shape[1] = shapes[p][1];
+        pd.no_decay = pd.ndim == 1;
+        if ((r = zero_add_param(z, mod[pmod[p]], &pd, &P[p])) != ZERO_OK) return r;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) return r;
+    for (p = 0; p < 5; p++) {
+        int64_t k;
+        for (k = 0; k < pnumel(p, c->wide); k++) init[k] = 0.5f * sinf((float)(p * 100 + k) * 0.7f);
+        if ((r = zero_param_set_f32(z, P[p], init)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    cfg *c = (cfg *)user;
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[5];
+    zero_result r;
+    float all[MAXP];
+    if ((r = make_ctx(comm, c, &z, mod, P)) != ZERO_OK) goto done;
+    if ((r = train_steps(z, c, mod, P, rank, 0, c->init_steps)) != ZERO_OK) goto done;
+    if (c->load_dir) {
+        zero_result lr;
+        if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
+        if (rank == 0) memcpy(c->before, all, sizeof all);
+        lr = c->st_load ? zero_load_safetensors(z, c->st_load) : zero_load(z, c->load_dir);
+        c->load_got[rank] = lr;
+        snprintf(c->load_msg[rank], sizeof c->load_msg[rank], "%s", zero_last_error(z));
+        if (lr != c->load_expect) {
+            fprintf(stderr, "rank %d: zero_load: %s: %s\n", rank, zero_result_str(lr), zero_last_error(z));
+            r = lr == ZERO_OK ? ZERO_ERR_STATE : lr;
+            goto done;
+        }
+    }
+    if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
+    if (c->save_dir && (r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
+    if (c->export_path && (r = zero_export_safetensors(z, c->export_path, c->export_dtype)) != ZERO_OK) goto done;
+    if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
+    if (rank == 0) {
+        zero_stats st;
+        int64_t n = zero_num_params(z);
+        memcpy(c->out, all, sizeof(float) * (size_t)n);
+        c->numel = n;
+        zero_stats_get(z, &st);
+        c->stats_steps = st.steps;
+        c->loss_scale = st.loss_scale;
+    }
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+
+static int run(cfg *c) {
+    zero_result r = zero_run_local(c->world, rank_main, c);
+    return CHECK(r == ZERO_OK, "stage %d world %d: %s (%s)", c->stage, c->world, zero_result_str(r), zero_last_error(NULL));
+}
+
+static char tmpdir[1024];
+
+static void rm_rf(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[2048];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        unlink(p);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void base_cfg(cfg *c, int stage, int world, zero_dtype dt, zero_optim_type opt) {
+    memset(c, 0, sizeof *c);
+    c->stage = stage; c->world = world; c->dtype = dt; c->optim = opt;
+}
+
+/* 20 steps straight == 10 steps, save, load into a fresh context, 10 steps (bitwise) */
+static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
+    static cfg ref, a, b;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/resume", tmpdir);
+    base_cfg(&ref, stage, world, dt, opt); ref.frozen1 = frozen; ref.steps = 20;
+    if (!run(&ref)) return;
+    a = ref; a.steps = 10; a.save_dir = dir;
+    if (!run(&a)) return;
+    b = ref; b.load_dir = dir; b.step0 = 10; b.steps = 10;
+    if (!run(&b)) return;
+    CHECK(memcmp(ref.out, b.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed params differ from 20 straight steps");
+    CHECK(memcmp(a.out, ref.out, sizeof(float) * (size_t)ref.numel) != 0, "10 and 20 steps agree: nothing trained");
+    CHECK(b.stats_steps == 20, "steps after resume %lld", (long long)b.stats_steps);
+    CHECK(b.loss_scale == ref.loss_scale, "loss scale %g vs %g", (double)b.loss_scale, (double)ref.loss_scale);
+    rm_rf(dir);
+}
+
+/* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
+   state survives the trip through another sharding bitwise, moments included */
+static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
+    static cfg ref, a, b, c;
+    char d1[1100], d2[1100];
+    snprintf(d1, sizeof d1, "%s/rs1", tmpdir);
+    snprintf(d2, sizeof d2, "%s/rs2", tmpdir);
+    base_cfg(&ref, s, n, dt, opt); ref.steps = 20;
+    if (!run(&ref)) return;
+    a = ref; a.steps = 10; a.save_dir = d1;
+    if (!run(&a)) return;
+    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2;
+    if (!run(&b)) return;
+    CHECK(memcmp(a.out, b.out, sizeof(float) * (size_t)a.numel) == 0, "params differ after loading at stage %d world %d", s2, m);
+    c = ref; c.load_dir = d2; c.step0 = 10; c.steps = 10;
+    if (!run(&c)) return;
+    CHECK(memcmp(ref.out, c.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed after resharding differs");
+    rm_rf(d1);
+    rm_rf(d2);
+}
+
+/* ---- faults ---------------------------------------------------------------------- */
+static char *slurp(const char *path, long *n) {
+    FILE *f = fopen(path, "rb");
+    char *b;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = (char *)malloc((size_t)*n + 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
+    fclose(f);
+    return b;
+}
+static void spit(const char *path, const char *b, long n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (n > 0) fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+}
+
+static char fault_dir[1100];
+static cfg victim, fault_src;
+
+/* loads fault_dir into a trained world-2 stage-2 context; expects code on every rank,
+   a message naming `file` on some rank, and the params unchanged */
+static void expect_fault(zero_result code, const char *file, const char *what) {
+    int k, named = 0;
+    base_cfg(&victim, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    victim.init_steps = 3;
+    victim.load_dir = fault_dir;
+    victim.load_expect = code;
+    if (!CHECK(zero_run_local(2, rank_main, &victim) == ZERO_OK, "%s: load did not give %s on every rank (%s, %s)", what,
+               zero_result_str(code), zero_result_str(victim.load_got[0]), zero_result_str(victim.load_got[1])))
+        return;
+    for (k = 0; k < 2; k++) if (strstr(victim.load_msg[k], file)) named = 1;
+    CHECK(named, "%s: no message names %s: '%s' / '%s'", what, file, victim.load_msg[0], victim.load_msg[1]);
+    if (code == ZERO_OK)
+        CHECK(memcmp(fault_src.out, victim.out, sizeof(float) * (size_t)victim.numel) == 0, "%s: loaded state differs", what);
+    else
+        CHECK(memcmp(victim.before, victim.out, sizeof(float) * (size_t)victim.numel) == 0, "%s: state changed", what);
+}
+
+static void make_fault_ckpt(void) {
+    cfg *a = &fault_src;
+    snprintf(fault_dir, sizeof fault_dir, "%s/fault", tmpdir);
+    base_cfg(a, 3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    a->steps = 5; a->save_dir = fault_dir;
+    run(a);
+}
+
+static void shard_path(char *out, size_t n, int rank) {
+    DIR *d = opendir(fault_dir);
+    struct dirent *e;
+    char pre[32];
+    snprintf(pre, sizeof pre, "rank%d.g", rank);
+    out[0] = 0;
+    if (!d) return;
+    while ((e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, pre, strlen(pre)) == 0 && !strstr(e->d_name, ".tmp"))
+            { size_t l = strlen(fault_dir); if (l + strlen(e->d_name) + 2 <= n) { memcpy(out, fault_dir, l); out[l] = '/'; strcpy(out + l + 1, e->d_name); } }
+    closedir(d);
+}
+
+static void fault_truncated_shard(void) {
+    char path[1200];
+    long n, cuts[5], i;
+    char *orig;
+    shard_path(path, sizeof path, 1);
+    if (!CHECK((orig = slurp(path, &n)) != NULL, "no shard 1")) return;
+    cuts[0] = 0; cuts[1] = 10; cuts[2] = 32; cuts[3] = n / 2; cuts[4] = n - 1;
+    for (i = 0; i < 5; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "shard cut at %ld of %ld", cuts[i], n);
+        spit(path, orig, cuts[i]);
+        expect_fault(ZERO_ERR_CORRUPT, strrchr(path, '/') + 1, what);
+    }
+    spit(path, orig, n);
+    free(orig);
+}
+
+static void fault_truncated_manifest(void) {
+    char path[1200];
+    long n, cuts[5], i;
+    char *orig;
+    snprintf(path, sizeof path, "%s/manifest", fault_dir);
+    if (!CHECK((orig = slurp(path, &n)) != NULL, "no manifest")) return;
+    cuts[0] = 0; cuts[1] = 5; cuts[2] = 40; cuts[3] = n / 2; cuts[4] = n - 1;
+    for (i = 0; i < 5; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "manifest cut at %ld of %ld", cuts[i], n);
+        spit(path, orig, cuts[i]);
+        expect_fault(ZERO_ERR_CORRUPT, "manifest", what);
+    }
+    spit(path, orig, n);
+    free(orig);
+}
+
+static void fault_bit_flip(void) {
+    char path[1200];
+    long n;
+    char *orig, *bad;
+    shard_path(path, sizeof path, 2);
+    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
+    memcpy(bad, orig, (size_t)n);
+    bad[n - 7] ^= 0x10;
+    spit(path, bad, n);
+    expect_fault(ZERO_ERR_CORRUPT, strrchr(path, '/') + 1, "bit flip in shard 2");
+    spit(path, orig, n);
+    free(orig);
+    snprintf(path, sizeof path, "%s/manifest", fault_dir);
+    if (!CHECK((orig = slurp(path, &n)) != NULL, "no manifest")) { free(bad); return; }
+    bad = (char *)realloc(bad, (size_t)n);
+    memcpy(bad, orig, (size_t)n);
+    bad[n / 2] ^= 0x01;
+    spit(path, bad, n);
+    expect_fault(ZERO_ERR_CORRUPT, "manifest", "bit flip in the manifest");
+    spit(path, orig, n);
+    free(orig);
+    free(bad);
+}
+
+static void fault_missing_rank_file(void) {
+    char path[1200], moved[1300];
+    shard_path(path, sizeof path, 0);
+    snprintf(moved, sizeof moved, "%s.away", path);
+    if (!CHECK(rename(path, moved) == 0, "rename %s", path)) return;
+    expect_fault(ZERO_ERR_IO, strrchr(path, '/') + 1, "missing shard 0");
+    rename(moved, path);
+}
+
+static void fault_newer_version(void) {
+    char path[1200];
+    long n;
+    char *orig, *bad;
+    snprintf(path, sizeof path, "%s/manifest", fault_dir);
+    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n + 1)) != NULL, "no manifest")) return;
+    memcpy(bad, orig, (size_t)n);
+    CHECK(memcmp(bad, "zero-checkpoint 1\n", 18) == 0, "manifest starts '%.18s'", bad);
+    bad[16] = '2';
+    spit(path, bad, n);
+    expect_fault(ZERO_ERR_VERSION, "manifest", "format version 2");
+    spit(path, orig, n);
+    free(orig);
+    free(bad);
+}
+
+static void fault_other_model(void) {
+    int k, named = 0;
+    base_cfg(&victim, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    victim.wide = 1; victim.init_steps = 2; victim.load_dir = fault_dir; victim.load_expect = ZERO_ERR_MISMATCH;
+    if (!CHECK(zero_run_local(2, rank_main, &victim) == ZERO_OK, "a different model loaded (%s)",
+               zero_result_str(victim.load_got[0])))
+        return;
+    for (k = 0; k < 2; k++) if (strstr(victim.load_msg[k], "manifest")) named = 1;
+    CHECK(named, "no message names the manifest: '%s'", victim.load_msg[0]);
+    CHECK(memcmp(victim.before, victim.out, sizeof(float) * (size_t)victim.numel) == 0, "state changed");
+    base_cfg(&victim, 2, 2, ZERO_BF16, ZERO_OPTIM_SGD);
+    victim.load_dir = fault_dir; victim.load_expect = ZERO_ERR_MISMATCH;
+    CHECK(zero_run_local(2, rank_main, &victim) == ZERO_OK, "another optimizer loaded (%s)", zero_result_str(victim.load_got[0]));
+}
+
+/* the checkpoint is still good after all the faults were undone */
+static void fault_restored_loads(void) {
+    expect_fault(ZERO_OK, "", "restored checkpoint");
+}
+
+/* ---- crash safety ----------------------------------------------------------------- */
+/* A child saves into the same directory over and over (one step between saves); the
+   parent kills it with SIGKILL after a few milliseconds. The directory must still load,
+   and hold exactly the state of some step count k (== k straight steps). */
+static void crash_during_save(void) {
+    static cfg first, child, load, ref;
+    char dir[1100];
+    int round;
+    snprintf(dir, sizeof dir, "%s/crash", tmpdir);
+    base_cfg(&first, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    first.steps = 2; first.save_dir = dir;
+    if (!run(&first)) return;
+    for (round = 0; round < 6; round++) {
+        pid_t pid;
+        int st;
+        fflush(stdout);
+        fflush(stderr);
+        pid = fork();
+        if (!CHECK(pid >= 0, "fork: %s", strerror(errno))) return;
+        if (pid == 0) {
+            int s;
+            alarm(0);
+            for (s = 0; s < 1000; s++) {
+                base_cfg(&child, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+                child.load_dir = dir; child.step0 = 0; child.steps = 1; child.save_dir = dir;
+                /* resume from whatever is there, one more step, save */
+                child.step0 = 0;
+                if (zero_run_local(2, rank_main, &child) != ZERO_OK) _exit(3);
+            }
+            _exit(0);
+        }
+        {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = (long)(2 + 5 * round) * 1000000L + (long)(test_now_ms() * 1000.0) % 1000000L;
+            nanosleep(&ts, NULL);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        CHECK(!WIFEXITED(st) || WEXITSTATUS(st) == 0, "the saving child failed (exit %d)", WEXITSTATUS(st));
+        base_cfg(&load, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        load.load_dir = dir;
+        if (!CHECK(zero_run_local(2, rank_main, &load) == ZERO_OK, "round %d: the checkpoint does not load after SIGKILL: %s",
+                   round, load.load_msg[0]))
+            return;
+        fprintf(stderr, "crash round %d: killed after ~%d ms, the checkpoint holds step %lld\n", round, 2 + 5 * round,
+                (long long)load.stats_steps);
+    }
+    /* the last state is k steps of training with the gradient of step index 0 each time:
+       rebuild it the same way (load/step/save chain) is what the child did; check that
+       the stored step count matches a chain of that many runs */
+    {
+        int k, n = (int)load.stats_steps;
+        char d2[1100];
+        snprintf(d2, sizeof d2, "%s/crash_ref", tmpdir);
+        base_cfg(&ref, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        ref.steps = 2; ref.save_dir = d2;
+        if (!run(&ref)) return;
+        for (k = 2; k < n; k++) {
+            base_cfg(&ref, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+            ref.load_dir = d2; ref.steps = 1; ref.save_dir = d2;
+            if (!run(&ref)) return;
+        }
+        CHECK(n >= 2 && memcmp(ref.out, load.out, sizeof(float) * (size_t)load.numel) == 0,
+              "the checkpoint after the kill (step %d) is not the state of %d steps", n, n);
+        rm_rf(d2);
+    }
+    {   /* one clean save afterwards removes every stale generation and temporary */
+        DIR *d;
+        struct dirent *e;
+        int files = 0;
+        base_cfg(&load, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        load.load_dir = dir; load.save_dir = dir;
+        if (!run(&load)) return;
+        if ((d = opendir(dir)) != NULL) {
+            while ((e = readdir(d)) != NULL)
+                if (e->d_name[0] != '.') {
+                    files++;
+                    CHECK(strcmp(e->d_name, "manifest") == 0 || !strstr(e->d_name, "tmp"), "stale file %s", e->d_name);
+                }
+            closedir(d);
+        }
+        CHECK(files == 3, "%d files after a clean save (manifest + 2 shards expected)", files);
+    }
+    rm_rf(dir);
+}
+
+/* ---- safetensors ------------------------------------------------------------------
+   An independent reader: the header length, then each tensor's entry found by name
+   with strstr/sscanf, not with zero.h's parser. */
+static int st_check(const char *path, const cfg *c, zero_dtype dt) {
+    long n;
+    char *f = slurp(path, &n), *hdr;
+    uint64_t hl = 0;
+    int p, i, ok = 1;
+    int64_t out_off = 0;
+    if (!CHECK(f != NULL && n >= 8, "cannot read %s", path)) { free(f); return 0; }
+    for (i = 7; i >= 0; i--) hl = (hl << 8) | (unsigned char)f[i];
+    if (!CHECK(hl % 8 == 0 && (long)hl <= n - 8, "header length %llu", (unsigned long long)hl)) { free(f); return 0; }
+    hdr = (char *)malloc(hl + 1);
+    memcpy(hdr, f + 8, hl);
+    hdr[hl] = 0;
+    ok &= CHECK(hdr[0] == '{', "header starts with '%c'", hdr[0]);
+    for (p = 0; p < 5 && ok; p++) {
+        static const char *mods[3] = { "emb", "mid", "head" };
+        char key[64], dts[16], *e, *q;
+        long long b = -1, en = -1, d0 = -1, d1 = -1;
+        int nd;
+        int64_t k, ne = pnumel(p, 0), base;
+        snprintf(key, sizeof key, "\"%s.%s\"", mods[pmod[p]], pname[p]);
+        if (!CHECK((e = strstr(hdr, key)) != NULL, "no tensor %s", key)) { ok = 0; break; }
+        q = strstr(e, "\"dtype\"");
+        ok &= CHECK(q && sscanf(q, "\"dtype\":\"%15[A-Z0-9]\"", dts) == 1 &&
+                    strcmp(dts, dt == ZERO_F32 ? "F32" : "BF16") == 0, "%s: dtype", key);
+        q = strstr(e, "\"shape\"");
+        nd = q ? sscanf(q, "\"shape\":[%lld,%lld]", &d0, &d1) : 0;
+        ok &= CHECK(nd == (shapes[p][1] ? 2 : 1) && d0 == shapes[p][0] && (nd == 1 || d1 == shapes[p][1]), "%s: shape", key);
+        q = strstr(e, "\"data_offsets\"");
+        ok &= CHECK(q && sscanf(q, "\"data_offsets\":[%lld,%lld]", &b, &en) == 2 &&
+                    en - b == ne * (dt == ZERO_F32 ? 4 : 2) && 8 + (long)hl + en <= n, "%s: data_offsets", key);
+        if (!ok) break;
+        base = 8 + (int64_t)hl + b;
+        for (k = 0; k < ne; k++) {
+            float want = c->out[out_off + k];
+            if (dt == ZERO_F32) {
+                float got;
+                memcpy(&got, f + base + 4 * k, 4);
+                if (!CHECK(memcmp(&got, &want, 4) == 0, "%s[%lld]: %g vs %g", key, (long long)k, (double)got, (double)want)) { ok = 0; break; }
+            } else {
+                uint16_t got, exp;
+                uint32_t u;
+                memcpy(&got, f + base + 2 * k, 2);
+                memcpy(&u, &want, 4);
+                exp = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+                if (!CHECK(got == exp, "%s[%lld]: bf16 %04x vs %04x", key, (long long)k, got, exp)) { ok = 0; break; }
+            }
+        }
+        out_off += ne;
+    }
+    free(hdr);
+    free(f);
+    return ok;
+}
+
+static cfg st_src;
+static char st_path[1100];
+
+static void safetensors_export_f32(void) {
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", tmpdir);
+    base_cfg(&st_src, 3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    st_src.steps = 5; st_src.export_path = st_path; st_src.export_dtype = ZERO_F32;
+    if (run(&st_src)) st_check(st_path, &st_src, ZERO_F32);
+}
+static void safetensors_export_bf16_stage1(void) {
+    static cfg c;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model_bf16.safetensors", tmpdir);
+    base_cfg(&c, 1, 2, ZERO_F32, ZERO_OPTIM_ADAMW);
+    c.steps = 4; c.export_path = path; c.export_dtype = ZERO_BF16;
+    if (run(&c)) st_check(path, &c, ZERO_BF16);
+    unlink(path);
+}
+static void safetensors_load(void) {
+    static cfg c;
+    int s, w;
+    for (s = 1; s <= 3; s += 2)
+        for (w = 1; w <= 2; w++) {
+            base_cfg(&c, s, w, ZERO_BF16, ZERO_OPTIM_ADAMW);
+            c.load_dir = st_path; c.st_load = st_path;
+            if (!run(&c)) return;
+            CHECK(memcmp(c.out, st_src.out, sizeof(float) * (size_t)c.numel) == 0, "stage %d world %d: loaded params differ", s, w);
+        }
+    base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.wide = 1; c.init_steps = 1; c.load_dir = st_path; c.st_load = st_path; c.load_expect = ZERO_ERR_MISMATCH;
+    if (!run(&c)) return;
+    CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
+}
+
+/* a truncated or missing safetensors file, and a save that cannot write: every rank
+   gets the same code, nothing hangs, a failed load changes nothing */
+static void safetensors_and_save_faults(void) {
+    static cfg c;
+    char path[1200], file[1200], bad_dir[1300];
+    long n;
+    char *orig = slurp(st_path, &n);
+    zero_result r;
+    if (!CHECK(orig != NULL, "no %s", st_path)) return;
+    snprintf(path, sizeof path, "%s/cut.safetensors", tmpdir);
+    spit(path, orig, n - 5);
+    base_cfg(&c, 3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.init_steps = 1; c.load_dir = path; c.st_load = path; c.load_expect = ZERO_ERR_CORRUPT;
+    if (run(&c)) {
+        CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
+        CHECK(strstr(c.load_msg[0], "cut.safetensors") || strstr(c.load_msg[1], "cut.safetensors"), "message: %s", c.load_msg[0]);
+    }
+    spit(path, orig, 4);
+    c.load_expect = ZERO_ERR_CORRUPT;
+    run(&c);
+    unlink(path);
+    c.load_expect = ZERO_ERR_IO;
+    run(&c);
+    free(orig);
+    /* a save under a regular file: mkdir fails on every rank */
+    snprintf(file, sizeof file, "%s/plainfile", tmpdir);
+    spit(file, "x", 1);
+    snprintf(bad_dir, sizeof bad_dir, "%s/sub", file);
+    base_cfg(&c, 2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.steps = 1; c.save_dir = bad_dir;
+    r = zero_run_local(3, rank_main, &c);
+    CHECK(r == ZERO_ERR_IO, "save under a file: %s", zero_result_str(r));
+    unlink(file);
+}
+
+/* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
+static int have_cli(char *cli, size_t n) {
+    const char *b = getenv("BUILD");
+    snprintf(cli, n, "%s/zero_ckpt", b && *b ? b : "build");
+    return access(cli, X_OK) == 0;
+}
+static void cli(void) {
+    static cfg a;
+    char dir[1100], cmd[4000], out[1200], bin[256], path[1200];
+    long n;
+    char *orig;
+    have_cli(bin, sizeof bin);
+    snprintf(dir, sizeof dir, "%s/cli", tmpdir);
+    snprintf(out, sizeof out, "%s/cli.safetensors", tmpdir);
+    base_cfg(&a, 2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    a.steps = 3; a.save_dir = dir;
+    if (!run(&a)) return;
+    snprintf(cmd, sizeof cmd, "%s info %s >/dev/null", bin, dir);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    snprintf(cmd, sizeof cmd, "%s verify %s >/dev/null", bin, dir);
+    CHECK(system(cmd) == 0, "%s failed", cmd);
+    snprintf(cmd, sizeof cmd, "%s export %s %s >/dev/null", bin, dir, out);
+    if (CHECK(system(cmd) == 0, "%s failed", cmd)) st_check(out, &a, ZERO_F32);
+    unlink(out);
+    snprintf(fault_dir, sizeof fault_dir, "%s", dir);
+    shard_path(path, sizeof path, 1);
+    if (!CHECK((orig = slurp(path, &n)) != NULL, "no shard")) return;
+    orig[n - 3] ^= 4;
+    spit(path, orig, n);
+    snprintf(cmd, sizeof cmd, "%s verify %s 2>/dev/null >/dev/null", bin, dir);
+    CHECK(system(cmd) != 0, "verify passed a flipped bit");
+    free(orig);
+    rm_rf(dir);
+}
+
+int main(void) {
+    const char *t = getenv("TMPDIR");
+    test_init();
+    snprintf(tmpdir, sizeof tmpdir, "%s/zero_ckpt_XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(tmpdir)) { printf("FAIL setup: mkdtemp: %s\n", strerror(errno)); return 1; }
+
+    test_begin("resume_bf16_adamw_world2_stage0"); resume_bitwise(0, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_bf16_adamw_world2_stage1"); resume_bitwise(1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_bf16_adamw_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_bf16_adamw_world3_stage3"); resume_bitwise(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_f32_adamw_world1_stage0"); resume_bitwise(0, 1, ZERO_F32, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_f32_adamw_world3_stage3"); resume_bitwise(3, 3, ZERO_F32, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_bf16_sgd_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, 0); test_end();
+    test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
+    test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
+    test_begin("reshard_stage3_world3_to_stage1_world2"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage0_world1_to_stage2_world4"); reshard(0, 1, 2, 4, ZERO_F32, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
+
+    TEST_RUN(make_fault_ckpt);
+    TEST_RUN(fault_truncated_shard);
+    TEST_RUN(fault_truncated_manifest);
+    TEST_RUN(fault_bit_flip);
+    TEST_RUN(fault_missing_rank_file);
+    TEST_RUN(fault_newer_version);
+    TEST_RUN(fault_other_model);
+    TEST_RUN(fault_restored_loads);
+    rm_rf(fault_dir);
+    TEST_RUN(crash_during_save);
+    TEST_RUN(safetensors_export_f32);
+    TEST_RUN(safetensors_export_bf16_stage1);
+    TEST_RUN(safetensors_load);
+    TEST_RUN(safetensors_and_save_faults);
+    unlink(st_path);
+    {
+        char bin[256];
+        if (have_cli(bin, sizeof bin)) TEST_RUN(cli);
+        else fprintf(stderr, "SKIP cli: %s not built\n", bin);
+    }
+    rm_rf(tmpdir);
+    return test_summary();
+}
