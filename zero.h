@@ -54,7 +54,9 @@
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
                  all-reduced (as reduce-scatter + all-gather, in the same order as
-                 the other stages, so that all stages give bitwise-equal results).
+                 the other stages, so that with accum_steps 1 all stages give
+                 bitwise-equal results; with accumulation, stages 0-1 add micro-
+                 batches before reducing and stages 2-3 after, equal to rounding).
        stage 1   fp32 master weights and optimizer moments are partitioned.
        stage 2   + gradients: each module's gradient is reduce-scattered straight
                  into the rank's gradient shard.

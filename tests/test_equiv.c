@@ -251,7 +251,10 @@ static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt) {
    relative change of that element, which AdamW's 1/sqrt(v) and the model's
    nonlinearity carry into a few params at up to ~3e-5 relative after 20 steps.
    With bf16/f16 gradients and an fp32 accumulator (grad_accum_dtype) the sums of
-   8- or 11-bit mantissas are exact in fp32, so those runs must be bitwise equal. */
+   8- or 11-bit mantissas are exact in fp32 when the terms lie within ~16 binary
+   orders of magnitude of each other; on this model they are bitwise equal, but
+   not in general (train_mlp: ~1e-10 relative on a few params), so those runs are
+   held to the same 1e-6 bound, and measured at 0 here. */
 static void stages_accum(zero_dtype dt, zero_dtype acc, int world, int accum, zero_optim_type opt, double tol) {
     float ref[MAXP], got[MAXP];
     run_cfg c;
@@ -381,7 +384,7 @@ int main(void) {
     for (t = 1; t < 3; t++)
         for (w = 2; w <= 3; w++) {
             test_begin("stages_accum2_%s_f32acc_world%d", dname(dts[t]), w);
-            stages_accum(dts[t], ZERO_F32, w, 2, ZERO_OPTIM_ADAMW, 0);
+            stages_accum(dts[t], ZERO_F32, w, 2, ZERO_OPTIM_ADAMW, 1e-6);
             test_end();
         }
     for (t = 0; t < 3; t++)

@@ -1,0 +1,622 @@
+/*
+train_mlp.c - a tiny data-parallel MLP trainer on zero.h, llm.c style.
+
+The model is a stack of Linear layers (GELU between them; by default
+64 -> 576 -> 576 -> 576 -> 576 -> 32, 1.05M params) that learns a synthetic 32-class
+task: x ~ N(0, I) in 64 dimensions, label = argmax of a fixed random "teacher" net
+C tanh(A x / 8), A: 8 x 64, C: 32 x 8. The cross-entropy starts near ln(32) = 3.47
+and falls to ~1.2 in 100 steps, ~1.0 in 200 (the labels' own entropy is ~2.9: seen
+through 8 teacher units some classes are rarer). Every sample is generated from
+(seed, its index), so the data needs no files and the global batch of a step is the
+same whatever the number of ranks or micro-batches.
+
+zero.h owns the parameters, gradients and AdamW/SGD states (sharded by --stage);
+this file owns the forward and backward math (plain f32 loops) and the data.
+
+Build and run:
+    gcc -std=c99 -O2 -Wall -Wextra -Werror -ffp-contract=off -pthread -I. \
+        examples/train_mlp.c -o build/train_mlp -lm
+    build/train_mlp --stage 3 --ranks 4 --dtype bf16
+*/
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>     // defines: expf, logf, tanhf, sqrt, log, cos, sin
+#include <stdint.h>   // defines: uint64_t, int64_t
+#include <stdio.h>    // defines: printf, fprintf, fopen, fwrite, fclose
+#include <stdlib.h>   // defines: malloc, calloc, free, strtol, strtod, strtoull, exit
+#include <string.h>   // defines: strcmp, memcpy, memset
+#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"  // defines: zero_create, zero_build, zero_fetch, zero_step, zero_run_local, ...
+
+#define IN_DIM 64
+#define NUM_CLASSES 32
+#define TEACHER_HIDDEN 8   // the teacher sees x through 8 tanh units: a task 1M params learn in ~100 steps
+
+// ----------------------------------------------------------------------------
+// configuration
+
+typedef struct {
+    int stage, ranks, steps, accum, batch, hidden, layers, quiet;
+    zero_dtype dtype, accum_dtype;
+    zero_optim_type optim;
+    float lr, clip, wd;
+    uint64_t seed;
+    const char *save_path;
+} config;
+
+typedef struct {
+    float a[TEACHER_HIDDEN * IN_DIM];        // teacher layer 1, [TEACHER_HIDDEN][IN_DIM]
+    float c[NUM_CLASSES * TEACHER_HIDDEN];   // teacher layer 2, [NUM_CLASSES][TEACHER_HIDDEN]
+} teacher;
+
+typedef struct {
+    config cfg;
+    teacher teach;
+} shared_state;   // read-only once the ranks start
+
+static const char *dtype_name(zero_dtype t) {
+    return t == ZERO_F32 ? "f32" : t == ZERO_F16 ? "f16" : "bf16";
+}
+
+// ----------------------------------------------------------------------------
+// deterministic random numbers (splitmix64): each sample and each layer init has its
+// own stream, derived from (seed, index) by hashing, so nothing depends on the order
+// in which ranks or threads draw them.
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t stream_seed(uint64_t seed, uint64_t kind, uint64_t index) {
+    return mix64(mix64(seed * 0x9E3779B97F4A7C15ull + kind) ^ (index + 0x632BE59BD9B4E019ull));
+}
+static uint64_t next_u64(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
+static double next_uniform(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); } // (0,1)
+static void fill_normal(float *out, int n, uint64_t *s) {
+    for (int i = 0; i < n; i += 2) {   // Box-Muller
+        double r = sqrt(-2.0 * log(next_uniform(s))), t = 6.283185307179586 * next_uniform(s);
+        out[i] = (float)(r * cos(t));
+        if (i + 1 < n) out[i + 1] = (float)(r * sin(t));
+    }
+}
+static void fill_uniform(float *out, int64_t n, float bound, uint64_t *s) {
+    for (int64_t i = 0; i < n; i++) out[i] = (float)((2.0 * next_uniform(s) - 1.0) * bound);
+}
+
+// ----------------------------------------------------------------------------
+// the task
+
+enum { STREAM_TEACHER = 1, STREAM_SAMPLE = 2, STREAM_INIT = 3 };
+
+static void teacher_init(teacher *t, uint64_t seed) {
+    uint64_t s = stream_seed(seed, STREAM_TEACHER, 0);
+    fill_normal(t->a, TEACHER_HIDDEN * IN_DIM, &s);
+    fill_normal(t->c, NUM_CLASSES * TEACHER_HIDDEN, &s);
+}
+
+// sample g of the whole run (g = step * batch + position in the global batch)
+static int make_sample(float *x, const teacher *t, uint64_t seed, uint64_t g) {
+    uint64_t s = stream_seed(seed, STREAM_SAMPLE, g);
+    fill_normal(x, IN_DIM, &s);
+    float h[TEACHER_HIDDEN];
+    for (int j = 0; j < TEACHER_HIDDEN; j++) {
+        float acc = 0.0f;
+        for (int i = 0; i < IN_DIM; i++) acc += t->a[j * IN_DIM + i] * x[i];
+        h[j] = tanhf(acc * 0.125f);   // 0.125 = 1/sqrt(IN_DIM): pre-activations ~ N(0,1)
+    }
+    int best = 0;
+    float best_v = -INFINITY;
+    for (int c = 0; c < NUM_CLASSES; c++) {
+        float acc = 0.0f;
+        for (int j = 0; j < TEACHER_HIDDEN; j++) acc += t->c[c * TEACHER_HIDDEN + j] * h[j];
+        if (acc > best_v) { best_v = acc; best = c; }
+    }
+    return best;
+}
+
+// ----------------------------------------------------------------------------
+// f32 kernels. Every matmul is written as rows of axpy (y += a * x over a contiguous
+// row), never as dot products: an axpy's lanes are independent, so the compiler can
+// vectorize it without reassociating a sum (we build with -ffp-contract=off and no
+// -ffast-math, and the results must not depend on the vector width). The fixed
+// 8-wide inner loop lets gcc -O2 (whose cheap cost model skips loops that need a
+// scalar epilogue) vectorize it too; four output rows share each load of x.
+
+static void axpy4(float *restrict y0, float *restrict y1, float *restrict y2, float *restrict y3,
+                  const float *restrict x, float a0, float a1, float a2, float a3, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int k = 0; k < 8; k++) {
+            float v = x[i + k];
+            y0[i + k] += a0 * v; y1[i + k] += a1 * v; y2[i + k] += a2 * v; y3[i + k] += a3 * v;
+        }
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        y0[i] += a0 * v; y1[i] += a1 * v; y2[i] += a2 * v; y3[i] += a3 * v;
+    }
+}
+
+static void axpy1(float *restrict y, const float *restrict x, float a, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) y[i + k] += a * x[i + k];
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+// Y[r][:] += sum_k A[r][k] * X[k][:]   (Y: R x N, A: R x K (row stride lda), X: K x N)
+// Each Y element sums over k in increasing order whatever R is, so a sample's result
+// does not depend on how the batch was split across ranks.
+static void gemm_acc(float *Y, const float *A, int lda, const float *X, int R, int K, int N) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) {
+        const float *a = A + (int64_t)r * lda;
+        float *y = Y + (int64_t)r * N;
+        for (int k = 0; k < K; k++)
+            axpy4(y, y + N, y + 2 * N, y + 3 * N, X + (int64_t)k * N,
+                  a[k], a[lda + k], a[2 * lda + k], a[3 * lda + k], N);
+    }
+    for (; r < R; r++)
+        for (int k = 0; k < K; k++) axpy1(Y + (int64_t)r * N, X + (int64_t)k * N, A[(int64_t)r * lda + k], N);
+}
+
+// out[b][o] = bias[o] + sum_i inp[b][i] * w[o][i], with wt = w transposed ([I][O])
+static void linear_forward(float *out, const float *inp, const float *wt, const float *bias, int B, int I, int O) {
+    for (int b = 0; b < B; b++) memcpy(out + (int64_t)b * O, bias, (size_t)O * sizeof(float));
+    gemm_acc(out, inp, I, wt, B, I, O);
+}
+
+// dinp = dout . w (if dinp), dw = dout^T . inp, db = column sums of dout; all overwritten.
+// dout^T is read with stride O: gemm_acc takes A's row stride, so we pass a transposed copy.
+static void linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *doutT,
+                            const float *inp, const float *w, int B, int I, int O) {
+    if (dinp) {
+        memset(dinp, 0, (size_t)B * I * sizeof(float));
+        gemm_acc(dinp, dout, O, w, B, O, I);
+    }
+    memset(dw, 0, (size_t)O * I * sizeof(float));
+    gemm_acc(dw, doutT, B, inp, O, B, I);
+    for (int o = 0; o < O; o++) {
+        float acc = 0.0f;
+        for (int b = 0; b < B; b++) acc += doutT[(int64_t)o * B + b];
+        db[o] = acc;
+    }
+}
+
+static void transpose(float *restrict dst, const float *restrict src, int rows, int cols) {
+    enum { T = 16 };
+    for (int r0 = 0; r0 < rows; r0 += T)
+        for (int c0 = 0; c0 < cols; c0 += T)
+            for (int r = r0; r < r0 + T && r < rows; r++)
+                for (int c = c0; c < c0 + T && c < cols; c++)
+                    dst[(int64_t)c * rows + r] = src[(int64_t)r * cols + c];
+}
+
+#define GELU_SCALE 0.7978845608028654f   // sqrt(2/pi)
+// tanh is most of GELU's cost: the forward pass keeps it (th) for the backward pass
+static void gelu_forward(float *out, float *th, const float *inp, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = inp[i];
+        th[i] = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        out[i] = 0.5f * x * (1.0f + th[i]);
+    }
+}
+static void gelu_backward(float *dinp, const float *inp, const float *th, int64_t n) {   // dinp *= gelu'(inp)
+    for (int64_t i = 0; i < n; i++) {
+        float x = inp[i], t = th[i], sech2 = 1.0f - t * t;
+        dinp[i] *= 0.5f * (1.0f + t) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+}
+
+// Softmax cross-entropy over B rows; returns the summed loss and writes
+// dlogits = grad_scale * (softmax - onehot).
+static double crossentropy(float *dlogits, const float *logits, const int *labels, int B, int C, float grad_scale) {
+    double loss = 0.0;
+    for (int b = 0; b < B; b++) {
+        const float *l = logits + (int64_t)b * C;
+        float *d = dlogits + (int64_t)b * C;
+        float mx = l[0];
+        for (int c = 1; c < C; c++) mx = l[c] > mx ? l[c] : mx;
+        float sum = 0.0f;
+        for (int c = 0; c < C; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
+        loss += (double)(logf(sum) - (l[labels[b]] - mx));
+        float inv = 1.0f / sum;
+        for (int c = 0; c < C; c++) d[c] = grad_scale * (d[c] * inv - (c == labels[b] ? 1.0f : 0.0f));
+    }
+    return loss;
+}
+
+// ----------------------------------------------------------------------------
+// one rank
+
+typedef struct {
+    int in, out;
+    zero_module mod;
+    zero_param w, b;
+} linear;
+
+typedef struct {
+    const config *cfg;
+    const teacher *teach;
+    zero_ctx *z;
+    int rank, per;      // per: samples per micro-batch on this rank
+    linear *lin;
+    float *wf, *wt, *bf;          // f32 copies of the fetched layer: weight [O][I], its transpose, bias
+    float *dw, *db;               // f32 gradients of the current layer
+    float **act;                  // act[l]: input of layer l [per][in_l] (act[0]: the samples)
+    float **pre;                  // pre[l]: layer l's output before GELU [per][out_l]; the last: logits
+    float **th;                   // th[l]: the tanh inside GELU(pre[l])
+    float *dcur, *dnext, *dcurT;  // gradient wrt the current layer's output, its input, transposed
+    int *labels;
+} trainer;
+
+#define ZCHECK(call) do { zero_result r_ = (call); \
+    if (r_ < 0) { fprintf(stderr, "train_mlp: rank %d: %s failed: %s\n", rank, #call, zero_last_error(t->z)); return r_; } } while (0)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static zero_result build_model(trainer *t) {
+    const config *c = t->cfg;
+    int rank = t->rank;
+    char name[32];
+    for (int l = 0; l < c->layers; l++) {
+        linear *L = &t->lin[l];
+        L->in = l == 0 ? IN_DIM : c->hidden;
+        L->out = l == c->layers - 1 ? NUM_CLASSES : c->hidden;
+        snprintf(name, sizeof name, "fc%d", l);
+        zero_module_desc md = {0};
+        md.name = name;
+        ZCHECK(zero_add_module(t->z, &md, &L->mod));
+        zero_param_desc wdesc = {0};
+        wdesc.name = "weight"; wdesc.ndim = 2; wdesc.shape[0] = L->out; wdesc.shape[1] = L->in;
+        ZCHECK(zero_add_param(t->z, L->mod, &wdesc, &L->w));
+        zero_param_desc bd = {0};
+        bd.name = "bias"; bd.ndim = 1; bd.shape[0] = L->out; bd.no_decay = 1;
+        ZCHECK(zero_add_param(t->z, L->mod, &bd, &L->b));
+    }
+    ZCHECK(zero_build(t->z));
+    // Kaiming-uniform from (seed, layer): U(-b, b), b = sqrt(6/fan_in) before a GELU (keeps
+    // the activations' scale through the stack), 1/sqrt(fan_in) for the output layer and
+    // all biases (so the first logits are small and the loss starts near ln(32)).
+    // Every rank sets the same full values and keeps its own part.
+    for (int l = 0; l < c->layers; l++) {
+        linear *L = &t->lin[l];
+        uint64_t s = stream_seed(c->seed, STREAM_INIT, (uint64_t)l);
+        float bound = 1.0f / sqrtf((float)L->in);
+        fill_uniform(t->wf, (int64_t)L->out * L->in, l < c->layers - 1 ? sqrtf(6.0f) * bound : bound, &s);
+        fill_uniform(t->bf, L->out, bound, &s);
+        ZCHECK(zero_param_set_f32(t->z, L->w, t->wf));
+        ZCHECK(zero_param_set_f32(t->z, L->b, t->bf));
+    }
+    return ZERO_OK;
+}
+
+// Copies the fetched layer's params to f32 (wt transposed for the forward pass).
+static zero_result load_layer(trainer *t, const linear *L, int transposed) {
+    int rank = t->rank;
+    const void *w = zero_param_data(t->z, L->w), *b = zero_param_data(t->z, L->b);
+    if (!w || !b) {
+        fprintf(stderr, "train_mlp: rank %d: zero_param_data failed: %s\n", rank, zero_last_error(t->z));
+        return ZERO_ERR_STATE;
+    }
+    zero_to_f32(t->wf, w, t->cfg->dtype, (int64_t)L->out * L->in);
+    zero_to_f32(t->bf, b, t->cfg->dtype, L->out);
+    if (transposed) transpose(t->wt, t->wf, L->out, L->in);
+    return ZERO_OK;
+}
+
+// One micro-batch: forward, loss, backward. Adds this rank's loss sum to *loss_sum.
+static zero_result micro_step(trainer *t, int64_t first_sample, double *loss_sum) {
+    const config *c = t->cfg;
+    int rank = t->rank, per = t->per, nl = c->layers;
+    for (int b = 0; b < per; b++)
+        t->labels[b] = make_sample(t->act[0] + (int64_t)b * IN_DIM, t->teach, c->seed, (uint64_t)(first_sample + b));
+
+    for (int l = 0; l < nl; l++) {
+        const linear *L = &t->lin[l];
+        ZCHECK(zero_fetch(t->z, L->mod));
+        ZCHECK(load_layer(t, L, 1));
+        linear_forward(t->pre[l], t->act[l], t->wt, t->bf, per, L->in, L->out);
+        ZCHECK(zero_release(t->z, L->mod));
+        if (l < nl - 1) gelu_forward(t->act[l + 1], t->th[l], t->pre[l], (int64_t)per * L->out);
+    }
+
+    // gradient of this rank's MEAN loss over its micro-batch, times the loss scale
+    // (f16's dynamic scale keeps small gradients representable); zero_step divides
+    // it out and averages over ranks and micro-batches.
+    float grad_scale = zero_loss_scale(t->z) / (float)per;
+    *loss_sum += crossentropy(t->dcur, t->pre[nl - 1], t->labels, per, NUM_CLASSES, grad_scale);
+
+    for (int l = nl - 1; l >= 0; l--) {
+        const linear *L = &t->lin[l];
+        ZCHECK(zero_fetch(t->z, L->mod));
+        ZCHECK(load_layer(t, L, 0));
+        transpose(t->dcurT, t->dcur, per, L->out);
+        linear_backward(l > 0 ? t->dnext : NULL, t->dw, t->db, t->dcur, t->dcurT, t->act[l], t->wf, per, L->in, L->out);
+        void *gw = zero_param_grad(t->z, L->w), *gb = zero_param_grad(t->z, L->b);
+        if (!gw || !gb) {
+            fprintf(stderr, "train_mlp: rank %d: zero_param_grad failed: %s\n", rank, zero_last_error(t->z));
+            return ZERO_ERR_STATE;
+        }
+        zero_add_f32(gw, c->dtype, t->dw, (int64_t)L->out * L->in);
+        zero_add_f32(gb, c->dtype, t->db, L->out);
+        ZCHECK(zero_release(t->z, L->mod));
+        ZCHECK(zero_grads_ready(t->z, L->mod));
+        if (l > 0) {
+            gelu_backward(t->dnext, t->pre[l - 1], t->th[l - 1], (int64_t)per * L->in);
+            float *tmp = t->dcur; t->dcur = t->dnext; t->dnext = tmp;
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_result save_params(trainer *t) {
+    int rank = t->rank;
+    int64_t n = zero_num_params(t->z);
+    float *buf = (float *)malloc((size_t)n * sizeof(float));
+    if (!buf) { fprintf(stderr, "train_mlp: rank %d: out of memory\n", rank); return ZERO_ERR_OUT_OF_MEMORY; }
+    zero_result r = zero_gather_params_f32(t->z, buf);   // collective: every rank calls it
+    if (r < 0) {
+        fprintf(stderr, "train_mlp: rank %d: zero_gather_params_f32 failed: %s\n", rank, zero_last_error(t->z));
+        free(buf);
+        return r;
+    }
+    if (rank == 0) {
+        FILE *f = fopen(t->cfg->save_path, "wb");
+        int ok = f != NULL;
+        for (int64_t i = 0; ok && i < n; i++) {   // raw little-endian float32 on any host
+            uint32_t u;
+            memcpy(&u, &buf[i], 4);
+            unsigned char le[4] = { (unsigned char)u, (unsigned char)(u >> 8), (unsigned char)(u >> 16), (unsigned char)(u >> 24) };
+            ok = fwrite(le, 1, 4, f) == 4;
+        }
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok) { fprintf(stderr, "train_mlp: cannot write %s\n", t->cfg->save_path); r = ZERO_ERR_IO; }
+    }
+    free(buf);
+    return r;
+}
+
+static zero_result train(trainer *t) {
+    const config *c = t->cfg;
+    int rank = t->rank, skipped = 0, last_printed = 0;
+    double t0 = now_s(), t_last = t0, loss = 0.0;
+    for (int step = 0; step < c->steps; step++) {
+        double loss_sum = 0.0;
+        for (int a = 0; a < c->accum; a++) {
+            // this rank's slice of the step's global batch: the union over ranks and
+            // micro-batches is samples [step*batch, (step+1)*batch) whatever ranks/accum are
+            int64_t first = (int64_t)step * c->batch + (int64_t)(rank * c->accum + a) * t->per;
+            zero_result r = micro_step(t, first, &loss_sum);
+            if (r < 0) return r;
+        }
+        zero_result r = zero_step(t->z);
+        if (r == ZERO_STEP_SKIPPED) skipped++;
+        else ZCHECK(r);
+        ZCHECK(zero_allreduce_f64(t->z, &loss_sum, 1));
+        loss = loss_sum / c->batch;
+        int print = step == 0 || (step + 1) % 10 == 0 || step == c->steps - 1;
+        if (rank == 0 && !c->quiet && print) {
+            zero_stats st;
+            ZCHECK(zero_stats_get(t->z, &st));
+            double tn = now_s();
+            printf("step %d/%d loss %.4f grad_norm %.4f loss_scale %g skipped %d ms_per_step %.1f\n",
+                   step + 1, c->steps, loss, st.grad_norm, st.loss_scale, skipped,
+                   1e3 * (tn - t_last) / (step + 1 - last_printed));
+            fflush(stdout);
+            t_last = tn;
+            last_printed = step + 1;
+        }
+    }
+    double ms = 1e3 * (now_s() - t0) / c->steps;
+    if (c->save_path) { zero_result r = save_params(t); if (r < 0) return r; }
+    if (rank == 0) {
+        zero_stats st;
+        ZCHECK(zero_stats_get(t->z, &st));
+        printf("final loss=%.6f model_state_bytes_per_rank=%lld params=%lld stage=%d ranks=%d dtype=%s optim=%s "
+               "accum=%d batch=%d steps=%d skipped=%d ms_per_step=%.1f\n",
+               loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z), c->stage, c->ranks,
+               dtype_name(c->dtype), c->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", c->accum, c->batch,
+               c->steps, skipped, ms);
+        fflush(stdout);
+    }
+    return ZERO_OK;
+}
+
+static void *alloc_f32(int64_t n, int *ok) {
+    void *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!p) *ok = 0;
+    return p;
+}
+
+static void trainer_free(trainer *t) {
+    int nl = t->cfg->layers;
+    if (t->act) for (int l = 0; l < nl; l++) free(t->act[l]);
+    if (t->pre) for (int l = 0; l < nl; l++) free(t->pre[l]);
+    if (t->th) for (int l = 0; l < nl; l++) free(t->th[l]);
+    free(t->act); free(t->pre); free(t->th); free(t->lin);
+    free(t->wf); free(t->wt); free(t->bf); free(t->dw); free(t->db);
+    free(t->dcur); free(t->dnext); free(t->dcurT); free(t->labels);
+    zero_destroy(t->z);
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    const shared_state *sh = (const shared_state *)user;
+    const config *c = &sh->cfg;
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    trainer *t = &tr;
+    t->cfg = c; t->teach = &sh->teach; t->rank = rank;
+    t->per = c->batch / (c->ranks * c->accum);
+
+    zero_desc d = {0};
+    d.comm = comm;
+    d.stage = c->stage;
+    d.param_dtype = c->dtype;
+    d.accum_steps = c->accum;
+    d.grad_accum_dtype = c->accum_dtype;
+    d.clip_norm = c->clip;
+    d.optim.type = c->optim;
+    d.optim.lr = c->lr;
+    d.optim.weight_decay = c->wd;
+    if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9f;
+    zero_result r = zero_create(&t->z, &d);
+    if (r < 0) {
+        fprintf(stderr, "train_mlp: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
+        return r;
+    }
+
+    int nl = c->layers, ok = 1;
+    int64_t maxd = c->hidden > IN_DIM ? c->hidden : IN_DIM;
+    if (NUM_CLASSES > maxd) maxd = NUM_CLASSES;
+    t->lin = (linear *)calloc((size_t)nl, sizeof(linear));
+    t->act = (float **)calloc((size_t)nl, sizeof(float *));
+    t->pre = (float **)calloc((size_t)nl, sizeof(float *));
+    t->th = (float **)calloc((size_t)nl, sizeof(float *));
+    t->labels = (int *)calloc((size_t)t->per, sizeof(int));
+    if (!t->lin || !t->act || !t->pre || !t->th || !t->labels) ok = 0;
+    for (int l = 0; ok && l < nl; l++) {
+        int64_t in = l == 0 ? IN_DIM : c->hidden, out = l == nl - 1 ? NUM_CLASSES : c->hidden;
+        t->act[l] = (float *)alloc_f32(t->per * in, &ok);
+        t->pre[l] = (float *)alloc_f32(t->per * out, &ok);
+        t->th[l] = (float *)alloc_f32(t->per * out, &ok);
+    }
+    t->wf = (float *)alloc_f32(maxd * maxd, &ok);
+    t->wt = (float *)alloc_f32(maxd * maxd, &ok);
+    t->dw = (float *)alloc_f32(maxd * maxd, &ok);
+    t->bf = (float *)alloc_f32(maxd, &ok);
+    t->db = (float *)alloc_f32(maxd, &ok);
+    t->dcur = (float *)alloc_f32(t->per * maxd, &ok);
+    t->dnext = (float *)alloc_f32(t->per * maxd, &ok);
+    t->dcurT = (float *)alloc_f32(t->per * maxd, &ok);
+    if (!ok) {
+        fprintf(stderr, "train_mlp: rank %d: out of memory\n", rank);
+        trainer_free(t);
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+
+    r = build_model(t);
+    if (r >= 0) r = train(t);
+    trainer_free(t);
+    return r < 0 ? r : ZERO_OK;
+}
+
+// ----------------------------------------------------------------------------
+// command line
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: train_mlp [options]\n"
+        "  --stage S          ZeRO stage 0..3 (default 0)\n"
+        "  --ranks N          data-parallel ranks, as threads (default 1)\n"
+        "  --steps K          optimizer steps (default 100)\n"
+        "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
+        "  --accum A          micro-batches per step (default 1)\n"
+        "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
+        "  --batch B          global batch per step; a multiple of ranks*accum (default 64)\n"
+        "  --hidden H         hidden width (default 576)\n"
+        "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
+        "  --optim O          adamw or sgd (sgd: momentum 0.9) (default adamw)\n"
+        "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
+        "  --wd WD            weight decay on weights, not biases (default 0)\n"
+        "  --clip C           global gradient-norm clip, 0 = off (default 0)\n"
+        "  --seed S           seed for data, teacher and init (default 1)\n"
+        "  --save-params FILE after training, write all params as raw little-endian f32\n"
+        "  --quiet            print only the final line\n");
+}
+
+static void bad_arg(const char *msg, const char *opt, const char *val) {
+    fprintf(stderr, "train_mlp: %s %s%s%s%s\n", opt, msg, val ? " (got '" : "", val ? val : "", val ? "')" : "");
+    usage(stderr);
+    exit(2);
+}
+
+static long parse_long(const char *opt, const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects an integer in [%ld, %ld]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return v;
+}
+
+static float parse_float(const char *opt, const char *s, double lo, double hi) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects a number in [%g, %g]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return (float)v;
+}
+
+int main(int argc, char **argv) {
+    static shared_state sh;   // static: the teacher lives as long as the ranks
+    config *c = &sh.cfg;
+    c->stage = 0; c->ranks = 1; c->steps = 100; c->accum = 1; c->batch = 64;
+    c->hidden = 576; c->layers = 5; c->quiet = 0;
+    c->dtype = ZERO_BF16; c->accum_dtype = ZERO_DTYPE_DEFAULT; c->optim = ZERO_OPTIM_ADAMW;
+    c->lr = -1.0f; c->clip = 0.0f; c->wd = 0.0f; c->seed = 1; c->save_path = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
+        if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
+        const char *v = argv[++i];
+        if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
+        else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, 100000000);
+        else if (!strcmp(o, "--accum")) c->accum = (int)parse_long(o, v, 1, 65536);
+        else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--hidden")) c->hidden = (int)parse_long(o, v, 1, 16384);
+        else if (!strcmp(o, "--layers")) c->layers = (int)parse_long(o, v, 1, 1000);
+        else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
+        else if (!strcmp(o, "--clip")) c->clip = parse_float(o, v, 0.0, 1e30);
+        else if (!strcmp(o, "--wd")) c->wd = parse_float(o, v, 0.0, 1e3);
+        else if (!strcmp(o, "--save-params")) c->save_path = v;
+        else if (!strcmp(o, "--seed")) {
+            char *end;
+            c->seed = strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0') bad_arg("expects a non-negative integer", o, v);
+        } else if (!strcmp(o, "--dtype")) {
+            if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
+            else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
+            else if (!strcmp(v, "f16")) c->dtype = ZERO_F16;
+            else bad_arg("expects f32, bf16 or f16", o, v);
+        } else if (!strcmp(o, "--accum-dtype")) {
+            if (!strcmp(v, "f32")) c->accum_dtype = ZERO_F32;
+            else if (!strcmp(v, "grad")) c->accum_dtype = ZERO_DTYPE_DEFAULT;
+            else bad_arg("expects f32 or grad", o, v);
+        } else if (!strcmp(o, "--optim")) {
+            if (!strcmp(v, "adamw")) c->optim = ZERO_OPTIM_ADAMW;
+            else if (!strcmp(v, "sgd")) c->optim = ZERO_OPTIM_SGD;
+            else bad_arg("expects adamw or sgd", o, v);
+        } else bad_arg("is not an option", o, NULL);
+    }
+    if (c->batch % (c->ranks * c->accum) != 0) {
+        fprintf(stderr, "train_mlp: --batch %d must be a multiple of --ranks * --accum = %d\n",
+                c->batch, c->ranks * c->accum);
+        usage(stderr);
+        return 2;
+    }
+    if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : 1e-3f;
+
+    teacher_init(&sh.teach, c->seed);
+    zero_result r = zero_run_local(c->ranks, rank_main, &sh);
+    if (r != ZERO_OK) {
+        const char *msg = zero_last_error(NULL);
+        fprintf(stderr, "train_mlp: failed: %s%s%s\n", zero_result_str(r), msg && *msg ? ": " : "", msg ? msg : "");
+        return 1;
+    }
+    return 0;
+}
