@@ -42,6 +42,7 @@ typedef struct {
     float lr, clip, wd;
     uint64_t seed;
     const char *save_path;
+    long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
 } config;
 
 typedef struct {
@@ -418,11 +419,15 @@ static zero_result train(trainer *t) {
     if (rank == 0) {
         zero_stats st;
         ZCHECK(zero_stats_get(t->z, &st));
-        printf("final loss=%.6f model_state_bytes_per_rank=%lld params=%lld stage=%d ranks=%d dtype=%s optim=%s "
-               "accum=%d batch=%d steps=%d skipped=%d ms_per_step=%.1f\n",
-               loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z), c->stage, c->ranks,
-               dtype_name(c->dtype), c->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", c->accum, c->batch,
-               c->steps, skipped, ms);
+        // hit rate: stage-3 fetches after the first step whose gather was issued ahead
+        int64_t fetches = st.prefetch_hits + st.prefetch_misses;
+        printf("final loss=%.6f model_state_bytes_per_rank=%lld params=%lld prefetch_hit_rate=%.4f "
+               "peak_gathered_bytes=%lld stage=%d ranks=%d dtype=%s optim=%s accum=%d batch=%d steps=%d skipped=%d "
+               "ms_per_step=%.1f fetch_wait_ms=%.1f\n",
+               loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z),
+               fetches ? (double)st.prefetch_hits / (double)fetches : 0.0, (long long)st.peak_gathered_bytes,
+               c->stage, c->ranks, dtype_name(c->dtype), c->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", c->accum,
+               c->batch, c->steps, skipped, ms, st.fetch_wait_ms);
         fflush(stdout);
     }
     return ZERO_OK;
@@ -461,6 +466,8 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.accum_steps = c->accum;
     d.grad_accum_dtype = c->accum_dtype;
     d.clip_norm = c->clip;
+    d.prefetch_bytes = c->prefetch_bytes;
+    d.max_live_bytes = c->max_live_bytes;
     d.optim.type = c->optim;
     d.optim.lr = c->lr;
     d.optim.weight_decay = c->wd;
@@ -518,6 +525,8 @@ static void usage(FILE *f) {
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
         "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
+        "  --prefetch-bytes B stage 3: gather up to B bytes ahead of use; -1 = off (default: max-live-bytes)\n"
+        "  --max-live-bytes B stage 3: bytes of prefetched/kept modules (default: the largest module)\n"
         "  --batch B          global batch per step; a multiple of ranks*accum (default 64)\n"
         "  --hidden H         hidden width (default 576)\n"
         "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
@@ -584,6 +593,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--clip")) c->clip = parse_float(o, v, 0.0, 1e30);
         else if (!strcmp(o, "--wd")) c->wd = parse_float(o, v, 0.0, 1e3);
         else if (!strcmp(o, "--save-params")) c->save_path = v;
+        else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long)1 << 50);
+        else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long)1 << 50);
         else if (!strcmp(o, "--seed")) {
             char *end;
             c->seed = strtoull(v, &end, 10);

@@ -56,6 +56,27 @@ loss=$(printf '%s\n' "$out" | tail -n 1 | sed -n 's/^final loss=\([^ ]*\).*/\1/p
 if [ -n "$loss" ] && awk "BEGIN { exit !($loss < 2.0) }"; then pass loss_falls
 else fail loss_falls "final loss '$loss' is not below 2.0 (from 3.47): $(printf '%s\n' "$out" | tail -n 1)"; fi
 
+# stage 3 prefetch on train_mlp: hit rate >= 0.95 after the first step (default model and
+# a deeper one), peak gathered bytes <= max_live_bytes + the module in use, same bits
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
+for shape in "default:" "deep:--layers 12 --hidden 192"; do
+    name=${shape%%:*} args=${shape#*:}
+    "$B/train_mlp" --stage 3 --ranks 4 --steps 8 --quiet $args --prefetch-bytes -1 --save-params "$T/np" >"$T/np.log" 2>&1
+    "$B/train_mlp" --stage 3 --ranks 4 --steps 8 --quiet $args --save-params "$T/pf" >"$T/pf.log" 2>&1
+    "$B/train_mlp" --stage 3 --ranks 4 --steps 8 --quiet $args --max-live-bytes 300000 --prefetch-bytes 300000 \
+        --save-params "$T/pb" >"$T/pb.log" 2>&1
+    rate=$(tail -n 1 "$T/pf.log" | field prefetch_hit_rate)
+    module=$(tail -n 1 "$T/np.log" | field peak_gathered_bytes)     # on demand: one module at a time
+    peak=$(tail -n 1 "$T/pb.log" | field peak_gathered_bytes)
+    if [ -z "$rate" ] || ! awk "BEGIN { exit !($rate >= 0.95) }"; then fail prefetch_hit_rate_$name "hit rate '$rate'"
+    else pass prefetch_hit_rate_$name; fi
+    if [ -z "$peak" ] || [ -z "$module" ] || [ "$peak" -gt $((300032 + module)) ]; then
+        fail prefetch_peak_$name "peak gathered '$peak' > max_live_bytes 300000 + module '$module'"
+    else pass prefetch_peak_$name; fi
+    if cmp -s "$T/np" "$T/pf" && cmp -s "$T/np" "$T/pb"; then pass prefetch_bitwise_$name
+    else fail prefetch_bitwise_$name "params with prefetch differ from on-demand fetching"; fi
+done
+
 # bad arguments: a message and exit 2, never a crash
 for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus"; do
     name="bad_args_$(printf '%s' "$args" | tr -c 'a-z0-9' '_')"
