@@ -548,6 +548,7 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
 #define ZERO__MAX_RANKS 4096
 #define ZERO__F64 100                  /* internal dtype code for double scalars */
+#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>cpu) */
 
 #if defined(__cplusplus)
 #  define ZERO__TLS thread_local
@@ -1001,6 +1002,8 @@ struct zero_ctx {
     zero__segment *segs;
     int num_segs;
     int simd;                       /* optimizer kernel path, ZERO__SIMD_* */
+    double *norm_part;              /* the gradient norm's block sums (>>optim) */
+    int64_t norm_blocks;
     struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
 
     /* per step */
@@ -1541,7 +1544,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
-                     ctx->slots, ctx->slot_owner, ctx->segs, ctx->srecs, ctx->bucket };
+                     ctx->slots, ctx->slot_owner, ctx->segs, ctx->srecs, ctx->bucket, ctx->norm_part };
     size_t i;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
@@ -1550,6 +1553,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->slot_owner = ctx->bucket = NULL;
     ctx->segs = NULL;
     ctx->srecs = NULL;
+    ctx->norm_part = NULL;
     memset(ctx->bytes, 0, sizeof ctx->bytes);
 }
 
@@ -1919,7 +1923,12 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
     ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
     ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
     ctx->slot_owner = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * (size_t)d->live_modules);
-    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->slot_owner) {
+    ctx->norm_blocks = 0;
+    for (k = 0; k < ctx->num_modules; k++)
+        if (!ctx->modules[k].frozen)
+            ctx->norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    ctx->norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->norm_blocks + 1));
+    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->slot_owner || !ctx->norm_part) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
@@ -2296,6 +2305,28 @@ ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p
     }
 ZERO__OPT_INSTANCES(scalar, )
 
+/* The gradient norm's sum of squares is defined blockwise, so that it can be computed
+   with vectors and threads and still be one exact double, the same at every stage, rank
+   count, path and thread count: each rank's slice of each module is cut into blocks of
+   ZERO__NORM_BLOCK elements from the slice's start; within a block, element j adds its
+   square (exact in double) into lane j % 8, in order; a block's sum is
+   ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); the block sums are added in order. */
+typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
+static double zero__lanes_sum(const double *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
+    for (; j < n; j++) {
+        double x = (double)zero__ld(g, j, adt);
+        lanes[j & 7] += x * x;
+    }
+}
+static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
+    double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+    if (adt == ZERO_F32) zero__sumsq_tail(g, 0, n, lanes, ZERO_F32);
+    else if (adt == ZERO_BF16) zero__sumsq_tail(g, 0, n, lanes, ZERO_BF16);
+    else zero__sumsq_tail(g, 0, n, lanes, ZERO_F16);
+    return zero__lanes_sum(lanes);
+}
+
 #if defined(ZERO__X86)
 /* ---- AVX2 (+F16C): 8 lanes ---- */
 #define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
@@ -2385,6 +2416,27 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
 }
 ZERO__OPT_INSTANCES(avx2, ZERO__AVX2_ATTR)
 
+ZERO__AVX2_INLINE double zero__sumsq_avx2_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {        /* a0: lanes 0-3, a1: lanes 4-7 */
+        __m256 x = zero__avx2_ld(g, j, adt);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
+    }
+    _mm256_storeu_pd(lanes, a0);
+    _mm256_storeu_pd(lanes + 4, a1);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx2_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx2_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx2_t(g, n, ZERO_F16);
+}
+
 /* ---- AVX-512F: 16 lanes ---- */
 #define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
 #define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
@@ -2464,6 +2516,27 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
     zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
 }
 ZERO__OPT_INSTANCES(avx512, ZERO__AVX512_ATTR)
+
+ZERO__AVX512_INLINE double zero__sumsq_avx512_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m512d acc = _mm512_setzero_pd();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {      /* elements j..j+7, then j+8..j+15, into lanes 0-7 */
+        __m512 x = zero__avx512_ld(g, j, adt);
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(lo, lo));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(hi, hi));
+    }
+    _mm512_storeu_pd(lanes, acc);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx512_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx512_t(g, n, ZERO_F16);
+}
 #  if !defined(__clang__)
 #    pragma GCC diagnostic pop
 #  endif
@@ -2489,6 +2562,14 @@ static int zero__simd_pick(void) {
     if (e) for (l = 0; l < ZERO__SIMD_NUM; l++) if (strcmp(e, zero__simd_name[l]) == 0) cap = l;
     for (l = cap; l > 0; l--) if (zero__simd_supported(l)) return l;
     return ZERO__SIMD_SCALAR;
+}
+static zero__sumsq_fn zero__sumsq_kernel(int level) {
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return zero__sumsq_avx512;
+    if (level == ZERO__SIMD_AVX2) return zero__sumsq_avx2;
+#endif
+    (void)level;
+    return zero__sumsq_scalar;
 }
 static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
     static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
@@ -2619,22 +2700,41 @@ static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_
 }
 
 /* >>optim ------------------------------------------------------------------------------ */
-/* Sum of squares of rank r's slice of every trainable module, in module order. Stage 0
-   computes every rank's value this way, the sharded stages their own, so the global
-   norm is the same double, summed in rank order, at every stage. */
-static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
+/* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
+   in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
+   stages their own, so the global norm is the same double, summed in rank order, at
+   every stage. The pool computes the block sums into ctx->norm_part; they are then
+   added in order, so the thread count does not change the result either. */
+typedef struct zero__norm_job { const zero_ctx *ctx; int r; zero__sumsq_fn fn; } zero__norm_job;
+
+static void zero__norm_part(void *arg, int part, int nparts) {
+    const zero__norm_job *j = (const zero__norm_job *)arg;
+    const zero_ctx *ctx = j->ctx;
     int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
-    double s = 0.0;
-    for (i = 0; i < ctx->num_modules; i++) {
+    int64_t lo, hi, first = 0;
+    zero__chunk(ctx->norm_blocks, part, nparts, &lo, &hi);
+    for (i = 0; i < ctx->num_modules && first < hi; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        int64_t per = m->span / N, base, j;
+        int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
         if (m->frozen) continue;
-        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)r * per : m->train_off / N;
-        for (j = 0; j < per; j++) {
-            double g = (double)zero__ld(ctx->grad_arena, base + j, adt);
-            s += g * g;
+        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
+        for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
+            int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
+            ctx->norm_part[first + b] = j->fn(zero__at(ctx->grad_arena, base + s, adt), n, adt);
         }
+        first += nb;
     }
+}
+
+static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
+    zero__norm_job job;
+    double s = 0.0;
+    int64_t b;
+    job.ctx = ctx;
+    job.r = r;
+    job.fn = zero__sumsq_kernel(ctx->simd);
+    zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
+    for (b = 0; b < ctx->norm_blocks; b++) s += ctx->norm_part[b];
     return s;
 }
 

@@ -6,11 +6,12 @@
    trivial kernel that streams exactly the same arrays the same way: reads g (bf16)
    and master/m/v (fp32), writes master/m/v and the bf16 params, 28 bytes per
    element, with the same threads and the same chunking. That kernel is the memory
-   roofline for this access pattern; the last line is ratio=<ours/roofline>.
+   roofline for this access pattern; the last line is ratio=<ours/roofline>. It also
+   times the gradient norm's blocked sum of squares (zero__sumsq_slice) on the shard.
 
        build/bench_optim [--n ELEMENTS] [--threads T] [--reps R]
-       defaults: 64M elements (about 1.9 GB), all online CPUs, 11 repetitions (best taken; a shared or virtual
-       machine is noisy, so compare the best, and run it twice)
+       defaults: 64M elements (about 1.9 GB), all online CPUs, 11 repetitions, best
+       taken (a shared or virtual machine is noisy: compare the best, run it twice)
        ZERO_SIMD=scalar|avx2|avx512 caps the kernel path, as in the library. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -153,7 +154,7 @@ int main(int argc, char **argv) {
            best_o * 1e3, bytes / best_o * 1e-9, t_ours[reps / 2] * 1e3, bytes / t_ours[reps / 2] * 1e-9);
     printf("roofline (same streams):       best %8.2f ms  %7.2f GB/s   median %8.2f ms  %7.2f GB/s\n",
            best_r * 1e3, bytes / best_r * 1e-9, t_roof[reps / 2] * 1e3, bytes / t_roof[reps / 2] * 1e-9);
-    printf("grad sum of squares (1 thread): best %8.2f ms  %7.2f GB/s of gradients\n",
+    printf("grad sum of squares (blocked):  best %8.2f ms  %7.2f GB/s of gradients\n",
            t_norm[0] * 1e3, 2.0 * (double)n / t_norm[0] * 1e-9);
     zero_destroy(z);
     printf("ratio=%.3f\n", best_r / best_o);
