@@ -258,7 +258,7 @@ static void test_simd_knob(void) {
 
 /* one big module trained through the public API; returns the gathered fp32 params */
 #define E2E_N 300001
-static zero_result train(int stage, int world_threads_unused, int cpu_threads, int simd, zero_dtype pdt,
+static zero_result train(int stage, zero_comm *comm, int cpu_threads, int simd, zero_dtype pdt,
                          zero_dtype adt, zero_optim_type opt, float *out, double *norm_out) {
     zero_desc d;
     zero_ctx *z;
@@ -270,9 +270,8 @@ static zero_result train(int stage, int world_threads_unused, int cpu_threads, i
     float *init = (float *)malloc(E2E_N * 4), *gr = (float *)malloc(E2E_N * 4);
     zero_stats st;
     int i, step;
-    (void)world_threads_unused;
     memset(&d, 0, sizeof d);
-    d.stage = stage; d.param_dtype = pdt; d.grad_accum_dtype = adt; d.cpu_threads = cpu_threads;
+    d.comm = comm; d.stage = stage; d.param_dtype = pdt; d.grad_accum_dtype = adt; d.cpu_threads = cpu_threads;
     d.optim.type = opt; d.optim.lr = 0.01; d.optim.weight_decay = 0.1; d.optim.momentum = 0.9;
     d.clip_norm = 50.0f; d.loss_scale = 4.0f;
     if ((r = zero_create(&z, &d)) != ZERO_OK) { free(init); free(gr); return r; }
@@ -284,8 +283,8 @@ static zero_result train(int stage, int world_threads_unused, int cpu_threads, i
     pd.name = "b"; pd.shape[0] = 1001; pd.no_decay = 1;
     zero_add_param(z, mod, &pd, &b);
     if ((r = zero_build(z)) != ZERO_OK) goto done;
-    rng = 7;
-    for (i = 0; i < E2E_N; i++) init[i] = edge_float(0) * 0.01f + (float)(i % 7) * 0.1f;
+    for (i = 0; i < E2E_N; i++)   /* no shared generator: ranks run this at the same time */
+        init[i] = (float)((uint32_t)i * 2654435761u % 20001u) * 1e-6f - 0.01f + (float)(i % 7) * 0.1f;
     zero_param_set_f32(z, w, init);
     zero_param_set_f32(z, b, init + E2E_N - 1001);
     for (step = 0; step < 3; step++) {
@@ -295,7 +294,7 @@ static zero_result train(int stage, int world_threads_unused, int cpu_threads, i
         if ((r = zero_grads_ready(z, mod)) != ZERO_OK) goto done;
         if ((r = zero_step(z)) != ZERO_OK) goto done;
     }
-    r = zero_gather_params_f32(z, out);
+    r = zero_gather_params_f32(z, out);     /* collective; every rank writes the same */
     zero_stats_get(z, &st);
     *norm_out = st.grad_norm;
 done:
@@ -315,13 +314,13 @@ static void test_threads_and_paths(void) {
             int ok = 1;
             test_begin("cpuopt_e2e_p%s_g%s_%s", zero_dtype_str(pd[di]), zero_dtype_str(adt),
                        opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
-            ok &= CHECK(train(0, 1, 1, ZERO__SIMD_SCALAR, pd[di], adt, (zero_optim_type)opt, ref, &nr) == ZERO_OK,
+            ok &= CHECK(train(0, NULL, 1, ZERO__SIMD_SCALAR, pd[di], adt, (zero_optim_type)opt, ref, &nr) == ZERO_OK,
                         "scalar run: %s", zero_last_error(NULL));
             for (l = 0; l < ZERO__SIMD_NUM && ok; l++) {
                 if (!zero__simd_supported(l)) continue;
                 for (th = 1; th <= 4 && ok; th += 3) {
                     int64_t i, bad = -1;
-                    ok &= CHECK(train(th == 1 ? 1 : 3, 1, th, l, pd[di], adt, (zero_optim_type)opt, got, &ng) == ZERO_OK,
+                    ok &= CHECK(train(th == 1 ? 1 : 3, NULL, th, l, pd[di], adt, (zero_optim_type)opt, got, &ng) == ZERO_OK,
                                 "run: %s", zero_last_error(NULL));
                     for (i = 0; i < E2E_N && ok; i++)
                         if (zero__f32_bits(got[i]) != zero__f32_bits(ref[i])) { bad = i; break; }
@@ -334,6 +333,36 @@ static void test_threads_and_paths(void) {
             test_end();
         }
     free(ref); free(got);
+}
+
+/* two ranks, each with a 3-thread pool (two pools run at once), every stage: the same
+   bits as one rank on one thread (the gradients are the same on both ranks, so the
+   mean over ranks is exact) */
+typedef struct world_cfg { int stage; float *out[2]; double norm[2]; } world_cfg;
+static zero_result world_rank(zero_comm *comm, int rank, void *user) {
+    world_cfg *c = (world_cfg *)user;
+    return train(c->stage, comm, 3, zero__simd_pick(), ZERO_BF16, ZERO_BF16, ZERO_OPTIM_ADAMW, c->out[rank], &c->norm[rank]);
+}
+static void test_two_ranks(void) {
+    float *ref = (float *)malloc(E2E_N * 4);
+    double nr = 0;
+    world_cfg c;
+    int stage, k;
+    c.out[0] = (float *)malloc(E2E_N * 4);
+    c.out[1] = (float *)malloc(E2E_N * 4);
+    if (CHECK(train(0, NULL, 1, ZERO__SIMD_SCALAR, ZERO_BF16, ZERO_BF16, ZERO_OPTIM_ADAMW, ref, &nr) == ZERO_OK,
+              "reference: %s", zero_last_error(NULL)))
+        for (stage = 0; stage <= 3; stage++) {
+            c.stage = stage;
+            if (!CHECK(zero_run_local(2, world_rank, &c) == ZERO_OK, "stage %d, 2 ranks: %s", stage, zero_last_error(NULL)))
+                break;
+            for (k = 0; k < 2; k++) {
+                CHECK(memcmp(c.out[k], ref, E2E_N * 4) == 0, "stage %d rank %d: params differ from 1 rank, 1 thread", stage, k);
+                CHECK(memcmp(&c.norm[k], &nr, sizeof nr) == 0, "stage %d rank %d: grad norm %.17g vs %.17g", stage, k,
+                      c.norm[k], nr);
+            }
+        }
+    free(ref); free(c.out[0]); free(c.out[1]);
 }
 
 static void test_cpu_threads_option(void) {
@@ -361,5 +390,6 @@ int main(void) {
     }
     TEST_RUN(test_cpu_threads_option);
     test_threads_and_paths();
+    TEST_RUN(test_two_ranks);
     return test_summary();
 }
