@@ -2331,6 +2331,12 @@ static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
 /* ---- AVX2 (+F16C): 8 lanes ---- */
 #define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
 #define ZERO__AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))
+/* Software prefetch ZERO__AHEAD elements ahead on every stream: the optimizer's long
+   dependency chains (sqrt, two divisions) keep fewer loads in flight than a plain copy
+   does, and the hardware prefetcher alone left ~8% of the bandwidth unused (bench_optim).
+   Prefetching past the end of an array is harmless: a prefetch never faults. */
+#define ZERO__AHEAD 512
+#define ZERO__PREFETCH(ptr, i, es) _mm_prefetch((const char *)(ptr) + ((i) + ZERO__AHEAD) * (int64_t)(es), _MM_HINT_T0)
 
 ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
     __m256i x;
@@ -2381,7 +2387,12 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
         const __m256 omd = _mm256_set1_ps(h->one_minus_dampening), nlr = _mm256_set1_ps(h->neg_lr);
         int use_wd = k->decay && h->weight_decay != 0.0f;
         for (; i + 8 <= hi; i += 8) {
-            __m256 pp = _mm256_loadu_ps(w + i), d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            __m256 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm256_loadu_ps(w + i);
+            d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
             if (use_wd) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pp));
             if (m) {
                 __m256 b = h->first ? d : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), mu), _mm256_mul_ps(omd, d));
@@ -2399,7 +2410,11 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
         const __m256 eps = _mm256_set1_ps(h->eps), dm = _mm256_set1_ps(h->decay_mul);
         const __m256 nss = _mm256_set1_ps(h->neg_step_size), bc2 = _mm256_set1_ps(h->bc2_sqrt);
         for (; i + 8 <= hi; i += 8) {
-            __m256 gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            __m256 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
             __m256 pp = _mm256_loadu_ps(w + i);
             __m256 mm = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(omb1, gg));
             __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gg), gg));
@@ -2482,7 +2497,12 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
         const __m512 omd = _mm512_set1_ps(h->one_minus_dampening), nlr = _mm512_set1_ps(h->neg_lr);
         int use_wd = k->decay && h->weight_decay != 0.0f;
         for (; i + 16 <= hi; i += 16) {
-            __m512 pp = _mm512_loadu_ps(w + i), d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            __m512 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm512_loadu_ps(w + i);
+            d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
             if (use_wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pp));
             if (m) {
                 __m512 b = h->first ? d : _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), mu), _mm512_mul_ps(omd, d));
@@ -2500,7 +2520,11 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
         const __m512 eps = _mm512_set1_ps(h->eps), dm = _mm512_set1_ps(h->decay_mul);
         const __m512 nss = _mm512_set1_ps(h->neg_step_size), bc2 = _mm512_set1_ps(h->bc2_sqrt);
         for (; i + 16 <= hi; i += 16) {
-            __m512 gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            __m512 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
             __m512 pp = _mm512_loadu_ps(w + i);
             __m512 mm = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(omb1, gg));
             __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2), _mm512_mul_ps(_mm512_mul_ps(omb2, gg), gg));

@@ -32,7 +32,8 @@ static double now_s(void) {
 
 typedef struct roof_job { uint16_t *g, *p; float *w, *m, *v; int64_t n; int simd; } roof_job;
 
-/* the roofline: one add per stream, a truncating narrow; same loads and stores as ours */
+/* the roofline: one add per stream, a truncating narrow; same loads, stores and
+   software prefetches as ours */
 static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i;
     for (i = lo; i < hi; i++) {
@@ -47,7 +48,10 @@ static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
 __attribute__((target("avx512f"))) static void roof_avx512(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i = lo;
     for (; i + 16 <= hi; i += 16) {
-        __m512 g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(j->g + i))), 16));
+        __m512 g;
+        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); ZERO__PREFETCH(j->v, i, 4);
+        ZERO__PREFETCH(j->g, i, 2); ZERO__PREFETCH(j->p, i, 2);
+        g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(j->g + i))), 16));
         __m512 w = _mm512_add_ps(_mm512_loadu_ps(j->w + i), g);
         _mm512_storeu_ps(j->w + i, w);
         _mm512_storeu_ps(j->m + i, _mm512_add_ps(_mm512_loadu_ps(j->m + i), g));
@@ -59,7 +63,10 @@ __attribute__((target("avx512f"))) static void roof_avx512(const roof_job *j, in
 __attribute__((target("avx2"))) static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i = lo;
     for (; i + 8 <= hi; i += 8) {
-        __m256 g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(j->g + i))), 16));
+        __m256 g;
+        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); ZERO__PREFETCH(j->v, i, 4);
+        ZERO__PREFETCH(j->g, i, 2); ZERO__PREFETCH(j->p, i, 2);
+        g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(j->g + i))), 16));
         __m256 w = _mm256_add_ps(_mm256_loadu_ps(j->w + i), g);
         __m256i h = _mm256_srli_epi32(_mm256_castps_si256(w), 16);
         _mm256_storeu_ps(j->w + i, w);
