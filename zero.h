@@ -48,6 +48,7 @@
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
+       ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
@@ -96,7 +97,9 @@
      aligned chunk of the rank's shard. It uses AVX-512 or AVX2 when the CPU has them
      (GCC/clang on x86-64; a portable C loop elsewhere) and gives bitwise-identical
      results on every path and thread count. ZERO_SIMD=scalar|avx2|avx512 in the
-     environment caps the path (read at zero_create).
+     environment caps the path (read at zero_create). The norm's sum of squares is
+     taken in double in a fixed blockwise order, so it too is the same double at every
+     stage, world size, path and thread count.
 
    ON MEMORY
      zero_build plans every buffer before allocating any; zero_plan_get returns the
