@@ -50,6 +50,7 @@
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
+       ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
@@ -124,6 +125,15 @@
      returns ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by
      default: multiply your loss by zero_loss_scale(); an overflow halves it, and it
      doubles after loss_scale_window clean steps.
+     On the CPU the fused pass runs on cpu_threads threads (desc.cpu_threads; 0 means 1,
+     the calling thread alone): cpu_threads - 1 workers start at zero_build, sleep
+     between steps and stop at zero_destroy; each takes a contiguous, cache-line
+     aligned chunk of the rank's shard. It uses AVX-512 or AVX2 when the CPU has them
+     (GCC/clang on x86-64; a portable C loop elsewhere) and gives bitwise-identical
+     results on every path and thread count. ZERO_SIMD=scalar|avx2|avx512 in the
+     environment caps the path (read at zero_create). The norm's sum of squares is
+     taken in double in a fixed blockwise order, so it too is the same double at every
+     stage, world size, path and thread count.
 
    ON MEMORY
      zero_build plans every buffer before allocating any; zero_plan_get returns the
@@ -381,6 +391,8 @@ typedef struct zero_desc {
     int loss_scale_window;          /* dynamic: clean steps before growing; default 1000 */
     float loss_scale_min;           /* dynamic; default 1 */
     int timeout_ms;                 /* every collective; default 120000 */
+    int cpu_threads;                /* threads of the CPU optimizer pass, the caller included;
+                                       0: 1 (the caller only). Started at zero_build. */
     int64_t device_bytes_cap;       /* 0: no cap */
     int64_t host_bytes_cap;         /* 0: no cap */
     zero_allocator allocator;
@@ -657,6 +669,7 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
 #define ZERO__MAX_RANKS 4096
 #define ZERO__F64 100                  /* internal dtype code for double scalars */
+#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>cpu) */
 
 #if defined(__cplusplus)
 #  define ZERO__TLS thread_local
@@ -1155,6 +1168,10 @@ struct zero_ctx {
     float *tile_w, *tile_g, *gemm_ws;
     zero__segment *segs;
     int num_segs;
+    int simd;                       /* optimizer kernel path, ZERO__SIMD_* */
+    double *norm_part;              /* the gradient norm's block sums (>>optim) */
+    int64_t norm_blocks;
+    struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
 
     /* per step */
     int *bucket;                    /* modules queued for reduction, not yet flushed */
@@ -1169,6 +1186,11 @@ struct zero_ctx {
     zero__stream stream;
     int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
 };
+
+/* defined in >>cpu, used by zero_create / zero_build / zero_destroy */
+static int zero__simd_pick(void);
+static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a);
+static void zero__pool_free(struct zero__pool *pl, const zero_allocator *a);
 
 /* >>errors -------------------------------------------------------------------------- */
 static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
@@ -1439,12 +1461,12 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
         o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
         o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
-        d->loss_scale_min < 0 || d->timeout_ms < 0 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
+        d->loss_scale_min < 0 || d->timeout_ms < 0 || d->cpu_threads < 0 || d->cpu_threads > 4096 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "an optimizer or loss-scale option is out of range (lr=%g beta1=%g beta2=%g eps=%g "
-                          "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d)",
+                          "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
                           o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
-                          (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms);
+                          (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
@@ -1460,6 +1482,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
     d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
     d->timeout_ms = ZERO__DEF(d->timeout_ms, 120000);
+    d->cpu_threads = ZERO__DEF(d->cpu_threads, 1);
     d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
     return ZERO_OK;
 }
@@ -1705,6 +1728,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->desc = d;
     ctx->salt = zero__next_salt();
+    ctx->simd = zero__simd_pick();
     if (d.comm) {
         /* a context's comm stream issues collectives on its own; two contexts on one
            endpoint would interleave them differently on different ranks */
@@ -1759,7 +1783,8 @@ static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
                      ctx->garena, ctx->persist, ctx->free_off, ctx->free_len, ctx->sched,
-                     ctx->segs, ctx->srecs, ctx->bucket, ctx->tile_w, ctx->tile_g, ctx->gemm_ws };
+                     ctx->segs, ctx->srecs, ctx->bucket, ctx->tile_w, ctx->tile_g, ctx->gemm_ws,
+                     ctx->norm_part };
     size_t i;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
@@ -1771,6 +1796,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->tile_w = ctx->tile_g = ctx->gemm_ws = NULL;
     ctx->segs = NULL;
     ctx->srecs = NULL;
+    ctx->norm_part = NULL;
     memset(ctx->bytes, 0, sizeof ctx->bytes);
 }
 
@@ -1785,6 +1811,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
         pthread_mutex_destroy(&ctx->stream.mu);
         pthread_cond_destroy(&ctx->stream.cv);
     }
+    zero__pool_free(ctx->pool, a);
     zero__free_arenas(ctx);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
@@ -2153,10 +2180,20 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
     ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
     ctx->free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len) {
+    ctx->norm_blocks = 0;
+    for (k = 0; k < ctx->num_modules; k++)
+        if (!ctx->modules[k].frozen)
+            ctx->norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    ctx->norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->norm_blocks + 1));
+    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len || !ctx->norm_part) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
+    }
+    if (!(ctx->pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
     }
     ctx->nfree = ctx->garena_bytes > 0;
     ctx->free_off[0] = 0;
@@ -2670,66 +2707,624 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
     return ZERO_OK;
 }
 
-/* >>optim ------------------------------------------------------------------------------ */
-/* Sum of squares of rank r's slice of every trainable module, in module order. Stage 0
-   computes every rank's value this way, the sharded stages their own, so the global
-   norm is the same double, summed in rank order, at every stage. */
-static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
-    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
-    double s = 0.0;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        int64_t per = m->span / N, base, j;
-        if (m->frozen) continue;
-        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)r * per : m->train_off / N;
-        for (j = 0; j < per; j++) {
-            double g = (double)zero__ld(ctx->grad_arena, base + j, adt);
-            s += g * g;
+/* >>cpu: optimizer kernels (portable, AVX2, AVX-512) and the optimizer thread pool --------
+   The fused optimizer pass is one streaming loop per segment: widen the gradient,
+   multiply by the unscale*clip factor, update master and moments, narrow into the
+   param. Each loop is written once per instruction set and instantiated per dtype
+   combination (the dtype arguments are constants where the always-inline loop is
+   expanded), so no element pays for a dtype branch. The vector paths compute exactly
+   the scalar ZERO_HD formulas: the same operations in the same order, no FMA, IEEE
+   sqrt and division, and the same round-to-nearest-even narrowing, so every path
+   gives bitwise-identical results (tests/test_cpuopt.c checks this). The path is
+   picked at run time from what the CPU supports; ZERO_SIMD=scalar|avx2|avx512 in the
+   environment caps it (tests and benchmarks compare paths with it). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(ZERO_NO_SIMD)
+#  define ZERO__X86 1
+#  if !defined(__clang__)
+     /* GCC's AVX-512 intrinsics fill unused result lanes from a self-initialized
+        variable, which g++ -O2 reports as maybe-uninitialized once inlined */
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif
+#  include <immintrin.h>
+#  include <cpuid.h>
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define ZERO__INLINE static inline __attribute__((always_inline))
+#else
+#  define ZERO__INLINE static inline
+#endif
+
+enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
+static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
+
+/* What one optimizer step needs besides the pointers: dtypes, hyperparameters, and the
+   factor the widened gradient is multiplied by (1/(N*accum*loss_scale) * clip). */
+typedef struct zero__optk {
+    int opt, adt, pdt, decay;
+    float gscale;
+    zero__adamw_hp ah;
+    zero__sgd_hp sh;
+} zero__optk;
+
+/* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
+   master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
+   not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum). */
+typedef void (*zero__opt_fn)(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                             int64_t lo, int64_t hi);
+
+ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                     int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i;
+    if (opt == ZERO_OPTIM_SGD) {
+        for (i = lo; i < hi; i++) {
+            zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * k->gscale, &k->sh, k->decay);
+            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
+        }
+    } else {
+        for (i = lo; i < hi; i++) {
+            zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * k->gscale, &k->ah, k->decay);
+            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
         }
     }
+}
+
+/* one instantiation per (optimizer, grad dtype, param dtype) for a path named P */
+#define ZERO__OPT_INSTANCES(P, ATTR)                                                                   \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_f32, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F32)                        \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_bf16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_BF16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_f16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F16)                       \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_f32, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F32)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_bf16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_BF16)                   \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_f16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_f32, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F32)                       \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_bf16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_BF16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_f16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F16)                       \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_f32, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F32)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_bf16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_BF16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_f16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F16)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_f32, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F32)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_bf16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_BF16)                       \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_f16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_f32, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F32)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_bf16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_BF16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_f16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F16)
+/* the table, indexed [opt == SGD][adt - 1][pdt - 1] */
+#define ZERO__OPT_TABLE(P) {                                                                           \
+    { { zero__opt_##P##_adamw_f32_f32, zero__opt_##P##_adamw_f32_bf16, zero__opt_##P##_adamw_f32_f16 },  \
+      { zero__opt_##P##_adamw_bf16_f32, zero__opt_##P##_adamw_bf16_bf16, zero__opt_##P##_adamw_bf16_f16 },\
+      { zero__opt_##P##_adamw_f16_f32, zero__opt_##P##_adamw_f16_bf16, zero__opt_##P##_adamw_f16_f16 } }, \
+    { { zero__opt_##P##_sgd_f32_f32, zero__opt_##P##_sgd_f32_bf16, zero__opt_##P##_sgd_f32_f16 },        \
+      { zero__opt_##P##_sgd_bf16_f32, zero__opt_##P##_sgd_bf16_bf16, zero__opt_##P##_sgd_bf16_f16 },     \
+      { zero__opt_##P##_sgd_f16_f32, zero__opt_##P##_sgd_f16_bf16, zero__opt_##P##_sgd_f16_f16 } } }
+#define ZERO__OPT_INST(P, ATTR, NAME, OPT, ADT, PDT)                                                   \
+    ATTR static void zero__opt_##P##_##NAME(const zero__optk *k, const void *g, void *p, float *w,      \
+                                            float *m, float *v, int64_t lo, int64_t hi) {              \
+        zero__opt_##P##_t(k, g, p, w, m, v, lo, hi, OPT, ADT, PDT);                                    \
+    }
+ZERO__OPT_INSTANCES(scalar, )
+
+/* The gradient norm's sum of squares is defined blockwise, so that it can be computed
+   with vectors and threads and still be one exact double, the same at every stage, rank
+   count, path and thread count: each rank's slice of each module is cut into blocks of
+   ZERO__NORM_BLOCK elements from the slice's start; within a block, element j adds its
+   square (exact in double) into lane j % 8, in order; a block's sum is
+   ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); the block sums are added in order. */
+typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
+static double zero__lanes_sum(const double *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
+    for (; j < n; j++) {
+        double x = (double)zero__ld(g, j, adt);
+        lanes[j & 7] += x * x;
+    }
+}
+static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
+    double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+    if (adt == ZERO_F32) zero__sumsq_tail(g, 0, n, lanes, ZERO_F32);
+    else if (adt == ZERO_BF16) zero__sumsq_tail(g, 0, n, lanes, ZERO_BF16);
+    else zero__sumsq_tail(g, 0, n, lanes, ZERO_F16);
+    return zero__lanes_sum(lanes);
+}
+
+#if defined(ZERO__X86)
+/* ---- AVX2 (+F16C): 8 lanes ---- */
+#define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
+#define ZERO__AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))
+/* Software prefetch ZERO__AHEAD elements ahead on every stream: the optimizer's long
+   dependency chains (sqrt, two divisions) keep fewer loads in flight than a plain copy
+   does, and the hardware prefetcher alone left ~8% of the bandwidth unused (bench_optim).
+   Prefetching past the end of an array is harmless: a prefetch never faults. */
+#define ZERO__AHEAD 512
+#define ZERO__PREFETCH(ptr, i, es) _mm_prefetch((const char *)(ptr) + ((i) + ZERO__AHEAD) * (int64_t)(es), _MM_HINT_T0)
+
+ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
+    __m256i x;
+    if (adt == ZERO_F32) return _mm256_loadu_ps((const float *)g + i);
+    x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + i)));
+    if (adt == ZERO_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    {   /* f16, as zero__f16_to_f32: normal, inf/NaN (payload kept), subnormal via m * 2^-24 */
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
+        __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff));
+        __m256i e = _mm256_srli_epi32(ax, 10), sh = _mm256_slli_epi32(ax, 13);
+        __m256i r = _mm256_add_epi32(sh, _mm256_set1_epi32(0x38000000));
+        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(ax), _mm256_set1_ps(5.9604644775390625e-8f)));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(sh, _mm256_set1_epi32(0x7f800000)),
+                               _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x1f)));
+        r = _mm256_blendv_epi8(r, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+        return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
+    }
+}
+/* narrow 8 floats to bf16 or f16 bits, exactly as zero__f32_to_bf16 / zero__f32_to_f16 */
+ZERO__AVX2_INLINE void zero__avx2_st(void *p, int64_t i, int pdt, __m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    __m128i out;
+    if (pdt == ZERO_BF16) {
+        __m256i hi = _mm256_srli_epi32(u, 16);
+        __m256i rnd = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1))));
+        __m256i r = _mm256_blendv_epi8(_mm256_srli_epi32(rnd, 16), _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+        out = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    } else {
+        /* F16C rounds to nearest even with subnormals and overflow to inf, like the scalar
+           code; only NaN differs (F16C keeps payload bits; zero.h gives sign | 0x7e00) */
+        __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i qn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
+                                     _mm256_set1_epi32(0x7e00));
+        __m128i qn16 = _mm_packus_epi32(_mm256_castsi256_si128(qn), _mm256_extracti128_si256(qn, 1));
+        __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+        out = _mm_blendv_epi8(h, qn16, nan16);
+    }
+    _mm_storeu_si128((__m128i *)((uint16_t *)p + i), out);
+}
+ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                        int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i = lo;
+    const __m256 gs = _mm256_set1_ps(k->gscale);
+    if (opt == ZERO_OPTIM_SGD) {
+        const zero__sgd_hp *h = &k->sh;
+        const __m256 wd = _mm256_set1_ps(h->weight_decay), mu = _mm256_set1_ps(h->momentum);
+        const __m256 omd = _mm256_set1_ps(h->one_minus_dampening), nlr = _mm256_set1_ps(h->neg_lr);
+        int use_wd = k->decay && h->weight_decay != 0.0f;
+        for (; i + 8 <= hi; i += 8) {
+            __m256 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm256_loadu_ps(w + i);
+            d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            if (use_wd) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pp));
+            if (m) {
+                __m256 b = h->first ? d : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), mu), _mm256_mul_ps(omd, d));
+                _mm256_storeu_ps(m + i, b);
+                d = h->nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mu, b)) : b;
+            }
+            pp = _mm256_add_ps(pp, _mm256_mul_ps(nlr, d));
+            _mm256_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
+        }
+    } else {
+        const zero__adamw_hp *h = &k->ah;
+        const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
+        const __m256 omb1 = _mm256_set1_ps(h->one_minus_beta1), omb2 = _mm256_set1_ps(h->one_minus_beta2);
+        const __m256 eps = _mm256_set1_ps(h->eps), dm = _mm256_set1_ps(h->decay_mul);
+        const __m256 nss = _mm256_set1_ps(h->neg_step_size), bc2 = _mm256_set1_ps(h->bc2_sqrt);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            __m256 pp = _mm256_loadu_ps(w + i);
+            __m256 mm = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(omb1, gg));
+            __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gg), gg));
+            __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
+            if (k->decay) pp = _mm256_mul_ps(pp, dm);
+            pp = _mm256_add_ps(pp, _mm256_div_ps(_mm256_mul_ps(nss, mm), den));
+            _mm256_storeu_ps(w + i, pp);
+            _mm256_storeu_ps(m + i, mm);
+            _mm256_storeu_ps(v + i, vv);
+            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
+        }
+    }
+    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
+}
+ZERO__OPT_INSTANCES(avx2, ZERO__AVX2_ATTR)
+
+ZERO__AVX2_INLINE double zero__sumsq_avx2_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {        /* a0: lanes 0-3, a1: lanes 4-7 */
+        __m256 x = zero__avx2_ld(g, j, adt);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
+    }
+    _mm256_storeu_pd(lanes, a0);
+    _mm256_storeu_pd(lanes + 4, a1);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx2_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx2_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx2_t(g, n, ZERO_F16);
+}
+
+/* ---- AVX-512F: 16 lanes ---- */
+#define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
+#define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+
+ZERO__AVX512_INLINE __m512 zero__avx512_ld(const void *g, int64_t i, int adt) {
+    __m512i x;
+    if (adt == ZERO_F32) return _mm512_loadu_ps((const float *)g + i);
+    x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)g + i)));
+    if (adt == ZERO_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    {
+        __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x8000)), 16);
+        __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff));
+        __m512i e = _mm512_srli_epi32(ax, 10), sh = _mm512_slli_epi32(ax, 13);
+        __m512i r = _mm512_add_epi32(sh, _mm512_set1_epi32(0x38000000));
+        __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(ax), _mm512_set1_ps(5.9604644775390625e-8f)));
+        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0x1f)), r,
+                                    _mm512_or_si512(sh, _mm512_set1_epi32(0x7f800000)));
+        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), r, sub);
+        return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
+    }
+}
+ZERO__AVX512_INLINE void zero__avx512_st(void *p, int64_t i, int pdt, __m512 x) {
+    __m512i u = _mm512_castps_si512(x), r;
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    if (pdt == ZERO_BF16) {
+        __m512i rnd = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
+        r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    } else {   /* see zero__avx2_st: hardware RNE, NaN replaced by sign | 0x7e00 */
+        __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_mask_blend_epi32(nan, _mm512_cvtepu16_epi32(h),
+                                    _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7e00)));
+    }
+    _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtepi32_epi16(r));
+}
+ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                            int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i = lo;
+    const __m512 gs = _mm512_set1_ps(k->gscale);
+    if (opt == ZERO_OPTIM_SGD) {
+        const zero__sgd_hp *h = &k->sh;
+        const __m512 wd = _mm512_set1_ps(h->weight_decay), mu = _mm512_set1_ps(h->momentum);
+        const __m512 omd = _mm512_set1_ps(h->one_minus_dampening), nlr = _mm512_set1_ps(h->neg_lr);
+        int use_wd = k->decay && h->weight_decay != 0.0f;
+        for (; i + 16 <= hi; i += 16) {
+            __m512 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm512_loadu_ps(w + i);
+            d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            if (use_wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pp));
+            if (m) {
+                __m512 b = h->first ? d : _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), mu), _mm512_mul_ps(omd, d));
+                _mm512_storeu_ps(m + i, b);
+                d = h->nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mu, b)) : b;
+            }
+            pp = _mm512_add_ps(pp, _mm512_mul_ps(nlr, d));
+            _mm512_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
+        }
+    } else {
+        const zero__adamw_hp *h = &k->ah;
+        const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
+        const __m512 omb1 = _mm512_set1_ps(h->one_minus_beta1), omb2 = _mm512_set1_ps(h->one_minus_beta2);
+        const __m512 eps = _mm512_set1_ps(h->eps), dm = _mm512_set1_ps(h->decay_mul);
+        const __m512 nss = _mm512_set1_ps(h->neg_step_size), bc2 = _mm512_set1_ps(h->bc2_sqrt);
+        for (; i + 16 <= hi; i += 16) {
+            __m512 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            __m512 pp = _mm512_loadu_ps(w + i);
+            __m512 mm = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(omb1, gg));
+            __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2), _mm512_mul_ps(_mm512_mul_ps(omb2, gg), gg));
+            __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2), eps);
+            if (k->decay) pp = _mm512_mul_ps(pp, dm);
+            pp = _mm512_add_ps(pp, _mm512_div_ps(_mm512_mul_ps(nss, mm), den));
+            _mm512_storeu_ps(w + i, pp);
+            _mm512_storeu_ps(m + i, mm);
+            _mm512_storeu_ps(v + i, vv);
+            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
+        }
+    }
+    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
+}
+ZERO__OPT_INSTANCES(avx512, ZERO__AVX512_ATTR)
+
+ZERO__AVX512_INLINE double zero__sumsq_avx512_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m512d acc = _mm512_setzero_pd();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {      /* elements j..j+7, then j+8..j+15, into lanes 0-7 */
+        __m512 x = zero__avx512_ld(g, j, adt);
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(lo, lo));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(hi, hi));
+    }
+    _mm512_storeu_pd(lanes, acc);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx512_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx512_t(g, n, ZERO_F16);
+}
+#  if !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif
+#endif /* ZERO__X86 */
+#undef ZERO__OPT_INST
+
+static int zero__simd_supported(int level) {
+    if (level == ZERO__SIMD_SCALAR) return 1;
+#if defined(ZERO__X86)
+    __builtin_cpu_init();
+    if (level == ZERO__SIMD_AVX2) {    /* F16C: CPUID.1:ECX bit 29 (clang's builtin does not know "f16c") */
+        unsigned a, b, c, d;
+        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+    }
+    if (level == ZERO__SIMD_AVX512) return __builtin_cpu_supports("avx512f");
+#endif
+    return 0;
+}
+/* the best supported path, capped by ZERO_SIMD=scalar|avx2|avx512 */
+static int zero__simd_pick(void) {
+    const char *e = getenv("ZERO_SIMD");
+    int cap = ZERO__SIMD_NUM - 1, l;
+    if (e) for (l = 0; l < ZERO__SIMD_NUM; l++) if (strcmp(e, zero__simd_name[l]) == 0) cap = l;
+    for (l = cap; l > 0; l--) if (zero__simd_supported(l)) return l;
+    return ZERO__SIMD_SCALAR;
+}
+static zero__sumsq_fn zero__sumsq_kernel(int level) {
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return zero__sumsq_avx512;
+    if (level == ZERO__SIMD_AVX2) return zero__sumsq_avx2;
+#endif
+    (void)level;
+    return zero__sumsq_scalar;
+}
+static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
+    static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
+#if defined(ZERO__X86)
+    static const zero__opt_fn avx2[2][3][3] = ZERO__OPT_TABLE(avx2);
+    static const zero__opt_fn avx512[2][3][3] = ZERO__OPT_TABLE(avx512);
+    if (level == ZERO__SIMD_AVX512) return avx512[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+    if (level == ZERO__SIMD_AVX2) return avx2[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+#endif
+    (void)level;
+    return scalar[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+}
+
+/* ---- the optimizer thread pool ----
+   cpu_threads - 1 workers, started at zero_build and parked on a condition variable;
+   zero__pool_run wakes them with a new generation number, runs part 0 on the caller
+   and waits until every part is done. Nothing is created or freed per step. */
+typedef void (*zero__pool_fn)(void *arg, int part, int nparts);
+typedef struct zero__pool zero__pool;
+typedef struct zero__worker { zero__pool *pool; int part; pthread_t thread; } zero__worker;
+struct zero__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    zero__worker *workers;
+    int nworkers, started, stop, pending;
+    uint64_t gen;
+    zero__pool_fn fn;
+    void *arg;
+};
+
+static void *zero__pool_main(void *arg) {
+    zero__worker *me = (zero__worker *)arg;
+    zero__pool *pl = me->pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        zero__pool_fn fn;
+        void *a;
+        int n;
+        while (pl->gen == seen && !pl->stop) pthread_cond_wait(&pl->work, &pl->mu);
+        if (pl->stop) break;
+        seen = pl->gen;
+        fn = pl->fn;
+        a = pl->arg;
+        n = pl->nworkers + 1;
+        pthread_mutex_unlock(&pl->mu);
+        fn(a, me->part, n);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+static void zero__pool_destroy(zero__pool *pl, const zero_allocator *a) {
+    int i;
+    if (!pl->started) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->stop = 1;
+    pthread_cond_broadcast(&pl->work);
+    pthread_mutex_unlock(&pl->mu);
+    for (i = 0; i < pl->nworkers; i++) pthread_join(pl->workers[i].thread, NULL);
+    pthread_mutex_destroy(&pl->mu);
+    pthread_cond_destroy(&pl->work);
+    pthread_cond_destroy(&pl->done);
+    zero__raw_free(a, pl->workers);
+    memset(pl, 0, sizeof *pl);
+}
+
+/* 0 on success; on failure everything started is stopped again */
+static int zero__pool_init(zero__pool *pl, int threads, const zero_allocator *a) {
+    int i;
+    memset(pl, 0, sizeof *pl);
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->work, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    pl->started = 1;
+    if (threads <= 1) return 0;
+    pl->workers = (zero__worker *)zero__raw_alloc(a, sizeof(zero__worker) * (size_t)(threads - 1));
+    if (!pl->workers) { zero__pool_destroy(pl, a); return -1; }
+    for (i = 0; i < threads - 1; i++) {
+        pl->workers[i].pool = pl;
+        pl->workers[i].part = i + 1;
+        if (pthread_create(&pl->workers[i].thread, NULL, zero__pool_main, &pl->workers[i]) != 0) {
+            zero__pool_destroy(pl, a);   /* joins the i started so far */
+            return -1;
+        }
+        pl->nworkers = i + 1;
+    }
+    return 0;
+}
+
+static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a) {
+    zero__pool *pl = (zero__pool *)zero__raw_alloc(a, sizeof *pl);
+    if (pl && zero__pool_init(pl, threads, a) != 0) { zero__raw_free(a, pl); pl = NULL; }
+    return pl;
+}
+static void zero__pool_free(zero__pool *pl, const zero_allocator *a) {
+    if (!pl) return;
+    zero__pool_destroy(pl, a);
+    zero__raw_free(a, pl);
+}
+
+/* runs fn(arg, part, nparts) for every part, the caller taking part 0 */
+static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int serial) {
+    if (!pl || pl->nworkers == 0 || serial) { fn(arg, 0, 1); return; }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->arg = arg;
+    pl->pending = pl->nworkers;
+    pl->gen++;
+    pthread_cond_broadcast(&pl->work);
+    pthread_mutex_unlock(&pl->mu);
+    fn(arg, 0, pl->nworkers + 1);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* Part `part` of nparts of [0, total): contiguous, boundaries on multiples of 64
+   elements (whole cache lines for every dtype) */
+static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_t *hi) {
+    int64_t blocks = (total + 63) / 64;
+    *lo = blocks * part / nparts * 64;
+    *hi = blocks * (part + 1) / nparts * 64;
+    if (*lo > total) *lo = total;
+    if (*hi > total) *hi = total;
+}
+
+/* >>optim ------------------------------------------------------------------------------ */
+/* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
+   in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
+   stages their own, so the global norm is the same double, summed in rank order, at
+   every stage. The pool computes the block sums into ctx->norm_part; they are then
+   added in order, so the thread count does not change the result either. */
+typedef struct zero__norm_job { const zero_ctx *ctx; int r; zero__sumsq_fn fn; } zero__norm_job;
+
+static void zero__norm_part(void *arg, int part, int nparts) {
+    const zero__norm_job *j = (const zero__norm_job *)arg;
+    const zero_ctx *ctx = j->ctx;
+    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
+    int64_t lo, hi, first = 0;
+    zero__chunk(ctx->norm_blocks, part, nparts, &lo, &hi);
+    for (i = 0; i < ctx->num_modules && first < hi; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
+        if (m->frozen) continue;
+        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
+        for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
+            int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
+            ctx->norm_part[first + b] = j->fn(zero__at(ctx->grad_arena, base + s, adt), n, adt);
+        }
+        first += nb;
+    }
+}
+
+static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
+    zero__norm_job job;
+    double s = 0.0;
+    int64_t b;
+    job.ctx = ctx;
+    job.r = r;
+    job.fn = zero__sumsq_kernel(ctx->simd);
+    zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
+    for (b = 0; b < ctx->norm_blocks; b++) s += ctx->norm_part[b];
     return s;
 }
 
 /* One fused pass over this rank's part of the model: widen the gradient, unscale and
-   clip (one factor), update master and moments, narrow into the params. */
+   clip (one factor), update master and moments, narrow into the params. The segments
+   are concatenated and cut into one contiguous chunk per pool thread. */
+typedef struct zero__opt_job {
+    zero_ctx *ctx;
+    zero__optk k;
+    zero__opt_fn fn;
+    int64_t total;
+} zero__opt_job;
+
+static void zero__opt_part(void *arg, int part, int nparts) {
+    const zero__opt_job *j = (const zero__opt_job *)arg;
+    zero_ctx *ctx = j->ctx;
+    int pdt = j->k.pdt, adt = j->k.adt, si;
+    int64_t lo, hi, off = 0;
+    zero__chunk(j->total, part, nparts, &lo, &hi);
+    for (si = 0; si < ctx->num_segs && off < hi; off += ctx->segs[si].n, si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
+        void *p;
+        zero__optk k;
+        if (s >= e) continue;
+        k = j->k;
+        k.decay = sg->decay;
+        p = zero__at(ctx->param_arena, sg->param_idx, pdt);
+        j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx, adt), p,
+              ctx->master ? ctx->master + sg->state_idx : (float *)p,
+              ctx->opt_m ? ctx->opt_m + sg->state_idx : NULL,
+              ctx->opt_v ? ctx->opt_v + sg->state_idx : NULL, s, e);
+    }
+}
+
 static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
     const zero_desc *d = &ctx->desc;
     const zero_optim_desc *o = &d->optim;
-    int pdt = d->param_dtype, adt = d->grad_accum_dtype, si;
-    zero__adamw_hp ah;
-    zero__sgd_hp sh;
+    zero__opt_job job;
+    zero__adamw_hp *ah = &job.k.ah;
+    zero__sgd_hp *sh = &job.k.sh;
     double t = (double)(ctx->steps + 1);
-    ah.beta1 = (float)o->beta1;
-    ah.beta2 = (float)o->beta2;
-    ah.one_minus_beta1 = (float)(1.0 - o->beta1);
-    ah.one_minus_beta2 = (float)(1.0 - o->beta2);
-    ah.eps = (float)o->eps;
-    ah.decay_mul = (float)(1.0 - o->lr * o->weight_decay);
-    ah.neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
-    ah.bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
-    sh.neg_lr = (float)(-o->lr);
-    sh.weight_decay = (float)o->weight_decay;
-    sh.momentum = (float)o->momentum;
-    sh.one_minus_dampening = (float)(1.0 - o->dampening);
-    sh.nesterov = o->nesterov;
-    sh.first = ctx->steps == 0;
-    for (si = 0; si < ctx->num_segs; si++) {
-        const zero__segment *sg = &ctx->segs[si];
-        const void *g = zero__at(ctx->grad_arena, sg->grad_idx, adt);
-        void *p = zero__at(ctx->param_arena, sg->param_idx, pdt);
-        float *w = ctx->master ? ctx->master + sg->state_idx : (float *)p;
-        float *m = ctx->opt_m ? ctx->opt_m + sg->state_idx : NULL;
-        float *v = ctx->opt_v ? ctx->opt_v + sg->state_idx : NULL;
-        int64_t i;
-        if (o->type == ZERO_OPTIM_SGD) {
-            for (i = 0; i < sg->n; i++)
-                zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * gscale, &sh, sg->decay);
-        } else {
-            for (i = 0; i < sg->n; i++)
-                zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * gscale, &ah, sg->decay);
-        }
-        if (ctx->master) zero_from_f32(p, (zero_dtype)pdt, w, sg->n);
-    }
+    int si;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    job.k.opt = o->type;
+    job.k.adt = d->grad_accum_dtype;
+    job.k.pdt = d->param_dtype;
+    job.k.gscale = gscale;
+    ah->beta1 = (float)o->beta1;
+    ah->beta2 = (float)o->beta2;
+    ah->one_minus_beta1 = (float)(1.0 - o->beta1);
+    ah->one_minus_beta2 = (float)(1.0 - o->beta2);
+    ah->eps = (float)o->eps;
+    ah->decay_mul = (float)(1.0 - o->lr * o->weight_decay);
+    ah->neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
+    ah->bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
+    sh->neg_lr = (float)(-o->lr);
+    sh->weight_decay = (float)o->weight_decay;
+    sh->momentum = (float)o->momentum;
+    sh->one_minus_dampening = (float)(1.0 - o->dampening);
+    sh->nesterov = o->nesterov;
+    sh->first = ctx->steps == 0;
+    job.fn = zero__opt_kernel(ctx->simd, job.k.opt, job.k.adt, job.k.pdt);
+    for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
+    /* below ~64K elements waking the pool costs more than it saves */
+    zero__pool_run(ctx->pool, zero__opt_part, &job, job.total < 65536);
 }
 
 static void zero__end_step(zero_ctx *ctx) {

@@ -1,0 +1,395 @@
+/* tests/test_cpuopt.c - the CPU optimizer kernels and the optimizer thread pool.
+
+   Every kernel path this machine supports (scalar, AVX2+F16C, AVX-512F) is checked bit
+   for bit against the scalar ZERO_HD formulas (zero__adamw_elem / zero__sgd_elem with
+   zero__ld / zero__st, exactly what the optimizer ran before it had SIMD paths), for
+   every (optimizer, grad dtype, param dtype) combination, over random data and edge
+   cases: NaN, inf, subnormals, values at bf16/f16 rounding ties, f16 overflow, every
+   16-bit gradient pattern, lengths that are not a multiple of the vector width, and
+   unaligned starts. Then the public API: results do not depend on cpu_threads or on
+   the path, and the ZERO_SIMD knob and the cpu_threads option behave. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static uint32_t rnd32(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float bits(uint32_t u) { return zero__bits_f32(u); }
+
+/* an interesting float: ordinary values of several magnitudes, and edge cases */
+static float edge_float(int kind_mask) {
+    uint32_t r = rnd32(), k = r % 24;
+    uint32_t sign = (rnd32() & 1u) << 31;
+    if (!(kind_mask & 1) && k >= 12) k %= 12;        /* kind_mask bit 0: allow non-finite */
+    switch (k) {
+    case 0: case 1: case 2: case 3:                  /* ordinary, |x| in [2^-8, 2^8) */
+        return bits(sign | ((119u + rnd32() % 16u) << 23) | (rnd32() & 0x7fffffu));
+    case 4: return bits(sign | (rnd32() & 0x7fffffu)); /* f32 subnormal */
+    case 5: return bits(sign | ((103u + rnd32() % 10u) << 23) | (rnd32() & 0x7fffffu)); /* f16 subnormal range */
+    case 6: return bits(sign | ((rnd32() & 0x7fffu) << 16) | 0x8000u);        /* bf16 tie */
+    case 7: return bits(sign | ((rnd32() & 0x7fffu) << 16) | 0x7fffu | (rnd32() & 2u ? 0x8001u : 0u));
+    case 8: return bits(sign | ((113u + rnd32() % 30u) << 23) | ((rnd32() & 0x3ffu) << 13) | 0x1000u); /* f16 tie */
+    case 9: return bits(sign | (0x477fe000u + (rnd32() % 0x2000u)));          /* around 65504..65520 */
+    case 10: return sign ? -0.0f : 0.0f;
+    case 11: return bits(sign | rnd32() % 0x7f800000u);                       /* any finite */
+    case 12: case 13: return bits(sign | 0x7f800000u);                        /* inf */
+    case 14: case 15: return bits(sign | 0x7f800000u | (1u + rnd32() % 0x7fffffu)); /* NaN, any payload */
+    default: return bits(sign | ((100u + rnd32() % 50u) << 23) | (rnd32() & 0x7fffffu));
+    }
+}
+
+typedef struct bufs {
+    void *g, *p;
+    float *w, *m, *v;
+} bufs;
+
+static void fill(bufs *b, int64_t n, const zero__optk *k, int nonfinite, int gpat) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        float gv = edge_float(nonfinite);
+        if (k->adt == ZERO_F32) ((float *)b->g)[i] = gv;
+        else ((uint16_t *)b->g)[i] = gpat ? (uint16_t)i : (uint16_t)(rnd32() % 3 ? zero__f32_bits(gv) >> 16 : rnd32());
+        b->w[i] = edge_float(nonfinite);
+        b->m[i] = edge_float(nonfinite);
+        b->v[i] = rnd32() % 8 ? fabsf(edge_float(nonfinite)) : edge_float(nonfinite);
+        if (k->pdt != ZERO_F32) ((uint16_t *)b->p)[i] = (uint16_t)rnd32();
+    }
+}
+
+/* the reference: the pre-SIMD optimizer loop, element by element */
+static void reference(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v, int64_t lo, int64_t hi) {
+    int64_t i;
+    for (i = lo; i < hi; i++) {
+        float gg = zero__ld(g, i, k->adt) * k->gscale;
+        if (k->opt == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, &k->sh, k->decay);
+        else zero__adamw_elem(&w[i], &m[i], &v[i], gg, &k->ah, k->decay);
+        if (k->pdt != ZERO_F32) zero__st(p, i, k->pdt, w[i]);
+    }
+}
+
+static size_t esz(int dt) { return dt == ZERO_F32 ? 4 : 2; }
+
+/* Bitwise equal, except that a NaN may carry another NaN's payload: when two operands
+   are NaN, x86 returns the first one's, and a compiler may swap the operands of a
+   commutative operation, so even two scalar builds disagree on payloads. Only the
+   payload is free: a NaN must stay a NaN and a number the same number. (zero_step
+   never runs the optimizer on non-finite gradients: it skips the step.) */
+static int same32(uint32_t a, uint32_t b) {
+    return a == b || ((a & 0x7fffffffu) > 0x7f800000u && (b & 0x7fffffffu) > 0x7f800000u);
+}
+static int same16(uint16_t a, uint16_t b, int dt) {
+    uint16_t inf = dt == ZERO_BF16 ? 0x7f80u : 0x7c00u;
+    return a == b || ((a & 0x7fffu) > inf && (b & 0x7fffu) > inf);
+}
+
+/* runs path `level` and the reference on copies of the same data, compares all outputs */
+static int compare_once(int level, const zero__optk *k, int64_t n, int64_t off, int64_t lo, int nonfinite,
+                        int gpat, int with_m, const char *what) {
+    bufs a, r;
+    int64_t tot = n + off + 16, i;
+    int ok = 1, nb;
+    zero__opt_fn fn = zero__opt_kernel(level, k->opt, k->adt, k->pdt);
+    void *blk[10];
+    size_t sz[5];
+    sz[0] = (size_t)tot * esz(k->adt); sz[1] = (size_t)tot * esz(k->pdt); sz[2] = sz[3] = sz[4] = (size_t)tot * 4;
+    for (nb = 0; nb < 10; nb++) blk[nb] = malloc(sz[nb % 5]);
+    /* unaligned starts: every array is offset by `off` elements from its allocation */
+    a.g = (char *)blk[0] + off * (int64_t)esz(k->adt); a.p = (char *)blk[1] + off * (int64_t)esz(k->pdt);
+    a.w = (float *)blk[2] + off; a.m = (float *)blk[3] + off; a.v = (float *)blk[4] + off;
+    r.g = (char *)blk[5] + off * (int64_t)esz(k->adt); r.p = (char *)blk[6] + off * (int64_t)esz(k->pdt);
+    r.w = (float *)blk[7] + off; r.m = (float *)blk[8] + off; r.v = (float *)blk[9] + off;
+    fill(&a, n, k, nonfinite, gpat);
+    memcpy(r.g, a.g, (size_t)n * esz(k->adt)); memcpy(r.p, a.p, (size_t)n * esz(k->pdt));
+    memcpy(r.w, a.w, (size_t)n * 4); memcpy(r.m, a.m, (size_t)n * 4); memcpy(r.v, a.v, (size_t)n * 4);
+    if (k->pdt == ZERO_F32) { a.w = (float *)a.p; r.w = (float *)r.p;   /* the params are the master */
+        for (i = 0; i < n; i++) a.w[i] = r.w[i] = edge_float(nonfinite); }
+    fn(k, a.g, a.p, a.w, with_m ? a.m : NULL, a.v, lo, n);
+    reference(k, r.g, r.p, r.w, with_m ? r.m : NULL, r.v, lo, n);
+    for (i = 0; i < n && ok; i++) {
+        uint32_t aw = zero__f32_bits(a.w[i]), rw = zero__f32_bits(r.w[i]);
+        uint32_t am = zero__f32_bits(a.m[i]), rm = zero__f32_bits(r.m[i]);
+        uint32_t av = zero__f32_bits(a.v[i]), rv = zero__f32_bits(r.v[i]);
+        ok &= CHECK(same32(aw, rw), "%s %s n=%lld off=%lld: master[%lld] %08x, reference %08x", zero__simd_name[level],
+                    what, (long long)n, (long long)off, (long long)i, aw, rw);
+        ok &= CHECK(same32(am, rm) && same32(av, rv), "%s %s: m/v[%lld] %08x/%08x, reference %08x/%08x",
+                    zero__simd_name[level], what, (long long)i, am, av, rm, rv);
+        if (k->pdt != ZERO_F32) {
+            uint16_t ap = ((uint16_t *)a.p)[i], rp = ((uint16_t *)r.p)[i];
+            ok &= CHECK(same16(ap, rp, k->pdt), "%s %s: param[%lld] %04x, reference %04x (master %08x)", zero__simd_name[level],
+                        what, (long long)i, ap, rp, rw);
+        }
+    }
+    for (nb = 0; nb < 10; nb++) free(blk[nb]);
+    return ok;
+}
+
+static void make_k(zero__optk *k, int opt, int adt, int pdt, int variant) {
+    memset(k, 0, sizeof *k);
+    k->opt = opt; k->adt = adt; k->pdt = pdt;
+    k->decay = variant & 1;
+    k->gscale = variant & 2 ? 1.0f : 0.37f / 3.0f;
+    k->ah.beta1 = 0.9f; k->ah.beta2 = 0.999f;
+    k->ah.one_minus_beta1 = (float)(1.0 - 0.9); k->ah.one_minus_beta2 = (float)(1.0 - 0.999);
+    k->ah.eps = 1e-8f; k->ah.decay_mul = (float)(1.0 - 1e-3 * 0.01);
+    k->ah.neg_step_size = (float)(-(1e-3 / (1.0 - pow(0.9, 3.0))));
+    k->ah.bc2_sqrt = (float)sqrt(1.0 - pow(0.999, 3.0));
+    k->sh.neg_lr = -0.05f; k->sh.weight_decay = variant & 4 ? 0.0f : 0.01f; k->sh.momentum = 0.9f;
+    k->sh.one_minus_dampening = variant & 8 ? 0.75f : 1.0f;
+    k->sh.nesterov = (variant >> 4) & 1; k->sh.first = (variant >> 5) & 1;
+}
+
+static const int64_t lens[] = { 0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 100, 257, 4099 };
+
+static void test_paths(int level) {
+    int opt, adt, pdt, li, variant;
+    char what[96];
+    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++)
+        for (adt = ZERO_F32; adt <= ZERO_F16; adt++)
+            for (pdt = ZERO_F32; pdt <= ZERO_F16; pdt++) {
+                int ok = 1;
+                test_begin("cpuopt_%s_%s_g%s_p%s", zero__simd_name[level], opt == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+                           zero_dtype_str((zero_dtype)adt), zero_dtype_str((zero_dtype)pdt));
+                for (variant = 0; variant < (opt == ZERO_OPTIM_SGD ? 64 : 4) && ok; variant++) {
+                    zero__optk k;
+                    make_k(&k, opt, adt, pdt, variant);
+                    snprintf(what, sizeof what, "%s g%s p%s variant %d", opt == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+                             zero_dtype_str((zero_dtype)adt), zero_dtype_str((zero_dtype)pdt), variant);
+                    for (li = 0; li < (int)(sizeof lens / sizeof lens[0]) && ok; li++) {
+                        int64_t n = lens[li];
+                        ok &= compare_once(level, &k, n, li % 4, 0, 0, 0, opt == ZERO_OPTIM_ADAMW || (variant & 1), what);
+                        ok &= compare_once(level, &k, n, 3 - li % 4, n / 3, 1, 0, opt == ZERO_OPTIM_ADAMW || !(variant & 1), what);
+                    }
+                }
+                if (ok && adt != ZERO_F32) {         /* every 16-bit gradient pattern */
+                    zero__optk k;
+                    make_k(&k, opt, adt, pdt, 3);
+                    ok &= compare_once(level, &k, 65536 + 5, 1, 0, 1, 1, 1, "all gradient patterns");
+                }
+                test_end();
+            }
+}
+
+/* narrowing alone, over every upper half and a set of lower halves (ties, near-ties):
+   SGD with lr = -0 passes the master through unchanged (NaNs quieted), so the params
+   must equal zero__f32_to_bf16 / zero__f32_to_f16 of it. */
+static void test_narrowing(int level) {
+    static const uint32_t lows[] = { 0, 1, 0x0fff, 0x1000, 0x1001, 0x1fff, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001,
+                                     0xefff, 0xf000, 0xf001, 0xffff };
+    int nl = (int)(sizeof lows / sizeof lows[0]), pdt;
+    int64_t n = (int64_t)65536 * (nl + 1), i;
+    float *w = (float *)malloc((size_t)n * 4), *g = (float *)malloc((size_t)n * 4);
+    uint16_t *p = (uint16_t *)malloc((size_t)n * 2);
+    for (pdt = ZERO_BF16; pdt <= ZERO_F16; pdt++) {
+        zero__optk k;
+        int ok = 1;
+        test_begin("cpuopt_%s_narrow_%s", zero__simd_name[level], zero_dtype_str((zero_dtype)pdt));
+        make_k(&k, ZERO_OPTIM_SGD, ZERO_F32, pdt, 4);
+        k.sh.neg_lr = -0.0f;
+        k.gscale = 1.0f;
+        for (i = 0; i < n; i++) {
+            uint32_t hi = (uint32_t)(i % 65536), lo = i / 65536 < nl ? lows[i / 65536] : rnd32() & 0xffffu;
+            w[i] = bits(hi << 16 | lo);
+            g[i] = 1.0f;
+        }
+        zero__opt_kernel(level, k.opt, k.adt, k.pdt)(&k, g, p, w, NULL, NULL, 0, n);
+        for (i = 0; i < n && ok; i++) {
+            uint16_t want = pdt == ZERO_BF16 ? zero__f32_to_bf16(w[i]) : zero__f32_to_f16(w[i]);
+            ok &= CHECK(p[i] == want, "%s: %08x -> %04x, zero.h's scalar rounding gives %04x", zero__simd_name[level],
+                        zero__f32_bits(w[i]), p[i], want);
+        }
+        test_end();
+    }
+    free(w); free(g); free(p);
+}
+
+/* the gradient norm's block sum of squares: every path against the definition
+   (lane j % 8, in order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))), bit for bit
+   (a NaN, which makes zero_step skip the step, may differ in payload) */
+static void test_sumsq(int level) {
+    static const int64_t ns[] = { 0, 1, 7, 8, 9, 15, 16, 17, 31, 100, 1000, 1023, 1024 };
+    zero__sumsq_fn fn = zero__sumsq_kernel(level);
+    int adt, ni, rep;
+    for (adt = ZERO_F32; adt <= ZERO_F16; adt++) {
+        char *buf = (char *)malloc(1024 * 4 + 8);
+        int ok = 1;
+        test_begin("cpuopt_%s_sumsq_g%s", zero__simd_name[level], zero_dtype_str((zero_dtype)adt));
+        for (ni = 0; ni < (int)(sizeof ns / sizeof ns[0]) && ok; ni++)
+            for (rep = 0; rep < 8 && ok; rep++) {
+                int64_t n = ns[ni], j, off = rep % 3;
+                void *g = buf + off * (int64_t)esz(adt);
+                double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 }, want, got;
+                for (j = 0; j < n; j++) {
+                    float x = edge_float(0);
+                    if (rep == 7 && j == n / 2) x = bits(0x7f800000u);   /* one inf */
+                    if (adt == ZERO_F32) ((float *)g)[j] = x;
+                    else if (adt == ZERO_BF16) ((uint16_t *)g)[j] = zero__f32_to_bf16(x);
+                    else ((uint16_t *)g)[j] = zero__f32_to_f16(x);
+                }
+                for (j = 0; j < n; j++) { double x = (double)zero__ld(g, j, adt); lanes[j % 8] += x * x; }
+                want = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+                got = fn(g, n, adt);
+                ok &= CHECK(memcmp(&want, &got, sizeof want) == 0 || (want != want && got != got), "%s n=%lld off=%lld: %.17g, definition gives %.17g",
+                            zero__simd_name[level], (long long)n, (long long)off, got, want);
+            }
+        free(buf);
+        test_end();
+    }
+}
+
+static void test_simd_knob(void) {
+    int best = zero__simd_pick(), l;
+    CHECK(zero__simd_supported(ZERO__SIMD_SCALAR), "the scalar path is always there");
+    setenv("ZERO_SIMD", "scalar", 1);
+    CHECK(zero__simd_pick() == ZERO__SIMD_SCALAR, "ZERO_SIMD=scalar picked %d", zero__simd_pick());
+    for (l = 1; l < ZERO__SIMD_NUM; l++) {
+        setenv("ZERO_SIMD", zero__simd_name[l], 1);
+        CHECK(zero__simd_pick() <= l && zero__simd_supported(zero__simd_pick()), "ZERO_SIMD=%s picked %d",
+              zero__simd_name[l], zero__simd_pick());
+    }
+    setenv("ZERO_SIMD", "nonsense", 1);
+    CHECK(zero__simd_pick() == best, "an unknown ZERO_SIMD value is ignored");
+    unsetenv("ZERO_SIMD");
+    printf("# best optimizer path on this machine: %s\n", zero__simd_name[best]);
+}
+
+/* one big module trained through the public API; returns the gathered fp32 params */
+#define E2E_N 300001
+static zero_result train(int stage, zero_comm *comm, int cpu_threads, int simd, zero_dtype pdt,
+                         zero_dtype adt, zero_optim_type opt, float *out, double *norm_out) {
+    zero_desc d;
+    zero_ctx *z;
+    zero_module mod;
+    zero_param w, b;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_result r;
+    float *init = (float *)malloc(E2E_N * 4), *gr = (float *)malloc(E2E_N * 4);
+    zero_stats st;
+    int i, step;
+    memset(&d, 0, sizeof d);
+    d.comm = comm; d.stage = stage; d.param_dtype = pdt; d.grad_accum_dtype = adt; d.cpu_threads = cpu_threads;
+    d.optim.type = opt; d.optim.lr = 0.01; d.optim.weight_decay = 0.1; d.optim.momentum = 0.9;
+    d.clip_norm = 50.0f; d.loss_scale = 4.0f;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) { free(init); free(gr); return r; }
+    z->simd = simd;                                   /* the internal knob */
+    memset(&md, 0, sizeof md); md.name = "big";
+    zero_add_module(z, &md, &mod);
+    memset(&pd, 0, sizeof pd); pd.name = "w"; pd.ndim = 1; pd.shape[0] = E2E_N - 1001;
+    zero_add_param(z, mod, &pd, &w);
+    pd.name = "b"; pd.shape[0] = 1001; pd.no_decay = 1;
+    zero_add_param(z, mod, &pd, &b);
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i < E2E_N; i++)   /* no shared generator: ranks run this at the same time */
+        init[i] = (float)((uint32_t)i * 2654435761u % 20001u) * 1e-6f - 0.01f + (float)(i % 7) * 0.1f;
+    zero_param_set_f32(z, w, init);
+    zero_param_set_f32(z, b, init + E2E_N - 1001);
+    for (step = 0; step < 3; step++) {
+        for (i = 0; i < E2E_N; i++) gr[i] = (float)((i * 31 + step * 17) % 101 - 50) * 0.01f * 4.0f;
+        zero_add_f32(zero_param_grad(z, w), d.grad_dtype ? d.grad_dtype : pdt, gr, E2E_N - 1001);
+        zero_add_f32(zero_param_grad(z, b), d.grad_dtype ? d.grad_dtype : pdt, gr + E2E_N - 1001, 1001);
+        if ((r = zero_grads_ready(z, mod)) != ZERO_OK) goto done;
+        if ((r = zero_step(z)) != ZERO_OK) goto done;
+    }
+    r = zero_gather_params_f32(z, out);     /* collective; every rank writes the same */
+    zero_stats_get(z, &st);
+    *norm_out = st.grad_norm;
+done:
+    zero_destroy(z);
+    free(init); free(gr);
+    return r;
+}
+
+static void test_threads_and_paths(void) {
+    static const zero_dtype pd[] = { ZERO_BF16, ZERO_F16, ZERO_F32 };
+    float *ref = (float *)malloc(E2E_N * 4), *got = (float *)malloc(E2E_N * 4);
+    double nr = 0, ng = 0;
+    int di, opt, l, th;
+    for (di = 0; di < 3; di++)
+        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++) {
+            zero_dtype adt = di == 0 ? ZERO_F32 : pd[di];
+            int ok = 1;
+            test_begin("cpuopt_e2e_p%s_g%s_%s", zero_dtype_str(pd[di]), zero_dtype_str(adt),
+                       opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+            ok &= CHECK(train(0, NULL, 1, ZERO__SIMD_SCALAR, pd[di], adt, (zero_optim_type)opt, ref, &nr) == ZERO_OK,
+                        "scalar run: %s", zero_last_error(NULL));
+            for (l = 0; l < ZERO__SIMD_NUM && ok; l++) {
+                if (!zero__simd_supported(l)) continue;
+                for (th = 1; th <= 4 && ok; th += 3) {
+                    int64_t i, bad = -1;
+                    ok &= CHECK(train(th == 1 ? 1 : 3, NULL, th, l, pd[di], adt, (zero_optim_type)opt, got, &ng) == ZERO_OK,
+                                "run: %s", zero_last_error(NULL));
+                    for (i = 0; i < E2E_N && ok; i++)
+                        if (zero__f32_bits(got[i]) != zero__f32_bits(ref[i])) { bad = i; break; }
+                    ok &= CHECK(bad < 0, "path %s, %d threads: param %lld is %.9g, scalar 1-thread run gives %.9g",
+                                zero__simd_name[l], th, (long long)bad, bad < 0 ? 0.0 : (double)got[bad],
+                                bad < 0 ? 0.0 : (double)ref[bad]);
+                    ok &= CHECK(memcmp(&ng, &nr, sizeof ng) == 0, "grad norm %.17g, scalar 1-thread run gives %.17g", ng, nr);
+                }
+            }
+            test_end();
+        }
+    free(ref); free(got);
+}
+
+/* two ranks, each with a 3-thread pool (two pools run at once), every stage: the same
+   bits as one rank on one thread (the gradients are the same on both ranks, so the
+   mean over ranks is exact) */
+typedef struct world_cfg { int stage; float *out[2]; double norm[2]; } world_cfg;
+static zero_result world_rank(zero_comm *comm, int rank, void *user) {
+    world_cfg *c = (world_cfg *)user;
+    return train(c->stage, comm, 3, zero__simd_pick(), ZERO_BF16, ZERO_BF16, ZERO_OPTIM_ADAMW, c->out[rank], &c->norm[rank]);
+}
+static void test_two_ranks(void) {
+    float *ref = (float *)malloc(E2E_N * 4);
+    double nr = 0;
+    world_cfg c;
+    int stage, k;
+    c.out[0] = (float *)malloc(E2E_N * 4);
+    c.out[1] = (float *)malloc(E2E_N * 4);
+    if (CHECK(train(0, NULL, 1, ZERO__SIMD_SCALAR, ZERO_BF16, ZERO_BF16, ZERO_OPTIM_ADAMW, ref, &nr) == ZERO_OK,
+              "reference: %s", zero_last_error(NULL)))
+        for (stage = 0; stage <= 3; stage++) {
+            c.stage = stage;
+            if (!CHECK(zero_run_local(2, world_rank, &c) == ZERO_OK, "stage %d, 2 ranks: %s", stage, zero_last_error(NULL)))
+                break;
+            for (k = 0; k < 2; k++) {
+                CHECK(memcmp(c.out[k], ref, E2E_N * 4) == 0, "stage %d rank %d: params differ from 1 rank, 1 thread", stage, k);
+                CHECK(memcmp(&c.norm[k], &nr, sizeof nr) == 0, "stage %d rank %d: grad norm %.17g vs %.17g", stage, k,
+                      c.norm[k], nr);
+            }
+        }
+    free(ref); free(c.out[0]); free(c.out[1]);
+}
+
+static void test_cpu_threads_option(void) {
+    zero_desc d, q;
+    zero_ctx *z = NULL;
+    memset(&d, 0, sizeof d);
+    d.cpu_threads = -1;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG, "cpu_threads = -1 must be rejected");
+    d.cpu_threads = 0;
+    if (!CHECK(zero_create(&z, &d) == ZERO_OK, "create: %s", zero_last_error(NULL))) return;
+    q = zero_query_desc(z);
+    CHECK(q.cpu_threads == 1, "cpu_threads 0 means 1, got %d", q.cpu_threads);
+    zero_destroy(z);
+}
+
+int main(void) {
+    int l;
+    test_init();
+    TEST_RUN(test_simd_knob);
+    for (l = 0; l < ZERO__SIMD_NUM; l++) {
+        if (!zero__simd_supported(l)) { printf("# path %s: not supported here, skipped\n", zero__simd_name[l]); continue; }
+        test_paths(l);
+        test_narrowing(l);
+        test_sumsq(l);
+    }
+    TEST_RUN(test_cpu_threads_option);
+    test_threads_and_paths();
+    TEST_RUN(test_two_ranks);
+    return test_summary();
+}
