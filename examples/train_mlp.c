@@ -43,6 +43,7 @@ typedef struct {
     uint64_t seed;
     const char *save_path;
     long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
+    const char *save_ckpt, *load_ckpt;          // checkpoint directories
 } config;
 
 typedef struct {
@@ -387,12 +388,17 @@ static zero_result train(trainer *t) {
     const config *c = t->cfg;
     int rank = t->rank, skipped = 0, last_printed = 0;
     double t0 = now_s(), t_last = t0, loss = 0.0;
+    // the data position is the number of steps taken before (applied or skipped), which a
+    // checkpoint carries: a resumed run sees the batches the uninterrupted one would have
+    zero_stats st0;
+    ZCHECK(zero_stats_get(t->z, &st0));
+    int64_t base = st0.steps + st0.skipped_steps;
     for (int step = 0; step < c->steps; step++) {
         double loss_sum = 0.0;
         for (int a = 0; a < c->accum; a++) {
             // this rank's slice of the step's global batch: the union over ranks and
             // micro-batches is samples [step*batch, (step+1)*batch) whatever ranks/accum are
-            int64_t first = (int64_t)step * c->batch + (int64_t)(rank * c->accum + a) * t->per;
+            int64_t first = (base + step) * c->batch + (int64_t)(rank * c->accum + a) * t->per;
             zero_result r = micro_step(t, first, &loss_sum);
             if (r < 0) return r;
         }
@@ -415,6 +421,10 @@ static zero_result train(trainer *t) {
         }
     }
     double ms = 1e3 * (now_s() - t0) / c->steps;
+    if (c->save_ckpt) {
+        zero_result r = zero_save(t->z, c->save_ckpt);
+        if (r < 0) { fprintf(stderr, "train_mlp: --save-ckpt: %s\n", zero_last_error(t->z)); return r; }
+    }
     if (c->save_path) { zero_result r = save_params(t); if (r < 0) return r; }
     if (rank == 0) {
         zero_stats st;
@@ -508,6 +518,8 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
 
     r = build_model(t);
+    if (r >= 0 && c->load_ckpt && (r = zero_load(t->z, c->load_ckpt)) < 0)
+        fprintf(stderr, "train_mlp: rank %d: --load-ckpt: %s\n", rank, zero_last_error(t->z));
     if (r >= 0) r = train(t);
     trainer_free(t);
     return r < 0 ? r : ZERO_OK;
@@ -525,6 +537,8 @@ static void usage(FILE *f) {
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
         "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
+        "  --save-ckpt DIR    after training, save a sharded checkpoint (zero_save) into DIR\n"
+        "  --load-ckpt DIR    before training, load DIR (any stage/ranks); --steps K then means K more\n"
         "  --prefetch-bytes B stage 3: gather up to B bytes ahead of use; -1 = off (default: max-live-bytes)\n"
         "  --max-live-bytes B stage 3: bytes of prefetched/kept modules (default: the largest module)\n"
         "  --batch B          global batch per step; a multiple of ranks*accum (default 64)\n"
@@ -593,6 +607,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--clip")) c->clip = parse_float(o, v, 0.0, 1e30);
         else if (!strcmp(o, "--wd")) c->wd = parse_float(o, v, 0.0, 1e3);
         else if (!strcmp(o, "--save-params")) c->save_path = v;
+        else if (!strcmp(o, "--save-ckpt")) c->save_ckpt = v;
+        else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
         else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long)1 << 50);
         else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long)1 << 50);
         else if (!strcmp(o, "--seed")) {

@@ -77,6 +77,20 @@ for shape in "default:" "deep:--layers 12 --hidden 192"; do
     else fail prefetch_bitwise_$name "params with prefetch differ from on-demand fetching"; fi
 done
 
+# checkpoints: 20 steps straight == 10 steps, --save-ckpt, a fresh process with --load-ckpt,
+# 10 more steps, bitwise, at every stage (the data position comes back with the step count)
+for s in 0 1 2 3; do
+    R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --stage $s --ranks 3 --dtype f16)
+    rm -rf "$T/ck"
+    "$B/train_mlp" "${R[@]}" --steps 20 --save-params "$T/straight" >"$T/c1.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --steps 10 --save-ckpt "$T/ck" >"$T/c2.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --steps 10 --load-ckpt "$T/ck" --save-params "$T/resumed" >"$T/c3.log" 2>&1
+    rc=$?
+    if [ $rc != 0 ]; then fail resume_stage$s "exit $rc: $(tail -n 1 "$T/c3.log")"
+    elif cmp -s "$T/straight" "$T/resumed"; then pass resume_stage$s
+    else fail resume_stage$s "resumed params differ from 20 steps straight"; fi
+done
+
 # bad arguments: a message and exit 2, never a crash
 for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus"; do
     name="bad_args_$(printf '%s' "$args" | tr -c 'a-z0-9' '_')"
