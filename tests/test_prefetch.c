@@ -232,6 +232,61 @@ static void steady_state_allocates_nothing(int stage) {
     CHECK(got_cfg.allocs_steady == 0, "stage %d: %ld allocations in steps 3-6 (all ranks)", stage, got_cfg.allocs_steady);
 }
 
+/* The modelled link makes every all-gather take at least its latency (a lower bound:
+   sleeping can only take longer), and rejects negative figures. */
+typedef struct link_job { zero_result r[2]; double build_ms[2]; } link_job;
+static zero_result link_rank(zero_comm *comm, int rank, void *user) {
+    link_job *j = (link_job *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param p;
+    double t0;
+    memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+    d.comm = comm;
+    md.name = "m"; pd.name = "w"; pd.ndim = 1; pd.shape[0] = 10;
+    if ((j->r[rank] = zero_create(&z, &d)) != ZERO_OK) return j->r[rank];
+    zero_add_module(z, &md, &m);
+    zero_add_param(z, m, &pd, &p);
+    t0 = test_now_ms();
+    j->r[rank] = zero_build(z);                 /* one all-gather of the model check */
+    j->build_ms[rank] = test_now_ms() - t0;
+    zero_destroy(z);
+    return j->r[rank];
+}
+typedef struct link_arg { zero_group *g; int rank; link_job *j; } link_arg;
+static void *link_thread(void *p) {
+    link_arg *a = (link_arg *)p;
+    zero_comm *c = NULL;
+    if (zero_comm_local(&c, a->g, a->rank) == ZERO_OK) link_rank(c, a->rank, a->j);
+    zero_comm_destroy(c);
+    return NULL;
+}
+static void link_model(void) {
+    zero_group *g = NULL;
+    link_job j;
+    pthread_t th[2];
+    link_arg a[2];
+    int i;
+    memset(&j, 0, sizeof j);
+    if (!CHECK(zero_group_create(&g, 2) == ZERO_OK, "group")) return;
+    CHECK(zero_group_set_link(g, -1, 0) == ZERO_ERR_INVALID_ARG, "negative latency accepted");
+    CHECK(zero_group_set_link(NULL, 1, 1) == ZERO_ERR_INVALID_ARG, "NULL group accepted");
+    CHECK(zero_group_set_link(g, 60000, 0) == ZERO_OK, "set_link: %s", zero_last_error(NULL));
+    for (i = 0; i < 2; i++) {
+        a[i].g = g; a[i].rank = i; a[i].j = &j;
+        pthread_create(&th[i], NULL, link_thread, &a[i]);
+    }
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < 2; i++) {
+        CHECK(j.r[i] == ZERO_OK, "rank %d: %s", i, zero_result_str(j.r[i]));
+        CHECK(j.build_ms[i] >= 60.0, "rank %d: zero_build took %.1f ms on a 60 ms link", i, j.build_ms[i]);
+    }
+    zero_group_destroy(g);
+}
+
 int main(void) {
     static const int64_t budgets[] = { 0, 1, 700, 4000, 1 << 20 };
     int b, w;
@@ -255,6 +310,7 @@ int main(void) {
     prefetch_bitwise(12, 2, 1 << 20, 64, 0, 0);
     test_end();
     TEST_RUN(order_change_falls_back);
+    TEST_RUN(link_model);
     TEST_RUN(divergent_ranks_mismatch);
     for (w = 2; w <= 3; w++) {
         test_begin("steady_state_allocates_nothing_stage%d", w);

@@ -1,6 +1,9 @@
 /* bench_stage3 - with 4 local ranks on the CPU device, the step time of stage 3 with
    prefetch against stage 0 for the same model, and against stage 3 without prefetch,
-   all in one run.
+   all in one run, over a modelled link (zero_group_set_link: each all-gather and
+   reduce-scatter sleeps for latency + bytes / bandwidth on the comm stream, as a
+   network transfer would take time without taking CPU; default 50 us, 0.25 GB/s,
+   options --latency-us and --gbps; --gbps 0 --latency-us 0 measures bare threads).
 
    The model: 8 layers of 768 -> 768 (bf16 params, AdamW), each a one-tile linear,
    ReLU between them, a global batch of 128 split over the ranks. Steps alternate
@@ -11,7 +14,9 @@
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"   // defines: the library
 
+#include <pthread.h>      // defines: pthread_create
 #include <stdio.h>        // defines: printf
+#include <string.h>       // defines: strcmp
 #include <stdlib.h>       // defines: malloc, qsort
 #include "bench.h"        // defines: bench_now_ms, bench_median
 
@@ -28,7 +33,7 @@ typedef struct rank_state {
 } rank_state;
 
 static double times[CONFIGS][ROUNDS];
-static zero_group *groups[CONFIGS];  /* configs 1, 2: a group of their own (one context per endpoint) */
+static zero_group *groups[CONFIGS];  /* a group per config (one context per endpoint) */
 static const char *names[CONFIGS] = { "stage 0", "stage 3, prefetch", "stage 3, no prefetch" };
 
 
@@ -61,7 +66,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     for (k = 0; k < DIM * DIM; k++) w[k] = (float)((k * 31) % 97 - 48) * (1.0f / 48 / 28);
     for (c = 0; c < CONFIGS && r == ZERO_OK; c++) {
         zero_desc d = { 0 };
-        if (c == 0) comms[c] = comm;
+        if (c == 0) comms[c] = comm;       /* groups[0]'s endpoint, from rank_thread */
         else if ((r = zero_comm_local(&comms[c], groups[c], rank)) != ZERO_OK) break;
         d.comm = comms[c];
         d.stage = c == 0 ? 0 : 3;
@@ -103,12 +108,43 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     return r;
 }
 
-int main(void) {
+static double link_us = 50, link_gbps = 0.25;
+
+/* like zero_run_local, on a group whose link is modelled */
+typedef struct rank_arg { zero_group *g; int rank; zero_result r; } rank_arg;
+static void *rank_thread(void *p) {
+    rank_arg *a = (rank_arg *)p;
+    zero_comm *c = NULL;
+    a->r = zero_comm_local(&c, a->g, a->rank);
+    if (a->r == ZERO_OK) a->r = rank_main(c, a->rank, NULL);
+    zero_comm_destroy(c);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
     double med[CONFIGS];
-    int c;
-    for (c = 1; c < CONFIGS; c++) zero_group_create(&groups[c], RANKS);
-    if (zero_run_local(RANKS, rank_main, NULL) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(NULL)); return 1; }
-    for (c = 1; c < CONFIGS; c++) zero_group_destroy(groups[c]);
+    pthread_t th[RANKS];
+    rank_arg args[RANKS];
+    int c, i;
+    for (i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--gbps")) link_gbps = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--latency-us")) link_us = atof(argv[i + 1]);
+        else { fprintf(stderr, "usage: bench_stage3 [--gbps G] [--latency-us U]\n"); return 2; }
+    }
+    for (c = 0; c < CONFIGS; c++) {
+        zero_group_create(&groups[c], RANKS);
+        zero_group_set_link(groups[c], link_us, link_gbps);
+    }
+    printf("4 ranks, %d layers of %dx%d, batch %d, modelled link: %.0f us + bytes / %.2f GB/s\n",
+           LAYERS, DIM, DIM, BATCH, link_us, link_gbps);
+    for (i = 0; i < RANKS; i++) {
+        args[i].g = groups[0]; args[i].rank = i; args[i].r = ZERO_OK;
+        pthread_create(&th[i], NULL, rank_thread, &args[i]);
+    }
+    for (i = 0; i < RANKS; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < RANKS; i++)
+        if (args[i].r != ZERO_OK) { fprintf(stderr, "rank %d: %s\n", i, zero_result_str(args[i].r)); return 1; }
+    for (c = 0; c < CONFIGS; c++) zero_group_destroy(groups[c]);
     for (c = 0; c < CONFIGS; c++) {
         med[c] = bench_median(times[c], ROUNDS);
         printf("%-22s %8.1f ms/step (median of %d)\n", names[c], med[c], ROUNDS);
