@@ -3400,7 +3400,7 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->loss_scale);
     norm = sqrt(total) * inv;
     ctx->grad_norm = norm;
-    if (!(norm <= HUGE_VAL) || norm != norm || total == HUGE_VAL) {
+    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
         float old = ctx->loss_scale;
         zero__end_step(ctx);
         ctx->skipped++;
