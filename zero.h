@@ -3440,23 +3440,42 @@ ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_sca
    over k, so splitting K between calls (the tiles of a backward pass) adds in the
    same order as one call. */
 #ifndef ZERO_CBLAS
-static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
-    float acc[ZERO__MR][ZERO__NR];
-    int64_t k;
-    int i, j;
-    for (i = 0; i < ZERO__MR; i++)
-        for (j = 0; j < ZERO__NR; j++) acc[i][j] = i < mr && j < nr ? c[i * ldc + j] : 0.0f;
-    for (k = 0; k < kc; k++) {
-        const float *a = ap + k * ZERO__MR, *b = bp + k * ZERO__NR;
-        for (i = 0; i < ZERO__MR; i++)
-            for (j = 0; j < ZERO__NR; j++) acc[i][j] += a[i] * b[j];
-    }
-    for (i = 0; i < mr; i++)
+typedef void (*zero__gemm_micro_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr);
+#define ZERO__GEMM_MICRO_BODY                                                          \
+    float acc[ZERO__MR][ZERO__NR];                                                     \
+    int64_t k;                                                                         \
+    int i, j;                                                                          \
+    for (i = 0; i < ZERO__MR; i++)                                                     \
+        for (j = 0; j < ZERO__NR; j++) acc[i][j] = i < mr && j < nr ? c[i * ldc + j] : 0.0f; \
+    for (k = 0; k < kc; k++) {                                                         \
+        const float *a = ap + k * ZERO__MR, *b = bp + k * ZERO__NR;                     \
+        for (i = 0; i < ZERO__MR; i++)                                                 \
+            for (j = 0; j < ZERO__NR; j++) acc[i][j] += a[i] * b[j];                   \
+    }                                                                                  \
+    for (i = 0; i < mr; i++)                                                           \
         for (j = 0; j < nr; j++) c[i * ldc + j] = acc[i][j];
+static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
+    ZERO__GEMM_MICRO_BODY
+}
+#if defined(ZERO__X86)
+/* the same loops compiled for AVX2 (no FMA: each product is rounded before the add,
+   exactly as in the portable kernel, so both paths give the same bits) */
+ZERO__AVX2_ATTR static void zero__gemm_micro_avx2(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                                                  int mr, int nr) {
+    ZERO__GEMM_MICRO_BODY
+}
+#endif
+static zero__gemm_micro_fn zero__gemm_micro_for(int simd) {
+#if defined(ZERO__X86)
+    if (simd >= ZERO__SIMD_AVX2) return zero__gemm_micro_avx2;
+#endif
+    (void)simd;
+    return zero__gemm_micro;
 }
 
 static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                           const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc, float *ws) {
+                           const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc, float *ws,
+                           zero__gemm_micro_fn micro) {
     float *pa = ws, *pb = ws + ZERO__MC * ZERO__KC;
     int64_t jc, pc, ic, i, j, k;
     if (!accumulate)
@@ -3485,7 +3504,7 @@ static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
                 }
                 for (j = 0; j < nc; j += ZERO__NR)
                     for (i = 0; i < mc; i += ZERO__MR)
-                        zero__gemm_micro(kc, pa + i * kc, pb + j * kc, C + (ic + i) * ldc + jc + j, ldc,
+                        micro(kc, pa + i * kc, pb + j * kc, C + (ic + i) * ldc + jc + j, ldc,
                                          (int)(mc - i < ZERO__MR ? mc - i : ZERO__MR),
                                          (int)(nc - j < ZERO__NR ? nc - j : ZERO__NR));
             }
@@ -3510,7 +3529,7 @@ ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_
     if (!ctx->gemm_ws)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_sgemm: the context has no GEMM workspace (it is planned for contexts with a tiled linear)");
-    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws);
+    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws, zero__gemm_micro_for(ctx->simd));
 #endif
     return ZERO_OK;
 }

@@ -97,6 +97,30 @@ static void sgemm_k_split_bitwise(void) {
 }
 #endif
 
+/* Every SIMD path of the micro-kernel gives the portable path's bits (ZERO_SIMD caps
+   the path a context picks at zero_create). */
+#ifndef ZERO_CBLAS
+static void sgemm_paths_bitwise(void) {
+    enum { M = 37, N = 45, K = 300 };
+    static float A[K * M], B[N * K], C[3][M * N];
+    static const char *paths[3] = { "scalar", "avx2", "avx512" };
+    uint64_t seed = 11;
+    int i, p;
+    for (i = 0; i < K * M; i++) A[i] = frand(&seed);
+    for (i = 0; i < N * K; i++) B[i] = frand(&seed);
+    for (p = 0; p < 3; p++) {
+        zero_ctx *z;
+        setenv("ZERO_SIMD", paths[p], 1);
+        z = gemm_ctx();
+        unsetenv("ZERO_SIMD");
+        if (!CHECK(z != NULL, "no context")) return;
+        zero_sgemm(z, 1, 1, M, N, K, A, M, B, K, 0, C[p], N);
+        zero_destroy(z);
+        if (p) CHECK(memcmp(C[0], C[p], sizeof C[0]) == 0, "path %s differs from scalar", paths[p]);
+    }
+}
+#endif
+
 typedef struct job {
     int stage, world, tiles, steps;
     zero_dtype dtype;
@@ -260,6 +284,7 @@ int main(void) {
     TEST_RUN(sgemm_matches_reference);
 #ifndef ZERO_CBLAS
     TEST_RUN(sgemm_k_split_bitwise);
+    TEST_RUN(sgemm_paths_bitwise);
 #endif
     test_begin("tiles_bitwise_stage3_world1_f32"); tiles_bitwise(3, 1, ZERO_F32); test_end();
     test_begin("tiles_bitwise_stage3_world2_bf16"); tiles_bitwise(3, 2, ZERO_BF16); test_end();
