@@ -49,6 +49,7 @@
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
+       ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
@@ -116,6 +117,39 @@
      the same bits as one tile (with ZERO_CBLAS, cblas_sgemm: equal to rounding).
      The backward pass visits tiles in forward order and calls zero_grads_ready for
      each tile itself.
+
+   ON COMMUNICATORS
+     A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Local:
+     zero_run_local (or zero_group_create + zero_comm_local) gives N ranks as threads of
+     one process. MPI (ZERO_MPI): one rank per process, started by a launcher:
+         zero_comm *c; zero_comm_from_env(&c, NULL);   // before zero_create
+         ... desc.comm = c; train; zero_destroy ...
+         zero_comm_destroy(c);                          // finalizes MPI if it initialized it
+         $ mpicc -DZERO_MPI ... -o train && mpirun -np 4 ./train
+     zero_comm_from_env reads what launchers set: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's
+     mpirun), PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun), then
+     RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun), in that order. With
+     none set it returns a world of one (local; backend "mpi" makes that an error whose
+     sentence lists the variables); a launcher that started one process also gives a
+     world of one. An MPI launcher in a build without ZERO_MPI, and torchrun-style
+     variables (their TCP/NCCL rendezvous is not written yet), give ZERO_ERR_UNSUPPORTED;
+     half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the variable.
+     zero.h calls MPI from the context's comm-stream thread, so it initializes MPI with
+     MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
+     works if you make no MPI calls of your own while a context lives). It works on a dup
+     of MPI_COMM_WORLD, so your own MPI traffic does not mix with it. MPI never sums:
+     a reduce-scatter moves the inputs' slices (all-to-all) and adds them in fp32 in rank
+     order like the local comm, so MPI and local runs give bitwise-identical results.
+     Failures: every MPI collective starts with a header exchange (what each rank is
+     calling), then moves data with nonblocking MPI calls polled until timeout_ms. A rank
+     that never arrives is named ("rank(s) 2 never arrived": ZERO_ERR_TIMEOUT); ranks
+     that call different collectives get ZERO_ERR_MISMATCH; an MPI error is
+     ZERO_ERR_COMM. After any of these the endpoint is broken (later calls fail fast)
+     and zero_comm_destroy skips MPI_Finalize, which would wait for the lost rank: print
+     the message and exit non-zero. Open MPI's mpirun itself ends the whole job as soon
+     as one process dies or exits non-zero (its notice names the rank); with
+     --mca orte_abort_on_non_zero_status 0 the survivors live on, time out and report.
+     The MPI comm moves at most INT_MAX bytes per rank and call (ZERO_ERR_UNSUPPORTED).
 
    ON THE OPTIMIZER AND LOSS SCALING
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -189,8 +223,9 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device, NCCL, MPI, offload
+     No autograd: you write forward and backward. The CUDA device, NCCL, offload
      to host/NVMe, prefetch, tiling and checkpoints are tracked as separate issues.
+     No TCP rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -806,8 +841,8 @@ typedef struct zero__stream {
 } zero__stream;
 
 /* >>comm ------------------------------------------------------------------------------
-   One interface; the local backend (ranks as threads of one process) is here. MPI and
-   NCCL come with their issues. Every collective has a timeout. */
+   One interface; the local backend (ranks as threads of one process) is here, the MPI
+   one (ZERO_MPI) after it; NCCL comes with its issue. Every collective has a timeout. */
 typedef struct zero__comm_vt {
     /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
     zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
@@ -1090,9 +1125,10 @@ static const zero__comm_vt zero__local_vt = {
         other one point to point. A rank whose header never comes is named in the
         ZERO_ERR_TIMEOUT message; headers that differ are ZERO_ERR_MISMATCH on every
         rank (as with the local comm), before any data moves.
-     2. the data: MPI_Iallgather, MPI_Ialltoall or MPI_Ibcast of raw bytes. Nothing is
-        summed by MPI: a reduce-scatter is an all-to-all of the inputs' slices followed
-        by the fp32 sum in rank order that the local comm uses (zero__sum_into), so both
+     2. the data, as raw bytes point to point (MPI_Isend/MPI_Irecv with every peer, so
+        a timeout still names the rank whose data never came). Nothing is summed by
+        MPI: a reduce-scatter is an all-to-all of the inputs' slices followed by the
+        fp32 sum in rank order that the local comm uses (zero__sum_into), so both
         communicators give bitwise-identical results.
    After a failure the endpoint is broken for good: later collectives fail fast with
    ZERO_ERR_COMM, the requests left in flight are abandoned (MPI may still write into
@@ -1116,13 +1152,15 @@ typedef struct zero__mpi_comm {
     int broken;                     /* a collective failed: everything fails fast */
     uint64_t seq;                   /* collectives issued, for headers and messages */
     int64_t *hdr;                   /* [size][6] headers of the current collective */
-    MPI_Request *reqs;              /* [2 * size] header sends and receives */
+    MPI_Request *reqs;              /* [2 * size] the current phase's receives, then sends */
+    int *peer;                      /* [2 * size] the rank each receive comes from */
     void *scratch;                  /* all-to-all / f64 gather buffer, grows, never shrinks */
     int64_t scratch_bytes;
 } zero__mpi_comm;
 
 #define ZERO__MPI_HDR 6
 #define ZERO__MPI_TAG_HDR 7001
+#define ZERO__MPI_TAG_DATA 7002
 
 static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
     char s[MPI_MAX_ERROR_STRING];
@@ -1137,7 +1175,7 @@ static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
 
 /* MPI_Testall until done or the deadline; backs off to short sleeps so waiting ranks
    leave the cores to the ranks that compute (ranks often outnumber cores in tests). */
-static int zero__mpi_poll(zero__mpi_comm *m, int n, MPI_Request *reqs, double deadline, int *rc) {
+static int zero__mpi_poll(int n, MPI_Request *reqs, double deadline, int *rc) {
     int flag = 0, spins = 0;
     for (;;) {
         *rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
@@ -1151,7 +1189,31 @@ static int zero__mpi_poll(zero__mpi_comm *m, int n, MPI_Request *reqs, double de
             nanosleep(&ts, NULL);
         }
     }
-    (void)m;
+}
+
+/* Posts nothing; waits for the nreq requests in m->reqs, the first nrecv of which are
+   receives from the ranks m->peer[0 .. nrecv-1]. On timeout, names the ranks whose
+   message never came. */
+static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nreq, int timeout_ms,
+                                  double deadline, const char *phase) {
+    zero_comm *c = &m->base;
+    char who[160] = "";
+    size_t len = 0;
+    int i, rc, got = zero__mpi_poll(nreq, m->reqs, deadline, &rc);
+    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
+    if (got > 0) return ZERO_OK;
+    for (i = 0; i < nrecv; i++) {
+        int done = 0;
+        if (m->reqs[i] == MPI_REQUEST_NULL) done = 1;
+        else MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
+        if (!done && len + 16 < sizeof who)
+            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", m->peer[i]);
+    }
+    m->broken = 1;
+    snprintf(c->err, sizeof c->err, "%s #%llu timed out after %d ms on rank %d: rank(s) %s %s",
+             zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, c->rank,
+             len ? who : "(none: our sends did not complete)", phase);
+    return ZERO_ERR_TIMEOUT;
 }
 
 /* Phase 1: the header exchange (see above). Returns ZERO_OK when every rank arrived
@@ -1159,18 +1221,19 @@ static int zero__mpi_poll(zero__mpi_comm *m, int n, MPI_Request *reqs, double de
 static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, int sdt, int rdt,
                                    int timeout_ms, double deadline) {
     zero_comm *c = &m->base;
-    int n = c->size, me = c->rank, i, k, nreq = 0, rc, got;
-    int64_t mine[ZERO__MPI_HDR];
+    int n = c->size, me = c->rank, i, k, nreq = 0, rc;
+    int64_t *mine = m->hdr + (int64_t)me * ZERO__MPI_HDR;   /* sends may outlive a timed-out call */
+    zero_result r;
     if (m->broken) {
         if (!c->err[0]) snprintf(c->err, sizeof c->err, "the MPI communicator failed earlier");
         return ZERO_ERR_COMM;
     }
     m->seq++;
     mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
-    memcpy(m->hdr + (int64_t)me * ZERO__MPI_HDR, mine, sizeof mine);
     if (n == 1) return ZERO_OK;
     for (k = 0; k < n; k++) {
         if (k == me) continue;
+        m->peer[nreq] = k;
         rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR,
                        m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
@@ -1180,28 +1243,9 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
         rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
     }
-    got = zero__mpi_poll(m, nreq, m->reqs, deadline, &rc);
-    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
-    if (got == 0) {
-        /* name the ranks whose header never came (the receives are reqs[0 .. n-2]) */
-        char who[160] = "";
-        size_t len = 0;
-        for (k = 0, i = 0; k < n; k++) {
-            int done = 0;
-            if (k == me) continue;
-            if (m->reqs[i] == MPI_REQUEST_NULL) done = 1;
-            else MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
-            i++;
-            if (!done && len + 16 < sizeof who)
-                len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", k);
-        }
-        m->broken = 1;
-        snprintf(c->err, sizeof c->err,
-                 "%s #%llu timed out after %d ms on rank %d: rank(s) %s never arrived (dead, stalled or in another "
-                 "collective)", zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, me,
-                 len ? who : "(none: the sends did not complete)");
-        return ZERO_ERR_TIMEOUT;
-    }
+    if ((r = zero__mpi_wait(m, kind, n - 1, nreq, timeout_ms, deadline,
+                            "never arrived (dead, stalled or in another collective)")) != ZERO_OK)
+        return r;
     for (i = 1; i < n; i++) {
         const int64_t *a = m->hdr, *b = m->hdr + (int64_t)i * ZERO__MPI_HDR;
         if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
@@ -1220,30 +1264,37 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
     return ZERO_OK;
 }
 
-/* Phase 2: wait for the one data request. Every header arrived, so a timeout here is a
-   rank that died or stalled inside the collective. */
-static zero_result zero__mpi_finish(zero__mpi_comm *m, int kind, MPI_Request *req, int rc, int timeout_ms,
-                                    double deadline) {
-    int got;
-    if (rc != MPI_SUCCESS) return zero__mpi_err(m, zero__coll_name(kind), rc);
-    got = zero__mpi_poll(m, 1, req, deadline, &rc);
-    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
-    if (got == 0) {
+/* Phase 2: the data, point to point, so a timeout can still name the rank whose data
+   never came (it died or stalled after announcing the collective). Rank k's piece goes
+   from send + k*sstride (sstride 0: the same piece to all) to recv + rank*rstride on k;
+   root >= 0: only the root sends (a broadcast). Our own piece is the caller's business. */
+static zero_result zero__mpi_data(zero__mpi_comm *m, int kind, const void *send, int64_t sstride, void *recv,
+                                  int64_t rstride, int64_t bytes, int root, int timeout_ms, double deadline) {
+    zero_comm *c = &m->base;
+    int n = c->size, me = c->rank, k, nreq = 0, nrecv, rc;
+    if (bytes > 0x7fffffff) {
         m->broken = 1;
-        snprintf(m->base.err, sizeof m->base.err,
-                 "%s #%llu timed out after %d ms on rank %d: every rank arrived, but one died or stalled during the "
-                 "data exchange", zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, m->base.rank);
-        return ZERO_ERR_TIMEOUT;
+        snprintf(c->err, sizeof c->err, "%s: %lld bytes per rank is over the MPI communicator's limit of INT_MAX "
+                 "bytes per rank and call", zero__coll_name(kind), (long long)bytes);
+        return ZERO_ERR_UNSUPPORTED;
     }
-    return ZERO_OK;
-}
-
-static zero_result zero__mpi_too_big(zero__mpi_comm *m, int kind, int64_t bytes) {
-    m->broken = 1;
-    snprintf(m->base.err, sizeof m->base.err,
-             "%s: %lld bytes per rank is over the MPI communicator's limit of INT_MAX bytes per rank and call",
-             zero__coll_name(kind), (long long)bytes);
-    return ZERO_ERR_UNSUPPORTED;
+    if (n == 1 || bytes == 0) return ZERO_OK;
+    for (k = 0; k < n; k++) {
+        if (k == me || (root >= 0 && k != root)) continue;
+        m->peer[nreq] = k;
+        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA, m->comm,
+                       &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
+    }
+    nrecv = nreq;
+    for (k = 0; k < n; k++) {
+        if (k == me || (root >= 0 && me != root)) continue;
+        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA,
+                       m->comm, &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
+    }
+    return zero__mpi_wait(m, kind, nrecv, nreq, timeout_ms, deadline,
+                          "sent no data (died or stalled inside the collective)");
 }
 
 static void *zero__mpi_scratch(zero__mpi_comm *m, int64_t bytes) {
@@ -1263,18 +1314,13 @@ static void *zero__mpi_scratch(zero__mpi_comm *m, int64_t bytes) {
 static zero_result zero__mpi_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
     zero__mpi_comm *m = (zero__mpi_comm *)c;
     double dl = zero__now_ms() + timeout_ms;
-    MPI_Request req;
+    char *dst = (char *)recv + (int64_t)c->rank * bytes;
     zero_result r;
-    const void *src = send == (const char *)recv + (int64_t)c->rank * bytes ? MPI_IN_PLACE : send;
     if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_GATHER, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
-    if (bytes > 0x7fffffff) return zero__mpi_too_big(m, ZERO_COLL_ALL_GATHER, bytes);
-    if (c->size == 1) {
-        if (src != MPI_IN_PLACE) memcpy(recv, send, (size_t)bytes);
-        return ZERO_OK;
-    }
-    return zero__mpi_finish(m, ZERO_COLL_ALL_GATHER, &req,
-                            MPI_Iallgather(src, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm, &req),
-                            timeout_ms, dl);
+    if ((r = zero__mpi_data(m, ZERO_COLL_ALL_GATHER, send, 0, recv, bytes, bytes, -1, timeout_ms, dl)) != ZERO_OK)
+        return r;
+    if ((const char *)send != dst) memmove(dst, send, (size_t)bytes);
+    return ZERO_OK;
 }
 
 static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
@@ -1283,20 +1329,17 @@ static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int 
     double dl = zero__now_ms() + timeout_ms;
     int64_t piece = count * (int64_t)zero__esize(sdt);
     const void *ins[ZERO__MAX_RANKS];
-    MPI_Request req;
     zero_result r;
     char *tmp;
     int k;
     if ((r = zero__mpi_enter(m, ZERO_COLL_REDUCE_SCATTER, count, sdt, rdt, timeout_ms, dl)) != ZERO_OK) return r;
-    if (piece > 0x7fffffff) return zero__mpi_too_big(m, ZERO_COLL_REDUCE_SCATTER, piece);
     if (!(tmp = (char *)zero__mpi_scratch(m, piece * c->size))) return ZERO_ERR_OUT_OF_MEMORY;
-    if (c->size > 1 &&
-        (r = zero__mpi_finish(m, ZERO_COLL_REDUCE_SCATTER, &req,
-                              MPI_Ialltoall(send, (int)piece, MPI_BYTE, tmp, (int)piece, MPI_BYTE, m->comm, &req),
-                              timeout_ms, dl)) != ZERO_OK)
+    /* an all-to-all of the slices: rank k's slice for us lands at tmp + k*piece */
+    if ((r = zero__mpi_data(m, ZERO_COLL_REDUCE_SCATTER, send, piece, tmp, piece, piece, -1, timeout_ms, dl)) !=
+        ZERO_OK)
         return r;
-    if (c->size == 1) memcpy(tmp, send, (size_t)piece);
-    for (k = 0; k < c->size; k++) ins[k] = tmp + (int64_t)k * piece;   /* rank k's slice for us */
+    for (k = 0; k < c->size; k++)
+        ins[k] = k == c->rank ? (const char *)send + (int64_t)k * piece : tmp + (int64_t)k * piece;
     zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
     return ZERO_OK;
 }
@@ -1305,19 +1348,16 @@ static zero_result zero__mpi_all_reduce(zero_comm *c, void *buf, int dt, int64_t
     zero__mpi_comm *m = (zero__mpi_comm *)c;
     if (dt == ZERO__F64) {
         double dl = zero__now_ms() + timeout_ms, *all;
-        MPI_Request req;
         zero_result r;
         int64_t i;
         int k;
         if (count > 64) return ZERO_ERR_INVALID_SIZE;
         if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
         if (!(all = (double *)zero__mpi_scratch(m, count * 8 * c->size))) return ZERO_ERR_OUT_OF_MEMORY;
-        if (c->size > 1 &&
-            (r = zero__mpi_finish(m, ZERO_COLL_ALL_REDUCE, &req,
-                                  MPI_Iallgather(buf, (int)count, MPI_DOUBLE, all, (int)count, MPI_DOUBLE, m->comm,
-                                                 &req), timeout_ms, dl)) != ZERO_OK)
+        if ((r = zero__mpi_data(m, ZERO_COLL_ALL_REDUCE, buf, 0, all, count * 8, count * 8, -1, timeout_ms, dl)) !=
+            ZERO_OK)
             return r;
-        if (c->size == 1) memcpy(all, buf, (size_t)count * 8);
+        memcpy(all + (int64_t)c->rank * count, buf, (size_t)count * 8);
         for (i = 0; i < count; i++) {      /* rank order from 0.0, as the local comm sums */
             double s = 0.0;
             for (k = 0; k < c->size; k++) s += all[(int64_t)k * count + i];
@@ -1338,13 +1378,10 @@ static zero_result zero__mpi_all_reduce(zero_comm *c, void *buf, int dt, int64_t
 static zero_result zero__mpi_broadcast(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms) {
     zero__mpi_comm *m = (zero__mpi_comm *)c;
     double dl = zero__now_ms() + timeout_ms;
-    MPI_Request req;
     zero_result r;
     if ((r = zero__mpi_enter(m, ZERO_COLL_BROADCAST, bytes, 0, root, timeout_ms, dl)) != ZERO_OK) return r;
-    if (bytes > 0x7fffffff) return zero__mpi_too_big(m, ZERO_COLL_BROADCAST, bytes);
-    if (c->size == 1) return ZERO_OK;
-    return zero__mpi_finish(m, ZERO_COLL_BROADCAST, &req, MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, m->comm, &req),
-                            timeout_ms, dl);
+    /* the root sends buf to every rank; the others receive it at buf (rstride 0) */
+    return zero__mpi_data(m, ZERO_COLL_BROADCAST, buf, 0, buf, 0, bytes, root, timeout_ms, dl);
 }
 
 static zero_result zero__mpi_barrier(zero_comm *c, int timeout_ms) {
@@ -1386,15 +1423,18 @@ static zero_result zero__mpi_create(zero_comm **out) {
     memset(m, 0, sizeof *m);
     m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
     m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
-    if (!m->hdr || !m->reqs || (r = zero_group_create(&m->base.group, 1)) != ZERO_OK) {
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m);
+    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
+    if (!m->hdr || !m->reqs || !m->peer || (r = zero_group_create(&m->base.group, 1)) != ZERO_OK) {
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
         return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
     }
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
         zero_group_destroy(m->base.group);
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m);
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "zero_comm_from_env: MPI_Comm_dup failed");
     }
     m->base.vt = &zero__mpi_vt;
@@ -1420,6 +1460,7 @@ static void zero__mpi_destroy(zero_comm *c) {
     zero__raw_free(NULL, m->scratch);
     zero__raw_free(NULL, m->hdr);
     zero__raw_free(NULL, m->reqs);
+    zero__raw_free(NULL, m->peer);
     zero__raw_free(NULL, m);
 }
 #endif /* ZERO_MPI */

@@ -77,7 +77,7 @@ survivors_named() {
         [ $r = "$victim" ] && continue
         line=$(grep -E "^rank $r: ZERO_ERR_(TIMEOUT|COMM): " "$log" | head -n 1)
         if [ -z "$line" ]; then bad="$bad rank $r did not report;"; continue; fi
-        printf '%s\n' "$line" | grep -q "rank(s) $victim never arrived" || bad="$bad rank $r did not name rank $victim ($line);"
+        printf '%s\n' "$line" | grep -q "rank(s) $victim " || bad="$bad rank $r did not name rank $victim ($line);"
         ms=$(printf '%s\n' "$line" | sed -n 's/.*(\([0-9]*\) ms)$/\1/p')
         { [ -n "$ms" ] && [ "$ms" -le $((MS + SLACK)) ]; } || bad="$bad rank $r gave up after '$ms' ms (timeout $MS);"
     done
