@@ -17,6 +17,10 @@ Build and run:
     gcc -std=c99 -O2 -Wall -Wextra -Werror -ffp-contract=off -pthread -I. \
         examples/train_mlp.c -o build/train_mlp -lm
     build/train_mlp --stage 3 --ranks 4 --dtype bf16
+
+One rank per process instead (make builds it with mpicc when mpicc exists; rank 0 prints):
+    mpicc -DZERO_MPI -std=c99 -O2 -ffp-contract=off -pthread -I. examples/train_mlp.c -o build/mpi/train_mlp -lm
+    mpirun -np 4 build/mpi/train_mlp --comm mpi --stage 3
 */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>     // defines: expf, logf, tanhf, sqrt, log, cos, sin

@@ -40,6 +40,14 @@ MPIRUN=(${MPIRUN:-mpirun} --allow-run-as-root --oversubscribe)
 NOABORT=(--mca orte_abort_on_non_zero_status 0)
 ms_now() { date +%s%3N; }
 
+# ---- the implementation compiles warning-free with ZERO_MPI as C++ too (mpicxx)
+if command -v "${MPICXX:-mpicxx}" >/dev/null 2>&1; then
+    printf '#define ZERO_IMPLEMENTATION\n#include "zero.h"\nint main(void) { zero_comm *c = 0; return zero_comm_from_env(&c, "local") != ZERO_OK; }\n' >"$T/impl.cpp"
+    if "${MPICXX:-mpicxx}" -std=c++11 -O1 -Wall -Wextra -Werror -pthread -I. -DZERO_MPI "$T/impl.cpp" -o "$T/impl" >"$T/cxx.log" 2>&1; then
+        pass compile_impl_cpp_zero_mpi
+    else fail compile_impl_cpp_zero_mpi "$(grep -m1 -E 'error|warning' "$T/cxx.log")"; fi
+fi
+
 # ---- the collectives, bit for bit against the local comm
 for n in 1 2 3 4; do
     out=$(timeout 60 "${MPIRUN[@]}" -np $n "$B/mpi/mpi_ranks" ops 2>&1); rc=$?
