@@ -10,6 +10,10 @@
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
 #   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* when a GPU is present
+#   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
+#                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
+#                     runs them through tests/test_mpi.sh under mpirun, which says so when they
+#                     were not built
 #   make CBLAS=1      GEMMs through cblas_sgemm (-DZERO_CBLAS, CBLAS_LIBS ?= -lblas); make test
 #                     also builds test_tiling that way (tests/test_cblas.sh) when cblas.h exists
 #   make clean        rm -rf build
@@ -55,6 +59,17 @@ CBLAS_LIBS ?= -lblas
 ifeq ($(CBLAS),1)
   ZERO_CPPFLAGS += -DZERO_CBLAS
   ZERO_LDLIBS   += $(CBLAS_LIBS)
+endif
+
+# ---- MPI (when mpicc exists): one process per rank, -DZERO_MPI, under build/mpi/ -------
+MPICC    ?= mpicc
+HAVE_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1,)
+MPI_SRC  := $(sort $(wildcard tests/mpi/*.c))
+MPI_BINS := $(BUILD)/mpi/train_mlp $(patsubst tests/mpi/%.c,$(BUILD)/mpi/%,$(MPI_SRC))
+MPI_BENCH := $(BUILD)/mpi/bench_comm
+ifeq ($(HAVE_MPI),1)
+  ALL_MPI   := $(MPI_BINS)
+  BENCH_MPI := $(MPI_BENCH)
 endif
 
 # ---- CUDA (CUDA=1) -------------------------------------------------------------------
@@ -103,7 +118,7 @@ endif
 
 # ---- targets -------------------------------------------------------------------------
 .PHONY: all test sanitize run bench test-gpu clean
-all: $(EXAMPLES) $(TESTS) $(ALL_CUDA)
+all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
 
@@ -117,7 +132,7 @@ test:
 run: $(BUILD)/train_mlp
 	$(BUILD)/train_mlp $(RUN_ARGS)
 
-bench: $(BENCHES) $(BENCH_CUDA)
+bench: $(BENCHES) $(BENCH_CUDA) $(BENCH_MPI)
 
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
@@ -126,7 +141,7 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- rules ---------------------------------------------------------------------------
-$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda:
+$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi:
 	@mkdir -p $@
 
 $(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS) | $(BUILD)
@@ -144,6 +159,18 @@ $(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/asan
 $(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/tsan
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS) | $(BUILD)/mpi
+	@rm -f $@
+	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS) | $(BUILD)/mpi
+	@rm -f $@
+	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+
+$(MPI_BENCH): tests/bench/bench_comm.c $(BENCH_DEPS) | $(BUILD)/mpi
+	@rm -f $@
+	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
 
 $(CUDA_OBJ): zero_kernels.cu $(DEPS) | $(BUILD)/cuda
 	@rm -f $@

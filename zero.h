@@ -49,6 +49,7 @@
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
+       ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
@@ -116,6 +117,39 @@
      the same bits as one tile (with ZERO_CBLAS, cblas_sgemm: equal to rounding).
      The backward pass visits tiles in forward order and calls zero_grads_ready for
      each tile itself.
+
+   ON COMMUNICATORS
+     A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Local:
+     zero_run_local (or zero_group_create + zero_comm_local) gives N ranks as threads of
+     one process. MPI (ZERO_MPI): one rank per process, started by a launcher:
+         zero_comm *c; zero_comm_from_env(&c, NULL);   // before zero_create
+         ... desc.comm = c; train; zero_destroy ...
+         zero_comm_destroy(c);                          // finalizes MPI if it initialized it
+         $ mpicc -DZERO_MPI ... -o train && mpirun -np 4 ./train
+     zero_comm_from_env reads what launchers set: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's
+     mpirun), PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun), then
+     RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun), in that order. With
+     none set it returns a world of one (local; backend "mpi" makes that an error whose
+     sentence lists the variables); a launcher that started one process also gives a
+     world of one. An MPI launcher in a build without ZERO_MPI, and torchrun-style
+     variables (their TCP/NCCL rendezvous is not written yet), give ZERO_ERR_UNSUPPORTED;
+     half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the variable.
+     zero.h calls MPI from the context's comm-stream thread, so it initializes MPI with
+     MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
+     works if you make no MPI calls of your own while a context lives). It works on a dup
+     of MPI_COMM_WORLD, so your own MPI traffic does not mix with it. MPI never sums:
+     a reduce-scatter moves the inputs' slices (all-to-all) and adds them in fp32 in rank
+     order like the local comm, so MPI and local runs give bitwise-identical results.
+     Failures: every MPI collective starts with a header exchange (what each rank is
+     calling), then moves data with nonblocking MPI calls polled until timeout_ms. A rank
+     that never arrives is named ("rank(s) 2 never arrived": ZERO_ERR_TIMEOUT); ranks
+     that call different collectives get ZERO_ERR_MISMATCH; an MPI error is
+     ZERO_ERR_COMM. After any of these the endpoint is broken (later calls fail fast)
+     and zero_comm_destroy skips MPI_Finalize, which would wait for the lost rank: print
+     the message and exit non-zero. Open MPI's mpirun itself ends the whole job as soon
+     as one process dies or exits non-zero (its notice names the rank); with
+     --mca orte_abort_on_non_zero_status 0 the survivors live on, time out and report.
+     The MPI comm moves at most INT_MAX bytes per rank and call (ZERO_ERR_UNSUPPORTED).
 
    ON THE OPTIMIZER AND LOSS SCALING
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -189,8 +223,9 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device, NCCL, MPI, offload
+     No autograd: you write forward and backward. The CUDA device, NCCL, offload
      to host/NVMe, prefetch, tiling and checkpoints are tracked as separate issues.
+     No TCP rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -317,6 +352,8 @@ typedef enum zero_log_level {
     X(COLL_TIMEOUT,         "a rank never arrived at a collective") \
     X(COMM_BROKEN,          "the communicator was aborted") \
     X(RANK_LEFT,            "a rank left the group") \
+    X(NO_LAUNCHER,          "zero_comm_from_env: no launcher's variables fit") \
+    X(MPI_ERROR,            "an MPI call failed") \
     X(OUT_OF_MEMORY,        "allocation failed") \
     X(OVER_CAP,             "the plan exceeds a memory cap") \
     X(BUFFER_FULL,          "a buffer budget is exhausted") \
@@ -466,6 +503,11 @@ ZERO_API int zero_comm_size(const zero_comm *c);
    local group. Returns ZERO_OK if every fn did, else the lowest rank's failure. */
 typedef zero_result (*zero_rank_fn)(zero_comm *comm, int rank, void *user);
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user);
+/* One endpoint for this process, picked from what the launcher set (see ON COMMUNICATORS).
+   backend: NULL or "auto" (MPI under an MPI launcher, else a world of one), "mpi" (an
+   MPI launcher is required) or "local" (a world of one). Destroy it with zero_comm_destroy
+   after the last context that uses it. */
+ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend);
 
 /* context */
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
@@ -804,8 +846,8 @@ typedef struct zero__stream {
 } zero__stream;
 
 /* >>comm ------------------------------------------------------------------------------
-   One interface; the local backend (ranks as threads of one process) is here. MPI and
-   NCCL come with their issues. Every collective has a timeout. */
+   One interface; the local backend (ranks as threads of one process) is here, the MPI
+   one (ZERO_MPI) after it; NCCL comes with its issue. Every collective has a timeout. */
 typedef struct zero__comm_vt {
     /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
     zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
@@ -827,6 +869,7 @@ struct zero_comm {
     int bad_rank;
     int in_use;                     /* a context owns this endpoint (one at a time) */
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
+    int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
 };
 
 typedef struct zero__slot {
@@ -1091,6 +1134,475 @@ static const zero__comm_vt zero__local_vt = {
     zero__local_all_gather, zero__local_reduce_scatter, zero__local_all_reduce,
     zero__local_broadcast, zero__local_barrier
 };
+
+/* >>comm: mpi -------------------------------------------------------------------------
+   One process per rank (ZERO_MPI; Open MPI or MPICH). Every collective runs on the
+   context's comm stream, so MPI is initialized with MPI_THREAD_MULTIPLE (SERIALIZED is
+   accepted: then the comm stream of the one live context is the only thread that calls
+   MPI, so make no MPI calls of your own while a context lives).
+   Each collective is two phases, both nonblocking and polled with MPI_Test until the
+   deadline, so nothing waits longer than timeout_ms:
+     1. a header exchange: every rank sends (seq, kind, count, dtypes, tag) to every
+        other one point to point. A rank whose header never comes is named in the
+        ZERO_ERR_TIMEOUT message; headers that differ are ZERO_ERR_MISMATCH on every
+        rank (as with the local comm), before any data moves.
+     2. the data, as raw bytes point to point (MPI_Isend/MPI_Irecv with every peer, so
+        a timeout still names the rank whose data never came). Nothing is summed by
+        MPI: a reduce-scatter is an all-to-all of the inputs' slices followed by the
+        fp32 sum in rank order that the local comm uses (zero__sum_into), so both
+        communicators give bitwise-identical results.
+   After a failure the endpoint is broken for good: later collectives fail fast with
+   ZERO_ERR_COMM, the requests left in flight are abandoned (MPI may still write into
+   the buffers they name, so exit rather than reuse them) and zero_comm_destroy skips
+   MPI_Comm_free and MPI_Finalize, which would wait for the missing rank. */
+static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...);
+
+#ifdef ZERO_MPI
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#  define OMPI_SKIP_MPICXX 1        /* the C API only: the deprecated C++ bindings warn */
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+#  define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+typedef struct zero__mpi_comm {
+    zero_comm base;                 /* first: a zero_comm * is a zero__mpi_comm * */
+    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD: our traffic stays apart */
+    int owns_init;                  /* we called MPI_Init_thread: destroy finalizes */
+    int broken;                     /* a collective failed: everything fails fast */
+    uint64_t seq;                   /* collectives issued, for headers and messages */
+    int64_t *hdr;                   /* [size][6] headers of the current collective */
+    MPI_Request *reqs;              /* [2 * size] the current phase's receives, then sends */
+    int *peer;                      /* [2 * size] the rank each receive comes from */
+    void *scratch;                  /* all-to-all / f64 gather buffer, grows, never shrinks */
+    int64_t scratch_bytes;
+} zero__mpi_comm;
+
+#define ZERO__MPI_HDR 6
+#define ZERO__MPI_TAG_HDR 7001
+#define ZERO__MPI_TAG_DATA 7002
+
+static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    s[0] = '\0';
+    MPI_Error_string(rc, s, &len);
+    m->broken = 1;
+    snprintf(m->base.err, sizeof m->base.err, "MPI: %s failed on rank %d (collective #%llu): %s", what,
+             m->base.rank, (unsigned long long)m->seq, s);
+    return ZERO_ERR_COMM;
+}
+
+/* MPI_Testall until done or the deadline; backs off to short sleeps so waiting ranks
+   leave the cores to the ranks that compute (ranks often outnumber cores in tests). */
+static int zero__mpi_poll(int n, MPI_Request *reqs, double deadline, int *rc) {
+    int flag = 0, spins = 0;
+    for (;;) {
+        *rc = MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
+        if (*rc != MPI_SUCCESS) return -1;
+        if (flag) return 1;
+        if (zero__now_ms() > deadline) return 0;
+        if (++spins > 64) {
+            struct timespec ts;
+            ts.tv_sec = 0;
+            ts.tv_nsec = spins > 1000 ? 200000L : 20000L;
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+/* Posts nothing; waits for the nreq requests in m->reqs, the first nrecv of which are
+   receives from the ranks m->peer[0 .. nrecv-1]. On timeout, names the ranks whose
+   message never came. */
+static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nreq, int timeout_ms,
+                                  double deadline, const char *phase) {
+    zero_comm *c = &m->base;
+    char who[160] = "";
+    size_t len = 0;
+    int i, rc, got = zero__mpi_poll(nreq, m->reqs, deadline, &rc);
+    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
+    if (got > 0) return ZERO_OK;
+    for (i = 0; i < nrecv; i++) {
+        int done = 0;
+        if (m->reqs[i] == MPI_REQUEST_NULL) done = 1;
+        else MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
+        if (!done && len + 16 < sizeof who)
+            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", m->peer[i]);
+    }
+    m->broken = 1;
+    snprintf(c->err, sizeof c->err, "%s #%llu timed out after %d ms on rank %d: rank(s) %s %s",
+             zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, c->rank,
+             len ? who : "(none: our sends did not complete)", phase);
+    return ZERO_ERR_TIMEOUT;
+}
+
+/* Phase 1: the header exchange (see above). Returns ZERO_OK when every rank arrived
+   with the same call. */
+static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, int sdt, int rdt,
+                                   int timeout_ms, double deadline) {
+    zero_comm *c = &m->base;
+    int n = c->size, me = c->rank, i, k, nreq = 0, rc;
+    int64_t *mine = m->hdr + (int64_t)me * ZERO__MPI_HDR;   /* sends may outlive a timed-out call */
+    zero_result r;
+    if (m->broken) {
+        if (!c->err[0]) snprintf(c->err, sizeof c->err, "the MPI communicator failed earlier");
+        return ZERO_ERR_COMM;
+    }
+    m->seq++;
+    mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
+    if (n == 1) return ZERO_OK;
+    for (k = 0; k < n; k++) {
+        if (k == me) continue;
+        m->peer[nreq] = k;
+        rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR,
+                       m->comm, &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
+    }
+    for (k = 0; k < n; k++) {
+        if (k == me) continue;
+        rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR, m->comm, &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
+    }
+    if ((r = zero__mpi_wait(m, kind, n - 1, nreq, timeout_ms, deadline,
+                            "never arrived (dead, stalled or in another collective)")) != ZERO_OK)
+        return r;
+    for (i = 1; i < n; i++) {
+        const int64_t *a = m->hdr, *b = m->hdr + (int64_t)i * ZERO__MPI_HDR;
+        if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
+            m->broken = 1;
+            c->bad_tag[0] = a[5];
+            c->bad_tag[1] = b[5];
+            c->bad_rank = i;
+            snprintf(c->err, sizeof c->err,
+                     "collective #%llu: rank %d called %s(count=%lld, tag=%lld) but rank 0 called "
+                     "%s(count=%lld, tag=%lld); ranks must issue the same collectives in the same order",
+                     (unsigned long long)m->seq, i, zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
+                     zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+            return ZERO_ERR_MISMATCH;
+        }
+    }
+    return ZERO_OK;
+}
+
+/* Phase 2: the data, point to point, so a timeout can still name the rank whose data
+   never came (it died or stalled after announcing the collective). Rank k's piece goes
+   from send + k*sstride (sstride 0: the same piece to all) to recv + rank*rstride on k;
+   root >= 0: only the root sends (a broadcast). Our own piece is the caller's business. */
+static zero_result zero__mpi_data(zero__mpi_comm *m, int kind, const void *send, int64_t sstride, void *recv,
+                                  int64_t rstride, int64_t bytes, int root, int timeout_ms, double deadline) {
+    zero_comm *c = &m->base;
+    int n = c->size, me = c->rank, k, nreq = 0, nrecv, rc;
+    if (bytes > 0x7fffffff) {
+        m->broken = 1;
+        snprintf(c->err, sizeof c->err, "%s: %lld bytes per rank is over the MPI communicator's limit of INT_MAX "
+                 "bytes per rank and call", zero__coll_name(kind), (long long)bytes);
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    if (n == 1 || bytes == 0) return ZERO_OK;
+    for (k = 0; k < n; k++) {
+        if (k == me || (root >= 0 && k != root)) continue;
+        m->peer[nreq] = k;
+        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA, m->comm,
+                       &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
+    }
+    nrecv = nreq;
+    for (k = 0; k < n; k++) {
+        if (k == me || (root >= 0 && me != root)) continue;
+        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA,
+                       m->comm, &m->reqs[nreq++]);
+        if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
+    }
+    return zero__mpi_wait(m, kind, nrecv, nreq, timeout_ms, deadline,
+                          "sent no data (died or stalled inside the collective)");
+}
+
+static void *zero__mpi_scratch(zero__mpi_comm *m, int64_t bytes) {
+    if (bytes > m->scratch_bytes) {
+        zero__raw_free(NULL, m->scratch);
+        m->scratch = zero__raw_alloc(NULL, (size_t)bytes);
+        m->scratch_bytes = m->scratch ? bytes : 0;
+        if (!m->scratch) {
+            m->broken = 1;
+            snprintf(m->base.err, sizeof m->base.err, "MPI communicator: out of memory (%lld bytes of scratch)",
+                     (long long)bytes);
+        }
+    }
+    return m->scratch;
+}
+
+static zero_result zero__mpi_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    char *dst = (char *)recv + (int64_t)c->rank * bytes;
+    zero_result r;
+    if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_GATHER, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if ((r = zero__mpi_data(m, ZERO_COLL_ALL_GATHER, send, 0, recv, bytes, bytes, -1, timeout_ms, dl)) != ZERO_OK)
+        return r;
+    if ((const char *)send != dst) memmove(dst, send, (size_t)bytes);
+    return ZERO_OK;
+}
+
+static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                            int64_t count, int accumulate, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    int64_t piece = count * (int64_t)zero__esize(sdt);
+    const void *ins[ZERO__MAX_RANKS];
+    zero_result r;
+    char *tmp;
+    int k;
+    if ((r = zero__mpi_enter(m, ZERO_COLL_REDUCE_SCATTER, count, sdt, rdt, timeout_ms, dl)) != ZERO_OK) return r;
+    if (!(tmp = (char *)zero__mpi_scratch(m, piece * c->size))) return ZERO_ERR_OUT_OF_MEMORY;
+    /* an all-to-all of the slices: rank k's slice for us lands at tmp + k*piece */
+    if ((r = zero__mpi_data(m, ZERO_COLL_REDUCE_SCATTER, send, piece, tmp, piece, piece, -1, timeout_ms, dl)) !=
+        ZERO_OK)
+        return r;
+    for (k = 0; k < c->size; k++)
+        ins[k] = k == c->rank ? (const char *)send + (int64_t)k * piece : tmp + (int64_t)k * piece;
+    zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
+    return ZERO_OK;
+}
+
+static zero_result zero__mpi_all_reduce(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    if (dt == ZERO__F64) {
+        double dl = zero__now_ms() + timeout_ms, *all;
+        zero_result r;
+        int64_t i;
+        int k;
+        if (count > 64) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
+        if (!(all = (double *)zero__mpi_scratch(m, count * 8 * c->size))) return ZERO_ERR_OUT_OF_MEMORY;
+        if ((r = zero__mpi_data(m, ZERO_COLL_ALL_REDUCE, buf, 0, all, count * 8, count * 8, -1, timeout_ms, dl)) !=
+            ZERO_OK)
+            return r;
+        memcpy(all + (int64_t)c->rank * count, buf, (size_t)count * 8);
+        for (i = 0; i < count; i++) {      /* rank order from 0.0, as the local comm sums */
+            double s = 0.0;
+            for (k = 0; k < c->size; k++) s += all[(int64_t)k * count + i];
+            ((double *)buf)[i] = s;
+        }
+        return ZERO_OK;
+    } else {
+        /* reduce-scatter + all-gather, exactly as the local comm (and the sharded stages) */
+        int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
+        char *mine = (char *)buf + (int64_t)c->rank * per * es;
+        zero_result r;
+        if (count % c->size) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__mpi_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
+        return zero__mpi_all_gather(c, mine, buf, per * es, timeout_ms);
+    }
+}
+
+static zero_result zero__mpi_broadcast(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    zero_result r;
+    if ((r = zero__mpi_enter(m, ZERO_COLL_BROADCAST, bytes, 0, root, timeout_ms, dl)) != ZERO_OK) return r;
+    /* the root sends buf to every rank; the others receive it at buf (rstride 0) */
+    return zero__mpi_data(m, ZERO_COLL_BROADCAST, buf, 0, buf, 0, bytes, root, timeout_ms, dl);
+}
+
+static zero_result zero__mpi_barrier(zero_comm *c, int timeout_ms) {
+    /* the header exchange is itself a barrier: every rank heard from every other */
+    return zero__mpi_enter((zero__mpi_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms,
+                           zero__now_ms() + timeout_ms);
+}
+
+static const zero__comm_vt zero__mpi_vt = {
+    zero__mpi_all_gather, zero__mpi_reduce_scatter, zero__mpi_all_reduce,
+    zero__mpi_broadcast, zero__mpi_barrier
+};
+
+/* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). The one-rank
+   zero_group only provides the lock that zero_create takes to claim the endpoint. */
+static zero_result zero__mpi_create(zero_comm **out) {
+    zero__mpi_comm *m;
+    int inited = 0, provided = 0, rank = 0, size = 0, rc;
+    zero_result r;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS)
+            return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "zero_comm_from_env: MPI_Init_thread failed");
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_SERIALIZED)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_MPI_ERROR,
+                          "zero_comm_from_env: MPI provides thread level %d; zero.h calls MPI from its comm-stream "
+                          "thread and needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE", provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > ZERO__MAX_RANKS)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_comm_from_env: MPI world of %d ranks; at most %d", size, ZERO__MAX_RANKS);
+    m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
+    memset(m, 0, sizeof *m);
+    m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
+    m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
+    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
+    if (!m->hdr || !m->reqs || !m->peer || (r = zero_group_create(&m->base.group, 1)) != ZERO_OK) {
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
+    }
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        zero_group_destroy(m->base.group);
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "zero_comm_from_env: MPI_Comm_dup failed");
+    }
+    m->base.vt = &zero__mpi_vt;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    m->owns_init = !inited;
+    *out = &m->base;
+    return ZERO_OK;
+}
+
+static void zero__mpi_destroy(zero_comm *c) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    if (!m->broken) {
+        MPI_Comm_free(&m->comm);
+        if (m->owns_init) {
+            int fin = 0;
+            MPI_Finalized(&fin);
+            if (!fin) MPI_Finalize();
+        }
+    }
+    zero_group_destroy(m->base.group);
+    zero__raw_free(NULL, m->scratch);
+    zero__raw_free(NULL, m->hdr);
+    zero__raw_free(NULL, m->reqs);
+    zero__raw_free(NULL, m->peer);
+    zero__raw_free(NULL, m);
+}
+#endif /* ZERO_MPI */
+
+/* >>comm: bootstrap from the launcher's environment (zero_comm_from_env) ------------- */
+
+typedef struct zero__launcher {
+    const char *name, *rank_var, *size_var;
+    int mpi;                        /* started by an MPI-capable launcher */
+} zero__launcher;
+
+/* a variable holding an integer in [lo, hi]; 0: unset, 1: ok, -1: malformed */
+static int zero__env_int(const char *var, int lo, int hi, int *out) {
+    const char *s = getenv(var);
+    char *end;
+    long v;
+    if (!s) return 0;
+    v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 1;
+}
+
+static zero_result zero__local_world_of_one(zero_comm **out) {
+    zero_group *g = NULL;
+    zero_result r;
+    if ((r = zero_group_create(&g, 1)) != ZERO_OK) return r;
+    if ((r = zero_comm_local(out, g, 0)) != ZERO_OK) { zero_group_destroy(g); return r; }
+    (*out)->owns_group = 1;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+    static const zero__launcher launchers[] = {
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1 },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1 },
+        { "torchrun", "RANK", "WORLD_SIZE", 0 },
+    };
+    const zero__launcher *L = NULL;
+    int want_mpi, want_local, rank = 0, size = 0, i, a, b;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
+    *out = NULL;
+    if (!backend || !*backend) backend = "auto";
+    want_mpi = !strcmp(backend, "mpi");
+    want_local = !strcmp(backend, "local");
+    if (!want_mpi && !want_local && strcmp(backend, "auto") != 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi (NULL means auto)", backend);
+    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
+        const zero__launcher *l = &launchers[i];
+        if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
+        L = l;
+        a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, &rank);
+        b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, &size);
+        if (a == 0 || b == 0)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
+                              a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
+        if (a < 0 || b < 0 || rank >= size)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
+                              l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
+        if (!l->mpi) {
+            const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
+            char miss[96] = "";
+            size_t len = 0;
+            int j;
+            for (j = 0; j < 3; j++)
+                if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
+            if (len && size > 1)
+                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                                  "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
+                                  miss, strchr(miss, ',') ? "are" : "is");
+        }
+    }
+    if (!L) {
+        if (!want_mpi) return zero__local_world_of_one(out);
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
+                          "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
+                          "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                          "MASTER_PORT (torchrun); start the program with mpirun -np N");
+    }
+    if (want_local) {
+        if (size > 1)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: backend local spans one process, but %s started %d "
+                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
+                              L->size_var, size);
+        return zero__local_world_of_one(out);
+    }
+    if (!L->mpi) {
+        if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) need a TCP/NCCL "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, which zero.h does not have yet; launch with mpirun "
+                          "or srun and a ZERO_MPI build", rank, size);
+    }
+#ifdef ZERO_MPI
+    {
+        zero_result r = zero__mpi_create(out);
+        if (r != ZERO_OK) return r;
+        if ((*out)->rank != rank || (*out)->size != size) {
+            int mr = (*out)->rank, ms = (*out)->size;
+            zero__mpi_destroy(*out);
+            *out = NULL;
+            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
+                              "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
+                              "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
+        }
+        return ZERO_OK;
+    }
+#else
+    if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
+                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
+#endif
+}
 
 /* >>layout -------------------------------------------------------------------------- */
 typedef struct zero__param_rec {
@@ -1678,13 +2190,19 @@ ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
     return ZERO_OK;
 }
 ZERO_API void zero_comm_destroy(zero_comm *c) {
+    zero_group *g;
     if (!c) return;
+#ifdef ZERO_MPI
+    if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
+#endif
+    g = c->owns_group ? c->group : NULL;
     pthread_mutex_lock(&c->group->mu);
     c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
     c->group->endpoints--;
     pthread_cond_broadcast(&c->group->cv);
     pthread_mutex_unlock(&c->group->mu);
     zero__raw_free(NULL, c);
+    zero_group_destroy(g);
 }
 ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
 ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }

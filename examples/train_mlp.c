@@ -17,6 +17,10 @@ Build and run:
     gcc -std=c99 -O2 -Wall -Wextra -Werror -ffp-contract=off -pthread -I. \
         examples/train_mlp.c -o build/train_mlp -lm
     build/train_mlp --stage 3 --ranks 4 --dtype bf16
+
+One rank per process instead (make builds it with mpicc when mpicc exists; rank 0 prints):
+    mpicc -DZERO_MPI -std=c99 -O2 -ffp-contract=off -pthread -I. examples/train_mlp.c -o build/mpi/train_mlp -lm
+    mpirun -np 4 build/mpi/train_mlp --comm mpi --stage 3
 */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>     // defines: expf, logf, tanhf, sqrt, log, cos, sin
@@ -44,6 +48,7 @@ typedef struct {
     const char *save_path;
     long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
     const char *save_ckpt, *load_ckpt;          // checkpoint directories
+    int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
 } config;
 
 typedef struct {
@@ -545,6 +550,8 @@ static void usage(FILE *f) {
         "  --hidden H         hidden width (default 576)\n"
         "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
         "  --optim O          adamw or sgd (sgd: momentum 0.9) (default adamw)\n"
+        "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
+        "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
         "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
         "  --wd WD            weight decay on weights, not biases (default 0)\n"
         "  --clip C           global gradient-norm clip, 0 = off (default 0)\n"
@@ -597,7 +604,7 @@ int main(int argc, char **argv) {
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];
         if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
-        else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--ranks")) { c->ranks = (int)parse_long(o, v, 1, 256); c->ranks_set = 1; }
         else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, 100000000);
         else if (!strcmp(o, "--accum")) c->accum = (int)parse_long(o, v, 1, 65536);
         else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
@@ -628,18 +635,52 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "adamw")) c->optim = ZERO_OPTIM_ADAMW;
             else if (!strcmp(v, "sgd")) c->optim = ZERO_OPTIM_SGD;
             else bad_arg("expects adamw or sgd", o, v);
+        } else if (!strcmp(o, "--comm")) {
+            if (!strcmp(v, "local")) c->comm_mpi = 0;
+            else if (!strcmp(v, "mpi")) c->comm_mpi = 1;
+            else bad_arg("expects local or mpi", o, v);
         } else bad_arg("is not an option", o, NULL);
+    }
+    // --comm mpi: this process is one rank of the world the launcher started
+    zero_comm *comm = NULL;
+    if (c->comm_mpi) {
+        zero_result r = zero_comm_from_env(&comm, "mpi");
+        if (r != ZERO_OK) {
+            fprintf(stderr, "train_mlp: --comm mpi: %s\n", zero_last_error(NULL));
+            return 1;
+        }
+        if (c->ranks_set && c->ranks != zero_comm_size(comm)) {
+            fprintf(stderr, "train_mlp: --ranks %d but mpirun started %d processes (leave --ranks out with --comm mpi)\n",
+                    c->ranks, zero_comm_size(comm));
+            zero_comm_destroy(comm);
+            return 2;
+        }
+        c->ranks = zero_comm_size(comm);
     }
     if (c->batch % (c->ranks * c->accum) != 0) {
         fprintf(stderr, "train_mlp: --batch %d must be a multiple of --ranks * --accum = %d\n",
                 c->batch, c->ranks * c->accum);
         usage(stderr);
+        zero_comm_destroy(comm);
         return 2;
     }
     if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : 1e-3f;
 
     teacher_init(&sh.teach, c->seed);
-    zero_result r = zero_run_local(c->ranks, rank_main, &sh);
+    zero_result r;
+    if (comm) {
+        // every process trains its own rank; a failed rank says which and why (rank_main
+        // printed it), and the endpoint is not finalized after a failed collective
+        int rank = zero_comm_rank(comm);
+        r = rank_main(comm, rank, &sh);
+        zero_comm_destroy(comm);
+        if (r != ZERO_OK) {
+            fprintf(stderr, "train_mlp: rank %d failed: %s\n", rank, zero_result_str(r));
+            return 1;
+        }
+        return 0;
+    }
+    r = zero_run_local(c->ranks, rank_main, &sh);
     if (r != ZERO_OK) {
         const char *msg = zero_last_error(NULL);
         fprintf(stderr, "train_mlp: failed: %s%s%s\n", zero_result_str(r), msg && *msg ? ": " : "", msg ? msg : "");

@@ -1,0 +1,112 @@
+/* tests/test_comm_env.c - zero_comm_from_env in this build (no ZERO_MPI here): which
+   endpoint each launcher's variables give, and the sentence for every environment that
+   does not fit. The MPI side runs under mpirun in tests/test_mpi.sh. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>   // defines: setenv, unsetenv
+#include "test.h"
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+
+static const char *vars[] = { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+                              "SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                              "MASTER_ADDR", "MASTER_PORT" };
+static void clear_env(void) {
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
+/* from_env(backend) must give `want`; on an error its message must contain `needle` */
+static void expect(const char *backend, zero_result want, const char *needle) {
+    zero_comm *c = (zero_comm *)&c;   /* must be set to NULL on error */
+    zero_result r = zero_comm_from_env(&c, backend);
+    CHECK(r == want, "backend %s: got %s, want %s (%s)", backend ? backend : "NULL", zero_result_str(r),
+          zero_result_str(want), zero_last_error(NULL));
+    if (r == ZERO_OK) {
+        CHECK(c && zero_comm_rank(c) == 0 && zero_comm_size(c) == 1, "a world of one expected");
+        zero_comm_destroy(c);
+    } else {
+        CHECK(c == NULL, "out not NULLed on error");
+        if (needle) CHECK(strstr(zero_last_error(NULL), needle) != NULL, "message '%s' lacks '%s'",
+                          zero_last_error(NULL), needle);
+    }
+}
+
+static void env_none_is_world_of_one(void) {
+    clear_env();
+    expect(NULL, ZERO_OK, NULL);
+    expect("auto", ZERO_OK, NULL);
+    expect("local", ZERO_OK, NULL);
+    /* ... and a context trains on it */
+    zero_comm *c = NULL;
+    zero_ctx *z = NULL;
+    zero_desc d = {0};
+    if (!CHECK(zero_comm_from_env(&c, NULL) == ZERO_OK, "%s", zero_last_error(NULL))) return;
+    d.comm = c;
+    CHECK(zero_create(&z, &d) == ZERO_OK && zero_world_size(z) == 1, "%s", zero_last_error(NULL));
+    zero_destroy(z);
+    zero_comm_destroy(c);
+}
+static void env_none_mpi_lists_variables(void) {
+    clear_env();
+    expect("mpi", ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE");
+    expect("mpi", ZERO_ERR_INVALID_ARG, "SLURM_PROCID/SLURM_NTASKS");
+    expect("mpi", ZERO_ERR_INVALID_ARG, "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT");
+}
+static void env_bad_backend(void) {
+    clear_env();
+    expect("nccl", ZERO_ERR_INVALID_ARG, "not one of auto, local, mpi");
+    CHECK(zero_comm_from_env(NULL, NULL) == ZERO_ERR_INVALID_ARG, "NULL out accepted");
+}
+static void env_mpi_launcher_without_zero_mpi(void) {
+    clear_env();
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1); setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "without ZERO_MPI");
+    expect("local", ZERO_ERR_INVALID_ARG, "started 4");
+    clear_env();
+    setenv("PMI_RANK", "0", 1); setenv("PMI_SIZE", "2", 1);
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "PMI_RANK");
+    clear_env();
+    setenv("SLURM_PROCID", "3", 1); setenv("SLURM_NTASKS", "8", 1);
+    expect("mpi", ZERO_ERR_UNSUPPORTED, "srun");
+    /* a launcher that started one process: a world of one, MPI or not */
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_NTASKS", "1", 1);
+    expect(NULL, ZERO_OK, NULL);
+}
+static void env_half_set_or_malformed(void) {
+    clear_env();
+    setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_RANK is not");
+    clear_env();
+    setenv("SLURM_PROCID", "x", 1); setenv("SLURM_NTASKS", "2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "SLURM_PROCID='x'");
+    setenv("SLURM_PROCID", "2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "0 <= rank < size");
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_NTASKS", "0", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "SLURM_NTASKS='0'");
+}
+static void env_torchrun(void) {
+    clear_env();
+    setenv("RANK", "1", 1); setenv("WORLD_SIZE", "2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "LOCAL_RANK, MASTER_ADDR, MASTER_PORT are not");
+    setenv("LOCAL_RANK", "1", 1); setenv("MASTER_ADDR", "127.0.0.1", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "MASTER_PORT is not");
+    setenv("MASTER_PORT", "29500", 1);
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "torchrun-style");
+    /* an MPI launcher's variables win over torchrun's */
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1); setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+    expect(NULL, ZERO_OK, NULL);
+    clear_env();
+    setenv("RANK", "0", 1); setenv("WORLD_SIZE", "1", 1);
+    expect(NULL, ZERO_OK, NULL);
+}
+
+int main(void) {
+    test_init();
+    TEST_RUN(env_none_is_world_of_one);
+    TEST_RUN(env_none_mpi_lists_variables);
+    TEST_RUN(env_bad_backend);
+    TEST_RUN(env_mpi_launcher_without_zero_mpi);
+    TEST_RUN(env_half_set_or_malformed);
+    TEST_RUN(env_torchrun);
+    clear_env();
+    return test_summary();
+}
