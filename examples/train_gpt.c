@@ -295,7 +295,7 @@ static zero_result build_model(trainer *t) {
     zero_tiled_linear_desc hd = {0};
     hd.name = "head"; hd.in_features = C; hd.out_features = VOCAB; hd.tiles = 2;
     ZCHECK(zero_tiled_linear_add(t->z, &hd, &t->head));
-    if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)64 * (t->cfg->steps + 4) * (t->L + 6) + 4096));
+    if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)8 * (t->cfg->steps + 4) * (t->L + 6) + 4096));
     ZCHECK(zero_build(t->z));
 
     // GPT-2's init: N(0, 0.02), the residual projections scaled by 1/sqrt(2L), norms 1 and 0.
@@ -870,8 +870,9 @@ static void usage(FILE *f) {
         "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 16)\n"
         "  --lr LR            AdamW learning rate (default 3e-3)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
-        "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG\n"
-        "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing)\n"
+        "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
+        "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
+        "                     (default gpt_trace.json)\n"
         "  --quiet            print only the final line\n"
         "  --offload-optimizer, --offload-params, --nvme-dir DIR: not in this build (rejected)\n");
 }
@@ -930,6 +931,7 @@ int main(int argc, char **argv) {
     config *c = &sh.cfg;
     c->stage = 3; c->ranks = 4; c->steps = 500; c->accum = 1; c->layers = 2; c->dim = 64; c->heads = 4;
     c->seq = 64; c->batch = 16; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
+    c->plot = "gpt.svg"; c->trace = "gpt_trace.json";
 
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -954,8 +956,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
         else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
         else if (!strcmp(o, "--data")) c->data = v;
-        else if (!strcmp(o, "--plot")) c->plot = v;
-        else if (!strcmp(o, "--trace")) c->trace = v;
+        else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
+        else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--seed")) {
             char *end;
             c->seed = strtoull(v, &end, 10);
