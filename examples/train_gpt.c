@@ -16,7 +16,8 @@ of --seq bytes from positions drawn from (seed, step, sample index). The loss st
 at ln 256 = 5.55 nats per byte; `make run` (stage 3, 4 ranks as threads) brings it
 under 2.5 in about two minutes on two cores. At the end it samples text, prints a
 table of the per-rank memory this run planned beside what stages 0-3 need (from the
-planner), and the line `final loss=... tokens_per_s=... model_state_bytes_per_rank=...`.
+planner), and the line `final loss=... tokens_per_s=... model_state_bytes_per_rank=...`
+(loss: the mean over the last 10 steps, in nats per byte).
 --plot FILE.svg draws the loss curve and the per-stage memory; --trace FILE.json
 writes a Chrome / Perfetto timeline (zero_trace_*: compute, comm, optimizer tracks
 for every rank).
@@ -265,7 +266,8 @@ static zero_result add_param(trainer *t, zero_module m, const char *name, int nd
     return ZERO_OK;
 }
 
-static zero_result build_model(trainer *t) {
+// Registers the model: embed, block0..L-1, lnf, and the tiled head (module per tile).
+static zero_result register_model(trainer *t) {
     int C = t->C, L = t->L;
     char name[32];
     zero_module_desc md = {0};
@@ -295,6 +297,12 @@ static zero_result build_model(trainer *t) {
     zero_tiled_linear_desc hd = {0};
     hd.name = "head"; hd.in_features = C; hd.out_features = VOCAB; hd.tiles = 2;
     ZCHECK(zero_tiled_linear_add(t->z, &hd, &t->head));
+    return ZERO_OK;
+}
+
+static zero_result build_model(trainer *t) {
+    int C = t->C, L = t->L;
+    ZCHECK(register_model(t));
     if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)8 * (t->cfg->steps + 4) * (t->L + 6) + 4096));
     ZCHECK(zero_build(t->z));
 
@@ -560,39 +568,52 @@ static void sum_tiers(const int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM], int64_t 
     }
 }
 
-// per-rank plans of stages 0-3 for this model (the planner; the tiled head counted as its modules)
+// Per-rank plans of stages 0-3 for this model: this run's from zero_plan_get on its own
+// context; the other stages' from zero_plan_get on a context that registers the same
+// model (tiled head included) on rank 0 of a fresh local group and is never built.
 static zero_result stage_plans(trainer *t) {
     const config *c = t->cfg;
-    int nm = 0, nt = zero_tiled_linear_tiles(t->z, t->head);
-    int64_t *numels = (int64_t *)calloc((size_t)(t->L + 2 + nt), sizeof(int64_t));
-    if (!numels) return ZERO_ERR_OUT_OF_MEMORY;
-    numels[nm++] = (int64_t)(VOCAB + t->T) * t->C;
-    for (int l = 0; l < t->L; l++) numels[nm++] = t->block_numel;
-    numels[nm++] = 2 * (int64_t)t->C;
-    for (int k = 0; k < nt; k++) numels[nm++] = (int64_t)((k + 1) * VOCAB / nt - k * VOCAB / nt) * t->C;
-    zero_desc d = zero_query_desc(t->z);
-    d.comm = NULL;
     for (int s = 0; s <= 3; s++) {
         zero_plan p;
-        d.stage = s;
-        d.max_live_bytes = d.prefetch_bytes = 0;
-        zero_result r = s == c->stage ? zero_plan_get(t->z, &p) : zero_estimate(&d, c->ranks, nm, numels, &p);
-        if (r < 0) { free(numels); fprintf(stderr, "train_gpt: planner: %s\n", zero_last_error(NULL)); return r; }
+        if (s == c->stage) {
+            ZCHECK(zero_plan_get(t->z, &p));
+        } else {
+            trainer tmp = *t;
+            zero_group *g = NULL;
+            zero_comm *comm = NULL;
+            zero_desc d = zero_query_desc(t->z);
+            zero_result r = zero_group_create(&g, c->ranks);
+            if (r >= 0) r = zero_comm_local(&comm, g, 0);
+            d.comm = comm; d.stage = s; d.max_live_bytes = d.prefetch_bytes = 0;
+            tmp.z = NULL;
+            tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
+            tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
+            if (r >= 0 && (!tmp.block_mod || !tmp.bp)) r = ZERO_ERR_OUT_OF_MEMORY;
+            if (r >= 0) r = zero_create(&tmp.z, &d);
+            if (r >= 0) r = register_model(&tmp);
+            if (r >= 0) r = zero_plan_get(tmp.z, &p);
+            if (r < 0) fprintf(stderr, "train_gpt: planning stage %d: %s\n", s, zero_last_error(tmp.z));
+            zero_destroy(tmp.z);
+            zero_comm_destroy(comm);
+            zero_group_destroy(g);
+            free(tmp.block_mod);
+            free(tmp.bp);
+            if (r < 0) return r;
+        }
         memcpy(t->sh->plan_bytes[s], p.bytes, sizeof p.bytes);
     }
     t->sh->have_plans = 1;
-    free(numels);
     return ZERO_OK;
 }
 
 static void print_memory_table(const shared_state *sh, const config *c) {
     static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers" };
     char b[32];
-    printf("per-rank memory, %d ranks, %s params (the planner: this run is stage %d; the others: zero_estimate)\n",
+    printf("per-rank memory, %d ranks, %s params (the planner, zero_plan_get; * = this run, stage %d)\n",
            c->ranks, dtype_name(c->dtype), c->stage);
     printf("  stage ");
     for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%10s", cat[k]);
-    printf("%12s%10s%10s\n", "device", "host", "nvme");
+    printf("%13s%12s%10s%10s\n", "model_state", "device", "host", "nvme");
     for (int s = 0; s <= 3; s++) {
         int64_t tiers[ZERO_TIER_NUM];
         sum_tiers(sh->plan_bytes[s], tiers);
@@ -603,6 +624,10 @@ static void print_memory_table(const shared_state *sh, const config *c) {
             fmt_bytes(b, sizeof b, (double)v);
             printf("%10s", b);
         }
+        int64_t ms = 0;
+        for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
+            for (int k = 0; k < ZERO_CAT_BUFFERS; k++) ms += sh->plan_bytes[s][tr][k];
+        fmt_bytes(b, sizeof b, (double)ms); printf("%13s", b);
         fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_DEVICE]); printf("%12s", b);
         fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_HOST]); printf("%10s", b);
         fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_NVME]); printf("%10s\n", b);
@@ -673,10 +698,17 @@ static zero_result train(trainer *t) {
         if (c->trace && !c->quiet) printf("wrote %s (open it at https://ui.perfetto.dev or chrome://tracing)\n", c->trace);
         ZCHECK(zero_stats_get(t->z, &st));
         int64_t fetches = st.prefetch_hits + st.prefetch_misses;
+        // the final loss: the mean of the last (up to) 10 steps' losses, each over only 1024
+        // bytes by default, so one lucky or unlucky batch does not decide it
+        int nlast = c->steps < 10 ? c->steps : 10;
+        double smooth = 0.0;
+        for (int i = c->steps - nlast; i < c->steps; i++) smooth += t->sh->losses[i];
+        smooth /= nlast;
         printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
-               "stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f peak_gathered_bytes=%lld\n",
-               loss, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
-               (long long)zero_num_params(t->z), (double)t->sh->losses[0], c->stage, c->ranks, dtype_name(c->dtype),
+               "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
+               "peak_gathered_bytes=%lld\n",
+               smooth, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
+               (long long)zero_num_params(t->z), (double)t->sh->losses[0], loss, c->stage, c->ranks, dtype_name(c->dtype),
                c->steps, secs, fetches ? (double)st.prefetch_hits / (double)fetches : 0.0,
                (long long)st.peak_gathered_bytes);
         fflush(stdout);
