@@ -193,7 +193,8 @@
      collective: every rank's events are all-gathered to rank 0, which writes one
      Trace Event Format JSON file ({"traceEvents":[{"ph":"X","pid":rank,"tid":track,
      "ts","dur" in microseconds of one CLOCK_MONOTONIC},...]}); every rank returns
-     rank 0's result (ZERO_ERR_IO when the file cannot be written). Events stay
+     rank 0's result (ZERO_ERR_IO when the file cannot be written); while it runs
+     each rank holds world_size x (the largest rank's count) events. Events stay
      recorded, so it can be called again. Open the file at https://ui.perfetto.dev
      or chrome://tracing. Before zero_trace_enable it is ZERO_ERR_STATE.
 
