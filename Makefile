@@ -32,7 +32,7 @@ SAN_CFLAGS  := -std=c99 -O1 -g -Wall -Wextra -ffp-contract=off -pthread -fno-omi
 ASAN_CFLAGS ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 TSAN_CFLAGS ?= -fsanitize=thread
 # make run = train_gpt's defaults, spelled out: it also writes gpt.svg and gpt_trace.json here
-RUN_ARGS    ?= --stage 3 --ranks 4 --steps 500 --plot gpt.svg --trace gpt_trace.json
+RUN_ARGS    ?= --stage 3 --ranks 4 --steps 600 --plot gpt.svg --trace gpt_trace.json
 
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 TEST_SRC    := $(sort $(wildcard tests/test_*.c))

@@ -743,7 +743,7 @@ static zero_result train(trainer *t) {
         if (c->trace && !c->quiet) printf("wrote %s (open it at https://ui.perfetto.dev or chrome://tracing)\n", c->trace);
         ZCHECK(zero_stats_get(t->z, &st));
         int64_t fetches = st.prefetch_hits + st.prefetch_misses;
-        // the final loss: the mean of the last (up to) 10 steps' losses, each over only 1024
+        // the final loss: the mean of the last (up to) 10 steps' losses, each over only 2048
         // bytes by default, so one lucky or unlucky batch does not decide it
         int nlast = c->steps < 10 ? c->steps : 10;
         double smooth = 0.0;
@@ -939,14 +939,14 @@ static void usage(FILE *f) {
         "  --data FILE        train on FILE's bytes (default: zero.h, next to the executable's ../ or in .)\n"
         "  --stage S          ZeRO stage 0..3 (default 3)\n"
         "  --ranks N          data-parallel ranks, as threads (default 4)\n"
-        "  --steps K          optimizer steps (default 500)\n"
+        "  --steps K          optimizer steps (default 600)\n"
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
         "  --layers L         transformer blocks (default 2)\n"
         "  --dim C            channels (default 64)\n"
         "  --heads H          attention heads; divides --dim (default 4)\n"
         "  --seq T            sequence length in bytes (default 64)\n"
-        "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 16)\n"
+        "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32)\n"
         "  --lr LR            AdamW learning rate (default 3e-3)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
@@ -1008,8 +1008,8 @@ static unsigned char *read_file(const char *path, int64_t *len) {
 int main(int argc, char **argv) {
     static shared_state sh;
     config *c = &sh.cfg;
-    c->stage = 3; c->ranks = 4; c->steps = 500; c->accum = 1; c->layers = 2; c->dim = 64; c->heads = 4;
-    c->seq = 64; c->batch = 16; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
+    c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 2; c->dim = 64; c->heads = 4;
+    c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
     c->plot = "gpt.svg"; c->trace = "gpt_trace.json";
 
     for (int i = 1; i < argc; i++) {
