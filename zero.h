@@ -196,7 +196,10 @@
      rank 0's result (ZERO_ERR_IO when the file cannot be written); while it runs
      each rank holds world_size x (the largest rank's count) events. Events stay
      recorded, so it can be called again. Open the file at https://ui.perfetto.dev
-     or chrome://tracing. Before zero_trace_enable it is ZERO_ERR_STATE.
+     or chrome://tracing. Before zero_trace_enable it is ZERO_ERR_STATE. Call
+     zero_trace_begin / zero_trace_end from the rank's own thread (the one that
+     calls zero_fetch); the library's own hooks are safe from any thread.
+     examples/train_gpt.c --trace FILE.json shows all of it.
 
    ERRORS
      Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
