@@ -4,7 +4,7 @@
 #   make test         the above + build/asan/test_* (ASan+UBSan) + build/tsan/test_* (TSan),
 #                     then tests/run_tests.sh (last line: "N passed, N failed"; exit 1 on failures;
 #                     VERBOSE=1 shows all test output, logs in build/logs/, ZERO_RUN_TIMEOUT=300)
-#   make run          build/train_mlp $(RUN_ARGS)
+#   make run          build/train_gpt $(RUN_ARGS): the tiny GPT at stage 3 on 4 ranks (~2 min)
 #   make bench        tests/bench/*.c -> build/bench_<name> (a leading "bench_" is not doubled)
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
@@ -35,7 +35,8 @@ CFLAGS        ?= -O2 -g
 SAN_CFLAGS  := -std=c99 -O1 -g -Wall -Wextra -ffp-contract=off -pthread -fno-omit-frame-pointer
 ASAN_CFLAGS ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 TSAN_CFLAGS ?= -fsanitize=thread
-RUN_ARGS    ?= --stage 3 --ranks 4 --steps 200
+# make run = train_gpt's defaults, spelled out: it also writes gpt.svg and gpt_trace.json here
+RUN_ARGS    ?= --stage 3 --ranks 4 --steps 600 --plot gpt.svg --trace gpt_trace.json
 
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 TEST_SRC    := $(sort $(wildcard tests/test_*.c))
@@ -129,8 +130,8 @@ test:
 	    echo "make test: some targets failed to build (counted as failures below)"
 	@BUILD=$(BUILD) bash tests/run_tests.sh
 
-run: $(BUILD)/train_mlp
-	$(BUILD)/train_mlp $(RUN_ARGS)
+run: $(BUILD)/train_gpt
+	$(BUILD)/train_gpt $(RUN_ARGS)
 
 bench: $(BENCHES) $(BENCH_CUDA) $(BENCH_MPI)
 

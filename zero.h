@@ -210,6 +210,31 @@
      and exports checkpoints without a trainer. Shards are little-endian; a directory
      belongs to one saver at a time.
 
+   ON TRACING
+     zero_trace_enable(ctx, max_events) turns on a per-rank timeline: it allocates
+     max_events * 64 bytes at once (outside the plan; call it any time after
+     zero_create) and from then on the library records spans on tracks ("threads"):
+       compute    zero_trace_begin(ctx, name) / zero_trace_end(ctx) around your own
+                  work (they nest; both are no-ops while tracing is off), and
+                  "fetch wait <module>" where zero_fetch waits for a stage-3 gather
+       comm       every collective the comm stream runs: "all-gather <module>",
+                  "reduce <module>", "gather params <module>", "all-reduce", ...
+       optimizer  the fused optimizer pass of zero_step
+       nvme       reserved for the offload tier's reads and writes
+     Recording is lock-free (one atomic add) and thread-safe; events past
+     max_events are dropped (zero_trace_count tells how many were asked for). With
+     tracing off each hook is one NULL test. zero_trace_save(ctx, path) is
+     collective: every rank's events are all-gathered to rank 0, which writes one
+     Trace Event Format JSON file ({"traceEvents":[{"ph":"X","pid":rank,"tid":track,
+     "ts","dur" in microseconds of one CLOCK_MONOTONIC},...]}); every rank returns
+     rank 0's result (ZERO_ERR_IO when the file cannot be written); while it runs
+     each rank holds world_size x (the largest rank's count) events. Events stay
+     recorded, so it can be called again. Open the file at https://ui.perfetto.dev
+     or chrome://tracing. Before zero_trace_enable it is ZERO_ERR_STATE. Call
+     zero_trace_begin / zero_trace_end from the rank's own thread (the one that
+     calls zero_fetch); the library's own hooks are safe from any thread.
+     examples/train_gpt.c --trace FILE.json shows all of it.
+
    ERRORS
      Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
      or a negative ZERO_ERR_*. zero_result_str names a code, zero_last_error(ctx)
@@ -355,6 +380,7 @@ typedef enum zero_log_level {
     X(NO_LAUNCHER,          "zero_comm_from_env: no launcher's variables fit") \
     X(MPI_ERROR,            "an MPI call failed") \
     X(OUT_OF_MEMORY,        "allocation failed") \
+    X(TRACE,                "trace recording or export") \
     X(OVER_CAP,             "the plan exceeds a memory cap") \
     X(BUFFER_FULL,          "a buffer budget is exhausted") \
     X(NO_DEVICE,            "no device") \
@@ -574,6 +600,13 @@ ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear
    planned GEMM workspace, so it needs a built context with a tiled linear. */
 ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
+
+/* tracing (see ON TRACING): a per-rank timeline written as Chrome / Perfetto JSON */
+ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events);  /* allocates max_events * 64 bytes */
+ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name);     /* a user span on the "compute" track */
+ZERO_API zero_result zero_trace_end(zero_ctx *ctx);                         /* closes the innermost open span */
+ZERO_API int64_t zero_trace_count(const zero_ctx *ctx);       /* events recorded (may exceed max_events: dropped) */
+ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path);     /* collective; rank 0 writes path */
 
 /* dtype helpers for user code */
 ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n);
@@ -1718,7 +1751,13 @@ struct zero_ctx {
 
     zero__stream stream;
     int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
+    struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
 };
+/* defined in >>trace */
+static double zero__trace_t0(const zero_ctx *ctx);
+static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const char *arg, double t0);
+static zero_result zero__trace_run_task(zero_ctx *ctx, const struct zero__task *t);
+static void zero__trace_free(zero_ctx *ctx);
 
 /* defined in >>cpu, used by zero_create / zero_build / zero_destroy */
 static int zero__simd_pick(void);
@@ -1789,7 +1828,7 @@ static void *zero__stream_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             return NULL;
         }
-        if (!skip) r = zero__run_task(ctx, &t);
+        if (!skip) r = zero__trace_run_task(ctx, &t);
         pthread_mutex_lock(&s->mu);
         if (r != ZERO_OK && s->err == ZERO_OK) {
             s->err = r;
@@ -2362,6 +2401,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
         pthread_cond_destroy(&ctx->stream.cv);
     }
     zero__pool_free(ctx->pool, a);
+    zero__trace_free(ctx);
     zero__free_arenas(ctx);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
@@ -3017,8 +3057,9 @@ ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     }
     m->prefetched = m->kept = 0;
     if (m->gticket) {
-        double t0 = ctx->sched_active ? zero__now_ms() : 0;
+        double t0 = ctx->sched_active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
         r = zero__wait(ctx, m->gticket);
+        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
         if (ctx->sched_active) ctx->wait_ms += zero__now_ms() - t0;
         if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
         m->gticket = 0;
@@ -3933,7 +3974,7 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
         return ZERO_STEP_SKIPPED;
     }
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
-    zero__apply_optimizer(ctx, (float)(inv * clip));
+    { double t0 = zero__trace_t0(ctx); zero__apply_optimizer(ctx, (float)(inv * clip)); zero__trace_add(ctx, 2, "optimizer", NULL, t0); }
     if (d->stage == 1 || d->stage == 2) {
         for (i = 0; i < ctx->num_modules; i++)
             if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
@@ -4219,6 +4260,229 @@ ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear
         if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
     }
     return ZERO_OK;
+}
+
+/* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------
+   Each context owns a fixed buffer of events, allocated by zero_trace_enable. The
+   compute thread (user spans, fetch waits), the comm stream (every collective it runs)
+   and zero_step (the optimizer pass) append to it by reserving a slot with one atomic
+   add, so recording takes no lock and a full buffer only counts what it dropped. With
+   tracing off every hook is one NULL test. Times are CLOCK_MONOTONIC microseconds, one
+   clock for every rank of the machine. */
+#define ZERO__TRACE_NAME 48
+#define ZERO__TRACE_DEPTH 32
+enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_NUM };
+static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme" };
+
+typedef struct zero__trace_event {   /* 64 bytes */
+    double ts, dur;                  /* microseconds */
+    int32_t track, rank;
+    char name[ZERO__TRACE_NAME];
+} zero__trace_event;
+
+struct zero__trace {
+    zero__trace_event *ev;
+    int64_t cap, count;              /* count: slots reserved (atomic); may pass cap */
+    double open_ts[ZERO__TRACE_DEPTH];   /* zero_trace_begin's stack (compute thread only) */
+    char open_name[ZERO__TRACE_DEPTH][ZERO__TRACE_NAME];
+    int depth;
+};
+
+/* ctx->trace is published once by zero_trace_enable while the comm stream may be running */
+static struct zero__trace *zero__trace_get(const zero_ctx *ctx) {
+    return ctx ? __atomic_load_n(&ctx->trace, __ATOMIC_ACQUIRE) : NULL;
+}
+static double zero__trace_t0(const zero_ctx *ctx) { return zero__trace_get(ctx) ? zero__now_ms() * 1e3 : 0.0; }
+
+static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const char *arg, double t0) {
+    struct zero__trace *tr = zero__trace_get(ctx);
+    zero__trace_event *e;
+    int64_t i;
+    if (!tr) return;
+    i = __atomic_fetch_add(&tr->count, 1, __ATOMIC_RELAXED);
+    if (i >= tr->cap) return;
+    e = &tr->ev[i];
+    e->ts = t0;
+    e->dur = zero__now_ms() * 1e3 - t0;
+    e->track = track;
+    e->rank = ctx->rank;
+    if (arg) snprintf(e->name, sizeof e->name, "%s %s", name, arg);
+    else snprintf(e->name, sizeof e->name, "%s", name);
+}
+
+/* the comm stream runs every task through here */
+static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
+    static const char *names[] = { "?", "reduce", "all-gather", "gather params", "gather master", "all-reduce",
+                                   "all-gather bytes" };
+    double t0 = zero__trace_t0(ctx);
+    zero_result r = zero__run_task(ctx, t);
+    if (zero__trace_get(ctx)) {
+        int k = t->kind == ZERO__TASK_REDUCE ? 1 : t->kind == ZERO__TASK_GATHER_MODULE ? 2 :
+                t->kind == ZERO__TASK_GATHER_PARAMS ? 3 : t->kind == ZERO__TASK_GATHER_MASTER ? 4 :
+                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 : 0;
+        int mod = k >= 1 && k <= 4 && t->a >= 0 && t->a < ctx->num_modules;
+        zero__trace_add(ctx, ZERO__TRACK_COMM, names[k], mod ? ctx->modules[t->a].name : NULL, t0);
+    }
+    return r;
+}
+
+static void zero__trace_free(zero_ctx *ctx) {
+    if (!ctx->trace) return;
+    zero__raw_free(&ctx->desc.allocator, ctx->trace->ev);
+    zero__raw_free(&ctx->desc.allocator, ctx->trace);
+    ctx->trace = NULL;
+}
+
+ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
+    struct zero__trace *tr;
+    int64_t bytes;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_enable: ctx is NULL");
+    if (max_events <= 0 || !zero__mul(max_events, (int64_t)sizeof(zero__trace_event), &bytes) || (size_t)bytes != (uint64_t)bytes)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_trace_enable: max_events must be positive (got %lld)", (long long)max_events);
+    if (ctx->trace)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_enable: tracing is already on");
+    tr = (struct zero__trace *)zero__raw_alloc(&ctx->desc.allocator, sizeof *tr);
+    if (tr) memset(tr, 0, sizeof *tr);
+    if (tr && !(tr->ev = (zero__trace_event *)zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes))) {
+        zero__raw_free(&ctx->desc.allocator, tr);
+        tr = NULL;
+    }
+    if (!tr)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_trace_enable: cannot allocate %lld bytes of trace events", (long long)bytes);
+    tr->cap = max_events;
+    /* the comm stream reads ctx->trace: publish it once the buffer is ready */
+    __atomic_store_n(&ctx->trace, tr, __ATOMIC_RELEASE);
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_TRACE, "tracing on: %lld events, %lld bytes", (long long)max_events,
+              (long long)bytes);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name) {
+    struct zero__trace *tr;
+    if (!ctx || !name) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_begin: NULL argument");
+    if (!(tr = ctx->trace)) return ZERO_OK;   /* off: free */
+    if (tr->depth >= ZERO__TRACE_DEPTH)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_trace_begin('%s'): more than %d spans open", name, ZERO__TRACE_DEPTH);
+    snprintf(tr->open_name[tr->depth], ZERO__TRACE_NAME, "%s", name);
+    tr->open_ts[tr->depth++] = zero__now_ms() * 1e3;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_trace_end(zero_ctx *ctx) {
+    struct zero__trace *tr;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_end: ctx is NULL");
+    if (!(tr = ctx->trace)) return ZERO_OK;
+    if (tr->depth <= 0)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_end: no span is open");
+    tr->depth--;
+    zero__trace_add(ctx, ZERO__TRACK_COMPUTE, tr->open_name[tr->depth], NULL, tr->open_ts[tr->depth]);
+    return ZERO_OK;
+}
+
+ZERO_API int64_t zero_trace_count(const zero_ctx *ctx) {
+    int64_t n;
+    if (!ctx || !ctx->trace) return 0;
+    n = __atomic_load_n(&ctx->trace->count, __ATOMIC_RELAXED);
+    return n;
+}
+
+static void zero__json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int zero__trace_write(const char *path, const zero__trace_event *ev, const int64_t *counts, int64_t stride,
+                             int world) {
+    FILE *f = fopen(path, "w");
+    double t_min = 0.0;
+    int r, k, first = 1, any = 0, ok;
+    int64_t i;
+    if (!f) return 0;
+    for (r = 0; r < world; r++)
+        for (i = 0; i < counts[r]; i++)
+            if (!any || ev[r * stride + i].ts < t_min) { t_min = ev[r * stride + i].ts; any = 1; }
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    for (r = 0; r < world; r++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
+                first ? "" : ",\n", r, r);
+        first = 0;
+        for (k = 0; k < ZERO__TRACK_NUM; k++)
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                    r, k, zero__track_name[k]);
+        for (i = 0; i < counts[r]; i++) {
+            const zero__trace_event *e = &ev[r * stride + i];
+            fprintf(f, ",\n{\"name\":");
+            zero__json_str(f, e->name);
+            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+                    zero__track_name[e->track >= 0 && e->track < ZERO__TRACK_NUM ? e->track : 0], e->ts - t_min,
+                    e->dur, r, e->track);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    ok = !ferror(f);
+    if (fclose(f) != 0) ok = 0;
+    return ok;
+}
+
+ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    int64_t mine, stride = 0, *counts = NULL, res = 0, *all_res = NULL, bytes;
+    zero__trace_event *send = NULL, *all = NULL;
+    zero_result r;
+    int i, N;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: ctx is NULL");
+    if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: path is NULL");
+    if (!ctx->trace)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_trace_save: tracing is off (call zero_trace_enable first)");
+    a = &ctx->desc.allocator;
+    N = ctx->world;
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    /* events the comm stream adds from here on (this call's own gathers) are not saved */
+    mine = zero_trace_count(ctx);
+    if (mine > ctx->trace->cap) mine = ctx->trace->cap;
+    counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
+    if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
+    all_res = counts + N;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
+    for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
+    if (stride < 1) stride = 1;
+    bytes = stride * (int64_t)sizeof(zero__trace_event);
+    if (r == ZERO_OK) {
+        send = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes);
+        all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
+        res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
+        /* agree on the allocation before moving stride * N events */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        for (i = 0; r == ZERO_OK && i < N; i++)
+            if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                               "zero_trace_save: rank %d cannot allocate the event buffers", i);
+    }
+    if (r == ZERO_OK) {
+        memset(send, 0, (size_t)bytes);
+        memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
+    }
+    if (r == ZERO_OK) {
+        res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
+        /* every rank returns rank 0's result */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        if (r == ZERO_OK && all_res[0] != 0)
+            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
+    }
+    zero__raw_free(a, send);
+    zero__raw_free(a, all);
+    zero__raw_free(a, counts);
+    return r;
 }
 
 /* >>public: parameters in and out ------------------------------------------------------ */

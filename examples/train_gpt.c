@@ -1,0 +1,1105 @@
+/*
+train_gpt.c - a tiny GPT trained byte by byte on zero.h, llm.c style. The main demo.
+
+The model is GPT-2 shaped, at toy size: token and position embeddings, L transformer
+blocks (pre-norm: layer norm, causal multi-head self-attention, residual; layer norm,
+MLP with GELU, residual), a final layer norm and an output layer over the 256 byte
+values. Each block is one zero.h module (its 12 params are fetched, released and
+reduced together); the embeddings and the final norm are modules of their own; the
+output layer is a tiled linear (zero_tiled_linear_*, whose GEMMs are zero_sgemm);
+the blocks' matmuls are axpy loops here. Forward and backward are written
+by hand (the math of llm.c's CPU reference train_gpt2.c, in our own code).
+
+It trains on --data FILE, by default on this library's own source, zero.h, so it
+runs anywhere: every step each rank reads its share of the global batch, sequences
+of --seq bytes from positions drawn from (seed, step, sample index). The loss starts
+at ln 256 = 5.55 nats per byte; `make run` (stage 3, 4 ranks as threads) brings it
+under 2.5 in about two minutes on two cores. At the end it samples text, prints a
+table of the per-rank memory this run planned beside what stages 0-3 need (from the
+planner), and the line `final loss=... tokens_per_s=... model_state_bytes_per_rank=...`
+(loss: the mean over the last 10 steps, in nats per byte).
+--plot FILE.svg draws the loss curve and the per-stage memory; --trace FILE.json
+writes a Chrome / Perfetto timeline (zero_trace_*: compute, comm, optimizer tracks
+for every rank).
+
+Build and run:
+    make build/train_gpt && build/train_gpt          # = make run
+    build/train_gpt --stage 2 --ranks 2 --steps 50 --plot gpt.svg --trace gpt.json
+*/
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>     // defines: expf, logf, tanhf, sqrtf, sqrt, log, cos, sin
+#include <stdint.h>   // defines: uint64_t, int64_t
+#include <stdio.h>    // defines: printf, fprintf, fopen, fread, fclose, snprintf
+#include <stdlib.h>   // defines: malloc, calloc, free, strtol, strtod, strtoull, exit
+#include <string.h>   // defines: strcmp, memcpy, memset, strrchr
+#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
+#include <unistd.h>   // defines: isatty, fileno
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"  // defines: zero_create, zero_build, zero_fetch, zero_step, zero_trace_*, zero_sgemm, ...
+
+#define VOCAB 256          // bytes
+#define NPARAM 12          // params of a block
+#define SAMPLE_BYTES 200
+#define MAX_STEPS_KEPT 1000000
+
+// ----------------------------------------------------------------------------
+// configuration
+
+typedef struct {
+    int stage, ranks, steps, accum, layers, dim, heads, seq, batch, quiet;
+    zero_dtype dtype;
+    float lr;
+    uint64_t seed;
+    const char *data, *plot, *trace;
+} config;
+
+typedef struct {
+    config cfg;
+    const unsigned char *text;   // the training bytes
+    int64_t text_len;
+    float *losses;               // per step, written by rank 0
+    double seconds;
+    int64_t plan_bytes[4][ZERO_TIER_NUM][ZERO_CAT_NUM];   // per-rank plans of stages 0-3 (rank 0)
+    int have_plans;
+} shared_state;
+
+static const char *dtype_name(zero_dtype t) { return t == ZERO_F32 ? "f32" : t == ZERO_F16 ? "f16" : "bf16"; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// ----------------------------------------------------------------------------
+// deterministic random numbers (splitmix64), one stream per (seed, kind, index)
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint64_t stream_seed(uint64_t seed, uint64_t kind, uint64_t index) {
+    return mix64(mix64(seed * 0x9E3779B97F4A7C15ull + kind) ^ (index + 0x632BE59BD9B4E019ull));
+}
+static uint64_t next_u64(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
+static double next_uniform(uint64_t *s) { return ((double)(next_u64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static void fill_normal(float *out, int64_t n, float std, uint64_t *s) {
+    for (int64_t i = 0; i < n; i += 2) {   // Box-Muller
+        double r = sqrt(-2.0 * log(next_uniform(s))), t = 6.283185307179586 * next_uniform(s);
+        out[i] = (float)(std * r * cos(t));
+        if (i + 1 < n) out[i + 1] = (float)(std * r * sin(t));
+    }
+}
+
+enum { STREAM_DATA = 1, STREAM_INIT = 2, STREAM_SAMPLE = 3 };
+
+// ----------------------------------------------------------------------------
+// the model's math on f32 arrays (B sequences of T positions, C channels, NH heads)
+
+// Matmuls as rows of axpy (y += a * x over a contiguous row), four output rows sharing
+// each load of x: the fixed 8-wide inner loop vectorizes at -O2 without reassociating
+// a sum. On this model's shapes that runs ~3x faster than zero_sgemm's portable packed
+// kernel (which the tiled output layer uses).
+static void axpy4(float *restrict y0, float *restrict y1, float *restrict y2, float *restrict y3,
+                  const float *restrict x, float a0, float a1, float a2, float a3, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float v = x[i + k];
+            y0[i + k] += a0 * v; y1[i + k] += a1 * v; y2[i + k] += a2 * v; y3[i + k] += a3 * v;
+        }
+    for (; i < n; i++) {
+        float v = x[i];
+        y0[i] += a0 * v; y1[i] += a1 * v; y2[i] += a2 * v; y3[i] += a3 * v;
+    }
+}
+static void axpy1(float *restrict y, const float *restrict x, float a, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) y[i + k] += a * x[i + k];
+    for (; i < n; i++) y[i] += a * x[i];
+}
+// Y[r][:] += sum_k A[r][k] X[k][:]   (Y: R x N, A: R x K with row stride lda, X: K x N)
+static void gemm_acc(float *Y, const float *A, int lda, const float *X, int R, int K, int N) {
+    int r = 0;
+    for (; r + 4 <= R; r += 4) {
+        const float *a = A + (int64_t)r * lda;
+        float *y = Y + (int64_t)r * N;
+        for (int k = 0; k < K; k++)
+            axpy4(y, y + N, y + 2 * N, y + 3 * N, X + (int64_t)k * N, a[k], a[lda + k], a[2 * lda + k], a[3 * lda + k], N);
+    }
+    for (; r < R; r++)
+        for (int k = 0; k < K; k++) axpy1(Y + (int64_t)r * N, X + (int64_t)k * N, A[(int64_t)r * lda + k], N);
+}
+static void transpose(float *restrict dst, const float *restrict src, int rows, int cols) {
+    enum { TB = 16 };
+    for (int r0 = 0; r0 < rows; r0 += TB)
+        for (int c0 = 0; c0 < cols; c0 += TB)
+            for (int r = r0; r < r0 + TB && r < rows; r++)
+                for (int c = c0; c < c0 + TB && c < cols; c++)
+                    dst[(int64_t)c * rows + r] = src[(int64_t)r * cols + c];
+}
+
+// out[BT, OC] = inp[BT, IC] W^T + bias, W [OC, IC]; scratch: OC * IC floats
+static void matmul_forward(float *out, float *scratch, const float *inp, const float *w, const float *bias,
+                           int BT, int IC, int OC) {
+    transpose(scratch, w, OC, IC);
+    for (int i = 0; i < BT; i++) memcpy(out + (int64_t)i * OC, bias, (size_t)OC * sizeof(float));
+    gemm_acc(out, inp, IC, scratch, BT, IC, OC);
+}
+// dinp += dout W; dw = dout^T inp; db = column sums of dout (dw, db overwritten); scratch: BT * OC
+static void matmul_backward(float *dinp, float *dw, float *db, float *scratch, const float *dout, const float *inp,
+                            const float *w, int BT, int IC, int OC) {
+    gemm_acc(dinp, dout, OC, w, BT, OC, IC);
+    transpose(scratch, dout, BT, OC);
+    memset(dw, 0, (size_t)OC * IC * sizeof(float));
+    gemm_acc(dw, scratch, BT, inp, OC, BT, IC);
+    for (int o = 0; o < OC; o++) {
+        float acc = 0.0f;
+        for (int i = 0; i < BT; i++) acc += scratch[(int64_t)o * BT + i];
+        db[o] = acc;
+    }
+}
+
+static void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                              int BT, int C) {
+    for (int i = 0; i < BT; i++) {
+        const float *x = inp + (int64_t)i * C;
+        float m = 0.0f, v = 0.0f;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= (float)C;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        float s = 1.0f / sqrtf(v / (float)C + 1e-5f);
+        float *o = out + (int64_t)i * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * w[c] + b[c];
+        mean[i] = m;
+        rstd[i] = s;
+    }
+}
+// dinp += ..., dw += ..., db += ...
+static void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                               const float *mean, const float *rstd, int BT, int C) {
+    for (int i = 0; i < BT; i++) {
+        const float *d = dout + (int64_t)i * C, *x = inp + (int64_t)i * C;
+        float *dx = dinp + (int64_t)i * C, m = mean[i], s = rstd[i], dmean = 0.0f, dnx = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float dn = w[c] * d[c];
+            dmean += dn;
+            dnx += dn * (x[c] - m) * s;
+        }
+        dmean /= (float)C;
+        dnx /= (float)C;
+        for (int c = 0; c < C; c++) {
+            float nx = (x[c] - m) * s, dn = w[c] * d[c];
+            db[c] += d[c];
+            dw[c] += nx * d[c];
+            dx[c] += (dn - dmean - nx * dnx) * s;
+        }
+    }
+}
+
+// qkv [B, T, 3C] -> out [B, T, C]; att [B, NH, T, T] keeps the softmax for the backward pass
+static void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *q = qkv + ((int64_t)b * T + t) * 3 * C + h * hs;
+                float *a = att + (((int64_t)b * NH + h) * T + t) * T, mx = -1e30f, sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((int64_t)b * T + t2) * 3 * C + C + h * hs;
+                    float dot = 0.0f;
+                    for (int i = 0; i < hs; i++) dot += q[i] * k[i];
+                    a[t2] = dot * scale;
+                    if (a[t2] > mx) mx = a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+                float inv = 1.0f / sum;
+                float *o = out + ((int64_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((int64_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    a[t2] *= inv;
+                    for (int i = 0; i < hs; i++) o[i] += a[t2] * v[i];
+                }
+                for (int t2 = t + 1; t2 < T; t2++) a[t2] = 0.0f;
+            }
+}
+// dqkv (overwritten) from dout; datt_row: scratch of T floats
+static void attention_backward(float *dqkv, float *datt_row, const float *dout, const float *qkv, const float *att,
+                               int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(float));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *a = att + (((int64_t)b * NH + h) * T + t) * T;
+                const float *d = dout + ((int64_t)b * T + t) * C + h * hs;
+                const float *q = qkv + ((int64_t)b * T + t) * 3 * C + h * hs;
+                float *dq = dqkv + ((int64_t)b * T + t) * 3 * C + h * hs, dsum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((int64_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    float *dv = dqkv + ((int64_t)b * T + t2) * 3 * C + 2 * C + h * hs, dot = 0.0f;
+                    for (int i = 0; i < hs; i++) { dot += v[i] * d[i]; dv[i] += a[t2] * d[i]; }
+                    datt_row[t2] = dot;
+                    dsum += a[t2] * dot;
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    float dpre = a[t2] * (datt_row[t2] - dsum) * scale;
+                    const float *k = qkv + ((int64_t)b * T + t2) * 3 * C + C + h * hs;
+                    float *dk = dqkv + ((int64_t)b * T + t2) * 3 * C + C + h * hs;
+                    for (int i = 0; i < hs; i++) { dq[i] += k[i] * dpre; dk[i] += q[i] * dpre; }
+                }
+            }
+}
+
+#define GELU_SCALE 0.7978845608028654f   // sqrt(2/pi)
+static void gelu_forward(float *out, float *th, const float *inp, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float x = inp[i];
+        th[i] = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        out[i] = 0.5f * x * (1.0f + th[i]);
+    }
+}
+static void gelu_backward(float *d, const float *inp, const float *th, int64_t n) {   // d *= gelu'(inp)
+    for (int64_t i = 0; i < n; i++) {
+        float x = inp[i], t = th[i];
+        d[i] *= 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// one rank
+
+enum { LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB };
+static const char *block_param_names[NPARAM] = { "ln1.w", "ln1.b", "qkv.w", "qkv.b", "attproj.w", "attproj.b",
+                                                 "ln2.w", "ln2.b", "fc.w", "fc.b", "fcproj.w", "fcproj.b" };
+
+typedef struct {   // activations of one block, kept for the backward pass
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *res2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_th, *fch_gelu;
+} block_acts;
+
+typedef struct {
+    const config *cfg;
+    shared_state *sh;
+    zero_ctx *z;
+    int rank, per, L, C, NH, T;
+    zero_module embed_mod, lnf_mod, *block_mod;
+    zero_param wte, wpe, lnfw, lnfb, *bp;         // bp[l * NPARAM + k]
+    zero_tiled_linear head;
+    int64_t pn[NPARAM];                          // numel of each block param
+    int64_t block_numel;
+    float *w, *g;                                // f32 copy of the fetched module's params, its grads
+    float *resid;                                // [L + 1][BT * C]: the input of each block, then lnf's
+    block_acts *acts;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits;
+    float *dres, *dtmp, *dqkv, *d4c, *datt_row, *wt, *doutT;   // wt, doutT: matmul scratch
+    int *tokens, *targets;
+} trainer;
+
+#define ZCHECK(call) do { zero_result r_ = (call); \
+    if (r_ < 0) { fprintf(stderr, "train_gpt: rank %d: %s failed: %s\n", t->rank, #call, zero_last_error(t->z)); return r_; } } while (0)
+
+static zero_result add_param(trainer *t, zero_module m, const char *name, int ndim, int64_t d0, int64_t d1,
+                             int no_decay, zero_param *out) {
+    zero_param_desc pd = {0};
+    pd.name = name; pd.ndim = ndim; pd.shape[0] = d0; pd.shape[1] = d1; pd.no_decay = no_decay;
+    ZCHECK(zero_add_param(t->z, m, &pd, out));
+    return ZERO_OK;
+}
+
+// Registers the model: embed, block0..L-1, lnf, and the tiled head (module per tile).
+static zero_result register_model(trainer *t) {
+    int C = t->C, L = t->L;
+    char name[32];
+    zero_module_desc md = {0};
+    md.name = "embed";
+    ZCHECK(zero_add_module(t->z, &md, &t->embed_mod));
+    ZCHECK(add_param(t, t->embed_mod, "wte", 2, VOCAB, C, 0, &t->wte));
+    ZCHECK(add_param(t, t->embed_mod, "wpe", 2, t->T, C, 0, &t->wpe));
+    int64_t shapes[NPARAM][2] = { {C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
+                                  {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0} };
+    t->block_numel = 0;
+    for (int k = 0; k < NPARAM; k++) {
+        t->pn[k] = shapes[k][0] * (shapes[k][1] ? shapes[k][1] : 1);
+        t->block_numel += t->pn[k];
+    }
+    for (int l = 0; l < L; l++) {
+        snprintf(name, sizeof name, "block%d", l);
+        md.name = name;
+        ZCHECK(zero_add_module(t->z, &md, &t->block_mod[l]));
+        for (int k = 0; k < NPARAM; k++)
+            ZCHECK(add_param(t, t->block_mod[l], block_param_names[k], shapes[k][1] ? 2 : 1, shapes[k][0],
+                             shapes[k][1], shapes[k][1] == 0, &t->bp[l * NPARAM + k]));
+    }
+    md.name = "lnf";
+    ZCHECK(zero_add_module(t->z, &md, &t->lnf_mod));
+    ZCHECK(add_param(t, t->lnf_mod, "w", 1, C, 0, 1, &t->lnfw));
+    ZCHECK(add_param(t, t->lnf_mod, "b", 1, C, 0, 1, &t->lnfb));
+    zero_tiled_linear_desc hd = {0};
+    hd.name = "head"; hd.in_features = C; hd.out_features = VOCAB; hd.tiles = 2;
+    ZCHECK(zero_tiled_linear_add(t->z, &hd, &t->head));
+    return ZERO_OK;
+}
+
+static zero_result build_model(trainer *t) {
+    int C = t->C, L = t->L;
+    ZCHECK(register_model(t));
+    if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)8 * (t->cfg->steps + 4) * (t->L + 6) + 4096));
+    ZCHECK(zero_build(t->z));
+
+    // GPT-2's init: N(0, 0.02), the residual projections scaled by 1/sqrt(2L), norms 1 and 0.
+    // Every rank sets the same full values (from the seed) and keeps its own part.
+    uint64_t s = stream_seed(t->cfg->seed, STREAM_INIT, 0);
+    float *buf = t->w;
+    fill_normal(buf, (int64_t)VOCAB * C, 0.02f, &s);
+    ZCHECK(zero_param_set_f32(t->z, t->wte, buf));
+    fill_normal(buf, (int64_t)t->T * C, 0.01f, &s);
+    ZCHECK(zero_param_set_f32(t->z, t->wpe, buf));
+    for (int l = 0; l < L; l++)
+        for (int k = 0; k < NPARAM; k++) {
+            int is_w = k == QKVW || k == ATTPROJW || k == FCW || k == FCPROJW;
+            if (is_w) fill_normal(buf, t->pn[k], k == ATTPROJW || k == FCPROJW ? 0.02f / sqrtf(2.0f * L) : 0.02f, &s);
+            else for (int64_t i = 0; i < t->pn[k]; i++) buf[i] = k == LN1W || k == LN2W ? 1.0f : 0.0f;
+            ZCHECK(zero_param_set_f32(t->z, t->bp[l * NPARAM + k], buf));
+        }
+    for (int i = 0; i < C; i++) buf[i] = 1.0f;
+    ZCHECK(zero_param_set_f32(t->z, t->lnfw, buf));
+    memset(buf, 0, (size_t)C * sizeof(float));
+    ZCHECK(zero_param_set_f32(t->z, t->lnfb, buf));
+    fill_normal(buf, (int64_t)VOCAB * C, 0.02f, &s);
+    ZCHECK(zero_tiled_linear_set_f32(t->z, t->head, buf, NULL));
+    return ZERO_OK;
+}
+
+// Copies a fetched module's params to f32 (t->w, back to back); ptrs[k] point into it.
+static zero_result load_params(trainer *t, const zero_param *ps, int n, float **ptrs) {
+    float *dst = t->w;
+    for (int k = 0; k < n; k++) {
+        const void *src = zero_param_data(t->z, ps[k]);
+        int64_t numel = zero_param_numel(t->z, ps[k]);
+        if (!src) { fprintf(stderr, "train_gpt: rank %d: zero_param_data: %s\n", t->rank, zero_last_error(t->z)); return ZERO_ERR_STATE; }
+        zero_to_f32(dst, src, t->cfg->dtype, numel);
+        ptrs[k] = dst;
+        dst += numel;
+    }
+    return ZERO_OK;
+}
+// Zeroes t->g laid out like load_params; gptrs[k] point into it.
+static void zero_grads_f32(trainer *t, const zero_param *ps, int n, float **gptrs) {
+    float *dst = t->g;
+    for (int k = 0; k < n; k++) {
+        int64_t numel = zero_param_numel(t->z, ps[k]);
+        memset(dst, 0, (size_t)numel * sizeof(float));
+        gptrs[k] = dst;
+        dst += numel;
+    }
+}
+static zero_result store_grads(trainer *t, const zero_param *ps, int n, float **gptrs) {
+    for (int k = 0; k < n; k++) {
+        void *g = zero_param_grad(t->z, ps[k]);
+        if (!g) { fprintf(stderr, "train_gpt: rank %d: zero_param_grad: %s\n", t->rank, zero_last_error(t->z)); return ZERO_ERR_STATE; }
+        zero_add_f32(g, t->cfg->dtype, gptrs[k], zero_param_numel(t->z, ps[k]));
+    }
+    return ZERO_OK;
+}
+
+static void span(trainer *t, const char *what, const char *mod) {
+    char name[48];
+    snprintf(name, sizeof name, "%s %s", what, mod);
+    zero_trace_begin(t->z, name);
+}
+
+// Forward over B sequences of T tokens. With targets: returns the summed loss and leaves
+// dlogits (times grad_scale) in t->logits. head_rows_last: only the last position's logits.
+static zero_result forward(trainer *t, int B, int T, const int *targets, float grad_scale, int last_only,
+                           double *loss_sum) {
+    int C = t->C, L = t->L, BT = B * T;
+    float *p[NPARAM];
+    zero_param ep[2] = { t->wte, t->wpe };
+    span(t, "forward", "embed");
+    ZCHECK(zero_fetch(t->z, t->embed_mod));
+    ZCHECK(load_params(t, ep, 2, p));
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {
+            float *o = t->resid + ((int64_t)b * T + i) * C;
+            const float *we = p[0] + (int64_t)t->tokens[b * T + i] * C, *pe = p[1] + (int64_t)i * C;
+            for (int c = 0; c < C; c++) o[c] = we[c] + pe[c];
+        }
+    ZCHECK(zero_release(t->z, t->embed_mod));
+    zero_trace_end(t->z);
+
+    for (int l = 0; l < L; l++) {
+        block_acts *a = &t->acts[l];
+        const float *x = t->resid + (int64_t)l * t->per * t->T * C;
+        float *y = t->resid + (int64_t)(l + 1) * t->per * t->T * C;
+        char mname[32];
+        snprintf(mname, sizeof mname, "block%d", l);
+        span(t, "forward", mname);
+        ZCHECK(zero_fetch(t->z, t->block_mod[l]));
+        ZCHECK(load_params(t, t->bp + l * NPARAM, NPARAM, p));
+        ZCHECK(zero_release(t->z, t->block_mod[l]));   // everything needed is in t->w now
+        layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p[LN1W], p[LN1B], BT, C);
+        matmul_forward(a->qkv, t->wt, a->ln1, p[QKVW], p[QKVB], BT, C, 3 * C);
+        attention_forward(a->atty, a->att, a->qkv, B, T, C, t->NH);
+        matmul_forward(a->res2, t->wt, a->atty, p[ATTPROJW], p[ATTPROJB], BT, C, C);
+        for (int64_t i = 0; i < (int64_t)BT * C; i++) a->res2[i] += x[i];
+        layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[LN2W], p[LN2B], BT, C);
+        matmul_forward(a->fch, t->wt, a->ln2, p[FCW], p[FCB], BT, C, 4 * C);
+        gelu_forward(a->fch_gelu, a->fch_th, a->fch, (int64_t)BT * 4 * C);
+        matmul_forward(y, t->wt, a->fch_gelu, p[FCPROJW], p[FCPROJB], BT, 4 * C, C);
+        for (int64_t i = 0; i < (int64_t)BT * C; i++) y[i] += a->res2[i];
+        zero_trace_end(t->z);
+    }
+
+    const float *xf = t->resid + (int64_t)L * t->per * t->T * C;
+    zero_param fp[2] = { t->lnfw, t->lnfb };
+    span(t, "forward", "lnf+head");
+    ZCHECK(zero_fetch(t->z, t->lnf_mod));
+    ZCHECK(load_params(t, fp, 2, p));
+    layernorm_forward(t->lnf, t->lnf_mean, t->lnf_rstd, xf, p[0], p[1], BT, C);
+    ZCHECK(zero_release(t->z, t->lnf_mod));
+    if (last_only) ZCHECK(zero_tiled_linear_forward(t->z, t->head, t->lnf + (int64_t)(BT - 1) * C, 1, t->logits));
+    else ZCHECK(zero_tiled_linear_forward(t->z, t->head, t->lnf, BT, t->logits));
+    zero_trace_end(t->z);
+    if (!targets) return ZERO_OK;
+
+    // softmax cross-entropy; the logits become dlogits = grad_scale * (softmax - onehot)
+    double loss = 0.0;
+    for (int i = 0; i < BT; i++) {
+        float *l = t->logits + (int64_t)i * VOCAB, mx = l[0], sum = 0.0f;
+        for (int v = 1; v < VOCAB; v++) mx = l[v] > mx ? l[v] : mx;
+        float lt = l[targets[i]] - mx;
+        for (int v = 0; v < VOCAB; v++) { l[v] = expf(l[v] - mx); sum += l[v]; }
+        loss += (double)(logf(sum) - lt);
+        float inv = grad_scale / sum;
+        for (int v = 0; v < VOCAB; v++) l[v] *= inv;
+        l[targets[i]] -= grad_scale;
+    }
+    *loss_sum += loss;
+    return ZERO_OK;
+}
+
+static zero_result backward(trainer *t, int B, int T) {
+    int C = t->C, L = t->L, BT = B * T;
+    float *p[NPARAM], *gp[NPARAM];
+    size_t actb = (size_t)BT * C * sizeof(float);
+
+    // head (the tiled linear adds its gradients and marks its tiles ready), then lnf
+    span(t, "backward", "lnf+head");
+    memset(t->dtmp, 0, actb);
+    ZCHECK(zero_tiled_linear_backward(t->z, t->head, t->lnf, t->logits, BT, t->dtmp));
+    zero_param fp[2] = { t->lnfw, t->lnfb };
+    ZCHECK(zero_fetch(t->z, t->lnf_mod));
+    ZCHECK(load_params(t, fp, 2, p));
+    zero_grads_f32(t, fp, 2, gp);
+    memset(t->dres, 0, actb);
+    layernorm_backward(t->dres, gp[0], gp[1], t->dtmp, t->resid + (int64_t)L * t->per * t->T * C, p[0],
+                       t->lnf_mean, t->lnf_rstd, BT, C);
+    ZCHECK(store_grads(t, fp, 2, gp));
+    ZCHECK(zero_release(t->z, t->lnf_mod));
+    ZCHECK(zero_grads_ready(t->z, t->lnf_mod));
+    zero_trace_end(t->z);
+
+    // t->dres: the gradient wrt the current block's output, becomes that wrt its input
+    for (int l = L - 1; l >= 0; l--) {
+        block_acts *a = &t->acts[l];
+        const float *x = t->resid + (int64_t)l * t->per * t->T * C;
+        char mname[32];
+        snprintf(mname, sizeof mname, "block%d", l);
+        span(t, "backward", mname);
+        ZCHECK(zero_fetch(t->z, t->block_mod[l]));
+        ZCHECK(load_params(t, t->bp + l * NPARAM, NPARAM, p));
+        zero_grads_f32(t, t->bp + l * NPARAM, NPARAM, gp);
+        // MLP: y = res2 + fcproj(gelu(fc(ln2(res2))))
+        memset(t->d4c, 0, (size_t)BT * 4 * C * sizeof(float));
+        matmul_backward(t->d4c, gp[FCPROJW], gp[FCPROJB], t->doutT, t->dres, a->fch_gelu, p[FCPROJW], BT, 4 * C, C);
+        gelu_backward(t->d4c, a->fch, a->fch_th, (int64_t)BT * 4 * C);
+        memset(t->dtmp, 0, actb);
+        matmul_backward(t->dtmp, gp[FCW], gp[FCB], t->doutT, t->d4c, a->ln2, p[FCW], BT, C, 4 * C);
+        layernorm_backward(t->dres, gp[LN2W], gp[LN2B], t->dtmp, a->res2, p[LN2W], a->ln2_mean, a->ln2_rstd, BT, C);
+        // attention: res2 = x + attproj(attn(qkv(ln1(x))))
+        memset(t->dtmp, 0, actb);
+        matmul_backward(t->dtmp, gp[ATTPROJW], gp[ATTPROJB], t->doutT, t->dres, a->atty, p[ATTPROJW], BT, C, C);
+        attention_backward(t->dqkv, t->datt_row, t->dtmp, a->qkv, a->att, B, T, C, t->NH);
+        memset(t->dtmp, 0, actb);
+        matmul_backward(t->dtmp, gp[QKVW], gp[QKVB], t->doutT, t->dqkv, a->ln1, p[QKVW], BT, C, 3 * C);
+        layernorm_backward(t->dres, gp[LN1W], gp[LN1B], t->dtmp, x, p[LN1W], a->ln1_mean, a->ln1_rstd, BT, C);
+        ZCHECK(store_grads(t, t->bp + l * NPARAM, NPARAM, gp));
+        ZCHECK(zero_release(t->z, t->block_mod[l]));
+        ZCHECK(zero_grads_ready(t->z, t->block_mod[l]));
+        zero_trace_end(t->z);
+    }
+
+    zero_param ep[2] = { t->wte, t->wpe };
+    span(t, "backward", "embed");
+    ZCHECK(zero_fetch(t->z, t->embed_mod));
+    zero_grads_f32(t, ep, 2, gp);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < T; i++) {
+            const float *d = t->dres + ((int64_t)b * T + i) * C;
+            float *gw = gp[0] + (int64_t)t->tokens[b * T + i] * C, *gpe = gp[1] + (int64_t)i * C;
+            for (int c = 0; c < C; c++) { gw[c] += d[c]; gpe[c] += d[c]; }
+        }
+    ZCHECK(store_grads(t, ep, 2, gp));
+    ZCHECK(zero_release(t->z, t->embed_mod));
+    ZCHECK(zero_grads_ready(t->z, t->embed_mod));
+    zero_trace_end(t->z);
+    return ZERO_OK;
+}
+
+// this rank's sequences of micro-batch a of a step: positions drawn from (seed, global index)
+static void load_batch(trainer *t, int64_t step, int a) {
+    const config *c = t->cfg;
+    int T = t->T;
+    for (int i = 0; i < t->per; i++) {
+        int64_t g = step * c->batch + (int64_t)(t->rank * c->accum + a) * t->per + i;
+        uint64_t s = stream_seed(c->seed, STREAM_DATA, (uint64_t)g);
+        int64_t off = (int64_t)(next_u64(&s) % (uint64_t)(t->sh->text_len - T));
+        for (int j = 0; j < T; j++) {
+            t->tokens[i * T + j] = t->sh->text[off + j];
+            t->targets[i * T + j] = t->sh->text[off + j + 1];
+        }
+    }
+}
+
+static void fmt_bytes(char *out, size_t n, double b) {
+    if (b >= 1048576.0) snprintf(out, n, "%.2fMB", b / 1048576.0);
+    else if (b >= 1024.0) snprintf(out, n, "%.1fKB", b / 1024.0);
+    else snprintf(out, n, "%.0fB", b);
+}
+
+static zero_result sample_text(trainer *t) {
+    // every rank runs the same forward passes in lockstep (stage 3 fetches are collective);
+    // rank 0 prints. The stream of draws is the same on every rank.
+    uint64_t s = stream_seed(t->cfg->seed, STREAM_SAMPLE, 0);
+    unsigned char out[SAMPLE_BYTES + 1];
+    int n = 0;
+    out[n++] = '\n';
+    while (n < SAMPLE_BYTES + 1) {
+        int T = n < t->T ? n : t->T;
+        for (int j = 0; j < T; j++) t->tokens[j] = out[n - T + j];
+        ZCHECK(forward(t, 1, T, NULL, 0.0f, 1, NULL));
+        float mx = t->logits[0], sum = 0.0f;
+        for (int v = 1; v < VOCAB; v++) mx = t->logits[v] > mx ? t->logits[v] : mx;
+        for (int v = 0; v < VOCAB; v++) sum += (t->logits[v] = expf(t->logits[v] - mx));
+        float u = (float)next_uniform(&s) * sum, acc = 0.0f;
+        int pick = VOCAB - 1;
+        for (int v = 0; v < VOCAB; v++) { acc += t->logits[v]; if (u < acc) { pick = v; break; } }
+        out[n++] = (unsigned char)pick;
+    }
+    if (t->rank == 0 && !t->cfg->quiet) {
+        printf("sample (%d bytes, printable-escaped):\n", SAMPLE_BYTES);
+        for (int i = 1; i < n; i++) {
+            unsigned char ch = out[i];
+            if (ch == '\n') fputs("\n", stdout);
+            else if (ch == '\t') fputs("    ", stdout);
+            else if (ch == '\\') fputs("\\\\", stdout);
+            else if (ch < 32 || ch >= 127) printf("\\x%02x", ch);
+            else putchar(ch);
+        }
+        printf("\n---\n");
+    }
+    return ZERO_OK;
+}
+
+static void sum_tiers(const int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM], int64_t out[ZERO_TIER_NUM]) {
+    for (int tr = 0; tr < ZERO_TIER_NUM; tr++) {
+        out[tr] = 0;
+        for (int k = 0; k < ZERO_CAT_NUM; k++) out[tr] += bytes[tr][k];
+    }
+}
+
+// Per-rank plans of stages 0-3 for this model: this run's from zero_plan_get on its own
+// context; the other stages' from zero_plan_get on a context that registers the same
+// model (tiled head included) on rank 0 of a fresh local group and is never built.
+static zero_result stage_plans(trainer *t) {
+    const config *c = t->cfg;
+    for (int s = 0; s <= 3; s++) {
+        zero_plan p;
+        if (s == c->stage) {
+            ZCHECK(zero_plan_get(t->z, &p));
+        } else {
+            trainer tmp = *t;
+            zero_group *g = NULL;
+            zero_comm *comm = NULL;
+            zero_desc d = zero_query_desc(t->z);
+            zero_result r = zero_group_create(&g, c->ranks);
+            if (r >= 0) r = zero_comm_local(&comm, g, 0);
+            d.comm = comm; d.stage = s; d.max_live_bytes = d.prefetch_bytes = 0;
+            tmp.z = NULL;
+            tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
+            tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
+            if (r >= 0 && (!tmp.block_mod || !tmp.bp)) r = ZERO_ERR_OUT_OF_MEMORY;
+            if (r >= 0) r = zero_create(&tmp.z, &d);
+            if (r >= 0) r = register_model(&tmp);
+            if (r >= 0) r = zero_plan_get(tmp.z, &p);
+            if (r < 0) fprintf(stderr, "train_gpt: planning stage %d: %s\n", s, zero_last_error(tmp.z));
+            zero_destroy(tmp.z);
+            zero_comm_destroy(comm);
+            zero_group_destroy(g);
+            free(tmp.block_mod);
+            free(tmp.bp);
+            if (r < 0) return r;
+        }
+        memcpy(t->sh->plan_bytes[s], p.bytes, sizeof p.bytes);
+    }
+    t->sh->have_plans = 1;
+    return ZERO_OK;
+}
+
+static void print_memory_table(const shared_state *sh, const config *c) {
+    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers" };
+    char b[32];
+    printf("per-rank memory, %d ranks, %s params (the planner, zero_plan_get; * = this run, stage %d)\n",
+           c->ranks, dtype_name(c->dtype), c->stage);
+    printf("  stage ");
+    for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%10s", cat[k]);
+    printf("%13s%12s%10s%10s\n", "model_state", "device", "host", "nvme");
+    for (int s = 0; s <= 3; s++) {
+        int64_t tiers[ZERO_TIER_NUM];
+        sum_tiers(sh->plan_bytes[s], tiers);
+        printf("  %s%d   ", s == c->stage ? "*" : " ", s);
+        for (int k = 0; k < ZERO_CAT_NUM; k++) {
+            int64_t v = 0;
+            for (int tr = 0; tr < ZERO_TIER_NUM; tr++) v += sh->plan_bytes[s][tr][k];
+            fmt_bytes(b, sizeof b, (double)v);
+            printf("%10s", b);
+        }
+        int64_t ms = 0;
+        for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
+            for (int k = 0; k < ZERO_CAT_BUFFERS; k++) ms += sh->plan_bytes[s][tr][k];
+        fmt_bytes(b, sizeof b, (double)ms); printf("%13s", b);
+        fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_DEVICE]); printf("%12s", b);
+        fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_HOST]); printf("%10s", b);
+        fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_NVME]); printf("%10s\n", b);
+    }
+}
+
+static int write_svg(const char *path, const shared_state *sh);
+
+static zero_result train(trainer *t) {
+    const config *c = t->cfg;
+    int rank = t->rank, tty = rank == 0 && isatty(fileno(stdout));
+    int BT = t->per * t->T;
+    double t0 = now_s(), loss = 0.0;
+    float grad_scale = zero_loss_scale(t->z) / (float)BT;
+    for (int step = 0; step < c->steps; step++) {
+        double loss_sum = 0.0;
+        zero_trace_begin(t->z, "step");
+        for (int a = 0; a < c->accum; a++) {
+            load_batch(t, step, a);
+            grad_scale = zero_loss_scale(t->z) / (float)BT;
+            zero_result r = forward(t, t->per, t->T, t->targets, grad_scale, 0, &loss_sum);
+            if (r >= 0) r = backward(t, t->per, t->T);
+            if (r < 0) return r;
+        }
+        zero_trace_begin(t->z, "zero_step");
+        zero_result r = zero_step(t->z);
+        zero_trace_end(t->z);
+        if (r != ZERO_STEP_SKIPPED) ZCHECK(r);
+        ZCHECK(zero_allreduce_f64(t->z, &loss_sum, 1));
+        zero_trace_end(t->z);
+        loss = loss_sum / ((double)c->batch * t->T);
+        if (rank == 0) {
+            t->sh->losses[step] = (float)loss;
+            if (!c->quiet) {
+                zero_stats st;
+                int64_t tiers[ZERO_TIER_NUM];
+                char dv[16], hs[16], nv[16], gb[16];
+                ZCHECK(zero_stats_get(t->z, &st));
+                sum_tiers((const int64_t (*)[ZERO_CAT_NUM])st.bytes, tiers);
+                fmt_bytes(dv, sizeof dv, (double)tiers[ZERO_TIER_DEVICE]);
+                fmt_bytes(hs, sizeof hs, (double)tiers[ZERO_TIER_HOST]);
+                fmt_bytes(nv, sizeof nv, (double)tiers[ZERO_TIER_NVME]);
+                fmt_bytes(gb, sizeof gb, (double)st.peak_gathered_bytes);
+                double el = now_s() - t0;
+                printf("%sstep %4d/%d  loss %.4f  tok/s %7.0f  %5.1fs  mem/rank device %s host %s nvme %s (peak gathered %s)%s",
+                       tty ? "\r" : "", step + 1, c->steps, loss, (double)(step + 1) * c->batch * t->T / el, el,
+                       dv, hs, nv, gb, tty ? "   " : "\n");
+                fflush(stdout);
+            }
+        }
+    }
+    double secs = now_s() - t0;
+    if (rank == 0 && tty && !c->quiet) printf("\n");
+    if (rank == 0) t->sh->seconds = secs;
+    if (c->trace) {
+        zero_result r = zero_trace_save(t->z, c->trace);
+        if (r < 0) { fprintf(stderr, "train_gpt: --trace %s: %s\n", c->trace, zero_last_error(t->z)); return r; }
+    }
+    ZCHECK(sample_text(t));
+    if (rank == 0) {
+        zero_stats st;
+        ZCHECK(stage_plans(t));
+        if (!c->quiet) print_memory_table(t->sh, c);
+        if (c->plot) {
+            if (!write_svg(c->plot, t->sh)) { fprintf(stderr, "train_gpt: cannot write --plot %s\n", c->plot); return ZERO_ERR_IO; }
+            if (!c->quiet) printf("wrote %s\n", c->plot);
+        }
+        if (c->trace && !c->quiet) printf("wrote %s (open it at https://ui.perfetto.dev or chrome://tracing)\n", c->trace);
+        ZCHECK(zero_stats_get(t->z, &st));
+        int64_t fetches = st.prefetch_hits + st.prefetch_misses;
+        // the final loss: the mean of the last (up to) 10 steps' losses, each over only 2048
+        // bytes by default, so one lucky or unlucky batch does not decide it
+        int nlast = c->steps < 10 ? c->steps : 10;
+        double smooth = 0.0;
+        for (int i = c->steps - nlast; i < c->steps; i++) smooth += t->sh->losses[i];
+        smooth /= nlast;
+        printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
+               "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
+               "peak_gathered_bytes=%lld\n",
+               smooth, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
+               (long long)zero_num_params(t->z), (double)t->sh->losses[0], loss, c->stage, c->ranks, dtype_name(c->dtype),
+               c->steps, secs, fetches ? (double)st.prefetch_hits / (double)fetches : 0.0,
+               (long long)st.peak_gathered_bytes);
+        fflush(stdout);
+    }
+    return ZERO_OK;
+}
+
+static void *alloc_f32(int64_t n, int *ok) {
+    void *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!p) *ok = 0;
+    return p;
+}
+
+static void trainer_free(trainer *t) {
+    if (t->acts)
+        for (int l = 0; l < t->L; l++) {
+            block_acts *a = &t->acts[l];
+            float *ps[] = { a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->atty, a->res2, a->ln2,
+                            a->ln2_mean, a->ln2_rstd, a->fch, a->fch_th, a->fch_gelu };
+            for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
+        }
+    free(t->acts); free(t->block_mod); free(t->bp); free(t->w); free(t->g); free(t->resid);
+    free(t->lnf); free(t->lnf_mean); free(t->lnf_rstd); free(t->logits);
+    free(t->dres); free(t->dtmp); free(t->dqkv); free(t->d4c); free(t->datt_row); free(t->wt); free(t->doutT);
+    free(t->tokens); free(t->targets);
+    zero_destroy(t->z);
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    shared_state *sh = (shared_state *)user;
+    const config *c = &sh->cfg;
+    trainer tr;
+    memset(&tr, 0, sizeof tr);
+    trainer *t = &tr;
+    t->cfg = c; t->sh = sh; t->rank = rank;
+    t->per = c->batch / (c->ranks * c->accum);
+    t->L = c->layers; t->C = c->dim; t->NH = c->heads; t->T = c->seq;
+
+    zero_desc d = {0};
+    d.comm = comm;
+    d.stage = c->stage;
+    d.param_dtype = c->dtype;
+    d.accum_steps = c->accum;
+    d.optim.lr = c->lr;
+    d.optim.weight_decay = 0.0;
+    d.clip_norm = 1.0f;
+    zero_result r = zero_create(&t->z, &d);
+    if (r < 0) {
+        fprintf(stderr, "train_gpt: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
+        return r;
+    }
+    int ok = 1, C = t->C, L = t->L;
+    int64_t BT = (int64_t)t->per * t->T, maxw = (int64_t)12 * C * C + 13 * C;
+    if ((int64_t)(VOCAB + t->T) * C > maxw) maxw = (int64_t)(VOCAB + t->T) * C;
+    t->block_mod = (zero_module *)calloc((size_t)L, sizeof(zero_module));
+    t->bp = (zero_param *)calloc((size_t)L * NPARAM, sizeof(zero_param));
+    t->acts = (block_acts *)calloc((size_t)L, sizeof(block_acts));
+    t->tokens = (int *)calloc((size_t)BT, sizeof(int));
+    t->targets = (int *)calloc((size_t)BT, sizeof(int));
+    if (!t->block_mod || !t->bp || !t->acts || !t->tokens || !t->targets) ok = 0;
+    t->w = (float *)alloc_f32(maxw, &ok);
+    t->g = (float *)alloc_f32(maxw, &ok);
+    t->resid = (float *)alloc_f32((L + 1) * BT * C, &ok);
+    for (int l = 0; ok && l < L; l++) {
+        block_acts *a = &t->acts[l];
+        a->ln1 = (float *)alloc_f32(BT * C, &ok); a->ln1_mean = (float *)alloc_f32(BT, &ok);
+        a->ln1_rstd = (float *)alloc_f32(BT, &ok); a->qkv = (float *)alloc_f32(BT * 3 * C, &ok);
+        a->att = (float *)alloc_f32((int64_t)t->per * t->NH * t->T * t->T, &ok);
+        a->atty = (float *)alloc_f32(BT * C, &ok); a->res2 = (float *)alloc_f32(BT * C, &ok);
+        a->ln2 = (float *)alloc_f32(BT * C, &ok); a->ln2_mean = (float *)alloc_f32(BT, &ok);
+        a->ln2_rstd = (float *)alloc_f32(BT, &ok); a->fch = (float *)alloc_f32(BT * 4 * C, &ok);
+        a->fch_th = (float *)alloc_f32(BT * 4 * C, &ok); a->fch_gelu = (float *)alloc_f32(BT * 4 * C, &ok);
+    }
+    t->lnf = (float *)alloc_f32(BT * C, &ok);
+    t->lnf_mean = (float *)alloc_f32(BT, &ok);
+    t->lnf_rstd = (float *)alloc_f32(BT, &ok);
+    t->logits = (float *)alloc_f32(BT * VOCAB, &ok);
+    t->dres = (float *)alloc_f32(BT * C, &ok);
+    t->dtmp = (float *)alloc_f32(BT * C, &ok);
+    t->dqkv = (float *)alloc_f32(BT * 3 * C, &ok);
+    t->d4c = (float *)alloc_f32(BT * 4 * C, &ok);
+    t->datt_row = (float *)alloc_f32(t->T, &ok);
+    t->wt = (float *)alloc_f32((int64_t)4 * C * C, &ok);
+    t->doutT = (float *)alloc_f32(BT * 4 * C, &ok);
+    if (!ok) {
+        fprintf(stderr, "train_gpt: rank %d: out of memory\n", rank);
+        trainer_free(t);
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    r = build_model(t);
+    if (r >= 0) r = train(t);
+    trainer_free(t);
+    return r < 0 ? r : ZERO_OK;
+}
+
+// ----------------------------------------------------------------------------
+// pictures: an SVG with the loss curve and the per-rank memory of stages 0-3
+
+static int write_svg(const char *path, const shared_state *sh) {
+    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optimizer", "buffers" };
+    static const char *color[ZERO_CAT_NUM] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#9c755f" };
+    static const char *tier[ZERO_TIER_NUM] = { "device", "host", "nvme" };
+    static const double opacity[ZERO_TIER_NUM] = { 1.0, 0.55, 0.25 };
+    const config *c = &sh->cfg;
+    FILE *f = fopen(path, "w");
+    if (!f) return 0;
+    const int W = 960, H = 420;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n"
+               "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H, W, H);
+    fprintf(f, "<text x=\"20\" y=\"24\" font-size=\"15\">train_gpt: stage %d, %d ranks, %s, %d layers, dim %d, "
+               "seq %d, batch %d</text>\n", c->stage, c->ranks, dtype_name(c->dtype), c->layers, c->dim, c->seq, c->batch);
+
+    // loss curve: x = step, y = nats per byte from 0 to max(ln 256, max loss)
+    double x0 = 60, y0 = 50, pw = 420, ph = 300, ymax = 5.6;
+    for (int i = 0; i < c->steps; i++) if (sh->losses[i] > ymax && sh->losses[i] < 1e6) ymax = sh->losses[i];
+    fprintf(f, "<text x=\"%g\" y=\"%g\">training loss (nats per byte)</text>\n", x0, y0 - 8);
+    fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n", x0, y0, pw, ph);
+    for (int k = 0; k <= (int)ymax; k++) {
+        double y = y0 + ph - ph * k / ymax;
+        fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#eee\"/>"
+                   "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%d</text>\n", x0, y, x0 + pw, y, x0 - 6, y + 4, k);
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">step (1..%d)</text>\n", x0 + pw / 2, y0 + ph + 20, c->steps);
+    fprintf(f, "<polyline fill=\"none\" stroke=\"#4e79a7\" stroke-width=\"1.5\" points=\"");
+    for (int i = 0; i < c->steps; i++) {
+        double v = sh->losses[i] < ymax ? sh->losses[i] : ymax;
+        fprintf(f, "%.1f,%.1f ", x0 + (c->steps > 1 ? pw * i / (c->steps - 1) : 0), y0 + ph - ph * v / ymax);
+    }
+    fprintf(f, "\"/>\n");
+    double y25 = y0 + ph - ph * 2.5 / ymax;
+    fprintf(f, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#e15759\" stroke-dasharray=\"4 3\"/>"
+               "<text x=\"%g\" y=\"%.1f\" fill=\"#e15759\" text-anchor=\"end\">2.5</text>\n",
+            x0, y25, x0 + pw, y25, x0 + pw - 4, y25 - 4);
+
+    // stacked bars: per-rank bytes of stages 0-3, by category (color) and tier (opacity)
+    double bx = 560, bw = 60, gap = 24, by = y0, bh = ph, maxb = 1;
+    for (int s = 0; s <= 3; s++) {
+        double tot = 0;
+        for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
+            for (int k = 0; k < ZERO_CAT_NUM; k++) tot += (double)sh->plan_bytes[s][tr][k];
+        if (tot > maxb) maxb = tot;
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\">per-rank memory by stage (%d ranks, planner), MB</text>\n", bx, by - 8, c->ranks);
+    fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#888\"/>\n", bx - 10, by + bh, bx + 4 * (bw + gap), by + bh);
+    for (int s = 0; s <= 3; s++) {
+        double x = bx + s * (bw + gap), y = by + bh, tot = 0;
+        for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
+            for (int k = 0; k < ZERO_CAT_NUM; k++) {
+                double v = (double)sh->plan_bytes[s][tr][k];
+                if (v <= 0) continue;
+                double hgt = bh * v / maxb;
+                y -= hgt;
+                tot += v;
+                fprintf(f, "<rect x=\"%g\" y=\"%.2f\" width=\"%g\" height=\"%.2f\" fill=\"%s\" fill-opacity=\"%.2f\" "
+                           "stroke=\"white\" stroke-width=\"0.5\"><title>stage %d %s %s: %.0f bytes</title></rect>\n",
+                        x, y, bw, hgt, color[k], opacity[tr], s, tier[tr], cat[k], v);
+            }
+        fprintf(f, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"middle\">%.2f</text>\n", x + bw / 2, y - 4, tot / 1048576.0);
+        fprintf(f, "<text x=\"%g\" y=\"%g\" text-anchor=\"middle\"%s>stage %d</text>\n", x + bw / 2, by + bh + 16,
+                s == c->stage ? " font-weight=\"bold\"" : "", s);
+    }
+    for (int k = 0; k < ZERO_CAT_NUM; k++) {
+        double lx = bx + (k % 3) * 110, ly = by + bh + 40 + (k / 3) * 18;
+        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%g\" y=\"%g\">%s</text>\n",
+                lx, ly - 10, color[k], lx + 16, ly, cat[k]);
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" fill=\"#555\">tiers: device solid, host lighter, nvme lightest</text>\n",
+            bx, by + bh + 80);
+    fprintf(f, "</svg>\n");
+    int okw = !ferror(f);
+    if (fclose(f) != 0) okw = 0;
+    return okw;
+}
+
+// ----------------------------------------------------------------------------
+// command line and data
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: train_gpt [options]        (the defaults are what `make run` does)\n"
+        "  --data FILE        train on FILE's bytes (default: zero.h, next to the executable's ../ or in .)\n"
+        "  --stage S          ZeRO stage 0..3 (default 3)\n"
+        "  --ranks N          data-parallel ranks, as threads (default 4)\n"
+        "  --steps K          optimizer steps (default 600)\n"
+        "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
+        "  --accum A          micro-batches per step (default 1)\n"
+        "  --layers L         transformer blocks (default 2)\n"
+        "  --dim C            channels (default 64)\n"
+        "  --heads H          attention heads; divides --dim (default 4)\n"
+        "  --seq T            sequence length in bytes (default 64)\n"
+        "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32)\n"
+        "  --lr LR            AdamW learning rate (default 3e-3)\n"
+        "  --seed S           seed for data positions, init and sampling (default 1)\n"
+        "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
+        "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
+        "                     (default gpt_trace.json)\n"
+        "  --quiet            print only the final line\n"
+        "  --offload-optimizer, --offload-params, --nvme-dir DIR: not in this build (rejected)\n");
+}
+
+static void bad_arg(const char *msg, const char *opt, const char *val) {
+    fprintf(stderr, "train_gpt: %s %s%s%s%s\n", opt, msg, val ? " (got '" : "", val ? val : "", val ? "')" : "");
+    usage(stderr);
+    exit(2);
+}
+
+static long parse_long(const char *opt, const char *s, long lo, long hi) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects an integer in [%ld, %ld]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return v;
+}
+
+static float parse_float(const char *opt, const char *s, double lo, double hi) {
+    char *end;
+    double v = strtod(s, &end);
+    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects a number in [%g, %g]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return (float)v;
+}
+
+static unsigned char *read_file(const char *path, int64_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    int64_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            unsigned char *nb = (unsigned char *)realloc(buf, (size_t)cap);
+            if (!nb) { free(buf); fclose(f); return NULL; }
+            buf = nb;
+        }
+        size_t got = fread(buf + n, 1, (size_t)(cap - n), f);
+        n += (int64_t)got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+int main(int argc, char **argv) {
+    static shared_state sh;
+    config *c = &sh.cfg;
+    c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 2; c->dim = 64; c->heads = 4;
+    c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
+    c->plot = "gpt.svg"; c->trace = "gpt_trace.json";
+
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(o, "--offload-optimizer") || !strcmp(o, "--offload-params") || !strcmp(o, "--nvme-dir")) {
+            fprintf(stderr, "train_gpt: %s: offload to host memory or NVMe is not in this build of zero.h "
+                            "(it comes with the offload engine); run without it\n", o);
+            return 2;
+        }
+        if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
+        if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
+        const char *v = argv[++i];
+        if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
+        else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, MAX_STEPS_KEPT);
+        else if (!strcmp(o, "--accum")) c->accum = (int)parse_long(o, v, 1, 65536);
+        else if (!strcmp(o, "--layers")) c->layers = (int)parse_long(o, v, 1, 64);
+        else if (!strcmp(o, "--dim")) c->dim = (int)parse_long(o, v, 1, 4096);
+        else if (!strcmp(o, "--heads")) c->heads = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--seq")) c->seq = (int)parse_long(o, v, 1, 4096);
+        else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
+        else if (!strcmp(o, "--data")) c->data = v;
+        else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
+        else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
+        else if (!strcmp(o, "--seed")) {
+            char *end;
+            c->seed = strtoull(v, &end, 10);
+            if (*v == '\0' || *v == '-' || *end != '\0') bad_arg("expects a non-negative integer", o, v);
+        } else if (!strcmp(o, "--dtype")) {
+            if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
+            else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
+            else if (!strcmp(v, "f16")) c->dtype = ZERO_F16;
+            else bad_arg("expects f32, bf16 or f16", o, v);
+        } else bad_arg("is not an option", o, NULL);
+    }
+    if (c->batch % (c->ranks * c->accum) != 0) {
+        fprintf(stderr, "train_gpt: --batch %d must be a multiple of --ranks * --accum = %d\n", c->batch, c->ranks * c->accum);
+        return 2;
+    }
+    if (c->dim % c->heads != 0) {
+        fprintf(stderr, "train_gpt: --dim %d must be a multiple of --heads %d\n", c->dim, c->heads);
+        return 2;
+    }
+
+    // the data: --data, else zero.h beside the executable (build/train_gpt -> ./zero.h) or in .
+    unsigned char *text = NULL;
+    const char *used = c->data;
+    if (c->data) text = read_file(c->data, &sh.text_len);
+    else {
+        char path[4096];
+        const char *slash = strrchr(argv[0], '/');
+        int dn = slash ? (int)(slash - argv[0]) : 0;
+        const char *cands[3] = { "../zero.h", "zero.h", NULL };
+        for (int k = 0; k < 2 && !text; k++) {
+            if (dn > 0) snprintf(path, sizeof path, "%.*s/%s", dn, argv[0], cands[k]);
+            else snprintf(path, sizeof path, "%s", cands[k]);
+            if ((text = read_file(path, &sh.text_len)) != NULL) used = k == 0 && dn > 0 ? "zero.h (beside the executable)" : "zero.h";
+        }
+        if (!text && (text = read_file("zero.h", &sh.text_len)) != NULL) used = "zero.h";
+    }
+    if (!text) {
+        if (c->data) fprintf(stderr, "train_gpt: cannot read --data %s\n", c->data);
+        else fprintf(stderr, "train_gpt: no --data given and zero.h was found neither beside the executable (../zero.h) "
+                             "nor in the current directory; pass --data FILE\n");
+        return 1;
+    }
+    if (sh.text_len < (int64_t)c->seq + 2) {
+        fprintf(stderr, "train_gpt: the data (%lld bytes) must be longer than --seq %d + 1\n", (long long)sh.text_len, c->seq);
+        free(text);
+        return 1;
+    }
+    sh.text = text;
+    sh.losses = (float *)calloc((size_t)c->steps, sizeof(float));
+    if (!sh.losses) { fprintf(stderr, "train_gpt: out of memory\n"); free(text); return 1; }
+    if (!c->quiet)
+        printf("train_gpt: %s (%lld bytes), stage %d, %d ranks, %s, %d layers, dim %d, %d heads, seq %d, batch %d, "
+               "%d steps, lr %g\n", used, (long long)sh.text_len, c->stage, c->ranks, dtype_name(c->dtype), c->layers,
+               c->dim, c->heads, c->seq, c->batch, c->steps, (double)c->lr);
+
+    zero_result r = zero_run_local(c->ranks, rank_main, &sh);
+    int rc = 0;
+    if (r != ZERO_OK) {
+        const char *msg = zero_last_error(NULL);
+        fprintf(stderr, "train_gpt: failed: %s%s%s\n", zero_result_str(r), msg && *msg ? ": " : "", msg ? msg : "");
+        rc = 1;
+    }
+    free(sh.losses);
+    free(text);
+    return rc;
+}
