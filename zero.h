@@ -3550,6 +3550,8 @@ typedef struct zero__off {
     zero__offpiece *pieces;
     int npieces;
     int64_t bytes_read, bytes_written;
+    int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
+    int dirty;                      /* buf[0] changed and not yet written */
 } zero__off;
 
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
@@ -3637,14 +3639,27 @@ static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slo
 /* one block, synchronously (between steps: buf[0] is free) */
 static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
     zero__off *o = ctx->off;
+    o->cached = -1;
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
     if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
     return write ? ZERO_OK : zero__off_verify(ctx, o, o->buf[0], blk, o->slot, what);
 }
 
-/* reads (write 0) or writes elements [idx, idx+n) of state array `which` (0: master,
-   1: first moment / momentum, 2: second moment), block by block (read-modify-write) */
+/* writes back the block cached in buf[0] if it changed, and forgets it */
+static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
+    zero__off *o = ctx->off;
+    int64_t blk = o->cached;
+    if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
+    o->dirty = 0;
+    zero__off_seal(o, o->buf[0], blk, o->slot);
+    return zero__off_sync(ctx, blk, 1, what);
+}
+
+/* reads (out) or writes (in) elements [idx, idx+n) of state array `which` (0: master,
+   1: first moment / momentum, 2: second moment), block by block. The last block stays
+   in buf[0] (written back when another block is needed, at zero_step and after
+   zero_load), so setting params one by one reads and writes each block about once. */
 static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what) {
     zero__off *o = ctx->off;
@@ -3653,14 +3668,14 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
         float *arr;
-        if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
+        if (o->cached != blk) {
+            if ((r = zero__off_flush(ctx, what)) != ZERO_OK) return r;
+            if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
+            o->cached = blk;
+        }
         arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
         if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
-        else {
-            memcpy(arr, in, (size_t)c * 4); in += c;
-            zero__off_seal(o, o->buf[0], blk, o->slot);
-            if ((r = zero__off_sync(ctx, blk, 1, what)) != ZERO_OK) return r;
-        }
+        else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
         idx += c; n -= c;
     }
     return ZERO_OK;
@@ -3700,6 +3715,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     memset(o, 0, sizeof *o);
     ctx->off = o;
     o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
+    o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero_dtype_size(d->param_dtype);
     o->chunk = zero__align_up(bb / 16 > ((int64_t)1 << 20) ? bb / 16 : ((int64_t)1 << 20), ZERO__IO_ALIGN);
@@ -3829,7 +3845,8 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
     zero__offjob job;
     int so = o->slot, sn = 1 - o->slot, x;
     int64_t i, nb = o->nblocks;
-    zero_result r = ZERO_OK;
+    zero_result r;
+    if ((r = zero__off_flush(ctx, "zero_step")) != ZERO_OK) return r;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
