@@ -3528,7 +3528,7 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
        [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
    (trailer: checksum, block index, slot, magic), a multiple of 4 KiB, in file
-   b % ndirs at offset ((b / ndirs) * 2 + slot) * block_bytes. Each block has two slots:
+   b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
    a step reads the current slot and writes the other, and flips only when every rank's
    pass succeeded, so a failed step leaves the states as they were, and the old params
    saved in the written blocks put the params back. */
@@ -3611,7 +3611,10 @@ static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__io
 }
 
 static int zero__off_fd(const zero__off *o, int64_t blk) { return o->fd[blk % o->ndirs]; }
-static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) { return ((blk / o->ndirs) * 2 + slot) * o->bb; }
+/* slot s is the s-th half of every file, so a step reads one half and writes the other sequentially */
+static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
+    return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
+}
 
 static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
     uint64_t t[4];

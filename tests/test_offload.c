@@ -460,7 +460,7 @@ int main(void) {
     fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
     fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
     fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
-    fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "truncated", 1, 1);
+    fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
     {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

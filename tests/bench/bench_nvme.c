@@ -66,6 +66,7 @@ static double ours(const char *path, int64_t bytes, int write, int qd) {
     tstate = bytes / 14;            /* master + two moments + old params: 14 bytes per element */
     zero__off_geom(&d, tstate, &K, &G, &bb, &nb);
     o.ndirs = 1;
+    o.nblocks = nb;
     o.bb = bb;
     o.chunk = zero__align_up(bb / 16 > ((int64_t)1 << 20) ? bb / 16 : ((int64_t)1 << 20), ZERO__IO_ALIGN);
     fd = zero__fops.open(path, O_RDWR | O_CREAT | ZERO__O_DIRECT, 0600);
