@@ -88,6 +88,42 @@
      CPU device) while your backward pass continues. Stages 0-1 reduce on the last
      micro-batch of a step only; stages 2-3 on every micro-batch.
 
+   ON OFFLOAD
+     desc.offload_optimizer puts the fp32 master weights and the optimizer moments
+     (and, on a GPU, the host copy of the gradient shard) on another tier:
+     ZERO_OFFLOAD_HOST (host memory) or ZERO_OFFLOAD_NVME (files); desc.offload_params
+     = ZERO_OFFLOAD_HOST does the same for the params (NVMe for params: not yet). On the
+     CPU device host and device memory are the same RAM: the optimizer already runs on
+     the CPU, and the host tier changes only where zero_plan_get and zero_stats_get
+     count the bytes (ZERO_TIER_HOST) and which cap applies (host_bytes_cap, checked at
+     zero_build like device_bytes_cap). Every mode gives bitwise the same params as the
+     same run without offload.
+     The NVMe tier (ZeRO-Infinity): at zero_build each rank creates one preallocated
+     file per directory in offload.nvme_dirs (up to ZERO_MAX_NVME_DIRS; sub-groups are
+     striped across them), opened with O_DIRECT (a filesystem that refuses it, such as
+     tmpfs, gets buffered I/O and an INFO log line, OFFLOAD_BUFFERED), and removed at
+     zero_destroy. The rank's optimizer state is cut into sub-groups sized so that three
+     of them fit offload.buffer_bytes (default 64 MiB; at least 1024 elements each);
+     those three 4 KiB-aligned host buffers are all the memory the tier uses (the plan
+     counts them under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; master and moments under
+     ZERO_TIER_NVME). zero_step streams the sub-groups through them: it reads sub-group
+     i+1 while the fused CPU pass computes i and sub-group i-1 is written. The reads
+     and writes run on a persistent pool of offload.queue_depth I/O threads (default
+     8), in chunks of at least 1 MiB, so a block is in flight on several threads.
+     Every block ends with a checksum (and its index and slot), verified on every read:
+     a mismatch or a short file is ZERO_ERR_CORRUPT naming the file and offset; an OS
+     error (ENOSPC, EIO, ...) is ZERO_ERR_IO naming the file. Each block has two slots
+     on disk: a step reads one and writes the other and switches only after every rank
+     succeeded; the written blocks also keep the params as they were, so a failed step
+     (on any rank) puts the params back and returns the error on every rank, with the
+     optimizer state, the gradients and the step count unchanged. A missing, read-only
+     or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
+     take 2 x (master + moments + old params) bytes, rounded to blocks.
+     zero_save, zero_load, zero_param_set_f32 and zero_gather_params_f32 read and write
+     the tier block by block. zero_load_safetensors is ZERO_ERR_UNSUPPORTED when the
+     master is on NVMe (not yet). The I/O goes through pread/pwrite (io_uring: not yet).
+     The nvme_dirs strings must stay valid until zero_build.
+
    ON PREFETCH (stage 3)
      The first step records the order of zero_fetch calls; at its zero_step every
      rank checks that the others recorded the same order (a divergence is
@@ -248,9 +284,11 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device, NCCL, offload
-     to host/NVMe, prefetch, tiling and checkpoints are tracked as separate issues.
-     No TCP rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
+     No autograd: you write forward and backward. The CUDA device and NCCL are not
+     wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
+     rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
+     Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
+     master on NVMe are not there yet.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -384,6 +422,9 @@ typedef enum zero_log_level {
     X(OVER_CAP,             "the plan exceeds a memory cap") \
     X(BUFFER_FULL,          "a buffer budget is exhausted") \
     X(NO_DEVICE,            "no device") \
+    X(OFFLOAD_IO,           "an offload file could not be created, read or written") \
+    X(OFFLOAD_CORRUPT,      "an offload block failed its checksum") \
+    X(OFFLOAD_BUFFERED,     "the filesystem refused O_DIRECT: buffered I/O") \
     X(CKPT,                 "checkpoint save or load failed") \
     X(PLAN,                 "memory plan") \
     X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
@@ -434,6 +475,20 @@ typedef struct zero_optim_desc {
     int nesterov;                   /* SGD; default off */
 } zero_optim_desc;
 
+typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLOAD) */
+    ZERO_OFFLOAD_NONE = 0,          /* the default: on the compute device */
+    ZERO_OFFLOAD_HOST,              /* host memory (the same RAM on the CPU device) */
+    ZERO_OFFLOAD_NVME,              /* files in offload.nvme_dirs, streamed through host buffers */
+    ZERO_OFFLOAD_NUM
+} zero_offload_tier;
+
+#define ZERO_MAX_NVME_DIRS 8
+typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_params */
+    const char *nvme_dirs[ZERO_MAX_NVME_DIRS];  /* NVMe tier: files striped across these; NULL ends */
+    int64_t buffer_bytes;           /* NVMe tier: host I/O buffers (three sub-groups); default 64 MiB */
+    int queue_depth;                /* NVMe tier: I/O requests in flight (threads); default 8 */
+} zero_offload_desc;
+
 typedef struct zero_desc {
     zero_comm *comm;                /* this rank's endpoint; NULL: a world of one */
     int stage;                      /* 0..3; default 0 */
@@ -458,6 +513,9 @@ typedef struct zero_desc {
                                        0: 1 (the caller only). Started at zero_build. */
     int64_t device_bytes_cap;       /* 0: no cap */
     int64_t host_bytes_cap;         /* 0: no cap */
+    zero_offload_tier offload_optimizer;    /* master + moments (+ grads' host copy); default none */
+    zero_offload_tier offload_params;       /* params; default none (nvme: not yet) */
+    zero_offload_desc offload;
     zero_allocator allocator;
     zero_logger logger;
 } zero_desc;
@@ -1738,6 +1796,7 @@ struct zero_ctx {
     double *norm_part;              /* the gradient norm's block sums (>>optim) */
     int64_t norm_blocks;
     struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
+    struct zero__off *off;          /* optimizer states on the NVMe tier (>>offload); NULL: in memory */
 
     /* per step */
     int *bucket;                    /* modules queued for reduction, not yet flushed */
@@ -1763,6 +1822,15 @@ static void zero__trace_free(zero_ctx *ctx);
 static int zero__simd_pick(void);
 static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a);
 static void zero__pool_free(struct zero__pool *pl, const zero_allocator *a);
+/* defined in >>offload */
+static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p);
+static int zero__cat_tier(const zero_desc *d, int cat);
+static int64_t zero__pcat(const int64_t (*b)[ZERO_CAT_NUM], int cat);
+static zero_result zero__off_build(zero_ctx *ctx);
+static void zero__off_free(zero_ctx *ctx);
+static int zero__has_master(const zero_ctx *ctx);
+static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                const char *what);
 
 /* >>errors -------------------------------------------------------------------------- */
 static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
@@ -1996,6 +2064,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes();
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
+    zero__offload_plan(d, world, z, p);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
             p->total_bytes += b[t][c];
@@ -2039,6 +2108,21 @@ static zero_result zero__fill_desc(zero_desc *d) {
                           "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
                           o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
                           (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
+    if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
+        d->offload_params >= ZERO_OFFLOAD_NUM || d->offload.buffer_bytes < 0 || d->offload.queue_depth < 0 ||
+        d->offload.queue_depth > 256)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "an offload option is out of range (offload_optimizer=%d offload_params=%d buffer_bytes=%lld "
+                          "queue_depth=%d; queue_depth at most 256)", (int)d->offload_optimizer, (int)d->offload_params,
+                          (long long)d->offload.buffer_bytes, d->offload.queue_depth);
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
+    if (d->offload_params == ZERO_OFFLOAD_NVME)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                          "offload_params = ZERO_OFFLOAD_NVME is not supported yet (use ZERO_OFFLOAD_HOST)");
+    d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
+    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 8);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
@@ -2402,6 +2486,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     }
     zero__pool_free(ctx->pool, a);
     zero__trace_free(ctx);
+    zero__off_free(ctx);
     zero__free_arenas(ctx);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
@@ -2639,7 +2724,7 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
     p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
     if (!p) { *ok = 0; return NULL; }
     memset(p, 0, (size_t)bytes);
-    ctx->bytes[ZERO_TIER_DEVICE][cat] += bytes;
+    ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
     return p;
 }
 
@@ -2730,22 +2815,26 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
         if (host > d->host_bytes_cap)
             return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld host bytes per rank but host_bytes_cap is %lld",
-                              (long long)host, (long long)d->host_bytes_cap);
+                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
+                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
+                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
+                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
     }
 
     ctx->staging_mode = zero__staging_mode(d);
     ctx->shard_padded = z.padded / ctx->world;
     ctx->shard_trainable = z.trainable / ctx->world;
     ctx->max_span = z.max_span;
-    ctx->param_arena = zero__arena(ctx, b[0][ZERO_CAT_PARAMS], ZERO_CAT_PARAMS, &ok);
-    ctx->grad_arena = zero__arena(ctx, b[0][ZERO_CAT_GRADS], ZERO_CAT_GRADS, &ok);
-    ctx->master = (float *)zero__arena(ctx, b[0][ZERO_CAT_MASTER], ZERO_CAT_MASTER, &ok);
+    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
+    ctx->param_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
+    ctx->grad_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
+    ctx->master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->opt_m = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM], ZERO_CAT_OPTIM, &ok);
+        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
     } else {
-        ctx->opt_m = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM] / 2, ZERO_CAT_OPTIM, &ok);
-        ctx->opt_v = (float *)zero__arena(ctx, b[0][ZERO_CAT_OPTIM] / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->opt_v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
     }
     if (ctx->staging_mode && z.trainable > 0) {
         ctx->staging_bytes = zero__staging_capacity(d, &z);
@@ -2784,6 +2873,22 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
+    }
+    r = zero__off_build(ctx);
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
+        double v = r != ZERO_OK;
+        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
+            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                                "zero_build: another rank could not create its offload files");
+            zero__off_free(ctx);
+        }
+    }
+    if (r != ZERO_OK) {
+        zero__pool_free(ctx->pool, &d->allocator);
+        ctx->pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
     }
     ctx->nfree = ctx->garena_bytes > 0;
     ctx->free_off[0] = 0;
@@ -2832,9 +2937,15 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     int N = ctx->world, pdt = ctx->desc.param_dtype;
     int64_t per = m->span / N;
     float *mine = buf + (int64_t)ctx->rank * per;
+    zero_result r;
     if (ctx->master && !m->frozen)
         memcpy(mine, ctx->master + m->train_off / N, (size_t)per * 4);
-    else if (ctx->desc.stage == 3)
+    else if (zero__has_master(ctx) && !m->frozen) {
+        if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+            zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
+            return r;
+        }
+    } else if (ctx->desc.stage == 3)
         zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (zero_dtype)pdt, per);
     else
         zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off + (int64_t)ctx->rank * per, pdt), (zero_dtype)pdt, per);
@@ -3813,6 +3924,602 @@ static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_
     if (*hi > total) *hi = total;
 }
 
+/* >>io: the NVMe tier's files and a persistent I/O thread pool -------------------------
+   Every file access goes through zero__fops, a table of function pointers that tests
+   replace to provoke faults (ENOSPC, short reads). The pool's threads start at
+   zero_build and stop at zero_destroy; a request is one contiguous pread/pwrite of at
+   most one chunk, so a block is read by several threads at once (queue_depth of them). */
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/* Threads share the offload files, so it must be pread/pwrite (not lseek + read, as in
+   >>ckpt). They are not declared when zero.h was first included without the
+   implementation under a strict -std=c99 (no _POSIX_C_SOURCE): declare them (C only;
+   C++ compilers on POSIX systems declare them always). */
+#if !defined(__cplusplus)
+ssize_t pread(int fd, void *buf, size_t n, off_t off);
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
+int posix_fallocate(int fd, off_t off, off_t len);
+#endif
+
+#if defined(O_DIRECT)
+#  define ZERO__O_DIRECT O_DIRECT
+#elif defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+#  define ZERO__O_DIRECT 040000
+#elif defined(__linux__) && defined(__aarch64__)
+#  define ZERO__O_DIRECT 0200000
+#else
+#  define ZERO__O_DIRECT 0
+#endif
+#define ZERO__IO_ALIGN 4096
+
+typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on failure */
+    int (*open)(const char *path, int flags, int mode);
+    int64_t (*pread)(int fd, void *buf, size_t n, int64_t off);
+    int64_t (*pwrite)(int fd, const void *buf, size_t n, int64_t off);
+    int (*allocate)(int fd, int64_t len);
+    int (*close)(int fd);
+} zero__fileops;
+static int zero__sys_open(const char *path, int flags, int mode) {
+    int fd = open(path, flags, (mode_t)mode);
+    return fd < 0 ? -errno : fd;
+}
+static int64_t zero__sys_pread(int fd, void *buf, size_t n, int64_t off) {
+    ssize_t r = pread(fd, buf, n, (off_t)off);
+    return r < 0 ? -(int64_t)errno : (int64_t)r;
+}
+static int64_t zero__sys_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    ssize_t r = pwrite(fd, buf, n, (off_t)off);
+    return r < 0 ? -(int64_t)errno : (int64_t)r;
+}
+static int zero__sys_allocate(int fd, int64_t len) { return -posix_fallocate(fd, 0, (off_t)len); }
+static int zero__sys_close(int fd) { return close(fd) < 0 ? -errno : 0; }
+/* process-wide on purpose: a test hook, never changed by zero.h itself */
+static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_pwrite, zero__sys_allocate,
+                                    zero__sys_close };
+
+typedef struct zero__iobatch {      /* the requests of one block; err: the first failure */
+    int pending, err, fd;           /* err: an errno, or -1 for a short transfer */
+    int64_t err_off;
+} zero__iobatch;
+
+typedef struct zero__ioreq {
+    int fd, write;
+    char *buf;
+    int64_t len, off;
+    zero__iobatch *batch;
+} zero__ioreq;
+
+#define ZERO__IOQ_CAP 512
+typedef struct zero__iopool {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    zero__ioreq q[ZERO__IOQ_CAP];
+    int qhead, qlen, stop, nthreads;
+    pthread_t *threads;
+} zero__iopool;
+
+static void zero__io_one(const zero__ioreq *rq) {
+    int64_t done = 0, r = 0;
+    int err = 0;
+    while (done < rq->len) {
+        r = rq->write ? zero__fops.pwrite(rq->fd, rq->buf + done, (size_t)(rq->len - done), rq->off + done)
+                      : zero__fops.pread(rq->fd, rq->buf + done, (size_t)(rq->len - done), rq->off + done);
+        if (r == -EINTR) continue;
+        if (r < 0) { err = (int)-r; break; }
+        if (r == 0) { err = -1; break; }
+        done += r;
+    }
+    (void)r;
+    if (err && !rq->batch->err) { rq->batch->err = err; rq->batch->err_off = rq->off + done; rq->batch->fd = rq->fd; }
+}
+
+static void *zero__io_main(void *arg) {
+    zero__iopool *io = (zero__iopool *)arg;
+    pthread_mutex_lock(&io->mu);
+    for (;;) {
+        zero__ioreq rq;
+        zero__iobatch tmp;
+        while (!io->stop && io->qlen == 0) pthread_cond_wait(&io->work, &io->mu);
+        if (io->qlen == 0) break;
+        rq = io->q[io->qhead];
+        io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
+        io->qlen--;
+        pthread_cond_broadcast(&io->done);      /* room in the queue */
+        pthread_mutex_unlock(&io->mu);
+        memset(&tmp, 0, sizeof tmp);
+        {   /* the transfer runs unlocked; its outcome is folded in under the lock */
+            zero__iobatch *b = rq.batch;
+            rq.batch = &tmp;
+            zero__io_one(&rq);
+            pthread_mutex_lock(&io->mu);
+            if (tmp.err && !b->err) { b->err = tmp.err; b->err_off = tmp.err_off; b->fd = tmp.fd; }
+            b->pending--;
+            pthread_cond_broadcast(&io->done);
+        }
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
+static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
+    int i;
+    if (!io->threads) return;
+    pthread_mutex_lock(&io->mu);
+    io->stop = 1;
+    pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->mu);
+    for (i = 0; i < io->nthreads; i++) pthread_join(io->threads[i], NULL);
+    zero__raw_free(a, io->threads);
+    io->threads = NULL;
+    pthread_mutex_destroy(&io->mu);
+    pthread_cond_destroy(&io->work);
+    pthread_cond_destroy(&io->done);
+}
+
+static int zero__io_start(zero__iopool *io, int threads, const zero_allocator *a) {
+    int i;
+    memset(io, 0, sizeof *io);
+    pthread_mutex_init(&io->mu, NULL);
+    pthread_cond_init(&io->work, NULL);
+    pthread_cond_init(&io->done, NULL);
+    io->threads = (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads);
+    if (!io->threads) return -1;
+    for (i = 0; i < threads; i++) {
+        if (pthread_create(&io->threads[i], NULL, zero__io_main, io) != 0) break;
+        io->nthreads = i + 1;
+    }
+    if (io->nthreads < threads) { zero__io_stop(io, a); return -1; }
+    return 0;
+}
+
+/* queues [buf, buf+len) <-> fd at off in chunks; the batch counts them */
+static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int write, char *buf, int64_t len,
+                            int64_t off, int64_t chunk) {
+    int64_t o;
+    pthread_mutex_lock(&io->mu);
+    for (o = 0; o < len; o += chunk) {
+        zero__ioreq *rq;
+        while (io->qlen == ZERO__IOQ_CAP) pthread_cond_wait(&io->done, &io->mu);
+        rq = &io->q[(io->qhead + io->qlen) % ZERO__IOQ_CAP];
+        rq->fd = fd; rq->write = write; rq->buf = buf + o; rq->off = off + o;
+        rq->len = len - o < chunk ? len - o : chunk;
+        rq->batch = b;
+        b->pending++;
+        io->qlen++;
+    }
+    pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->mu);
+}
+
+static void zero__io_wait(zero__iopool *io, zero__iobatch *b) {
+    pthread_mutex_lock(&io->mu);
+    while (b->pending > 0) pthread_cond_wait(&io->done, &io->mu);
+    pthread_mutex_unlock(&io->mu);
+}
+
+/* 4 lanes of 64-bit multiply-xor: any change of one word changes the sum */
+static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
+    uint64_t h[4], w;
+    int64_t i;
+    int l;
+    h[0] = seed ^ 0x243f6a8885a308d3ull; h[1] = seed ^ 0x13198a2e03707344ull;
+    h[2] = seed ^ 0xa4093822299f31d0ull; h[3] = seed ^ 0x082efa98ec4e6c89ull;
+    for (i = 0; i + 32 <= n; i += 32)
+        for (l = 0; l < 4; l++) { memcpy(&w, p + i + 8 * l, 8); h[l] = (h[l] ^ w) * 0x100000001b3ull; }
+    for (; i < n; i++) h[0] = (h[0] ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    w = h[0];
+    for (l = 1; l < 4; l++) { w ^= h[l] + 0x9e3779b97f4a7c15ull + (w << 6) + (w >> 2); }
+    return w ^ (w >> 29);
+}
+
+/* >>offload: optimizer states on the NVMe tier ------------------------------------------
+   The rank's optimizer state (fp32 master when params are not f32, then the moments) is
+   cut into sub-groups of G elements of the state index space. Sub-group b is one block:
+       [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
+   (trailer: checksum, block index, slot, magic), a multiple of 4 KiB, in file
+   b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
+   a step reads the current slot and writes the other, and flips only when every rank's
+   pass succeeded, so a failed step leaves the states as they were, and the old params
+   saved in the written blocks put the params back. */
+#define ZERO__OFF_MAGIC 0x5a45524f4f464631ull   /* "ZEROOFF1" */
+#define ZERO__OFF_TRAILER 64
+
+typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
+
+typedef struct zero__off {
+    int ndirs, K, has_master, psz, slot;
+    int fd[ZERO_MAX_NVME_DIRS];
+    char path[ZERO_MAX_NVME_DIRS][512];
+    int64_t G, bb, nblocks, tstate, chunk, file_bytes;
+    char *raw[3], *buf[3];
+    zero__iobatch rb[3], wb[3];
+    int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
+    int64_t done;                   /* blocks computed in the step in progress */
+    zero__iopool io;
+    zero__offpiece *pieces;
+    int npieces;
+    int64_t bytes_read, bytes_written;
+    int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
+    int dirty;                      /* buf[0] changed and not yet written */
+} zero__off;
+
+/* how the state of Tstate elements is cut: K arrays per element, G elements per block */
+static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
+    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype), per, g, budget;
+    int k = d->param_dtype == ZERO_F32 ? 0 : 1;
+    k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
+    *K = k;
+    if (k == 0 || tstate == 0) { *G = *bb = *nblocks = 0; return; }
+    per = k * 4 + psz;
+    budget = d->offload.buffer_bytes ? d->offload.buffer_bytes : (int64_t)64 << 20;
+    g = (budget / 3 - ZERO__IO_ALIGN) / per / 1024 * 1024;
+    if (g < 1024) g = 1024;
+    if (g > zero__align_up(tstate, 1024)) g = zero__align_up(tstate, 1024);
+    *G = g;
+    *bb = zero__align_up(g * per + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
+    *nblocks = (tstate + g - 1) / g;
+}
+
+static int zero__cat_tier(const zero_desc *d, int cat) {
+    int opt = d->offload_optimizer, par = d->offload_params;
+    if (cat == ZERO_CAT_PARAMS) return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
+    if (cat == ZERO_CAT_GRADS) return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
+    if (cat == ZERO_CAT_MASTER || cat == ZERO_CAT_OPTIM)
+        return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : opt == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
+    return ZERO_TIER_DEVICE;
+}
+/* bytes of a category held in memory (device + host) */
+static int64_t zero__pcat(const int64_t (*b)[ZERO_CAT_NUM], int cat) {
+    return b[ZERO_TIER_DEVICE][cat] + b[ZERO_TIER_HOST][cat];
+}
+
+/* moves the categories the plan computed on the device to their tiers, adds the I/O buffers */
+static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
+    int c, K;
+    int64_t G, bb, nb, tstate = d->stage == 0 ? z->trainable : z->trainable / world;
+    for (c = 0; c < ZERO_CAT_BUFFERS; c++) {
+        int t = zero__cat_tier(d, c);
+        if (t != ZERO_TIER_DEVICE) { p->bytes[t][c] += p->bytes[ZERO_TIER_DEVICE][c]; p->bytes[ZERO_TIER_DEVICE][c] = 0; }
+    }
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
+        zero__off_geom(d, tstate, &K, &G, &bb, &nb);
+        if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+    }
+}
+
+static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__iobatch *b, int64_t blk, const char *what) {
+    int i, f = 0;
+    for (i = 0; i < o->ndirs; i++) if (o->fd[i] == b->fd) f = i;
+    if (b->err == -1)
+        return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
+                          "%s: offload block %lld of %s is truncated (short %s at offset %lld)", what, (long long)blk,
+                          o->path[f], "transfer", (long long)b->err_off);
+    return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "%s: %s of offload block %lld in %s at offset %lld failed: %s",
+                      what, b == &o->wb[0] || b == &o->wb[1] || b == &o->wb[2] ? "write" : "read", (long long)blk,
+                      o->path[f], (long long)b->err_off, strerror(b->err));
+}
+
+static int zero__off_fd(const zero__off *o, int64_t blk) { return o->fd[blk % o->ndirs]; }
+/* slot s is the s-th half of every file, so a step reads one half and writes the other sequentially */
+static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
+    return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
+}
+
+static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
+    uint64_t t[4];
+    t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
+    t[0] = zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
+    memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
+}
+static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const char *what) {
+    uint64_t t[4];
+    memcpy(t, buf + o->bb - ZERO__OFF_TRAILER, sizeof t);
+    if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot ||
+        t[0] != zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot))
+        return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
+                          "%s: offload block %lld (slot %d) of %s at offset %lld fails its checksum", what,
+                          (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__off_pos(o, blk, slot));
+    return ZERO_OK;
+}
+
+static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
+    memset(b, 0, sizeof *b);
+    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), o->chunk);
+    if (write) o->bytes_written += o->bb; else o->bytes_read += o->bb;
+}
+
+/* one block, synchronously (between steps: buf[0] is free) */
+static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
+    zero__off *o = ctx->off;
+    o->cached = -1;
+    zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
+    zero__io_wait(&o->io, &o->rb[0]);
+    if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
+    return write ? ZERO_OK : zero__off_verify(ctx, o, o->buf[0], blk, o->slot, what);
+}
+
+/* writes back the block cached in buf[0] if it changed, and forgets it */
+static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
+    zero__off *o = ctx->off;
+    int64_t blk = o->cached;
+    if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
+    o->dirty = 0;
+    zero__off_seal(o, o->buf[0], blk, o->slot);
+    return zero__off_sync(ctx, blk, 1, what);
+}
+
+/* reads (out) or writes (in) elements [idx, idx+n) of state array `which` (0: master,
+   1: first moment / momentum, 2: second moment), block by block. The last block stays
+   in buf[0] (written back when another block is needed, at zero_step and after
+   zero_load), so setting params one by one reads and writes each block about once. */
+static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                const char *what) {
+    zero__off *o = ctx->off;
+    int a = which == 0 ? 0 : o->has_master + which - 1;
+    zero_result r;
+    while (n > 0) {
+        int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
+        float *arr;
+        if (o->cached != blk) {
+            if ((r = zero__off_flush(ctx, what)) != ZERO_OK) return r;
+            if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
+            o->cached = blk;
+        }
+        arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
+        if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
+        else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        idx += c; n -= c;
+    }
+    return ZERO_OK;
+}
+static int zero__has_master(const zero_ctx *ctx) { return ctx->master || (ctx->off && ctx->off->has_master); }
+
+static void zero__off_free(zero_ctx *ctx) {
+    zero__off *o = ctx->off;
+    const zero_allocator *a = &ctx->desc.allocator;
+    int i;
+    if (!o) return;
+    zero__io_stop(&o->io, a);
+    for (i = 0; i < 3; i++) zero__raw_free(a, o->raw[i]);
+    for (i = 0; i < o->ndirs; i++)
+        if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
+    zero__raw_free(a, o->pieces);
+    zero__raw_free(a, o);
+    ctx->off = NULL;
+}
+
+/* zero_build: files created, preallocated and filled with zero states (slot 0) */
+static zero_result zero__off_build(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    const zero_allocator *a = &d->allocator;
+    zero__off *o;
+    int i, nd = 0, K, direct_refused = 0;
+    int64_t G, bb, nb, tstate = d->stage == 0 ? ctx->plan.trainable_padded : ctx->plan.trainable_padded / ctx->world, blk;
+    static uint32_t seq = 0;
+    uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
+    zero_result r = ZERO_OK;
+    if (d->offload_optimizer != ZERO_OFFLOAD_NVME) return ZERO_OK;
+    zero__off_geom(d, tstate, &K, &G, &bb, &nb);
+    if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
+    while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
+    if (!(o = (zero__off *)zero__raw_alloc(a, sizeof *o)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    memset(o, 0, sizeof *o);
+    ctx->off = o;
+    o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
+    o->cached = -1;
+    o->has_master = d->param_dtype != ZERO_F32;
+    o->psz = (int)zero_dtype_size(d->param_dtype);
+    o->chunk = zero__align_up(bb / 16 > ((int64_t)1 << 20) ? bb / 16 : ((int64_t)1 << 20), ZERO__IO_ALIGN);
+    o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
+    for (i = 0; i < 3; i++) o->bufblk[i] = -1;
+    for (i = 0; i < nd; i++) o->fd[i] = -1;
+    for (i = 0; i < 3; i++) {
+        if (!(o->raw[i] = (char *)zero__raw_alloc(a, (size_t)(bb + ZERO__IO_ALIGN)))) break;
+        o->buf[i] = (char *)(((uintptr_t)o->raw[i] + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+    }
+    o->pieces = (zero__offpiece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
+    if (i < 3 || !o->pieces) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                                                      "zero_build: out of memory for the offload buffers"); }
+    for (i = 0; i < nd && r == ZERO_OK; i++) {
+        int fd, e;
+        snprintf(o->path[i], sizeof o->path[i], "%s/zero_optim.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
+                 (long)getpid(), (unsigned)id);
+        fd = zero__fops.open(o->path[i], O_RDWR | O_CREAT | O_EXCL | ZERO__O_DIRECT, 0600);
+        if (fd == -EINVAL && ZERO__O_DIRECT != 0) {  /* tmpfs and friends */
+            fd = zero__fops.open(o->path[i], O_RDWR | O_CREAT | O_EXCL, 0600);
+            direct_refused = 1;
+        }
+        if (fd < 0) {
+            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the offload file %s: %s",
+                           o->path[i], strerror(-fd));
+            break;
+        }
+        o->fd[i] = fd;
+        if ((e = zero__fops.allocate(fd, o->file_bytes)) != 0)
+            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                           "zero_build: cannot preallocate %lld bytes for the offload file %s: %s",
+                           (long long)o->file_bytes, o->path[i], strerror(-e));
+    }
+    if (r == ZERO_OK && direct_refused)
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
+                  "the filesystem of %s refused O_DIRECT: the offload files use buffered I/O", o->path[0]);
+    if (r == ZERO_OK && zero__io_start(&o->io, d->offload.queue_depth ? d->offload.queue_depth : 8, a) != 0)
+        r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
+        memset(o->buf[0], 0, (size_t)bb);
+        for (blk = 0; blk < nb && r == ZERO_OK; blk++) {
+            zero__off_seal(o, o->buf[0], blk, 0);
+            r = zero__off_sync(ctx, blk, 1, "zero_build");
+        }
+    }
+    if (r != ZERO_OK) { zero__off_free(ctx); return r; }
+    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
+    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
+    return ZERO_OK;
+}
+
+/* the optimizer pass over one block: segment pieces in [s0, s0 + G) */
+typedef struct zero__offjob {
+    zero_ctx *ctx;
+    zero__optk k;
+    zero__opt_fn fn;
+    char *buf;
+    int64_t s0, total;
+} zero__offjob;
+
+static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
+    zero__off *o = ctx->off;
+    int si;
+    o->npieces = 0;
+    *total = 0;
+    for (si = 0; si < ctx->num_segs; si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        int64_t a = s0 - sg->state_idx > 0 ? s0 - sg->state_idx : 0;
+        int64_t b = s1 - sg->state_idx < sg->n ? s1 - sg->state_idx : sg->n;
+        if (a >= b) continue;
+        o->pieces[o->npieces].seg = si;
+        o->pieces[o->npieces].a = a;
+        o->pieces[o->npieces].b = b;
+        o->npieces++;
+        *total += b - a;
+    }
+}
+
+/* copies the params of the block's pieces into (save 1) or out of (save 0) the block */
+static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
+    zero__off *o = ctx->off;
+    int i, pdt = ctx->desc.param_dtype;
+    char *pold = buf + (int64_t)o->K * o->G * 4;
+    for (i = 0; i < o->npieces; i++) {
+        const zero__segment *sg = &ctx->segs[o->pieces[i].seg];
+        int64_t a = o->pieces[i].a, n = o->pieces[i].b - a;
+        char *p = zero__at(ctx->param_arena, sg->param_idx + a, pdt), *q = pold + (sg->state_idx + a - s0) * o->psz;
+        if (save) memcpy(q, p, (size_t)(n * o->psz)); else memcpy(p, q, (size_t)(n * o->psz));
+    }
+}
+
+static void zero__off_part(void *arg, int part, int nparts) {
+    const zero__offjob *j = (const zero__offjob *)arg;
+    zero_ctx *ctx = j->ctx;
+    zero__off *o = ctx->off;
+    int pdt = j->k.pdt, adt = j->k.adt, i;
+    int64_t lo, hi, off = 0;
+    float *arr[3] = { NULL, NULL, NULL };
+    for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
+    zero__chunk(j->total, part, nparts, &lo, &hi);
+    for (i = 0; i < o->npieces && off < hi; off += o->pieces[i].b - o->pieces[i].a, i++) {
+        const zero__segment *sg = &ctx->segs[o->pieces[i].seg];
+        int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
+        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < n ? hi - off : n;
+        void *p;
+        float *w, *m, *v;
+        zero__optk k;
+        if (s >= e) continue;
+        k = j->k;
+        k.decay = sg->decay;
+        p = zero__at(ctx->param_arena, sg->param_idx + a, pdt);
+        w = o->has_master ? arr[0] + at : (float *)p;
+        m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
+        v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
+        memcpy(j->buf + (int64_t)o->K * o->G * 4 + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+        j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx + a, adt), p, w, m, v, s, e);
+    }
+}
+
+static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__opt_fn *fn);   /* >>optim */
+
+/* The streamed optimizer pass: read block i+1 while computing block i and writing
+   block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
+static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
+    zero__off *o = ctx->off;
+    zero__offjob job;
+    int so = o->slot, sn = 1 - o->slot, x;
+    int64_t i, nb = o->nblocks;
+    zero_result r;
+    if ((r = zero__off_flush(ctx, "zero_step")) != ZERO_OK) return r;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
+    for (x = 0; x < 3; x++) { o->bufblk[x] = -1; memset(&o->wb[x], 0, sizeof o->wb[x]); }
+    o->done = 0;
+    zero__off_issue(o, &o->rb[0], 0, so, o->buf[0], 0);
+    for (i = 0; i < nb; i++) {
+        int b = (int)(i % 3), nx = (int)((i + 1) % 3);
+        zero__io_wait(&o->io, &o->rb[b]);
+        if (o->rb[b].err) { r = zero__off_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
+        if ((r = zero__off_verify(ctx, o, o->buf[b], i, so, "zero_step")) != ZERO_OK) break;
+        if (i + 1 < nb) {       /* buf[nx] held block i-2: its write must be done */
+            zero__io_wait(&o->io, &o->wb[nx]);
+            if (o->wb[nx].err) { r = zero__off_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
+            o->bufblk[nx] = -1;
+            zero__off_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
+        }
+        job.buf = o->buf[b];
+        job.s0 = i * o->G;
+        zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
+        zero__pool_run(ctx->pool, zero__off_part, &job, job.total < 65536);
+        o->bufblk[b] = i;
+        o->done = i + 1;
+        zero__off_seal(o, o->buf[b], i, sn);
+        zero__off_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
+    }
+    for (x = 0; x < 3; x++) {
+        zero__io_wait(&o->io, &o->rb[x]);
+        zero__io_wait(&o->io, &o->wb[x]);
+    }
+    for (x = 0; x < 3 && r == ZERO_OK; x++)
+        if (o->wb[x].err) r = zero__off_fail_io(ctx, o, &o->wb[x], o->bufblk[x], "zero_step");
+    return r;
+}
+
+/* after a failed step (here or on another rank): the params of every computed block
+   back from the old values saved in it; the slot does not flip, so states stay too */
+static zero_result zero__off_undo(zero_ctx *ctx) {
+    zero__off *o = ctx->off;
+    int64_t i;
+    int x, sn = 1 - o->slot;
+    zero_result r = ZERO_OK;
+    int64_t kept[3], t;
+    for (x = 0; x < 3; x++) {
+        kept[x] = o->bufblk[x];
+        if (kept[x] < 0) continue;
+        zero__off_pieces(ctx, kept[x] * o->G, (kept[x] + 1) * o->G, &t);
+        zero__off_params(ctx, o->buf[x], kept[x] * o->G, 0);
+    }
+    for (i = 0; i < o->done; i++) {
+        if (kept[0] == i || kept[1] == i || kept[2] == i) continue;
+        for (x = 0; x < 3; x++) o->bufblk[x] = -1;
+        zero__off_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
+        zero__io_wait(&o->io, &o->rb[0]);
+        if (o->rb[0].err) { r = zero__off_fail_io(ctx, o, &o->rb[0], i, "zero_step (undo)"); continue; }
+        if (zero__off_verify(ctx, o, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
+        zero__off_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
+        zero__off_params(ctx, o->buf[0], i * o->G, 0);
+    }
+    o->done = 0;
+    return r;
+}
+
+/* zero_step's optimizer phase on the NVMe tier: every rank's outcome is shared, so
+   a failure anywhere fails the step everywhere with the params put back */
+static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
+    zero_result r = zero__off_step(ctx, gscale), rr;
+    double v[2];
+    v[0] = r != ZERO_OK;
+    v[1] = r != ZERO_OK ? (double)r : 0.0;
+    if ((rr = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return rr;
+    if (v[0] == 0) { ctx->off->slot = 1 - ctx->off->slot; return ZERO_OK; }
+    zero__off_undo(ctx);
+    if (r != ZERO_OK) return r;
+    return zero__fail(ctx, v[0] == 1 ? (zero_result)(int)v[1] : ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                      "zero_step: the offloaded optimizer pass failed on another rank; step undone");
+}
+
 /* >>optim ------------------------------------------------------------------------------ */
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
    in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
@@ -3884,20 +4591,18 @@ static void zero__opt_part(void *arg, int part, int nparts) {
     }
 }
 
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
+/* the kernel and its hyperparameters for this step (also the NVMe tier's, >>offload) */
+static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__opt_fn *fn) {
     const zero_desc *d = &ctx->desc;
     const zero_optim_desc *o = &d->optim;
-    zero__opt_job job;
-    zero__adamw_hp *ah = &job.k.ah;
-    zero__sgd_hp *sh = &job.k.sh;
+    zero__adamw_hp *ah = &k->ah;
+    zero__sgd_hp *sh = &k->sh;
     double t = (double)(ctx->steps + 1);
-    int si;
-    memset(&job, 0, sizeof job);
-    job.ctx = ctx;
-    job.k.opt = o->type;
-    job.k.adt = d->grad_accum_dtype;
-    job.k.pdt = d->param_dtype;
-    job.k.gscale = gscale;
+    memset(k, 0, sizeof *k);
+    k->opt = o->type;
+    k->adt = d->grad_accum_dtype;
+    k->pdt = d->param_dtype;
+    k->gscale = gscale;
     ah->beta1 = (float)o->beta1;
     ah->beta2 = (float)o->beta2;
     ah->one_minus_beta1 = (float)(1.0 - o->beta1);
@@ -3912,7 +4617,15 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
     sh->one_minus_dampening = (float)(1.0 - o->dampening);
     sh->nesterov = o->nesterov;
     sh->first = ctx->steps == 0;
-    job.fn = zero__opt_kernel(ctx->simd, job.k.opt, job.k.adt, job.k.pdt);
+    *fn = zero__opt_kernel(ctx->simd, k->opt, k->adt, k->pdt);
+}
+
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
+    zero__opt_job job;
+    int si;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
     zero__pool_run(ctx->pool, zero__opt_part, &job, job.total < 65536);
@@ -3921,7 +4634,7 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
 static void zero__end_step(zero_ctx *ctx) {
     int i;
     if (ctx->desc.stage < 2 && !ctx->staging_mode)
-        memset(ctx->grad_arena, 0, (size_t)ctx->plan.bytes[ZERO_TIER_DEVICE][ZERO_CAT_GRADS]);
+        memset(ctx->grad_arena, 0, (size_t)zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
     ctx->total_ready = 0;
 }
@@ -3974,7 +4687,15 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
         return ZERO_STEP_SKIPPED;
     }
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
-    { double t0 = zero__trace_t0(ctx); zero__apply_optimizer(ctx, (float)(inv * clip)); zero__trace_add(ctx, 2, "optimizer", NULL, t0); }
+    {
+        double t0 = zero__trace_t0(ctx);
+        if (!ctx->off) zero__apply_optimizer(ctx, (float)(inv * clip));
+        else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
+            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
+            return r;
+        }
+        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
+    }
     if (d->stage == 1 || d->stage == 2) {
         for (i = 0; i < ctx->num_modules; i++)
             if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
@@ -4512,6 +5233,9 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     if (ctx->master && !m->frozen && s < e)
         memcpy(ctx->master + (ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo)),
                values + (s - pr->offset), (size_t)(e - s) * 4);
+    else if (zero__has_master(ctx) && !m->frozen && s < e)
+        return zero__off_rw(ctx, 0, ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo), e - s,
+                            NULL, values + (s - pr->offset), "zero_param_set_f32");
     return ZERO_OK;
 }
 
@@ -4526,7 +5250,7 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
     pdt = d->param_dtype;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->master));
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)));
         if (!local) {
             /* a transient buffer of one module, outside the plan: this is not a training-step call */
             if (!tmp && !(tmp = (float *)zero__raw_alloc(&d->allocator, (size_t)ctx->max_span * 4)))
@@ -4542,7 +5266,11 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
                 memcpy(out + pr->out_offset, tmp + pr->offset, (size_t)pr->numel * 4);
             else if (ctx->master && !m->frozen)
                 memcpy(out + pr->out_offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
-            else
+            else if (zero__has_master(ctx) && !m->frozen) {
+                r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
+                                 "zero_gather_params_f32");
+                if (r != ZERO_OK) { zero__raw_free(&d->allocator, tmp); return r; }
+            } else
                 zero_to_f32(out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
                             (zero_dtype)pdt, pr->numel);
         }
@@ -5153,14 +5881,17 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         si = zero__ck_state_idx(ctx, i, b);
         if (ctx->master && si >= 0)       /* contiguous in both: one copy */
             memcpy(buf, ctx->master + si, (size_t)n * 4);
+        else if (ctx->off && ctx->off->has_master && si >= 0)     /* the NVMe tier, block by block */
+            ok = zero__off_rw(ctx, 0, si, n, buf, NULL, "zero_save") == ZERO_OK;
         else
             zero_to_f32(buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, i, b), ctx->desc.param_dtype),
                         ctx->desc.param_dtype, n);
-        for (k = 0; k < kp; k++)
-            memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
+        for (k = 0; k < kp && ok; k++)
+            if (ctx->off) ok = zero__off_rw(ctx, (int)k + 1, si, n, buf + (k + 1) * n, NULL, "zero_save") == ZERO_OK;
+            else memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
         sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
         if (kp) sums[2 * i + 1] = zero__ck_sum(buf + n, (size_t)(n * kp * 4));
-        ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
+        if (ok) ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
         off += n * (1 + kp) * 4;
     }
     zero__raw_free(a, buf);
@@ -5444,9 +6175,16 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
                 t = rg->end < e ? rg->end : e;
                 if (s < t && mom[k]) {
                     si = zero__ck_state_idx(ctx, rg->param, s);
+                    if (ctx->off) {     /* the NVMe tier, block by block */
+                        if (ctx->off->has_master)
+                            zero__off_rw(ctx, 0, si, t - s, NULL, w + (s - rg->begin), "zero_load");
+                        if (K >= 1) zero__off_rw(ctx, 1, si, t - s, NULL, w + n + (s - rg->begin), "zero_load");
+                        if (K >= 2) zero__off_rw(ctx, 2, si, t - s, NULL, w + 2 * n + (s - rg->begin), "zero_load");
+                    } else {
                     if (ctx->master) memcpy(ctx->master + si, w + (s - rg->begin), (size_t)(t - s) * 4);
                     if (K >= 1) memcpy(ctx->opt_m + si, w + n + (s - rg->begin), (size_t)(t - s) * 4);
                     if (K >= 2) memcpy(ctx->opt_v + si, w + 2 * n + (s - rg->begin), (size_t)(t - s) * 4);
+                    }
                 }
             }
         }
@@ -5521,14 +6259,18 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
     int j, pdt = d->param_dtype;
-    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->master))))
+    zero_result r;
+    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)))))
         return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
         if (ctx->master && !m->frozen)
             memcpy(buf + pr->offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
-        else
+        else if (zero__has_master(ctx) && !m->frozen) {
+            r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, NULL, "zero_export_safetensors");
+            if (r != ZERO_OK) return r;
+        } else
             zero_to_f32(buf + pr->offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt,
                         pr->numel);
     }
@@ -5738,6 +6480,10 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     int fd = -1, nent = 0, i, k, rr;
     struct stat st;
     if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
+    if (ctx->off && ctx->off->has_master)
+        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_CKPT,
+                          "zero_load_safetensors: not yet supported with the fp32 master on the NVMe tier "
+                          "(offload_optimizer = ZERO_OFFLOAD_NVME); use zero_load");
     a = &ctx->desc.allocator;
     if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0) {
         local = ZERO_ERR_IO;

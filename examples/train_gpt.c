@@ -51,6 +51,8 @@ typedef struct {
     float lr;
     uint64_t seed;
     const char *data, *plot, *trace;
+    zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
+    const char *nvme_dir;
 } config;
 
 typedef struct {
@@ -800,6 +802,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.optim.lr = c->lr;
     d.optim.weight_decay = 0.0;
     d.clip_norm = 1.0f;
+    d.offload_optimizer = c->offload_optimizer;
+    d.offload_params = c->offload_params;
+    d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_gpt: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -953,7 +958,9 @@ static void usage(FILE *f) {
         "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
         "                     (default gpt_trace.json)\n"
         "  --quiet            print only the final line\n"
-        "  --offload-optimizer, --offload-params, --nvme-dir DIR: not in this build (rejected)\n");
+        "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
+        "  --offload-params T     none or cpu (nvme for params is not in this build yet)\n"
+        "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n");
 }
 
 static void bad_arg(const char *msg, const char *opt, const char *val) {
@@ -1016,15 +1023,18 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
-        if (!strcmp(o, "--offload-optimizer") || !strcmp(o, "--offload-params") || !strcmp(o, "--nvme-dir")) {
-            fprintf(stderr, "train_gpt: %s: offload to host memory or NVMe is not in this build of zero.h "
-                            "(it comes with the offload engine); run without it\n", o);
-            return 2;
-        }
         if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];
-        if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
+        if (!strcmp(o, "--offload-optimizer") || !strcmp(o, "--offload-params")) {
+            zero_offload_tier tier = ZERO_OFFLOAD_NONE;
+            if (!strcmp(v, "none")) tier = ZERO_OFFLOAD_NONE;
+            else if (!strcmp(v, "cpu")) tier = ZERO_OFFLOAD_HOST;
+            else if (!strcmp(v, "nvme")) tier = ZERO_OFFLOAD_NVME;
+            else bad_arg("expects none, cpu or nvme", o, v);
+            if (!strcmp(o, "--offload-params")) c->offload_params = tier; else c->offload_optimizer = tier;
+        } else if (!strcmp(o, "--nvme-dir")) c->nvme_dir = v;
+        else if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
         else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);
         else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, MAX_STEPS_KEPT);
         else if (!strcmp(o, "--accum")) c->accum = (int)parse_long(o, v, 1, 65536);

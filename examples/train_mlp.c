@@ -49,6 +49,8 @@ typedef struct {
     long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
     const char *save_ckpt, *load_ckpt;          // checkpoint directories
     int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
+    zero_offload_tier offload_optimizer, offload_params;
+    const char *nvme_dir;                       // the NVMe tier's directory
 } config;
 
 typedef struct {
@@ -487,6 +489,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.optim.lr = c->lr;
     d.optim.weight_decay = c->wd;
     if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9f;
+    d.offload_optimizer = c->offload_optimizer;
+    d.offload_params = c->offload_params;
+    d.offload.nvme_dirs[0] = c->nvme_dir;
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_mlp: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -542,6 +547,9 @@ static void usage(FILE *f) {
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
         "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
+        "  --offload-optimizer none|cpu|nvme  master weights and moments: in place, host memory or files (default none)\n"
+        "  --offload-params none|cpu|nvme     params likewise (nvme: not supported yet) (default none)\n"
+        "  --nvme-dir DIR     directory of the nvme tier's files (default $TMPDIR or /tmp)\n"
         "  --save-ckpt DIR    after training, save a sharded checkpoint (zero_save) into DIR\n"
         "  --load-ckpt DIR    before training, load DIR (any stage/ranks); --steps K then means K more\n"
         "  --prefetch-bytes B stage 3: gather up to B bytes ahead of use; -1 = off (default: max-live-bytes)\n"
@@ -631,6 +639,15 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "f32")) c->accum_dtype = ZERO_F32;
             else if (!strcmp(v, "grad")) c->accum_dtype = ZERO_DTYPE_DEFAULT;
             else bad_arg("expects f32 or grad", o, v);
+        } else if (!strcmp(o, "--offload-optimizer") || !strcmp(o, "--offload-params")) {
+            zero_offload_tier t = ZERO_OFFLOAD_NONE;
+            if (!strcmp(v, "none")) t = ZERO_OFFLOAD_NONE;
+            else if (!strcmp(v, "cpu")) t = ZERO_OFFLOAD_HOST;
+            else if (!strcmp(v, "nvme")) t = ZERO_OFFLOAD_NVME;
+            else bad_arg("expects none, cpu or nvme", o, v);
+            if (!strcmp(o, "--offload-params")) c->offload_params = t; else c->offload_optimizer = t;
+        } else if (!strcmp(o, "--nvme-dir")) {
+            c->nvme_dir = v;
         } else if (!strcmp(o, "--optim")) {
             if (!strcmp(v, "adamw")) c->optim = ZERO_OPTIM_ADAMW;
             else if (!strcmp(v, "sgd")) c->optim = ZERO_OPTIM_SGD;
@@ -665,6 +682,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : 1e-3f;
+    if (!c->nvme_dir) c->nvme_dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 
     teacher_init(&sh.teach, c->seed);
     zero_result r;

@@ -91,8 +91,30 @@ for s in 0 1 2 3; do
     else fail resume_stage$s "resumed params differ from 20 steps straight"; fi
 done
 
+# offload: --offload-optimizer cpu|nvme and --offload-params cpu give the params of the run
+# without offload, bitwise; a checkpoint of an nvme run resumes exactly
+for s in 1 3; do
+    R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 5 --stage $s --ranks 2 --steps 6 --dtype bf16)
+    "$B/train_mlp" "${R[@]}" --save-params "$T/o_none" >"$T/o1.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --offload-optimizer cpu --offload-params cpu --save-params "$T/o_cpu" >"$T/o2.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --offload-optimizer nvme --nvme-dir "$T" --save-params "$T/o_nvme" >"$T/o3.log" 2>&1
+    rc=$?
+    if [ $rc != 0 ]; then fail offload_stage$s "exit $rc: $(tail -n 1 "$T/o3.log")"
+    elif cmp -s "$T/o_none" "$T/o_cpu" && cmp -s "$T/o_none" "$T/o_nvme"; then pass offload_stage$s
+    else fail offload_stage$s "offloaded params differ from the run without offload"; fi
+done
+R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --stage 2 --ranks 3 --dtype bf16 --offload-optimizer nvme --nvme-dir "$T")
+rm -rf "$T/ck"
+"$B/train_mlp" "${R[@]}" --steps 20 --save-params "$T/straight" >"$T/c1.log" 2>&1 &&
+"$B/train_mlp" "${R[@]}" --steps 10 --save-ckpt "$T/ck" >"$T/c2.log" 2>&1 &&
+"$B/train_mlp" "${R[@]}" --steps 10 --load-ckpt "$T/ck" --save-params "$T/resumed" >"$T/c3.log" 2>&1
+rc=$?
+if [ $rc != 0 ]; then fail resume_offload_nvme "exit $rc: $(tail -n 1 "$T/c3.log")"
+elif cmp -s "$T/straight" "$T/resumed"; then pass resume_offload_nvme
+else fail resume_offload_nvme "resumed params differ from 20 steps straight"; fi
+
 # bad arguments: a message and exit 2, never a crash
-for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus"; do
+for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus" "--offload-optimizer disk"; do
     name="bad_args_$(printf '%s' "$args" | tr -c 'a-z0-9' '_')"
     "$B/train_mlp" $args --steps 1 >"$T/bad" 2>&1; rc=$?
     if [ $rc = 2 ] && [ -s "$T/bad" ]; then pass "$name"; else fail "$name" "exit $rc: $(head -c 200 "$T/bad")"; fi
