@@ -256,7 +256,8 @@
        comm       every collective the comm stream runs: "all-gather <module>",
                   "reduce <module>", "gather params <module>", "all-reduce", ...
        optimizer  the fused optimizer pass of zero_step
-       nvme       reserved for the offload tier's reads and writes
+       nvme       the NVMe tier's block reads and writes ("nvme read", "nvme write":
+                  from submission to the last byte, recorded by the I/O threads)
      Recording is lock-free (one atomic add) and thread-safe; events past
      max_events are dropped (zero_trace_count tells how many were asked for). With
      tracing off each hook is one NULL test. zero_trace_save(ctx, path) is
@@ -587,6 +588,8 @@ ZERO_API int zero_comm_size(const zero_comm *c);
    local group. Returns ZERO_OK if every fn did, else the lowest rank's failure. */
 typedef zero_result (*zero_rank_fn)(zero_comm *comm, int rank, void *user);
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user);
+/* The same on a group you made (for zero_group_set_link, or several groups at once). */
+ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user);
 /* One endpoint for this process, picked from what the launcher set (see ON COMMUNICATORS).
    backend: NULL or "auto" (MPI under an MPI launcher, else a world of one), "mpi" (an
    MPI launcher is required) or "local" (a world of one). Destroy it with zero_comm_destroy
@@ -2347,26 +2350,25 @@ static void *zero__run_main(void *p) {
     return NULL;
 }
 
-ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
-    zero_group *g = NULL;
+ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
     zero__run_arg *args;
     pthread_t *th;
     zero_result r;
-    int i, started = 0;
-    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
-    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
+    int i, started = 0, world_size;
+    if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
+    world_size = g->n;
     args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
     th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
     if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th); zero_group_destroy(g);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_local: out of memory");
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
     }
     r = ZERO_OK;
     for (i = 0; i < world_size; i++) {
         args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
         if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
             r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_local: could not start thread for rank %d", i);
+                           "zero_run_group: could not start thread for rank %d", i);
             break;
         }
         started++;
@@ -2382,6 +2384,15 @@ ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user)
     for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
     zero__raw_free(NULL, args);
     zero__raw_free(NULL, th);
+    return r;
+}
+
+ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
+    zero_group *g = NULL;
+    zero_result r;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
+    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
+    r = zero_run_group(g, fn, user);
     zero_group_destroy(g);
     return r;
 }
@@ -3983,6 +3994,9 @@ static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_p
 typedef struct zero__iobatch {      /* the requests of one block; err: the first failure */
     int pending, err, fd;           /* err: an errno, or -1 for a short transfer */
     int64_t err_off;
+    zero_ctx *trace_ctx;            /* tracing: the I/O thread that finishes the batch records it */
+    double trace_t0;
+    int write;
 } zero__iobatch;
 
 typedef struct zero__ioreq {
@@ -4036,7 +4050,8 @@ static void *zero__io_main(void *arg) {
             zero__io_one(&rq);
             pthread_mutex_lock(&io->mu);
             if (tmp.err && !b->err) { b->err = tmp.err; b->err_off = tmp.err_off; b->fd = tmp.fd; }
-            b->pending--;
+            if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
+                zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
             pthread_cond_broadcast(&io->done);
         }
     }
@@ -4144,6 +4159,7 @@ typedef struct zero__off {
     int64_t bytes_read, bytes_written;
     int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
     int dirty;                      /* buf[0] changed and not yet written */
+    zero_ctx *ctx;                  /* for trace events of the I/O threads */
 } zero__off;
 
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
@@ -4227,6 +4243,8 @@ static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf
 
 static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
     memset(b, 0, sizeof *b);
+    b->write = write;
+    if ((b->trace_t0 = zero__trace_t0(o->ctx)) > 0) b->trace_ctx = o->ctx;
     zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), o->chunk);
     if (write) o->bytes_written += o->bb; else o->bytes_read += o->bb;
 }
@@ -4309,6 +4327,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
     ctx->off = o;
+    o->ctx = ctx;
     o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;

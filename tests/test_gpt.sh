@@ -91,6 +91,16 @@ for tier in cpu nvme; do
         fail gpt_offload_$tier "exit $rc, loss '$l1' vs '$l0' without offload: $(printf '%s' "$out" | tail -n 2)"; ok=0
     else pass gpt_offload_$tier; fi
 done
+# with the optimizer on NVMe the trace has the tier's reads and writes on every rank
+"$B/train_gpt" "${TINY[@]}" --stage 2 --ranks 2 --plot none --trace "$T/nvme.json" --offload-optimizer nvme \
+    --nvme-dir "$T" >"$T/nvme.log" 2>&1
+if python3 - "$T/nvme.json" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+got = {(e.get("pid"), e.get("name")) for e in ev if str(e.get("name", "")).startswith("nvme ")}
+sys.exit(0 if all((r, n) in got for r in (0, 1) for n in ("nvme read", "nvme write")) else 1)
+PY
+then pass gpt_trace_nvme; else fail gpt_trace_nvme "no nvme read/write events from every rank: $(tail -n 2 "$T/nvme.log")"; fi
 out=$("$B/train_gpt" "${TINY[@]}" --offload-optimizer disk 2>&1); rc=$?
 if [ $rc -eq 2 ]; then pass gpt_offload_bad_tier; else fail gpt_offload_bad_tier "exit $rc: $out"; fi
 ok=1

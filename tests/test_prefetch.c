@@ -256,30 +256,16 @@ static zero_result link_rank(zero_comm *comm, int rank, void *user) {
     zero_destroy(z);
     return j->r[rank];
 }
-typedef struct link_arg { zero_group *g; int rank; link_job *j; } link_arg;
-static void *link_thread(void *p) {
-    link_arg *a = (link_arg *)p;
-    zero_comm *c = NULL;
-    if (zero_comm_local(&c, a->g, a->rank) == ZERO_OK) link_rank(c, a->rank, a->j);
-    zero_comm_destroy(c);
-    return NULL;
-}
 static void link_model(void) {
     zero_group *g = NULL;
     link_job j;
-    pthread_t th[2];
-    link_arg a[2];
     int i;
     memset(&j, 0, sizeof j);
     if (!CHECK(zero_group_create(&g, 2) == ZERO_OK, "group")) return;
     CHECK(zero_group_set_link(g, -1, 0) == ZERO_ERR_INVALID_ARG, "negative latency accepted");
     CHECK(zero_group_set_link(NULL, 1, 1) == ZERO_ERR_INVALID_ARG, "NULL group accepted");
     CHECK(zero_group_set_link(g, 60000, 0) == ZERO_OK, "set_link: %s", zero_last_error(NULL));
-    for (i = 0; i < 2; i++) {
-        a[i].g = g; a[i].rank = i; a[i].j = &j;
-        pthread_create(&th[i], NULL, link_thread, &a[i]);
-    }
-    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(zero_run_group(g, link_rank, &j) == ZERO_OK, "run_group: %s", zero_last_error(NULL));
     for (i = 0; i < 2; i++) {
         CHECK(j.r[i] == ZERO_OK, "rank %d: %s", i, zero_result_str(j.r[i]));
         CHECK(j.build_ms[i] >= 60.0, "rank %d: zero_build took %.1f ms on a 60 ms link", i, j.build_ms[i]);

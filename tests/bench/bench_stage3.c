@@ -14,7 +14,6 @@
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"   // defines: the library
 
-#include <pthread.h>      // defines: pthread_create
 #include <stdio.h>        // defines: printf
 #include <string.h>       // defines: strcmp
 #include <stdlib.h>       // defines: malloc, qsort
@@ -66,7 +65,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     for (k = 0; k < DIM * DIM; k++) w[k] = (float)((k * 31) % 97 - 48) * (1.0f / 48 / 28);
     for (c = 0; c < CONFIGS && r == ZERO_OK; c++) {
         zero_desc d = { 0 };
-        if (c == 0) comms[c] = comm;       /* groups[0]'s endpoint, from rank_thread */
+        if (c == 0) comms[c] = comm;       /* groups[0]'s endpoint, from zero_run_group */
         else if ((r = zero_comm_local(&comms[c], groups[c], rank)) != ZERO_OK) break;
         d.comm = comms[c];
         d.stage = c == 0 ? 0 : 3;
@@ -110,21 +109,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
 
 static double link_us = 50, link_gbps = 0.25;
 
-/* like zero_run_local, on a group whose link is modelled */
-typedef struct rank_arg { zero_group *g; int rank; zero_result r; } rank_arg;
-static void *rank_thread(void *p) {
-    rank_arg *a = (rank_arg *)p;
-    zero_comm *c = NULL;
-    a->r = zero_comm_local(&c, a->g, a->rank);
-    if (a->r == ZERO_OK) a->r = rank_main(c, a->rank, NULL);
-    zero_comm_destroy(c);
-    return NULL;
-}
-
 int main(int argc, char **argv) {
     double med[CONFIGS];
-    pthread_t th[RANKS];
-    rank_arg args[RANKS];
+    zero_result r;
     int c, i;
     for (i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--gbps")) link_gbps = atof(argv[i + 1]);
@@ -137,13 +124,10 @@ int main(int argc, char **argv) {
     }
     printf("4 ranks, %d layers of %dx%d, batch %d, modelled link: %.0f us + bytes / %.2f GB/s\n",
            LAYERS, DIM, DIM, BATCH, link_us, link_gbps);
-    for (i = 0; i < RANKS; i++) {
-        args[i].g = groups[0]; args[i].rank = i; args[i].r = ZERO_OK;
-        pthread_create(&th[i], NULL, rank_thread, &args[i]);
+    if ((r = zero_run_group(groups[0], rank_main, NULL)) != ZERO_OK) {
+        fprintf(stderr, "%s: %s\n", zero_result_str(r), zero_last_error(NULL));
+        return 1;
     }
-    for (i = 0; i < RANKS; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < RANKS; i++)
-        if (args[i].r != ZERO_OK) { fprintf(stderr, "rank %d: %s\n", i, zero_result_str(args[i].r)); return 1; }
     for (c = 0; c < CONFIGS; c++) zero_group_destroy(groups[c]);
     for (c = 0; c < CONFIGS; c++) {
         med[c] = bench_median(times[c], ROUNDS);
