@@ -2526,23 +2526,21 @@ ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1
 
 /* handles: 11-bit context salt, 20-bit index + 1 */
 static uint32_t zero__handle(const zero_ctx *ctx, int index) { return (ctx->salt << 20) | (uint32_t)(index + 1); }
-static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
-    int i = (int)(m.id & 0xfffffu) - 1;
-    if ((m.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_modules) {
-        zero__fail(ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
-                   "%s: module handle 0x%08x is not a module of this context", fn, (unsigned)m.id);
+/* the index a handle of this context names, or -1 (with the message) */
+static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const char *kind, const char *fn) {
+    int i = (int)(id & 0xfffffu) - 1;
+    if (!ctx || (id >> 20) != ctx->salt || i < 0 || i >= count) {
+        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+                   "%s: handle 0x%08x is not a %s of this context", fn, (unsigned)id, kind);
         return -1;
     }
     return i;
 }
+static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
+    return zero__handle_index(ctx, m.id, ctx->num_modules, "module", fn);
+}
 static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) {
-    int i = (int)(p.id & 0xfffffu) - 1;
-    if ((p.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_params) {
-        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
-                   "%s: param handle 0x%08x is not a param of this context", fn, (unsigned)p.id);
-        return -1;
-    }
-    return i;
+    return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
 }
 
 static int zero__grow(zero_ctx *ctx, void **arr, int *cap, int count, size_t elem) {
@@ -2739,22 +2737,36 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
     return p;
 }
 
+/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
+   state this rank holds: all of it in stage 0, its slice of the span otherwise;
+   *lo is where that region starts. Empty when *s >= *e. */
+static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
+    const zero__module_rec *m = &ctx->modules[p->module];
+    int64_t per = m->span / ctx->world;
+    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->rank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
+    *lo = l;
+    *s = p->offset > l ? p->offset : l;
+    *e = p->offset + p->numel < h ? p->offset + p->numel : h;
+}
+/* index of span position pos (inside this rank's region starting at lo) in the state arenas */
+static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
+    return ctx->desc.stage == 0 ? m->train_off + pos : m->train_off / ctx->world + (pos - lo);
+}
+
 static void zero__make_segments(zero_ctx *ctx) {
     int N = ctx->world, i;
     ctx->num_segs = 0;
     for (i = 0; i < ctx->num_params; i++) {
         const zero__param_rec *p = &ctx->params[i];
         const zero__module_rec *m = &ctx->modules[p->module];
-        int64_t per = m->span / N;
-        int64_t lo = ctx->desc.stage == 0 ? 0 : ctx->rank * per;
-        int64_t hi = ctx->desc.stage == 0 ? m->span : lo + per;
-        int64_t s = p->offset > lo ? p->offset : lo, e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+        int64_t lo, s, e;
         zero__segment *sg;
+        zero__param_region(ctx, p, &lo, &s, &e);
         if (m->frozen || s >= e) continue;
         sg = &ctx->segs[ctx->num_segs++];
         sg->n = e - s;
         sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
-        sg->state_idx = ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->state_idx = zero__state_index(ctx, m, s, lo);
         sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
         sg->decay = !p->no_decay;
     }
@@ -3130,14 +3142,9 @@ static void zero__record_fetch(zero_ctx *ctx, int mi) {
         return;
     }
     /* the first step: record (allocation happens only here, never in a steady-state step) */
-    if (ctx->sched_len == ctx->sched_cap) {
-        int ncap = ctx->sched_cap ? ctx->sched_cap * 2 : 64;
-        int *n = (int *)zero__raw_alloc(&ctx->desc.allocator, sizeof(int) * (size_t)ncap);
-        if (!n) { ctx->off_sched = 1; return; }       /* no schedule: on demand, still correct */
-        if (ctx->sched) memcpy(n, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
-        zero__raw_free(&ctx->desc.allocator, ctx->sched);
-        ctx->sched = n;
-        ctx->sched_cap = ncap;
+    if (!zero__grow(ctx, (void **)&ctx->sched, &ctx->sched_cap, ctx->sched_len, sizeof(int))) {
+        ctx->off_sched = 1;                 /* no schedule: on demand, still correct */
+        return;
     }
     ctx->sched[ctx->sched_len++] = mi;
 }
@@ -4834,13 +4841,7 @@ ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_
 }
 
 static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn) {
-    int i = (int)(tl.id & 0xfffffu) - 1;
-    if (!ctx || (tl.id >> 20) != ctx->salt || i < 0 || i >= ctx->num_tiled) {
-        zero__fail(ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
-                   "%s: handle 0x%08x is not a tiled linear of this context", fn, (unsigned)tl.id);
-        return -1;
-    }
-    return i;
+    return zero__handle_index(ctx, tl.id, ctx ? ctx->num_tiled : 0, "tiled linear", fn);
 }
 static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
 
@@ -5231,7 +5232,7 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     const zero__module_rec *m;
     zero_result r;
     int pi, N, pdt;
-    int64_t per, lo, hi, s, e;
+    int64_t lo, s, e;
     if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
     if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
@@ -5239,22 +5240,17 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     m = &ctx->modules[pr->module];
     N = ctx->world;
     pdt = ctx->desc.param_dtype;
-    per = m->span / N;
-    lo = ctx->desc.stage == 0 ? 0 : ctx->rank * per;
-    hi = ctx->desc.stage == 0 ? m->span : lo + per;
-    s = pr->offset > lo ? pr->offset : lo;
-    e = pr->offset + pr->numel < hi ? pr->offset + pr->numel : hi;
+    zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         zero_from_f32(zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt, values, pr->numel);
     else if (s < e)
         zero_from_f32(zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), (zero_dtype)pdt,
                       values + (s - pr->offset), e - s);
     if (ctx->master && !m->frozen && s < e)
-        memcpy(ctx->master + (ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo)),
-               values + (s - pr->offset), (size_t)(e - s) * 4);
+        memcpy(ctx->master + zero__state_index(ctx, m, s, lo), values + (s - pr->offset), (size_t)(e - s) * 4);
     else if (zero__has_master(ctx) && !m->frozen && s < e)
-        return zero__off_rw(ctx, 0, ctx->desc.stage == 0 ? m->train_off + s : m->train_off / N + (s - lo), e - s,
-                            NULL, values + (s - pr->offset), "zero_param_set_f32");
+        return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
+                            "zero_param_set_f32");
     return ZERO_OK;
 }
 
