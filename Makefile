@@ -9,7 +9,8 @@
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
-#   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* when a GPU is present
+#   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* and build/cuda/gpu_*
+#                     (tests/gpu/*.c: kernel checks, NCCL, bandwidth) when a GPU is present
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
@@ -111,9 +112,13 @@ CUDA_OBJ      := $(BUILD)/cuda/zero_kernels.o
 CUDA_EXAMPLES := $(patsubst examples/%.c,$(BUILD)/cuda/%,$(EXAMPLE_SRC))
 CUDA_TESTS    := $(patsubst tests/%.c,$(BUILD)/cuda/%,$(TEST_SRC))
 CUDA_BENCHES  := $(foreach s,$(BENCH_SRC),$(BUILD)/cuda/$(call bench_name,$(s)))
+# tests/gpu/*.c: programs that need a GPU (kernel checks, NCCL, bandwidth), CUDA=1 only,
+# run by make test-gpu (tests/test_gpu.sh), never by make test
+GPU_SRC       := $(sort $(wildcard tests/gpu/*.c))
+CUDA_GPU      := $(patsubst tests/gpu/%.c,$(BUILD)/cuda/gpu_%,$(GPU_SRC))
 
 ifeq ($(CUDA),1)
-  ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS)
+  ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS) $(CUDA_GPU)
   BENCH_CUDA := $(CUDA_BENCHES)
 endif
 
@@ -182,6 +187,10 @@ $(CUDA_EXAMPLES): $(BUILD)/cuda/%: examples/%.c $(CUDA_OBJ) $(EXAMPLE_DEPS) | $(
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
 $(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ) $(TEST_DEPS) | $(BUILD)/cuda
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+$(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/cuda
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
