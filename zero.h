@@ -344,7 +344,8 @@ typedef enum zero_result {
     ZERO_ERR_NO_DEVICE = -17,
     ZERO_ERR_UNSUPPORTED = -18,
     ZERO_ERR_CORRUPT = -19,         /* a checkpoint file fails its checksum, is truncated or malformed */
-    ZERO_ERR_VERSION = -20          /* a checkpoint in a newer format than this zero.h reads */
+    ZERO_ERR_VERSION = -20,         /* a checkpoint in a newer format than this zero.h reads */
+    ZERO_ERR_DEVICE = -21           /* a device call (CUDA runtime, cuBLAS, a kernel) failed */
 } zero_result;
 
 /* ---- enums (0 always means "the default") --------------------------------------- */
@@ -423,6 +424,7 @@ typedef enum zero_log_level {
     X(OVER_CAP,             "the plan exceeds a memory cap") \
     X(BUFFER_FULL,          "a buffer budget is exhausted") \
     X(NO_DEVICE,            "no device") \
+    X(DEVICE_ERROR,         "a device call (CUDA runtime, cuBLAS, a kernel) failed") \
     X(OFFLOAD_IO,           "an offload file could not be created, read or written") \
     X(OFFLOAD_CORRUPT,      "an offload block failed its checksum") \
     X(OFFLOAD_BUFFERED,     "the filesystem refused O_DIRECT: buffered I/O") \
@@ -490,8 +492,18 @@ typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_p
     int queue_depth;                /* NVMe tier: I/O requests in flight (threads); default 8 */
 } zero_offload_desc;
 
+typedef enum zero_device_type {     /* where the arenas live and the math runs (see ON DEVICES) */
+    ZERO_DEVICE_DEFAULT = 0,        /* the CPU */
+    ZERO_DEVICE_CPU,
+    ZERO_DEVICE_CUDA,               /* a ZERO_CUDA build and a GPU: the thread's current device */
+    ZERO_DEVICE_EMU,                /* the CPU, with device memory the host cannot touch (tests; POSIX) */
+    ZERO_DEVICE_NUM
+} zero_device_type;
+
 typedef struct zero_desc {
     zero_comm *comm;                /* this rank's endpoint; NULL: a world of one */
+    zero_device_type device;        /* default: the CPU */
+    void *cuda_stream;              /* CUDA: the cudaStream_t your kernels run on; NULL: the legacy default stream */
     int stage;                      /* 0..3; default 0 */
     zero_dtype param_dtype;         /* default ZERO_BF16 */
     zero_dtype grad_dtype;          /* default: param_dtype */
@@ -628,6 +640,9 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module m);
 ZERO_API float zero_loss_scale(const zero_ctx *ctx);
 ZERO_API zero_result zero_step(zero_ctx *ctx);                  /* collective */
 ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  /* sum, rank order */
+/* Copies bytes between host memory and the context's device memory (zero_param_data,
+   zero_param_grad), in any direction; done when it returns. On the CPU device a memcpy. */
+ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes);
 /* checkpoints (collective, between steps, after zero_build; see ON CHECKPOINTS) */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir);
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
@@ -804,6 +819,11 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
    runs the CPU device (zero_kernels.cu holds the shared element-wise math). */
 
 /* >>base ---------------------------------------------------------------------------- */
+#if defined(ZERO_CUDA) && !defined(ZERO__KCHUNK)   /* normally from the shared math section */
+#define ZERO__KCHUNK 16384
+typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n, decay; } zero__kchunk;
+typedef struct zero__knblk { int64_t idx, n; } zero__knblk;
+#endif
 #define ZERO__DEF(v, d) ((v) ? (v) : (d))
 #define ZERO__ALIGN 64                 /* every arena starts on a cache line */
 #define ZERO__MSG 512
@@ -939,6 +959,45 @@ typedef struct zero__stream {
     char err_msg[ZERO__MSG];
 } zero__stream;
 
+/* The device's operations (>>device: ops, after >>tiling). The engine reaches the memory
+   of the arenas (params, grads, master, moments, gradient staging, the gather arena,
+   tiles) only through these, never by dereferencing it, so one engine drives the CPU,
+   the CUDA device and the EMU device (CPU memory the host cannot touch, which proves
+   the rule in the tests). s is the stream an op is ordered on: ZERO__S_COMPUTE (the
+   caller's thread; desc.cuda_stream on CUDA) or ZERO__S_COMM (the comm stream).
+   Ops on host and device memory alike: copy waits for the copy to finish; sumsq
+   returns its value on the host. The others may run asynchronously on s; `sync`
+   waits for them. A task on the comm stream waits (task_begin) for the compute-stream
+   work queued before it was enqueued (mark), and task_end waits for the task's own
+   device work, so a finished ticket means finished device work. */
+enum { ZERO__S_COMPUTE = 0, ZERO__S_COMM = 1 };
+typedef struct zero__dev_vt {
+    const char *name;
+    int host_access;                /* 1: the host may dereference device memory (the CPU device) */
+    zero_result (*init)(zero_ctx *ctx);                          /* zero_create */
+    void (*fini)(zero_ctx *ctx);                                 /* zero_destroy */
+    void *(*alloc)(zero_ctx *ctx, int64_t bytes);                /* zero-filled; NULL: out of memory */
+    void (*free)(zero_ctx *ctx, void *p);
+    zero_result (*prepare)(zero_ctx *ctx);                       /* end of zero_build: tables */
+    zero_result (*copy)(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes);
+    zero_result (*fill0)(zero_ctx *ctx, int s, void *dst, int64_t bytes);
+    /* out (rdt) = [out +] sum over k in order of ins[k] (sdt), in fp32 (zero__sum_into) */
+    zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                            int64_t count, int accumulate);
+    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>optim) */
+    zero_result (*optimizer)(zero_ctx *ctx, float gscale);       /* the fused pass over the segments */
+    zero_result (*gemm)(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
+    /* y[r*ldy + j] += b[j] (b in bdt); gb[j] (gdt) += sum over r in order of dy[r*ld + j] */
+    zero_result (*bias_add)(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n);
+    zero_result (*bias_grad)(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n);
+    void (*mark)(zero_ctx *ctx, uint64_t ticket);                /* compute side, when a task is enqueued */
+    zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
+    zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
+    zero_result (*sync)(zero_ctx *ctx, int s);
+} zero__dev_vt;
+static const zero__dev_vt *zero__dev_pick(zero_device_type t);     /* >>device: ops */
+
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
    one (ZERO_MPI) after it; NCCL comes with its issue. Every collective has a timeout. */
@@ -964,6 +1023,7 @@ struct zero_comm {
     int in_use;                     /* a context owns this endpoint (one at a time) */
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
     int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
+    zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
 };
 
 typedef struct zero__slot {
@@ -1119,20 +1179,27 @@ static zero_result zero__local_link(zero_comm *c, int64_t bytes, zero_result r) 
     return r;
 }
 
+/* The local comm moves data with its context's device (defined in >>device: ops): device
+   copies and the summing kernel on CUDA, memcpy and zero__sum_into on the CPU. */
+static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes);
+static zero_result zero__comm_sum(zero_comm *c, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                  int64_t count, int accumulate);
+
 static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
     zero__slot s;
-    zero_result r;
+    zero_result r, r2 = ZERO_OK;
     int k;
     memset(&s, 0, sizeof s);
     s.tag = c->tag;
     s.kind = ZERO_COLL_ALL_GATHER; s.count = bytes; s.send = send; s.recv = recv;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
-    for (k = 0; k < c->size; k++) {
+    for (k = 0; k < c->size && r2 == ZERO_OK; k++) {
         char *dst = (char *)recv + (int64_t)k * bytes;
         const void *src = c->group->slots[k].send;
-        if (src != dst) memcpy(dst, src, (size_t)bytes);
+        if (src != dst) r2 = zero__comm_copy(c, dst, src, bytes);
     }
-    return zero__local_link(c, bytes * (c->size - 1), zero__local_leave(c, timeout_ms));
+    r = zero__local_link(c, bytes * (c->size - 1), zero__local_leave(c, timeout_ms));
+    return r2 != ZERO_OK ? r2 : r;
 }
 
 static size_t zero__esize(int dt) { return dt == ZERO_F32 ? 4 : dt == ZERO__F64 ? 8 : 2; }
@@ -1159,7 +1226,7 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
 static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                               int64_t count, int accumulate, int timeout_ms) {
     zero__slot s;
-    zero_result r;
+    zero_result r, r2;
     const void *ins[ZERO__MAX_RANKS];
     int k;
     memset(&s, 0, sizeof s);
@@ -1168,8 +1235,9 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     for (k = 0; k < c->size; k++)
         ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * count * (int64_t)zero__esize(sdt);
-    zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
-    return zero__local_link(c, count * (int64_t)zero__esize(sdt) * (c->size - 1), zero__local_leave(c, timeout_ms));
+    r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
+    r = zero__local_link(c, count * (int64_t)zero__esize(sdt) * (c->size - 1), zero__local_leave(c, timeout_ms));
+    return r2 != ZERO_OK ? r2 : r;
 }
 
 /* all-reduce = reduce-scatter + all-gather, in place, so it sums in the same order
@@ -1210,7 +1278,11 @@ static zero_result zero__local_broadcast(zero_comm *c, void *buf, int64_t bytes,
     s.tag = c->tag;
     s.kind = ZERO_COLL_BROADCAST; s.count = bytes; s.rdt = root; s.send = buf; s.recv = buf;
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
-    if (c->rank != root) memcpy(buf, c->group->slots[root].send, (size_t)bytes);
+    if (c->rank != root) {
+        zero_result r2 = zero__comm_copy(c, buf, c->group->slots[root].send, bytes);
+        r = zero__local_leave(c, timeout_ms);
+        return r2 != ZERO_OK ? r2 : r;
+    }
     return zero__local_leave(c, timeout_ms);
 }
 
@@ -1749,6 +1821,7 @@ typedef struct zero__sizes {        /* what the planner needs */
     int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
     int64_t tile_elems;             /* largest tile of any tiled linear (0: none) */
     int num_trainable;
+    int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
 } zero__sizes;
 
 struct zero_ctx {
@@ -1814,6 +1887,9 @@ struct zero_ctx {
     zero__stream stream;
     int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
     struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
+    /* the device (>>device: ops) */
+    const zero__dev_vt *dev;
+    void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
 };
 /* defined in >>trace */
 static double zero__trace_t0(const zero_ctx *ctx);
@@ -1885,11 +1961,13 @@ static void *zero__stream_main(void *arg) {
     zero__stream *s = &ctx->stream;
     for (;;) {
         zero__task t;
+        uint64_t ticket;
         int skip;
         zero_result r = ZERO_OK;
         pthread_mutex_lock(&s->mu);
         while (s->done == s->enqueued) pthread_cond_wait(&s->cv, &s->mu);
         t = s->ring[s->done % ZERO__STREAM_CAP];
+        ticket = s->done + 1;
         skip = s->err != ZERO_OK;
         pthread_mutex_unlock(&s->mu);
         if (t.kind == ZERO__TASK_STOP) {
@@ -1899,7 +1977,13 @@ static void *zero__stream_main(void *arg) {
             pthread_mutex_unlock(&s->mu);
             return NULL;
         }
-        if (!skip) r = zero__trace_run_task(ctx, &t);
+        if (!skip) {
+            zero_result r2;
+            r = ctx->dev->task_begin(ctx, ticket);
+            if (r == ZERO_OK) r = zero__trace_run_task(ctx, &t);
+            r2 = ctx->dev->task_end(ctx);
+            if (r == ZERO_OK) r = r2;
+        }
         pthread_mutex_lock(&s->mu);
         if (r != ZERO_OK && s->err == ZERO_OK) {
             s->err = r;
@@ -1956,6 +2040,7 @@ static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, 
     while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
     t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
     t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
+    if (kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
     ticket = ++s->enqueued;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
@@ -2025,6 +2110,37 @@ static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) 
 static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
     return zero__align_up(span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
 }
+/* The CUDA device's tables (zero__cuda_prepare): a chunk record per ZERO__KCHUNK elements
+   of each param's part of this rank's optimizer region, and for every gradient-norm block
+   a record and its double sum (stage 0: the blocks of every rank's slice). Needs the
+   layout (spans); zero_estimate, which knows modules only, counts one param per module. */
+static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e);
+static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
+#ifdef ZERO_CUDA
+    if (d->device == ZERO_DEVICE_CUDA)
+        return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
+#endif
+    (void)d; (void)chunks; (void)blocks;
+    return 0;
+}
+static int64_t zero__dev_tables(const zero_ctx *ctx) {
+    int64_t chunks = 0, blocks = 0;
+#ifdef ZERO_CUDA
+    int i;
+    if (ctx->desc.device != ZERO_DEVICE_CUDA) return 0;
+    for (i = 0; i < ctx->num_params; i++) {
+        int64_t lo, s, e;
+        zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e) chunks += (e - s + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    }
+    for (i = 0; i < ctx->num_modules; i++)
+        if (!ctx->modules[i].frozen)
+            blocks += (ctx->modules[i].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    if (ctx->desc.stage == 0) blocks *= ctx->world;
+#endif
+    return zero__dev_tables_for(&ctx->desc, chunks, blocks);
+}
+
 static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
     return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
 }
@@ -2034,11 +2150,12 @@ static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
 #define ZERO__KC 256
 #define ZERO__MC 64
 #define ZERO__NC 512
-static int64_t zero__gemm_workspace_bytes(void) {
+static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
 #ifdef ZERO_CBLAS
+    (void)d;
     return 0;
 #else
-    return (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) * 4;
+    return d->device == ZERO_DEVICE_CUDA ? 0 : (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) * 4;
 #endif
 }
 
@@ -2064,9 +2181,10 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
-        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes();
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
     zero__offload_plan(d, world, z, p);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
@@ -2118,6 +2236,24 @@ static zero_result zero__fill_desc(zero_desc *d) {
                           "an offload option is out of range (offload_optimizer=%d offload_params=%d buffer_bytes=%lld "
                           "queue_depth=%d; queue_depth at most 256)", (int)d->offload_optimizer, (int)d->offload_params,
                           (long long)d->offload.buffer_bytes, d->offload.queue_depth);
+    if ((int)d->device < 0 || d->device >= ZERO_DEVICE_NUM)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.device is %d; use ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA or ZERO_DEVICE_EMU", (int)d->device);
+#ifndef ZERO_CUDA
+    if (d->device == ZERO_DEVICE_CUDA)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE,
+                             "zero_desc.device is ZERO_DEVICE_CUDA but zero.h was compiled without ZERO_CUDA "
+                             "(make CUDA=1, or -DZERO_CUDA and link zero_kernels.o, cudart, cuBLAS and NCCL)");
+#endif
+#if !defined(__unix__) && !defined(__APPLE__)
+    if (d->device == ZERO_DEVICE_EMU)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
+#endif
+    if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
+        (d->offload_optimizer != ZERO_OFFLOAD_NONE || d->offload_params != ZERO_OFFLOAD_NONE))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "offload_optimizer / offload_params with device %s is not supported yet (offload runs on "
+                             "the CPU device)", d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
@@ -2142,6 +2278,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
     d->timeout_ms = ZERO__DEF(d->timeout_ms, 120000);
     d->cpu_threads = ZERO__DEF(d->cpu_threads, 1);
+    d->device = ZERO__DEF(d->device, ZERO_DEVICE_CPU);
     d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
     return ZERO_OK;
 }
@@ -2178,13 +2315,14 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
     }
     for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
+    z->padded = poff;
+    z->trainable = toff;
+    z->dev_tables = zero__dev_tables(ctx);
     for (i = 0; i < ctx->num_tiled; i++) {
         const zero__tiled *t = &ctx->tiled[i];
         int64_t rows = (t->out + t->tiles - 1) / t->tiles;
         if (rows * t->in > z->tile_elems) z->tile_elems = rows * t->in;
     }
-    z->padded = poff;
-    z->trainable = toff;
     return ZERO_OK;
 }
 
@@ -2213,6 +2351,7 @@ ZERO_API const char *zero_result_str(zero_result r) {
     case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
     case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
     case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
+    case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
     }
     return "ZERO_ERR_(unknown)";
 }
@@ -2413,6 +2552,11 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->desc = d;
     ctx->salt = zero__next_salt();
     ctx->simd = zero__simd_pick();
+    ctx->dev = zero__dev_pick(d.device);
+    if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
+        zero__raw_free(&d.allocator, ctx);
+        return r;
+    }
     if (d.comm) {
         /* a context's comm stream issues collectives on its own; two contexts on one
            endpoint would interleave them differently on different ranks */
@@ -2420,8 +2564,10 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
         pthread_mutex_lock(&d.comm->group->mu);
         busy = d.comm->in_use;
         d.comm->in_use = 1;
+        if (!busy) d.comm->ctx = ctx;
         pthread_mutex_unlock(&d.comm->group->mu);
         if (busy) {
+            ctx->dev->fini(ctx);
             zero__raw_free(&d.allocator, ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                                  "zero_create: rank %d's zero_comm is already used by another context; give each "
@@ -2432,13 +2578,23 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
         if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
             (r = zero_comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
             zero_group_destroy(ctx->own_group);
+            ctx->dev->fini(ctx);
             zero__raw_free(&d.allocator, ctx);
             return r;
         }
+        ctx->comm->ctx = ctx;
     }
     ctx->rank = ctx->comm->rank;
     ctx->world = ctx->comm->size;
     ctx->desc.comm = ctx->comm;
+#ifdef ZERO_MPI
+    if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
+        zero_destroy(ctx);
+        return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: the MPI communicator moves host memory; with device %s use the local or "
+                             "NCCL communicator", zero__dev_pick(d.device)->name);
+    }
+#endif
     if (d.loss_scale > 0) {
         ctx->loss_scale = d.loss_scale;
     } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
@@ -2453,7 +2609,8 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
         pthread_mutex_destroy(&ctx->stream.mu);
         pthread_cond_destroy(&ctx->stream.cv);
         if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
-        else ctx->comm->in_use = 0;     /* nobody else can have seen this context */
+        else { ctx->comm->in_use = 0; ctx->comm->ctx = NULL; }   /* nobody else can have seen this context */
+        ctx->dev->fini(ctx);
         zero__raw_free(&d.allocator, ctx);
         return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                              "zero_create: could not start the comm stream thread");
@@ -2465,11 +2622,16 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
 
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
-    void *bufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
-                     ctx->garena, ctx->persist, ctx->free_off, ctx->free_len, ctx->sched,
-                     ctx->segs, ctx->srecs, ctx->bucket, ctx->tile_w, ctx->tile_g, ctx->gemm_ws,
+    void *dbufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
+                      ctx->garena, ctx->persist, ctx->tile_w, ctx->tile_g };
+    void *bufs[] = { ctx->free_off, ctx->free_len, ctx->sched, ctx->segs, ctx->srecs, ctx->bucket, ctx->gemm_ws,
                      ctx->norm_part };
     size_t i;
+    for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
+        if (!dbufs[i]) continue;
+        if (ctx->dev->host_access) zero__raw_free(a, dbufs[i]);
+        else ctx->dev->free(ctx, dbufs[i]);
+    }
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
     ctx->master = ctx->opt_m = ctx->opt_v = NULL;
@@ -2499,6 +2661,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     zero__trace_free(ctx);
     zero__off_free(ctx);
     zero__free_arenas(ctx);
+    if (ctx->dev) ctx->dev->fini(ctx);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
     zero__raw_free(a, ctx->params);
@@ -2510,6 +2673,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     } else if (ctx->comm) {
         pthread_mutex_lock(&ctx->comm->group->mu);
         ctx->comm->in_use = 0;
+        ctx->comm->ctx = NULL;
         pthread_mutex_unlock(&ctx->comm->group->mu);
     }
     zero__raw_free(a, ctx);
@@ -2668,7 +2832,7 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     zero_desc d;
     zero__sizes z;
     zero_result r;
-    int64_t unit;
+    int64_t unit, chunks = 0, blocks = 0;
     int i;
     if (!desc || !out || (num_modules > 0 && !module_numels))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
@@ -2692,7 +2856,15 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
         z.trainable += span;
         z.num_trainable++;
         if (span > z.max_span) z.max_span = z.max_train_span = span;
+#ifdef ZERO_CUDA
+        {
+            int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
+            chunks += (mine + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+            blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
+        }
+#endif
     }
+    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
     zero__plan_compute(&d, world_size, &z, out);
     return ZERO_OK;
 }
@@ -2727,12 +2899,17 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
     return h;
 }
 
+/* an arena in device memory (host memory on the CPU device, through the allocator hooks) */
 static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
     void *p;
     if (bytes <= 0) return NULL;
-    p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
+    if (ctx->dev->host_access) {
+        p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
+        if (p) memset(p, 0, (size_t)bytes);
+    } else {
+        p = ctx->dev->alloc(ctx, bytes);
+    }
     if (!p) { *ok = 0; return NULL; }
-    memset(p, 0, (size_t)bytes);
     ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
     return p;
 }
@@ -2873,7 +3050,11 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
     if (z.tile_elems) {
         ctx->tile_w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
         ctx->tile_g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        ctx->gemm_ws = (float *)zero__arena(ctx, zero__gemm_workspace_bytes(), ZERO_CAT_BUFFERS, &ok);
+        if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
+            ctx->gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
+            if (ctx->gemm_ws) ctx->bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
+            else ok = 0;
+        }
     }
     /* bookkeeping (not model state; a few bytes per module and param) */
     ctx->srec_cap = z.num_trainable + 1;
@@ -2922,6 +3103,13 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
             if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
     }
     zero__make_segments(ctx);
+    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
+        zero__off_free(ctx);
+        zero__pool_free(ctx->pool, &d->allocator);
+        ctx->pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
+    }
     ctx->num_trainable = z.num_trainable;
     ctx->built = 1;
     zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
@@ -2947,7 +3135,7 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
             return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->grad_arena, m->train_off / N, adt), adt,
                                         per, micro > 1);
         /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
-        zero__sum_into(full, adt, &src, 1, gdt, m->span, micro > 1);
+        if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->span, micro > 1)) != ZERO_OK) return r;
         if (micro < d->accum_steps) return ZERO_OK;
     }
     if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
@@ -2955,23 +3143,29 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     return r;
 }
 
+/* buf: the module's span in fp32, in device memory (host memory on the CPU device) */
 static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, pdt = ctx->desc.param_dtype;
     int64_t per = m->span / N;
     float *mine = buf + (int64_t)ctx->rank * per;
+    const void *src;
     zero_result r;
     if (ctx->master && !m->frozen)
-        memcpy(mine, ctx->master + m->train_off / N, (size_t)per * 4);
+        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->master + m->train_off / N, per * 4);
     else if (zero__has_master(ctx) && !m->frozen) {
         if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
-    } else if (ctx->desc.stage == 3)
-        zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (zero_dtype)pdt, per);
-    else
-        zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off + (int64_t)ctx->rank * per, pdt), (zero_dtype)pdt, per);
+    } else {
+        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? m->param_off / N : m->param_off + (int64_t)ctx->rank * per, pdt);
+        r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
+    }
+    if (r != ZERO_OK) {
+        zero__all_gather(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
+        return r;
+    }
     return zero__all_gather(ctx, mine, buf, per, ZERO_F32);
 }
 
@@ -2993,8 +3187,9 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-        zero_result r;
-        memcpy(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (size_t)(per * (int64_t)zero__esize(pdt)));
+        zero_result r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, m->param_off / N, pdt),
+                                       per * (int64_t)zero__esize(pdt));
+        if (r != ZERO_OK) return r;
         r = zero__all_gather(ctx, mine, dst, per, pdt);
         if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
             ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
@@ -3346,7 +3541,7 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
             ctx->staging_head = off + bytes;
             ctx->staging_inuse += bytes;
             if (ctx->staging_inuse > ctx->peak_staging) ctx->peak_staging = ctx->staging_inuse;
-            memset(ctx->staging + off, 0, (size_t)bytes);
+            if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->staging + off, bytes)) != ZERO_OK) return -2;
             return idx;
         }
         if (ctx->bucket_len) { zero__flush(ctx); continue; }
@@ -4552,7 +4747,7 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
    stages their own, so the global norm is the same double, summed in rank order, at
    every stage. The pool computes the block sums into ctx->norm_part; they are then
    added in order, so the thread count does not change the result either. */
-typedef struct zero__norm_job { const zero_ctx *ctx; int r; zero__sumsq_fn fn; } zero__norm_job;
+typedef struct zero__norm_job { const zero_ctx *ctx; const void *grads; int r; zero__sumsq_fn fn; } zero__norm_job;
 
 static void zero__norm_part(void *arg, int part, int nparts) {
     const zero__norm_job *j = (const zero__norm_job *)arg;
@@ -4567,17 +4762,19 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
-            ctx->norm_part[first + b] = j->fn(zero__at(ctx->grad_arena, base + s, adt), n, adt);
+            ctx->norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
         }
         first += nb;
     }
 }
 
-static double zero__sumsq_slice(const zero_ctx *ctx, int r) {
+/* grads: the grad arena as the host sees it (the CPU device: itself; EMU: its alias) */
+static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
     zero__norm_job job;
     double s = 0.0;
     int64_t b;
     job.ctx = ctx;
+    job.grads = grads;
     job.r = r;
     job.fn = zero__sumsq_kernel(ctx->simd);
     zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
@@ -4593,6 +4790,8 @@ typedef struct zero__opt_job {
     zero__optk k;
     zero__opt_fn fn;
     int64_t total;
+    void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
+    float *master, *m, *v;
 } zero__opt_job;
 
 static void zero__opt_part(void *arg, int part, int nparts) {
@@ -4609,11 +4808,11 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         if (s >= e) continue;
         k = j->k;
         k.decay = sg->decay;
-        p = zero__at(ctx->param_arena, sg->param_idx, pdt);
-        j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx, adt), p,
-              ctx->master ? ctx->master + sg->state_idx : (float *)p,
-              ctx->opt_m ? ctx->opt_m + sg->state_idx : NULL,
-              ctx->opt_v ? ctx->opt_v + sg->state_idx : NULL, s, e);
+        p = zero__at(j->params, sg->param_idx, pdt);
+        j->fn(&k, zero__at(j->grads, sg->grad_idx, adt), p,
+              j->master ? j->master + sg->state_idx : (float *)p,
+              j->m ? j->m + sg->state_idx : NULL,
+              j->v ? j->v + sg->state_idx : NULL, s, e);
     }
 }
 
@@ -4646,11 +4845,14 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     *fn = zero__opt_kernel(ctx->simd, k->opt, k->adt, k->pdt);
 }
 
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
+/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
+                                  float *v) {
     zero__opt_job job;
     int si;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
+    job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
@@ -4659,8 +4861,8 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale) {
 
 static void zero__end_step(zero_ctx *ctx) {
     int i;
-    if (ctx->desc.stage < 2 && !ctx->staging_mode)
-        memset(ctx->grad_arena, 0, (size_t)zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
+    if (ctx->desc.stage < 2 && !ctx->staging_mode)      /* an error here shows at the next sync */
+        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grad_arena, zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
     ctx->total_ready = 0;
 }
@@ -4689,9 +4891,14 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
     if (d->stage == 0) {
-        for (i = 0; i < ctx->world; i++) total += zero__sumsq_slice(ctx, i);
+        for (i = 0; i < ctx->world; i++) {
+            double v;
+            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
+            total += v;
+        }
     } else {
-        double v = zero__sumsq_slice(ctx, ctx->rank);
+        double v;
+        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
         if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
         total = v;
     }
@@ -4715,8 +4922,9 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
-        if (!ctx->off) zero__apply_optimizer(ctx, (float)(inv * clip));
-        else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
+        if (!ctx->off) {
+            if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
+        } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
             if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
             return r;
         }
@@ -4822,12 +5030,9 @@ static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
 #include <cblas.h>
 #endif
 
-ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-    zero_result r;
-    if ((r = zero__check_built(ctx, "zero_sgemm")) != ZERO_OK) return r;
-    if (M < 0 || N < 0 || K < 0 || !A || !B || !C)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: bad sizes or NULL matrices");
+/* the CPU device's GEMM (the EMU device's too, on its aliases) */
+static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
 #ifdef ZERO_CBLAS
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
                 1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
@@ -4838,6 +5043,15 @@ ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_
     zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws, zero__gemm_micro_for(ctx->simd));
 #endif
     return ZERO_OK;
+}
+
+ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    zero_result r;
+    if ((r = zero__check_built(ctx, "zero_sgemm")) != ZERO_OK) return r;
+    if (M < 0 || N < 0 || K < 0 || !A || !B || !C)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: bad sizes or NULL matrices");
+    return ctx->dev->gemm(ctx, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 
 static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn) {
@@ -4939,7 +5153,8 @@ static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k,
     if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
     w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
     if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
-    zero_to_f32(ctx->tile_w, w, ctx->desc.param_dtype, rows * t->in);
+    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile_w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
+        != ZERO_OK) return NULL;
     return ctx->tile_w;
 }
 
@@ -4952,17 +5167,13 @@ ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear 
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_forward: bad arguments");
     for (k = 0; k < ctx->tiled[i].tiles; k++) {
         const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0, row, j;
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
         const float *w = zero__tile_fetch(ctx, t, k, &r);
         if (!w) return r;
-        zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out);
-        if (t->bias) {
-            const void *b = zero_param_data(ctx, zero__tile_param(ctx, t, k, 1));
-            for (j = 0; j < n; j++) {
-                float bj = zero__ld(b, j, ctx->desc.param_dtype);
-                for (row = 0; row < rows; row++) y[row * t->out + r0 + j] += bj;
-            }
-        }
+        if ((r = zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
+        if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero_param_data(ctx, zero__tile_param(ctx, t, k, 1)),
+                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
+            return r;
         if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
     }
     return ZERO_OK;
@@ -4979,28 +5190,563 @@ ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear
     /* tiles in forward order, so dx sums over the output features in order (see ON TILING) */
     for (k = 0; k < ctx->tiled[i].tiles; k++) {
         const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0, row, j;
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
         zero_dtype gdt = ctx->desc.grad_dtype;
+        const void *tg = ctx->tile_g;
         const float *w = zero__tile_fetch(ctx, t, k, &r);
         void *gw, *gb = NULL;
         if (!w) return r;
         if (!(gw = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 0)))) return ZERO_ERR_STATE;
         if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
-        if (dx) zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in);
-        zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in);
-        zero_add_f32(gw, gdt, ctx->tile_g, n * t->in);
-        if (gb) {
-            for (j = 0; j < n; j++) {
-                float s = 0.0f;
-                for (row = 0; row < rows; row++) s += dy[row * t->out + r0 + j];
-                ctx->tile_g[j] = s;
-            }
-            zero_add_f32(gb, gdt, ctx->tile_g, n);
-        }
+        if (dx && (r = zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
+            return r;
+        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in)) != ZERO_OK ||
+            (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
+            return r;
+        if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
         if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
         if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
     }
     return ZERO_OK;
+}
+
+/* >>device: ops ---------------------------------------------------------------------------
+   The devices behind zero__dev_vt (declared in >>device): cpu, emu and (ZERO_CUDA) cuda. */
+
+/* -- cpu: arenas are host memory, the caller's thread computes, every op is done when
+   it returns -- */
+static zero_result zero__cpu_init(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static void zero__cpu_fini(zero_ctx *ctx) { (void)ctx; }
+static void *zero__cpu_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
+    if (p) memset(p, 0, (size_t)bytes);
+    return p;
+}
+static void zero__cpu_free(zero_ctx *ctx, void *p) { zero__raw_free(&ctx->desc.allocator, p); }
+static zero_result zero__cpu_prepare(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static zero_result zero__cpu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    (void)ctx; (void)s;
+    if (bytes > 0 && dst != src) memcpy(dst, src, (size_t)bytes);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    (void)ctx; (void)s;
+    if (bytes > 0) memset(dst, 0, (size_t)bytes);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                      int64_t count, int accumulate) {
+    (void)ctx; (void)s;
+    if (count > 0) zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
+    *out = zero__sumsq_slice(ctx, ctx->grad_arena, r);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
+    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                      int64_t n) {
+    int64_t j, r;
+    (void)ctx;
+    for (j = 0; j < n; j++) {
+        float bj = zero__ld(b, j, bdt);
+        for (r = 0; r < rows; r++) y[r * ldy + j] += bj;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__cpu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                       int64_t n) {
+    int64_t j, r;
+    (void)ctx;
+    for (j = 0; j < n; j++) {
+        float s = 0.0f;
+        for (r = 0; r < rows; r++) s += dy[r * ld + j];
+        zero__st(gb, j, gdt, zero__ld(gb, j, gdt) + s);
+    }
+    return ZERO_OK;
+}
+static void zero__cpu_mark(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; }
+static zero_result zero__cpu_task_begin(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; return ZERO_OK; }
+static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
+
+static const zero__dev_vt zero__cpu_dev = {
+    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_prepare, zero__cpu_copy,
+    zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
+    zero__cpu_bias_grad, zero__cpu_mark, zero__cpu_task_begin, zero__cpu_task_end, zero__cpu_sync
+};
+
+/* -- emu: the CPU device, except that device memory is a file mapped twice: the
+   "device" address the engine and the user get is mapped PROT_NONE, so any host access
+   to it faults, and the ops reach the memory through a second, writable mapping. It runs
+   the engine exactly as the CUDA device does (only through the ops), on the CPU, with the
+   CPU's arithmetic, so its results equal the CPU device's bit for bit. The address map is
+   process-wide (the one other piece of global state, like the handle salt): the local
+   comm's ops read other ranks' device memory. -- */
+#if defined(__unix__) || defined(__APPLE__)
+#define ZERO__HAVE_EMU 1
+#include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
+#define ZERO__EMU_MAX 4096
+typedef struct zero__emu_map { char *dev, *alias; int64_t bytes; } zero__emu_map;
+static zero__emu_map zero__emu_maps[ZERO__EMU_MAX];
+static int zero__emu_used;         /* slots [0, used) may be occupied */
+static pthread_mutex_t zero__emu_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* a device address -> the host-visible alias; any other address is returned as it is */
+static void *zero__emu_tr(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    void *out = (void *)(uintptr_t)p;
+    int i;
+    if (!p) return NULL;
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < zero__emu_used; i++) {
+        const zero__emu_map *m = &zero__emu_maps[i];
+        if (m->dev && a >= (uintptr_t)m->dev && a < (uintptr_t)m->dev + (uintptr_t)m->bytes) {
+            out = m->alias + (a - (uintptr_t)m->dev);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zero__emu_mu);
+    return out;
+}
+static int zero__emu_file(int64_t bytes) {
+    const char *dirs[3];
+    char path[512];
+    int i, fd;
+    dirs[0] = getenv("TMPDIR"); dirs[1] = "/tmp"; dirs[2] = "/dev/shm";
+    for (i = 0; i < 3; i++) {
+        static unsigned counter;        /* a unique name: pid, counter (O_EXCL refuses a clash) */
+        if (!dirs[i] || !dirs[i][0]) continue;
+        snprintf(path, sizeof path, "%s/zero_emu_%ld_%u", dirs[i], (long)getpid(),
+                 __atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED));
+        if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0) continue;
+        unlink(path);
+        if (ftruncate(fd, (off_t)bytes) == 0) return fd;
+        close(fd);
+    }
+    return -1;
+}
+static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
+    int64_t len = zero__align_up(bytes, 1 << 16);
+    void *dev, *alias;
+    int fd, i;
+    (void)ctx;
+    if ((fd = zero__emu_file(len)) < 0) return NULL;
+    dev = mmap(NULL, (size_t)len, PROT_NONE, MAP_SHARED, fd, 0);
+    alias = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (dev == MAP_FAILED || alias == MAP_FAILED) {
+        if (dev != MAP_FAILED) munmap(dev, (size_t)len);
+        if (alias != MAP_FAILED) munmap(alias, (size_t)len);
+        return NULL;
+    }
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < ZERO__EMU_MAX && zero__emu_maps[i].dev; i++) {}
+    if (i < ZERO__EMU_MAX) {
+        zero__emu_maps[i].dev = (char *)dev;
+        zero__emu_maps[i].alias = (char *)alias;
+        zero__emu_maps[i].bytes = len;
+        if (i >= zero__emu_used) zero__emu_used = i + 1;
+    }
+    pthread_mutex_unlock(&zero__emu_mu);
+    if (i == ZERO__EMU_MAX) { munmap(dev, (size_t)len); munmap(alias, (size_t)len); return NULL; }
+    return dev;
+}
+static void zero__emu_free(zero_ctx *ctx, void *p) {
+    int i;
+    (void)ctx;
+    if (!p) return;
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < zero__emu_used; i++)
+        if (zero__emu_maps[i].dev == (char *)p) {
+            munmap(zero__emu_maps[i].dev, (size_t)zero__emu_maps[i].bytes);
+            munmap(zero__emu_maps[i].alias, (size_t)zero__emu_maps[i].bytes);
+            memset(&zero__emu_maps[i], 0, sizeof zero__emu_maps[i]);
+            break;
+        }
+    pthread_mutex_unlock(&zero__emu_mu);
+}
+static zero_result zero__emu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    return zero__cpu_copy(ctx, s, zero__emu_tr(dst), zero__emu_tr(src), bytes);
+}
+static zero_result zero__emu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    return zero__cpu_fill0(ctx, s, zero__emu_tr(dst), bytes);
+}
+static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                      int64_t count, int accumulate) {
+    const void *tr[ZERO__MAX_RANKS];
+    int k;
+    if (nin > ZERO__MAX_RANKS) return ZERO_ERR_UNSUPPORTED;
+    for (k = 0; k < nin; k++) tr[k] = zero__emu_tr(ins[k]);
+    return zero__cpu_sum_into(ctx, s, zero__emu_tr(out), rdt, tr, nin, sdt, count, accumulate);
+}
+static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
+    *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->grad_arena), r);
+    return ZERO_OK;
+}
+static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
+    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->param_arena), zero__emu_tr(ctx->grad_arena),
+                          (float *)zero__emu_tr(ctx->master), (float *)zero__emu_tr(ctx->opt_m),
+                          (float *)zero__emu_tr(ctx->opt_v));
+    return ZERO_OK;
+}
+static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    return zero__gemm_host(ctx, ta, tb, M, N, K, (const float *)zero__emu_tr(A), lda, (const float *)zero__emu_tr(B), ldb,
+                           accumulate, (float *)zero__emu_tr(C), ldc);
+}
+static zero_result zero__emu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                      int64_t n) {
+    return zero__cpu_bias_add(ctx, (float *)zero__emu_tr(y), ldy, zero__emu_tr(b), bdt, rows, n);
+}
+static zero_result zero__emu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                       int64_t n) {
+    return zero__cpu_bias_grad(ctx, zero__emu_tr(gb), gdt, (const float *)zero__emu_tr(dy), ld, rows, n);
+}
+static const zero__dev_vt zero__emu_dev = {
+    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_prepare, zero__emu_copy,
+    zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
+    zero__emu_bias_grad, zero__cpu_mark, zero__cpu_task_begin, zero__cpu_task_end, zero__cpu_sync
+};
+#endif /* emu */
+
+/* -- cuda (ZERO_CUDA): arenas in the memory of the thread's current device at
+   zero_create; the compute stream is desc.cuda_stream (your kernels' stream), the comm
+   stream a non-blocking stream of our own; an event per stream-ring slot orders each
+   comm task after the compute work queued before it; kernels from zero_kernels.cu,
+   GEMMs through cuBLAS on the compute stream. -- */
+#ifdef ZERO_CUDA
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#ifndef ZERO__K_DECLARED   /* zero_kernels.cu's launchers (normally declared in the shared math section) */
+#define ZERO__K_DECLARED
+#ifdef __cplusplus
+extern "C" {
+#endif
+int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base, void *param_base,
+                float *master, float *opt_m, float *opt_v, void *stream);
+int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream);
+int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
+                     void *stream);
+#ifdef __cplusplus
+}
+#endif
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+int zero__k_bias_add_ld(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n, void *stream);
+int zero__k_bias_grad_ld(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n, void *stream);
+#ifdef __cplusplus
+}
+#endif
+
+typedef struct zero__cuda {
+    int device;
+    cudaStream_t compute, comm;
+    cudaEvent_t ev[ZERO__STREAM_CAP];
+    int nev;
+    cublasHandle_t blas;
+    zero__kchunk *chunks;           /* device: the optimizer's chunk table */
+    int64_t nchunks;
+    zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
+    int64_t nblk;                   /* per slice */
+    double *bout;                   /* device: the blocks' sums */
+} zero__cuda;
+
+/* a failed CUDA call: the message goes where the stream's error goes (comm thread) or to
+   the context (caller's thread) */
+static zero_result zero__cuda_err(zero_ctx *ctx, int s, int e, const char *what) {
+    if (e == 0) return ZERO_OK;
+    if (s == ZERO__S_COMM && ctx->comm)
+        snprintf(ctx->comm->err, sizeof ctx->comm->err, "CUDA: %s failed: %s (%s)", what,
+                 cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
+    else
+        zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "CUDA: %s failed: %s (%s)", what,
+                   cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
+    return ZERO_ERR_DEVICE;
+}
+static zero__cuda *zero__cu(zero_ctx *ctx) { return (zero__cuda *)ctx->dev_state; }
+static cudaStream_t zero__cu_stream(zero_ctx *ctx, int s) {
+    return s == ZERO__S_COMM ? zero__cu(ctx)->comm : zero__cu(ctx)->compute;
+}
+
+static void zero__cuda_fini(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    int i;
+    if (!cu) return;
+    cudaSetDevice(cu->device);
+    if (cu->comm) cudaStreamSynchronize(cu->comm);
+    if (cu->compute) cudaStreamSynchronize(cu->compute);
+    cudaFree(cu->chunks);
+    cudaFree(cu->blk);
+    cudaFree(cu->bout);
+    for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
+    if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->comm) cudaStreamDestroy(cu->comm);
+    zero__raw_free(&ctx->desc.allocator, cu);
+    ctx->dev_state = NULL;
+}
+static zero_result zero__cuda_init(zero_ctx *ctx) {
+    zero__cuda *cu;
+    int n = 0, e;
+    if ((e = (int)cudaGetDeviceCount(&n)) != 0 || n <= 0) {
+        const char *why = e ? cudaGetErrorString((cudaError_t)e) : "it returned 0 devices";
+        return zero__fail(ctx, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE,
+                          "zero_create: desc.device is ZERO_DEVICE_CUDA but there is no CUDA device: cudaGetDeviceCount: %s",
+                          why);
+    }
+    if (!(cu = (zero__cuda *)zero__raw_alloc(&ctx->desc.allocator, sizeof *cu)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    memset(cu, 0, sizeof *cu);
+    ctx->dev_state = cu;
+    cu->compute = (cudaStream_t)ctx->desc.cuda_stream;
+    if ((e = (int)cudaGetDevice(&cu->device)) != 0 ||
+        (e = (int)cudaStreamCreateWithFlags(&cu->comm, cudaStreamNonBlocking)) != 0) {
+        zero__cuda_fini(ctx);
+        return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "creating the comm stream");
+    }
+    for (cu->nev = 0; cu->nev < ZERO__STREAM_CAP; cu->nev++)
+        if ((e = (int)cudaEventCreateWithFlags(&cu->ev[cu->nev], cudaEventDisableTiming)) != 0) {
+            zero__cuda_fini(ctx);
+            return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
+        }
+    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->compute) != CUBLAS_STATUS_SUCCESS) {
+        cu->blas = NULL;
+        zero__cuda_fini(ctx);
+        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "zero_create: cublasCreate failed");
+    }
+    return ZERO_OK;
+}
+static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = NULL;
+    cudaSetDevice(zero__cu(ctx)->device);
+    if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    if (cudaMemset(p, 0, (size_t)bytes) != cudaSuccess) { cudaFree(p); return NULL; }
+    return p;
+}
+static void zero__cuda_free(zero_ctx *ctx, void *p) {
+    cudaSetDevice(zero__cu(ctx)->device);
+    cudaFree(p);        /* implicitly synchronizes: nothing may still use p */
+}
+/* the optimizer's chunk table and the norm's block table, built once from the segments
+   (counted in the plan: zero__cuda_table_bytes) */
+static zero_result zero__cuda_prepare(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    zero__kchunk *ch;
+    zero__knblk *bl;
+    int64_t nch = 0, nb = 0, c, b, o;
+    int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0;
+    for (si = 0; si < ctx->num_segs; si++) nch += (ctx->segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
+    bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->norm_blocks * R + 1));
+    if (!ch || !bl) {
+        zero__raw_free(&ctx->desc.allocator, ch);
+        zero__raw_free(&ctx->desc.allocator, bl);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    }
+    for (si = 0, c = 0; si < ctx->num_segs; si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        for (o = 0; o < sg->n; o += ZERO__KCHUNK, c++) {
+            ch[c].grad_idx = sg->grad_idx + o;
+            ch[c].state_idx = sg->state_idx + o;
+            ch[c].param_idx = sg->param_idx + o;
+            ch[c].n = (int32_t)(sg->n - o < ZERO__KCHUNK ? sg->n - o : ZERO__KCHUNK);
+            ch[c].decay = sg->decay;
+        }
+    }
+    for (r = 0; r < R; r++) {       /* the same blocks as zero__norm_part */
+        int rk = ctx->desc.stage == 0 ? r : ctx->rank;
+        for (i = 0; i < ctx->num_modules; i++) {
+            const zero__module_rec *m = &ctx->modules[i];
+            int64_t per = m->span / ctx->world, base;
+            if (m->frozen) continue;
+            base = ctx->desc.stage < 2 ? m->train_off + (int64_t)rk * per : m->train_off / ctx->world;
+            for (b = 0; b * ZERO__NORM_BLOCK < per; b++, nb++) {
+                bl[nb].idx = base + b * ZERO__NORM_BLOCK;
+                bl[nb].n = per - b * ZERO__NORM_BLOCK < ZERO__NORM_BLOCK ? per - b * ZERO__NORM_BLOCK : ZERO__NORM_BLOCK;
+            }
+        }
+    }
+    cu->nchunks = nch;
+    cu->nblk = ctx->norm_blocks;
+    cudaSetDevice(cu->device);
+    if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
+        e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
+    if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
+        (e = (int)cudaMemcpy(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice)) == 0)
+        e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
+    zero__raw_free(&ctx->desc.allocator, ch);
+    zero__raw_free(&ctx->desc.allocator, bl);
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
+    ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
+    return ZERO_OK;
+}
+static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    cudaStream_t st = zero__cu_stream(ctx, s);
+    int e;
+    if (bytes <= 0 || dst == src) return ZERO_OK;
+    if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) == 0)
+        e = (int)cudaStreamSynchronize(st);
+    return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
+}
+static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    if (bytes <= 0) return ZERO_OK;
+    return zero__cuda_err(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
+}
+static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                       int64_t count, int accumulate) {
+    if (count <= 0) return ZERO_OK;
+    return zero__cuda_err(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
+                          "the summing kernel");
+}
+static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
+    zero__cuda *cu = zero__cu(ctx);
+    int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b;
+    double s = 0.0;
+    int e;
+    if (cu->nblk == 0) { *out = 0.0; return ZERO_OK; }
+    if ((e = zero__k_sumsq(ctx->grad_arena, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
+                           cu->compute)) == 0 &&
+        (e = (int)cudaMemcpyAsync(ctx->norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
+                                  cudaMemcpyDeviceToHost, cu->compute)) == 0)
+        e = (int)cudaStreamSynchronize(cu->compute);
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
+    for (b = 0; b < cu->nblk; b++) s += ctx->norm_part[b];      /* in order, as on the CPU */
+    *out = s;
+    return ZERO_OK;
+}
+static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
+    zero__cuda *cu = zero__cu(ctx);
+    zero__optk k;
+    zero__opt_fn fn;
+    if (cu->nchunks == 0) return ZERO_OK;
+    zero__opt_setup(ctx, gscale, &k, &fn);
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                          zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->grad_arena, ctx->param_arena, ctx->master,
+                                      ctx->opt_m, ctx->opt_v, cu->compute), "the optimizer kernel");
+}
+/* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasStatus_t st;
+    if (M == 0 || N == 0) return ZERO_OK;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: sizes beyond 2^31 (cuBLAS)");
+    st = cublasSgemm(zero__cu(ctx)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+                     (int)K, &one, B, (int)ldb, A, (int)lda, &beta, C, (int)ldc);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "cublasSgemm failed (status %d)", (int)st);
+    return ZERO_OK;
+}
+static zero_result zero__cuda_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                       int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add_ld(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
+                          "the bias kernel");
+}
+static zero_result zero__cuda_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                        int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad_ld(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
+                          "the bias-gradient kernel");
+}
+static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
+    zero__cuda *cu = zero__cu(ctx);
+    cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);   /* an error shows at task_begin */
+}
+static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
+    zero__cuda *cu = zero__cu(ctx);
+    int e = (int)cudaSetDevice(cu->device);
+    if (e == 0) e = (int)cudaStreamWaitEvent(cu->comm, cu->ev[ticket % ZERO__STREAM_CAP], 0);
+    return zero__cuda_err(ctx, ZERO__S_COMM, e, "ordering a comm task after the compute stream");
+}
+static zero_result zero__cuda_task_end(zero_ctx *ctx) {
+    return zero__cuda_err(ctx, ZERO__S_COMM, (int)cudaStreamSynchronize(zero__cu(ctx)->comm), "a comm task");
+}
+static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
+    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
+}
+static const zero__dev_vt zero__cuda_dev = {
+    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_prepare, zero__cuda_copy,
+    zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
+    zero__cuda_bias_grad, zero__cuda_mark, zero__cuda_task_begin, zero__cuda_task_end, zero__cuda_sync
+};
+#endif /* ZERO_CUDA */
+
+static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
+#ifdef ZERO__HAVE_EMU
+    if (t == ZERO_DEVICE_EMU) return &zero__emu_dev;
+#endif
+#ifdef ZERO_CUDA
+    if (t == ZERO_DEVICE_CUDA) return &zero__cuda_dev;
+#endif
+    (void)t;
+    return &zero__cpu_dev;
+}
+
+/* the local comm's data movement (declared in >>comm): its context's device, or plain
+   memory for an endpoint no context uses */
+static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes) {
+    if (c->ctx) return c->ctx->dev->copy(c->ctx, ZERO__S_COMM, dst, src, bytes);
+    if (bytes > 0) memcpy(dst, src, (size_t)bytes);
+    return ZERO_OK;
+}
+static zero_result zero__comm_sum(zero_comm *c, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                  int64_t count, int accumulate) {
+    zero_result r;
+    if (!c->ctx) { zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate); return ZERO_OK; }
+    r = c->ctx->dev->sum_into(c->ctx, ZERO__S_COMM, out, rdt, ins, nin, sdt, count, accumulate);
+    return r != ZERO_OK ? r : c->ctx->dev->sync(c->ctx, ZERO__S_COMM);   /* the others reuse their buffers after */
+}
+
+/* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
+   conversion is the CPU's, so every device stores the same bits) */
+#define ZERO__XFER 4096
+static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    if (ctx->dev->host_access) { zero_from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        zero_from_f32(buf, (zero_dtype)dt, src + i, c);
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    if (ctx->dev->host_access) { zero_to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
+        zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
+    }
+    return ZERO_OK;
+}
+/* transient device memory outside the plan (not used by training steps) */
+static void *zero__dev_temp(zero_ctx *ctx, int64_t bytes) {
+    return ctx->dev->host_access ? zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes) : ctx->dev->alloc(ctx, bytes);
+}
+static void zero__dev_temp_free(zero_ctx *ctx, void *p) {
+    if (!p) return;
+    if (ctx->dev->host_access) zero__raw_free(&ctx->desc.allocator, p);
+    else ctx->dev->free(ctx, p);
+}
+
+ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: ctx is NULL");
+    if (bytes < 0 || (bytes > 0 && (!dst || !src)))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: NULL pointer or negative size");
+    return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
 }
 
 /* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------
@@ -5242,12 +5988,14 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     pdt = ctx->desc.param_dtype;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
-        zero_from_f32(zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt, values, pr->numel);
+        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
     else if (s < e)
-        zero_from_f32(zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), (zero_dtype)pdt,
-                      values + (s - pr->offset), e - s);
+        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), pdt,
+                              values + (s - pr->offset), e - s);
+    if (r != ZERO_OK) return r;
     if (ctx->master && !m->frozen && s < e)
-        memcpy(ctx->master + zero__state_index(ctx, m, s, lo), values + (s - pr->offset), (size_t)(e - s) * 4);
+        return zero__dev_put_f32(ctx, ctx->master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
+                                 e - s);
     else if (zero__has_master(ctx) && !m->frozen && s < e)
         return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
                             "zero_param_set_f32");
@@ -5267,31 +6015,33 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
         const zero__module_rec *m = &ctx->modules[i];
         int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)));
         if (!local) {
-            /* a transient buffer of one module, outside the plan: this is not a training-step call */
-            if (!tmp && !(tmp = (float *)zero__raw_alloc(&d->allocator, (size_t)ctx->max_span * 4)))
+            /* a transient buffer of one module in device memory, outside the plan: this is
+               not a training-step call */
+            if (!tmp && !(tmp = (float *)zero__dev_temp(ctx, ctx->max_span * 4)))
                 return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                   "zero_gather_params_f32: out of memory");
             r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
-            if (r != ZERO_OK) { zero__raw_free(&d->allocator, tmp); return r; }
+            if (r != ZERO_OK) break;
         }
-        for (j = 0; j < ctx->num_params; j++) {
+        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
             const zero__param_rec *pr = &ctx->params[j];
             if (pr->module != i) continue;
             if (!local)
-                memcpy(out + pr->out_offset, tmp + pr->offset, (size_t)pr->numel * 4);
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
             else if (ctx->master && !m->frozen)
-                memcpy(out + pr->out_offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
-            else if (zero__has_master(ctx) && !m->frozen) {
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->master + m->train_off + pr->offset, ZERO_F32,
+                                      pr->numel);
+            else if (zero__has_master(ctx) && !m->frozen)
                 r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
                                  "zero_gather_params_f32");
-                if (r != ZERO_OK) { zero__raw_free(&d->allocator, tmp); return r; }
-            } else
-                zero_to_f32(out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
-                            (zero_dtype)pdt, pr->numel);
+            else
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
+                                      pdt, pr->numel);
         }
+        if (r != ZERO_OK) break;
     }
-    zero__raw_free(&d->allocator, tmp);
-    return ZERO_OK;
+    zero__dev_temp_free(ctx, tmp);
+    return r;
 }
 
 ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {

@@ -1,0 +1,448 @@
+/* tests/test_device.c - the device layer: the engine reaches device memory only through
+   the device's operations, and a device gives the CPU device's results.
+
+   ZERO_DEVICE_EMU keeps the arenas in memory the host cannot touch (mapped PROT_NONE;
+   the ops use a second mapping), so any place where zero.h dereferences device memory
+   itself would crash here, as it would on a GPU. These tests train the same small model
+   (two dense layers of odd sizes + a tiled linear) on the CPU device and on EMU at every
+   stage, world size and dtype and require bitwise-equal parameters. The trainer keeps
+   its activations on the host and moves params and gradients with zero_copy, as a CUDA
+   program moves them with its own kernels.
+
+   Built with ZERO_CUDA (make CUDA=1 -> build/cuda/test_device), the same comparisons
+   run against ZERO_DEVICE_CUDA when a GPU is present (make test-gpu); without a GPU,
+   the CUDA device must refuse with ZERO_ERR_NO_DEVICE and a clear message. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+
+#include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define D0 7
+#define D1 13
+#define D2 11                       /* the tiled linear: D1 -> D2 in 3 tiles */
+#define D3 5
+#define BATCH 12
+#define STEPS 8
+#define MAXP 1024
+
+typedef struct cfg {
+    zero_device_type device;
+    int stage, world, accum;
+    zero_dtype dtype;
+    zero_optim_type optim;
+    int tiled;                      /* 1: the middle layer is a tiled linear */
+    float out[MAXP];
+    int64_t numel;
+    double loss, first_loss;
+    zero_result fail_r;
+    char fail_msg[512];
+} cfg;
+
+static float frand(uint64_t *s) {
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* reads a param (device memory) as fp32 on the host */
+static zero_result get_param(zero_ctx *z, zero_param p, zero_dtype dt, float *out, int64_t n) {
+    unsigned char raw[MAXP * 4];
+    zero_result r = zero_copy(z, raw, zero_param_data(z, p), n * (int64_t)zero_dtype_size(dt));
+    if (r == ZERO_OK) zero_to_f32(out, raw, dt, n);
+    return r;
+}
+/* adds host fp32 gradients into a param's gradient buffer (device memory) */
+static zero_result add_grad(zero_ctx *z, zero_param p, zero_dtype dt, const float *g, int64_t n) {
+    unsigned char raw[MAXP * 4];
+    void *dev = zero_param_grad(z, p);
+    int64_t bytes = n * (int64_t)zero_dtype_size(dt);
+    zero_result r;
+    if (!dev) return ZERO_ERR_STATE;
+    if ((r = zero_copy(z, raw, dev, bytes)) != ZERO_OK) return r;
+    zero_add_f32(raw, dt, g, n);
+    return zero_copy(z, dev, raw, bytes);
+}
+
+static void dense_fwd(const float *w, const float *b, const float *x, float *y, int rows, int in, int out) {
+    int i, j, k;
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < out; j++) {
+            float s = b[j];
+            for (k = 0; k < in; k++) s += w[j * in + k] * x[i * in + k];
+            y[i * out + j] = s;
+        }
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    cfg *c = (cfg *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m0, m2;
+    zero_param w0, b0, w2, b2, wm = { 0 }, bm = { 0 };
+    zero_module mm = { 0 };
+    zero_tiled_linear tl = { 0 };
+    zero_result r;
+    uint64_t seed = 7;
+    int per = BATCH / (c->world * c->accum), step, a, i, j, k;
+    static const int dims[4] = { D0, D1, D2, D3 };
+    float W0[D1 * D0], B0[D1], WM[D2 * D1], BM[D2], W2[D3 * D2], B2[D3];
+
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.device = c->device;
+    d.stage = c->stage;
+    d.param_dtype = c->dtype;
+    d.accum_steps = c->accum;
+    d.optim.type = c->optim;
+    d.optim.lr = 0.02;
+    d.optim.weight_decay = 0.01;
+    d.optim.momentum = 0.9;
+    d.clip_norm = 1.0f;
+    d.timeout_ms = 20000;
+    d.bucket_bytes = 256;           /* several buckets */
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    {
+        zero_module_desc md;
+        zero_param_desc pd;
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        md.name = "l0";
+        if ((r = zero_add_module(z, &md, &m0)) != ZERO_OK) goto done;
+        pd.name = "w"; pd.ndim = 2; pd.shape[0] = D1; pd.shape[1] = D0;
+        if ((r = zero_add_param(z, m0, &pd, &w0)) != ZERO_OK) goto done;
+        pd.name = "b"; pd.ndim = 1; pd.shape[0] = D1; pd.no_decay = 1;
+        if ((r = zero_add_param(z, m0, &pd, &b0)) != ZERO_OK) goto done;
+        if (c->tiled) {
+            zero_tiled_linear_desc td;
+            memset(&td, 0, sizeof td);
+            td.name = "mid"; td.in_features = D1; td.out_features = D2; td.bias = 1; td.tiles = 3;
+            if ((r = zero_tiled_linear_add(z, &td, &tl)) != ZERO_OK) goto done;
+        } else {
+            md.name = "mid";
+            if ((r = zero_add_module(z, &md, &mm)) != ZERO_OK) goto done;
+            pd.name = "w"; pd.ndim = 2; pd.shape[0] = D2; pd.shape[1] = D1; pd.no_decay = 0;
+            if ((r = zero_add_param(z, mm, &pd, &wm)) != ZERO_OK) goto done;
+            pd.name = "b"; pd.ndim = 1; pd.shape[0] = D2; pd.no_decay = 1;
+            if ((r = zero_add_param(z, mm, &pd, &bm)) != ZERO_OK) goto done;
+        }
+        md.name = "l2";
+        if ((r = zero_add_module(z, &md, &m2)) != ZERO_OK) goto done;
+        pd.name = "w"; pd.ndim = 2; pd.shape[0] = D3; pd.shape[1] = D2; pd.no_decay = 0;
+        if ((r = zero_add_param(z, m2, &pd, &w2)) != ZERO_OK) goto done;
+        pd.name = "b"; pd.ndim = 1; pd.shape[0] = D3; pd.no_decay = 1;
+        if ((r = zero_add_param(z, m2, &pd, &b2)) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i < D1 * D0; i++) W0[i] = frand(&seed) * 0.4f;
+    for (i = 0; i < D1; i++) B0[i] = frand(&seed) * 0.1f;
+    for (i = 0; i < D2 * D1; i++) WM[i] = frand(&seed) * 0.3f;
+    for (i = 0; i < D2; i++) BM[i] = frand(&seed) * 0.1f;
+    for (i = 0; i < D3 * D2; i++) W2[i] = frand(&seed) * 0.3f;
+    for (i = 0; i < D3; i++) B2[i] = frand(&seed) * 0.1f;
+    if ((r = zero_param_set_f32(z, w0, W0)) != ZERO_OK || (r = zero_param_set_f32(z, b0, B0)) != ZERO_OK ||
+        (r = zero_param_set_f32(z, w2, W2)) != ZERO_OK || (r = zero_param_set_f32(z, b2, B2)) != ZERO_OK)
+        goto done;
+    if (c->tiled) r = zero_tiled_linear_set_f32(z, tl, WM, BM);
+    else if ((r = zero_param_set_f32(z, wm, WM)) == ZERO_OK) r = zero_param_set_f32(z, bm, BM);
+    if (r != ZERO_OK) goto done;
+
+    for (step = 0; step < STEPS; step++) {
+        double loss = 0;
+        for (a = 0; a < c->accum; a++) {
+            float x[BATCH * D0], h1[BATCH * D1], h2[BATCH * D2], y[BATCH * D3], t[BATCH * D3];
+            float dy[BATCH * D3], dh2[BATCH * D2], dh1[BATCH * D1], gw[D2 * D1], gb[D2];
+            int first = (a * c->world + rank) * per;
+            float ls = zero_loss_scale(z);
+            for (i = 0; i < per; i++) {
+                uint64_t s = 1000003u * (uint64_t)(step + 1) + (uint64_t)(first + i) * 7919u;
+                for (k = 0; k < D0; k++) x[i * D0 + k] = frand(&s);
+                for (j = 0; j < D3; j++) t[i * D3 + j] = sinf(x[i * D0 + j] + x[i * D0 + j + 1]);
+            }
+            /* forward */
+            if ((r = zero_fetch(z, m0)) != ZERO_OK || (r = get_param(z, w0, c->dtype, W0, D1 * D0)) != ZERO_OK ||
+                (r = get_param(z, b0, c->dtype, B0, D1)) != ZERO_OK || (r = zero_release(z, m0)) != ZERO_OK)
+                goto done;
+            dense_fwd(W0, B0, x, h1, per, D0, D1);
+            for (i = 0; i < per * D1; i++) h1[i] = tanhf(h1[i]);
+            if (c->tiled) {
+                if ((r = zero_tiled_linear_forward(z, tl, h1, per, h2)) != ZERO_OK) goto done;
+            } else {
+                if ((r = zero_fetch(z, mm)) != ZERO_OK || (r = get_param(z, wm, c->dtype, WM, D2 * D1)) != ZERO_OK ||
+                    (r = get_param(z, bm, c->dtype, BM, D2)) != ZERO_OK || (r = zero_release(z, mm)) != ZERO_OK)
+                    goto done;
+                dense_fwd(WM, BM, h1, h2, per, D1, D2);
+            }
+            for (i = 0; i < per * D2; i++) h2[i] = tanhf(h2[i]);
+            if ((r = zero_fetch(z, m2)) != ZERO_OK || (r = get_param(z, w2, c->dtype, W2, D3 * D2)) != ZERO_OK ||
+                (r = get_param(z, b2, c->dtype, B2, D3)) != ZERO_OK || (r = zero_release(z, m2)) != ZERO_OK)
+                goto done;
+            dense_fwd(W2, B2, h2, y, per, D2, D3);
+            for (i = 0; i < per * D3; i++) {
+                float e = y[i] - t[i];
+                loss += 0.5 * e * e / per;
+                dy[i] = e / (float)per * ls;
+            }
+            /* backward: l2, mid, l0 */
+            {
+                float g2w[D3 * D2], g2b[D3];
+                memset(g2w, 0, sizeof g2w); memset(g2b, 0, sizeof g2b);
+                for (i = 0; i < per; i++)
+                    for (j = 0; j < D3; j++) {
+                        g2b[j] += dy[i * D3 + j];
+                        for (k = 0; k < D2; k++) g2w[j * D2 + k] += dy[i * D3 + j] * h2[i * D2 + k];
+                    }
+                for (i = 0; i < per; i++)
+                    for (k = 0; k < D2; k++) {
+                        float s = 0;
+                        for (j = 0; j < D3; j++) s += W2[j * D2 + k] * dy[i * D3 + j];
+                        dh2[i * D2 + k] = s * (1.0f - h2[i * D2 + k] * h2[i * D2 + k]);
+                    }
+                if ((r = zero_fetch(z, m2)) != ZERO_OK || (r = add_grad(z, w2, c->dtype, g2w, D3 * D2)) != ZERO_OK ||
+                    (r = add_grad(z, b2, c->dtype, g2b, D3)) != ZERO_OK || (r = zero_release(z, m2)) != ZERO_OK ||
+                    (r = zero_grads_ready(z, m2)) != ZERO_OK)
+                    goto done;
+            }
+            if (c->tiled) {
+                if ((r = zero_tiled_linear_backward(z, tl, h1, dh2, per, dh1)) != ZERO_OK) goto done;
+                /* dh1 is d(loss)/d(h1); the tiled layer did not see WM on the host */
+            } else {
+                memset(gw, 0, sizeof gw); memset(gb, 0, sizeof gb);
+                for (i = 0; i < per; i++)
+                    for (j = 0; j < D2; j++) {
+                        gb[j] += dh2[i * D2 + j];
+                        for (k = 0; k < D1; k++) gw[j * D1 + k] += dh2[i * D2 + j] * h1[i * D1 + k];
+                    }
+                for (i = 0; i < per; i++)
+                    for (k = 0; k < D1; k++) {
+                        float s = 0;
+                        for (j = 0; j < D2; j++) s += WM[j * D1 + k] * dh2[i * D2 + j];
+                        dh1[i * D1 + k] = s;
+                    }
+                if ((r = zero_fetch(z, mm)) != ZERO_OK || (r = add_grad(z, wm, c->dtype, gw, D2 * D1)) != ZERO_OK ||
+                    (r = add_grad(z, bm, c->dtype, gb, D2)) != ZERO_OK || (r = zero_release(z, mm)) != ZERO_OK ||
+                    (r = zero_grads_ready(z, mm)) != ZERO_OK)
+                    goto done;
+            }
+            {
+                float g0w[D1 * D0], g0b[D1];
+                memset(g0w, 0, sizeof g0w); memset(g0b, 0, sizeof g0b);
+                for (i = 0; i < per; i++)
+                    for (j = 0; j < D1; j++) {
+                        float dj = dh1[i * D1 + j] * (1.0f - h1[i * D1 + j] * h1[i * D1 + j]);
+                        g0b[j] += dj;
+                        for (k = 0; k < D0; k++) g0w[j * D0 + k] += dj * x[i * D0 + k];
+                    }
+                if ((r = zero_fetch(z, m0)) != ZERO_OK || (r = add_grad(z, w0, c->dtype, g0w, D1 * D0)) != ZERO_OK ||
+                    (r = add_grad(z, b0, c->dtype, g0b, D1)) != ZERO_OK || (r = zero_release(z, m0)) != ZERO_OK ||
+                    (r = zero_grads_ready(z, m0)) != ZERO_OK)
+                    goto done;
+            }
+        }
+        r = zero_step(z);
+        if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
+        if ((r = zero_allreduce_f64(z, &loss, 1)) != ZERO_OK) goto done;
+        if (rank == 0) c->loss = loss / (c->world * c->accum);
+        if (rank == 0 && step == 0) c->first_loss = c->loss;
+    }
+    {
+        int64_t n = zero_num_params(z);
+        float all[MAXP];
+        r = n <= MAXP ? zero_gather_params_f32(z, all) : ZERO_ERR_INVALID_SIZE;
+        if (r == ZERO_OK && rank == 0) { memcpy(c->out, all, (size_t)n * sizeof(float)); c->numel = n; }
+    }
+done:
+    if (r != ZERO_OK && rank == 0) {
+        c->fail_r = r;
+        snprintf(c->fail_msg, sizeof c->fail_msg, "%s", zero_last_error(z));
+    }
+    zero_destroy(z);
+    (void)dims;
+    return r;
+}
+
+static int train(cfg *c) {
+    zero_result r;
+    c->fail_r = ZERO_OK;
+    c->fail_msg[0] = 0;
+    r = zero_run_local(c->world, rank_main, c);
+    return CHECK(r == ZERO_OK, "device %d stage %d world %d: %s (%s)", (int)c->device, c->stage, c->world,
+                 zero_result_str(r), c->fail_msg[0] ? c->fail_msg : zero_last_error(NULL));
+}
+
+/* device vs the CPU device, bitwise, for every stage at one world size and dtype */
+static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled) {
+    static cfg ref, got;
+    int s;
+    for (s = 0; s <= 3; s++) {
+        memset(&ref, 0, sizeof ref);
+        ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = world; ref.accum = accum; ref.dtype = dt;
+        ref.optim = opt; ref.tiled = tiled;
+        got = ref;
+        got.device = dev;
+        if (!train(&ref) || !train(&got)) return;
+        CHECK(ref.numel > 0 && ref.numel == got.numel, "numel %lld vs %lld", (long long)ref.numel, (long long)got.numel);
+        CHECK(ref.loss < 0.9 * ref.first_loss, "stage %d: the model did not learn (loss %g -> %g)", s, ref.first_loss,
+              ref.loss);
+        CHECK(memcmp(ref.out, got.out, sizeof(float) * (size_t)ref.numel) == 0,
+              "%s world %d stage %d accum %d tiled %d: device %d differs from the CPU device", zero_dtype_str(dt), world, s,
+              accum, tiled, (int)dev);
+        CHECK(ref.loss == got.loss, "stage %d: loss %.9g vs %.9g", s, ref.loss, got.loss);
+    }
+}
+
+#define EMU_CASE(name, dt, world, accum, opt, tiled) \
+    static void name(void) { vs_cpu(ZERO_DEVICE_EMU, dt, world, accum, opt, tiled); }
+EMU_CASE(emu_f32_world1, ZERO_F32, 1, 1, ZERO_OPTIM_ADAMW, 0)
+EMU_CASE(emu_bf16_world2, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0)
+EMU_CASE(emu_f16_world3, ZERO_F16, 3, 1, ZERO_OPTIM_ADAMW, 0)
+EMU_CASE(emu_bf16_world2_accum2, ZERO_BF16, 2, 2, ZERO_OPTIM_ADAMW, 0)
+EMU_CASE(emu_f32_world3_sgd, ZERO_F32, 3, 1, ZERO_OPTIM_SGD, 0)
+EMU_CASE(emu_bf16_world2_tiled, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 1)
+EMU_CASE(emu_f32_world4_tiled, ZERO_F32, 4, 1, ZERO_OPTIM_ADAMW, 1)
+
+/* The EMU device is strict: reading device memory from the host faults. A child
+   process builds a context and reads a param directly; it must die. */
+static void emu_is_strict(void) {
+    pid_t pid;
+    int status = 0;
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        zero_desc d;
+        zero_ctx *z;
+        zero_module m;
+        zero_param p;
+        zero_module_desc md;
+        zero_param_desc pd;
+        volatile float v;
+        memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+        d.device = ZERO_DEVICE_EMU;
+        d.param_dtype = ZERO_F32;
+        md.name = "m"; pd.name = "p"; pd.ndim = 1; pd.shape[0] = 16;
+        if (zero_create(&z, &d) != ZERO_OK || zero_add_module(z, &md, &m) != ZERO_OK ||
+            zero_add_param(z, m, &pd, &p) != ZERO_OK || zero_build(z) != ZERO_OK)
+            _exit(3);
+        v = *(volatile float *)zero_param_data(z, p);      /* must fault */
+        (void)v;
+        _exit(0);
+    }
+    if (!CHECK(pid > 0, "fork failed")) return;
+    waitpid(pid, &status, 0);
+    CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0), "the child read EMU device memory from the host and survived");
+    CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 3), "the child could not build an EMU context");
+}
+
+/* zero_copy: round trip through device memory, and its argument checks */
+static void copy_checks(void) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m;
+    zero_param p;
+    zero_module_desc md;
+    zero_param_desc pd;
+    float in[40], out[40];
+    int i;
+    memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+    d.device = ZERO_DEVICE_EMU;
+    d.param_dtype = ZERO_F32;
+    md.name = "m"; pd.name = "p"; pd.ndim = 1; pd.shape[0] = 40;
+    if (!CHECK(zero_create(&z, &d) == ZERO_OK && zero_add_module(z, &md, &m) == ZERO_OK &&
+               zero_add_param(z, m, &pd, &p) == ZERO_OK && zero_build(z) == ZERO_OK, "%s", zero_last_error(z))) {
+        zero_destroy(z);
+        return;
+    }
+    for (i = 0; i < 40; i++) in[i] = (float)i * 0.5f - 3.0f;
+    CHECK(zero_copy(z, zero_param_data(z, p), in, sizeof in) == ZERO_OK, "%s", zero_last_error(z));
+    CHECK(zero_copy(z, out, zero_param_data(z, p), sizeof out) == ZERO_OK, "%s", zero_last_error(z));
+    CHECK(memcmp(in, out, sizeof in) == 0, "round trip through device memory changed the data");
+    CHECK(zero_copy(z, NULL, in, 4) == ZERO_ERR_INVALID_ARG, "NULL dst accepted");
+    CHECK(zero_copy(z, out, in, -1) == ZERO_ERR_INVALID_ARG, "negative size accepted");
+    CHECK(zero_copy(NULL, out, in, 4) == ZERO_ERR_INVALID_ARG, "NULL ctx accepted");
+    CHECK(zero_copy(z, out, in, 0) == ZERO_OK, "an empty copy failed");
+    CHECK(strcmp(zero_result_str(ZERO_ERR_DEVICE), "ZERO_ERR_DEVICE") == 0, "ZERO_ERR_DEVICE has no name");
+    zero_destroy(z);
+}
+
+/* desc.device out of range; EMU with offload (not yet) */
+static void bad_device(void) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    memset(&d, 0, sizeof d);
+    d.device = (zero_device_type)99;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG && !z, "device 99 accepted");
+    CHECK(strstr(zero_last_error(NULL), "device") != NULL, "message: %s", zero_last_error(NULL));
+    d.device = ZERO_DEVICE_EMU;
+    d.offload_optimizer = ZERO_OFFLOAD_HOST;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED && !z, "EMU with offload accepted");
+    d.offload_optimizer = ZERO_OFFLOAD_NONE;
+    CHECK(zero_create(&z, &d) == ZERO_OK && z, "EMU refused: %s", zero_last_error(NULL));
+    CHECK(zero_query_desc(z).device == ZERO_DEVICE_EMU, "query_desc lost the device");
+    zero_destroy(z);
+    z = NULL;
+    d.device = ZERO_DEVICE_DEFAULT;
+    CHECK(zero_create(&z, &d) == ZERO_OK && zero_query_desc(z).device == ZERO_DEVICE_CPU, "the default is not the CPU");
+    zero_destroy(z);
+}
+
+/* ZERO_DEVICE_CUDA: without ZERO_CUDA, UNSUPPORTED; in a CUDA build without a GPU,
+   NO_DEVICE; both with a sentence, never a crash. */
+static void cuda_refused(void) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_result r;
+    memset(&d, 0, sizeof d);
+    d.device = ZERO_DEVICE_CUDA;
+    r = zero_create(&z, &d);
+#ifdef ZERO_CUDA
+    {
+        int n = 0;
+        if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {     /* a GPU: it must work */
+            CHECK(r == ZERO_OK && z, "a GPU is present but zero_create failed: %s", zero_last_error(NULL));
+            zero_destroy(z);
+            return;
+        }
+    }
+    CHECK(r == ZERO_ERR_NO_DEVICE && !z, "without a GPU: %s (%s)", zero_result_str(r), zero_last_error(NULL));
+    CHECK(strstr(zero_last_error(NULL), "no CUDA device") != NULL, "message: %s", zero_last_error(NULL));
+#else
+    CHECK(r == ZERO_ERR_UNSUPPORTED && !z, "a CPU build accepted ZERO_DEVICE_CUDA: %s", zero_result_str(r));
+    CHECK(strstr(zero_last_error(NULL), "ZERO_CUDA") != NULL, "message: %s", zero_last_error(NULL));
+#endif
+    zero_destroy(z);
+}
+
+#ifdef ZERO_CUDA
+static int have_gpu(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+static void cuda_vs_cpu(void) {
+    if (!have_gpu()) { printf("SKIP cuda_vs_cpu: no GPU\n"); return; }
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 1, 1, ZERO_OPTIM_ADAMW, 0);
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 3, 2, ZERO_OPTIM_ADAMW, 0);
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 4, 1, ZERO_OPTIM_SGD, 0);
+}
+#endif
+
+int main(void) {
+    test_init();
+    TEST_RUN(bad_device);
+    TEST_RUN(cuda_refused);
+    TEST_RUN(copy_checks);
+    TEST_RUN(emu_is_strict);
+    TEST_RUN(emu_f32_world1);
+    TEST_RUN(emu_bf16_world2);
+    TEST_RUN(emu_f16_world3);
+    TEST_RUN(emu_bf16_world2_accum2);
+    TEST_RUN(emu_f32_world3_sgd);
+    TEST_RUN(emu_bf16_world2_tiled);
+    TEST_RUN(emu_f32_world4_tiled);
+#ifdef ZERO_CUDA
+    TEST_RUN(cuda_vs_cpu);
+#endif
+    return test_summary();
+}
