@@ -48,7 +48,7 @@
        ZERO_STATIC           give every public function static linkage
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
-       ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
+       ZERO_CUDA             the CUDA device and NCCL (make CUDA=1: link zero_kernels.o, cudart, cuBLAS, NCCL)
        ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
@@ -87,6 +87,40 @@
      module is ready; the reductions run on the comm stream (a worker thread on the
      CPU device) while your backward pass continues. Stages 0-1 reduce on the last
      micro-batch of a step only; stages 2-3 on every micro-batch.
+
+   ON DEVICES
+     desc.device says where the arenas (params, grads, master, moments, gradient staging,
+     the stage-3 gather arena) live and where the optimizer runs:
+       ZERO_DEVICE_CPU   (the default) host memory; the caller's thread computes.
+       ZERO_DEVICE_CUDA  (a ZERO_CUDA build) the memory of the device that is current on
+                         the calling thread at zero_create (cudaSetDevice first). Without
+                         a GPU zero_create returns ZERO_ERR_NO_DEVICE; in a build without
+                         ZERO_CUDA, ZERO_ERR_UNSUPPORTED.
+       ZERO_DEVICE_EMU   the CPU, but device memory is mapped so that the host cannot touch
+                         it: a test device. It proves that zero.h reaches device memory only
+                         through its device operations, as the GPU requires, and gives the
+                         CPU device's results bit for bit (tests/test_device.c).
+     On CUDA and EMU, zero_param_data, zero_param_grad, the tiled linear's x, y, dy, dx and
+     zero_sgemm's matrices are device pointers: compute with your kernels, or move data with
+     zero_copy(ctx, dst, src, bytes) (any direction; done when it returns).
+     CUDA streams: zero.h orders its compute-side work (zeroing gradient buffers, the
+     optimizer, casts, cuBLAS GEMMs) on desc.cuda_stream, the stream your kernels run on
+     (NULL: the legacy default stream), and its collectives on a non-blocking comm stream of
+     its own. Each comm task waits on an event recorded on your stream when it was issued,
+     so a reduction never reads gradients your kernels are still writing and a prefetch
+     never overwrites a module they still read; zero_fetch returns once the module's gather
+     is complete on the device; zero_step synchronizes your stream once (the gradient norm
+     comes to the host). No call synchronizes the whole device. The kernels are in
+     zero_kernels.cu: the fused optimizer over chunks of this rank's segments (the ZERO_HD
+     element functions below, compiled with -fmad=false so every element equals the CPU's),
+     the blockwise sum of squares (the same double as the CPU), the fp32 summing/cast kernel
+     the collectives use, bias kernels, int8 block quantization. Arenas are allocated once
+     at zero_build; the optimizer's and the norm's tables too (counted in the plan under
+     device buffers). Communicators: the local comm works on device memory (ranks as
+     threads of one process on one GPU: how stages 1-3 at 2-4 ranks run on a single GPU;
+     device copies and the summing kernel, in the CPU's order), NCCL across GPUs (see ON
+     COMMUNICATORS); MPI moves host memory and is refused with a device.
+     Not yet on CUDA/EMU: offload (ZERO_ERR_UNSUPPORTED; offload runs on the CPU device).
 
    ON OFFLOAD
      desc.offload_optimizer puts the fp32 master weights and the optimizer moments
@@ -285,8 +319,9 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device and NCCL are not
-     wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
+     No autograd: you write forward and backward. The CUDA device has not yet run on a
+     GPU in our CI (it is built there, and its engine path is tested through the EMU
+     device); offload with the CUDA device is not there yet. No TCP
      rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
      Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
      master on NVMe are not there yet.
@@ -643,6 +678,18 @@ ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n);  
 /* Copies bytes between host memory and the context's device memory (zero_param_data,
    zero_param_grad), in any direction; done when it returns. On the CPU device a memcpy. */
 ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes);
+/* Memory of the context's device for your own tensors (activations), outside the plan;
+   zero-filled; NULL on failure. Free it with zero_device_free before zero_destroy. */
+ZERO_API void *zero_device_alloc(zero_ctx *ctx, int64_t bytes);
+ZERO_API void zero_device_free(zero_ctx *ctx, void *ptr);
+/* Small fp32 helpers for example trainers, on the context's device (see ON DEVICES):
+   y = GELU(x) (tanh form); dx = dy * GELU'(x) (dx may be dy); per row r of logits
+   [rows, classes]: loss[r] = logsumexp - logit[label], dlogits = dscale * (softmax - onehot).
+   Labels must lie in [0, classes) (the CPU checks; a kernel writes a NaN loss). */
+ZERO_API zero_result zero_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n);
+ZERO_API zero_result zero_gelu_backward(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n);
+ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits,
+                                       const int32_t *labels, int64_t rows, int64_t classes, float dscale);
 /* checkpoints (collective, between steps, after zero_build; see ON CHECKPOINTS) */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir);
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
@@ -672,8 +719,9 @@ ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear 
 ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
                                                 int64_t rows, float *dx);
 /* C [M, N] = (accumulate ? C : 0) + op(A) op(B), row-major, fp32; op transposes when ta/tb.
-   The CPU device's cache-blocked SGEMM (CBLAS under ZERO_CBLAS). Uses the context's
-   planned GEMM workspace, so it needs a built context with a tiled linear. */
+   The CPU device's cache-blocked SGEMM (CBLAS under ZERO_CBLAS), which uses the context's
+   planned GEMM workspace, so it needs a built context with a tiled linear; on the CUDA
+   device cublasSgemm on desc.cuda_stream with device pointers. */
 ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
 
@@ -991,6 +1039,11 @@ typedef struct zero__dev_vt {
     /* y[r*ldy + j] += b[j] (b in bdt); gb[j] (gdt) += sum over r in order of dy[r*ld + j] */
     zero_result (*bias_add)(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n);
     zero_result (*bias_grad)(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n);
+    /* the trainer helpers (zero_gelu, zero_gelu_backward, zero_softmax_xent), fp32 */
+    zero_result (*gelu)(zero_ctx *ctx, float *y, const float *x, int64_t n);
+    zero_result (*gelu_bwd)(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n);
+    zero_result (*xent)(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                        int64_t rows, int64_t classes, float dscale);
     void (*mark)(zero_ctx *ctx, uint64_t ticket);                /* compute side, when a task is enqueued */
     zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
     zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
@@ -5269,6 +5322,44 @@ static zero_result zero__cpu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const f
     }
     return ZERO_OK;
 }
+#define ZERO__GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
+static zero_result zero__cpu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        float v = x[i], t = tanhf(ZERO__GELU_SCALE * (v + 0.044715f * v * v * v));
+        y[i] = 0.5f * v * (1.0f + t);
+    }
+    return ZERO_OK;
+}
+static zero_result zero__cpu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) {
+        float v = x[i], t = tanhf(ZERO__GELU_SCALE * (v + 0.044715f * v * v * v)), sech2 = 1.0f - t * t;
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * sech2 * ZERO__GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v));
+    }
+    return ZERO_OK;
+}
+static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                  int64_t rows, int64_t classes, float dscale) {
+    int64_t b, c;
+    for (b = 0; b < rows; b++)
+        if (labels[b] < 0 || labels[b] >= classes)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_softmax_xent: label %d of row %lld is outside [0, %lld)", (int)labels[b], (long long)b,
+                              (long long)classes);
+    for (b = 0; b < rows; b++) {
+        const float *l = logits + b * classes;
+        float *d = dlogits + b * classes, mx = l[0], sum = 0.0f, inv;
+        for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
+        for (c = 0; c < classes; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
+        loss[b] = logf(sum) - (l[labels[b]] - mx);
+        inv = 1.0f / sum;
+        for (c = 0; c < classes; c++) d[c] = dscale * (d[c] * inv - (c == labels[b] ? 1.0f : 0.0f));
+    }
+    return ZERO_OK;
+}
 static void zero__cpu_mark(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; }
 static zero_result zero__cpu_task_begin(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; return ZERO_OK; }
 static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
@@ -5277,7 +5368,8 @@ static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; re
 static const zero__dev_vt zero__cpu_dev = {
     "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_prepare, zero__cpu_copy,
     zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
-    zero__cpu_bias_grad, zero__cpu_mark, zero__cpu_task_begin, zero__cpu_task_end, zero__cpu_sync
+    zero__cpu_bias_grad, zero__cpu_gelu, zero__cpu_gelu_bwd, zero__cpu_xent, zero__cpu_mark, zero__cpu_task_begin,
+    zero__cpu_task_end, zero__cpu_sync
 };
 
 /* -- emu: the CPU device, except that device memory is a file mapped twice: the
@@ -5409,10 +5501,23 @@ static zero_result zero__emu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const f
                                        int64_t n) {
     return zero__cpu_bias_grad(ctx, zero__emu_tr(gb), gdt, (const float *)zero__emu_tr(dy), ld, rows, n);
 }
+static zero_result zero__emu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    return zero__cpu_gelu(ctx, (float *)zero__emu_tr(y), (const float *)zero__emu_tr(x), n);
+}
+static zero_result zero__emu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    return zero__cpu_gelu_bwd(ctx, (float *)zero__emu_tr(dx), (const float *)zero__emu_tr(x),
+                              (const float *)zero__emu_tr(dy), n);
+}
+static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                  int64_t rows, int64_t classes, float dscale) {
+    return zero__cpu_xent(ctx, (float *)zero__emu_tr(loss), (float *)zero__emu_tr(dlogits),
+                          (const float *)zero__emu_tr(logits), (const int32_t *)zero__emu_tr(labels), rows, classes, dscale);
+}
 static const zero__dev_vt zero__emu_dev = {
     "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_prepare, zero__emu_copy,
     zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
-    zero__emu_bias_grad, zero__cpu_mark, zero__cpu_task_begin, zero__cpu_task_end, zero__cpu_sync
+    zero__emu_bias_grad, zero__emu_gelu, zero__emu_gelu_bwd, zero__emu_xent, zero__cpu_mark, zero__cpu_task_begin,
+    zero__cpu_task_end, zero__cpu_sync
 };
 #endif /* emu */
 
@@ -5442,6 +5547,10 @@ int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sd
 extern "C" {
 #endif
 int zero__k_bias_add_ld(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n, void *stream);
+int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream);
+int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream);
+int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows, int64_t classes,
+                 float dscale, void *stream);
 int zero__k_bias_grad_ld(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n, void *stream);
 #ifdef __cplusplus
 }
@@ -5656,6 +5765,18 @@ static zero_result zero__cuda_bias_grad(zero_ctx *ctx, void *gb, int gdt, const 
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad_ld(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
                           "the bias-gradient kernel");
 }
+static zero_result zero__cuda_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_fwd(y, x, n, zero__cu(ctx)->compute), "the GELU kernel");
+}
+static zero_result zero__cuda_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_bwd(dx, x, dy, n, zero__cu(ctx)->compute), "the GELU kernel");
+}
+static zero_result zero__cuda_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                   int64_t rows, int64_t classes, float dscale) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                          zero__k_xent(loss, dlogits, logits, labels, rows, classes, dscale, zero__cu(ctx)->compute),
+                          "the cross-entropy kernel");
+}
 static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);   /* an error shows at task_begin */
@@ -5675,7 +5796,8 @@ static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
 static const zero__dev_vt zero__cuda_dev = {
     "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_prepare, zero__cuda_copy,
     zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
-    zero__cuda_bias_grad, zero__cuda_mark, zero__cuda_task_begin, zero__cuda_task_end, zero__cuda_sync
+    zero__cuda_bias_grad, zero__cuda_gelu, zero__cuda_gelu_bwd, zero__cuda_xent, zero__cuda_mark, zero__cuda_task_begin,
+    zero__cuda_task_end, zero__cuda_sync
 };
 #endif /* ZERO_CUDA */
 
@@ -5747,6 +5869,46 @@ ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_
     if (bytes < 0 || (bytes > 0 && (!dst || !src)))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: NULL pointer or negative size");
     return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
+}
+ZERO_API void *zero_device_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p;
+    if (!ctx || bytes <= 0) {
+        zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_device_alloc: NULL ctx or size %lld <= 0",
+                   (long long)bytes);
+        return NULL;
+    }
+    if (!(p = zero__dev_temp(ctx, bytes)))
+        zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                   "zero_device_alloc: %lld bytes of %s memory are not available", (long long)bytes, ctx->dev->name);
+    else if (ctx->dev->host_access)
+        memset(p, 0, (size_t)bytes);
+    return p;
+}
+ZERO_API void zero_device_free(zero_ctx *ctx, void *ptr) {
+    if (ctx) zero__dev_temp_free(ctx, ptr);
+}
+static zero_result zero__helper_args(zero_ctx *ctx, const char *fn, int64_t n, const void *a, const void *b,
+                                     const void *c) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
+    if (n < 0 || (n > 0 && (!a || !b || !c)))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: NULL pointer or negative size", fn);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    zero_result r = zero__helper_args(ctx, "zero_gelu", n, y, x, x);
+    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu(ctx, y, x, n);
+}
+ZERO_API zero_result zero_gelu_backward(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    zero_result r = zero__helper_args(ctx, "zero_gelu_backward", n, dx, x, dy);
+    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu_bwd(ctx, dx, x, dy, n);
+}
+ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits,
+                                       const int32_t *labels, int64_t rows, int64_t classes, float dscale) {
+    zero_result r = zero__helper_args(ctx, "zero_softmax_xent", rows, loss, dlogits, logits);
+    if (r != ZERO_OK) return r;
+    if (rows > 0 && (!labels || classes < 1))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_softmax_xent: no labels or classes < 1");
+    return rows == 0 ? ZERO_OK : ctx->dev->xent(ctx, loss, dlogits, logits, labels, rows, classes, dscale);
 }
 
 /* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------

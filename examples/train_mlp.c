@@ -51,6 +51,7 @@ typedef struct {
     int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
     zero_offload_tier offload_optimizer, offload_params;
     const char *nvme_dir;                       // the NVMe tier's directory
+    zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
 } config;
 
 typedef struct {
@@ -243,6 +244,7 @@ typedef struct {
     int in, out;
     zero_module mod;
     zero_param w, b;
+    zero_tiled_linear tl;         // the device path: the layer as a one-tile linear
 } linear;
 
 typedef struct {
@@ -258,6 +260,9 @@ typedef struct {
     float **th;                   // th[l]: the tanh inside GELU(pre[l])
     float *dcur, *dnext, *dcurT;  // gradient wrt the current layer's output, its input, transposed
     int *labels;
+    // the device path (--device cuda|emu): the same tensors in the context's device memory
+    float **dact, **dpre, *ddcur, *ddnext, *dloss, *hloss;
+    int32_t *dlabels, *hlabels;
 } trainer;
 
 #define ZCHECK(call) do { zero_result r_ = (call); \
@@ -278,6 +283,12 @@ static zero_result build_model(trainer *t) {
         L->in = l == 0 ? IN_DIM : c->hidden;
         L->out = l == c->layers - 1 ? NUM_CLASSES : c->hidden;
         snprintf(name, sizeof name, "fc%d", l);
+        if (c->device != ZERO_DEVICE_CPU) {   // modules "fcL.tile0", params "w", "b"
+            zero_tiled_linear_desc td = {0};
+            td.name = name; td.in_features = L->in; td.out_features = L->out; td.bias = 1; td.tiles = 1;
+            ZCHECK(zero_tiled_linear_add(t->z, &td, &L->tl));
+            continue;
+        }
         zero_module_desc md = {0};
         md.name = name;
         ZCHECK(zero_add_module(t->z, &md, &L->mod));
@@ -299,6 +310,7 @@ static zero_result build_model(trainer *t) {
         float bound = 1.0f / sqrtf((float)L->in);
         fill_uniform(t->wf, (int64_t)L->out * L->in, l < c->layers - 1 ? sqrtf(6.0f) * bound : bound, &s);
         fill_uniform(t->bf, L->out, bound, &s);
+        if (c->device != ZERO_DEVICE_CPU) { ZCHECK(zero_tiled_linear_set_f32(t->z, L->tl, t->wf, t->bf)); continue; }
         ZCHECK(zero_param_set_f32(t->z, L->w, t->wf));
         ZCHECK(zero_param_set_f32(t->z, L->b, t->bf));
     }
@@ -364,6 +376,38 @@ static zero_result micro_step(trainer *t, int64_t first_sample, double *loss_sum
     return ZERO_OK;
 }
 
+// The device path (--device cuda, or emu to run it on the CPU): activations live in the
+// context's device memory; each layer is a one-tile zero_tiled_linear (its GEMMs are
+// cuBLAS on CUDA), GELU and the loss are zero.h's small device helpers; only the samples
+// go up and the per-row losses come down.
+static zero_result micro_step_device(trainer *t, int64_t first_sample, double *loss_sum) {
+    const config *c = t->cfg;
+    int rank = t->rank, per = t->per, nl = c->layers;
+    for (int b = 0; b < per; b++)
+        t->hlabels[b] = make_sample(t->act[0] + (int64_t)b * IN_DIM, t->teach, c->seed, (uint64_t)(first_sample + b));
+    ZCHECK(zero_copy(t->z, t->dact[0], t->act[0], (int64_t)per * IN_DIM * (int64_t)sizeof(float)));
+    ZCHECK(zero_copy(t->z, t->dlabels, t->hlabels, (int64_t)per * (int64_t)sizeof(int32_t)));
+    for (int l = 0; l < nl; l++) {
+        const linear *L = &t->lin[l];
+        ZCHECK(zero_tiled_linear_forward(t->z, L->tl, t->dact[l], per, t->dpre[l]));
+        if (l < nl - 1) ZCHECK(zero_gelu(t->z, t->dact[l + 1], t->dpre[l], (int64_t)per * L->out));
+    }
+    float grad_scale = zero_loss_scale(t->z) / (float)per;
+    ZCHECK(zero_softmax_xent(t->z, t->dloss, t->ddcur, t->dpre[nl - 1], t->dlabels, per, NUM_CLASSES, grad_scale));
+    ZCHECK(zero_copy(t->z, t->hloss, t->dloss, (int64_t)per * (int64_t)sizeof(float)));
+    for (int b = 0; b < per; b++) *loss_sum += (double)t->hloss[b];
+    for (int l = nl - 1; l >= 0; l--) {
+        const linear *L = &t->lin[l];
+        // adds dW, db into the layer's gradients and marks it ready; dx into ddnext
+        ZCHECK(zero_tiled_linear_backward(t->z, L->tl, t->dact[l], t->ddcur, per, l > 0 ? t->ddnext : NULL));
+        if (l > 0) {
+            ZCHECK(zero_gelu_backward(t->z, t->ddnext, t->dpre[l - 1], t->ddnext, (int64_t)per * L->in));
+            float *tmp = t->ddcur; t->ddcur = t->ddnext; t->ddnext = tmp;
+        }
+    }
+    return ZERO_OK;
+}
+
 static zero_result save_params(trainer *t) {
     int rank = t->rank;
     int64_t n = zero_num_params(t->z);
@@ -406,7 +450,8 @@ static zero_result train(trainer *t) {
             // this rank's slice of the step's global batch: the union over ranks and
             // micro-batches is samples [step*batch, (step+1)*batch) whatever ranks/accum are
             int64_t first = (base + step) * c->batch + (int64_t)(rank * c->accum + a) * t->per;
-            zero_result r = micro_step(t, first, &loss_sum);
+            zero_result r = t->cfg->device == ZERO_DEVICE_CPU ? micro_step(t, first, &loss_sum)
+                                                              : micro_step_device(t, first, &loss_sum);
             if (r < 0) return r;
         }
         zero_result r = zero_step(t->z);
@@ -458,6 +503,11 @@ static void *alloc_f32(int64_t n, int *ok) {
 
 static void trainer_free(trainer *t) {
     int nl = t->cfg->layers;
+    if (t->dact) for (int l = 0; l < nl; l++) zero_device_free(t->z, t->dact[l]);
+    if (t->dpre) for (int l = 0; l < nl; l++) zero_device_free(t->z, t->dpre[l]);
+    zero_device_free(t->z, t->ddcur); zero_device_free(t->z, t->ddnext);
+    zero_device_free(t->z, t->dloss); zero_device_free(t->z, t->dlabels);
+    free(t->dact); free(t->dpre); free(t->hloss); free(t->hlabels);
     if (t->act) for (int l = 0; l < nl; l++) free(t->act[l]);
     if (t->pre) for (int l = 0; l < nl; l++) free(t->pre[l]);
     if (t->th) for (int l = 0; l < nl; l++) free(t->th[l]);
@@ -492,6 +542,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir;
+    d.device = c->device;
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_mlp: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -521,6 +572,23 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     t->dcur = (float *)alloc_f32(t->per * maxd, &ok);
     t->dnext = (float *)alloc_f32(t->per * maxd, &ok);
     t->dcurT = (float *)alloc_f32(t->per * maxd, &ok);
+    if (ok && c->device != ZERO_DEVICE_CPU) {   // device memory for the device path
+        t->dact = (float **)calloc((size_t)nl, sizeof(float *));
+        t->dpre = (float **)calloc((size_t)nl, sizeof(float *));
+        t->hloss = (float *)alloc_f32(t->per, &ok);
+        t->hlabels = (int32_t *)calloc((size_t)t->per, sizeof(int32_t));
+        if (!t->dact || !t->dpre || !t->hlabels) ok = 0;
+        for (int l = 0; ok && l < nl; l++) {
+            int64_t in = l == 0 ? IN_DIM : c->hidden, out = l == nl - 1 ? NUM_CLASSES : c->hidden;
+            if (!(t->dact[l] = (float *)zero_device_alloc(t->z, t->per * in * 4))) ok = 0;
+            if (!(t->dpre[l] = (float *)zero_device_alloc(t->z, t->per * out * 4))) ok = 0;
+        }
+        if (ok && (!(t->ddcur = (float *)zero_device_alloc(t->z, t->per * maxd * 4)) ||
+                   !(t->ddnext = (float *)zero_device_alloc(t->z, t->per * maxd * 4)) ||
+                   !(t->dloss = (float *)zero_device_alloc(t->z, t->per * 4)) ||
+                   !(t->dlabels = (int32_t *)zero_device_alloc(t->z, t->per * 4))))
+            ok = 0;
+    }
     if (!ok) {
         fprintf(stderr, "train_mlp: rank %d: out of memory\n", rank);
         trainer_free(t);
@@ -558,6 +626,11 @@ static void usage(FILE *f) {
         "  --hidden H         hidden width (default 576)\n"
         "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
         "  --optim O          adamw or sgd (sgd: momentum 0.9) (default adamw)\n"
+        "  --device D         cpu: the f32 loops of this file (default); cuda: the GPU (a CUDA build,\n"
+        "                     make CUDA=1: build/cuda/train_mlp), activations in device memory, each\n"
+        "                     layer a one-tile zero_tiled_linear (cuBLAS), zero.h's GELU/loss kernels;\n"
+        "                     emu: that device path on the CPU (checkpoints differ from --device cpu's:\n"
+        "                     modules fcL.tile0 with params w, b)\n"
         "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
         "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
         "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
@@ -602,7 +675,7 @@ int main(int argc, char **argv) {
     c->stage = 0; c->ranks = 1; c->steps = 100; c->accum = 1; c->batch = 64;
     c->hidden = 576; c->layers = 5; c->quiet = 0;
     c->dtype = ZERO_BF16; c->accum_dtype = ZERO_DTYPE_DEFAULT; c->optim = ZERO_OPTIM_ADAMW;
-    c->lr = -1.0f; c->clip = 0.0f; c->wd = 0.0f; c->seed = 1; c->save_path = NULL;
+    c->lr = -1.0f; c->clip = 0.0f; c->wd = 0.0f; c->seed = 1; c->save_path = NULL; c->device = ZERO_DEVICE_CPU;
 
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -652,6 +725,11 @@ int main(int argc, char **argv) {
             if (!strcmp(v, "adamw")) c->optim = ZERO_OPTIM_ADAMW;
             else if (!strcmp(v, "sgd")) c->optim = ZERO_OPTIM_SGD;
             else bad_arg("expects adamw or sgd", o, v);
+        } else if (!strcmp(o, "--device")) {
+            if (!strcmp(v, "cpu")) c->device = ZERO_DEVICE_CPU;
+            else if (!strcmp(v, "cuda")) c->device = ZERO_DEVICE_CUDA;
+            else if (!strcmp(v, "emu")) c->device = ZERO_DEVICE_EMU;
+            else bad_arg("expects cpu, cuda or emu", o, v);
         } else if (!strcmp(o, "--comm")) {
             if (!strcmp(v, "local")) c->comm_mpi = 0;
             else if (!strcmp(v, "mpi")) c->comm_mpi = 1;

@@ -113,6 +113,30 @@ if [ $rc != 0 ]; then fail resume_offload_nvme "exit $rc: $(tail -n 1 "$T/c3.log
 elif cmp -s "$T/straight" "$T/resumed"; then pass resume_offload_nvme
 else fail resume_offload_nvme "resumed params differ from 20 steps straight"; fi
 
+# the device path (--device emu: the code --device cuda runs, on the CPU with device memory
+# the host cannot touch): stages 0-3 bitwise equal on 2 ranks, and it learns like the CPU path
+E=(--hidden 48 --layers 3 --batch 24 --steps 20 --quiet --seed 3 --device emu --ranks 2)
+ok=1
+for s in 0 1 2 3; do
+    if ! "$B/train_mlp" "${E[@]}" --stage $s --save-params "$T/e$s" >"$T/elog$s" 2>&1; then
+        fail device_emu_stages "stage $s: $(tail -n 2 "$T/elog$s")"; ok=0; break
+    fi
+done
+if [ $ok = 1 ]; then
+    for s in 1 2 3; do cmp -s "$T/e0" "$T/e$s" || { fail device_emu_stages "stage $s differs from stage 0"; ok=0; break; }; done
+fi
+[ $ok = 1 ] && pass device_emu_stages
+el=$(sed -n 's/^final loss=\([^ ]*\).*/\1/p' "$T/elog3"); "$B/train_mlp" "${E[@]}" --device cpu --stage 3 >"$T/clog" 2>&1
+cl=$(sed -n 's/^final loss=\([^ ]*\).*/\1/p' "$T/clog")
+if [ -n "$el" ] && [ -n "$cl" ] && awk "BEGIN { d = $el - $cl; exit !(d < 1e-3 && d > -1e-3 && $el < 3.4) }"; then
+    pass device_emu_learns_like_cpu
+else fail device_emu_learns_like_cpu "emu loss '$el' vs cpu '$cl'"; fi
+"$B/train_mlp" --device gpu --steps 1 >"$T/bad" 2>&1; rc=$?
+if [ $rc = 2 ]; then pass bad_args___device_gpu; else fail bad_args___device_gpu "exit $rc"; fi
+"$B/train_mlp" --device cuda --steps 1 >"$T/bad" 2>&1; rc=$?
+if [ $rc = 1 ] && grep -q 'ZERO_CUDA' "$T/bad"; then pass device_cuda_in_cpu_build_refused
+else fail device_cuda_in_cpu_build_refused "exit $rc: $(head -c 300 "$T/bad")"; fi
+
 # bad arguments: a message and exit 2, never a crash
 for args in "--stage 7" "--ranks 0" "--dtype f8" "--batch 10 --ranks 4" "--bogus" "--offload-optimizer disk"; do
     name="bad_args_$(printf '%s' "$args" | tr -c 'a-z0-9' '_')"
