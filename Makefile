@@ -9,8 +9,9 @@
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
-#   make test-gpu     tests/test_gpu.sh: CUDA build + build/cuda/test_* and build/cuda/gpu_*
-#                     (tests/gpu/*.c: kernel checks, NCCL, bandwidth) when a GPU is present
+#   make test-gpu     tests/test_gpu.sh, when a GPU is present (a few minutes): builds what it runs
+#                     with CUDA=1, then build/cuda/test_device (CUDA vs CPU device), build/cuda/gpu_*
+#                     (tests/gpu/*.c: kernels vs CPU, NCCL, AdamW bandwidth ratio=), train_mlp --device cuda
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they

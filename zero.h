@@ -106,9 +106,9 @@
      CUDA streams: zero.h orders its compute-side work (zeroing gradient buffers, the
      optimizer, casts, cuBLAS GEMMs) on desc.cuda_stream, the stream your kernels run on
      (NULL: the legacy default stream), and its collectives on a non-blocking comm stream of
-     its own. Each comm task waits on an event recorded on your stream when it was issued,
-     so a reduction never reads gradients your kernels are still writing and a prefetch
-     never overwrites a module they still read; zero_fetch returns once the module's gather
+     its own. Each comm task first waits for an event recorded on your stream when it was
+     issued (the comm thread waits, not the device), so a reduction never reads gradients
+     your kernels are still writing and a prefetch never overwrites a module they still read; zero_fetch returns once the module's gather
      is complete on the device; zero_step synchronizes your stream once (the gradient norm
      comes to the host). No call synchronizes the whole device. The kernels are in
      zero_kernels.cu: the fused optimizer over chunks of this rank's segments (the ZERO_HD
@@ -5709,11 +5709,15 @@ static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t byt
     if (bytes <= 0) return ZERO_OK;
     return zero__cuda_err(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
 }
+/* On the comm stream it is done when it returns: with the local comm, other ranks' comm
+   streams read what it wrote (a widened shard, an accumulated gradient) without an event. */
 static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                        int64_t count, int accumulate) {
+    int e;
     if (count <= 0) return ZERO_OK;
-    return zero__cuda_err(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
-                          "the summing kernel");
+    e = zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s));
+    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
+    return zero__cuda_err(ctx, s, e, "the summing kernel");
 }
 static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
     zero__cuda *cu = zero__cu(ctx);
@@ -5781,11 +5785,14 @@ static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);   /* an error shows at task_begin */
 }
+/* The comm thread waits (on the host, not the device) for the compute work queued before
+   the task: with the local comm other ranks' streams read this rank's buffers too, and
+   they cannot wait on this rank's events. */
 static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     int e = (int)cudaSetDevice(cu->device);
-    if (e == 0) e = (int)cudaStreamWaitEvent(cu->comm, cu->ev[ticket % ZERO__STREAM_CAP], 0);
-    return zero__cuda_err(ctx, ZERO__S_COMM, e, "ordering a comm task after the compute stream");
+    if (e == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
+    return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
 }
 static zero_result zero__cuda_task_end(zero_ctx *ctx) {
     return zero__cuda_err(ctx, ZERO__S_COMM, (int)cudaStreamSynchronize(zero__cu(ctx)->comm), "a comm task");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/run_tests.sh - runs zero.h's test binaries and test scripts, counts the results.
 #
-#   tests/run_tests.sh [VARIANT...]     VARIANT: plain asan tsan cuda gpu scripts
+#   tests/run_tests.sh [VARIANT...]     VARIANT: plain asan tsan cuda scripts
 #                                       (default: plain asan tsan scripts)
 #
 # Protocol: a test program prints "PASS <name>" or "FAIL <name>: <detail>" lines on stdout
@@ -91,7 +91,6 @@ run_variant() {
     case $variant in
         plain) dir=$BUILD ;;
         asan|cuda) dir=$BUILD/$variant ;;
-        gpu) run_gpu; return ;;
         tsan) dir=$BUILD/tsan; prefix=("${TSAN_PREFIX[@]}") ;;
         *) echo "run_tests.sh: unknown variant '$variant'" >&2; total_fail=$((total_fail + 1)); return ;;
     esac
@@ -107,19 +106,6 @@ run_variant() {
             continue
         fi
         run_one "$label" ${prefix[@]+"${prefix[@]}"} "$dir/$name"
-    done
-}
-
-# tests/gpu/*.c -> build/cuda/gpu_* (make test-gpu only)
-run_gpu() {
-    local src name
-    for src in tests/gpu/*.c; do
-        [ -e "$src" ] || continue
-        name=gpu_$(basename "$src" .c)
-        if [ ! -x "$BUILD/cuda/$name" ]; then
-            echo "FAIL gpu/$name not built"; total_fail=$((total_fail + 1)); continue
-        fi
-        run_one "gpu/$name" "$BUILD/cuda/$name"
     done
 }
 
