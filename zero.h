@@ -1026,6 +1026,8 @@ typedef struct zero__dev_vt {
     void (*fini)(zero_ctx *ctx);                                 /* zero_destroy */
     void *(*alloc)(zero_ctx *ctx, int64_t bytes);                /* zero-filled; NULL: out of memory */
     void (*free)(zero_ctx *ctx, void *p);
+    void *(*host_alloc)(zero_ctx *ctx, int64_t bytes);           /* host memory for transfers (CUDA: pinned), zeroed */
+    void (*host_free)(zero_ctx *ctx, void *p);
     zero_result (*prepare)(zero_ctx *ctx);                       /* end of zero_build: tables */
     zero_result (*copy)(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes);
     zero_result (*fill0)(zero_ctx *ctx, int s, void *dst, int64_t bytes);
@@ -1050,6 +1052,7 @@ typedef struct zero__dev_vt {
     zero_result (*sync)(zero_ctx *ctx, int s);
 } zero__dev_vt;
 static const zero__dev_vt *zero__dev_pick(zero_device_type t);     /* >>device: ops */
+static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale);
 
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
@@ -1943,6 +1946,7 @@ struct zero_ctx {
     /* the device (>>device: ops) */
     const zero__dev_vt *dev;
     void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
+    void *hgrad, *hparam;           /* zero__dev_offload: host copies of the gradient shard and new params */
 };
 /* defined in >>trace */
 static double zero__trace_t0(const zero_ctx *ctx);
@@ -1957,6 +1961,7 @@ static void zero__pool_free(struct zero__pool *pl, const zero_allocator *a);
 /* defined in >>offload */
 static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p);
 static int zero__cat_tier(const zero_desc *d, int cat);
+static int zero__dev_offload(const zero_desc *d);
 static int64_t zero__pcat(const int64_t (*b)[ZERO_CAT_NUM], int cat);
 static zero_result zero__off_build(zero_ctx *ctx);
 static void zero__off_free(zero_ctx *ctx);
@@ -2227,7 +2232,9 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     p->trainable_padded = T;
     b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] = (d->stage < 3 ? P : P / N) * psz;
     b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] = (d->stage < 2 ? T : T / N) * asz;
-    b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 ? 0 : Tstate * 4;
+    /* with f32 params the params are the master, except when the optimizer runs on the host
+       while the params live on a device (zero__dev_offload) */
+    b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
     if (d->optim.type == ZERO_OPTIM_SGD)
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
     else
@@ -2239,6 +2246,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
     zero__offload_plan(d, world, z, p);
+    if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
+        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
             p->total_bytes += b[t][c];
@@ -2303,10 +2312,11 @@ static zero_result zero__fill_desc(zero_desc *d) {
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
 #endif
     if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
-        (d->offload_optimizer != ZERO_OFFLOAD_NONE || d->offload_params != ZERO_OFFLOAD_NONE))
+        (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "offload_optimizer / offload_params with device %s is not supported yet (offload runs on "
-                             "the CPU device)", d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
+                             "with device %s only offload_optimizer = ZERO_OFFLOAD_HOST is supported yet (NVMe and "
+                             "offload_params run on the CPU device)",
+                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
@@ -2681,10 +2691,15 @@ static void zero__free_arenas(zero_ctx *ctx) {
                      ctx->norm_part };
     size_t i;
     for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
+        int host = i >= 2 && i <= 4 && zero__dev_offload(&ctx->desc);   /* master, moments: host tier */
         if (!dbufs[i]) continue;
         if (ctx->dev->host_access) zero__raw_free(a, dbufs[i]);
+        else if (host) ctx->dev->host_free(ctx, dbufs[i]);
         else ctx->dev->free(ctx, dbufs[i]);
     }
+    if (ctx->hgrad) ctx->dev->host_free(ctx, ctx->hgrad);
+    if (ctx->hparam) ctx->dev->host_free(ctx, ctx->hparam);
+    ctx->hgrad = ctx->hparam = NULL;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->param_arena = ctx->grad_arena = NULL;
     ctx->master = ctx->opt_m = ctx->opt_v = NULL;
@@ -2959,6 +2974,8 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
     if (ctx->dev->host_access) {
         p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
         if (p) memset(p, 0, (size_t)bytes);
+    } else if (zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST) {
+        p = ctx->dev->host_alloc(ctx, bytes);
     } else {
         p = ctx->dev->alloc(ctx, bytes);
     }
@@ -3156,6 +3173,21 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
             if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
     }
     zero__make_segments(ctx);
+    if (zero__dev_offload(d) && ctx->shard_trainable > 0) {
+        int64_t ts = d->stage == 0 ? z.trainable : ctx->shard_trainable;
+        int64_t gb = ts * (int64_t)zero__esize(d->grad_accum_dtype), pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
+        ctx->hgrad = ctx->dev->host_alloc(ctx, gb);
+        if (pb) ctx->hparam = ctx->dev->host_alloc(ctx, pb);
+        if (!ctx->hgrad || (pb && !ctx->hparam)) {
+            zero__pool_free(ctx->pool, &d->allocator);
+            ctx->pool = NULL;
+            zero__free_arenas(ctx);
+            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                              "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
+                              (long long)(gb + pb));
+        }
+        ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
+    }
     if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
         zero__off_free(ctx);
         zero__pool_free(ctx->pool, &d->allocator);
@@ -4434,10 +4466,15 @@ static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *
     *nblocks = (tstate + g - 1) / g;
 }
 
+/* the optimizer states in host memory while the rest is on a device (ZeRO-Offload on a GPU) */
+static int zero__dev_offload(const zero_desc *d) {
+    return d->device != ZERO_DEVICE_CPU && d->offload_optimizer == ZERO_OFFLOAD_HOST;
+}
 static int zero__cat_tier(const zero_desc *d, int cat) {
     int opt = d->offload_optimizer, par = d->offload_params;
     if (cat == ZERO_CAT_PARAMS) return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
-    if (cat == ZERO_CAT_GRADS) return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
+    if (cat == ZERO_CAT_GRADS)      /* a GPU reduces into device memory; the host gets a copy (ZERO_CAT_BUFFERS) */
+        return opt == ZERO_OFFLOAD_NONE || zero__dev_offload(d) ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
     if (cat == ZERO_CAT_MASTER || cat == ZERO_CAT_OPTIM)
         return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : opt == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
     return ZERO_TIER_DEVICE;
@@ -4845,6 +4882,7 @@ typedef struct zero__opt_job {
     int64_t total;
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
     float *master, *m, *v;
+    int by_state;                   /* params and grads are compact host copies indexed like the state */
 } zero__opt_job;
 
 static void zero__opt_part(void *arg, int part, int nparts) {
@@ -4861,8 +4899,8 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         if (s >= e) continue;
         k = j->k;
         k.decay = sg->decay;
-        p = zero__at(j->params, sg->param_idx, pdt);
-        j->fn(&k, zero__at(j->grads, sg->grad_idx, adt), p,
+        p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
+        j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
               j->master ? j->master + sg->state_idx : (float *)p,
               j->m ? j->m + sg->state_idx : NULL,
               j->v ? j->v + sg->state_idx : NULL, s, e);
@@ -4900,12 +4938,12 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
 
 /* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
 static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                  float *v) {
+                                  float *v, int by_state) {
     zero__opt_job job;
     int si;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
-    job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v;
+    job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
@@ -4975,7 +5013,9 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
-        if (!ctx->off) {
+        if (ctx->hgrad) {
+            if ((r = zero__dev_offload_step(ctx, (float)(inv * clip))) != ZERO_OK) return r;
+        } else if (!ctx->off) {
             if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
         } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
             if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
@@ -5298,7 +5338,7 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
     return ZERO_OK;
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v);
+    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, 0);
     return ZERO_OK;
 }
 static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
@@ -5366,7 +5406,8 @@ static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK
 static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
 
 static const zero__dev_vt zero__cpu_dev = {
-    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_prepare, zero__cpu_copy,
+    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_alloc, zero__cpu_free,
+    zero__cpu_prepare, zero__cpu_copy,
     zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
     zero__cpu_bias_grad, zero__cpu_gelu, zero__cpu_gelu_bwd, zero__cpu_xent, zero__cpu_mark, zero__cpu_task_begin,
     zero__cpu_task_end, zero__cpu_sync
@@ -5485,7 +5526,7 @@ static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
     zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->param_arena), zero__emu_tr(ctx->grad_arena),
                           (float *)zero__emu_tr(ctx->master), (float *)zero__emu_tr(ctx->opt_m),
-                          (float *)zero__emu_tr(ctx->opt_v));
+                          (float *)zero__emu_tr(ctx->opt_v), 0);
     return ZERO_OK;
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -5514,7 +5555,8 @@ static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, co
                           (const float *)zero__emu_tr(logits), (const int32_t *)zero__emu_tr(labels), rows, classes, dscale);
 }
 static const zero__dev_vt zero__emu_dev = {
-    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_prepare, zero__emu_copy,
+    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_alloc, zero__cpu_free,
+    zero__cpu_prepare, zero__emu_copy,
     zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
     zero__emu_bias_grad, zero__emu_gelu, zero__emu_gelu_bwd, zero__emu_xent, zero__cpu_mark, zero__cpu_task_begin,
     zero__cpu_task_end, zero__cpu_sync
@@ -5643,6 +5685,17 @@ static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
 static void zero__cuda_free(zero_ctx *ctx, void *p) {
     cudaSetDevice(zero__cu(ctx)->device);
     cudaFree(p);        /* implicitly synchronizes: nothing may still use p */
+}
+static void *zero__cuda_host_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = NULL;
+    (void)ctx;
+    if (cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocDefault) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    memset(p, 0, (size_t)bytes);
+    return p;
+}
+static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
+    (void)ctx;
+    if (p) cudaFreeHost(p);
 }
 /* the optimizer's chunk table and the norm's block table, built once from the segments
    (counted in the plan: zero__cuda_table_bytes) */
@@ -5801,7 +5854,8 @@ static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
     return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
 }
 static const zero__dev_vt zero__cuda_dev = {
-    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_prepare, zero__cuda_copy,
+    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_host_alloc,
+    zero__cuda_host_free, zero__cuda_prepare, zero__cuda_copy,
     zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
     zero__cuda_bias_grad, zero__cuda_gelu, zero__cuda_gelu_bwd, zero__cuda_xent, zero__cuda_mark, zero__cuda_task_begin,
     zero__cuda_task_end, zero__cuda_sync
@@ -5869,6 +5923,41 @@ static void zero__dev_temp_free(zero_ctx *ctx, void *p) {
     if (!p) return;
     if (ctx->dev->host_access) zero__raw_free(&ctx->desc.allocator, p);
     else ctx->dev->free(ctx, p);
+}
+
+/* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
+   memory, the CPU's fused pass (the same code and bits as the CPU device's) updates the
+   host master and moments and narrows the new params into host memory, and they go back
+   to the device. Segments whose positions advance in lockstep in both layouts move as
+   one copy (padding included), so a step makes a few large transfers, not one per param. */
+static zero_result zero__seg_copy(zero_ctx *ctx, int to_host, void *host, int64_t hes, void *dev_base, int64_t des,
+                                  int dt) {
+    int si = 0;
+    zero_result r;
+    while (si < ctx->num_segs) {
+        const zero__segment *a = &ctx->segs[si];
+        int64_t hs = a->state_idx, ds = to_host ? a->grad_idx : a->param_idx, end = a->state_idx + a->n;
+        int sj = si + 1;
+        for (; sj < ctx->num_segs; sj++) {
+            const zero__segment *b = &ctx->segs[sj];
+            if (b->state_idx - hs != (to_host ? b->grad_idx : b->param_idx) - ds) break;
+            end = b->state_idx + b->n;
+        }
+        r = to_host ? ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)host + hs * hes, zero__at(dev_base, ds, dt), (end - hs) * des)
+                    : ctx->dev->copy(ctx, ZERO__S_COMPUTE, zero__at(dev_base, ds, dt), (char *)host + hs * hes, (end - hs) * des);
+        if (r != ZERO_OK) return r;
+        si = sj;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
+    int pdt = ctx->desc.param_dtype, adt = ctx->desc.grad_accum_dtype;
+    int64_t ge = (int64_t)zero__esize(adt), pe = (int64_t)zero__esize(pdt);
+    void *hp = pdt == ZERO_F32 ? (void *)ctx->master : ctx->hparam;
+    zero_result r;
+    if ((r = zero__seg_copy(ctx, 1, ctx->hgrad, ge, ctx->grad_arena, ge, adt)) != ZERO_OK) return r;
+    zero__apply_optimizer(ctx, gscale, hp, ctx->hgrad, ctx->master, ctx->opt_m, ctx->opt_v, 1);
+    return zero__seg_copy(ctx, 0, hp, pe, ctx->param_arena, pe, pdt);
 }
 
 ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {

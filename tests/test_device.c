@@ -36,6 +36,9 @@ typedef struct cfg {
     zero_dtype dtype;
     zero_optim_type optim;
     int tiled;                      /* 1: the middle layer is a tiled linear */
+    zero_offload_tier offload;      /* offload_optimizer */
+    int plan_mismatch;              /* zero_stats_get's bytes differ from zero_plan_get's */
+    int64_t host_bytes;             /* the plan's host tier */
     float out[MAXP];
     int64_t numel;
     double loss, first_loss;
@@ -104,6 +107,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.clip_norm = 1.0f;
     d.timeout_ms = 20000;
     d.bucket_bytes = 256;           /* several buckets */
+    d.offload_optimizer = c->offload;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     {
         zero_module_desc md;
@@ -137,6 +141,16 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         if ((r = zero_add_param(z, m2, &pd, &b2)) != ZERO_OK) goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
+    {
+        zero_plan pl;
+        zero_stats st;
+        int t, k2;
+        if ((r = zero_plan_get(z, &pl)) != ZERO_OK || (r = zero_stats_get(z, &st)) != ZERO_OK) goto done;
+        if (memcmp(pl.bytes, st.bytes, sizeof pl.bytes) != 0) c->plan_mismatch = 1;
+        if (rank == 0)
+            for (t = 0, c->host_bytes = 0; t < 1; t++)
+                for (k2 = 0; k2 < ZERO_CAT_NUM; k2++) c->host_bytes += pl.bytes[ZERO_TIER_HOST][k2];
+    }
     for (i = 0; i < D1 * D0; i++) W0[i] = frand(&seed) * 0.4f;
     for (i = 0; i < D1; i++) B0[i] = frand(&seed) * 0.1f;
     for (i = 0; i < D2 * D1; i++) WM[i] = frand(&seed) * 0.3f;
@@ -273,8 +287,10 @@ static int train(cfg *c) {
                  zero_result_str(r), c->fail_msg[0] ? c->fail_msg : zero_last_error(NULL));
 }
 
-/* device vs the CPU device, bitwise, for every stage at one world size and dtype */
-static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled) {
+/* device (optimizer states on the tier `off`) vs the CPU device, bitwise, for every
+   stage at one world size and dtype */
+static void vs_cpu_off(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled,
+                       zero_offload_tier off) {
     static cfg ref, got;
     int s;
     for (s = 0; s <= 3; s++) {
@@ -283,7 +299,10 @@ static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, ze
         ref.optim = opt; ref.tiled = tiled;
         got = ref;
         got.device = dev;
+        got.offload = off;
         if (!train(&ref) || !train(&got)) return;
+        CHECK(!ref.plan_mismatch && !got.plan_mismatch, "stage %d: zero_stats_get differs from the plan", s);
+        CHECK(off == ZERO_OFFLOAD_NONE || got.host_bytes > 0, "stage %d: nothing planned on the host tier", s);
         CHECK(ref.numel > 0 && ref.numel == got.numel, "numel %lld vs %lld", (long long)ref.numel, (long long)got.numel);
         CHECK(ref.loss < 0.9 * ref.first_loss, "stage %d: the model did not learn (loss %g -> %g)", s, ref.first_loss,
               ref.loss);
@@ -292,6 +311,17 @@ static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, ze
               accum, tiled, (int)dev);
         CHECK(ref.loss == got.loss, "stage %d: loss %.9g vs %.9g", s, ref.loss, got.loss);
     }
+}
+
+static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled) {
+    vs_cpu_off(dev, dt, world, accum, opt, tiled, ZERO_OFFLOAD_NONE);
+}
+
+/* ZeRO-Offload on a device: master and moments in host memory, the CPU optimizer */
+static void emu_offload_host(void) {
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F32, 3, 2, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_HOST);
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F16, 1, 1, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_HOST);
 }
 
 #define EMU_CASE(name, dt, world, accum, opt, tiled) \
@@ -433,9 +463,13 @@ static void bad_device(void) {
     CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG && !z, "device 99 accepted");
     CHECK(strstr(zero_last_error(NULL), "device") != NULL, "message: %s", zero_last_error(NULL));
     d.device = ZERO_DEVICE_EMU;
-    d.offload_optimizer = ZERO_OFFLOAD_HOST;
-    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED && !z, "EMU with offload accepted");
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    d.offload.nvme_dirs[0] = "/tmp";
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED && !z, "EMU with NVMe offload accepted");
     d.offload_optimizer = ZERO_OFFLOAD_NONE;
+    d.offload_params = ZERO_OFFLOAD_HOST;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED && !z, "EMU with offload_params accepted");
+    d.offload_params = ZERO_OFFLOAD_NONE;
     CHECK(zero_create(&z, &d) == ZERO_OK && z, "EMU refused: %s", zero_last_error(NULL));
     CHECK(zero_query_desc(z).device == ZERO_DEVICE_EMU, "query_desc lost the device");
     zero_destroy(z);
@@ -483,6 +517,7 @@ static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 3, 2, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 4, 1, ZERO_OPTIM_SGD, 0);
+    vs_cpu_off(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);   /* ZeRO-Offload */
 }
 #endif
 
@@ -500,6 +535,7 @@ int main(void) {
     TEST_RUN(emu_f32_world3_sgd);
     TEST_RUN(emu_bf16_world2_tiled);
     TEST_RUN(emu_f32_world4_tiled);
+    TEST_RUN(emu_offload_host);
 #ifdef ZERO_CUDA
     TEST_RUN(cuda_vs_cpu);
 #endif
