@@ -1580,6 +1580,436 @@ static void zero__mpi_destroy(zero_comm *c) {
 }
 #endif /* ZERO_MPI */
 
+/* >>comm: rendezvous ------------------------------------------------------------------
+   A TCP all-gather of a small blob among `world` processes, through rank 0 listening
+   at MASTER_ADDR:MASTER_PORT (torchrun's variables). The NCCL communicator uses it to
+   hand rank 0's ncclUniqueId to everyone; it is plain POSIX sockets, so the CPU tests
+   exercise it. Every socket is nonblocking and every wait is a poll() bounded by the
+   one deadline, so a missing process is ZERO_ERR_TIMEOUT naming it, never a hang.
+   Protocol (big-endian, 24-byte header): a rank > 0 connects (retrying until rank 0
+   listens) and sends {magic, version, world, rank, bytes} and its blob; rank 0 checks
+   each header, and once all world-1 ranks are in, answers each with {magic, version,
+   world, status 0, world*bytes} and the blobs in rank order. A header that disagrees
+   (another world size or blob size, a rank out of range or claimed twice, another
+   version) fails rank 0 with ZERO_ERR_MISMATCH and every connected rank hears why
+   ({..., status = -result, message length} and the message), so they fail fast too;
+   the same happens on rank 0's timeout. A connection whose first bytes are not our
+   magic (a port scanner, a stray client) is dropped and the rendezvous goes on. */
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netdb.h>
+#include <poll.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define ZERO__MAYBE_UNUSED __attribute__((unused))
+#else
+#  define ZERO__MAYBE_UNUSED
+#endif
+#ifndef MSG_NOSIGNAL
+#  define MSG_NOSIGNAL 0            /* no SIGPIPE where the platform has no flag for it */
+#endif
+
+#define ZERO__RDV_MAGIC 0x5a45524fu     /* "ZERO" */
+#define ZERO__RDV_VERSION 1u
+#define ZERO__RDV_HDR 24
+#define ZERO__RDV_MAX_BYTES (1 << 20)   /* per rank: the rendezvous is for small blobs */
+
+typedef struct zero__rdv_hdr {
+    uint32_t magic, version, world, rank;   /* rank: in replies, the status (-zero_result) */
+    uint64_t bytes;                         /* in replies, the payload's length */
+} zero__rdv_hdr;
+
+static void zero__rdv_pack(unsigned char *b, const zero__rdv_hdr *h) {
+    uint32_t w[4];
+    int i, j;
+    w[0] = h->magic; w[1] = h->version; w[2] = h->world; w[3] = h->rank;
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 4; j++) b[4 * i + j] = (unsigned char)(w[i] >> (24 - 8 * j));
+    for (j = 0; j < 8; j++) b[16 + j] = (unsigned char)(h->bytes >> (56 - 8 * j));
+}
+static void zero__rdv_unpack(const unsigned char *b, zero__rdv_hdr *h) {
+    uint32_t w[4];
+    int i, j;
+    for (i = 0; i < 4; i++)
+        for (w[i] = 0, j = 0; j < 4; j++) w[i] = (w[i] << 8) | b[4 * i + j];
+    h->magic = w[0]; h->version = w[1]; h->world = w[2]; h->rank = w[3];
+    for (h->bytes = 0, j = 0; j < 8; j++) h->bytes = (h->bytes << 8) | b[16 + j];
+}
+
+static int zero__rdv_left_ms(double deadline) {
+    double left = deadline - zero__now_ms();
+    return left <= 0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+static void zero__rdv_sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static int zero__rdv_socket(int family) {
+    int fd = socket(family, SOCK_STREAM, 0), fl;
+    if (fd < 0) return -1;
+    fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* poll one fd for ev until the deadline: 1 ready, 0 timed out, -1 error (errno) */
+static int zero__rdv_wait(int fd, short ev, double deadline) {
+    for (;;) {
+        struct pollfd p;
+        int n;
+        p.fd = fd; p.events = ev; p.revents = 0;
+        n = poll(&p, 1, zero__rdv_left_ms(deadline));
+        if (n > 0) return 1;
+        if (n == 0) return zero__now_ms() >= deadline ? 0 : 1;
+        if (errno != EINTR) return -1;
+    }
+}
+
+/* send or receive exactly n bytes before the deadline: 0 done, 1 timed out, 2 the
+   peer closed, -1 error (errno) */
+static int zero__rdv_io(int fd, void *buf, size_t n, int sending, double deadline) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = sending ? send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL)
+                            : recv(fd, (char *)buf + done, n - done, 0);
+        if (k > 0) { done += (size_t)k; continue; }
+        if (k == 0 && !sending) return 2;
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno == EPIPE || errno == ECONNRESET ? 2 : -1;
+        k = zero__rdv_wait(fd, sending ? POLLOUT : POLLIN, deadline);
+        if (k == 0) return 1;
+        if (k < 0) return -1;
+    }
+    return 0;
+}
+
+/* a reply: the status (0 or -zero_result) and its payload (the blobs, or a message) */
+static int zero__rdv_reply(int fd, int world, zero_result status, const void *payload, int64_t len,
+                           double deadline) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
+    h.rank = (uint32_t)(-(int)status); h.bytes = (uint64_t)len;
+    zero__rdv_pack(b, &h);
+    if (zero__rdv_io(fd, b, sizeof b, 1, deadline) != 0) return -1;
+    return zero__rdv_io(fd, (void *)payload, (size_t)len, 1, deadline) == 0 ? 0 : -1;
+}
+
+typedef struct zero__rdv_conn {
+    int fd;
+    int rank;                       /* -1 until its header is read */
+    int done;                       /* header and blob read */
+    size_t got;                     /* bytes of the current part read so far */
+    unsigned char hdr[ZERO__RDV_HDR];
+} zero__rdv_conn;
+
+/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
+   blobs in rank order (ours already at 0). */
+static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
+                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
+    int cap = world - 1 + 16, nconn = 0, have = 0, strays = 0, lfd, one = 1, i, k;
+    zero__rdv_conn *conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *conn * (size_t)cap);
+    struct pollfd *pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *pfd * (size_t)(cap + 1));
+    char *seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+    struct sockaddr_storage any;
+    zero_result r = ZERO_OK;
+    if (!conn || !pfd || !seen) {
+        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    memset(seen, 0, (size_t)world);
+    seen[0] = 1;
+    /* listen on every interface at the port: MASTER_ADDR names this host for the others */
+    memset(&any, 0, sizeof any);
+    memcpy(&any, ai->ai_addr, ai->ai_addrlen);
+    if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
+    lfd = zero__rdv_socket(ai->ai_family);
+    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, world + 16) != 0) {
+        snprintf(err, errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
+                 "set MASTER_PORT to a free one)", where, strerror(errno));
+        if (lfd >= 0) close(lfd);
+        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+        return ZERO_ERR_COMM;
+    }
+    while (have < world - 1 && r == ZERO_OK) {
+        int n;
+        pfd[0].fd = lfd; pfd[0].events = POLLIN; pfd[0].revents = 0;
+        for (i = 0; i < nconn; i++) {
+            pfd[i + 1].fd = conn[i].done ? -1 : conn[i].fd;
+            pfd[i + 1].events = POLLIN; pfd[i + 1].revents = 0;
+        }
+        n = poll(pfd, (nfds_t)(nconn + 1), zero__rdv_left_ms(deadline));
+        if (n < 0 && errno != EINTR) {
+            snprintf(err, errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
+            r = ZERO_ERR_COMM;
+            break;
+        }
+        if (n <= 0) {
+            if (zero__now_ms() < deadline) continue;
+            {
+                size_t len = 0;
+                len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
+                for (k = 1, i = 0; k < world && len + 24 < errlen; k++)
+                    if (!seen[k]) {
+                        if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
+                        len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
+                    }
+                if (len < errlen)
+                    len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", where,
+                                            timeout_ms);
+                if (strays && len < errlen)
+                    snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)",
+                             strays);
+            }
+            r = ZERO_ERR_TIMEOUT;
+            break;
+        }
+        if (pfd[0].revents & POLLIN) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) {
+                int fl = fcntl(fd, F_GETFL, 0);
+                if (nconn == cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                    close(fd);
+                    strays++;
+                } else {
+                    memset(&conn[nconn], 0, sizeof conn[nconn]);
+                    conn[nconn].fd = fd;
+                    conn[nconn].rank = -1;
+                    nconn++;
+                }
+            }
+        }
+        for (i = 0; i < nconn && r == ZERO_OK; i++) {
+            zero__rdv_conn *cn = &conn[i];
+            ssize_t got;
+            int drop = 0;
+            if (cn->done || !(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (cn->rank < 0) {
+                got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
+                if (got > 0) cn->got += (size_t)got;
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
+                else if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 ||
+                                          cn->hdr[3] != 0x4f))
+                    drop = 1;     /* not our magic: not a zero.h rank */
+                else if (cn->got == ZERO__RDV_HDR) {
+                    zero__rdv_hdr h;
+                    zero__rdv_unpack(cn->hdr, &h);
+                    if (h.version != ZERO__RDV_VERSION) {
+                        snprintf(err, errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
+                                 "%u: run the same zero.h everywhere", where, h.version, ZERO__RDV_VERSION);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if ((int64_t)h.world != world) {
+                        snprintf(err, errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
+                                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
+                        snprintf(err, errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
+                                 "1..%d (rank 0 is this listener); is RANK set right?", where, h.rank, world,
+                                 world - 1);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if ((int64_t)h.bytes != bytes) {
+                        snprintf(err, errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
+                                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
+                                 (long long)bytes);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if (seen[h.rank]) {
+                        snprintf(err, errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?",
+                                 h.rank, world);
+                        r = ZERO_ERR_MISMATCH;
+                    } else {
+                        cn->rank = (int)h.rank;
+                        cn->got = 0;
+                        seen[h.rank] = 1;
+                        if (bytes == 0) { cn->done = 1; have++; }
+                    }
+                    if (r != ZERO_OK) cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);
+                }
+            } else {
+                char *dst = (char *)all + (int64_t)cn->rank * bytes;
+                got = recv(cn->fd, dst + cn->got, (size_t)bytes - cn->got, 0);
+                if (got > 0 && (cn->got += (size_t)got) == (size_t)bytes) { cn->done = 1; have++; }
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
+                    drop = 1;
+                }
+            }
+            if (drop) {
+                if (cn->rank < 0) strays++;
+                close(cn->fd);
+                conn[i] = conn[--nconn];
+                i--;
+            }
+        }
+    }
+    close(lfd);
+    {
+        /* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the
+           others fail fast instead of waiting out their own timeouts) */
+        double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
+        for (i = 0; i < nconn; i++) {
+            if (conn[i].rank >= 0) {
+                if (r == ZERO_OK) {
+                    if (zero__rdv_reply(conn[i].fd, world, ZERO_OK, all, bytes * world, dl) != 0) {
+                        snprintf(err, errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
+                                 "could answer (did it time out or die?)", conn[i].rank, where);
+                        r = ZERO_ERR_COMM;
+                        dl = zero__now_ms() + 500.0;
+                    }
+                } else {
+                    zero__rdv_reply(conn[i].fd, world, r, err, (int64_t)strlen(err), dl);
+                }
+            }
+            close(conn[i].fd);
+        }
+    }
+    zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+    return r;
+}
+
+/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
+static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
+                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
+                                  char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    int fd = -1, last = 0, io;
+    for (;;) {
+        int e = 0;
+        socklen_t el = sizeof e;
+        fd = zero__rdv_socket(ai->ai_family);
+        if (fd < 0) {
+            snprintf(err, errlen, "rendezvous: rank %d cannot create a socket: %s", rank, strerror(errno));
+            return ZERO_ERR_COMM;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (errno == EINPROGRESS || errno == EINTR) {
+            io = zero__rdv_wait(fd, POLLOUT, deadline);
+            if (io > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) break;
+            last = io > 0 ? e : io == 0 ? ETIMEDOUT : errno;
+        } else {
+            last = errno;
+        }
+        close(fd);
+        fd = -1;
+        if (zero__now_ms() >= deadline) {
+            snprintf(err, errlen, "rendezvous: rank %d of %d could not reach rank 0 at %s within %d ms (%s): is "
+                     "rank 0 running, and MASTER_ADDR/MASTER_PORT the same everywhere?", rank, world, where,
+                     timeout_ms, last ? strerror(last) : "no answer");
+            return ZERO_ERR_TIMEOUT;
+        }
+        zero__rdv_sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
+    }
+    h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
+    h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
+    zero__rdv_pack(b, &h);
+    io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
+    if (io == 0) io = zero__rdv_io(fd, (void *)mine, (size_t)bytes, 1, deadline);
+    if (io == 0) io = zero__rdv_io(fd, b, sizeof b, 0, deadline);
+    if (io == 0) {
+        zero__rdv_unpack(b, &h);
+        if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
+            snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
+                     "with something else)", where);
+            close(fd);
+            return ZERO_ERR_COMM;
+        }
+        if (h.rank != 0) {
+            char msg[ZERO__MSG];
+            size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
+            int st = (int)h.rank;
+            msg[0] = '\0';
+            if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
+            else msg[0] = '\0';
+            close(fd);
+            snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)");
+            return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
+        }
+        if ((int64_t)h.bytes != bytes * world) {
+            snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
+                     (unsigned long long)h.bytes, (long long)(bytes * world));
+            close(fd);
+            return ZERO_ERR_MISMATCH;
+        }
+        io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
+    }
+    close(fd);
+    if (io == 1) {
+        snprintf(err, errlen, "rendezvous: rank %d of %d connected to rank 0 at %s but heard nothing back within "
+                 "%d ms (rank 0 is still waiting for other ranks)", rank, world, where, timeout_ms);
+        return ZERO_ERR_TIMEOUT;
+    }
+    if (io != 0) {
+        snprintf(err, errlen, "rendezvous: rank 0 at %s closed the connection of rank %d (%s)", where, rank,
+                 io == 2 ? "it failed or is not a zero.h rank 0" : strerror(errno));
+        return ZERO_ERR_COMM;
+    }
+    memcpy((char *)all + (int64_t)rank * bytes, mine, (size_t)bytes);
+    return ZERO_OK;
+}
+
+/* The all-gather: `all` (world*bytes) receives every rank's `mine` (bytes), in rank
+   order. Rank 0 listens at addr:port; the others connect. */
+static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int port, int rank, int world,
+                                                          const void *mine, int64_t bytes, void *all,
+                                                          int timeout_ms, char *err, size_t errlen) {
+    struct addrinfo hints, *res = NULL;
+    char portstr[16], where[300];
+    double deadline = zero__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    zero_result r;
+    int gai;
+    if (!err || errlen == 0) return ZERO_ERR_INVALID_ARG;
+    err[0] = '\0';
+    if (!addr || !*addr || port < 1 || port > 65535) {
+        snprintf(err, errlen, "rendezvous: address '%s' port %d: need a host name or address and a port in 1..65535 "
+                 "(MASTER_ADDR, MASTER_PORT)", addr ? addr : "(null)", port);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (world < 1 || world > ZERO__MAX_RANKS || rank < 0 || rank >= world || bytes < 0 ||
+        bytes > ZERO__RDV_MAX_BYTES || (bytes && (!mine || !all)) || timeout_ms < 0) {
+        snprintf(err, errlen, "rendezvous: rank %d of %d, %lld bytes, timeout %d ms: need 0 <= rank < world <= %d, "
+                 "0..%d bytes and buffers, a timeout >= 0", rank, world, (long long)bytes, timeout_ms,
+                 ZERO__MAX_RANKS, ZERO__RDV_MAX_BYTES);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    snprintf(portstr, sizeof portstr, "%d", port);
+    snprintf(where, sizeof where, "%s:%d", addr, port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    if ((gai = getaddrinfo(addr, portstr, &hints, &res)) != 0 || !res) {
+        snprintf(err, errlen, "rendezvous: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai));
+        if (res) freeaddrinfo(res);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (world == 1) {
+        freeaddrinfo(res);
+        if (bytes) memmove(all, mine, (size_t)bytes);
+        return ZERO_OK;
+    }
+    if (rank == 0) {
+        if (bytes) memmove(all, mine, (size_t)bytes);
+        r = zero__rdv_serve(res, where, world, bytes, all, timeout_ms, deadline, err, errlen);
+    } else {
+        r = zero__rdv_join(res, where, rank, world, mine, bytes, all, timeout_ms, deadline, err, errlen);
+    }
+    freeaddrinfo(res);
+    return r;
+}
+
 /* >>comm: bootstrap from the launcher's environment (zero_comm_from_env) ------------- */
 
 typedef struct zero__launcher {
