@@ -964,6 +964,8 @@ struct zero_comm {
     int in_use;                     /* a context owns this endpoint (one at a time) */
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
     int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
+    void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
+    int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
 };
 
 typedef struct zero__slot {
@@ -2010,6 +2012,686 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
     return r;
 }
 
+/* >>comm: nccl ------------------------------------------------------------------------
+   GPUs over NCCL (ZERO_CUDA): one endpoint per GPU, from zero_comm_from_env (one
+   process per GPU; rank 0's ncclUniqueId reaches the others through the TCP
+   rendezvous above, or through MPI when an MPI launcher started a ZERO_MPI build) or
+   from zero_run_nccl (one thread per GPU in this process).
+   Never a hang: the communicator is created non-blocking (ncclConfig_t.blocking = 0),
+   so init and every call return at once (ncclInProgress) and the calling thread polls
+   ncclCommGetAsyncError and cudaStreamQuery until done or until timeout_ms; then it
+   aborts the communicator (ncclCommAbort), the endpoint is broken for good (later calls
+   fail fast with ZERO_ERR_COMM), and the error names the collective.
+   Like the MPI comm, each collective first all-gathers a small header (seq, kind,
+   count, dtypes, tag): ranks that called different collectives get ZERO_ERR_MISMATCH
+   with bad_tag/bad_rank set, before any data moves. NCCL never sums: a reduce-scatter
+   is an all-to-all of the slices (grouped ncclSend/ncclRecv) into a device scratch of
+   N*count elements, then zero__k_sum_into adds them in fp32 in rank order, the sum the
+   local comm takes, so both give bitwise-identical results (N <= 64: the kernel's
+   limit). An all-gather and a broadcast move bytes. Host pointers (the engine's small
+   scalar collectives, zero_build's model check) are found with cudaPointerGetAttributes
+   and staged through pinned host memory and the device scratch; doubles (ZERO__F64) are
+   all-gathered and summed on the host in rank order.
+   Memory: the endpoint owns a stream (unless the caller sets c->cuda_stream), 48*(N+1)
+   bytes of header on the device and in pinned memory, and a device scratch and a
+   pinned staging buffer that grow to the largest collective's need (the all-to-all:
+   N*count*sizeof(sdt) bytes) in the first step and never shrink; c->scratch_bytes
+   counts the device bytes. */
+#ifdef ZERO_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#ifndef ZERO__K_SUM_INTO_DECLARED
+/* TEMPORARY (branch nccl) until zero_kernels.cu's launcher is merged: its declaration
+   and a weak stand-in that refuses, so this branch links. Drop this block at merge. */
+#define ZERO__K_SUM_INTO_DECLARED 1
+#ifdef __cplusplus
+extern "C"
+#endif
+int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
+                     void *stream);
+#if defined(__GNUC__) || defined(__clang__)
+#ifdef __cplusplus
+extern "C"
+#endif
+__attribute__((weak)) int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                           int64_t count, int accumulate, void *stream) {
+    (void)out; (void)rdt; (void)ins; (void)nin; (void)sdt; (void)count; (void)accumulate; (void)stream;
+    return (int)cudaErrorNotSupported;
+}
+#endif
+#endif
+
+static int zero__env_int(const char *var, int lo, int hi, int *out);   /* >>comm: bootstrap */
+
+#define ZERO__NCCL_HDR 6
+#define ZERO__NCCL_MAX_SUM 64           /* zero__k_sum_into's most inputs */
+
+typedef struct zero__nccl_comm {
+    zero_comm base;                 /* first: a zero_comm * is a zero__nccl_comm * */
+    ncclComm_t comm;                /* NULL after an abort */
+    int device;
+    cudaStream_t own;               /* created at init; c->cuda_stream, when set, is used instead */
+    int broken;
+    uint64_t seq;                   /* collectives issued, for headers and messages */
+    int64_t *hdr_host, *hdr_dev;    /* [size][6] (pinned, device) */
+    char *scratch;                  /* device, grows */
+    int64_t scratch_cap;
+    char *pinned;                   /* pinned host staging, grows */
+    int64_t pinned_cap;
+} zero__nccl_comm;
+
+static cudaStream_t zero__nccl_stream(const zero__nccl_comm *m) {
+    return m->base.cuda_stream ? (cudaStream_t)m->base.cuda_stream : m->own;
+}
+
+static void zero__nccl_abort(zero__nccl_comm *m) {
+    if (m->comm) ncclCommAbort(m->comm);
+    m->comm = NULL;
+}
+
+/* a failure: the message goes to c->err; after a timeout or an NCCL/CUDA error the
+   communicator is aborted (its kernels may never finish otherwise) */
+static zero_result zero__nccl_fail(zero__nccl_comm *m, zero_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->base.err, sizeof m->base.err, fmt, ap);
+    va_end(ap);
+    m->broken = 1;
+    if (r == ZERO_ERR_TIMEOUT || r == ZERO_ERR_COMM) zero__nccl_abort(m);
+    return r;
+}
+
+static zero_result zero__nccl_cuda(zero__nccl_comm *m, int kind, const char *what, cudaError_t e) {
+    (void)cudaGetLastError();
+    return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s", zero__coll_name(kind),
+                           (unsigned long long)m->seq, m->base.rank, what, cudaGetErrorString(e));
+}
+
+static void zero__nccl_backoff(int *spins) {
+    if (++*spins > 64) {
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = *spins > 1000 ? 200000L : 20000L;
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* after an NCCL call on the non-blocking communicator: wait until it is enqueued */
+static zero_result zero__nccl_issued(zero__nccl_comm *m, int kind, const char *what, ncclResult_t rc,
+                                     int timeout_ms, double deadline) {
+    int spins = 0;
+    while (rc == ncclInProgress) {
+        if (zero__now_ms() > deadline)
+            return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d: %s never got "
+                                   "going; the NCCL communicator was aborted", zero__coll_name(kind),
+                                   (unsigned long long)m->seq, timeout_ms, m->base.rank, what);
+        zero__nccl_backoff(&spins);
+        if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+    }
+    if (rc != ncclSuccess)
+        return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s (%s)", zero__coll_name(kind),
+                               (unsigned long long)m->seq, m->base.rank, what, ncclGetErrorString(rc),
+                               ncclGetLastError(m->comm));
+    return ZERO_OK;
+}
+
+/* wait for everything on the stream: done, an NCCL/CUDA error, or the deadline */
+static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *phase, int timeout_ms, double deadline) {
+    cudaStream_t s = zero__nccl_stream(m);
+    int spins = 0;
+    for (;;) {
+        ncclResult_t ar = ncclSuccess;
+        cudaError_t e = cudaStreamQuery(s);
+        if (e != cudaSuccess && e != cudaErrorNotReady) return zero__nccl_cuda(m, kind, "the stream", e);
+        if (ncclCommGetAsyncError(m->comm, &ar) != ncclSuccess) ar = ncclInternalError;
+        if (ar != ncclSuccess && ar != ncclInProgress)
+            return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d (%s): NCCL failed: %s (%s); the NCCL "
+                                   "communicator was aborted", zero__coll_name(kind), (unsigned long long)m->seq,
+                                   m->base.rank, phase, ncclGetErrorString(ar), ncclGetLastError(m->comm));
+        if (e == cudaSuccess) return ZERO_OK;
+        if (zero__now_ms() > deadline)
+            return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d (%s): a rank "
+                                   "never arrived, died or stalled (NCCL cannot say which); the NCCL communicator "
+                                   "was aborted", zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms,
+                                   m->base.rank, phase);
+        zero__nccl_backoff(&spins);
+    }
+}
+
+/* device scratch and pinned staging: grown on demand (the first steps), never shrunk */
+static char *zero__nccl_scratch(zero__nccl_comm *m, int kind, int64_t bytes) {
+    cudaError_t e;
+    if (bytes <= m->scratch_cap) return m->scratch;
+    if (m->scratch) cudaFree(m->scratch);
+    m->base.scratch_bytes -= m->scratch_cap;
+    m->scratch = NULL;
+    m->scratch_cap = 0;
+    if ((e = cudaMalloc((void **)&m->scratch, (size_t)bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->scratch = NULL;
+        zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMalloc of %lld bytes of scratch "
+                        "failed: %s", zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank,
+                        (long long)bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    m->scratch_cap = bytes;
+    m->base.scratch_bytes += bytes;
+    return m->scratch;
+}
+static char *zero__nccl_pinned(zero__nccl_comm *m, int kind, int64_t bytes) {
+    cudaError_t e;
+    if (bytes <= m->pinned_cap) return m->pinned;
+    if (m->pinned) cudaFreeHost(m->pinned);
+    m->pinned = NULL;
+    m->pinned_cap = 0;
+    if ((e = cudaMallocHost((void **)&m->pinned, (size_t)bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->pinned = NULL;
+        zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMallocHost of %lld bytes failed: %s",
+                        zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank, (long long)bytes,
+                        cudaGetErrorString(e));
+        return NULL;
+    }
+    m->pinned_cap = bytes;
+    return m->pinned;
+}
+
+/* host memory (plain or registered) is staged; device and managed memory go to NCCL */
+static int zero__nccl_on_host(const void *p) {
+    struct cudaPointerAttributes a;
+    if (!p) return 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+/* Phase 1: the header all-gather (see above); also makes the device current */
+static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count, int sdt, int rdt, int timeout_ms,
+                                    double deadline) {
+    zero_comm *c = &m->base;
+    cudaStream_t s;
+    int64_t *mine;
+    cudaError_t e;
+    zero_result r;
+    int i, n = c->size;
+    if (m->broken || !m->comm) {
+        if (!c->err[0]) snprintf(c->err, sizeof c->err, "the NCCL communicator failed earlier");
+        m->broken = 1;
+        return ZERO_ERR_COMM;
+    }
+    if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
+    m->seq++;
+    mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
+    mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
+    if (n == 1) return ZERO_OK;
+    s = zero__nccl_stream(m);
+    e = cudaMemcpyAsync(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, mine, ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyHostToDevice, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    r = zero__nccl_issued(m, kind, "ncclAllGather (header)",
+                          ncclAllGather(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, m->hdr_dev, ZERO__NCCL_HDR,
+                                        ncclInt64, m->comm, s), timeout_ms, deadline);
+    if (r != ZERO_OK) return r;
+    e = cudaMemcpyAsync(m->hdr_host, m->hdr_dev, (size_t)n * ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyDeviceToHost, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    if ((r = zero__nccl_wait(m, kind, "header exchange", timeout_ms, deadline)) != ZERO_OK) return r;
+    for (i = 1; i < n; i++) {
+        const int64_t *a = m->hdr_host, *b = m->hdr_host + (int64_t)i * ZERO__NCCL_HDR;
+        if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
+            c->bad_tag[0] = a[5];
+            c->bad_tag[1] = b[5];
+            c->bad_rank = i;
+            return zero__nccl_fail(m, ZERO_ERR_MISMATCH, "collective #%llu: rank %d called %s(count=%lld, tag=%lld) "
+                                   "but rank 0 called %s(count=%lld, tag=%lld); ranks must issue the same "
+                                   "collectives in the same order", (unsigned long long)m->seq, i,
+                                   zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
+                                   zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_result zero__nccl_copy(zero__nccl_comm *m, int kind, void *dst, const void *src, int64_t bytes) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, zero__nccl_stream(m));
+    return e == cudaSuccess ? ZERO_OK : zero__nccl_cuda(m, kind, "cudaMemcpyAsync", e);
+}
+
+static zero_result zero__nccl_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    int64_t total = bytes * c->size;
+    int hs, hr;
+    zero_result r;
+    char *dev = NULL, *pin = NULL;
+    if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_GATHER, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes == 0) return ZERO_OK;
+    hs = zero__nccl_on_host(send);
+    hr = zero__nccl_on_host(recv);
+    if (hs != hr)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "all_gather: send and recv must both be device memory or "
+                               "both host memory");
+    if (hs) {
+        /* host: through pinned memory and the device scratch */
+        if (!(pin = zero__nccl_pinned(m, ZERO_COLL_ALL_GATHER, total)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_ALL_GATHER, total)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        memcpy(pin + (int64_t)c->rank * bytes, send, (size_t)bytes);
+        if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_GATHER, dev + (int64_t)c->rank * bytes,
+                                pin + (int64_t)c->rank * bytes, bytes)) != ZERO_OK)
+            return r;
+        send = dev + (int64_t)c->rank * bytes;
+    }
+    r = zero__nccl_issued(m, ZERO_COLL_ALL_GATHER, "ncclAllGather",
+                          ncclAllGather(send, hs ? (void *)dev : recv, (size_t)bytes, ncclUint8, m->comm,
+                                        zero__nccl_stream(m)), timeout_ms, dl);
+    if (r == ZERO_OK && hs) r = zero__nccl_copy(m, ZERO_COLL_ALL_GATHER, pin, dev, total);
+    if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_ALL_GATHER, "data", timeout_ms, dl);
+    if (r == ZERO_OK && hs) memcpy(recv, pin, (size_t)total);
+    return r;
+}
+
+static zero_result zero__nccl_broadcast(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    zero_result r;
+    char *dev = NULL, *pin = NULL;
+    int host;
+    if ((r = zero__nccl_enter(m, ZERO_COLL_BROADCAST, bytes, 0, root, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes == 0 || c->size == 1) return ZERO_OK;
+    if ((host = zero__nccl_on_host(buf)) != 0) {
+        if (!(pin = zero__nccl_pinned(m, ZERO_COLL_BROADCAST, bytes)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_BROADCAST, bytes)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        if (c->rank == root) {
+            memcpy(pin, buf, (size_t)bytes);
+            if ((r = zero__nccl_copy(m, ZERO_COLL_BROADCAST, dev, pin, bytes)) != ZERO_OK) return r;
+        }
+    }
+    r = zero__nccl_issued(m, ZERO_COLL_BROADCAST, "ncclBroadcast",
+                          ncclBroadcast(host ? (void *)dev : buf, host ? (void *)dev : buf, (size_t)bytes, ncclUint8,
+                                        root, m->comm, zero__nccl_stream(m)), timeout_ms, dl);
+    if (r == ZERO_OK && host) r = zero__nccl_copy(m, ZERO_COLL_BROADCAST, pin, dev, bytes);
+    if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_BROADCAST, "data", timeout_ms, dl);
+    if (r == ZERO_OK && host && c->rank != root) memcpy(buf, pin, (size_t)bytes);
+    return r;
+}
+
+/* reduce-scatter: the all-to-all of slices, then the fp32 sum in rank order */
+static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                             int64_t count, int accumulate, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    const int kind = ZERO_COLL_REDUCE_SCATTER;
+    int64_t piece = count * (int64_t)zero__esize(sdt), rbytes = count * (int64_t)zero__esize(rdt);
+    int64_t total = piece * c->size;
+    const void *ins[ZERO__NCCL_MAX_SUM];
+    cudaStream_t s;
+    char *slices, *dsend, *drecv, *pin = NULL;
+    int n = c->size, me = c->rank, k, host, rc;
+    zero_result r;
+    if ((r = zero__nccl_enter(m, kind, count, sdt, rdt, timeout_ms, dl)) != ZERO_OK) return r;
+    if (count == 0) return ZERO_OK;
+    if (n > ZERO__NCCL_MAX_SUM)
+        return zero__nccl_fail(m, ZERO_ERR_UNSUPPORTED, "reduce_scatter: the NCCL communicator sums at most %d "
+                               "ranks' slices in order (zero__k_sum_into); this world has %d", ZERO__NCCL_MAX_SUM, n);
+    host = zero__nccl_on_host(send);
+    if (host != zero__nccl_on_host(recv))
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "reduce_scatter: send and recv must both be device memory "
+                               "or both host memory");
+    /* scratch: [the other ranks' slices][host: our send][host: our recv] */
+    if (!(slices = zero__nccl_scratch(m, kind, total + (host ? total + rbytes : 0)))) return ZERO_ERR_OUT_OF_MEMORY;
+    s = zero__nccl_stream(m);
+    dsend = (char *)send;
+    drecv = (char *)recv;
+    if (host) {
+        if (!(pin = zero__nccl_pinned(m, kind, total + rbytes))) return ZERO_ERR_OUT_OF_MEMORY;
+        dsend = slices + total;
+        drecv = slices + 2 * total;
+        memcpy(pin, send, (size_t)total);
+        if (accumulate) memcpy(pin + total, recv, (size_t)rbytes);
+        if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
+    }
+    if (n > 1) {
+        ncclResult_t nr = ncclGroupStart();
+        for (k = 0; k < n && nr == ncclSuccess; k++) {
+            if (k == me) continue;
+            nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+            if (nr == ncclSuccess || nr == ncclInProgress)
+                nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+            if (nr == ncclInProgress) nr = ncclSuccess;
+        }
+        nr = nr == ncclSuccess ? ncclGroupEnd() : nr;
+        if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
+    }
+    for (k = 0; k < n; k++) ins[k] = k == me ? dsend + (int64_t)me * piece : slices + (int64_t)k * piece;
+    if ((const char *)ins[me] == drecv) {
+        /* in place (an all-reduce): our slice is both an input and the output */
+        if ((r = zero__nccl_copy(m, kind, slices + (int64_t)me * piece, ins[me], piece)) != ZERO_OK) return r;
+        ins[me] = slices + (int64_t)me * piece;
+    }
+    if ((rc = zero__k_sum_into(drecv, rdt, ins, n, sdt, count, accumulate, (void *)s)) != 0)
+        return zero__nccl_cuda(m, kind, "zero__k_sum_into", (cudaError_t)rc);
+    if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, rbytes)) != ZERO_OK) return r;
+    if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
+    if (host) memcpy(recv, pin + total, (size_t)rbytes);
+    return ZERO_OK;
+}
+
+static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    if (dt == ZERO__F64) {
+        /* a few doubles: all-gathered, then summed on the host in rank order from 0.0 */
+        double dl = zero__now_ms() + timeout_ms, *all;
+        int64_t bytes = count * 8, i;
+        zero_result r;
+        char *dev;
+        int k, host;
+        if (count > 64) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
+        if (count <= 0) return ZERO_OK;
+        if (!(all = (double *)zero__nccl_pinned(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        host = zero__nccl_on_host(buf);
+        if (host) {
+            memcpy(all + (int64_t)c->rank * count, buf, (size_t)bytes);
+            r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, dev + (int64_t)c->rank * bytes, all + (int64_t)c->rank * count,
+                               bytes);
+        } else {
+            r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, dev + (int64_t)c->rank * bytes, buf, bytes);
+        }
+        if (r == ZERO_OK)
+            r = zero__nccl_issued(m, ZERO_COLL_ALL_REDUCE, "ncclAllGather",
+                                  ncclAllGather(dev + (int64_t)c->rank * bytes, dev, (size_t)bytes, ncclUint8, m->comm,
+                                                zero__nccl_stream(m)), timeout_ms, dl);
+        if (r == ZERO_OK) r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, all, dev, bytes * c->size);
+        if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "data", timeout_ms, dl);
+        if (r != ZERO_OK) return r;
+        for (i = 0; i < count; i++) {
+            double sum = 0.0;
+            for (k = 0; k < c->size; k++) sum += all[(int64_t)k * count + i];
+            all[i] = sum;       /* row 0 is read only by this i */
+        }
+        if (host) {
+            memcpy(buf, all, (size_t)bytes);
+            return ZERO_OK;
+        }
+        if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, buf, all, bytes)) != ZERO_OK) return r;
+        return zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "copy back", timeout_ms, dl);
+    } else {
+        /* reduce-scatter + all-gather in place, exactly as the local comm */
+        int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
+        char *mine = (char *)buf + (int64_t)c->rank * per * es;
+        zero_result r;
+        if (count % c->size) return ZERO_ERR_INVALID_SIZE;
+        if ((r = zero__nccl_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
+        return zero__nccl_all_gather(c, mine, buf, per * es, timeout_ms);
+    }
+}
+
+static zero_result zero__nccl_barrier(zero_comm *c, int timeout_ms) {
+    /* the header all-gather is itself a barrier: every rank heard from every other */
+    return zero__nccl_enter((zero__nccl_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms, zero__now_ms() + timeout_ms);
+}
+
+static const zero__comm_vt zero__nccl_vt = {
+    zero__nccl_all_gather, zero__nccl_reduce_scatter, zero__nccl_all_reduce,
+    zero__nccl_broadcast, zero__nccl_barrier
+};
+
+static void zero__nccl_destroy(zero_comm *c) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    cudaSetDevice(m->device);
+    if (m->comm && !m->broken) {
+        /* finalize flushes what is in flight; bounded, then abort */
+        double dl = zero__now_ms() + 10000.0;
+        ncclResult_t rc = ncclCommFinalize(m->comm);
+        int spins = 0;
+        while (rc == ncclInProgress && zero__now_ms() < dl) {
+            zero__nccl_backoff(&spins);
+            if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+        }
+        if (rc == ncclSuccess) {
+            ncclCommDestroy(m->comm);
+            m->comm = NULL;
+        }
+    }
+    zero__nccl_abort(m);
+    if (m->own) cudaStreamDestroy(m->own);
+    if (m->scratch) cudaFree(m->scratch);
+    if (m->hdr_dev) cudaFree(m->hdr_dev);
+    if (m->pinned) cudaFreeHost(m->pinned);
+    if (m->hdr_host) cudaFreeHost(m->hdr_host);
+    (void)cudaGetLastError();
+    zero_group_destroy(m->base.group);
+    zero__raw_free(NULL, m);
+}
+
+/* the CUDA devices this process sees; 0 with a message in err when there are none */
+static int zero__nccl_devices(char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        snprintf(err, errlen, "no CUDA device: cudaGetDeviceCount %s%s; NCCL needs a GPU per rank",
+                 e != cudaSuccess ? "failed: " : "found 0 devices", e != cudaSuccess ? cudaGetErrorString(e) : "");
+        return 0;
+    }
+    return n;
+}
+
+/* rendezvous and init timeout: ZERO_RENDEZVOUS_TIMEOUT_MS, default 300 s (the
+   processes of a job may start minutes apart) */
+static int zero__nccl_init_timeout_ms(void) {
+    int v = 300000;
+    if (zero__env_int("ZERO_RENDEZVOUS_TIMEOUT_MS", 1, 0x7fffffff, &v) < 0) v = 300000;
+    return v;
+}
+
+/* One endpoint on GPU `device`, rank `rank` of `size`, from rank 0's unique id. */
+static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int device, const ncclUniqueId *id,
+                                     int timeout_ms) {
+    zero__nccl_comm *m;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t rc;
+    cudaError_t e;
+    zero_result r;
+    double dl = zero__now_ms() + timeout_ms;
+    int spins = 0;
+    *out = NULL;
+    if ((e = cudaSetDevice(device)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "NCCL rank %d: cudaSetDevice(%d) failed: %s",
+                          rank, device, cudaGetErrorString(e));
+    }
+    m = (zero__nccl_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "NCCL communicator: out of memory");
+    memset(m, 0, sizeof *m);
+    m->device = device;
+    m->base.vt = &zero__nccl_vt;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    if ((r = zero_group_create(&m->base.group, 1)) != ZERO_OK) { zero__raw_free(NULL, m); return r; }
+    e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&m->hdr_dev, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
+    if (e == cudaSuccess)
+        e = cudaMallocHost((void **)&m->hdr_host, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->broken = 1;
+        zero__nccl_destroy(&m->base);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "NCCL rank %d: a stream or header buffers on GPU %d: %s", rank, device, cudaGetErrorString(e));
+    }
+    m->base.scratch_bytes = (int64_t)(size + 1) * ZERO__NCCL_HDR * (int64_t)sizeof(int64_t);
+    cfg.blocking = 0;   /* init and calls return at once; we poll to our deadlines */
+    rc = ncclCommInitRankConfig(&m->comm, size, *id, rank, &cfg);
+    while (rc == ncclInProgress && zero__now_ms() < dl) {
+        zero__nccl_backoff(&spins);
+        if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+    }
+    if (rc != ncclSuccess) {
+        const char *why = rc == ncclInProgress ? "not every rank joined" : ncclGetErrorString(rc);
+        const char *more = m->comm ? ncclGetLastError(m->comm) : ncclGetLastError(NULL);
+        char msg[ZERO__MSG];
+        snprintf(msg, sizeof msg, "ncclCommInitRankConfig: rank %d of %d on GPU %d: %s%s%s%s", rank, size, device,
+                 why, rc == ncclInProgress ? " within the timeout" : "", more && *more ? ": " : "", more ? more : "");
+        m->broken = 1;
+        zero__nccl_destroy(&m->base);
+        return zero__fail(NULL, rc == ncclInProgress ? ZERO_ERR_TIMEOUT : ZERO_ERR_COMM,
+                          rc == ncclInProgress ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_COMM_BROKEN, "%s", msg);
+    }
+    *out = &m->base;
+    return ZERO_OK;
+}
+
+/* zero_comm_from_env's NCCL endpoint: rank/size from the launcher (a world of one
+   without one), the GPU from the local rank, the unique id through MPI or the TCP rendezvous. */
+static zero_result zero__nccl_from_env(zero_comm **out, int mpi_launcher, const char *launcher, int rank, int size) {
+    static const char *local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
+    char err[ZERO__MSG];
+    ncclUniqueId id;
+    ncclResult_t nr;
+    int ndev, local = -1, i, timeout_ms = zero__nccl_init_timeout_ms();
+    *out = NULL;
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_comm_from_env: %s", err);
+    for (i = 0; i < 4 && local < 0; i++) {
+        int a = zero__env_int(local_vars[i], 0, ZERO__MAX_RANKS - 1, &local);
+        if (a < 0)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s='%s' is not a local rank (0..%d)", local_vars[i],
+                              getenv(local_vars[i]), ZERO__MAX_RANKS - 1);
+    }
+    if (local < 0) local = rank % ndev;
+    if (local >= ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: local rank %d, but this process sees %d CUDA device(s); start at most "
+                          "one process per GPU (torchrun --nproc-per-node=%d)", local, ndev, ndev);
+    memset(&id, 0, sizeof id);
+    if (rank == 0 && (nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    if (size > 1) {
+        int use_mpi = 0;
+        (void)launcher;
+#ifdef ZERO_MPI
+        use_mpi = mpi_launcher;
+        if (use_mpi) {
+            zero_comm *mc = NULL;
+            zero_result r = zero__mpi_create(&mc);
+            if (r != ZERO_OK) return r;
+            if (mc->rank != rank || mc->size != size) {
+                zero__mpi_destroy(mc);
+                return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                                  "zero_comm_from_env: MPI and %s disagree about this process's rank", launcher);
+            }
+            mc->tag = -1;
+            r = mc->vt->broadcast(mc, &id, (int64_t)sizeof id, 0, timeout_ms);
+            if (r != ZERO_OK) {
+                snprintf(err, sizeof err, "%s", mc->err);
+                zero__mpi_destroy(mc);
+                return zero__fail(NULL, r, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: sending the NCCL id over "
+                                  "MPI: %s", err);
+            }
+            zero__mpi_destroy(mc);
+        }
+#endif
+        if (!use_mpi) {
+            const char *addr = getenv("MASTER_ADDR");
+            unsigned char *all;
+            int port = 0;
+            zero_result r;
+            if (!addr || zero__env_int("MASTER_PORT", 1, 65535, &port) != 1)
+                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                                  "zero_comm_from_env: NCCL over %d ranks needs MASTER_ADDR and MASTER_PORT (1..65535) "
+                                  "for its rendezvous (MASTER_ADDR=%s, MASTER_PORT=%s)%s", size,
+                                  addr ? addr : "(unset)", getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "(unset)",
+                                  mpi_launcher ? ", or a ZERO_MPI build under an MPI launcher" : "");
+            all = (unsigned char *)zero__raw_alloc(NULL, sizeof id * (size_t)size);
+            if (!all)
+                return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
+            r = zero__tcp_allgather(addr, port, rank, size, &id, (int64_t)sizeof id, all, timeout_ms, err, sizeof err);
+            if (r == ZERO_OK) memcpy(&id, all, sizeof id);   /* rank 0's */
+            zero__raw_free(NULL, all);
+            if (r != ZERO_OK)
+                return zero__fail(NULL, r, r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_NO_LAUNCHER,
+                                  "zero_comm_from_env: %s", err);
+        }
+    }
+    return zero__nccl_create(out, rank, size, local, &id, timeout_ms);
+}
+
+typedef struct zero__nccl_run_arg {
+    ncclUniqueId id;
+    zero_rank_fn fn;
+    void *user;
+    int rank, size;
+    zero_result result;
+    char err[ZERO__MSG];
+} zero__nccl_run_arg;
+
+static void *zero__nccl_run_main(void *p) {
+    zero__nccl_run_arg *a = (zero__nccl_run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero__nccl_create(&c, a->rank, a->size, a->rank, &a->id, zero__nccl_init_timeout_ms());
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    if (a->result != ZERO_OK)
+        snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero_last_error(NULL));
+    zero_comm_destroy(c);
+    return NULL;
+}
+
+ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    zero__nccl_run_arg *args;
+    pthread_t *th;
+    ncclResult_t nr;
+    ncclUniqueId id;
+    char err[ZERO__MSG];
+    int i, started = 0, ndev;
+    zero_result r = ZERO_OK;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
+    if (world_size < 1 || world_size > ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
+                          "(zero_run_local runs several ranks on one)", world_size, ndev);
+    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
+    }
+    for (i = 0; i < world_size; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
+        /* a rank that never starts leaves the others to time out in init, never to hang */
+        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_nccl: could not start the thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++)
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+#endif /* ZERO_CUDA */
+
 /* >>comm: bootstrap from the launcher's environment (zero_comm_from_env) ------------- */
 
 typedef struct zero__launcher {
@@ -2046,15 +2728,23 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
         { "torchrun", "RANK", "WORLD_SIZE", 0 },
     };
     const zero__launcher *L = NULL;
-    int want_mpi, want_local, rank = 0, size = 0, i, a, b;
+    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
     if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
     *out = NULL;
     if (!backend || !*backend) backend = "auto";
     want_mpi = !strcmp(backend, "mpi");
     want_local = !strcmp(backend, "local");
-    if (!want_mpi && !want_local && strcmp(backend, "auto") != 0)
+    want_nccl = !strcmp(backend, "nccl");
+    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi (NULL means auto)", backend);
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
+                          backend);
+#ifndef ZERO_CUDA
+    if (want_nccl)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
+                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
+#endif
     for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
         const zero__launcher *l = &launchers[i];
         if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
@@ -2083,6 +2773,9 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
         }
     }
     if (!L) {
+#ifdef ZERO_CUDA
+        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
+#endif
         if (!want_mpi) return zero__local_world_of_one(out);
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
                           "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
@@ -2098,12 +2791,24 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                               L->size_var, size);
         return zero__local_world_of_one(out);
     }
+#ifdef ZERO_CUDA
+    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
+       launcher: NCCL when asked for, MPI otherwise */
+    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
+#endif
     if (!L->mpi) {
         if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+#ifdef ZERO_CUDA
         return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) need a TCP/NCCL "
-                          "rendezvous at MASTER_ADDR:MASTER_PORT, which zero.h does not have yet; launch with mpirun "
-                          "or srun and a ZERO_MPI build", rank, size);
+                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
+                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
+                          rank, size);
+#else
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
+                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
+#endif
     }
 #ifdef ZERO_MPI
     {
@@ -2750,6 +3455,9 @@ ZERO_API void zero_comm_destroy(zero_comm *c) {
     if (!c) return;
 #ifdef ZERO_MPI
     if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
+#endif
+#ifdef ZERO_CUDA
+    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
 #endif
     g = c->owns_group ? c->group : NULL;
     pthread_mutex_lock(&c->group->mu);
