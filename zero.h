@@ -167,9 +167,34 @@
      RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun), in that order. With
      none set it returns a world of one (local; backend "mpi" makes that an error whose
      sentence lists the variables); a launcher that started one process also gives a
-     world of one. An MPI launcher in a build without ZERO_MPI, and torchrun-style
-     variables (their TCP/NCCL rendezvous is not written yet), give ZERO_ERR_UNSUPPORTED;
-     half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the variable.
+     world of one. An MPI launcher in a build without ZERO_MPI gives ZERO_ERR_UNSUPPORTED,
+     and so do torchrun-style variables without ZERO_CUDA (they mean NCCL, which needs a
+     CUDA build); half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the
+     variable.
+     NCCL (ZERO_CUDA): one GPU per rank. Under torchrun (auto, WORLD_SIZE > 1) or with
+     backend "nccl", zero_comm_from_env picks GPU LOCAL_RANK (or the MPI launcher's local
+     rank), rank 0 makes the ncclUniqueId and a small TCP rendezvous hands it to the
+     others: rank 0 listens at MASTER_ADDR:MASTER_PORT (SO_REUSEADDR, every interface),
+     the others connect, retrying until it does (with ZERO_MPI under an MPI launcher, MPI
+     carries the id instead). Its timeout, and ncclCommInitRank's, is
+     ZERO_RENDEZVOUS_TIMEOUT_MS (default 300000): ranks that never come are named
+     ("rank(s) 2, 3 never connected to 10.0.0.1:29500 within 300000 ms",
+     ZERO_ERR_TIMEOUT); another WORLD_SIZE, a rank claimed twice or another zero.h
+     version is ZERO_ERR_MISMATCH on every rank that connected; a bad MASTER_ADDR or
+     MASTER_PORT is ZERO_ERR_INVALID_ARG; no GPU is ZERO_ERR_NO_DEVICE. zero_run_nccl(N,
+     fn, user) runs N ranks as threads of one process, one per GPU.
+     The NCCL comm is non-blocking: every call returns at once and the calling thread
+     polls until done or timeout_ms, then aborts the communicator (ncclCommAbort), so a
+     lost rank is ZERO_ERR_TIMEOUT naming the collective, never a hang; the endpoint is
+     then broken (later calls fail fast). Each collective starts with a small header
+     all-gather, so ranks that call different collectives get ZERO_ERR_MISMATCH, as on
+     the other comms. NCCL never sums: a reduce-scatter is an all-to-all (ncclSend/
+     ncclRecv) and the fp32 sum in rank order that the local comm takes, so NCCL and
+     local runs give bitwise-identical results (at most 64 ranks). Host pointers are
+     staged through pinned memory. Collectives run on the endpoint's own stream, or on
+     c->cuda_stream when the caller sets it; the endpoint keeps a device scratch that
+     grows in the first step to the largest all-to-all (N x count elements) and never
+     shrinks (c->scratch_bytes counts it), plus as much pinned host memory.
      zero.h calls MPI from the context's comm-stream thread, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
      works if you make no MPI calls of your own while a context lives). It works on a dup
@@ -285,9 +310,10 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device and NCCL are not
-     wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
-     rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
+     No autograd: you write forward and backward. The CUDA device is not wired in
+     yet (make CUDA=1 builds, but trains on the CPU device; the NCCL communicator is
+     there, tested on its own by tests/gpu/nccl.c). torchrun-style
+     launches need a CUDA build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
      Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
      master on NVMe are not there yet.
      POSIX threads only (Linux, macOS); no Windows threads yet.
@@ -591,10 +617,18 @@ ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user)
 /* The same on a group you made (for zero_group_set_link, or several groups at once). */
 ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user);
 /* One endpoint for this process, picked from what the launcher set (see ON COMMUNICATORS).
-   backend: NULL or "auto" (MPI under an MPI launcher, else a world of one), "mpi" (an
-   MPI launcher is required) or "local" (a world of one). Destroy it with zero_comm_destroy
-   after the last context that uses it. */
+   backend: NULL or "auto" (MPI under an MPI launcher, NCCL under torchrun in a ZERO_CUDA
+   build, else a world of one), "mpi" (an MPI launcher is required), "nccl" (ZERO_CUDA:
+   one GPU per process; without a launcher a world of one) or "local" (a world of one).
+   Destroy it with zero_comm_destroy after the last context that uses it. */
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend);
+#ifdef ZERO_CUDA
+/* One process driving world_size GPUs over NCCL: fn(comm, rank, user) on a thread per
+   GPU, thread r on GPU r. ZERO_ERR_NO_DEVICE without a GPU, ZERO_ERR_INVALID_SIZE when
+   world_size is more than the GPUs visible. Returns ZERO_OK if every fn did, else the
+   lowest failing rank's result, which zero_last_error(NULL) then describes. */
+ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user);
+#endif
 
 /* context */
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
