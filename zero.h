@@ -1639,6 +1639,25 @@ static void zero__mpi_destroy(zero_comm *c) {
 #include <fcntl.h>
 #include <unistd.h>
 
+/* getaddrinfo is POSIX 2001: glibc hides it when zero.h was first included without the
+   implementation under a strict -std=c99 (no _POSIX_C_SOURCE; see pread in >>io), so
+   declare it as glibc lays it out */
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__cplusplus)
+struct addrinfo {
+    int ai_flags, ai_family, ai_socktype, ai_protocol;
+    socklen_t ai_addrlen;
+    struct sockaddr *ai_addr;
+    char *ai_canonname;
+    struct addrinfo *ai_next;
+};
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res);
+void freeaddrinfo(struct addrinfo *res);
+const char *gai_strerror(int errcode);
+#endif
+#ifndef AI_NUMERICSERV
+#  define AI_NUMERICSERV 0x0400     /* glibc's value */
+#endif
+
 #if defined(__GNUC__) || defined(__clang__)
 #  define ZERO__MAYBE_UNUSED __attribute__((unused))
 #else
@@ -2565,6 +2584,7 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
     m->base.scratch_bytes = (int64_t)(size + 1) * ZERO__NCCL_HDR * (int64_t)sizeof(int64_t);
     cfg.blocking = 0;   /* init and calls return at once; we poll to our deadlines */
     rc = ncclCommInitRankConfig(&m->comm, size, *id, rank, &cfg);
+    if (rc != ncclSuccess && rc != ncclInProgress) m->comm = NULL;   /* it failed before it began: nothing to abort */
     while (rc == ncclInProgress && zero__now_ms() < dl) {
         zero__nccl_backoff(&spins);
         if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
