@@ -2443,7 +2443,11 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         zero_result r;
         char *dev;
         int k, host;
-        if (count > 64) return ZERO_ERR_INVALID_SIZE;
+        if (count > 64) {
+            snprintf(c->err, sizeof c->err, "all_reduce: %lld doubles; the f64 all-reduce takes at most 64",
+                     (long long)count);
+            return ZERO_ERR_INVALID_SIZE;
+        }
         if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
         if (count <= 0) return ZERO_OK;
         if (!(all = (double *)zero__nccl_pinned(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)) ||
@@ -2480,7 +2484,11 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
         char *mine = (char *)buf + (int64_t)c->rank * per * es;
         zero_result r;
-        if (count % c->size) return ZERO_ERR_INVALID_SIZE;
+        if (count % c->size) {
+            snprintf(c->err, sizeof c->err, "all_reduce: count %lld is not a multiple of the world size %d",
+                     (long long)count, c->size);
+            return ZERO_ERR_INVALID_SIZE;
+        }
         if ((r = zero__nccl_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
         return zero__nccl_all_gather(c, mine, buf, per * es, timeout_ms);
     }
