@@ -176,7 +176,10 @@
      rank), rank 0 makes the ncclUniqueId and a small TCP rendezvous hands it to the
      others: rank 0 listens at MASTER_ADDR:MASTER_PORT (SO_REUSEADDR, every interface),
      the others connect, retrying until it does (with ZERO_MPI under an MPI launcher, MPI
-     carries the id instead). Its timeout, and ncclCommInitRank's, is
+     carries the id instead). A torchrun whose agent serves its own TCPStore at
+     MASTER_PORT (it exports TORCHELASTIC_USE_AGENT_STORE=True, as recent torchruns do)
+     leaves MASTER_PORT + 1 to the rendezvous; ZERO_RENDEZVOUS_PORT, the same on every
+     rank, overrides the port. Its timeout, and ncclCommInitRank's, is
      ZERO_RENDEZVOUS_TIMEOUT_MS (default 300000): ranks that never come are named
      ("rank(s) 2, 3 never connected to 10.0.0.1:29500 within 300000 ms",
      ZERO_ERR_TIMEOUT); another WORLD_SIZE, a rank claimed twice or another zero.h
@@ -1794,7 +1797,7 @@ static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where,
     if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, world + 16) != 0) {
         snprintf(err, errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
-                 "set MASTER_PORT to a free one)", where, strerror(errno));
+                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", where, strerror(errno));
         if (lfd >= 0) close(lfd);
         zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
         return ZERO_ERR_COMM;
@@ -2614,22 +2617,51 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
 
 /* zero_comm_from_env's NCCL endpoint: rank/size from the launcher (a world of one
    without one), the GPU from the local rank, the unique id through MPI or the TCP rendezvous. */
+/* The rendezvous port: ZERO_RENDEZVOUS_PORT, else MASTER_PORT, or MASTER_PORT + 1 when
+   torchrun's agent serves its own TCPStore at MASTER_PORT (it says so by exporting
+   TORCHELASTIC_USE_AGENT_STORE=True to its workers). 0 when unset or malformed. */
+static int zero__nccl_rdv_port(const char **which) {
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    int port = 0;
+    *which = "ZERO_RENDEZVOUS_PORT";
+    if (getenv("ZERO_RENDEZVOUS_PORT")) return zero__env_int("ZERO_RENDEZVOUS_PORT", 1, 65535, &port) == 1 ? port : 0;
+    *which = "MASTER_PORT";
+    if (zero__env_int("MASTER_PORT", 1, 65535, &port) != 1) return 0;
+    if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1")))
+        port = port < 65535 ? port + 1 : port - 1;
+    return port;
+}
+
 static zero_result zero__nccl_from_env(zero_comm **out, int mpi_launcher, const char *launcher, int rank, int size) {
     static const char *local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
     char err[ZERO__MSG];
+    const char *addr = getenv("MASTER_ADDR"), *port_var = "MASTER_PORT";
     ncclUniqueId id;
     ncclResult_t nr;
-    int ndev, local = -1, i, timeout_ms = zero__nccl_init_timeout_ms();
+    int ndev, local = -1, i, timeout_ms = 300000, use_mpi = 0, port = 0;
     *out = NULL;
-    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
-        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_comm_from_env: %s", err);
-    for (i = 0; i < 4 && local < 0; i++) {
-        int a = zero__env_int(local_vars[i], 0, ZERO__MAX_RANKS - 1, &local);
-        if (a < 0)
+    (void)launcher;
+#ifdef ZERO_MPI
+    use_mpi = mpi_launcher;
+#endif
+    /* the environment first (the same answer on every machine), then the GPU */
+    if (zero__env_int("ZERO_RENDEZVOUS_TIMEOUT_MS", 1, 0x7fffffff, &timeout_ms) < 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: ZERO_RENDEZVOUS_TIMEOUT_MS='%s' is not a positive number of ms",
+                          getenv("ZERO_RENDEZVOUS_TIMEOUT_MS"));
+    for (i = 0; i < 4 && local < 0; i++)
+        if (zero__env_int(local_vars[i], 0, ZERO__MAX_RANKS - 1, &local) < 0)
             return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
                               "zero_comm_from_env: %s='%s' is not a local rank (0..%d)", local_vars[i],
                               getenv(local_vars[i]), ZERO__MAX_RANKS - 1);
-    }
+    if (size > 1 && !use_mpi && (!addr || !*addr || (port = zero__nccl_rdv_port(&port_var)) == 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: NCCL over %d ranks needs MASTER_ADDR and %s (1..65535) for its "
+                          "rendezvous (MASTER_ADDR=%s, %s=%s)%s", size, port_var, addr ? addr : "(unset)", port_var,
+                          getenv(port_var) ? getenv(port_var) : "(unset)",
+                          mpi_launcher ? ", or a ZERO_MPI build under an MPI launcher" : "");
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_comm_from_env: %s", err);
     if (local < 0) local = rank % ndev;
     if (local >= ndev)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
@@ -2639,52 +2671,38 @@ static zero_result zero__nccl_from_env(zero_comm **out, int mpi_launcher, const 
     if (rank == 0 && (nr = ncclGetUniqueId(&id)) != ncclSuccess)
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: ncclGetUniqueId failed: %s",
                           ncclGetErrorString(nr));
-    if (size > 1) {
-        int use_mpi = 0;
-        (void)launcher;
 #ifdef ZERO_MPI
-        use_mpi = mpi_launcher;
-        if (use_mpi) {
-            zero_comm *mc = NULL;
-            zero_result r = zero__mpi_create(&mc);
-            if (r != ZERO_OK) return r;
-            if (mc->rank != rank || mc->size != size) {
-                zero__mpi_destroy(mc);
-                return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: MPI and %s disagree about this process's rank", launcher);
-            }
-            mc->tag = -1;
-            r = mc->vt->broadcast(mc, &id, (int64_t)sizeof id, 0, timeout_ms);
-            if (r != ZERO_OK) {
-                snprintf(err, sizeof err, "%s", mc->err);
-                zero__mpi_destroy(mc);
-                return zero__fail(NULL, r, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: sending the NCCL id over "
-                                  "MPI: %s", err);
-            }
+    if (size > 1 && use_mpi) {
+        zero_comm *mc = NULL;
+        zero_result r = zero__mpi_create(&mc);
+        if (r != ZERO_OK) return r;
+        if (mc->rank != rank || mc->size != size) {
             zero__mpi_destroy(mc);
+            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: MPI and %s disagree about this process's rank", launcher);
         }
+        mc->tag = -1;
+        r = mc->vt->broadcast(mc, &id, (int64_t)sizeof id, 0, timeout_ms);
+        if (r != ZERO_OK) {
+            snprintf(err, sizeof err, "%s", mc->err);
+            zero__mpi_destroy(mc);
+            return zero__fail(NULL, r, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: sending the NCCL id over MPI: %s",
+                              err);
+        }
+        zero__mpi_destroy(mc);
+    }
 #endif
-        if (!use_mpi) {
-            const char *addr = getenv("MASTER_ADDR");
-            unsigned char *all;
-            int port = 0;
-            zero_result r;
-            if (!addr || zero__env_int("MASTER_PORT", 1, 65535, &port) != 1)
-                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: NCCL over %d ranks needs MASTER_ADDR and MASTER_PORT (1..65535) "
-                                  "for its rendezvous (MASTER_ADDR=%s, MASTER_PORT=%s)%s", size,
-                                  addr ? addr : "(unset)", getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "(unset)",
-                                  mpi_launcher ? ", or a ZERO_MPI build under an MPI launcher" : "");
-            all = (unsigned char *)zero__raw_alloc(NULL, sizeof id * (size_t)size);
-            if (!all)
-                return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
-            r = zero__tcp_allgather(addr, port, rank, size, &id, (int64_t)sizeof id, all, timeout_ms, err, sizeof err);
-            if (r == ZERO_OK) memcpy(&id, all, sizeof id);   /* rank 0's */
-            zero__raw_free(NULL, all);
-            if (r != ZERO_OK)
-                return zero__fail(NULL, r, r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: %s", err);
-        }
+    if (size > 1 && !use_mpi) {
+        unsigned char *all = (unsigned char *)zero__raw_alloc(NULL, sizeof id * (size_t)size);
+        zero_result r;
+        if (!all)
+            return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
+        r = zero__tcp_allgather(addr, port, rank, size, &id, (int64_t)sizeof id, all, timeout_ms, err, sizeof err);
+        if (r == ZERO_OK) memcpy(&id, all, sizeof id);   /* rank 0's */
+        zero__raw_free(NULL, all);
+        if (r != ZERO_OK)
+            return zero__fail(NULL, r, r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s", err);
     }
     return zero__nccl_create(out, rank, size, local, &id, timeout_ms);
 }

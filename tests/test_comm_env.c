@@ -11,7 +11,8 @@
 
 static const char *vars[] = { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                               "SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                              "MASTER_ADDR", "MASTER_PORT", "ZERO_RENDEZVOUS_TIMEOUT_MS" };
+                              "MASTER_ADDR", "MASTER_PORT", "ZERO_RENDEZVOUS_TIMEOUT_MS",
+                              "ZERO_RENDEZVOUS_PORT", "TORCHELASTIC_USE_AGENT_STORE" };
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -125,6 +126,19 @@ static void env_torchrun(void) {
     if (gpus() == 0) expect(NULL, ZERO_ERR_NO_DEVICE, "no CUDA device: cudaGetDeviceCount");
     else expect(NULL, ZERO_ERR_TIMEOUT, "could not reach rank 0 at 127.0.0.1:29500");
     expect("mpi", ZERO_ERR_UNSUPPORTED, "use backend nccl");
+    /* the environment is checked before the GPU */
+    setenv("MASTER_PORT", "http", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "MASTER_PORT=http");
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("ZERO_RENDEZVOUS_PORT", "70000", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "ZERO_RENDEZVOUS_PORT=70000");
+    unsetenv("ZERO_RENDEZVOUS_PORT");
+    setenv("ZERO_RENDEZVOUS_TIMEOUT_MS", "-5", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "ZERO_RENDEZVOUS_TIMEOUT_MS='-5'");
+    setenv("ZERO_RENDEZVOUS_TIMEOUT_MS", "300", 1);
+    setenv("LOCAL_RANK", "x", 1);
+    expect("nccl", ZERO_ERR_INVALID_ARG, "LOCAL_RANK='x'");
+    setenv("LOCAL_RANK", "1", 1);
 #else
     expect(NULL, ZERO_ERR_UNSUPPORTED, "torchrun-style");
     expect(NULL, ZERO_ERR_UNSUPPORTED, "NCCL needs a CUDA build");
