@@ -201,9 +201,37 @@
      RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun), in that order. With
      none set it returns a world of one (local; backend "mpi" makes that an error whose
      sentence lists the variables); a launcher that started one process also gives a
-     world of one. An MPI launcher in a build without ZERO_MPI, and torchrun-style
-     variables (their TCP/NCCL rendezvous is not written yet), give ZERO_ERR_UNSUPPORTED;
-     half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the variable.
+     world of one. An MPI launcher in a build without ZERO_MPI gives ZERO_ERR_UNSUPPORTED,
+     and so do torchrun-style variables without ZERO_CUDA (they mean NCCL, which needs a
+     CUDA build); half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the
+     variable.
+     NCCL (ZERO_CUDA): one GPU per rank. Under torchrun (auto, WORLD_SIZE > 1) or with
+     backend "nccl", zero_comm_from_env picks GPU LOCAL_RANK (or the MPI launcher's local
+     rank), rank 0 makes the ncclUniqueId and a small TCP rendezvous hands it to the
+     others: rank 0 listens at MASTER_ADDR:MASTER_PORT (SO_REUSEADDR, every interface),
+     the others connect, retrying until it does (with ZERO_MPI under an MPI launcher, MPI
+     carries the id instead). A torchrun whose agent serves its own TCPStore at
+     MASTER_PORT (it exports TORCHELASTIC_USE_AGENT_STORE=True, as recent torchruns do)
+     leaves MASTER_PORT + 1 to the rendezvous; ZERO_RENDEZVOUS_PORT, the same on every
+     rank, overrides the port. Its timeout, and ncclCommInitRank's, is
+     ZERO_RENDEZVOUS_TIMEOUT_MS (default 300000): ranks that never come are named
+     ("rank(s) 2, 3 never connected to 10.0.0.1:29500 within 300000 ms",
+     ZERO_ERR_TIMEOUT); another WORLD_SIZE, a rank claimed twice or another zero.h
+     version is ZERO_ERR_MISMATCH on every rank that connected; a bad MASTER_ADDR or
+     MASTER_PORT is ZERO_ERR_INVALID_ARG; no GPU is ZERO_ERR_NO_DEVICE. zero_run_nccl(N,
+     fn, user) runs N ranks as threads of one process, one per GPU.
+     The NCCL comm is non-blocking: every call returns at once and the calling thread
+     polls until done or timeout_ms, then aborts the communicator (ncclCommAbort), so a
+     lost rank is ZERO_ERR_TIMEOUT naming the collective, never a hang; the endpoint is
+     then broken (later calls fail fast). Each collective starts with a small header
+     all-gather, so ranks that call different collectives get ZERO_ERR_MISMATCH, as on
+     the other comms. NCCL never sums: a reduce-scatter is an all-to-all (ncclSend/
+     ncclRecv) and the fp32 sum in rank order that the local comm takes, so NCCL and
+     local runs give bitwise-identical results (at most 64 ranks). Host pointers are
+     staged through pinned memory. Collectives run on the endpoint's own stream, or on
+     c->cuda_stream when the caller sets it; the endpoint keeps a device scratch that
+     grows in the first step to the largest all-to-all (N x count elements) and never
+     shrinks (c->scratch_bytes counts it), plus as much pinned host memory.
      zero.h calls MPI from the context's comm-stream thread, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
      works if you make no MPI calls of your own while a context lives). It works on a dup
@@ -319,10 +347,11 @@
      ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device has not yet run on a
-     GPU in our CI (it is built there, and its engine path is tested through the EMU
-     device); offload with the CUDA device is not there yet. No TCP
-     rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
+     No autograd: you write forward and backward. The CUDA device and the NCCL
+     communicator have not yet run on a GPU in our CI (they are built there, and the
+     engine's device path is tested through the EMU device); with the CUDA device only
+     the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
+     build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
      Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
      master on NVMe are not there yet.
      POSIX threads only (Linux, macOS); no Windows threads yet.
@@ -638,10 +667,18 @@ ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user)
 /* The same on a group you made (for zero_group_set_link, or several groups at once). */
 ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user);
 /* One endpoint for this process, picked from what the launcher set (see ON COMMUNICATORS).
-   backend: NULL or "auto" (MPI under an MPI launcher, else a world of one), "mpi" (an
-   MPI launcher is required) or "local" (a world of one). Destroy it with zero_comm_destroy
-   after the last context that uses it. */
+   backend: NULL or "auto" (MPI under an MPI launcher, NCCL under torchrun in a ZERO_CUDA
+   build, else a world of one), "mpi" (an MPI launcher is required), "nccl" (ZERO_CUDA:
+   one GPU per process; without a launcher a world of one) or "local" (a world of one).
+   Destroy it with zero_comm_destroy after the last context that uses it. */
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend);
+#ifdef ZERO_CUDA
+/* One process driving world_size GPUs over NCCL: fn(comm, rank, user) on a thread per
+   GPU, thread r on GPU r. ZERO_ERR_NO_DEVICE without a GPU, ZERO_ERR_INVALID_SIZE when
+   world_size is more than the GPUs visible. Returns ZERO_OK if every fn did, else the
+   lowest failing rank's result, which zero_last_error(NULL) then describes. */
+ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user);
+#endif
 
 /* context */
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
@@ -1053,6 +1090,9 @@ typedef struct zero__dev_vt {
 } zero__dev_vt;
 static const zero__dev_vt *zero__dev_pick(zero_device_type t);     /* >>device: ops */
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale);
+#ifdef ZERO_CUDA
+static void *zero__cuda_comm_stream(zero_ctx *ctx);
+#endif
 
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
@@ -1080,6 +1120,8 @@ struct zero_comm {
     char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
     int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
     zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
+    void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
+    int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
 };
 
 typedef struct zero__slot {
@@ -1708,6 +1750,1159 @@ static void zero__mpi_destroy(zero_comm *c) {
 }
 #endif /* ZERO_MPI */
 
+/* >>comm: rendezvous ------------------------------------------------------------------
+   A TCP all-gather of a small blob among `world` processes, through rank 0 listening
+   at MASTER_ADDR:MASTER_PORT (torchrun's variables). The NCCL communicator uses it to
+   hand rank 0's ncclUniqueId to everyone; it is plain POSIX sockets, so the CPU tests
+   exercise it. Every socket is nonblocking and every wait is a poll() bounded by the
+   one deadline, so a missing process is ZERO_ERR_TIMEOUT naming it, never a hang.
+   Protocol (big-endian, 24-byte header): a rank > 0 connects (retrying until rank 0
+   listens) and sends {magic, version, world, rank, bytes} and its blob; rank 0 checks
+   each header, and once all world-1 ranks are in, answers each with {magic, version,
+   world, status 0, world*bytes} and the blobs in rank order. A header that disagrees
+   (another world size or blob size, a rank out of range or claimed twice, another
+   version) fails rank 0 with ZERO_ERR_MISMATCH and every connected rank hears why
+   ({..., status = -result, message length} and the message), so they fail fast too;
+   the same happens on rank 0's timeout. A connection whose first bytes are not our
+   magic (a port scanner, a stray client) is dropped and the rendezvous goes on. */
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netdb.h>
+#include <poll.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+/* getaddrinfo is POSIX 2001: glibc hides it when zero.h was first included without the
+   implementation under a strict -std=c99 (no _POSIX_C_SOURCE; see pread in >>io), so
+   declare it as glibc lays it out */
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__cplusplus)
+struct addrinfo {
+    int ai_flags, ai_family, ai_socktype, ai_protocol;
+    socklen_t ai_addrlen;
+    struct sockaddr *ai_addr;
+    char *ai_canonname;
+    struct addrinfo *ai_next;
+};
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res);
+void freeaddrinfo(struct addrinfo *res);
+const char *gai_strerror(int errcode);
+#endif
+#ifndef AI_NUMERICSERV
+#  define AI_NUMERICSERV 0x0400     /* glibc's value */
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define ZERO__MAYBE_UNUSED __attribute__((unused))
+#else
+#  define ZERO__MAYBE_UNUSED
+#endif
+#ifndef MSG_NOSIGNAL
+#  define MSG_NOSIGNAL 0            /* no SIGPIPE where the platform has no flag for it */
+#endif
+
+#define ZERO__RDV_MAGIC 0x5a45524fu     /* "ZERO" */
+#define ZERO__RDV_VERSION 1u
+#define ZERO__RDV_HDR 24
+#define ZERO__RDV_MAX_BYTES (1 << 20)   /* per rank: the rendezvous is for small blobs */
+
+typedef struct zero__rdv_hdr {
+    uint32_t magic, version, world, rank;   /* rank: in replies, the status (-zero_result) */
+    uint64_t bytes;                         /* in replies, the payload's length */
+} zero__rdv_hdr;
+
+static void zero__rdv_pack(unsigned char *b, const zero__rdv_hdr *h) {
+    uint32_t w[4];
+    int i, j;
+    w[0] = h->magic; w[1] = h->version; w[2] = h->world; w[3] = h->rank;
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 4; j++) b[4 * i + j] = (unsigned char)(w[i] >> (24 - 8 * j));
+    for (j = 0; j < 8; j++) b[16 + j] = (unsigned char)(h->bytes >> (56 - 8 * j));
+}
+static void zero__rdv_unpack(const unsigned char *b, zero__rdv_hdr *h) {
+    uint32_t w[4];
+    int i, j;
+    for (i = 0; i < 4; i++)
+        for (w[i] = 0, j = 0; j < 4; j++) w[i] = (w[i] << 8) | b[4 * i + j];
+    h->magic = w[0]; h->version = w[1]; h->world = w[2]; h->rank = w[3];
+    for (h->bytes = 0, j = 0; j < 8; j++) h->bytes = (h->bytes << 8) | b[16 + j];
+}
+
+static int zero__rdv_left_ms(double deadline) {
+    double left = deadline - zero__now_ms();
+    return left <= 0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
+}
+
+static void zero__rdv_sleep_ms(int ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+static int zero__rdv_socket(int family) {
+    int fd = socket(family, SOCK_STREAM, 0), fl;
+    if (fd < 0) return -1;
+    fl = fcntl(fd, F_GETFL, 0);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* poll one fd for ev until the deadline: 1 ready, 0 timed out, -1 error (errno) */
+static int zero__rdv_wait(int fd, short ev, double deadline) {
+    for (;;) {
+        struct pollfd p;
+        int n;
+        p.fd = fd; p.events = ev; p.revents = 0;
+        n = poll(&p, 1, zero__rdv_left_ms(deadline));
+        if (n > 0) return 1;
+        if (n == 0) return zero__now_ms() >= deadline ? 0 : 1;
+        if (errno != EINTR) return -1;
+    }
+}
+
+/* send or receive exactly n bytes before the deadline: 0 done, 1 timed out, 2 the
+   peer closed, -1 error (errno) */
+static int zero__rdv_io(int fd, void *buf, size_t n, int sending, double deadline) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t k = sending ? send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL)
+                            : recv(fd, (char *)buf + done, n - done, 0);
+        if (k > 0) { done += (size_t)k; continue; }
+        if (k == 0 && !sending) return 2;
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno == EPIPE || errno == ECONNRESET ? 2 : -1;
+        k = zero__rdv_wait(fd, sending ? POLLOUT : POLLIN, deadline);
+        if (k == 0) return 1;
+        if (k < 0) return -1;
+    }
+    return 0;
+}
+
+/* a reply: the status (0 or -zero_result) and its payload (the blobs, or a message) */
+static int zero__rdv_reply(int fd, int world, zero_result status, const void *payload, int64_t len,
+                           double deadline) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
+    h.rank = (uint32_t)(-(int)status); h.bytes = (uint64_t)len;
+    zero__rdv_pack(b, &h);
+    if (zero__rdv_io(fd, b, sizeof b, 1, deadline) != 0) return -1;
+    return zero__rdv_io(fd, (void *)payload, (size_t)len, 1, deadline) == 0 ? 0 : -1;
+}
+
+typedef struct zero__rdv_conn {
+    int fd;
+    int rank;                       /* -1 until its header is read */
+    int done;                       /* header and blob read */
+    size_t got;                     /* bytes of the current part read so far */
+    unsigned char hdr[ZERO__RDV_HDR];
+} zero__rdv_conn;
+
+/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
+   blobs in rank order (ours already at 0). */
+static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
+                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
+    int cap = world - 1 + 16, nconn = 0, have = 0, strays = 0, lfd, one = 1, i, k;
+    zero__rdv_conn *conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *conn * (size_t)cap);
+    struct pollfd *pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *pfd * (size_t)(cap + 1));
+    char *seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+    struct sockaddr_storage any;
+    zero_result r = ZERO_OK;
+    if (!conn || !pfd || !seen) {
+        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    memset(seen, 0, (size_t)world);
+    seen[0] = 1;
+    /* listen on every interface at the port: MASTER_ADDR names this host for the others */
+    memset(&any, 0, sizeof any);
+    memcpy(&any, ai->ai_addr, ai->ai_addrlen);
+    if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
+    lfd = zero__rdv_socket(ai->ai_family);
+    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, world + 16) != 0) {
+        snprintf(err, errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
+                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", where, strerror(errno));
+        if (lfd >= 0) close(lfd);
+        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+        return ZERO_ERR_COMM;
+    }
+    while (have < world - 1 && r == ZERO_OK) {
+        int n;
+        pfd[0].fd = lfd; pfd[0].events = POLLIN; pfd[0].revents = 0;
+        for (i = 0; i < nconn; i++) {
+            pfd[i + 1].fd = conn[i].done ? -1 : conn[i].fd;
+            pfd[i + 1].events = POLLIN; pfd[i + 1].revents = 0;
+        }
+        n = poll(pfd, (nfds_t)(nconn + 1), zero__rdv_left_ms(deadline));
+        if (n < 0 && errno != EINTR) {
+            snprintf(err, errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
+            r = ZERO_ERR_COMM;
+            break;
+        }
+        if (n <= 0) {
+            if (zero__now_ms() < deadline) continue;
+            {
+                size_t len = 0;
+                len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
+                for (k = 1, i = 0; k < world && len + 24 < errlen; k++)
+                    if (!seen[k]) {
+                        if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
+                        len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
+                    }
+                if (len < errlen)
+                    len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", where,
+                                            timeout_ms);
+                if (strays && len < errlen)
+                    snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)",
+                             strays);
+            }
+            r = ZERO_ERR_TIMEOUT;
+            break;
+        }
+        if (pfd[0].revents & POLLIN) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd >= 0) {
+                int fl = fcntl(fd, F_GETFL, 0);
+                if (nconn == cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                    close(fd);
+                    strays++;
+                } else {
+                    memset(&conn[nconn], 0, sizeof conn[nconn]);
+                    conn[nconn].fd = fd;
+                    conn[nconn].rank = -1;
+                    nconn++;
+                }
+            }
+        }
+        for (i = 0; i < nconn && r == ZERO_OK; i++) {
+            zero__rdv_conn *cn = &conn[i];
+            ssize_t got;
+            int drop = 0;
+            if (cn->done || !(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (cn->rank < 0) {
+                got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
+                if (got > 0) cn->got += (size_t)got;
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
+                else if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 ||
+                                          cn->hdr[3] != 0x4f))
+                    drop = 1;     /* not our magic: not a zero.h rank */
+                else if (cn->got == ZERO__RDV_HDR) {
+                    zero__rdv_hdr h;
+                    zero__rdv_unpack(cn->hdr, &h);
+                    if (h.version != ZERO__RDV_VERSION) {
+                        snprintf(err, errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
+                                 "%u: run the same zero.h everywhere", where, h.version, ZERO__RDV_VERSION);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if ((int64_t)h.world != world) {
+                        snprintf(err, errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
+                                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
+                        snprintf(err, errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
+                                 "1..%d (rank 0 is this listener); is RANK set right?", where, h.rank, world,
+                                 world - 1);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if ((int64_t)h.bytes != bytes) {
+                        snprintf(err, errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
+                                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
+                                 (long long)bytes);
+                        r = ZERO_ERR_MISMATCH;
+                    } else if (seen[h.rank]) {
+                        snprintf(err, errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?",
+                                 h.rank, world);
+                        r = ZERO_ERR_MISMATCH;
+                    } else {
+                        cn->rank = (int)h.rank;
+                        cn->got = 0;
+                        seen[h.rank] = 1;
+                        if (bytes == 0) { cn->done = 1; have++; }
+                    }
+                    if (r != ZERO_OK) cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);
+                }
+            } else {
+                char *dst = (char *)all + (int64_t)cn->rank * bytes;
+                got = recv(cn->fd, dst + cn->got, (size_t)bytes - cn->got, 0);
+                if (got > 0 && (cn->got += (size_t)got) == (size_t)bytes) { cn->done = 1; have++; }
+                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
+                    drop = 1;
+                }
+            }
+            if (drop) {
+                if (cn->rank < 0) strays++;
+                close(cn->fd);
+                conn[i] = conn[--nconn];
+                i--;
+            }
+        }
+    }
+    close(lfd);
+    {
+        /* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the
+           others fail fast instead of waiting out their own timeouts) */
+        double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
+        for (i = 0; i < nconn; i++) {
+            if (conn[i].rank >= 0) {
+                if (r == ZERO_OK) {
+                    if (zero__rdv_reply(conn[i].fd, world, ZERO_OK, all, bytes * world, dl) != 0) {
+                        snprintf(err, errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
+                                 "could answer (did it time out or die?)", conn[i].rank, where);
+                        r = ZERO_ERR_COMM;
+                        dl = zero__now_ms() + 500.0;
+                    }
+                } else {
+                    zero__rdv_reply(conn[i].fd, world, r, err, (int64_t)strlen(err), dl);
+                }
+            }
+            close(conn[i].fd);
+        }
+    }
+    zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
+    return r;
+}
+
+/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
+static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
+                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
+                                  char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    int fd = -1, last = 0, io;
+    for (;;) {
+        int e = 0;
+        socklen_t el = sizeof e;
+        fd = zero__rdv_socket(ai->ai_family);
+        if (fd < 0) {
+            snprintf(err, errlen, "rendezvous: rank %d cannot create a socket: %s", rank, strerror(errno));
+            return ZERO_ERR_COMM;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+        if (errno == EINPROGRESS || errno == EINTR) {
+            io = zero__rdv_wait(fd, POLLOUT, deadline);
+            if (io > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) break;
+            last = io > 0 ? e : io == 0 ? ETIMEDOUT : errno;
+        } else {
+            last = errno;
+        }
+        close(fd);
+        fd = -1;
+        if (zero__now_ms() >= deadline) {
+            snprintf(err, errlen, "rendezvous: rank %d of %d could not reach rank 0 at %s within %d ms (%s): is "
+                     "rank 0 running, and MASTER_ADDR/MASTER_PORT the same everywhere?", rank, world, where,
+                     timeout_ms, last ? strerror(last) : "no answer");
+            return ZERO_ERR_TIMEOUT;
+        }
+        zero__rdv_sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
+    }
+    h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
+    h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
+    zero__rdv_pack(b, &h);
+    io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
+    if (io == 0) io = zero__rdv_io(fd, (void *)mine, (size_t)bytes, 1, deadline);
+    if (io == 0) io = zero__rdv_io(fd, b, sizeof b, 0, deadline);
+    if (io == 0) {
+        zero__rdv_unpack(b, &h);
+        if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
+            snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
+                     "with something else)", where);
+            close(fd);
+            return ZERO_ERR_COMM;
+        }
+        if (h.rank != 0) {
+            char msg[ZERO__MSG];
+            size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
+            int st = (int)h.rank;
+            msg[0] = '\0';
+            if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
+            else msg[0] = '\0';
+            close(fd);
+            snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)");
+            return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
+        }
+        if ((int64_t)h.bytes != bytes * world) {
+            snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
+                     (unsigned long long)h.bytes, (long long)(bytes * world));
+            close(fd);
+            return ZERO_ERR_MISMATCH;
+        }
+        io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
+    }
+    close(fd);
+    if (io == 1) {
+        snprintf(err, errlen, "rendezvous: rank %d of %d connected to rank 0 at %s but heard nothing back within "
+                 "%d ms (rank 0 is still waiting for other ranks)", rank, world, where, timeout_ms);
+        return ZERO_ERR_TIMEOUT;
+    }
+    if (io != 0) {
+        snprintf(err, errlen, "rendezvous: rank 0 at %s closed the connection of rank %d (%s)", where, rank,
+                 io == 2 ? "it failed or is not a zero.h rank 0" : strerror(errno));
+        return ZERO_ERR_COMM;
+    }
+    memcpy((char *)all + (int64_t)rank * bytes, mine, (size_t)bytes);
+    return ZERO_OK;
+}
+
+/* The all-gather: `all` (world*bytes) receives every rank's `mine` (bytes), in rank
+   order. Rank 0 listens at addr:port; the others connect. */
+static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int port, int rank, int world,
+                                                          const void *mine, int64_t bytes, void *all,
+                                                          int timeout_ms, char *err, size_t errlen) {
+    struct addrinfo hints, *res = NULL;
+    char portstr[16], where[300];
+    double deadline = zero__now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    zero_result r;
+    int gai;
+    if (!err || errlen == 0) return ZERO_ERR_INVALID_ARG;
+    err[0] = '\0';
+    if (!addr || !*addr || port < 1 || port > 65535) {
+        snprintf(err, errlen, "rendezvous: address '%s' port %d: need a host name or address and a port in 1..65535 "
+                 "(MASTER_ADDR, MASTER_PORT)", addr ? addr : "(null)", port);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (world < 1 || world > ZERO__MAX_RANKS || rank < 0 || rank >= world || bytes < 0 ||
+        bytes > ZERO__RDV_MAX_BYTES || (bytes && (!mine || !all)) || timeout_ms < 0) {
+        snprintf(err, errlen, "rendezvous: rank %d of %d, %lld bytes, timeout %d ms: need 0 <= rank < world <= %d, "
+                 "0..%d bytes and buffers, a timeout >= 0", rank, world, (long long)bytes, timeout_ms,
+                 ZERO__MAX_RANKS, ZERO__RDV_MAX_BYTES);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    snprintf(portstr, sizeof portstr, "%d", port);
+    snprintf(where, sizeof where, "%s:%d", addr, port);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    if ((gai = getaddrinfo(addr, portstr, &hints, &res)) != 0 || !res) {
+        snprintf(err, errlen, "rendezvous: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai));
+        if (res) freeaddrinfo(res);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (world == 1) {
+        freeaddrinfo(res);
+        if (bytes) memmove(all, mine, (size_t)bytes);
+        return ZERO_OK;
+    }
+    if (rank == 0) {
+        if (bytes) memmove(all, mine, (size_t)bytes);
+        r = zero__rdv_serve(res, where, world, bytes, all, timeout_ms, deadline, err, errlen);
+    } else {
+        r = zero__rdv_join(res, where, rank, world, mine, bytes, all, timeout_ms, deadline, err, errlen);
+    }
+    freeaddrinfo(res);
+    return r;
+}
+
+/* >>comm: nccl ------------------------------------------------------------------------
+   GPUs over NCCL (ZERO_CUDA): one endpoint per GPU, from zero_comm_from_env (one
+   process per GPU; rank 0's ncclUniqueId reaches the others through the TCP
+   rendezvous above, or through MPI when an MPI launcher started a ZERO_MPI build) or
+   from zero_run_nccl (one thread per GPU in this process).
+   Never a hang: the communicator is created non-blocking (ncclConfig_t.blocking = 0),
+   so init and every call return at once (ncclInProgress) and the calling thread polls
+   ncclCommGetAsyncError and cudaStreamQuery until done or until timeout_ms; then it
+   aborts the communicator (ncclCommAbort), the endpoint is broken for good (later calls
+   fail fast with ZERO_ERR_COMM), and the error names the collective.
+   Like the MPI comm, each collective first all-gathers a small header (seq, kind,
+   count, dtypes, tag): ranks that called different collectives get ZERO_ERR_MISMATCH
+   with bad_tag/bad_rank set, before any data moves. NCCL never sums: a reduce-scatter
+   is an all-to-all of the slices (grouped ncclSend/ncclRecv) into a device scratch of
+   N*count elements, then zero__k_sum_into adds them in fp32 in rank order, the sum the
+   local comm takes, so both give bitwise-identical results (N <= 64: the kernel's
+   limit). An all-gather and a broadcast move bytes. Host pointers (the engine's small
+   scalar collectives, zero_build's model check) are found with cudaPointerGetAttributes
+   and staged through pinned host memory and the device scratch; doubles (ZERO__F64) are
+   all-gathered and summed on the host in rank order.
+   Memory: the endpoint owns a stream (unless the caller sets c->cuda_stream), 48*(N+1)
+   bytes of header on the device and in pinned memory, and a device scratch and a
+   pinned staging buffer that grow to the largest collective's need (the all-to-all:
+   N*count*sizeof(sdt) bytes) in the first step and never shrink; c->scratch_bytes
+   counts the device bytes. */
+#ifdef ZERO_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#ifndef ZERO__K_SUM_INTO_DECLARED
+/* TEMPORARY (branch nccl) until zero_kernels.cu's launcher is merged: its declaration
+   and a weak stand-in that refuses, so this branch links. Drop this block at merge. */
+#define ZERO__K_SUM_INTO_DECLARED 1
+#ifdef __cplusplus
+extern "C"
+#endif
+int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
+                     void *stream);
+#if defined(__GNUC__) || defined(__clang__)
+#ifdef __cplusplus
+extern "C"
+#endif
+__attribute__((weak)) int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                           int64_t count, int accumulate, void *stream) {
+    (void)out; (void)rdt; (void)ins; (void)nin; (void)sdt; (void)count; (void)accumulate; (void)stream;
+    return (int)cudaErrorNotSupported;
+}
+#endif
+#endif
+
+static int zero__env_int(const char *var, int lo, int hi, int *out);   /* >>comm: bootstrap */
+
+#define ZERO__NCCL_HDR 6
+#define ZERO__NCCL_MAX_SUM 64           /* zero__k_sum_into's most inputs */
+
+typedef struct zero__nccl_comm {
+    zero_comm base;                 /* first: a zero_comm * is a zero__nccl_comm * */
+    ncclComm_t comm;                /* NULL after an abort */
+    int device;
+    cudaStream_t own;               /* created at init; c->cuda_stream, when set, is used instead */
+    int broken;
+    uint64_t seq;                   /* collectives issued, for headers and messages */
+    int64_t *hdr_host, *hdr_dev;    /* [size][6] (pinned, device) */
+    char *scratch;                  /* device, grows */
+    int64_t scratch_cap;
+    char *pinned;                   /* pinned host staging, grows */
+    int64_t pinned_cap;
+} zero__nccl_comm;
+
+static cudaStream_t zero__nccl_stream(const zero__nccl_comm *m) {
+    return m->base.cuda_stream ? (cudaStream_t)m->base.cuda_stream : m->own;
+}
+
+static void zero__nccl_abort(zero__nccl_comm *m) {
+    if (m->comm) ncclCommAbort(m->comm);
+    m->comm = NULL;
+}
+
+/* a failure: the message goes to c->err; after a timeout or an NCCL/CUDA error the
+   communicator is aborted (its kernels may never finish otherwise) */
+static zero_result zero__nccl_fail(zero__nccl_comm *m, zero_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->base.err, sizeof m->base.err, fmt, ap);
+    va_end(ap);
+    m->broken = 1;
+    if (r == ZERO_ERR_TIMEOUT || r == ZERO_ERR_COMM) zero__nccl_abort(m);
+    return r;
+}
+
+static zero_result zero__nccl_cuda(zero__nccl_comm *m, int kind, const char *what, cudaError_t e) {
+    (void)cudaGetLastError();
+    return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s", zero__coll_name(kind),
+                           (unsigned long long)m->seq, m->base.rank, what, cudaGetErrorString(e));
+}
+
+static void zero__nccl_backoff(int *spins) {
+    if (++*spins > 64) {
+        struct timespec ts;
+        ts.tv_sec = 0;
+        ts.tv_nsec = *spins > 1000 ? 200000L : 20000L;
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* after an NCCL call on the non-blocking communicator: wait until it is enqueued */
+static zero_result zero__nccl_issued(zero__nccl_comm *m, int kind, const char *what, ncclResult_t rc,
+                                     int timeout_ms, double deadline) {
+    int spins = 0;
+    while (rc == ncclInProgress) {
+        if (zero__now_ms() > deadline)
+            return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d: %s never got "
+                                   "going; the NCCL communicator was aborted", zero__coll_name(kind),
+                                   (unsigned long long)m->seq, timeout_ms, m->base.rank, what);
+        zero__nccl_backoff(&spins);
+        if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+    }
+    if (rc != ncclSuccess)
+        return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s (%s)", zero__coll_name(kind),
+                               (unsigned long long)m->seq, m->base.rank, what, ncclGetErrorString(rc),
+                               ncclGetLastError(m->comm));
+    return ZERO_OK;
+}
+
+/* wait for everything on the stream: done, an NCCL/CUDA error, or the deadline */
+static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *phase, int timeout_ms, double deadline) {
+    cudaStream_t s = zero__nccl_stream(m);
+    int spins = 0;
+    for (;;) {
+        ncclResult_t ar = ncclSuccess;
+        cudaError_t e = cudaStreamQuery(s);
+        if (e != cudaSuccess && e != cudaErrorNotReady) return zero__nccl_cuda(m, kind, "the stream", e);
+        if (ncclCommGetAsyncError(m->comm, &ar) != ncclSuccess) ar = ncclInternalError;
+        if (ar != ncclSuccess && ar != ncclInProgress)
+            return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d (%s): NCCL failed: %s (%s); the NCCL "
+                                   "communicator was aborted", zero__coll_name(kind), (unsigned long long)m->seq,
+                                   m->base.rank, phase, ncclGetErrorString(ar), ncclGetLastError(m->comm));
+        if (e == cudaSuccess) return ZERO_OK;
+        if (zero__now_ms() > deadline)
+            return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d (%s): a rank "
+                                   "never arrived, died or stalled (NCCL cannot say which); the NCCL communicator "
+                                   "was aborted", zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms,
+                                   m->base.rank, phase);
+        zero__nccl_backoff(&spins);
+    }
+}
+
+/* device scratch and pinned staging: grown on demand (the first steps), never shrunk */
+static char *zero__nccl_scratch(zero__nccl_comm *m, int kind, int64_t bytes) {
+    cudaError_t e;
+    if (bytes <= m->scratch_cap) return m->scratch;
+    if (m->scratch) cudaFree(m->scratch);
+    m->base.scratch_bytes -= m->scratch_cap;
+    m->scratch = NULL;
+    m->scratch_cap = 0;
+    if ((e = cudaMalloc((void **)&m->scratch, (size_t)bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->scratch = NULL;
+        zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMalloc of %lld bytes of scratch "
+                        "failed: %s", zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank,
+                        (long long)bytes, cudaGetErrorString(e));
+        return NULL;
+    }
+    m->scratch_cap = bytes;
+    m->base.scratch_bytes += bytes;
+    return m->scratch;
+}
+static char *zero__nccl_pinned(zero__nccl_comm *m, int kind, int64_t bytes) {
+    cudaError_t e;
+    if (bytes <= m->pinned_cap) return m->pinned;
+    if (m->pinned) cudaFreeHost(m->pinned);
+    m->pinned = NULL;
+    m->pinned_cap = 0;
+    if ((e = cudaMallocHost((void **)&m->pinned, (size_t)bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->pinned = NULL;
+        zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMallocHost of %lld bytes failed: %s",
+                        zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank, (long long)bytes,
+                        cudaGetErrorString(e));
+        return NULL;
+    }
+    m->pinned_cap = bytes;
+    return m->pinned;
+}
+
+/* host memory (plain or registered) is staged; device and managed memory go to NCCL */
+static int zero__nccl_on_host(const void *p) {
+    struct cudaPointerAttributes a;
+    if (!p) return 0;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+/* Phase 1: the header all-gather (see above); also makes the device current */
+static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count, int sdt, int rdt, int timeout_ms,
+                                    double deadline) {
+    zero_comm *c = &m->base;
+    cudaStream_t s;
+    int64_t *mine;
+    cudaError_t e;
+    zero_result r;
+    int i, n = c->size;
+    if (m->broken || !m->comm) {
+        if (!c->err[0]) snprintf(c->err, sizeof c->err, "the NCCL communicator failed earlier");
+        m->broken = 1;
+        return ZERO_ERR_COMM;
+    }
+    if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
+    m->seq++;
+    mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
+    mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
+    if (n == 1) return ZERO_OK;
+    s = zero__nccl_stream(m);
+    e = cudaMemcpyAsync(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, mine, ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyHostToDevice, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    r = zero__nccl_issued(m, kind, "ncclAllGather (header)",
+                          ncclAllGather(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, m->hdr_dev, ZERO__NCCL_HDR,
+                                        ncclInt64, m->comm, s), timeout_ms, deadline);
+    if (r != ZERO_OK) return r;
+    e = cudaMemcpyAsync(m->hdr_host, m->hdr_dev, (size_t)n * ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyDeviceToHost, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    if ((r = zero__nccl_wait(m, kind, "header exchange", timeout_ms, deadline)) != ZERO_OK) return r;
+    for (i = 1; i < n; i++) {
+        const int64_t *a = m->hdr_host, *b = m->hdr_host + (int64_t)i * ZERO__NCCL_HDR;
+        if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
+            c->bad_tag[0] = a[5];
+            c->bad_tag[1] = b[5];
+            c->bad_rank = i;
+            return zero__nccl_fail(m, ZERO_ERR_MISMATCH, "collective #%llu: rank %d called %s(count=%lld, tag=%lld) "
+                                   "but rank 0 called %s(count=%lld, tag=%lld); ranks must issue the same "
+                                   "collectives in the same order", (unsigned long long)m->seq, i,
+                                   zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
+                                   zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_result zero__nccl_copy(zero__nccl_comm *m, int kind, void *dst, const void *src, int64_t bytes) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, zero__nccl_stream(m));
+    return e == cudaSuccess ? ZERO_OK : zero__nccl_cuda(m, kind, "cudaMemcpyAsync", e);
+}
+
+static zero_result zero__nccl_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    int64_t total = bytes * c->size;
+    int hs, hr;
+    zero_result r;
+    char *dev = NULL, *pin = NULL;
+    if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_GATHER, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes == 0) return ZERO_OK;
+    hs = zero__nccl_on_host(send);
+    hr = zero__nccl_on_host(recv);
+    if (hs != hr)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "all_gather: send and recv must both be device memory or "
+                               "both host memory");
+    if (hs) {
+        /* host: through pinned memory and the device scratch */
+        if (!(pin = zero__nccl_pinned(m, ZERO_COLL_ALL_GATHER, total)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_ALL_GATHER, total)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        memcpy(pin + (int64_t)c->rank * bytes, send, (size_t)bytes);
+        if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_GATHER, dev + (int64_t)c->rank * bytes,
+                                pin + (int64_t)c->rank * bytes, bytes)) != ZERO_OK)
+            return r;
+        send = dev + (int64_t)c->rank * bytes;
+    }
+    r = zero__nccl_issued(m, ZERO_COLL_ALL_GATHER, "ncclAllGather",
+                          ncclAllGather(send, hs ? (void *)dev : recv, (size_t)bytes, ncclUint8, m->comm,
+                                        zero__nccl_stream(m)), timeout_ms, dl);
+    if (r == ZERO_OK && hs) r = zero__nccl_copy(m, ZERO_COLL_ALL_GATHER, pin, dev, total);
+    if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_ALL_GATHER, "data", timeout_ms, dl);
+    if (r == ZERO_OK && hs) memcpy(recv, pin, (size_t)total);
+    return r;
+}
+
+static zero_result zero__nccl_broadcast(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    zero_result r;
+    char *dev = NULL, *pin = NULL;
+    int host;
+    if ((r = zero__nccl_enter(m, ZERO_COLL_BROADCAST, bytes, 0, root, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes == 0 || c->size == 1) return ZERO_OK;
+    if ((host = zero__nccl_on_host(buf)) != 0) {
+        if (!(pin = zero__nccl_pinned(m, ZERO_COLL_BROADCAST, bytes)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_BROADCAST, bytes)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        if (c->rank == root) {
+            memcpy(pin, buf, (size_t)bytes);
+            if ((r = zero__nccl_copy(m, ZERO_COLL_BROADCAST, dev, pin, bytes)) != ZERO_OK) return r;
+        }
+    }
+    r = zero__nccl_issued(m, ZERO_COLL_BROADCAST, "ncclBroadcast",
+                          ncclBroadcast(host ? (void *)dev : buf, host ? (void *)dev : buf, (size_t)bytes, ncclUint8,
+                                        root, m->comm, zero__nccl_stream(m)), timeout_ms, dl);
+    if (r == ZERO_OK && host) r = zero__nccl_copy(m, ZERO_COLL_BROADCAST, pin, dev, bytes);
+    if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_BROADCAST, "data", timeout_ms, dl);
+    if (r == ZERO_OK && host && c->rank != root) memcpy(buf, pin, (size_t)bytes);
+    return r;
+}
+
+/* reduce-scatter: the all-to-all of slices, then the fp32 sum in rank order */
+static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                             int64_t count, int accumulate, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    const int kind = ZERO_COLL_REDUCE_SCATTER;
+    int64_t piece = count * (int64_t)zero__esize(sdt), rbytes = count * (int64_t)zero__esize(rdt);
+    int64_t total = piece * c->size;
+    const void *ins[ZERO__NCCL_MAX_SUM];
+    cudaStream_t s;
+    char *slices, *dsend, *drecv, *pin = NULL;
+    int n = c->size, me = c->rank, k, host, rc;
+    zero_result r;
+    if ((r = zero__nccl_enter(m, kind, count, sdt, rdt, timeout_ms, dl)) != ZERO_OK) return r;
+    if (count == 0) return ZERO_OK;
+    if (n > ZERO__NCCL_MAX_SUM)
+        return zero__nccl_fail(m, ZERO_ERR_UNSUPPORTED, "reduce_scatter: the NCCL communicator sums at most %d "
+                               "ranks' slices in order (zero__k_sum_into); this world has %d", ZERO__NCCL_MAX_SUM, n);
+    host = zero__nccl_on_host(send);
+    if (host != zero__nccl_on_host(recv))
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "reduce_scatter: send and recv must both be device memory "
+                               "or both host memory");
+    /* scratch: [the other ranks' slices][host: our send][host: our recv] */
+    if (!(slices = zero__nccl_scratch(m, kind, total + (host ? total + rbytes : 0)))) return ZERO_ERR_OUT_OF_MEMORY;
+    s = zero__nccl_stream(m);
+    dsend = (char *)send;
+    drecv = (char *)recv;
+    if (host) {
+        if (!(pin = zero__nccl_pinned(m, kind, total + rbytes))) return ZERO_ERR_OUT_OF_MEMORY;
+        dsend = slices + total;
+        drecv = slices + 2 * total;
+        memcpy(pin, send, (size_t)total);
+        if (accumulate) memcpy(pin + total, recv, (size_t)rbytes);
+        if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
+    }
+    if (n > 1) {
+        ncclResult_t nr = ncclGroupStart();
+        for (k = 0; k < n && nr == ncclSuccess; k++) {
+            if (k == me) continue;
+            nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+            if (nr == ncclSuccess || nr == ncclInProgress)
+                nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+            if (nr == ncclInProgress) nr = ncclSuccess;
+        }
+        nr = nr == ncclSuccess ? ncclGroupEnd() : nr;
+        if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
+    }
+    for (k = 0; k < n; k++) ins[k] = k == me ? dsend + (int64_t)me * piece : slices + (int64_t)k * piece;
+    if ((const char *)ins[me] == drecv) {
+        /* in place (an all-reduce): our slice is both an input and the output */
+        if ((r = zero__nccl_copy(m, kind, slices + (int64_t)me * piece, ins[me], piece)) != ZERO_OK) return r;
+        ins[me] = slices + (int64_t)me * piece;
+    }
+    if ((rc = zero__k_sum_into(drecv, rdt, ins, n, sdt, count, accumulate, (void *)s)) != 0)
+        return zero__nccl_cuda(m, kind, "zero__k_sum_into", (cudaError_t)rc);
+    if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, rbytes)) != ZERO_OK) return r;
+    if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
+    if (host) memcpy(recv, pin + total, (size_t)rbytes);
+    return ZERO_OK;
+}
+
+static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    if (dt == ZERO__F64) {
+        /* a few doubles: all-gathered, then summed on the host in rank order from 0.0 */
+        double dl = zero__now_ms() + timeout_ms, *all;
+        int64_t bytes = count * 8, i;
+        zero_result r;
+        char *dev;
+        int k, host;
+        if (count > 64) {
+            snprintf(c->err, sizeof c->err, "all_reduce: %lld doubles; the f64 all-reduce takes at most 64",
+                     (long long)count);
+            return ZERO_ERR_INVALID_SIZE;
+        }
+        if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
+        if (count <= 0) return ZERO_OK;
+        if (!(all = (double *)zero__nccl_pinned(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)) ||
+            !(dev = zero__nccl_scratch(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        host = zero__nccl_on_host(buf);
+        if (host) {
+            memcpy(all + (int64_t)c->rank * count, buf, (size_t)bytes);
+            r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, dev + (int64_t)c->rank * bytes, all + (int64_t)c->rank * count,
+                               bytes);
+        } else {
+            r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, dev + (int64_t)c->rank * bytes, buf, bytes);
+        }
+        if (r == ZERO_OK)
+            r = zero__nccl_issued(m, ZERO_COLL_ALL_REDUCE, "ncclAllGather",
+                                  ncclAllGather(dev + (int64_t)c->rank * bytes, dev, (size_t)bytes, ncclUint8, m->comm,
+                                                zero__nccl_stream(m)), timeout_ms, dl);
+        if (r == ZERO_OK) r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, all, dev, bytes * c->size);
+        if (r == ZERO_OK) r = zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "data", timeout_ms, dl);
+        if (r != ZERO_OK) return r;
+        for (i = 0; i < count; i++) {
+            double sum = 0.0;
+            for (k = 0; k < c->size; k++) sum += all[(int64_t)k * count + i];
+            all[i] = sum;       /* row 0 is read only by this i */
+        }
+        if (host) {
+            memcpy(buf, all, (size_t)bytes);
+            return ZERO_OK;
+        }
+        if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, buf, all, bytes)) != ZERO_OK) return r;
+        return zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "copy back", timeout_ms, dl);
+    } else {
+        /* reduce-scatter + all-gather in place, exactly as the local comm */
+        int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
+        char *mine = (char *)buf + (int64_t)c->rank * per * es;
+        zero_result r;
+        if (count % c->size) {
+            snprintf(c->err, sizeof c->err, "all_reduce: count %lld is not a multiple of the world size %d",
+                     (long long)count, c->size);
+            return ZERO_ERR_INVALID_SIZE;
+        }
+        if ((r = zero__nccl_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
+        return zero__nccl_all_gather(c, mine, buf, per * es, timeout_ms);
+    }
+}
+
+static zero_result zero__nccl_barrier(zero_comm *c, int timeout_ms) {
+    /* the header all-gather is itself a barrier: every rank heard from every other */
+    return zero__nccl_enter((zero__nccl_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms, zero__now_ms() + timeout_ms);
+}
+
+static const zero__comm_vt zero__nccl_vt = {
+    zero__nccl_all_gather, zero__nccl_reduce_scatter, zero__nccl_all_reduce,
+    zero__nccl_broadcast, zero__nccl_barrier
+};
+
+static void zero__nccl_destroy(zero_comm *c) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    cudaSetDevice(m->device);
+    if (m->comm && !m->broken) {
+        /* finalize flushes what is in flight; bounded, then abort */
+        double dl = zero__now_ms() + 10000.0;
+        ncclResult_t rc = ncclCommFinalize(m->comm);
+        int spins = 0;
+        while (rc == ncclInProgress && zero__now_ms() < dl) {
+            zero__nccl_backoff(&spins);
+            if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+        }
+        if (rc == ncclSuccess) {
+            ncclCommDestroy(m->comm);
+            m->comm = NULL;
+        }
+    }
+    zero__nccl_abort(m);
+    if (m->own) cudaStreamDestroy(m->own);
+    if (m->scratch) cudaFree(m->scratch);
+    if (m->hdr_dev) cudaFree(m->hdr_dev);
+    if (m->pinned) cudaFreeHost(m->pinned);
+    if (m->hdr_host) cudaFreeHost(m->hdr_host);
+    (void)cudaGetLastError();
+    zero_group_destroy(m->base.group);
+    zero__raw_free(NULL, m);
+}
+
+/* the CUDA devices this process sees; 0 with a message in err when there are none */
+static int zero__nccl_devices(char *err, size_t errlen) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        snprintf(err, errlen, "no CUDA device: cudaGetDeviceCount %s%s; NCCL needs a GPU per rank",
+                 e != cudaSuccess ? "failed: " : "found 0 devices", e != cudaSuccess ? cudaGetErrorString(e) : "");
+        return 0;
+    }
+    return n;
+}
+
+/* rendezvous and init timeout: ZERO_RENDEZVOUS_TIMEOUT_MS, default 300 s (the
+   processes of a job may start minutes apart) */
+static int zero__nccl_init_timeout_ms(void) {
+    int v = 300000;
+    if (zero__env_int("ZERO_RENDEZVOUS_TIMEOUT_MS", 1, 0x7fffffff, &v) < 0) v = 300000;
+    return v;
+}
+
+/* One endpoint on GPU `device`, rank `rank` of `size`, from rank 0's unique id. */
+static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int device, const ncclUniqueId *id,
+                                     int timeout_ms) {
+    zero__nccl_comm *m;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t rc;
+    cudaError_t e;
+    zero_result r;
+    double dl = zero__now_ms() + timeout_ms;
+    int spins = 0;
+    *out = NULL;
+    if ((e = cudaSetDevice(device)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "NCCL rank %d: cudaSetDevice(%d) failed: %s",
+                          rank, device, cudaGetErrorString(e));
+    }
+    m = (zero__nccl_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "NCCL communicator: out of memory");
+    memset(m, 0, sizeof *m);
+    m->device = device;
+    m->base.vt = &zero__nccl_vt;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    if ((r = zero_group_create(&m->base.group, 1)) != ZERO_OK) { zero__raw_free(NULL, m); return r; }
+    e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&m->hdr_dev, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
+    if (e == cudaSuccess)
+        e = cudaMallocHost((void **)&m->hdr_host, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->broken = 1;
+        zero__nccl_destroy(&m->base);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "NCCL rank %d: a stream or header buffers on GPU %d: %s", rank, device, cudaGetErrorString(e));
+    }
+    m->base.scratch_bytes = (int64_t)(size + 1) * ZERO__NCCL_HDR * (int64_t)sizeof(int64_t);
+    cfg.blocking = 0;   /* init and calls return at once; we poll to our deadlines */
+    rc = ncclCommInitRankConfig(&m->comm, size, *id, rank, &cfg);
+    if (rc != ncclSuccess && rc != ncclInProgress) m->comm = NULL;   /* it failed before it began: nothing to abort */
+    while (rc == ncclInProgress && zero__now_ms() < dl) {
+        zero__nccl_backoff(&spins);
+        if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+    }
+    if (rc != ncclSuccess) {
+        const char *why = rc == ncclInProgress ? "not every rank joined" : ncclGetErrorString(rc);
+        const char *more = m->comm ? ncclGetLastError(m->comm) : ncclGetLastError(NULL);
+        char msg[ZERO__MSG];
+        snprintf(msg, sizeof msg, "ncclCommInitRankConfig: rank %d of %d on GPU %d: %s%s%s%s", rank, size, device,
+                 why, rc == ncclInProgress ? " within the timeout" : "", more && *more ? ": " : "", more ? more : "");
+        m->broken = 1;
+        zero__nccl_destroy(&m->base);
+        return zero__fail(NULL, rc == ncclInProgress ? ZERO_ERR_TIMEOUT : ZERO_ERR_COMM,
+                          rc == ncclInProgress ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_COMM_BROKEN, "%s", msg);
+    }
+    *out = &m->base;
+    return ZERO_OK;
+}
+
+/* zero_comm_from_env's NCCL endpoint: rank/size from the launcher (a world of one
+   without one), the GPU from the local rank, the unique id through MPI or the TCP rendezvous. */
+/* The rendezvous port: ZERO_RENDEZVOUS_PORT, else MASTER_PORT, or MASTER_PORT + 1 when
+   torchrun's agent serves its own TCPStore at MASTER_PORT (it says so by exporting
+   TORCHELASTIC_USE_AGENT_STORE=True to its workers). 0 when unset or malformed. */
+static int zero__nccl_rdv_port(const char **which) {
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    int port = 0;
+    *which = "ZERO_RENDEZVOUS_PORT";
+    if (getenv("ZERO_RENDEZVOUS_PORT")) return zero__env_int("ZERO_RENDEZVOUS_PORT", 1, 65535, &port) == 1 ? port : 0;
+    *which = "MASTER_PORT";
+    if (zero__env_int("MASTER_PORT", 1, 65535, &port) != 1) return 0;
+    if (agent && (!strcmp(agent, "True") || !strcmp(agent, "true") || !strcmp(agent, "1")))
+        port = port < 65535 ? port + 1 : port - 1;
+    return port;
+}
+
+static zero_result zero__nccl_from_env(zero_comm **out, int mpi_launcher, const char *launcher, int rank, int size) {
+    static const char *local_vars[] = { "LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID" };
+    char err[ZERO__MSG];
+    const char *addr = getenv("MASTER_ADDR"), *port_var = "MASTER_PORT";
+    ncclUniqueId id;
+    ncclResult_t nr;
+    int ndev, local = -1, i, timeout_ms = 300000, use_mpi = 0, port = 0;
+    *out = NULL;
+    (void)launcher;
+#ifdef ZERO_MPI
+    use_mpi = mpi_launcher;
+#endif
+    /* the environment first (the same answer on every machine), then the GPU */
+    if (zero__env_int("ZERO_RENDEZVOUS_TIMEOUT_MS", 1, 0x7fffffff, &timeout_ms) < 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: ZERO_RENDEZVOUS_TIMEOUT_MS='%s' is not a positive number of ms",
+                          getenv("ZERO_RENDEZVOUS_TIMEOUT_MS"));
+    for (i = 0; i < 4 && local < 0; i++)
+        if (zero__env_int(local_vars[i], 0, ZERO__MAX_RANKS - 1, &local) < 0)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s='%s' is not a local rank (0..%d)", local_vars[i],
+                              getenv(local_vars[i]), ZERO__MAX_RANKS - 1);
+    if (size > 1 && !use_mpi && (!addr || !*addr || (port = zero__nccl_rdv_port(&port_var)) == 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: NCCL over %d ranks needs MASTER_ADDR and %s (1..65535) for its "
+                          "rendezvous (MASTER_ADDR=%s, %s=%s)%s", size, port_var, addr ? addr : "(unset)", port_var,
+                          getenv(port_var) ? getenv(port_var) : "(unset)",
+                          mpi_launcher ? ", or a ZERO_MPI build under an MPI launcher" : "");
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_comm_from_env: %s", err);
+    if (local < 0) local = rank % ndev;
+    if (local >= ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: local rank %d, but this process sees %d CUDA device(s); start at most "
+                          "one process per GPU (torchrun --nproc-per-node=%d)", local, ndev, ndev);
+    memset(&id, 0, sizeof id);
+    if (rank == 0 && (nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+#ifdef ZERO_MPI
+    if (size > 1 && use_mpi) {
+        zero_comm *mc = NULL;
+        zero_result r = zero__mpi_create(&mc);
+        if (r != ZERO_OK) return r;
+        if (mc->rank != rank || mc->size != size) {
+            zero__mpi_destroy(mc);
+            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: MPI and %s disagree about this process's rank", launcher);
+        }
+        mc->tag = -1;
+        r = mc->vt->broadcast(mc, &id, (int64_t)sizeof id, 0, timeout_ms);
+        if (r != ZERO_OK) {
+            snprintf(err, sizeof err, "%s", mc->err);
+            zero__mpi_destroy(mc);
+            return zero__fail(NULL, r, ZERO_LOGITEM_COMM_BROKEN, "zero_comm_from_env: sending the NCCL id over MPI: %s",
+                              err);
+        }
+        zero__mpi_destroy(mc);
+    }
+#endif
+    if (size > 1 && !use_mpi) {
+        unsigned char *all = (unsigned char *)zero__raw_alloc(NULL, sizeof id * (size_t)size);
+        zero_result r;
+        if (!all)
+            return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
+        r = zero__tcp_allgather(addr, port, rank, size, &id, (int64_t)sizeof id, all, timeout_ms, err, sizeof err);
+        if (r == ZERO_OK) memcpy(&id, all, sizeof id);   /* rank 0's */
+        zero__raw_free(NULL, all);
+        if (r != ZERO_OK)
+            return zero__fail(NULL, r, r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s", err);
+    }
+    return zero__nccl_create(out, rank, size, local, &id, timeout_ms);
+}
+
+typedef struct zero__nccl_run_arg {
+    ncclUniqueId id;
+    zero_rank_fn fn;
+    void *user;
+    int rank, size;
+    zero_result result;
+    char err[ZERO__MSG];
+} zero__nccl_run_arg;
+
+static void *zero__nccl_run_main(void *p) {
+    zero__nccl_run_arg *a = (zero__nccl_run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero__nccl_create(&c, a->rank, a->size, a->rank, &a->id, zero__nccl_init_timeout_ms());
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    if (a->result != ZERO_OK)
+        snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero_last_error(NULL));
+    zero_comm_destroy(c);
+    return NULL;
+}
+
+ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    zero__nccl_run_arg *args;
+    pthread_t *th;
+    ncclResult_t nr;
+    ncclUniqueId id;
+    char err[ZERO__MSG];
+    int i, started = 0, ndev;
+    zero_result r = ZERO_OK;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
+    if (world_size < 1 || world_size > ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
+                          "(zero_run_local runs several ranks on one)", world_size, ndev);
+    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
+    }
+    for (i = 0; i < world_size; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
+        /* a rank that never starts leaves the others to time out in init, never to hang */
+        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_nccl: could not start the thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++)
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+#endif /* ZERO_CUDA */
+
 /* >>comm: bootstrap from the launcher's environment (zero_comm_from_env) ------------- */
 
 typedef struct zero__launcher {
@@ -1744,15 +2939,23 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
         { "torchrun", "RANK", "WORLD_SIZE", 0 },
     };
     const zero__launcher *L = NULL;
-    int want_mpi, want_local, rank = 0, size = 0, i, a, b;
+    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
     if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
     *out = NULL;
     if (!backend || !*backend) backend = "auto";
     want_mpi = !strcmp(backend, "mpi");
     want_local = !strcmp(backend, "local");
-    if (!want_mpi && !want_local && strcmp(backend, "auto") != 0)
+    want_nccl = !strcmp(backend, "nccl");
+    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi (NULL means auto)", backend);
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
+                          backend);
+#ifndef ZERO_CUDA
+    if (want_nccl)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
+                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
+#endif
     for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
         const zero__launcher *l = &launchers[i];
         if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
@@ -1781,6 +2984,9 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
         }
     }
     if (!L) {
+#ifdef ZERO_CUDA
+        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
+#endif
         if (!want_mpi) return zero__local_world_of_one(out);
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
                           "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
@@ -1796,12 +3002,24 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                               L->size_var, size);
         return zero__local_world_of_one(out);
     }
+#ifdef ZERO_CUDA
+    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
+       launcher: NCCL when asked for, MPI otherwise */
+    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
+#endif
     if (!L->mpi) {
         if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+#ifdef ZERO_CUDA
         return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) need a TCP/NCCL "
-                          "rendezvous at MASTER_ADDR:MASTER_PORT, which zero.h does not have yet; launch with mpirun "
-                          "or srun and a ZERO_MPI build", rank, size);
+                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
+                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
+                          rank, size);
+#else
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
+                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
+#endif
     }
 #ifdef ZERO_MPI
     {
@@ -2523,6 +3741,9 @@ ZERO_API void zero_comm_destroy(zero_comm *c) {
 #ifdef ZERO_MPI
     if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
 #endif
+#ifdef ZERO_CUDA
+    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
+#endif
     g = c->owns_group ? c->group : NULL;
     pthread_mutex_lock(&c->group->mu);
     c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
@@ -2650,6 +3871,16 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->rank = ctx->comm->rank;
     ctx->world = ctx->comm->size;
     ctx->desc.comm = ctx->comm;
+#ifdef ZERO_CUDA
+    if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
+        if (d.device != ZERO_DEVICE_CUDA) {
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+        }
+        ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
+    }
+#endif
 #ifdef ZERO_MPI
     if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
         zero_destroy(ctx);
@@ -5624,6 +6855,7 @@ static zero_result zero__cuda_err(zero_ctx *ctx, int s, int e, const char *what)
     return ZERO_ERR_DEVICE;
 }
 static zero__cuda *zero__cu(zero_ctx *ctx) { return (zero__cuda *)ctx->dev_state; }
+static void *zero__cuda_comm_stream(zero_ctx *ctx) { return (void *)zero__cu(ctx)->comm; }
 static cudaStream_t zero__cu_stream(zero_ctx *ctx, int s) {
     return s == ZERO__S_COMM ? zero__cu(ctx)->comm : zero__cu(ctx)->compute;
 }

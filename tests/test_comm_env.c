@@ -1,6 +1,8 @@
 /* tests/test_comm_env.c - zero_comm_from_env in this build (no ZERO_MPI here): which
    endpoint each launcher's variables give, and the sentence for every environment that
-   does not fit. The MPI side runs under mpirun in tests/test_mpi.sh. */
+   does not fit. The MPI side runs under mpirun in tests/test_mpi.sh. Built plain it
+   checks that NCCL asks for a CUDA build; built with CUDA=1 (build/cuda/test_comm_env)
+   it checks ZERO_ERR_NO_DEVICE without a GPU, and the NCCL paths with one. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>   // defines: setenv, unsetenv
 #include "test.h"
@@ -9,7 +11,8 @@
 
 static const char *vars[] = { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                               "SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                              "MASTER_ADDR", "MASTER_PORT" };
+                              "MASTER_ADDR", "MASTER_PORT", "ZERO_RENDEZVOUS_TIMEOUT_MS",
+                              "ZERO_RENDEZVOUS_PORT", "TORCHELASTIC_USE_AGENT_STORE" };
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -51,9 +54,36 @@ static void env_none_mpi_lists_variables(void) {
     expect("mpi", ZERO_ERR_INVALID_ARG, "SLURM_PROCID/SLURM_NTASKS");
     expect("mpi", ZERO_ERR_INVALID_ARG, "RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT");
 }
+#ifdef ZERO_CUDA
+static int gpus(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n;
+}
+#endif
+
+/* backend nccl without a launcher: a world of one on GPU 0, or why not */
+static void env_nccl_world_of_one(void) {
+    clear_env();
+#ifdef ZERO_CUDA
+    if (gpus() == 0) {
+        expect("nccl", ZERO_ERR_NO_DEVICE, "no CUDA device: cudaGetDeviceCount");
+    } else {
+        expect("nccl", ZERO_OK, NULL);
+        setenv("RANK", "0", 1); setenv("WORLD_SIZE", "1", 1);
+        expect("nccl", ZERO_OK, NULL);
+    }
+#else
+    expect("nccl", ZERO_ERR_UNSUPPORTED, "NCCL needs a CUDA build");
+    setenv("RANK", "0", 1); setenv("WORLD_SIZE", "1", 1);
+    expect("nccl", ZERO_ERR_UNSUPPORTED, "NCCL needs a CUDA build");
+#endif
+    /* auto with a world of one stays local, GPU or not */
+    expect(NULL, ZERO_OK, NULL);
+}
 static void env_bad_backend(void) {
     clear_env();
-    expect("nccl", ZERO_ERR_INVALID_ARG, "not one of auto, local, mpi");
+    expect("gloo", ZERO_ERR_INVALID_ARG, "not one of auto, local, mpi, nccl");
     CHECK(zero_comm_from_env(NULL, NULL) == ZERO_ERR_INVALID_ARG, "NULL out accepted");
 }
 static void env_mpi_launcher_without_zero_mpi(void) {
@@ -90,7 +120,30 @@ static void env_torchrun(void) {
     setenv("LOCAL_RANK", "1", 1); setenv("MASTER_ADDR", "127.0.0.1", 1);
     expect(NULL, ZERO_ERR_INVALID_ARG, "MASTER_PORT is not");
     setenv("MASTER_PORT", "29500", 1);
+#ifdef ZERO_CUDA
+    /* NCCL: without a GPU that is the error; with one, rank 1 finds no rank 0 */
+    setenv("ZERO_RENDEZVOUS_TIMEOUT_MS", "300", 1);
+    if (gpus() == 0) expect(NULL, ZERO_ERR_NO_DEVICE, "no CUDA device: cudaGetDeviceCount");
+    else expect(NULL, ZERO_ERR_TIMEOUT, "could not reach rank 0 at 127.0.0.1:29500");
+    expect("mpi", ZERO_ERR_UNSUPPORTED, "use backend nccl");
+    /* the environment is checked before the GPU */
+    setenv("MASTER_PORT", "http", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "MASTER_PORT=http");
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("ZERO_RENDEZVOUS_PORT", "70000", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "ZERO_RENDEZVOUS_PORT=70000");
+    unsetenv("ZERO_RENDEZVOUS_PORT");
+    setenv("ZERO_RENDEZVOUS_TIMEOUT_MS", "-5", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "ZERO_RENDEZVOUS_TIMEOUT_MS='-5'");
+    setenv("ZERO_RENDEZVOUS_TIMEOUT_MS", "300", 1);
+    setenv("LOCAL_RANK", "x", 1);
+    expect("nccl", ZERO_ERR_INVALID_ARG, "LOCAL_RANK='x'");
+    setenv("LOCAL_RANK", "1", 1);
+#else
     expect(NULL, ZERO_ERR_UNSUPPORTED, "torchrun-style");
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "NCCL needs a CUDA build");
+    expect("nccl", ZERO_ERR_UNSUPPORTED, "NCCL needs a CUDA build");
+#endif
     /* an MPI launcher's variables win over torchrun's */
     setenv("OMPI_COMM_WORLD_RANK", "0", 1); setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
     expect(NULL, ZERO_OK, NULL);
@@ -107,6 +160,7 @@ int main(void) {
     TEST_RUN(env_mpi_launcher_without_zero_mpi);
     TEST_RUN(env_half_set_or_malformed);
     TEST_RUN(env_torchrun);
+    TEST_RUN(env_nccl_world_of_one);
     clear_env();
     return test_summary();
 }
