@@ -846,7 +846,7 @@ ZERO_HD static inline float zero__xent_grad(float e, float inv_sum, int is_label
 #ifdef __cplusplus
 extern "C" {
 #endif
-#define ZERO__KCHUNK 8192              /* most elements in one zero__kchunk */
+#define ZERO__KCHUNK 16384             /* most elements in one zero__kchunk (one CUDA block each) */
 #define ZERO__K_MAXIN 64               /* most inputs of one zero__k_sum_into */
 
 /* One piece of a rank's segment: n (<= ZERO__KCHUNK) elements whose gradient starts at
