@@ -883,7 +883,8 @@ int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream);        
 int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream);  /* dx = dy * gelu'(x) */
 /* per row r: loss[r] = the softmax cross-entropy, dlogits[r] = (softmax - onehot(labels[r])) *
    dscale (zero__xent_loss / zero__xent_grad; the row sum in a tree, so within a few ulps of
-   train_mlp.c). A label outside [0, classes) gives loss NaN and dlogits = softmax * dscale. */
+   train_mlp.c). A label outside [0, classes) gives loss NaN and dlogits = softmax * dscale.
+   dlogits may be logits itself (in place). */
 int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
                  int64_t classes, float dscale, void *stream);
 #ifdef __cplusplus

@@ -438,7 +438,7 @@ static void test_gelu(void) {
     free(x); free(dy); free(y); free(dx); free(g);
 }
 
-static void xent_case(int64_t rows, int64_t classes) {
+static void xent_case(int64_t rows, int64_t classes, int in_place) {
     float *l = (float *)malloc(rows * classes * 4), *d = (float *)malloc(rows * classes * 4);
     float *loss = (float *)malloc(rows * 4), *gd = (float *)malloc(rows * classes * 4), *gl = (float *)malloc(rows * 4);
     int32_t *lab = (int32_t *)malloc(rows * 4);
@@ -460,7 +460,7 @@ static void xent_case(int64_t rows, int64_t classes) {
     }
     dl = (float *)dup_to_dev(l, rows * classes * 4);
     dlab = (int32_t *)dup_to_dev(lab, rows * 4);
-    dd = (float *)dalloc(rows * classes * 4);
+    dd = in_place ? dl : (float *)dalloc(rows * classes * 4);
     dloss = (float *)dalloc(rows * 4);
     rc = zero__k_xent(dloss, dd, dl, dlab, rows, classes, dscale, NULL);
     if (sync_ok(rc, "zero__k_xent")) {
@@ -473,15 +473,17 @@ static void xent_case(int64_t rows, int64_t classes) {
             bad += !CHECK(fabsf(d[r] - gd[r]) <= 1e-5f * (1.0f + fabsf(d[r])) * dscale, "dlogits[%lld]: cpu %.9g gpu %.9g",
                           (long long)r, (double)d[r], (double)gd[r]);
     }
-    cudaFree(dl); cudaFree(dlab); cudaFree(dd); cudaFree(dloss);
+    cudaFree(dl); cudaFree(dlab); cudaFree(dloss);
+    if (!in_place) cudaFree(dd);
     free(l); free(d); free(loss); free(gd); free(gl); free(lab);
 }
 
 static void test_xent(void) {
-    xent_case(64, 32);
-    xent_case(7, 1000);
-    xent_case(3, 50257);
-    xent_case(5, 1);
+    xent_case(64, 32, 0);
+    xent_case(7, 1000, 0);
+    xent_case(3, 50257, 0);
+    xent_case(5, 1, 0);
+    xent_case(9, 1000, 1);                 /* dlogits over the logits */
 }
 
 int main(void) {
