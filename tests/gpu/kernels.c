@@ -486,6 +486,32 @@ static void test_xent(void) {
     xent_case(9, 1000, 1);                 /* dlogits over the logits */
 }
 
+/* a launcher runs on the stream it is given: the same result on a created stream */
+static void test_stream(void) {
+    const int64_t n = 100001;
+    float *x = (float *)malloc(n * 4), *a = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
+    float *dx, *da, *db;
+    cudaStream_t st;
+    int64_t i;
+    int rc;
+    for (i = 0; i < n; i++) x[i] = (unif() - 0.5f) * 8.0f;
+    dx = (float *)dup_to_dev(x, n * 4);
+    da = (float *)dalloc(n * 4);
+    db = (float *)dalloc(n * 4);
+    if (!CHECK(cudaStreamCreate(&st) == cudaSuccess, "cudaStreamCreate")) return;
+    rc = zero__k_gelu_fwd(da, dx, n, NULL);
+    if (sync_ok(rc, "default stream")) {
+        rc = zero__k_gelu_fwd(db, dx, n, (void *)st);
+        CHECK(rc == 0 && cudaStreamSynchronize(st) == cudaSuccess, "launch on a stream: %d", rc);
+        to_host(a, da, n * 4);
+        to_host(b, db, n * 4);
+        compare("gelu on a stream", a, b, n, ZERO_F32);
+    }
+    cudaStreamDestroy(st);
+    cudaFree(dx); cudaFree(da); cudaFree(db);
+    free(x); free(a); free(b);
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -501,5 +527,6 @@ int main(void) {
     TEST_RUN(test_bias);
     TEST_RUN(test_gelu);
     TEST_RUN(test_xent);
+    TEST_RUN(test_stream);
     return test_summary();
 }
