@@ -875,6 +875,122 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
     }
     *p = pp + h->neg_lr * d;
 }
+
+/* What one optimizer step needs besides the pointers: dtypes, hyperparameters, and the
+   factor the widened gradient is multiplied by (1/(N*accum*loss_scale) * clip). The CPU
+   kernels (>>cpu) and the CUDA ones (zero__k_opt) take this same struct. */
+typedef struct zero__optk {
+    int opt, adt, pdt, decay;
+    float gscale;
+    zero__adamw_hp ah;
+    zero__sgd_hp sh;
+} zero__optk;
+
+/* a gradient-norm block's 8 lane sums, combined (the definition is in >>cpu above
+   zero__sumsq_scalar; zero__k_sumsq computes the same lanes) */
+ZERO_HD static inline double zero__lanes_sum(const double *l) {
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* int8 block quantization (zero__k_quantize_i8 on the GPU, zero__quantize_i8 on the CPU):
+   a block's scale is absmax / 127, an element is round-half-even(x / scale) clamped to
+   [-127, 127], and it dequantizes to q * scale, so |x - q * scale| <= scale / 2 (plus two
+   float roundings). An all-zero block has scale 0 and q 0. A block holding a NaN or an
+   infinity gets scale NaN and q 0 everywhere, so it dequantizes to all NaN: a non-finite
+   value is never silently turned into finite ones. A nonzero block whose absmax is below
+   127 * 2^-149 (the scale underflows to 0) quantizes to zeros. The absmax is a max (NaN
+   wins), so it does not depend on the order its elements are visited in. */
+ZERO_HD static inline float zero__q8_absmax(float m, float x) {   /* the running absmax, m >= 0 or NaN */
+    float a = fabsf(x);
+    if (m != m) return m;
+    return (a > m || a != a) ? a : m;
+}
+ZERO_HD static inline float zero__q8_scale(float absmax) {
+    if (!(absmax <= 3.40282347e+38f)) return zero__bits_f32(0x7fc00000u);   /* NaN or inf */
+    return absmax / 127.0f;
+}
+ZERO_HD static inline int8_t zero__q8(float x, float scale) {
+    float r;
+    if (!(scale > 0.0f)) return 0;                                         /* 0 or NaN */
+    r = rintf(x / scale);                                                  /* the default rounding: half to even */
+    if (r > 127.0f) r = 127.0f;
+    if (r < -127.0f) r = -127.0f;
+    return (int8_t)r;
+}
+ZERO_HD static inline float zero__dq8(int8_t q, float scale) { return (float)q * scale; }
+
+/* The tanh GELU of examples/train_mlp.c, operation for operation:
+   th = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + th),
+   dy/dx = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
+#define ZERO__GELU_SCALE 0.7978845608028654f
+ZERO_HD static inline float zero__gelu_th(float x) { return tanhf(ZERO__GELU_SCALE * (x + 0.044715f * x * x * x)); }
+ZERO_HD static inline float zero__gelu(float x, float th) { return 0.5f * x * (1.0f + th); }
+ZERO_HD static inline float zero__gelu_grad(float x, float th) {
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * x * sech2 * ZERO__GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+}
+/* softmax cross-entropy, as examples/train_mlp.c: with mx the row's max, e = exp(l - mx) and
+   sum their sum, loss = log(sum) - (l[label] - mx) and dlogit = dscale * (e / sum - onehot) */
+ZERO_HD static inline float zero__xent_loss(float sum, float l_label, float mx) { return logf(sum) - (l_label - mx); }
+ZERO_HD static inline float zero__xent_grad(float e, float inv_sum, int is_label, float dscale) {
+    return dscale * (e * inv_sum - (is_label ? 1.0f : 0.0f));
+}
+
+/* ---- the CUDA kernels' C ABI (zero_kernels.cu) ----
+   Every launcher is asynchronous on `stream` (a cudaStream_t passed as void *; NULL: the
+   legacy default stream) and returns 0 or the cudaError_t of the launch (cudaErrorInvalidValue
+   for arguments it refuses). Zero-length inputs return 0 without launching. Pointers are
+   device pointers unless said otherwise. The element math is the ZERO_HD functions above,
+   so results are bitwise those of the CPU path (NaN payloads aside: a NaN stays a NaN). */
+#if defined(ZERO_CUDA) || defined(__CUDACC__)
+#ifdef __cplusplus
+extern "C" {
+#endif
+#define ZERO__KCHUNK 16384             /* most elements in one zero__kchunk (one CUDA block each) */
+#define ZERO__K_MAXIN 64               /* most inputs of one zero__k_sum_into */
+
+/* One piece of a rank's segment: n (<= ZERO__KCHUNK) elements whose gradient starts at
+   grad_base[grad_idx], master / moments at [state_idx], params at param_base[param_idx]. */
+typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n, decay; } zero__kchunk;
+/* The fused optimizer over a chunk table (device memory): for each chunk c and i < c.n,
+   exactly zero__opt_scalar_t: g = grad_base[c.grad_idx + i] (k->adt) * k->gscale; w = master ?
+   master[c.state_idx + i] : ((float *)param_base)[c.param_idx + i]; m = opt_m + c.state_idx (NULL:
+   SGD without momentum), v = opt_v + c.state_idx; AdamW or SGD with decay = c.decay (k->decay is
+   ignored); if k->pdt != ZERO_F32 the new w narrowed into param_base[c.param_idx + i]. k is a
+   host pointer, read at the call. AdamW needs opt_m and opt_v; pdt != f32 needs master. */
+int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
+                void *param_base, float *master, float *opt_m, float *opt_v, void *stream);
+/* out[b] = zero__sumsq_scalar(g + blk[b].idx, blk[b].n, adt), bitwise (blk, out: device memory) */
+typedef struct zero__knblk { int64_t idx, n; } zero__knblk;
+int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream);
+/* out (rdt) = [out +] sum_k ins[k] (sdt), in fp32, bitwise as zero__sum_into; `ins` is a HOST
+   array of nin (1..ZERO__K_MAXIN) device pointers; out may alias an input element-wise. nin 1
+   is the dtype cast (accumulate 0) or dst += src (accumulate 1). */
+int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
+                     void *stream);
+/* int8 block quantization of x (xdt), blocks of `block` elements (the last may be short):
+   scales[b] = zero__q8_scale(absmax), q[i] = zero__q8(x[i], scales[i / block]); and back:
+   x[i] = zero__dq8(q[i], scales[i / block]) stored as xdt. Bitwise as zero__quantize_i8 /
+   zero__dequantize_i8 (>>cpu). */
+int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream);
+int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream);
+/* small fp32 row-major kernels for the tiled linear and the example trainers */
+int zero__k_bias_add(float *y, const float *b, int64_t rows, int64_t cols, void *stream);     /* y[r][c] += b[c] */
+/* gb[c] += sum_r dy[r][c]: the sum in fp32 in order of r, then added to gb in its dtype gdt
+   like zero_add_f32 (bitwise as the CPU tiled linear) */
+int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t rows, int64_t cols, void *stream);
+int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream);                    /* y = gelu(x) */
+int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream);  /* dx = dy * gelu'(x) */
+/* per row r: loss[r] = the softmax cross-entropy, dlogits[r] = (softmax - onehot(labels[r])) *
+   dscale (zero__xent_loss / zero__xent_grad; the row sum in a tree, so within a few ulps of
+   train_mlp.c). A label outside [0, classes) gives loss NaN and dlogits = softmax * dscale.
+   dlogits may be logits itself (in place). */
+int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
+                 int64_t classes, float dscale, void *stream);
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZERO_CUDA || __CUDACC__ */
 #endif /* ZERO__MATH_DEFINED */
 
 /* ==================================================================================
@@ -4969,15 +5085,6 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
 enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
 static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
 
-/* What one optimizer step needs besides the pointers: dtypes, hyperparameters, and the
-   factor the widened gradient is multiplied by (1/(N*accum*loss_scale) * clip). */
-typedef struct zero__optk {
-    int opt, adt, pdt, decay;
-    float gscale;
-    zero__adamw_hp ah;
-    zero__sgd_hp sh;
-} zero__optk;
-
 /* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
    master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
    not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum). */
@@ -5042,7 +5149,6 @@ ZERO__OPT_INSTANCES(scalar, )
    square (exact in double) into lane j % 8, in order; a block's sum is
    ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); the block sums are added in order. */
 typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
-static double zero__lanes_sum(const double *l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
     for (; j < n; j++) {
         double x = (double)zero__ld(g, j, adt);
@@ -5451,6 +5557,24 @@ static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_
     *hi = blocks * (part + 1) / nparts * 64;
     if (*lo > total) *lo = total;
     if (*hi > total) *hi = total;
+}
+
+/* int8 block quantization on the CPU: the reference of zero__k_quantize_i8 and
+   zero__k_dequantize_i8 (the element math and the NaN / inf rules: zero__q8_* in the shared
+   section). x has n elements in blocks of `block` (>= 1); the last block may be short. */
+static inline void zero__quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block) {
+    int64_t lo, i;
+    for (lo = 0; lo < n; lo += block) {
+        int64_t hi = n - lo < block ? n : lo + block;
+        float m = 0.0f, s;
+        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(x, i, xdt));
+        scales[lo / block] = s = zero__q8_scale(m);
+        for (i = lo; i < hi; i++) q[i] = zero__q8(zero__ld(x, i, xdt), s);
+    }
+}
+static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block) {
+    int64_t i;
+    for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
 }
 
 /* >>io: the NVMe tier's files and a persistent I/O thread pool -------------------------

@@ -1,7 +1,457 @@
-/* zero_kernels.cu - the CUDA kernels of zero.h (fused optimizers, casts, norms, quantize,
-   tiling helpers). `make CUDA=1` compiles it with nvcc into build/cuda/zero_kernels.o and
-   links it into every CUDA program. It defines ZERO_KERNELS and includes zero.h so that the
-   element-wise ZERO_HD functions are shared with the CPU path.
-   Placeholder for now: the kernels land with the CUDA device. */
+/* zero_kernels.cu - the CUDA kernels of zero.h. `make CUDA=1` compiles it with nvcc
+   (-fmad=false, IEEE division and sqrt) into build/cuda/zero_kernels.o and links it into every
+   CUDA program. It defines ZERO_KERNELS and includes zero.h, which gives it the element-wise
+   ZERO_HD functions (zero__ld / zero__st, zero__adamw_elem, zero__sgd_elem, zero__q8*, the
+   GELU and cross-entropy formulas) and the C ABI it implements (declared in zero.h's shared
+   math section, "the CUDA kernels' C ABI"). Every element goes through those functions, so the
+   CPU tests check the formulas the GPU runs and results are bitwise those of the CPU path.
+
+   What is here, each with its host launcher (zero__k_*):
+   - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments; one
+                  block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
+                  (bf16 / f16) loads when the chunk's addresses allow, two steps in flight per
+                  thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
+   - zk_sumsq:    the gradient norm's blockwise sum of squares, one warp per block, keeping
+                  the CPU's 8 lane order with shuffles (bitwise equal to zero__sumsq_scalar).
+   - zk_sum_into: out = [out +] sum_k ins[k] in fp32, input order kept (zero__sum_into); also
+                  the dtype cast and dst += src.
+   - zk_quant / zk_dequant: int8 block quantization (one block per quantization block).
+   - zk_bias_add, zk_bias_grad, zk_gelu_fwd, zk_gelu_bwd, zk_xent: the tiled linear's and the
+                  example trainers' small fp32 kernels.
+   tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU. */
 #define ZERO_KERNELS
 #include "zero.h"
+
+#include <cuda_runtime.h>
+
+#define ZK_THREADS 256
+#define ZK_MAX_GRID (1 << 20)          /* grid-stride loops beyond this many blocks */
+
+static inline cudaStream_t zk_stream(void *s) { return (cudaStream_t)s; }
+static inline unsigned zk_grid(int64_t blocks) {
+    return (unsigned)(blocks < 1 ? 1 : blocks > ZK_MAX_GRID ? ZK_MAX_GRID : blocks);
+}
+static inline int zk_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
+static inline int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+static inline int zk_done(void) { return (int)cudaGetLastError(); }
+
+/* ---- 4-element vector loads and stores ----
+   The bytes of 4 consecutive elements move in one 16-byte (f32) or 8-byte (16-bit) access;
+   the conversions are zero__ld / zero__st on the register copy. The cache-streaming hints
+   (__ldcs / __stcs) keep data that is touched once from evicting what is reused. */
+template <int DT> struct zk_raw4;
+template <> struct zk_raw4<ZERO_F32> { typedef float4 t; };
+template <> struct zk_raw4<ZERO_BF16> { typedef uint2 t; };
+template <> struct zk_raw4<ZERO_F16> { typedef uint2 t; };
+#define ZK_ES(DT) ((DT) == ZERO_F32 ? 4 : 2)
+
+template <int DT> __device__ __forceinline__ void zk_ld4(const void *p, int64_t i, float v[4]) {
+    typedef typename zk_raw4<DT>::t R;
+    R r = __ldcs((const R *)((const char *)p + i * ZK_ES(DT)));
+    #pragma unroll
+    for (int j = 0; j < 4; j++) v[j] = zero__ld(&r, j, DT);
+}
+template <int DT> __device__ __forceinline__ void zk_st4(void *p, int64_t i, const float v[4]) {
+    typedef typename zk_raw4<DT>::t R;
+    R r;
+    #pragma unroll
+    for (int j = 0; j < 4; j++) zero__st(&r, j, DT, v[j]);
+    __stcs((R *)((char *)p + i * ZK_ES(DT)), r);
+}
+__device__ __forceinline__ void zk_ldf4(const float *p, int64_t i, float v[4]) { zk_ld4<ZERO_F32>(p, i, v); }
+__device__ __forceinline__ void zk_stf4(float *p, int64_t i, const float v[4]) { zk_st4<ZERO_F32>(p, i, v); }
+
+/* ---- the fused optimizer ----
+   One block per chunk (grid-stride beyond ZK_MAX_GRID chunks). A chunk whose gradient,
+   master / moment and param addresses are all 4-element aligned runs the vector loop (two
+   groups of 4 elements per thread per step, all loads issued before the math) and a scalar
+   tail; any other chunk runs the scalar loop, still coalesced. Both compute per element
+   exactly the CPU's zero__opt_scalar_t. */
+/* 4 blocks of 256 per SM (64 registers; no spills on sm_90): 50% occupancy, about
+   100 KB of loads in flight per SM, well above what hides DRAM latency at full bandwidth */
+#define ZK_OPT_MIN_BLOCKS 4
+
+template <int OPT, int ADT, int PDT> struct zk_optimizer {
+    /* elements [0, 4) of the register groups g, w, m, v (m, v unused when absent) */
+    static __device__ __forceinline__ void group(const zero__optk &k, const zero__adamw_hp *ah, const zero__sgd_hp *sh,
+                                                 float g[4], float w[4], float m[4], float v[4], int has_m, int decay) {
+        #pragma unroll
+        for (int j = 0; j < 4; j++) {
+            if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[j], has_m ? &m[j] : NULL, g[j] * k.gscale, sh, decay);
+            else zero__adamw_elem(&w[j], &m[j], &v[j], g[j] * k.gscale, ah, decay);
+        }
+    }
+    static __device__ __forceinline__ void load(const void *g, const float *w, const float *m, const float *v, int64_t i,
+                                                float gg[4], float ww[4], float mm[4], float vv[4]) {
+        zk_ld4<ADT>(g, i, gg);
+        zk_ldf4(w, i, ww);
+        if (OPT == ZERO_OPTIM_ADAMW || m) zk_ldf4(m, i, mm);
+        if (OPT == ZERO_OPTIM_ADAMW) zk_ldf4(v, i, vv);
+    }
+    static __device__ __forceinline__ void store(void *p, float *w, float *m, float *v, int64_t i,
+                                                 const float ww[4], const float mm[4], const float vv[4]) {
+        zk_stf4(w, i, ww);
+        if (OPT == ZERO_OPTIM_ADAMW || m) zk_stf4(m, i, mm);
+        if (OPT == ZERO_OPTIM_ADAMW) zk_stf4(v, i, vv);
+        if (PDT != ZERO_F32) zk_st4<PDT>(p, i, ww);
+    }
+    static __device__ __forceinline__ void scalar(const zero__optk &k, const zero__adamw_hp *ah, const zero__sgd_hp *sh,
+                                                  const void *g, void *p, float *w, float *m, float *v, int64_t i, int decay) {
+        float gg = zero__ld(g, i, ADT) * k.gscale;
+        if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, sh, decay);
+        else zero__adamw_elem(&w[i], &m[i], &v[i], gg, ah, decay);
+        if (PDT != ZERO_F32) zero__st(p, i, PDT, w[i]);
+    }
+};
+
+template <int OPT, int ADT, int PDT>
+__global__ void __launch_bounds__(ZK_THREADS, ZK_OPT_MIN_BLOCKS)
+zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchunks, const void *grad_base,
+       void *param_base, float *master, float *opt_m, float *opt_v) {
+    typedef zk_optimizer<OPT, ADT, PDT> O;
+    const zero__adamw_hp ah = k.ah;
+    const zero__sgd_hp sh = k.sh;
+    for (int64_t ci = blockIdx.x; ci < nchunks; ci += gridDim.x) {
+        const zero__kchunk c = chunks[ci];
+        const void *g = (const char *)grad_base + c.grad_idx * ZK_ES(ADT);
+        float *w = master ? master + c.state_idx : (float *)param_base + c.param_idx;
+        void *p = PDT != ZERO_F32 ? (void *)((char *)param_base + c.param_idx * ZK_ES(PDT)) : NULL;
+        float *m = opt_m ? opt_m + c.state_idx : NULL;
+        float *v = OPT == ZERO_OPTIM_ADAMW ? opt_v + c.state_idx : NULL;
+        const int64_t n = c.n;
+        const int decay = c.decay, has_m = m != NULL;
+        int64_t i = 0;
+        int vec = ((uintptr_t)g & (4 * ZK_ES(ADT) - 1)) == 0 && ((uintptr_t)w & 15) == 0 &&
+                  ((uintptr_t)m & 15) == 0 && ((uintptr_t)v & 15) == 0 &&
+                  ((uintptr_t)p & (4 * ZK_ES(PDT) - 1)) == 0;   /* NULL counts as aligned */
+        if (vec) {
+            const int64_t n4 = n & ~(int64_t)3, step = 4 * (int64_t)blockDim.x;
+            for (i = 4 * (int64_t)threadIdx.x; i + step < n4; i += 2 * step) {
+                float g0[4], w0[4], m0[4], v0[4], g1[4], w1[4], m1[4], v1[4];
+                O::load(g, w, m, v, i, g0, w0, m0, v0);
+                O::load(g, w, m, v, i + step, g1, w1, m1, v1);
+                O::group(k, &ah, &sh, g0, w0, m0, v0, has_m, decay);
+                O::group(k, &ah, &sh, g1, w1, m1, v1, has_m, decay);
+                O::store(p, w, m, v, i, w0, m0, v0);
+                O::store(p, w, m, v, i + step, w1, m1, v1);
+            }
+            if (i < n4) {
+                float g0[4], w0[4], m0[4], v0[4];
+                O::load(g, w, m, v, i, g0, w0, m0, v0);
+                O::group(k, &ah, &sh, g0, w0, m0, v0, has_m, decay);
+                O::store(p, w, m, v, i, w0, m0, v0);
+            }
+            i = n4;
+        }
+        for (i += threadIdx.x; i < n; i += blockDim.x) O::scalar(k, &ah, &sh, g, p, w, m, v, i, decay);
+    }
+}
+
+typedef void (*zk_opt_fn)(const zero__optk, const zero__kchunk *, int64_t, const void *, void *, float *, float *, float *);
+#define ZK_OPT_ROW(OPT, ADT) { zk_opt<OPT, ADT, ZERO_F32>, zk_opt<OPT, ADT, ZERO_BF16>, zk_opt<OPT, ADT, ZERO_F16> }
+#define ZK_OPT_TABLE(OPT) { ZK_OPT_ROW(OPT, ZERO_F32), ZK_OPT_ROW(OPT, ZERO_BF16), ZK_OPT_ROW(OPT, ZERO_F16) }
+
+extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
+                           void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
+    static const zk_opt_fn table[2][3][3] = { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW), ZK_OPT_TABLE(ZERO_OPTIM_SGD) };
+    if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !zk_dtype_ok(k->adt) ||
+        !zk_dtype_ok(k->pdt))
+        return (int)cudaErrorInvalidValue;
+    if (nchunks == 0) return 0;
+    if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
+        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
+        return (int)cudaErrorInvalidValue;
+    table[k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0, zk_stream(stream)>>>(
+        *k, chunks, nchunks, grad_base, param_base, master, opt_m, opt_v);
+    return zk_done();
+}
+
+/* ---- the gradient norm's sum of squares ----
+   One warp per block. Per round of 32 elements (element base + t in thread t), lane l's
+   chain needs the squares held by threads l, l+8, l+16, l+24, in that order: every thread t
+   runs the chain of lane t % 8 through shuffles (threads 0-7 hold the real ones), so each
+   lane adds its elements one by one in increasing order, as zero__sumsq_tail does. A square
+   of a float is exact in double, so the only rounding is the lanes' additions. Thread 0
+   combines the 8 lanes with zero__lanes_sum. Any n works (n > 1024 continues the lanes). */
+#define ZK_NORM_WARPS 8
+template <int ADT>
+__global__ void __launch_bounds__(ZK_NORM_WARPS * 32)
+zk_sumsq(const void *g, const zero__knblk *__restrict__ blk, int64_t nblk, double *out) {
+    const int t = threadIdx.x & 31, l = t & 7;
+    for (int64_t b = (int64_t)blockIdx.x * ZK_NORM_WARPS + threadIdx.x / 32; b < nblk;
+         b += (int64_t)gridDim.x * ZK_NORM_WARPS) {
+        const zero__knblk bk = blk[b];
+        double acc = 0.0, lanes[8];
+        for (int64_t base = 0; base < bk.n; base += 256) {
+            double sq[8];
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {      /* 8 rounds' loads in flight */
+                int64_t j = base + 32 * r + t;
+                double x = j < bk.n ? (double)zero__ld(g, bk.idx + j, ADT) : 0.0;
+                sq[r] = x * x;
+            }
+            #pragma unroll
+            for (int r = 0; r < 8; r++) {
+                #pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    double s = __shfl_sync(0xffffffffu, sq[r], l + 8 * q);
+                    if (base + 32 * r + l + 8 * q < bk.n) acc = acc + s;
+                }
+            }
+        }
+        #pragma unroll
+        for (int q = 0; q < 8; q++) lanes[q] = __shfl_sync(0xffffffffu, acc, q);
+        if (t == 0) out[b] = zero__lanes_sum(lanes);
+    }
+}
+
+extern "C" int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream) {
+    unsigned grid;
+    if (!zk_dtype_ok(adt) || nblk < 0) return (int)cudaErrorInvalidValue;
+    if (nblk == 0) return 0;
+    if (!g || !blk || !out) return (int)cudaErrorInvalidValue;
+    grid = zk_grid((nblk + ZK_NORM_WARPS - 1) / ZK_NORM_WARPS);
+    if (adt == ZERO_F32) zk_sumsq<ZERO_F32><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
+    else if (adt == ZERO_BF16) zk_sumsq<ZERO_BF16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
+    else zk_sumsq<ZERO_F16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
+    return zk_done();
+}
+
+/* ---- sum_into: out = [out +] sum_k ins[k], fp32, inputs in order ----
+   Element-wise, so out may alias an input at the same index (a thread reads all its inputs
+   before it writes). 4 elements per thread with vector accesses when every pointer allows. */
+struct zk_ins { const void *p[ZERO__K_MAXIN]; };
+
+template <int RDT, int SDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_sum_into(void *out, const zk_ins ins, int nin, int64_t count, int accumulate, int vec) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (vec) {
+        const int64_t n4 = count / 4;
+        for (; i < n4; i += stride) {
+            float acc[4], x[4];
+            zk_ld4<SDT>(ins.p[0], 4 * i, acc);
+            for (int k = 1; k < nin; k++) {
+                zk_ld4<SDT>(ins.p[k], 4 * i, x);
+                #pragma unroll
+                for (int j = 0; j < 4; j++) acc[j] += x[j];
+            }
+            if (accumulate) {
+                zk_ld4<RDT>(out, 4 * i, x);
+                #pragma unroll
+                for (int j = 0; j < 4; j++) acc[j] = x[j] + acc[j];
+            }
+            zk_st4<RDT>(out, 4 * i, acc);
+        }
+        i = 4 * n4 + (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    }
+    for (; i < count; i += stride) {
+        float acc = zero__ld(ins.p[0], i, SDT);
+        for (int k = 1; k < nin; k++) acc += zero__ld(ins.p[k], i, SDT);
+        if (accumulate) acc = zero__ld(out, i, RDT) + acc;
+        zero__st(out, i, RDT, acc);
+    }
+}
+
+typedef void (*zk_sum_fn)(void *, const zk_ins, int, int64_t, int, int);
+#define ZK_SUM_ROW(RDT) { zk_sum_into<RDT, ZERO_F32>, zk_sum_into<RDT, ZERO_BF16>, zk_sum_into<RDT, ZERO_F16> }
+
+extern "C" int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count,
+                                int accumulate, void *stream) {
+    static const zk_sum_fn table[3][3] = { ZK_SUM_ROW(ZERO_F32), ZK_SUM_ROW(ZERO_BF16), ZK_SUM_ROW(ZERO_F16) };
+    zk_ins in;
+    int k, vec;
+    if (!zk_dtype_ok(rdt) || !zk_dtype_ok(sdt) || nin < 1 || nin > ZERO__K_MAXIN || count < 0 || !ins)
+        return (int)cudaErrorInvalidValue;
+    if (count == 0) return 0;
+    if (!out) return (int)cudaErrorInvalidValue;
+    memset(&in, 0, sizeof in);
+    vec = zk_aligned(out, 4 * (size_t)ZK_ES(rdt));
+    for (k = 0; k < nin; k++) {
+        if (!ins[k]) return (int)cudaErrorInvalidValue;
+        in.p[k] = ins[k];
+        vec = vec && zk_aligned(ins[k], 4 * (size_t)ZK_ES(sdt));
+    }
+    table[rdt - 1][sdt - 1]<<<zk_grid((count / (vec ? 4 : 1) + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0,
+                              zk_stream(stream)>>>(out, in, nin, count, accumulate != 0, vec);
+    return zk_done();
+}
+
+/* ---- int8 block quantization ----
+   One CUDA block per quantization block (grid-stride): the absmax is a max (NaN wins), so
+   the tree reduction gives the CPU's value whatever the order; then every element is
+   zero__q8 of it. */
+template <int XDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_quant(int8_t *q, float *scales, const void *x, int64_t n, int block) {
+    __shared__ float part[ZK_THREADS / 32];
+    __shared__ float scale_sh;
+    const int64_t nb = (n + block - 1) / block;
+    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        const int64_t lo = b * block, hi = n - lo < block ? n : lo + block;
+        float m = 0.0f;
+        for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) m = zero__q8_absmax(m, zero__ld(x, i, XDT));
+        for (int o = 16; o > 0; o /= 2) m = zero__q8_absmax(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            float s;
+            m = part[0];
+            for (unsigned w = 1; w < blockDim.x / 32; w++) m = zero__q8_absmax(m, part[w]);
+            scale_sh = s = zero__q8_scale(m);
+            scales[b] = s;
+        }
+        __syncthreads();
+        const float s = scale_sh;
+        for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) q[i] = zero__q8(zero__ld(x, i, XDT), s);
+        __syncthreads();                  /* part / scale_sh are rewritten by the next block */
+    }
+}
+
+template <int XDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_dequant(void *x, const int8_t *q, const float *scales, int64_t n, int block) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        zero__st(x, i, XDT, zero__dq8(q[i], scales[i / block]));
+}
+
+extern "C" int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block,
+                                   void *stream) {
+    unsigned grid;
+    if (!zk_dtype_ok(xdt) || n < 0 || block < 1) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!q || !scales || !x) return (int)cudaErrorInvalidValue;
+    grid = zk_grid((n + block - 1) / block);
+    if (xdt == ZERO_F32) zk_quant<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(q, scales, x, n, block);
+    else if (xdt == ZERO_BF16) zk_quant<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(q, scales, x, n, block);
+    else zk_quant<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(q, scales, x, n, block);
+    return zk_done();
+}
+
+extern "C" int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block,
+                                     void *stream) {
+    unsigned grid;
+    if (!zk_dtype_ok(xdt) || n < 0 || block < 1) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!q || !scales || !x) return (int)cudaErrorInvalidValue;
+    grid = zk_grid((n + ZK_THREADS - 1) / ZK_THREADS);
+    if (xdt == ZERO_F32) zk_dequant<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
+    else if (xdt == ZERO_BF16) zk_dequant<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
+    else zk_dequant<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
+    return zk_done();
+}
+
+/* ---- small fp32 kernels: bias, GELU, cross-entropy ---- */
+__global__ void __launch_bounds__(ZK_THREADS) zk_bias_add(float *y, const float *b, int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[i % cols];
+}
+
+/* one thread per column: the sum runs over the rows in order, as the CPU's does */
+template <int GDT>
+__global__ void __launch_bounds__(ZK_THREADS) zk_bias_grad(void *gb, const float *dy, int64_t rows, int64_t cols) {
+    for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int64_t r = 0; r < rows; r++) s += dy[r * cols + c];
+        zero__st(gb, c, GDT, zero__ld(gb, c, GDT) + s);
+    }
+}
+
+__global__ void __launch_bounds__(ZK_THREADS) zk_gelu_fwd(float *y, const float *x, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float xi = x[i];
+        y[i] = zero__gelu(xi, zero__gelu_th(xi));
+    }
+}
+__global__ void __launch_bounds__(ZK_THREADS) zk_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float xi = x[i];
+        dx[i] = dy[i] * zero__gelu_grad(xi, zero__gelu_th(xi));
+    }
+}
+
+/* a block-wide reduction of one float per thread (max or sum), every thread gets the result */
+template <int MAX> __device__ float zk_block_reduce(float v, float *sh) {
+    for (int o = 16; o > 0; o /= 2) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = MAX ? (u > v ? u : v) : v + u;
+    }
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = sh[0];
+    for (unsigned w = 1; w < blockDim.x / 32; w++) v = MAX ? (sh[w] > v ? sh[w] : v) : v + sh[w];
+    __syncthreads();                      /* sh is reused by the next reduction */
+    return v;
+}
+
+/* one block per row (grid-stride): the max, the sum of exp, then loss and dlogits */
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows, int64_t classes,
+        float dscale) {
+    __shared__ float sh[ZK_THREADS / 32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *l = logits + r * classes;
+        float *d = dlogits + r * classes;
+        const int32_t label = labels[r];
+        const int ok = label >= 0 && label < classes;
+        /* l[label] is read before the last barrier, so dlogits may be logits itself */
+        const float l_label = ok ? l[label] : 0.0f;
+        float mx = l[0], sum = 0.0f, inv;
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) mx = l[c] > mx ? l[c] : mx;
+        mx = zk_block_reduce<1>(mx, sh);
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) sum += expf(l[c] - mx);
+        sum = zk_block_reduce<0>(sum, sh);
+        inv = 1.0f / sum;
+        if (threadIdx.x == 0) loss[r] = ok ? zero__xent_loss(sum, l_label, mx) : zero__bits_f32(0x7fc00000u);
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+            d[c] = zero__xent_grad(expf(l[c] - mx), inv, c == label, dscale);
+    }
+}
+
+extern "C" int zero__k_bias_add(float *y, const float *b, int64_t rows, int64_t cols, void *stream) {
+    if (rows < 0 || cols < 0) return (int)cudaErrorInvalidValue;
+    if (rows == 0 || cols == 0) return 0;
+    if (!y || !b) return (int)cudaErrorInvalidValue;
+    zk_bias_add<<<zk_grid((rows * cols + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0, zk_stream(stream)>>>(y, b, rows,
+                                                                                                          cols);
+    return zk_done();
+}
+
+extern "C" int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t rows, int64_t cols, void *stream) {
+    unsigned grid;
+    if (!zk_dtype_ok(gdt) || rows < 0 || cols < 0) return (int)cudaErrorInvalidValue;
+    if (cols == 0) return 0;
+    if (!gb || (rows > 0 && !dy)) return (int)cudaErrorInvalidValue;
+    grid = zk_grid((cols + ZK_THREADS - 1) / ZK_THREADS);
+    if (gdt == ZERO_F32) zk_bias_grad<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
+    else if (gdt == ZERO_BF16) zk_bias_grad<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
+    else zk_bias_grad<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
+    return zk_done();
+}
+
+extern "C" int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream) {
+    if (n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!y || !x) return (int)cudaErrorInvalidValue;
+    zk_gelu_fwd<<<zk_grid((n + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0, zk_stream(stream)>>>(y, x, n);
+    return zk_done();
+}
+
+extern "C" int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream) {
+    if (n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!dx || !x || !dy) return (int)cudaErrorInvalidValue;
+    zk_gelu_bwd<<<zk_grid((n + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0, zk_stream(stream)>>>(dx, x, dy, n);
+    return zk_done();
+}
+
+extern "C" int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
+                            int64_t classes, float dscale, void *stream) {
+    if (rows < 0 || classes < 0) return (int)cudaErrorInvalidValue;
+    if (rows == 0) return 0;
+    if (classes == 0 || !loss || !dlogits || !logits || !labels) return (int)cudaErrorInvalidValue;
+    zk_xent<<<zk_grid(rows), ZK_THREADS, 0, zk_stream(stream)>>>(loss, dlogits, logits, labels, rows, classes, dscale);
+    return zk_done();
+}

@@ -1,0 +1,160 @@
+/* tests/gpu/bench_adamw.c - is the fused AdamW (zero__k_opt) memory-bound?
+
+   256M elements (ZERO_BENCH_N overrides): bf16 params, fp32 master / m / v, bf16 grads, in
+   chunks of ZERO__KCHUNK: each step reads 14 bytes per element (g 2, master 4, m 4, v 4)
+   and writes 14 (master, m, v, params). Against it, cudaMemcpy device to device of a
+   1 GiB buffer, counted as 2 bytes moved per byte copied (read + write). Both are timed with
+   events over 20 repetitions after a warm-up; the best repetition counts. Prints the
+   AdamW bandwidth with other chunk sizes for information, then with ZERO__KCHUNK both
+   bandwidths, a PASS line when adamw / copy >= 0.8 (FAIL otherwise), and last `ratio=<x>`.
+   Without a GPU it prints "SKIP: no GPU" and exits 0. */
+#define _POSIX_C_SOURCE 200809L
+#define ZERO_IMPLEMENTATION
+#include "../../zero.h"
+#include <cuda_runtime_api.h>   // defines: cudaMalloc, cudaMemcpyAsync, cudaEvent*
+
+#define REPS 20
+
+static int fail_cuda(cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return 0;
+    printf("FAIL bench_adamw: %s: %s\n", what, cudaGetErrorString(e));
+    return 1;
+}
+
+/* fills a device array of n elements (dtype dt) with values in [lo, hi), through a host buffer */
+static int fill_dev(void *d, int dt, int64_t n, float lo, float hi) {
+    enum { CH = 1 << 22 };
+    static float buf[CH];
+    uint64_t s = 0x9e3779b97f4a7c15ull ^ (uint64_t)n ^ (uint64_t)(uintptr_t)d;
+    int64_t at, i;
+    size_t es = dt == ZERO_F32 ? 4 : 2;
+    for (at = 0; at < n; at += CH) {
+        int64_t m = n - at < CH ? n - at : CH;
+        for (i = 0; i < m; i++) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            float u = (float)(s >> 40) / 16777216.0f;
+            zero__st(buf, i, dt, lo + (hi - lo) * u);
+        }
+        if (fail_cuda(cudaMemcpy((char *)d + at * (int64_t)es, buf, (size_t)m * es, cudaMemcpyHostToDevice), "fill"))
+            return 1;
+    }
+    return 0;
+}
+
+/* the best of REPS timings (ms) of what run() enqueues */
+typedef int (*bench_fn)(void *arg);
+static float best_ms(bench_fn run, void *arg, cudaEvent_t a, cudaEvent_t b) {
+    float best = 1e30f, ms;
+    int r;
+    run(arg); run(arg);                  /* warm-up */
+    cudaDeviceSynchronize();
+    for (r = 0; r < REPS; r++) {
+        cudaEventRecord(a, NULL);
+        if (run(arg) != 0) return -1.0f;
+        cudaEventRecord(b, NULL);
+        cudaEventSynchronize(b);
+        cudaEventElapsedTime(&ms, a, b);
+        if (ms < best) best = ms;
+    }
+    return best;
+}
+
+typedef struct opt_args {
+    zero__optk k;
+    zero__kchunk *chunks;
+    int64_t nchunks;
+    void *g, *p;
+    float *w, *m, *v;
+} opt_args;
+static int run_opt(void *arg) {
+    opt_args *o = (opt_args *)arg;
+    return zero__k_opt(&o->k, o->chunks, o->nchunks, o->g, o->p, o->w, o->m, o->v, NULL);
+}
+typedef struct copy_args { void *dst, *src; size_t bytes; } copy_args;
+static int run_copy(void *arg) {
+    copy_args *c = (copy_args *)arg;
+    return (int)cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, NULL);
+}
+
+int main(void) {
+    const char *e = getenv("ZERO_BENCH_N");
+    int64_t n = e ? strtoll(e, NULL, 10) : (int64_t)256 << 20, i, nchunks;
+    int ndev = 0;
+    opt_args o;
+    copy_args c;
+    zero__kchunk *hc;
+    cudaEvent_t ea, eb;
+    static const int64_t sizes[4] = { 4096, 8192, 32768, 65536 };
+    int size;
+    float ms_opt = 0, ms_copy;
+    double bw_opt, bw_copy, ratio;
+    const size_t copy_bytes = (size_t)1 << 30;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("SKIP: no GPU\n");
+        return 0;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    memset(&o, 0, sizeof o);
+    o.k.opt = ZERO_OPTIM_ADAMW;
+    o.k.adt = ZERO_BF16;
+    o.k.pdt = ZERO_BF16;
+    o.k.gscale = 1.0f / 1024.0f;
+    o.k.ah.beta1 = 0.9f; o.k.ah.beta2 = 0.999f;
+    o.k.ah.one_minus_beta1 = (float)(1 - 0.9); o.k.ah.one_minus_beta2 = (float)(1 - 0.999);
+    o.k.ah.eps = 1e-8f; o.k.ah.decay_mul = (float)(1 - 3e-4 * 0.1);
+    o.k.ah.neg_step_size = (float)(-3e-4 / (1 - 0.9 * 0.9)); o.k.ah.bc2_sqrt = (float)sqrt(1 - 0.999 * 0.999);
+    nchunks = (n + 4095) / 4096;        /* room for the smallest chunk size tried */
+    hc = (zero__kchunk *)malloc(sizeof *hc * (size_t)nchunks);
+    if (fail_cuda(cudaMalloc((void **)&o.chunks, sizeof *hc * (size_t)nchunks), "cudaMalloc chunks") ||
+        fail_cuda(cudaMalloc(&o.g, (size_t)n * 2), "cudaMalloc g") || fail_cuda(cudaMalloc(&o.p, (size_t)n * 2), "cudaMalloc p") ||
+        fail_cuda(cudaMalloc((void **)&o.w, (size_t)n * 4), "cudaMalloc master") ||
+        fail_cuda(cudaMalloc((void **)&o.m, (size_t)n * 4), "cudaMalloc m") ||
+        fail_cuda(cudaMalloc((void **)&o.v, (size_t)n * 4), "cudaMalloc v") ||
+        fail_cuda(cudaMalloc(&c.src, copy_bytes), "cudaMalloc copy src") ||
+        fail_cuda(cudaMalloc(&c.dst, copy_bytes), "cudaMalloc copy dst"))
+        return 1;
+    c.bytes = copy_bytes;
+    if (fill_dev(o.g, ZERO_BF16, n, -1.0f, 1.0f) || fill_dev(o.w, ZERO_F32, n, -0.05f, 0.05f) ||
+        fill_dev(o.m, ZERO_F32, n, -1e-3f, 1e-3f) || fill_dev(o.v, ZERO_F32, n, 1e-8f, 1e-6f))
+        return 1;
+    cudaMemset(c.src, 0x3c, copy_bytes);
+    cudaEventCreate(&ea);
+    cudaEventCreate(&eb);
+    ms_copy = best_ms(run_copy, &c, ea, eb);
+    if (ms_copy <= 0) return 1;
+    bw_copy = 2.0 * (double)copy_bytes / (ms_copy * 1e-3);
+    /* other chunk sizes for information (the kernel takes any n; ZERO__KCHUNK is the contract), then
+       ZERO__KCHUNK itself, last, for the verdict */
+    for (size = 0; size < 5; size++) {
+        int64_t chunk = size < 4 ? sizes[size] : ZERO__KCHUNK;
+        if (size < 4 && chunk == ZERO__KCHUNK) continue;
+        o.nchunks = (n + chunk - 1) / chunk;
+        for (i = 0; i < o.nchunks; i++) {
+            int64_t at = i * chunk;
+            hc[i].grad_idx = hc[i].state_idx = hc[i].param_idx = at;
+            hc[i].n = (int32_t)(n - at < chunk ? n - at : chunk);
+            hc[i].decay = 1;
+        }
+        if (fail_cuda(cudaMemcpy(o.chunks, hc, sizeof *hc * (size_t)o.nchunks, cudaMemcpyHostToDevice), "chunks"))
+            return 1;
+        ms_opt = best_ms(run_opt, &o, ea, eb);
+        if (ms_opt <= 0 || fail_cuda(cudaDeviceSynchronize(), "sync") || fail_cuda(cudaGetLastError(), "launch"))
+            return 1;
+        bw_opt = 28.0 * (double)n / (ms_opt * 1e-3);
+        if (size < 4) printf("adamw with %lld-element chunks: %.1f GB/s, %.3f of copy\n", (long long)chunk, bw_opt / 1e9,
+                             bw_opt / bw_copy);
+    }
+    ratio = bw_opt / bw_copy;
+    printf("copy:  %.1f GB/s (cudaMemcpy D2D of %zu MiB, %.3f ms, read + write counted)\n", bw_copy / 1e9,
+           copy_bytes >> 20, (double)ms_copy);
+    printf("adamw: %.1f GB/s (%lld elements, bf16 params / grads, fp32 master / m / v, 28 B each, %.3f ms)\n",
+           bw_opt / 1e9, (long long)n, (double)ms_opt);
+    printf("%s bench_adamw_bandwidth: adamw / copy = %.3f (want >= 0.8)\n", ratio >= 0.8 ? "PASS" : "FAIL", ratio);
+    printf("ratio=%.3f\n", ratio);
+    cudaEventDestroy(ea);
+    cudaEventDestroy(eb);
+    cudaFree(o.chunks); cudaFree(o.g); cudaFree(o.p); cudaFree(o.w); cudaFree(o.m); cudaFree(o.v);
+    cudaFree(c.src); cudaFree(c.dst);
+    free(hc);
+    return ratio >= 0.8 ? 0 : 1;
+}
