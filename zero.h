@@ -975,10 +975,11 @@ int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sd
 int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream);
 int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream);
 /* small fp32 row-major kernels for the tiled linear and the example trainers */
-int zero__k_bias_add(float *y, const float *b, int64_t rows, int64_t cols, void *stream);     /* y[r][c] += b[c] */
-/* gb[c] += sum_r dy[r][c]: the sum in fp32 in order of r, then added to gb in its dtype gdt
-   like zero_add_f32 (bitwise as the CPU tiled linear) */
-int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t rows, int64_t cols, void *stream);
+/* y[r*ldy + c] += b[c] (b in dtype bdt), c < cols */
+int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols, void *stream);
+/* gb[c] += sum_r dy[r*ld + c]: the sum in fp32 in order of r, then added to gb in its dtype
+   gdt like zero_add_f32 (bitwise as the CPU tiled linear) */
+int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t cols, void *stream);
 int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream);                    /* y = gelu(x) */
 int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream);  /* dx = dy * gelu'(x) */
 /* per row r: loss[r] = the softmax cross-entropy, dlogits[r] = (softmax - onehot(labels[r])) *
@@ -1020,11 +1021,6 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
    runs the CPU device (zero_kernels.cu holds the shared element-wise math). */
 
 /* >>base ---------------------------------------------------------------------------- */
-#if defined(ZERO_CUDA) && !defined(ZERO__KCHUNK)   /* normally from the shared math section */
-#define ZERO__KCHUNK 16384
-typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n, decay; } zero__kchunk;
-typedef struct zero__knblk { int64_t idx, n; } zero__knblk;
-#endif
 #define ZERO__DEF(v, d) ((v) ? (v) : (d))
 #define ZERO__ALIGN 64                 /* every arena starts on a cache line */
 #define ZERO__MSG 512
@@ -2343,27 +2339,6 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
 #ifdef ZERO_CUDA
 #include <cuda_runtime.h>
 #include <nccl.h>
-
-#ifndef ZERO__K_SUM_INTO_DECLARED
-/* TEMPORARY (branch nccl) until zero_kernels.cu's launcher is merged: its declaration
-   and a weak stand-in that refuses, so this branch links. Drop this block at merge. */
-#define ZERO__K_SUM_INTO_DECLARED 1
-#ifdef __cplusplus
-extern "C"
-#endif
-int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
-                     void *stream);
-#if defined(__GNUC__) || defined(__clang__)
-#ifdef __cplusplus
-extern "C"
-#endif
-__attribute__((weak)) int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                           int64_t count, int accumulate, void *stream) {
-    (void)out; (void)rdt; (void)ins; (void)nin; (void)sdt; (void)count; (void)accumulate; (void)stream;
-    return (int)cudaErrorNotSupported;
-}
-#endif
-#endif
 
 static int zero__env_int(const char *var, int lo, int hi, int *out);   /* >>comm: bootstrap */
 
@@ -6717,23 +6692,16 @@ static zero_result zero__cpu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const f
     }
     return ZERO_OK;
 }
-#define ZERO__GELU_SCALE 0.7978845608028654f   /* sqrt(2/pi) */
 static zero_result zero__cpu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
     int64_t i;
     (void)ctx;
-    for (i = 0; i < n; i++) {
-        float v = x[i], t = tanhf(ZERO__GELU_SCALE * (v + 0.044715f * v * v * v));
-        y[i] = 0.5f * v * (1.0f + t);
-    }
+    for (i = 0; i < n; i++) y[i] = zero__gelu(x[i], zero__gelu_th(x[i]));
     return ZERO_OK;
 }
 static zero_result zero__cpu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
     int64_t i;
     (void)ctx;
-    for (i = 0; i < n; i++) {
-        float v = x[i], t = tanhf(ZERO__GELU_SCALE * (v + 0.044715f * v * v * v)), sech2 = 1.0f - t * t;
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * sech2 * ZERO__GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v));
-    }
+    for (i = 0; i < n; i++) dx[i] = dy[i] * zero__gelu_grad(x[i], zero__gelu_th(x[i]));
     return ZERO_OK;
 }
 static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
@@ -6749,9 +6717,9 @@ static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, co
         float *d = dlogits + b * classes, mx = l[0], sum = 0.0f, inv;
         for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
         for (c = 0; c < classes; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
-        loss[b] = logf(sum) - (l[labels[b]] - mx);
+        loss[b] = zero__xent_loss(sum, l[labels[b]], mx);
         inv = 1.0f / sum;
-        for (c = 0; c < classes; c++) d[c] = dscale * (d[c] * inv - (c == labels[b] ? 1.0f : 0.0f));
+        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(d[c], inv, c == labels[b], dscale);
     }
     return ZERO_OK;
 }
@@ -6926,32 +6894,6 @@ static const zero__dev_vt zero__emu_dev = {
 #ifdef ZERO_CUDA
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
-#ifndef ZERO__K_DECLARED   /* zero_kernels.cu's launchers (normally declared in the shared math section) */
-#define ZERO__K_DECLARED
-#ifdef __cplusplus
-extern "C" {
-#endif
-int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base, void *param_base,
-                float *master, float *opt_m, float *opt_v, void *stream);
-int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream);
-int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
-                     void *stream);
-#ifdef __cplusplus
-}
-#endif
-#endif
-#ifdef __cplusplus
-extern "C" {
-#endif
-int zero__k_bias_add_ld(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n, void *stream);
-int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream);
-int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream);
-int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows, int64_t classes,
-                 float dscale, void *stream);
-int zero__k_bias_grad_ld(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n, void *stream);
-#ifdef __cplusplus
-}
-#endif
 
 typedef struct zero__cuda {
     int device;
@@ -7170,12 +7112,12 @@ static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int
 }
 static zero_result zero__cuda_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
                                        int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add_ld(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
                           "the bias kernel");
 }
 static zero_result zero__cuda_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
                                         int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad_ld(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
                           "the bias-gradient kernel");
 }
 static zero_result zero__cuda_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {

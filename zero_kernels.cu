@@ -343,18 +343,21 @@ extern "C" int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const fl
 }
 
 /* ---- small fp32 kernels: bias, GELU, cross-entropy ---- */
-__global__ void __launch_bounds__(ZK_THREADS) zk_bias_add(float *y, const float *b, int64_t rows, int64_t cols) {
+/* y[r*ldy + c] += b[c] (b in dtype BDT) */
+template <int BDT>
+__global__ void __launch_bounds__(ZK_THREADS) zk_bias_add(float *y, int64_t ldy, const void *b, int64_t rows, int64_t cols) {
     const int64_t n = rows * cols;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] += b[i % cols];
+        y[(i / cols) * ldy + i % cols] += zero__ld(b, i % cols, BDT);
 }
 
 /* one thread per column: the sum runs over the rows in order, as the CPU's does */
 template <int GDT>
-__global__ void __launch_bounds__(ZK_THREADS) zk_bias_grad(void *gb, const float *dy, int64_t rows, int64_t cols) {
+__global__ void __launch_bounds__(ZK_THREADS) zk_bias_grad(void *gb, const float *dy, int64_t ld, int64_t rows,
+                                                           int64_t cols) {
     for (int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += (int64_t)gridDim.x * blockDim.x) {
         float s = 0.0f;
-        for (int64_t r = 0; r < rows; r++) s += dy[r * cols + c];
+        for (int64_t r = 0; r < rows; r++) s += dy[r * ld + c];
         zero__st(gb, c, GDT, zero__ld(gb, c, GDT) + s);
     }
 }
@@ -410,24 +413,29 @@ zk_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels,
     }
 }
 
-extern "C" int zero__k_bias_add(float *y, const float *b, int64_t rows, int64_t cols, void *stream) {
-    if (rows < 0 || cols < 0) return (int)cudaErrorInvalidValue;
+extern "C" int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols,
+                                void *stream) {
+    unsigned grid;
+    if (!zk_dtype_ok(bdt) || rows < 0 || cols < 0 || ldy < cols) return (int)cudaErrorInvalidValue;
     if (rows == 0 || cols == 0) return 0;
     if (!y || !b) return (int)cudaErrorInvalidValue;
-    zk_bias_add<<<zk_grid((rows * cols + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0, zk_stream(stream)>>>(y, b, rows,
-                                                                                                          cols);
+    grid = zk_grid((rows * cols + ZK_THREADS - 1) / ZK_THREADS);
+    if (bdt == ZERO_F32) zk_bias_add<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(y, ldy, b, rows, cols);
+    else if (bdt == ZERO_BF16) zk_bias_add<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(y, ldy, b, rows, cols);
+    else zk_bias_add<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(y, ldy, b, rows, cols);
     return zk_done();
 }
 
-extern "C" int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t rows, int64_t cols, void *stream) {
+extern "C" int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t cols,
+                                 void *stream) {
     unsigned grid;
-    if (!zk_dtype_ok(gdt) || rows < 0 || cols < 0) return (int)cudaErrorInvalidValue;
+    if (!zk_dtype_ok(gdt) || rows < 0 || cols < 0 || ld < cols) return (int)cudaErrorInvalidValue;
     if (cols == 0) return 0;
     if (!gb || (rows > 0 && !dy)) return (int)cudaErrorInvalidValue;
     grid = zk_grid((cols + ZK_THREADS - 1) / ZK_THREADS);
-    if (gdt == ZERO_F32) zk_bias_grad<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
-    else if (gdt == ZERO_BF16) zk_bias_grad<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
-    else zk_bias_grad<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, rows, cols);
+    if (gdt == ZERO_F32) zk_bias_grad<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, ld, rows, cols);
+    else if (gdt == ZERO_BF16) zk_bias_grad<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, ld, rows, cols);
+    else zk_bias_grad<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(gb, dy, ld, rows, cols);
     return zk_done();
 }
 

@@ -371,7 +371,7 @@ static void test_bias(void) {
     fill(b, ZERO_F32, cols, 0);
     dyy = (float *)dup_to_dev(y, rows * cols * 4);
     db = (float *)dup_to_dev(b, cols * 4);
-    rc = zero__k_bias_add(dyy, db, rows, cols, NULL);
+    rc = zero__k_bias_add(dyy, cols, db, ZERO_F32, rows, cols, NULL);
     for (r = 0; r < rows; r++) for (c = 0; c < cols; c++) y[r * cols + c] += b[c];
     if (sync_ok(rc, "zero__k_bias_add")) { to_host(yg, dyy, rows * cols * 4); compare("bias_add", y, yg, rows * cols, ZERO_F32); }
     cudaFree(db);
@@ -382,7 +382,7 @@ static void test_bias(void) {
         float *s = (float *)malloc(cols * 4);
         fill(gb, gdt, cols, 0);
         dgb = dup_to_dev(gb, cols * esz(gdt));
-        rc = zero__k_bias_grad(dgb, gdt, dy, rows, cols, NULL);
+        rc = zero__k_bias_grad(dgb, gdt, dy, cols, rows, cols, NULL);
         for (c = 0; c < cols; c++) {     /* as zero_tiled_linear_backward */
             float t = 0.0f;
             for (r = 0; r < rows; r++) t += y[r * cols + c];
@@ -393,7 +393,7 @@ static void test_bias(void) {
         cudaFree(dgb);
         free(gb); free(gg); free(s);
     }
-    CHECK(zero__k_bias_add(NULL, NULL, 0, 5, NULL) == 0 && zero__k_bias_grad(NULL, ZERO_F32, NULL, 3, 0, NULL) == 0,
+    CHECK(zero__k_bias_add(NULL, 5, NULL, ZERO_F32, 0, 5, NULL) == 0 && zero__k_bias_grad(NULL, ZERO_F32, NULL, 3, 3, 0, NULL) == 0,
           "empty shapes must return 0");
     cudaFree(dyy);
     free(y); free(b); free(yg);
