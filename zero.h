@@ -5362,42 +5362,75 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 #define ZERO__CK_MAGIC "ZEROSHD1"
 
 /* 64-bit checksum: FNV-style over 8-byte words (each step is a bijection of the state,
-   so any change confined to one word changes the result), then the tail and length. */
-static uint64_t zero__ck_sum(const void *data, size_t n) {
+   so any change confined to one word changes the result), then the tail and length.
+   Streamed: zero__ck_hash_add takes the bytes in pieces of any size (a partial word
+   waits in tail), so a record is checked or written without holding it whole. */
+typedef struct zero__ck_hash { uint64_t h, n; unsigned char tail[8]; int nt; } zero__ck_hash;
+static void zero__ck_hash_init(zero__ck_hash *s) { s->h = 14695981039346656037ull; s->n = 0; s->nt = 0; }
+static void zero__ck_hash_add(zero__ck_hash *s, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
-    uint64_t h = 14695981039346656037ull, w;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-        h ^= h >> 32;
+    uint64_t w;
+    s->n += n;
+    while (s->nt > 0 && s->nt < 8 && n > 0) { s->tail[s->nt++] = *p++; n--; }
+    if (s->nt == 8) {
+        memcpy(&w, s->tail, 8);
+        s->h = (s->h ^ w) * 1099511628211ull;
+        s->h ^= s->h >> 32;
+        s->nt = 0;
     }
-    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= (uint64_t)n;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        s->h = (s->h ^ w) * 1099511628211ull;
+        s->h ^= s->h >> 32;
+    }
+    while (n > 0) { s->tail[s->nt++] = *p++; n--; }
+}
+static uint64_t zero__ck_hash_end(const zero__ck_hash *s) {
+    uint64_t h = s->h;
+    int i;
+    for (i = 0; i < s->nt; i++) h = (h ^ s->tail[i]) * 1099511628211ull;
+    h ^= s->n;
     h *= 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 29);
 }
+static uint64_t zero__ck_sum(const void *data, size_t n) {
+    zero__ck_hash s;
+    zero__ck_hash_init(&s);
+    zero__ck_hash_add(&s, data, n);
+    return zero__ck_hash_end(&s);
+}
 
-/* lseek + read/write rather than pread/pwrite: these are declared even when zero.h
-   was first included without ZERO_IMPLEMENTATION under a strict -std=c99 (no
-   _POSIX_C_SOURCE); every descriptor belongs to one thread */
+/* Every checkpoint and safetensors file goes through zero__fops (>>io), so the tests'
+   fault hooks (ENOSPC, EIO, EROFS) reach them too. Failures set errno for the messages. */
+static int zero__ck_open(const char *path, int flags, int mode) {
+    int fd = zero__fops.open(path, flags, mode);
+    if (fd < 0) { errno = -fd; return -1; }
+    return fd;
+}
+static int zero__ck_close(int fd) {
+    int r = zero__fops.close(fd);
+    if (r < 0) { errno = -r; return -1; }
+    return 0;
+}
+/* 1: all n bytes written; 0: failure (errno says why) */
 static int zero__ck_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     const char *p = (const char *)buf;
     while (n > 0) {
-        ssize_t w = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? write(fd, p, n) : -1;
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return 0;
+        int64_t w = zero__fops.pwrite(fd, p, n, off);
+        if (w == -EINTR) continue;
+        if (w < 0) { errno = (int)-w; return 0; }
+        if (w == 0) { errno = EIO; return 0; }
         p += w; n -= (size_t)w; off += w;
     }
     return 1;
 }
-/* 1: all n bytes read; 0: short read (truncated file); -1: OS error */
+/* 1: all n bytes read; 0: short read (truncated file); -1: OS error (errno) */
 static int zero__ck_pread(int fd, void *buf, size_t n, int64_t off) {
     char *p = (char *)buf;
     while (n > 0) {
-        ssize_t r = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? read(fd, p, n) : -1;
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
+        int64_t r = zero__fops.pread(fd, p, n, off);
+        if (r == -EINTR) continue;
+        if (r < 0) { errno = (int)-r; return -1; }
         if (r == 0) return 0;
         p += r; n -= (size_t)r; off += r;
     }
@@ -5459,6 +5492,43 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
     if (ctx->desc.stage == 0) { *b = 0; *e = ctx->params[pi].numel; }
     else zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
     return *b < *e;
+}
+
+/* ---- the checkpoint's only access to params, master weights and moments -------------
+   Everything below reads and writes them through these four, in fp32: the arenas may
+   live where the host cannot dereference them (a GPU), and the master and moments on
+   the NVMe tier (>>offload), which zero__off_rw reads and writes block by block. which:
+   0 the fp32 master, 1 the first moment (or SGD momentum), 2 the second moment; idx:
+   the state index (zero__ck_state_idx) or param index (zero__ck_param_idx). */
+#define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
+static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
+    const float *src;
+    if (ctx->off) return zero__off_rw(ctx, which, idx, n, buf, NULL, fn);
+    src = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    memcpy(buf, src + idx, (size_t)n * 4);
+    return ZERO_OK;
+}
+static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
+                                        const char *fn) {
+    float *dst;
+    if (ctx->off) return zero__off_rw(ctx, which, idx, n, NULL, buf, fn);
+    dst = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    memcpy(dst + idx, buf, (size_t)n * 4);
+    return ZERO_OK;
+}
+/* writes back what the state writes left in the tier's buffer, so its errors surface here */
+static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
+    return ctx->off ? zero__off_flush(ctx, fn) : ZERO_OK;
+}
+static zero_result zero__ck_param_read(zero_ctx *ctx, int64_t idx, int64_t n, float *buf) {
+    int pdt = ctx->desc.param_dtype;
+    zero_to_f32(buf, zero__at(ctx->param_arena, idx, pdt), (zero_dtype)pdt, n);
+    return ZERO_OK;
+}
+static zero_result zero__ck_param_write(zero_ctx *ctx, int64_t idx, int64_t n, const float *buf) {
+    int pdt = ctx->desc.param_dtype;
+    zero_from_f32(zero__at(ctx->param_arena, idx, pdt), (zero_dtype)pdt, buf, n);
+    return ZERO_OK;
 }
 
 /* ---- the manifest ---------------------------------------------------------------- */
@@ -5570,18 +5640,18 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     uint64_t sum;
     memset(m, 0, sizeof *m);
     zero__ck_join(path, sizeof path, dir, "/manifest", "");
-    fd = open(path, O_RDONLY);
+    fd = zero__ck_open(path, O_RDONLY, 0);
     if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
     if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: cannot stat or too large", path);
         return ZERO_ERR_IO;
     }
     total = (int64_t)st.st_size;
     m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
-    if (!m->text) { close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
+    if (!m->text) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
     i = zero__ck_pread(fd, m->text, (size_t)total, 0);
-    close(fd);
+    zero__ck_close(fd);
     if (i < 0) { snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno)); goto io; }
     m->text[total] = 0;
     c.p = m->text; c.end = m->text + total; c.line = 0;
@@ -5730,13 +5800,13 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     int fd, rr;
     zero__ck_join(path, sizeof path, dir, "/", m->files[rank].name);
     *fd_out = -1;
-    if ((fd = open(path, O_RDONLY)) < 0) {
+    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0) {
         snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
-    if (fstat(fd, &st) != 0) { close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
+    if (fstat(fd, &st) != 0) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
     if ((int64_t)st.st_size != m->files[rank].bytes) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: %lld bytes, the manifest says %lld (truncated or foreign file)", path,
                  (long long)st.st_size, (long long)m->files[rank].bytes);
         return ZERO_ERR_CORRUPT;
@@ -5760,33 +5830,12 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     }
     if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_VERSION || (int)u[1] != rank ||
         (int)u[2] != m->world || u[3] != 0 || gen != m->gen) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu, of this save)", path, rank, m->world,
                  (unsigned long long)m->gen);
         return ZERO_ERR_CORRUPT;
     }
     *fd_out = fd;
-    return ZERO_OK;
-}
-
-/* Reads one record's weights (n floats into buf) and, if moments, its moments after
-   them, checking each part's checksum. */
-static zero_result zero__ck_read_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
-                                       int moments, void *buf, char *msg, size_t msgn) {
-    int64_t wbytes = (r->end - r->begin) * 4, bytes = moments ? zero__ck_range_bytes(m, r) : wbytes;
-    int rr = zero__ck_pread(fd, buf, (size_t)bytes, r->offset);
-    if (rr != 1) {
-        snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
-                 rr == 0 ? "truncated" : "read error", (long long)r->offset);
-        return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
-    }
-    if (zero__ck_sum(buf, (size_t)wbytes) != r->sum ||
-        (bytes > wbytes && zero__ck_sum((char *)buf + wbytes, (size_t)(bytes - wbytes)) != r->msum)) {
-        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
-                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
-                 (long long)r->offset);
-        return ZERO_ERR_CORRUPT;
-    }
     return ZERO_OK;
 }
 
@@ -5844,28 +5893,29 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
 }
 
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
-   weights and moments; returns the file's bytes or -1 */
-static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums,
+   weights and moments; returns the file's bytes or -1 (msg says why, naming the file;
+   *code the result). Streamed: each part of a record (weights, then each moment) is
+   read from the state and written ZERO__CK_CHUNK elements at a time, hashed on the
+   way, so memory is one chunk however large the record or the state on the NVMe tier. */
+static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums, zero_result *code,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
     char path[4096], tmp[4096], hdr[ZERO__CK_HEADER];
-    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1;
+    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
     uint32_t u[4];
-    int64_t off = ZERO__CK_HEADER, maxn = 0, b, e;
+    int64_t off = ZERO__CK_HEADER, b, e;
     float *buf;
-    for (i = 0; i < ctx->num_params; i++) {
-        zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
-        if (e - b > maxn) maxn = e - b;
-    }
+    zero_result r = ZERO_OK;
+    *code = ZERO_ERR_IO;
     {
         char nm[64];
         snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
         zero__ck_join(path, sizeof path, dir, nm, "");
         zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
     }
-    buf = (float *)zero__raw_alloc(a, (size_t)(maxn * (1 + K) + 1) * 4);
-    if (!buf) { snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
+    fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
         snprintf(msg, msgn, "%.300s: cannot create: %s", tmp, strerror(errno));
         zero__raw_free(a, buf);
@@ -5886,35 +5936,42 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         hs = zero__ck_sum(hdr, 56);
         memcpy(hdr + 56, &hs, 8);
     }
-    ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0);
+    if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
     for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, k, si;
-        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
+        int64_t n, si, pi, o;
+        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, part;
+        zero__ck_hash h;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         si = zero__ck_state_idx(ctx, i, b);
-        if (ctx->master && si >= 0)       /* contiguous in both: one copy */
-            memcpy(buf, ctx->master + si, (size_t)n * 4);
-        else if (ctx->off && ctx->off->has_master && si >= 0)     /* the NVMe tier, block by block */
-            ok = zero__off_rw(ctx, 0, si, n, buf, NULL, "zero_save") == ZERO_OK;
-        else
-            zero_to_f32(buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, i, b), ctx->desc.param_dtype),
-                        ctx->desc.param_dtype, n);
-        for (k = 0; k < kp && ok; k++)
-            if (ctx->off) ok = zero__off_rw(ctx, (int)k + 1, si, n, buf + (k + 1) * n, NULL, "zero_save") == ZERO_OK;
-            else memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
-        sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
-        if (kp) sums[2 * i + 1] = zero__ck_sum(buf + n, (size_t)(n * kp * 4));
-        if (ok) ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
+        pi = zero__ck_param_idx(ctx, i, b);
+        for (part = 0; part <= kp && ok; part++) {      /* 0: weights; 1, 2: the moments */
+            if (part <= 1) zero__ck_hash_init(&h);     /* the moments share one checksum */
+            for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
+                int64_t c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                if (part > 0 || (si >= 0 && zero__has_master(ctx))) r = zero__ck_state_read(ctx, part, si + o, c, buf, "zero_save");
+                else r = zero__ck_param_read(ctx, pi + o, c, buf);
+                if (r != ZERO_OK) { ok = 0; break; }
+                zero__ck_hash_add(&h, buf, (size_t)c * 4);
+                if (!(ok = zero__ck_pwrite(fd, buf, (size_t)c * 4, off + ((int64_t)part * n + o) * 4))) err = errno;
+            }
+            if (part == 0) sums[2 * i] = zero__ck_hash_end(&h);
+            else if (part == kp) sums[2 * i + 1] = zero__ck_hash_end(&h);
+        }
         off += n * (1 + kp) * 4;
     }
     zero__raw_free(a, buf);
-    if (ok) ok = fsync(fd) == 0;
-    if (close(fd) != 0) ok = 0;
-    if (ok) ok = rename(tmp, path) == 0;
+    if (ok && fsync(fd) != 0) { ok = 0; err = errno; }
+    if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
+    if (ok && rename(tmp, path) != 0) { ok = 0; err = errno; }
     if (!ok) {
-        snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+        if (r != ZERO_OK) {     /* reading the state failed (the NVMe tier): its message says where */
+            *code = r;
+            snprintf(msg, msgn, "%.200s: not written: %.250s", path, zero_last_error(ctx));
+        } else {
+            snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(err));
+        }
         (void)unlink(tmp);
         return -1;
     }
@@ -5976,9 +6033,9 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
 #undef ZERO__CK_P
     zero__ck_join(path, sizeof path, dir, "/manifest", "");
     zero__ck_join(tmp, sizeof tmp, dir, "/manifest.tmp", "");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ok = fd >= 0 && len < cap && zero__ck_pwrite(fd, t, len, 0);
-    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (close(fd) != 0) ok = 0; }
+    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (zero__ck_close(fd) != 0) ok = 0; }
     zero__raw_free(a, t);
     if (ok) ok = rename(tmp, path) == 0;          /* the commit point */
     if (!ok) {
@@ -6024,7 +6081,7 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     char msg[ZERO__MSG] = "";
     zero_result r, local = ZERO_OK;
     uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
-    int stride, i;
+    int stride, i, failed = 0;
     int64_t bytes;
     if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
     a = &ctx->desc.allocator;
@@ -6037,7 +6094,7 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     /* the generation: rank 0 picks one above every file in the directory */
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "zero_save: cannot create %s: %s", dir, strerror(errno));
+        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
     }
     if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
     if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
@@ -6051,28 +6108,33 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     }
     memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
     if (local == ZERO_OK) {
-        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, msg, sizeof msg);
-        if (bytes < 0) local = ZERO_ERR_IO;
-        else mine[1] = (uint64_t)bytes;
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
+        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
     }
     mine[0] = (uint64_t)(int64_t)local;
     r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
     if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "%s", msg);
-    if (ctx->rank == 0 && local == ZERO_OK) {
-        int ok = 1;
-        for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) ok = 0;
-        /* every shard is durable (each rank fsynced before the all-gather): commit */
-        if (ok) {
-            zero__ck_fsync_dir(dir);
-            local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
-            if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-            else zero__ck_cleanup(dir, gen);
-        }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
+    /* every shard is durable (each rank fsynced before the all-gather): commit */
+    if (ctx->rank == 0 && !failed) {
+        zero__ck_fsync_dir(dir);
+        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+        else zero__ck_cleanup(dir, gen);
     }
     zero__raw_free(a, mine);
     zero__raw_free(a, all);
-    return zero__ck_agree(ctx, "zero_save", local, msg);
+    r = zero__ck_agree(ctx, "zero_save", local, msg);
+    /* No manifest names this generation (a shard failed, or the manifest did; not a
+       broken communicator, after which rank 0 may have committed): remove this rank's
+       shard, so a failed save leaves the directory as it was. */
+    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
+        char nm[64], path[4096];
+        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+    }
+    return r;
 }
 
 /* ---- load ------------------------------------------------------------------------- */
@@ -6112,27 +6174,96 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
     return ZERO_OK;
 }
 
-/* the records this rank needs, every one read and checked; then (only if every rank
-   succeeded) the state is replaced */
+/* Reads one record's weights (and its moments when `moments`) ZERO__CK_CHUNK elements
+   at a time into buf, checking each part's checksum. */
+static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
+                                         int moments, float *buf, char *msg, size_t msgn) {
+    int64_t n = r->end - r->begin, total = moments ? zero__ck_range_bytes(m, r) / 4 : n, o;
+    zero__ck_hash hw, hm;
+    zero__ck_hash_init(&hw);
+    zero__ck_hash_init(&hm);
+    for (o = 0; o < total; o += ZERO__CK_CHUNK) {
+        int64_t c = total - o < ZERO__CK_CHUNK ? total - o : ZERO__CK_CHUNK, cw = o < n ? (n - o < c ? n - o : c) : 0;
+        int rr = zero__ck_pread(fd, buf, (size_t)c * 4, r->offset + o * 4);
+        if (rr != 1) {
+            snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
+                     rr == 0 ? "truncated" : "read error", (long long)(r->offset + o * 4));
+            return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+        }
+        zero__ck_hash_add(&hw, buf, (size_t)cw * 4);
+        zero__ck_hash_add(&hm, buf + cw, (size_t)(c - cw) * 4);
+    }
+    if (zero__ck_hash_end(&hw) != r->sum || (total > n && zero__ck_hash_end(&hm) != r->msum)) {
+        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
+                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
+                 (long long)r->offset);
+        return ZERO_ERR_CORRUPT;
+    }
+    return ZERO_OK;
+}
+
+/* Applies one checked record: the part of its weights this rank needs to the params
+   (and the master), its moments where this rank holds optimizer state; streamed, chunk
+   by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
+   blocks). bw, bm: ZERO__CK_CHUNK floats each. */
+static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const zero__ck_manifest *m,
+                                        const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
+                                        char *msg, size_t msgn) {
+    int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi;
+    int K = zero__ck_moments(&ctx->desc), state, k, rr = 1;
+    zero_result r = ZERO_OK;
+    zero__ck_need(ctx, rg->param, &b, &e);
+    lo = rg->begin > b ? rg->begin : b;
+    hi = rg->end < e ? rg->end : e;
+    state = mom && zero__ck_has_state(ctx, rg->param, &sb, &se);
+    for (x = lo; x < hi && r == ZERO_OK; x += ZERO__CK_CHUNK) {
+        int64_t c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK, s, t, si;
+        if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
+        if ((r = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, rg->param, x), c, bw)) != ZERO_OK) break;
+        s = x > sb ? x : sb;
+        t = x + c < se ? x + c : se;
+        if (!state || s >= t) continue;
+        si = zero__ck_state_idx(ctx, rg->param, s);
+        if (zero__has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
+        for (k = 1; k <= K && r == ZERO_OK; k++) {
+            rr = zero__ck_pread(fd, bm, (size_t)(t - s) * 4, rg->offset + ((int64_t)k * n + s - rg->begin) * 4);
+            if (rr != 1) break;
+            r = zero__ck_state_write(ctx, k, si, t - s, bm, "zero_load");
+        }
+        if (rr != 1) break;
+    }
+    if (rr != 1) {
+        snprintf(msg, msgn, "%.300s/%s: %s while loading (after it was checked)", dir, m->files[rg->rank].name,
+                 rr == 0 ? "truncated" : strerror(errno));
+        return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+    }
+    if (r != ZERO_OK) snprintf(msg, msgn, "%s", zero_last_error(ctx));
+    return r;
+}
+
+/* Two passes over the records this rank needs, with memory bounded by two chunks: the
+   first reads and checks every one (checksums), the ranks agree, and only then the
+   second reads them again into the params, master and moments (the NVMe tier's blocks
+   directly). So a bad file changes nothing; an OS error in the second pass (the file
+   changed under us, the tier failed) leaves the state partly loaded, and every rank
+   returns it. */
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     const zero_allocator *a;
     zero__ck_manifest m;
     char msg[ZERO__MSG] = "";
     zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k, K;
-    int64_t *at = NULL, total = 0;
-    char *data = NULL;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k;
+    float *bw = NULL;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
     a = &ctx->desc.allocator;
-    K = zero__ck_moments(&ctx->desc);
     local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
     if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
     if (local == ZERO_OK) {
         fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
         need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        at = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(m.nrange + 1));
         mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        if (!fds || !need || !at || !mom) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         else for (k = 0; k < m.world; k++) fds[k] = -1;
     }
     /* which records overlap what this rank holds; every element must be covered */
@@ -6146,9 +6277,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             covered[rg->param] += rg->end - rg->begin;
             zero__ck_need(ctx, rg->param, &b, &e);
             if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-                at[nneed] = total;
                 mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-                total += mom[nneed] ? zero__ck_range_bytes(&m, rg) : (rg->end - rg->begin) * 4;
                 need[nneed++] = k;
             }
         }
@@ -6160,58 +6289,33 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             }
         zero__raw_free(a, covered);
     }
-    if (local == ZERO_OK && !(data = (char *)zero__raw_alloc(a, (size_t)total + 8))) {
-        local = ZERO_ERR_OUT_OF_MEMORY;
-        snprintf(msg, sizeof msg, "zero_load: out of memory for %lld bytes", (long long)total);
-    }
     for (k = 0; local == ZERO_OK && k < nneed; k++) {
         const zero__ck_range *rg = &m.ranges[need[k]];
         if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK) local = zero__ck_read_range(dir, &m, rg, fds[rg->rank], mom[k], data + at[k], msg, sizeof msg);
+        if (local == ZERO_OK) local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, msg, sizeof msg);
     }
-    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) close(fds[k]);
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
     r = zero__ck_agree(ctx, "zero_load", local, msg);
     if (r == ZERO_OK) {
-        int pdt = ctx->desc.param_dtype;
-        for (k = 0; k < nneed; k++) {
+        for (k = 0; local == ZERO_OK && k < nneed; k++) {
             const zero__ck_range *rg = &m.ranges[need[k]];
-            const float *w = (const float *)(data + at[k]);
-            int64_t n = rg->end - rg->begin, b, e, s, t;
-            zero__ck_need(ctx, rg->param, &b, &e);
-            s = rg->begin > b ? rg->begin : b;
-            t = rg->end < e ? rg->end : e;
-            if (s < t)
-                zero_from_f32(zero__at(ctx->param_arena, zero__ck_param_idx(ctx, rg->param, s), pdt), (zero_dtype)pdt,
-                              w + (s - rg->begin), t - s);
-            if (zero__ck_has_state(ctx, rg->param, &b, &e)) {
-                int64_t si;
-                s = rg->begin > b ? rg->begin : b;
-                t = rg->end < e ? rg->end : e;
-                if (s < t && mom[k]) {
-                    si = zero__ck_state_idx(ctx, rg->param, s);
-                    if (ctx->off) {     /* the NVMe tier, block by block */
-                        if (ctx->off->has_master)
-                            zero__off_rw(ctx, 0, si, t - s, NULL, w + (s - rg->begin), "zero_load");
-                        if (K >= 1) zero__off_rw(ctx, 1, si, t - s, NULL, w + n + (s - rg->begin), "zero_load");
-                        if (K >= 2) zero__off_rw(ctx, 2, si, t - s, NULL, w + 2 * n + (s - rg->begin), "zero_load");
-                    } else {
-                    if (ctx->master) memcpy(ctx->master + si, w + (s - rg->begin), (size_t)(t - s) * 4);
-                    if (K >= 1) memcpy(ctx->opt_m + si, w + n + (s - rg->begin), (size_t)(t - s) * 4);
-                    if (K >= 2) memcpy(ctx->opt_v + si, w + 2 * n + (s - rg->begin), (size_t)(t - s) * 4);
-                    }
-                }
-            }
+            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
         }
-        ctx->steps = m.steps;
-        ctx->skipped = m.skipped;
-        ctx->loss_scale = m.loss_scale;
-        ctx->good_steps = (int)m.good_steps;
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load", local, msg);
+        if (r == ZERO_OK) {
+            ctx->steps = m.steps;
+            ctx->skipped = m.skipped;
+            ctx->loss_scale = m.loss_scale;
+            ctx->good_steps = (int)m.good_steps;
+        }
     }
-    zero__raw_free(a, data);
+    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
+    zero__raw_free(a, bw);
     zero__raw_free(a, fds);
     zero__raw_free(a, need);
-    zero__raw_free(a, at);
     zero__raw_free(a, mom);
     zero__ck_manifest_free(a, &m);
     return r;
@@ -6273,21 +6377,18 @@ static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype d
 static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
-    int j, pdt = d->param_dtype;
+    int j;
     zero_result r;
     if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)))))
         return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
-        if (ctx->master && !m->frozen)
-            memcpy(buf + pr->offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
-        else if (zero__has_master(ctx) && !m->frozen) {
-            r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, NULL, "zero_export_safetensors");
-            if (r != ZERO_OK) return r;
-        } else
-            zero_to_f32(buf + pr->offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt,
-                        pr->numel);
+        if (zero__has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
+            r = zero__ck_state_read(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
+        else
+            r = zero__ck_param_read(ctx, m->param_off + pr->offset, pr->numel, buf + pr->offset);
+        if (r != ZERO_OK) return r;
     }
     return ZERO_OK;
 }
@@ -6321,7 +6422,7 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
         if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
         if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         if (local == ZERO_OK) {
-            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
                 local = ZERO_ERR_IO;
                 snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
             }
@@ -6351,12 +6452,12 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
     zero__raw_free(a, ts);
     zero__raw_free(a, hdr);
     if (r != ZERO_OK) {
-        if (fd >= 0) { close(fd); (void)unlink(tmp); }
+        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
         return r;
     }
     if (fd >= 0) {
         int ok = local == ZERO_OK && fsync(fd) == 0;
-        if (close(fd) != 0) ok = 0;
+        if (zero__ck_close(fd) != 0) ok = 0;
         if (ok && rename(tmp, path) != 0) ok = 0;
         if (!ok) {
             (void)unlink(tmp);
@@ -6483,24 +6584,21 @@ static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const
 
 /* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
    the ranks agree, then each reads only the elements it holds. Sets params (and the
-   fp32 master copy); optimizer state and step count are left alone. */
+   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     const zero_allocator *a;
     char msg[ZERO__MSG] = "", *hdr = NULL;
     zero__st_entry *ents = NULL;
     const zero__st_entry **map = NULL;
     zero_result r, local = ZERO_OK;
-    unsigned char lenb[8];
+    unsigned char lenb[8], *raw = NULL;
+    float *vals = NULL;
     int64_t hlen = 0, fsize = 0;
     int fd = -1, nent = 0, i, k, rr;
     struct stat st;
     if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
-    if (ctx->off && ctx->off->has_master)
-        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_CKPT,
-                          "zero_load_safetensors: not yet supported with the fp32 master on the NVMe tier "
-                          "(offload_optimizer = ZERO_OFFLOAD_NVME); use zero_load");
     a = &ctx->desc.allocator;
-    if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0) {
+    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
         local = ZERO_ERR_IO;
         snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
     } else {
@@ -6517,7 +6615,9 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
         hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
         ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
         map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
-        if (!hdr || !ents || !map) {
+        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        if (!hdr || !ents || !map || !raw || !vals) {
             local = ZERO_ERR_OUT_OF_MEMORY;
             snprintf(msg, sizeof msg, "out of memory");
         } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
@@ -6546,27 +6646,40 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     }
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
     r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    for (i = 0; r == ZERO_OK && i < ctx->num_params; i++) {
+    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
+       holds it) the master, on the NVMe tier block by block */
+    local = ZERO_OK;
+    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
         const zero__st_entry *e = map[i];
         int64_t b, e_, sb = 0, se = 0, o, es = (int64_t)zero_dtype_size(e->dt);
-        int pdt = ctx->desc.param_dtype, state;
-        unsigned char raw[4096 * 4];
+        int state;
         zero__ck_need(ctx, i, &b, &e_);
-        state = ctx->master && zero__ck_has_state(ctx, i, &sb, &se);
-        for (o = b; o < e_; o += 4096) {
-            int64_t c = e_ - o < 4096 ? e_ - o : 4096, q;
-            if (zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es) != 1) {
-                r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %.300s: read failed", path);
+        state = zero__has_master(ctx) && zero__ck_has_state(ctx, i, &sb, &se);
+        for (o = b; o < e_ && local == ZERO_OK; o += ZERO__CK_CHUNK) {
+            int64_t c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK, s = o > sb ? o : sb, t = o + c < se ? o + c : se;
+            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
+            if (rr != 1) {
+                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
                 break;
             }
-            for (q = 0; q < c; q++) {
-                float v = zero__ld(raw, q, e->dt);
-                zero__st(ctx->param_arena, zero__ck_param_idx(ctx, i, o + q), pdt, v);
-                if (state && o + q >= sb && o + q < se) ctx->master[zero__ck_state_idx(ctx, i, o + q)] = v;
-            }
+            zero_to_f32(vals, raw, e->dt, c);
+            local = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, i, o), c, vals);
+            if (local == ZERO_OK && state && s < t)
+                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
+                                             "zero_load_safetensors");
+            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
         }
     }
-    if (fd >= 0) close(fd);
+    if (r == ZERO_OK) {
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    }
+    zero__raw_free(a, raw);
+    zero__raw_free(a, vals);
+    if (fd >= 0) zero__ck_close(fd);
     zero__raw_free(a, hdr);
     zero__raw_free(a, ents);
     zero__raw_free(a, map);
