@@ -26,11 +26,15 @@ typedef struct cfg {
     zero_dtype dtype;
     zero_optim_type optim;
     int frozen1;                    /* module 1 frozen */
+    zero_offload_tier offload;      /* desc.offload_optimizer (NVMe: files in tmpdir) */
+    zero_offload_tier offload_params;
     int wide;                       /* a different model: module 2's w is wider */
     int init_steps;                 /* train this many steps before the load */
     int step0, steps;               /* steps [step0, step0 + steps) after the load */
     const char *load_dir, *save_dir;
     zero_result load_expect;        /* what zero_load must return */
+    zero_result save_expect;        /* what zero_save must return */
+    int after_steps;                /* steps trained after the save (whatever it returned) */
     const char *export_path;        /* zero_export_safetensors after training */
     zero_dtype export_dtype;
     const char *st_load;            /* zero_load_safetensors instead of zero_load */
@@ -38,8 +42,8 @@ typedef struct cfg {
     float before[MAXP], out[MAXP];
     int64_t numel, stats_steps;
     float loss_scale;
-    zero_result load_got[4];
-    char load_msg[4][ZERO__MSG];
+    zero_result load_got[4], save_got[4];
+    char load_msg[4][ZERO__MSG], save_msg[4][ZERO__MSG];
     int failed;
 } cfg;
 
@@ -74,6 +78,8 @@ static zero_result train_steps(zero_ctx *z, const cfg *c, zero_module *mod, zero
     return ZERO_OK;
 }
 
+static char tmpdir[1024];
+
 static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_module *mod, zero_param *P) {
     zero_desc d;
     zero_ctx *z;
@@ -91,6 +97,9 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
     d.loss_scale_window = 3;
     d.loss_scale_init = 1024;
     d.timeout_ms = 20000;
+    d.offload_optimizer = c->offload;
+    d.offload_params = c->offload_params;
+    d.offload.nvme_dirs[0] = tmpdir;
     *out = NULL;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     *out = z;
@@ -144,7 +153,17 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         }
     }
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
-    if (c->save_dir && (r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
+    if (c->save_dir) {
+        zero_result sr = zero_save(z, c->save_dir);
+        c->save_got[rank] = sr;
+        snprintf(c->save_msg[rank], sizeof c->save_msg[rank], "%s", zero_last_error(z));
+        if (sr != c->save_expect) {
+            fprintf(stderr, "rank %d: zero_save: %s: %s\n", rank, zero_result_str(sr), zero_last_error(z));
+            r = sr == ZERO_OK ? ZERO_ERR_STATE : sr;
+            goto done;
+        }
+        if ((r = train_steps(z, c, mod, P, rank, c->step0 + c->steps, c->after_steps)) != ZERO_OK) goto done;
+    }
     if (c->export_path && (r = zero_export_safetensors(z, c->export_path, c->export_dtype)) != ZERO_OK) goto done;
     if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
     if (rank == 0) {
@@ -167,8 +186,6 @@ static int run(cfg *c) {
     return CHECK(r == ZERO_OK, "stage %d world %d: %s (%s)", c->stage, c->world, zero_result_str(r), zero_last_error(NULL));
 }
 
-static char tmpdir[1024];
-
 static void rm_rf(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -189,11 +206,13 @@ static void base_cfg(cfg *c, int stage, int world, zero_dtype dt, zero_optim_typ
 }
 
 /* 20 steps straight == 10 steps, save, load into a fresh context, 10 steps (bitwise) */
-static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
+static void resume_offload(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen, zero_offload_tier tier,
+                           zero_offload_tier ptier) {
     static cfg ref, a, b;
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/resume", tmpdir);
     base_cfg(&ref, stage, world, dt, opt); ref.frozen1 = frozen; ref.steps = 20;
+    ref.offload = tier; ref.offload_params = ptier;
     if (!run(&ref)) return;
     a = ref; a.steps = 10; a.save_dir = dir;
     if (!run(&a)) return;
@@ -204,6 +223,10 @@ static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type 
     CHECK(b.stats_steps == 20, "steps after resume %lld", (long long)b.stats_steps);
     CHECK(b.loss_scale == ref.loss_scale, "loss scale %g vs %g", (double)b.loss_scale, (double)ref.loss_scale);
     rm_rf(dir);
+}
+
+static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
+    resume_offload(stage, world, dt, opt, frozen, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE);
 }
 
 /* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
@@ -571,6 +594,32 @@ static void safetensors_load(void) {
     CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
 }
 
+/* a safetensors file exported from a run without offload, loaded into contexts whose
+   master is on the NVMe tier: params equal, and the master (exported again as F32,
+   which reads it from the tier) is the file's bytes */
+static void safetensors_load_nvme(void) {
+    static cfg c;
+    char again[1200];
+    long n0, n1;
+    char *a, *b;
+    int s;
+    snprintf(again, sizeof again, "%s/again.safetensors", tmpdir);
+    for (s = 0; s <= 3; s++) {
+        base_cfg(&c, s, s == 0 ? 1 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        c.offload = ZERO_OFFLOAD_NVME;
+        c.load_dir = st_path; c.st_load = st_path;
+        c.export_path = again; c.export_dtype = ZERO_F32;
+        if (!run(&c)) return;
+        CHECK(memcmp(c.out, st_src.out, sizeof(float) * (size_t)c.numel) == 0, "stage %d: loaded params differ", s);
+        a = slurp(st_path, &n0);
+        b = slurp(again, &n1);
+        CHECK(a && b && n0 == n1 && memcmp(a, b, (size_t)n0) == 0, "stage %d: the master read back differs from the file", s);
+        free(a);
+        free(b);
+        unlink(again);
+    }
+}
+
 /* a truncated or missing safetensors file, and a save that cannot write: every rank
    gets the same code, nothing hangs, a failed load changes nothing */
 static void safetensors_and_save_faults(void) {
@@ -656,6 +705,22 @@ int main(void) {
     test_begin("resume_bf16_sgd_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, 0); test_end();
     test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
+    {   /* every stage with the optimizer state offloaded to host memory and to NVMe files */
+        static const char *tn[] = { "", "host", "nvme" };
+        int s, t;
+        for (t = ZERO_OFFLOAD_HOST; t <= ZERO_OFFLOAD_NVME; t++)
+            for (s = 1; s <= 3; s++) {
+                test_begin("resume_offload_%s_bf16_adamw_world%d_stage%d", tn[t], s == 2 ? 3 : 2, s);
+                resume_offload(s, s == 2 ? 3 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, (zero_offload_tier)t, ZERO_OFFLOAD_NONE);
+                test_end();
+            }
+        test_begin("resume_offload_nvme_f32_sgd_world2_stage0");
+        resume_offload(0, 2, ZERO_F32, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_nvme_frozen_world3_stage2");
+        resume_offload(2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_host_params_host_world2_stage3");
+        resume_offload(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST, ZERO_OFFLOAD_HOST); test_end();
+    }
     test_begin("reshard_stage3_world3_to_stage1_world2"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world4"); reshard(0, 1, 2, 4, ZERO_F32, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
@@ -673,6 +738,7 @@ int main(void) {
     TEST_RUN(safetensors_export_f32);
     TEST_RUN(safetensors_export_bf16_stage1);
     TEST_RUN(safetensors_load);
+    TEST_RUN(safetensors_load_nvme);
     TEST_RUN(safetensors_and_save_faults);
     unlink(st_path);
     {
