@@ -655,6 +655,123 @@ static void safetensors_and_save_faults(void) {
     unlink(file);
 }
 
+/* ---- a full disk and a read-only directory during zero_save -------------------------
+   The hooks wrap zero__fops (the checkpoint's file I/O goes through it): files opened
+   under ro_dir / full_dir are marked (1: a shard, 2: the manifest), and the write
+   number full_after of the marked kind full_kind fails with ENOSPC. */
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static char full_dir[1100], ro_dir[1100];
+static int fd_kind[4096], full_kind, full_after, full_hits;
+
+static int hook_open(const char *path, int flags, int mode) {
+    int fd, kind = 0;
+    if (ro_dir[0] && strncmp(path, ro_dir, strlen(ro_dir)) == 0 && (flags & O_CREAT)) return -EROFS;
+    fd = zero__sys_open(path, flags, mode);
+    if (full_dir[0] && strncmp(path, full_dir, strlen(full_dir)) == 0)
+        kind = strstr(path, "/manifest") ? 2 : strstr(path, "/rank") ? 1 : 0;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096) fd_kind[fd] = kind;
+    pthread_mutex_unlock(&hook_mu);
+    return fd;
+}
+static int64_t hook_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    int fail = 0;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096 && fd_kind[fd] == full_kind && full_kind != 0 && full_hits++ == full_after) fail = 1;
+    pthread_mutex_unlock(&hook_mu);
+    return fail ? -ENOSPC : zero__sys_pwrite(fd, buf, n, off);
+}
+static int hook_close(int fd) {
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096) fd_kind[fd] = 0;
+    pthread_mutex_unlock(&hook_mu);
+    return zero__sys_close(fd);
+}
+
+/* dir holds only the manifest and one shard per rank of one generation */
+static int only_committed_files(const char *dir, int world) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0, bad = 0;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        n++;
+        if (strstr(e->d_name, ".tmp") || (strcmp(e->d_name, "manifest") != 0 && strncmp(e->d_name, "rank", 4) != 0)) bad = 1;
+        if (bad) fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+    }
+    closedir(d);
+    return !bad && n == world + 1;
+}
+
+/* A save at step 4 (the checkpoint), then 3 steps and a save that fails at `kind`,
+   write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, one names the
+   file and the cause, the directory holds the step-4 checkpoint alone, it loads
+   bitwise, and training went on as if no save had been tried. */
+static void save_fault(int stage, int world, zero_offload_tier tier, int kind, int after, const char *file, const char *why,
+                       int readonly) {
+    static cfg good, bad, ref, back;
+    int k, named = 0;
+    snprintf(full_dir, sizeof full_dir, "%s/full", tmpdir);
+    rm_rf(full_dir);
+    base_cfg(&good, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    good.offload = tier; good.steps = 4; good.save_dir = full_dir;
+    if (!run(&good)) return;
+    ref = good; ref.save_dir = NULL; ref.steps = 10;
+    if (!run(&ref)) return;
+    bad = good; bad.steps = 7; bad.after_steps = 3; bad.save_expect = ZERO_ERR_IO;
+    zero__fops.open = hook_open;
+    zero__fops.pwrite = hook_pwrite;
+    zero__fops.close = hook_close;
+    if (readonly) snprintf(ro_dir, sizeof ro_dir, "%s", full_dir);
+    full_kind = kind; full_after = after; full_hits = 0;
+    k = run(&bad);
+    zero__fops.open = zero__sys_open;
+    zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.close = zero__sys_close;
+    ro_dir[0] = 0;
+    full_kind = 0;
+    if (!CHECK(k, "the failed save broke the run")) return;
+    for (k = 0; k < world; k++) {
+        CHECK(bad.save_got[k] == ZERO_ERR_IO, "rank %d: zero_save gave %s", k, zero_result_str(bad.save_got[k]));
+        if (strstr(bad.save_msg[k], file) && strstr(bad.save_msg[k], why)) named = 1;
+    }
+    if (getenv("CKPT_VERBOSE")) for (k = 0; k < world; k++) fprintf(stderr, "rank %d: %s\n", k, bad.save_msg[k]);
+    CHECK(named, "no rank's message names %s and '%s': '%s' / '%s'", file, why, bad.save_msg[0], bad.save_msg[1]);
+    CHECK(memcmp(ref.out, bad.out, sizeof(float) * (size_t)ref.numel) == 0, "training after the failed save differs");
+    CHECK(only_committed_files(full_dir, world), "%s: temporary or stale files left behind", full_dir);
+    base_cfg(&back, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    back.offload = tier; back.load_dir = full_dir;
+    if (!run(&back)) return;
+    CHECK(memcmp(back.out, good.out, sizeof(float) * (size_t)good.numel) == 0, "the previous checkpoint no longer loads bitwise");
+    CHECK(back.stats_steps == 4, "the previous checkpoint's step count is %lld", (long long)back.stats_steps);
+    rm_rf(full_dir);
+}
+static void disk_full_shard_header(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 1, 0, "/rank", "No space left", 0); }
+static void disk_full_shard_records(void) { save_fault(3, 3, ZERO_OFFLOAD_NONE, 1, 4, "/rank", "No space left", 0); }
+static void disk_full_shard_nvme(void) { save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0); }
+static void disk_full_manifest(void) { save_fault(1, 3, ZERO_OFFLOAD_NONE, 2, 0, "/manifest", "No space left", 0); }
+static void readonly_dir_hook(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 0, 0, "/rank", "Read-only", 1); }
+
+/* a directory without write permission (meaningless as root, who may write anyway) */
+static void readonly_dir_chmod(void) {
+    static cfg c;
+    char dir[1100];
+    zero_result r;
+    if (geteuid() == 0) { fprintf(stderr, "SKIP readonly_dir_chmod: running as root\n"); return; }
+    snprintf(dir, sizeof dir, "%s/ro", tmpdir);
+    if (!CHECK(mkdir(dir, 0555) == 0, "mkdir %s: %s", dir, strerror(errno))) return;
+    base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.steps = 2; c.save_dir = dir; c.save_expect = ZERO_ERR_IO; c.after_steps = 1;
+    r = zero_run_local(2, rank_main, &c);
+    CHECK(r == ZERO_OK, "read-only directory: %s", zero_result_str(r));
+    CHECK(c.save_got[0] == ZERO_ERR_IO && c.save_got[1] == ZERO_ERR_IO, "codes %s %s", zero_result_str(c.save_got[0]),
+          zero_result_str(c.save_got[1]));
+    CHECK(strstr(c.save_msg[0], dir) || strstr(c.save_msg[1], dir), "message: %s", c.save_msg[0]);
+    chmod(dir, 0755);
+    rm_rf(dir);
+}
+
 /* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
 static int have_cli(char *cli, size_t n) {
     const char *b = getenv("BUILD");
@@ -740,6 +857,12 @@ int main(void) {
     TEST_RUN(safetensors_load);
     TEST_RUN(safetensors_load_nvme);
     TEST_RUN(safetensors_and_save_faults);
+    TEST_RUN(disk_full_shard_header);
+    TEST_RUN(disk_full_shard_records);
+    TEST_RUN(disk_full_shard_nvme);
+    TEST_RUN(disk_full_manifest);
+    TEST_RUN(readonly_dir_hook);
+    TEST_RUN(readonly_dir_chmod);
     unlink(st_path);
     {
         char bin[256];
