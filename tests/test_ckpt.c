@@ -772,6 +772,183 @@ static void readonly_dir_chmod(void) {
     rm_rf(dir);
 }
 
+/* ---- bounded memory: NVMe-offloaded state far larger than a save or load may take ---
+   Every host allocation of the contexts goes through a counting allocator; between
+   barriers (zero_allreduce_f64) around zero_save and zero_load, the peak of the bytes
+   live above what was live before is what the checkpoint took. The bound: two ranks x
+   (two streaming chunks of ZERO__CK_CHUNK floats + 64 KiB for the manifest, the record
+   lists and the like); the state is ~30x that per rank and a record ~15x. */
+#define BIG_ROWS 2048
+#define BIG_COLS 640
+#define BIG_B 333
+#define BIG_BOUND (2 * (2 * ZERO__CK_CHUNK * 4 + 65536))
+static pthread_mutex_t cnt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t cnt_live, cnt_peak;
+static void *cnt_alloc(size_t n, void *u) {
+    char *p = (char *)malloc(n + 16);
+    (void)u;
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    pthread_mutex_lock(&cnt_mu);
+    cnt_live += (int64_t)n;
+    if (cnt_live > cnt_peak) cnt_peak = cnt_live;
+    pthread_mutex_unlock(&cnt_mu);
+    return p + 16;
+}
+static void cnt_free(void *q, void *u) {
+    size_t n;
+    (void)u;
+    if (!q) return;
+    memcpy(&n, (char *)q - 16, sizeof n);
+    pthread_mutex_lock(&cnt_mu);
+    cnt_live -= (int64_t)n;
+    pthread_mutex_unlock(&cnt_mu);
+    free((char *)q - 16);
+}
+
+typedef struct big {
+    const char *dir;
+    int load;                       /* 0: 3 steps, save, 3 steps; 1: load, 3 steps */
+    int64_t peak, state_bytes;      /* rank 0: bytes the save / load took; the rank's state bytes */
+    double secs;
+    float *out;                     /* BIG_ROWS * BIG_COLS + BIG_B */
+} big;
+
+static int64_t big_mark;
+static void big_window(zero_ctx *z, int rank, int open) {
+    double v = 0;
+    zero_allreduce_f64(z, &v, 1);
+    if (rank == 0) {
+        pthread_mutex_lock(&cnt_mu);
+        if (open) { big_mark = cnt_live; cnt_peak = cnt_live; } else big_mark = cnt_peak - big_mark;
+        pthread_mutex_unlock(&cnt_mu);
+    }
+    if (open) zero_allreduce_f64(z, &v, 1);
+}
+
+static zero_result big_steps(zero_ctx *z, zero_module *m, zero_param *P, int rank, int step0, int n) {
+    static const int64_t numel[2] = { (int64_t)BIG_ROWS * BIG_COLS, BIG_B };
+    zero_result r;
+    int step, i;
+    float *w = (float *)malloc(sizeof(float) * (size_t)numel[0]), *g = (float *)malloc(sizeof(float) * (size_t)numel[0]);
+    if (!w || !g) { free(w); free(g); return ZERO_ERR_OUT_OF_MEMORY; }
+    for (step = step0, r = ZERO_OK; step < step0 + n && r == ZERO_OK; step++) {
+        float ls = zero_loss_scale(z);
+        for (i = 1; i >= 0 && r == ZERO_OK; i--) {
+            int64_t k;
+            if ((r = zero_fetch(z, m[i])) != ZERO_OK) break;
+            zero_to_f32(w, zero_param_data(z, P[i]), ZERO_BF16, numel[i]);
+            for (k = 0; k < numel[i]; k++)
+                g[k] = (0.25f * w[k] + 0.001f * (float)(k % 97) - 0.01f * (float)step + 0.003f * (float)rank) * ls;
+            zero_add_f32(zero_param_grad(z, P[i]), ZERO_BF16, g, numel[i]);
+            if ((r = zero_release(z, m[i])) != ZERO_OK) break;
+            r = zero_grads_ready(z, m[i]);
+        }
+        if (r == ZERO_OK && (r = zero_step(z)) == ZERO_STEP_SKIPPED) r = ZERO_OK;
+    }
+    free(w);
+    free(g);
+    return r;
+}
+
+static zero_result big_main(zero_comm *comm, int rank, void *user) {
+    big *b = (big *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m[2];
+    zero_param P[2];
+    zero_result r;
+    zero_plan plan;
+    struct timespec t0, t1;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.stage = 3;
+    d.param_dtype = ZERO_BF16;
+    d.optim.type = ZERO_OPTIM_ADAMW;
+    d.optim.lr = 0.001;
+    d.loss_scale_init = 1;
+    d.timeout_ms = 60000;
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    d.offload.nvme_dirs[0] = tmpdir;
+    d.offload.buffer_bytes = 256 << 10;
+    d.allocator.alloc = cnt_alloc;
+    d.allocator.free = cnt_free;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    for (i = 0; i < 2; i++) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        md.name = i ? "b" : "a";
+        pd.name = "w";
+        pd.ndim = i ? 1 : 2;
+        pd.shape[0] = i ? BIG_B : BIG_ROWS;
+        pd.shape[1] = BIG_COLS;
+        if ((r = zero_add_module(z, &md, &m[i])) != ZERO_OK || (r = zero_add_param(z, m[i], &pd, &P[i])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    zero_plan_get(z, &plan);
+    if (rank == 0) b->state_bytes = plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
+    {   /* the same init on every rank */
+        float *init = (float *)malloc(sizeof(float) * (size_t)BIG_ROWS * BIG_COLS);
+        int64_t k;
+        if (!init) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
+        for (k = 0; k < (int64_t)BIG_ROWS * BIG_COLS; k++) init[k] = 0.02f * sinf(0.001f * (float)k);
+        if ((r = zero_param_set_f32(z, P[0], init)) == ZERO_OK) r = zero_param_set_f32(z, P[1], init);
+        free(init);
+        if (r != ZERO_OK) goto done;
+    }
+    if (!b->load && (r = big_steps(z, m, P, rank, 0, 3)) != ZERO_OK) goto done;
+    big_window(z, rank, 1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = b->load ? zero_load(z, b->dir) : zero_save(z, b->dir);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    big_window(z, rank, 0);
+    if (rank == 0) { b->peak = big_mark; b->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec); }
+    if (r != ZERO_OK) goto done;
+    if ((r = big_steps(z, m, P, rank, 3, 3)) != ZERO_OK) goto done;
+    {
+        size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
+        float *all = zero_num_params(z) == (int64_t)n ? (float *)malloc(sizeof(float) * n) : NULL;
+        if (!all) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
+        if ((r = zero_gather_params_f32(z, all)) == ZERO_OK && rank == 0) memcpy(b->out, all, sizeof(float) * n);
+        free(all);
+    }
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+
+static void nvme_bounded_memory(void) {
+    static big a, b;
+    char dir[1100];
+    size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
+    zero_result r;
+    snprintf(dir, sizeof dir, "%s/big", tmpdir);
+    a.dir = b.dir = dir;
+    b.load = 1;
+    a.out = (float *)calloc(n, sizeof(float));
+    b.out = (float *)calloc(n, sizeof(float));
+    if (!CHECK(a.out && b.out, "out of memory")) goto out;
+    r = zero_run_local(2, big_main, &a);
+    if (!CHECK(r == ZERO_OK, "train + save: %s", zero_result_str(r))) goto out;
+    r = zero_run_local(2, big_main, &b);
+    if (!CHECK(r == ZERO_OK, "load + train: %s", zero_result_str(r))) goto out;
+    fprintf(stderr, "nvme_bounded_memory: state %lld bytes per rank; zero_save took %lld bytes (%.3f s), "
+            "zero_load %lld bytes (%.3f s), both ranks; bound %d\n", (long long)a.state_bytes, (long long)a.peak, a.secs,
+            (long long)b.peak, b.secs, BIG_BOUND);
+    CHECK(a.state_bytes > 20 * BIG_BOUND / 2, "the state (%lld bytes) is not much larger than the bound", (long long)a.state_bytes);
+    CHECK(a.peak > 0 && a.peak <= BIG_BOUND, "zero_save took %lld bytes, over the bound %d", (long long)a.peak, BIG_BOUND);
+    CHECK(b.peak > 0 && b.peak <= BIG_BOUND, "zero_load took %lld bytes, over the bound %d", (long long)b.peak, BIG_BOUND);
+    CHECK(memcmp(a.out, b.out, sizeof(float) * n) == 0, "resumed from the NVMe checkpoint differs");
+out:
+    free(a.out);
+    free(b.out);
+    rm_rf(dir);
+}
+
 /* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
 static int have_cli(char *cli, size_t n) {
     const char *b = getenv("BUILD");
@@ -863,6 +1040,7 @@ int main(void) {
     TEST_RUN(disk_full_manifest);
     TEST_RUN(readonly_dir_hook);
     TEST_RUN(readonly_dir_chmod);
+    TEST_RUN(nvme_bounded_memory);
     unlink(st_path);
     {
         char bin[256];
