@@ -119,9 +119,11 @@
      optimizer state, the gradients and the step count unchanged. A missing, read-only
      or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
      take 2 x (master + moments + old params) bytes, rounded to blocks.
-     zero_save, zero_load, zero_param_set_f32 and zero_gather_params_f32 read and write
-     the tier block by block. zero_load_safetensors is ZERO_ERR_UNSUPPORTED when the
-     master is on NVMe (not yet). The I/O goes through pread/pwrite (io_uring: not yet).
+     zero_save, zero_load, zero_load_safetensors, zero_export_safetensors,
+     zero_param_set_f32 and zero_gather_params_f32 read and write the tier block by
+     block, straight between the tier and the files: a checkpoint of an offloaded state
+     never stages the state in memory (see ON CHECKPOINTS). The I/O goes through
+     pread/pwrite (io_uring: not yet).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -228,22 +230,40 @@
      ranks) loads at any (stage s', M ranks): each rank reads only the records that
      overlap what it holds (weights; moments only where it holds optimizer state).
      Loading restores master weights, params, moments, step count and loss scale, so
-     training continues bit for bit.
+     training continues bit for bit, at every stage and offload mode.
+     Memory: both stream. zero_save writes each record part by part (weights, then each
+     moment) in chunks of 16384 elements, checksummed on the way; zero_load reads in
+     two passes (below) with two such chunks. Neither holds a record, let alone the
+     state: with the state on the NVMe tier, data moves between the tier's blocks (its
+     own three buffers) and the files, and a save or load takes about 64 / 128 KiB of
+     host memory per rank plus the manifest (tests/test_ckpt.c measures it with a
+     counting allocator). A record spanning several tier blocks is read from the tier
+     once per part (1 + moments times) by zero_save.
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
      half-way leaves the previous checkpoint loadable; stale generations are removed
      after the commit.
-     zero_load is all-or-nothing: it checks the manifest and every record it needs
-     before changing anything, and the ranks agree (one small all-reduce), so a bad
-     file fails every rank with the same code: ZERO_ERR_CORRUPT (checksum, truncation,
-     parse), ZERO_ERR_VERSION (a newer format), ZERO_ERR_IO (a missing file, an OS
-     error), ZERO_ERR_MISMATCH (another model or optimizer). The message names the file.
+     A save that fails (ENOSPC, EIO, a read-only directory; any rank, the shard or the
+     manifest) returns ZERO_ERR_IO on every rank, the failing rank's message naming the
+     file and the cause; its temporaries and shards are removed, the checkpoint already
+     in the directory stays loadable, and the trainer's state is untouched (training
+     may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
+     of the NVMe tier (zero__fops), which the tests use to provoke these faults.
+     zero_load is all-or-nothing: a first pass reads the manifest and every record it
+     needs and checks their checksums before changing anything, and the ranks agree
+     (one small all-reduce), so a bad file fails every rank with the same code:
+     ZERO_ERR_CORRUPT (checksum, truncation, parse), ZERO_ERR_VERSION (a newer format),
+     ZERO_ERR_IO (a missing file, an OS error), ZERO_ERR_MISMATCH (another model or
+     optimizer). The message names the file. A second pass reads the records again
+     into the params, master and moments (or the NVMe tier); an OS error there (a file
+     changed or removed between the passes, a failing tier) returns the error on every
+     rank with the state partly loaded: load again.
      zero_export_safetensors(ctx, path, ZERO_F32 or ZERO_BF16) writes "module.param"
      tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
-     (and master) from such a file, each rank reading its ranges; optimizer state and
-     step count are left alone. examples/zero_ckpt.c (build/zero_ckpt) prints, verifies
-     and exports checkpoints without a trainer. Shards are little-endian; a directory
+     (and master, on the NVMe tier too) from such a file, each rank streaming its
+     ranges; optimizer state and step count are left alone. examples/zero_ckpt.c
+     (build/zero_ckpt) prints, verifies and exports checkpoints without a trainer. Shards are little-endian; a directory
      belongs to one saver at a time.
 
    ON TRACING
@@ -288,8 +308,7 @@
      No autograd: you write forward and backward. The CUDA device and NCCL are not
      wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
      rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
-     Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
-     master on NVMe are not there yet.
+     Offload: stage-3 params on NVMe and io_uring are not there yet.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
