@@ -245,8 +245,9 @@
      half-way leaves the previous checkpoint loadable; stale generations are removed
      after the commit.
      A save that fails (ENOSPC, EIO, a read-only directory; any rank, the shard or the
-     manifest) returns ZERO_ERR_IO on every rank, the failing rank's message naming the
-     file and the cause; its temporaries and shards are removed, the checkpoint already
+     manifest) returns ZERO_ERR_IO on every rank, each message naming the failing rank,
+     file and cause (worlds up to 32; above, the others say how many ranks failed); its
+     temporaries and shards are removed, the checkpoint already
      in the directory stays loadable, and the trainer's state is untouched (training
      may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
      of the NVMe tier (zero__fops), which the tests use to provoke these faults.
@@ -6066,16 +6067,18 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     return ZERO_OK;
 }
 
-/* Every rank learns every rank's status; returns the first failure (lowest rank) or OK,
-   with rank k's message if it is another rank's. */
+/* Every rank learns every rank's status; returns the first failure (lowest rank) or OK.
+   Up to 32 ranks, each status travels with its message (an all-gather of 256 bytes a
+   rank, on the stack), so every rank's error names the failing rank's file; above 32,
+   one all-reduce counts failures. */
+#define ZERO__CK_AGREE_REC 256
 static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result mine, const char *mymsg) {
-    double v[2 * 32];
+    char rec[ZERO__CK_AGREE_REC], all[32 * ZERO__CK_AGREE_REC];
     zero_result r;
-    int k, first = -1;
-    (void)mymsg;
-    memset(v, 0, sizeof v);
+    int k;
+    int32_t code;
     if (ctx->world > 32) {
-        /* a status per rank does not fit one all-reduce: just count failures */
+        double v[2];
         v[0] = mine != ZERO_OK ? 1.0 : 0.0;
         v[1] = mine != ZERO_OK ? (double)-mine : 0.0;
         if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return r;
@@ -6084,15 +6087,23 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
             return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_CKPT, "%s: %g rank(s) failed", fn, v[0]);
         return ZERO_OK;
     }
-    v[ctx->rank] = (double)-mine;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, ctx->world, v, NULL))) != ZERO_OK)
-        return r;
+    memset(rec, 0, sizeof rec);
+    code = (int32_t)mine;
+    memcpy(rec, &code, 4);
+    if (mine != ZERO_OK && mymsg) snprintf(rec + 4, sizeof rec - 4, "%s", mymsg);
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, ZERO__CK_AGREE_REC, rec, all));
+    if (r != ZERO_OK) return r;
     if (mine != ZERO_OK) return mine;
-    for (k = 0; k < ctx->world; k++) if (v[k] != 0) { first = k; break; }
-    if (first < 0) return ZERO_OK;
-    r = (zero_result)(int)-v[first];
-    return zero__fail(ctx, r, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s); see its error", fn, first,
-                      zero_result_str(r));
+    for (k = 0; k < ctx->world; k++) {
+        char *o = all + (size_t)k * ZERO__CK_AGREE_REC;
+        memcpy(&code, o, 4);
+        if (code == ZERO_OK) continue;
+        o[ZERO__CK_AGREE_REC - 1] = 0;
+        if (code > 0 || code < ZERO_ERR_VERSION) code = ZERO_ERR_COMM;     /* garbage from a broken peer */
+        return zero__fail(ctx, (zero_result)code, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s): %s", fn, k,
+                          zero_result_str((zero_result)code), o[4] ? o + 4 : "see its error");
+    }
+    return ZERO_OK;
 }
 
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {

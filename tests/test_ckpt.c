@@ -705,8 +705,8 @@ static int only_committed_files(const char *dir, int world) {
 }
 
 /* A save at step 4 (the checkpoint), then 3 steps and a save that fails at `kind`,
-   write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, one names the
-   file and the cause, the directory holds the step-4 checkpoint alone, it loads
+   write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, every rank's
+   message names the failing file and the cause, the directory holds the step-4 checkpoint alone, it loads
    bitwise, and training went on as if no save had been tried. */
 static void save_fault(int stage, int world, zero_offload_tier tier, int kind, int after, const char *file, const char *why,
                        int readonly) {
@@ -734,10 +734,11 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     if (!CHECK(k, "the failed save broke the run")) return;
     for (k = 0; k < world; k++) {
         CHECK(bad.save_got[k] == ZERO_ERR_IO, "rank %d: zero_save gave %s", k, zero_result_str(bad.save_got[k]));
-        if (strstr(bad.save_msg[k], file) && strstr(bad.save_msg[k], why)) named = 1;
+        if (strstr(bad.save_msg[k], file) && strstr(bad.save_msg[k], why)) named++;
     }
     if (getenv("CKPT_VERBOSE")) for (k = 0; k < world; k++) fprintf(stderr, "rank %d: %s\n", k, bad.save_msg[k]);
-    CHECK(named, "no rank's message names %s and '%s': '%s' / '%s'", file, why, bad.save_msg[0], bad.save_msg[1]);
+    CHECK(named == world, "not every rank's message names %s and '%s': '%s' / '%s'", file, why, bad.save_msg[0],
+          bad.save_msg[1]);
     CHECK(memcmp(ref.out, bad.out, sizeof(float) * (size_t)ref.numel) == 0, "training after the failed save differs");
     CHECK(only_committed_files(full_dir, world), "%s: temporary or stale files left behind", full_dir);
     base_cfg(&back, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
