@@ -231,16 +231,17 @@ static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type 
 
 /* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
    state survives the trip through another sharding bitwise, moments included */
-static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
+static void reshard_tier(int s, int n, zero_offload_tier t, int s2, int m, zero_offload_tier t2, zero_dtype dt,
+                         zero_optim_type opt) {
     static cfg ref, a, b, c;
     char d1[1100], d2[1100];
     snprintf(d1, sizeof d1, "%s/rs1", tmpdir);
     snprintf(d2, sizeof d2, "%s/rs2", tmpdir);
-    base_cfg(&ref, s, n, dt, opt); ref.steps = 20;
+    base_cfg(&ref, s, n, dt, opt); ref.steps = 20; ref.offload = t;
     if (!run(&ref)) return;
     a = ref; a.steps = 10; a.save_dir = d1;
     if (!run(&a)) return;
-    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2;
+    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2; b.offload = t2;
     if (!run(&b)) return;
     CHECK(memcmp(a.out, b.out, sizeof(float) * (size_t)a.numel) == 0, "params differ after loading at stage %d world %d", s2, m);
     c = ref; c.load_dir = d2; c.step0 = 10; c.steps = 10;
@@ -248,6 +249,10 @@ static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type 
     CHECK(memcmp(ref.out, c.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed after resharding differs");
     rm_rf(d1);
     rm_rf(d2);
+}
+
+static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
+    reshard_tier(s, n, ZERO_OFFLOAD_NONE, s2, m, ZERO_OFFLOAD_NONE, dt, opt);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -366,6 +371,32 @@ static void fault_bit_flip(void) {
     bad[n / 2] ^= 0x01;
     spit(path, bad, n);
     expect_fault(ZERO_ERR_CORRUPT, "manifest", "bit flip in the manifest");
+    spit(path, orig, n);
+    free(orig);
+    free(bad);
+}
+
+/* a refused load leaves an NVMe-offloaded state as it was: 3 steps, a load of a shard
+   with a flipped moment bit (ZERO_ERR_CORRUPT), 3 steps == 6 steps without the load */
+static void fault_nvme_unchanged(void) {
+    static cfg v, ref;
+    char path[1200];
+    long n;
+    char *orig, *bad;
+    shard_path(path, sizeof path, 2);
+    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
+    memcpy(bad, orig, (size_t)n);
+    bad[n - 7] ^= 0x10;
+    spit(path, bad, n);
+    base_cfg(&v, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    v.offload = ZERO_OFFLOAD_NVME; v.init_steps = 3; v.load_dir = fault_dir; v.load_expect = ZERO_ERR_CORRUPT;
+    v.step0 = 3; v.steps = 3;
+    ref = v; ref.load_dir = NULL; ref.init_steps = 0; ref.step0 = 0; ref.steps = 6;
+    if (run(&v) && run(&ref)) {
+        CHECK(v.load_got[0] == ZERO_ERR_CORRUPT && v.load_got[1] == ZERO_ERR_CORRUPT, "codes %s %s",
+              zero_result_str(v.load_got[0]), zero_result_str(v.load_got[1]));
+        CHECK(memcmp(ref.out, v.out, sizeof(float) * (size_t)ref.numel) == 0, "a refused load changed the NVMe state");
+    }
     spit(path, orig, n);
     free(orig);
     free(bad);
@@ -1018,12 +1049,15 @@ int main(void) {
     }
     test_begin("reshard_stage3_world3_to_stage1_world2"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world4"); reshard(0, 1, 2, 4, ZERO_F32, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage3_world2_nvme_to_stage1_world3"); reshard_tier(3, 2, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage0_world1_to_stage2_world3_nvme"); reshard_tier(0, 1, ZERO_OFFLOAD_NONE, 2, 3, ZERO_OFFLOAD_NVME, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
 
     TEST_RUN(make_fault_ckpt);
     TEST_RUN(fault_truncated_shard);
     TEST_RUN(fault_truncated_manifest);
     TEST_RUN(fault_bit_flip);
+    TEST_RUN(fault_nvme_unchanged);
     TEST_RUN(fault_missing_rank_file);
     TEST_RUN(fault_newer_version);
     TEST_RUN(fault_other_model);
