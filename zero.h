@@ -231,14 +231,14 @@
      overlap what it holds (weights; moments only where it holds optimizer state).
      Loading restores master weights, params, moments, step count and loss scale, so
      training continues bit for bit, at every stage and offload mode.
-     Memory: both stream. zero_save writes each record part by part (weights, then each
-     moment) in chunks of 16384 elements, checksummed on the way; zero_load reads in
-     two passes (below) with two such chunks. Neither holds a record, let alone the
-     state: with the state on the NVMe tier, data moves between the tier's blocks (its
-     own three buffers) and the files, and a save or load takes about 64 / 128 KiB of
-     host memory per rank plus the manifest (tests/test_ckpt.c measures it with a
-     counting allocator). A record spanning several tier blocks is read from the tier
-     once per part (1 + moments times) by zero_save.
+     Memory: both stream, in chunks of at most 16384 elements, checksummed on the way:
+     zero_save with one chunk buffer, zero_load (two passes, below) with two. Neither
+     holds a record, let alone the state: with the state on the NVMe tier, data moves
+     between the tier's blocks (in its own buffers) and the files, a chunk never spans
+     two tier blocks, so zero_save reads each block once and zero_load reads and writes
+     each once, and a save or load takes about 64 / 128 KiB of host memory per rank plus
+     the manifest (tests/test_ckpt.c measures both with a counting allocator and the
+     tier's counters).
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
@@ -4566,6 +4566,14 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
                       "zero_step: the offloaded optimizer pass failed on another rank; step undone");
 }
 
+/* the checkpoint's tier access (>>ckpt): how many state elements from idx on lie in
+   idx's tier block, so a checkpoint moves each part of a window from one cached block
+   (each block read once, not once per part); no limit when the state is in memory */
+static int64_t zero__off_run(const zero_ctx *ctx, int64_t idx) {
+    if (!ctx->off) return INT64_MAX;
+    return ctx->off->G - idx % ctx->off->G;
+}
+
 /* >>optim ------------------------------------------------------------------------------ */
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
    in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
@@ -5912,11 +5920,23 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
     closedir(d);
 }
 
+/* one chunk of part q (0: weights, 1, 2: moments) of a record: elements [o, o+c) from
+   the state (si) or the params (pi), hashed into h (when not NULL), written at pos */
+static int zero__ck_put(zero_ctx *ctx, int fd, int q, int64_t si, int64_t pi, int64_t o, int64_t c, int64_t pos,
+                        float *buf, zero__ck_hash *h, zero_result *r, int *err) {
+    if (q > 0 || (si >= 0 && zero__has_master(ctx))) *r = zero__ck_state_read(ctx, q, si + o, c, buf, "zero_save");
+    else *r = zero__ck_param_read(ctx, pi + o, c, buf);
+    if (*r != ZERO_OK) return 0;
+    if (h) zero__ck_hash_add(h, buf, (size_t)c * 4);
+    if (!zero__ck_pwrite(fd, buf, (size_t)c * 4, pos)) { *err = errno; return 0; }
+    return 1;
+}
+
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
    weights and moments; returns the file's bytes or -1 (msg says why, naming the file;
-   *code the result). Streamed: each part of a record (weights, then each moment) is
-   read from the state and written ZERO__CK_CHUNK elements at a time, hashed on the
-   way, so memory is one chunk however large the record or the state on the NVMe tier. */
+   *code the result). Streamed: a record is read from the state and written
+   ZERO__CK_CHUNK elements at a time, hashed on the way, so memory is one chunk however
+   large the record or the state on the NVMe tier. */
 static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums, zero_result *code,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
@@ -5935,7 +5955,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     }
     buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
     if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
-    fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fd = zero__ck_open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);     /* read back: the NVMe tier's v */
     if (fd < 0) {
         snprintf(msg, msgn, "%.300s: cannot create: %s", tmp, strerror(errno));
         zero__raw_free(a, buf);
@@ -5958,27 +5978,41 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     }
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
     for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, si, pi, o;
-        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, part;
-        zero__ck_hash h;
+        int64_t n, si, pi, o, c;
+        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
+        zero__ck_hash hw, hm;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         si = zero__ck_state_idx(ctx, i, b);
         pi = zero__ck_param_idx(ctx, i, b);
-        for (part = 0; part <= kp && ok; part++) {      /* 0: weights; 1, 2: the moments */
-            if (part <= 1) zero__ck_hash_init(&h);     /* the moments share one checksum */
-            for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
-                int64_t c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (part > 0 || (si >= 0 && zero__has_master(ctx))) r = zero__ck_state_read(ctx, part, si + o, c, buf, "zero_save");
-                else r = zero__ck_param_read(ctx, pi + o, c, buf);
-                if (r != ZERO_OK) { ok = 0; break; }
-                zero__ck_hash_add(&h, buf, (size_t)c * 4);
-                if (!(ok = zero__ck_pwrite(fd, buf, (size_t)c * 4, off + ((int64_t)part * n + o) * 4))) err = errno;
+        zero__ck_hash_init(&hw);
+        zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
+        if (!ctx->off) {    /* in memory: part by part, each hashed in file order */
+            for (q = 0; q <= kp && ok; q++)
+                for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
+                    c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
+                }
+        } else {
+            /* the NVMe tier: window by window, every part of a window from the one tier
+               block that holds it (a block is read once, not once per part); v, whose
+               checksum must follow all of m, is hashed afterwards, read back from the shard */
+            for (o = 0; o < n && ok; o += c) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                if (si >= 0 && zero__off_run(ctx, si + o) < c) c = zero__off_run(ctx, si + o);
+                for (q = 0; q <= kp && ok; q++)
+                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf,
+                                      q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
             }
-            if (part == 0) sums[2 * i] = zero__ck_hash_end(&h);
-            else if (part == kp) sums[2 * i + 1] = zero__ck_hash_end(&h);
+            for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; err = errno ? errno : EIO; }
+                else zero__ck_hash_add(&hm, buf, (size_t)c * 4);
+            }
         }
+        sums[2 * i] = zero__ck_hash_end(&hw);
+        if (kp) sums[2 * i + 1] = zero__ck_hash_end(&hm);
         off += n * (1 + kp) * 4;
     }
     zero__raw_free(a, buf);
@@ -6239,15 +6273,22 @@ static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifes
 static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const zero__ck_manifest *m,
                                         const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
                                         char *msg, size_t msgn) {
-    int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi;
+    int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi, c;
     int K = zero__ck_moments(&ctx->desc), state, k, rr = 1;
     zero_result r = ZERO_OK;
     zero__ck_need(ctx, rg->param, &b, &e);
     lo = rg->begin > b ? rg->begin : b;
     hi = rg->end < e ? rg->end : e;
     state = mom && zero__ck_has_state(ctx, rg->param, &sb, &se);
-    for (x = lo; x < hi && r == ZERO_OK; x += ZERO__CK_CHUNK) {
-        int64_t c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK, s, t, si;
+    for (x = lo; x < hi && r == ZERO_OK; x += c) {
+        int64_t s, t, si;
+        /* a chunk lies wholly outside the state or inside it and inside one tier block */
+        c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK;
+        if (state && x < sb && sb - x < c) c = sb - x;
+        if (state && x >= sb && x < se) {
+            if (se - x < c) c = se - x;
+            if (zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x));
+        }
         if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
         if ((r = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, rg->param, x), c, bw)) != ZERO_OK) break;
         s = x > sb ? x : sb;

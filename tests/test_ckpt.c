@@ -842,6 +842,7 @@ typedef struct big {
     const char *dir;
     int load;                       /* 0: 3 steps, save, 3 steps; 1: load, 3 steps */
     int64_t peak, state_bytes;      /* rank 0: bytes the save / load took; the rank's state bytes */
+    int64_t tier_bytes, tier_block, tier_read, tier_written;  /* rank 0: the tier; what the save / load moved */
     double secs;
     float *out;                     /* BIG_ROWS * BIG_COLS + BIG_B */
 } big;
@@ -933,11 +934,22 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
     }
     if (!b->load && (r = big_steps(z, m, P, rank, 0, 3)) != ZERO_OK) goto done;
     big_window(z, rank, 1);
+    if (rank == 0) {    /* the tier's own counters (internal: this test includes the implementation) */
+        b->tier_bytes = z->off->nblocks * z->off->bb;
+        b->tier_block = z->off->bb;
+        b->tier_read = -z->off->bytes_read;
+        b->tier_written = -z->off->bytes_written;
+    }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     r = b->load ? zero_load(z, b->dir) : zero_save(z, b->dir);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     big_window(z, rank, 0);
-    if (rank == 0) { b->peak = big_mark; b->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec); }
+    if (rank == 0) {
+        b->peak = big_mark;
+        b->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        b->tier_read += z->off->bytes_read;
+        b->tier_written += z->off->bytes_written;
+    }
     if (r != ZERO_OK) goto done;
     if ((r = big_steps(z, m, P, rank, 3, 3)) != ZERO_OK) goto done;
     {
@@ -971,6 +983,15 @@ static void nvme_bounded_memory(void) {
     fprintf(stderr, "nvme_bounded_memory: state %lld bytes per rank; zero_save took %lld bytes (%.3f s), "
             "zero_load %lld bytes (%.3f s), both ranks; bound %d\n", (long long)a.state_bytes, (long long)a.peak, a.secs,
             (long long)b.peak, b.secs, BIG_BOUND);
+    fprintf(stderr, "nvme_bounded_memory: rank 0's tier: %lld bytes of blocks; zero_save read %lld, wrote %lld; "
+            "zero_load read %lld, wrote %lld\n", (long long)a.tier_bytes, (long long)a.tier_read, (long long)a.tier_written,
+            (long long)b.tier_read, (long long)b.tier_written);
+    /* each block once (plus the one cached before), not once per part of a record */
+    CHECK(a.tier_read <= a.tier_bytes + a.tier_block, "zero_save read %lld bytes of a %lld-byte tier",
+          (long long)a.tier_read, (long long)a.tier_bytes);
+    CHECK(b.tier_read <= b.tier_bytes + b.tier_block && b.tier_written <= b.tier_bytes + 2 * b.tier_block,
+          "zero_load read %lld and wrote %lld bytes of a %lld-byte tier", (long long)b.tier_read, (long long)b.tier_written,
+          (long long)b.tier_bytes);
     CHECK(a.state_bytes > 20 * BIG_BOUND / 2, "the state (%lld bytes) is not much larger than the bound", (long long)a.state_bytes);
     CHECK(a.peak > 0 && a.peak <= BIG_BOUND, "zero_save took %lld bytes, over the bound %d", (long long)a.peak, BIG_BOUND);
     CHECK(b.peak > 0 && b.peak <= BIG_BOUND, "zero_load took %lld bytes, over the bound %d", (long long)b.peak, BIG_BOUND);
