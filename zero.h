@@ -119,11 +119,11 @@
      optimizer state, the gradients and the step count unchanged. A missing, read-only
      or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
      take 2 x (master + moments + old params) bytes, rounded to blocks.
-     zero_save, zero_load, zero_load_safetensors, zero_export_safetensors,
-     zero_param_set_f32 and zero_gather_params_f32 read and write the tier block by
-     block, straight between the tier and the files: a checkpoint of an offloaded state
-     never stages the state in memory (see ON CHECKPOINTS). The I/O goes through
-     pread/pwrite (io_uring: not yet).
+     zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
+     the files, never staging the state in memory (see ON CHECKPOINTS);
+     zero_export_safetensors, zero_param_set_f32 and zero_gather_params_f32 also read
+     and write the tier block by block. The I/O goes through pread/pwrite (io_uring:
+     not yet).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)

@@ -810,7 +810,9 @@ static void readonly_dir_chmod(void) {
    live above what was live before is what the checkpoint took. The bound: two ranks x
    (two streaming chunks of ZERO__CK_CHUNK floats + 64 KiB for the manifest, the record
    lists and the like); the state is ~30x that per rank and a record ~15x. */
+#ifndef BIG_ROWS                    /* -DBIG_ROWS=16384 to measure a larger state */
 #define BIG_ROWS 2048
+#endif
 #define BIG_COLS 640
 #define BIG_B 333
 #define BIG_BOUND (2 * (2 * ZERO__CK_CHUNK * 4 + 65536))
