@@ -247,9 +247,8 @@
      A save that fails (ENOSPC, EIO, a read-only directory; any rank, the shard or the
      manifest) returns ZERO_ERR_IO on every rank, each message naming the failing rank,
      file and cause (worlds up to 32; above, the others say how many ranks failed); its
-     temporaries and shards are removed, the checkpoint already
-     in the directory stays loadable, and the trainer's state is untouched (training
-     may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
+     temporaries and shards are removed, the checkpoint already in the directory stays
+     loadable, and the trainer's state is untouched (training may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
      of the NVMe tier (zero__fops), which the tests use to provoke these faults.
      zero_load is all-or-nothing: a first pass reads the manifest and every record it
      needs and checks their checksums before changing anything, and the ranks agree
@@ -264,8 +263,8 @@
      tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
      (and master, on the NVMe tier too) from such a file, each rank streaming its
      ranges; optimizer state and step count are left alone. examples/zero_ckpt.c
-     (build/zero_ckpt) prints, verifies and exports checkpoints without a trainer. Shards are little-endian; a directory
-     belongs to one saver at a time.
+     (build/zero_ckpt) prints, verifies and exports checkpoints without a trainer.
+     Shards are little-endian; a directory belongs to one saver at a time.
 
    ON TRACING
      zero_trace_enable(ctx, max_events) turns on a per-rank timeline: it allocates
