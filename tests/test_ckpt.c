@@ -35,6 +35,7 @@ typedef struct cfg {
     zero_result load_expect;        /* what zero_load must return */
     zero_result save_expect;        /* what zero_save must return */
     int after_steps;                /* steps trained after the save (whatever it returned) */
+    void (*before_save)(void);      /* called by every rank just before zero_save */
     const char *export_path;        /* zero_export_safetensors after training */
     zero_dtype export_dtype;
     const char *st_load;            /* zero_load_safetensors instead of zero_load */
@@ -154,7 +155,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
     if (c->save_dir) {
-        zero_result sr = zero_save(z, c->save_dir);
+        zero_result sr;
+        if (c->before_save) c->before_save();
+        sr = zero_save(z, c->save_dir);
         c->save_got[rank] = sr;
         snprintf(c->save_msg[rank], sizeof c->save_msg[rank], "%s", zero_last_error(z));
         if (sr != c->save_expect) {
@@ -688,11 +691,12 @@ static void safetensors_and_save_faults(void) {
 
 /* ---- a full disk and a read-only directory during zero_save -------------------------
    The hooks wrap zero__fops (the checkpoint's file I/O goes through it): files opened
-   under ro_dir / full_dir are marked (1: a shard, 2: the manifest), and the write
-   number full_after of the marked kind full_kind fails with ENOSPC. */
+   under ro_dir / full_dir are marked (1: a shard, 2: the manifest; 3: the NVMe tier's
+   files), and the write number full_after of the marked kind full_kind fails with
+   ENOSPC (kind 3: the read number full_after, once armed, fails with EIO). */
 static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
 static char full_dir[1100], ro_dir[1100];
-static int fd_kind[4096], full_kind, full_after, full_hits;
+static int fd_kind[4096], full_kind, full_after, full_hits, tier_armed;
 
 static int hook_open(const char *path, int flags, int mode) {
     int fd, kind = 0;
@@ -700,6 +704,7 @@ static int hook_open(const char *path, int flags, int mode) {
     fd = zero__sys_open(path, flags, mode);
     if (full_dir[0] && strncmp(path, full_dir, strlen(full_dir)) == 0)
         kind = strstr(path, "/manifest") ? 2 : strstr(path, "/rank") ? 1 : 0;
+    if (strstr(path, "/zero_optim.")) kind = 3;
     pthread_mutex_lock(&hook_mu);
     if (fd >= 0 && fd < 4096) fd_kind[fd] = kind;
     pthread_mutex_unlock(&hook_mu);
@@ -708,10 +713,19 @@ static int hook_open(const char *path, int flags, int mode) {
 static int64_t hook_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     int fail = 0;
     pthread_mutex_lock(&hook_mu);
-    if (fd >= 0 && fd < 4096 && fd_kind[fd] == full_kind && full_kind != 0 && full_hits++ == full_after) fail = 1;
+    if (fd >= 0 && fd < 4096 && fd_kind[fd] == full_kind && (full_kind == 1 || full_kind == 2) && full_hits++ == full_after)
+        fail = 1;
     pthread_mutex_unlock(&hook_mu);
     return fail ? -ENOSPC : zero__sys_pwrite(fd, buf, n, off);
 }
+static int64_t hook_pread(int fd, void *buf, size_t n, int64_t off) {
+    int fail = 0;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096 && fd_kind[fd] == 3 && full_kind == 3 && tier_armed && full_hits++ == full_after) fail = 1;
+    pthread_mutex_unlock(&hook_mu);
+    return fail ? -EIO : zero__sys_pread(fd, buf, n, off);
+}
+static void arm_tier(void) { pthread_mutex_lock(&hook_mu); tier_armed = 1; pthread_mutex_unlock(&hook_mu); }
 static int hook_close(int fd) {
     pthread_mutex_lock(&hook_mu);
     if (fd >= 0 && fd < 4096) fd_kind[fd] = 0;
@@ -753,12 +767,15 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     bad = good; bad.steps = 7; bad.after_steps = 3; bad.save_expect = ZERO_ERR_IO;
     zero__fops.open = hook_open;
     zero__fops.pwrite = hook_pwrite;
+    zero__fops.pread = hook_pread;
     zero__fops.close = hook_close;
     if (readonly) snprintf(ro_dir, sizeof ro_dir, "%s", full_dir);
-    full_kind = kind; full_after = after; full_hits = 0;
+    full_kind = kind; full_after = after; full_hits = 0; tier_armed = 0;
+    if (kind == 3) bad.before_save = arm_tier;     /* the steps before the save read the tier too */
     k = run(&bad);
     zero__fops.open = zero__sys_open;
     zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pread = zero__sys_pread;
     zero__fops.close = zero__sys_close;
     ro_dir[0] = 0;
     full_kind = 0;
@@ -783,6 +800,7 @@ static void disk_full_shard_header(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 1
 static void disk_full_shard_records(void) { save_fault(3, 3, ZERO_OFFLOAD_NONE, 1, 4, "/rank", "No space left", 0); }
 static void disk_full_shard_nvme(void) { save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0); }
 static void disk_full_manifest(void) { save_fault(1, 3, ZERO_OFFLOAD_NONE, 2, 0, "/manifest", "No space left", 0); }
+static void tier_eio_during_save(void) { save_fault(2, 2, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0); }
 static void readonly_dir_hook(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 0, 0, "/rank", "Read-only", 1); }
 
 /* a directory without write permission (meaningless as root, who may write anyway) */
@@ -1096,6 +1114,7 @@ int main(void) {
     TEST_RUN(disk_full_shard_records);
     TEST_RUN(disk_full_shard_nvme);
     TEST_RUN(disk_full_manifest);
+    TEST_RUN(tier_eio_during_save);
     TEST_RUN(readonly_dir_hook);
     TEST_RUN(readonly_dir_chmod);
     TEST_RUN(nvme_bounded_memory);
