@@ -153,9 +153,11 @@
      optimizer state, the gradients and the step count unchanged. A missing, read-only
      or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
      take 2 x (master + moments + old params) bytes, rounded to blocks.
-     zero_save, zero_load, zero_param_set_f32 and zero_gather_params_f32 read and write
-     the tier block by block. zero_load_safetensors is ZERO_ERR_UNSUPPORTED when the
-     master is on NVMe (not yet). The I/O goes through pread/pwrite (io_uring: not yet).
+     zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
+     the files, never staging the state in memory (see ON CHECKPOINTS);
+     zero_export_safetensors, zero_param_set_f32 and zero_gather_params_f32 also read
+     and write the tier block by block. The I/O goes through pread/pwrite (io_uring:
+     not yet).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -290,23 +292,41 @@
      ranks) loads at any (stage s', M ranks): each rank reads only the records that
      overlap what it holds (weights; moments only where it holds optimizer state).
      Loading restores master weights, params, moments, step count and loss scale, so
-     training continues bit for bit.
+     training continues bit for bit, at every stage and offload mode.
+     Memory: both stream, in chunks of at most 16384 elements, checksummed on the way:
+     zero_save with one chunk buffer, zero_load (two passes, below) with two. Neither
+     holds a record, let alone the state: with the state on the NVMe tier, data moves
+     between the tier's blocks (in its own buffers) and the files, a chunk never spans
+     two tier blocks, so zero_save reads each block once and zero_load reads and writes
+     each once, and a save or load takes about 64 / 128 KiB of host memory per rank plus
+     the manifest (tests/test_ckpt.c measures both with a counting allocator and the
+     tier's counters).
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
      half-way leaves the previous checkpoint loadable; stale generations are removed
      after the commit.
-     zero_load is all-or-nothing: it checks the manifest and every record it needs
-     before changing anything, and the ranks agree (one small all-reduce), so a bad
-     file fails every rank with the same code: ZERO_ERR_CORRUPT (checksum, truncation,
-     parse), ZERO_ERR_VERSION (a newer format), ZERO_ERR_IO (a missing file, an OS
-     error), ZERO_ERR_MISMATCH (another model or optimizer). The message names the file.
+     A save that fails (ENOSPC, EIO, a read-only directory; any rank, the shard or the
+     manifest) returns ZERO_ERR_IO on every rank, each message naming the failing rank,
+     file and cause (worlds up to 32; above, the others say how many ranks failed); its
+     temporaries and shards are removed, the checkpoint already in the directory stays
+     loadable, and the trainer's state is untouched (training may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
+     of the NVMe tier (zero__fops), which the tests use to provoke these faults.
+     zero_load is all-or-nothing: a first pass reads the manifest and every record it
+     needs and checks their checksums before changing anything, and the ranks agree
+     (one small all-reduce), so a bad file fails every rank with the same code:
+     ZERO_ERR_CORRUPT (checksum, truncation, parse), ZERO_ERR_VERSION (a newer format),
+     ZERO_ERR_IO (a missing file, an OS error), ZERO_ERR_MISMATCH (another model or
+     optimizer). The message names the file. A second pass reads the records again
+     into the params, master and moments (or the NVMe tier); an OS error there (a file
+     changed or removed between the passes, a failing tier) returns the error on every
+     rank with the state partly loaded: load again.
      zero_export_safetensors(ctx, path, ZERO_F32 or ZERO_BF16) writes "module.param"
      tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
-     (and master) from such a file, each rank reading its ranges; optimizer state and
-     step count are left alone. examples/zero_ckpt.c (build/zero_ckpt) prints, verifies
-     and exports checkpoints without a trainer. Shards are little-endian; a directory
-     belongs to one saver at a time.
+     (and master, on the NVMe tier too) from such a file, each rank streaming its
+     ranges; optimizer state and step count are left alone. examples/zero_ckpt.c
+     (build/zero_ckpt) prints, verifies and exports checkpoints without a trainer.
+     Shards are little-endian; a directory belongs to one saver at a time.
 
    ON TRACING
      zero_trace_enable(ctx, max_events) turns on a per-rank timeline: it allocates
@@ -352,8 +372,7 @@
      engine's device path is tested through the EMU device); with the CUDA device only
      the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
      build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
-     Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
-     master on NVMe are not there yet.
+     Offload: stage-3 params on NVMe and io_uring are not there yet.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -6161,6 +6180,14 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
                       "zero_step: the offloaded optimizer pass failed on another rank; step undone");
 }
 
+/* the checkpoint's tier access (>>ckpt): how many state elements from idx on lie in
+   idx's tier block, so a checkpoint moves each part of a window from one cached block
+   (each block read once, not once per part); no limit when the state is in memory */
+static int64_t zero__off_run(const zero_ctx *ctx, int64_t idx) {
+    if (!ctx->off) return INT64_MAX;
+    return ctx->off->G - idx % ctx->off->G;
+}
+
 /* >>optim ------------------------------------------------------------------------------ */
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
    in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
@@ -7668,42 +7695,75 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 #define ZERO__CK_MAGIC "ZEROSHD1"
 
 /* 64-bit checksum: FNV-style over 8-byte words (each step is a bijection of the state,
-   so any change confined to one word changes the result), then the tail and length. */
-static uint64_t zero__ck_sum(const void *data, size_t n) {
+   so any change confined to one word changes the result), then the tail and length.
+   Streamed: zero__ck_hash_add takes the bytes in pieces of any size (a partial word
+   waits in tail), so a record is checked or written without holding it whole. */
+typedef struct zero__ck_hash { uint64_t h, n; unsigned char tail[8]; int nt; } zero__ck_hash;
+static void zero__ck_hash_init(zero__ck_hash *s) { s->h = 14695981039346656037ull; s->n = 0; s->nt = 0; }
+static void zero__ck_hash_add(zero__ck_hash *s, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
-    uint64_t h = 14695981039346656037ull, w;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&w, p + i, 8);
-        h = (h ^ w) * 1099511628211ull;
-        h ^= h >> 32;
+    uint64_t w;
+    s->n += n;
+    while (s->nt > 0 && s->nt < 8 && n > 0) { s->tail[s->nt++] = *p++; n--; }
+    if (s->nt == 8) {
+        memcpy(&w, s->tail, 8);
+        s->h = (s->h ^ w) * 1099511628211ull;
+        s->h ^= s->h >> 32;
+        s->nt = 0;
     }
-    for (; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    h ^= (uint64_t)n;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        s->h = (s->h ^ w) * 1099511628211ull;
+        s->h ^= s->h >> 32;
+    }
+    while (n > 0) { s->tail[s->nt++] = *p++; n--; }
+}
+static uint64_t zero__ck_hash_end(const zero__ck_hash *s) {
+    uint64_t h = s->h;
+    int i;
+    for (i = 0; i < s->nt; i++) h = (h ^ s->tail[i]) * 1099511628211ull;
+    h ^= s->n;
     h *= 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 29);
 }
+static uint64_t zero__ck_sum(const void *data, size_t n) {
+    zero__ck_hash s;
+    zero__ck_hash_init(&s);
+    zero__ck_hash_add(&s, data, n);
+    return zero__ck_hash_end(&s);
+}
 
-/* lseek + read/write rather than pread/pwrite: these are declared even when zero.h
-   was first included without ZERO_IMPLEMENTATION under a strict -std=c99 (no
-   _POSIX_C_SOURCE); every descriptor belongs to one thread */
+/* Every checkpoint and safetensors file goes through zero__fops (>>io), so the tests'
+   fault hooks (ENOSPC, EIO, EROFS) reach them too. Failures set errno for the messages. */
+static int zero__ck_open(const char *path, int flags, int mode) {
+    int fd = zero__fops.open(path, flags, mode);
+    if (fd < 0) { errno = -fd; return -1; }
+    return fd;
+}
+static int zero__ck_close(int fd) {
+    int r = zero__fops.close(fd);
+    if (r < 0) { errno = -r; return -1; }
+    return 0;
+}
+/* 1: all n bytes written; 0: failure (errno says why) */
 static int zero__ck_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     const char *p = (const char *)buf;
     while (n > 0) {
-        ssize_t w = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? write(fd, p, n) : -1;
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return 0;
+        int64_t w = zero__fops.pwrite(fd, p, n, off);
+        if (w == -EINTR) continue;
+        if (w < 0) { errno = (int)-w; return 0; }
+        if (w == 0) { errno = EIO; return 0; }
         p += w; n -= (size_t)w; off += w;
     }
     return 1;
 }
-/* 1: all n bytes read; 0: short read (truncated file); -1: OS error */
+/* 1: all n bytes read; 0: short read (truncated file); -1: OS error (errno) */
 static int zero__ck_pread(int fd, void *buf, size_t n, int64_t off) {
     char *p = (char *)buf;
     while (n > 0) {
-        ssize_t r = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off ? read(fd, p, n) : -1;
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return -1;
+        int64_t r = zero__fops.pread(fd, p, n, off);
+        if (r == -EINTR) continue;
+        if (r < 0) { errno = (int)-r; return -1; }
         if (r == 0) return 0;
         p += r; n -= (size_t)r; off += r;
     }
@@ -7765,6 +7825,39 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
     if (ctx->desc.stage == 0) { *b = 0; *e = ctx->params[pi].numel; }
     else zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
     return *b < *e;
+}
+
+/* ---- the checkpoint's only access to params, master weights and moments -------------
+   Everything below reads and writes them through these four, in fp32: the arenas may
+   live where the host cannot dereference them (a GPU), and the master and moments on
+   the NVMe tier (>>offload), which zero__off_rw reads and writes block by block. which:
+   0 the fp32 master, 1 the first moment (or SGD momentum), 2 the second moment; idx:
+   the state index (zero__ck_state_idx) or param index (zero__ck_param_idx). */
+#define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
+static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
+    const float *src;
+    if (ctx->off) return zero__off_rw(ctx, which, idx, n, buf, NULL, fn);
+    src = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    return zero__dev_get_f32(ctx, buf, src + idx, ZERO_F32, n);
+}
+static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
+                                        const char *fn) {
+    float *dst;
+    if (ctx->off) return zero__off_rw(ctx, which, idx, n, NULL, buf, fn);
+    dst = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    return zero__dev_put_f32(ctx, dst + idx, ZERO_F32, buf, n);
+}
+/* writes back what the state writes left in the tier's buffer, so its errors surface here */
+static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
+    return ctx->off ? zero__off_flush(ctx, fn) : ZERO_OK;
+}
+static zero_result zero__ck_param_read(zero_ctx *ctx, int64_t idx, int64_t n, float *buf) {
+    int pdt = ctx->desc.param_dtype;
+    return zero__dev_get_f32(ctx, buf, zero__at(ctx->param_arena, idx, pdt), pdt, n);
+}
+static zero_result zero__ck_param_write(zero_ctx *ctx, int64_t idx, int64_t n, const float *buf) {
+    int pdt = ctx->desc.param_dtype;
+    return zero__dev_put_f32(ctx, zero__at(ctx->param_arena, idx, pdt), pdt, buf, n);
 }
 
 /* ---- the manifest ---------------------------------------------------------------- */
@@ -7876,18 +7969,18 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     uint64_t sum;
     memset(m, 0, sizeof *m);
     zero__ck_join(path, sizeof path, dir, "/manifest", "");
-    fd = open(path, O_RDONLY);
+    fd = zero__ck_open(path, O_RDONLY, 0);
     if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
     if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: cannot stat or too large", path);
         return ZERO_ERR_IO;
     }
     total = (int64_t)st.st_size;
     m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
-    if (!m->text) { close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
+    if (!m->text) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
     i = zero__ck_pread(fd, m->text, (size_t)total, 0);
-    close(fd);
+    zero__ck_close(fd);
     if (i < 0) { snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno)); goto io; }
     m->text[total] = 0;
     c.p = m->text; c.end = m->text + total; c.line = 0;
@@ -8036,13 +8129,13 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     int fd, rr;
     zero__ck_join(path, sizeof path, dir, "/", m->files[rank].name);
     *fd_out = -1;
-    if ((fd = open(path, O_RDONLY)) < 0) {
+    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0) {
         snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
-    if (fstat(fd, &st) != 0) { close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
+    if (fstat(fd, &st) != 0) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
     if ((int64_t)st.st_size != m->files[rank].bytes) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: %lld bytes, the manifest says %lld (truncated or foreign file)", path,
                  (long long)st.st_size, (long long)m->files[rank].bytes);
         return ZERO_ERR_CORRUPT;
@@ -8066,33 +8159,12 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
     }
     if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_VERSION || (int)u[1] != rank ||
         (int)u[2] != m->world || u[3] != 0 || gen != m->gen) {
-        close(fd);
+        zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu, of this save)", path, rank, m->world,
                  (unsigned long long)m->gen);
         return ZERO_ERR_CORRUPT;
     }
     *fd_out = fd;
-    return ZERO_OK;
-}
-
-/* Reads one record's weights (n floats into buf) and, if moments, its moments after
-   them, checking each part's checksum. */
-static zero_result zero__ck_read_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
-                                       int moments, void *buf, char *msg, size_t msgn) {
-    int64_t wbytes = (r->end - r->begin) * 4, bytes = moments ? zero__ck_range_bytes(m, r) : wbytes;
-    int rr = zero__ck_pread(fd, buf, (size_t)bytes, r->offset);
-    if (rr != 1) {
-        snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
-                 rr == 0 ? "truncated" : "read error", (long long)r->offset);
-        return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
-    }
-    if (zero__ck_sum(buf, (size_t)wbytes) != r->sum ||
-        (bytes > wbytes && zero__ck_sum((char *)buf + wbytes, (size_t)(bytes - wbytes)) != r->msum)) {
-        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
-                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
-                 (long long)r->offset);
-        return ZERO_ERR_CORRUPT;
-    }
     return ZERO_OK;
 }
 
@@ -8149,29 +8221,42 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
     closedir(d);
 }
 
+/* one chunk of part q (0: weights, 1, 2: moments) of a record: elements [o, o+c) from
+   the state (si) or the params (pi), hashed into h (when not NULL), written at pos */
+static int zero__ck_put(zero_ctx *ctx, int fd, int q, int64_t si, int64_t pi, int64_t o, int64_t c, int64_t pos,
+                        float *buf, zero__ck_hash *h, zero_result *r, int *err) {
+    if (q > 0 || (si >= 0 && zero__has_master(ctx))) *r = zero__ck_state_read(ctx, q, si + o, c, buf, "zero_save");
+    else *r = zero__ck_param_read(ctx, pi + o, c, buf);
+    if (*r != ZERO_OK) return 0;
+    if (h) zero__ck_hash_add(h, buf, (size_t)c * 4);
+    if (!zero__ck_pwrite(fd, buf, (size_t)c * 4, pos)) { *err = errno; return 0; }
+    return 1;
+}
+
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
-   weights and moments; returns the file's bytes or -1 */
-static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums,
+   weights and moments; returns the file's bytes or -1 (msg says why, naming the file;
+   *code the result). Streamed: a record is read from the state and written
+   ZERO__CK_CHUNK elements at a time, hashed on the way, so memory is one chunk however
+   large the record or the state on the NVMe tier. */
+static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums, zero_result *code,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
     char path[4096], tmp[4096], hdr[ZERO__CK_HEADER];
-    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1;
+    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
     uint32_t u[4];
-    int64_t off = ZERO__CK_HEADER, maxn = 0, b, e;
+    int64_t off = ZERO__CK_HEADER, b, e;
     float *buf;
-    for (i = 0; i < ctx->num_params; i++) {
-        zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
-        if (e - b > maxn) maxn = e - b;
-    }
+    zero_result r = ZERO_OK;
+    *code = ZERO_ERR_IO;
     {
         char nm[64];
         snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
         zero__ck_join(path, sizeof path, dir, nm, "");
         zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
     }
-    buf = (float *)zero__raw_alloc(a, (size_t)(maxn * (1 + K) + 1) * 4);
-    if (!buf) { snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
+    fd = zero__ck_open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);     /* read back: the NVMe tier's v */
     if (fd < 0) {
         snprintf(msg, msgn, "%.300s: cannot create: %s", tmp, strerror(errno));
         zero__raw_free(a, buf);
@@ -8192,35 +8277,56 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         hs = zero__ck_sum(hdr, 56);
         memcpy(hdr + 56, &hs, 8);
     }
-    ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0);
+    if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
     for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, k, si;
-        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
+        int64_t n, si, pi, o, c;
+        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
+        zero__ck_hash hw, hm;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         si = zero__ck_state_idx(ctx, i, b);
-        if (ctx->master && si >= 0)       /* contiguous in both: one copy */
-            memcpy(buf, ctx->master + si, (size_t)n * 4);
-        else if (ctx->off && ctx->off->has_master && si >= 0)     /* the NVMe tier, block by block */
-            ok = zero__off_rw(ctx, 0, si, n, buf, NULL, "zero_save") == ZERO_OK;
-        else
-            zero_to_f32(buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, i, b), ctx->desc.param_dtype),
-                        ctx->desc.param_dtype, n);
-        for (k = 0; k < kp && ok; k++)
-            if (ctx->off) ok = zero__off_rw(ctx, (int)k + 1, si, n, buf + (k + 1) * n, NULL, "zero_save") == ZERO_OK;
-            else memcpy(buf + (k + 1) * n, (k == 0 ? ctx->opt_m : ctx->opt_v) + si, (size_t)n * 4);
-        sums[2 * i] = zero__ck_sum(buf, (size_t)(n * 4));
-        if (kp) sums[2 * i + 1] = zero__ck_sum(buf + n, (size_t)(n * kp * 4));
-        if (ok) ok = zero__ck_pwrite(fd, buf, (size_t)(n * (1 + kp) * 4), off);
+        pi = zero__ck_param_idx(ctx, i, b);
+        zero__ck_hash_init(&hw);
+        zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
+        if (!ctx->off) {    /* in memory: part by part, each hashed in file order */
+            for (q = 0; q <= kp && ok; q++)
+                for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
+                    c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
+                }
+        } else {
+            /* the NVMe tier: window by window, every part of a window from the one tier
+               block that holds it (a block is read once, not once per part); v, whose
+               checksum must follow all of m, is hashed afterwards, read back from the shard */
+            for (o = 0; o < n && ok; o += c) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                if (si >= 0 && zero__off_run(ctx, si + o) < c) c = zero__off_run(ctx, si + o);
+                for (q = 0; q <= kp && ok; q++)
+                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf,
+                                      q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
+            }
+            for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; err = errno ? errno : EIO; }
+                else zero__ck_hash_add(&hm, buf, (size_t)c * 4);
+            }
+        }
+        sums[2 * i] = zero__ck_hash_end(&hw);
+        if (kp) sums[2 * i + 1] = zero__ck_hash_end(&hm);
         off += n * (1 + kp) * 4;
     }
     zero__raw_free(a, buf);
-    if (ok) ok = fsync(fd) == 0;
-    if (close(fd) != 0) ok = 0;
-    if (ok) ok = rename(tmp, path) == 0;
+    if (ok && fsync(fd) != 0) { ok = 0; err = errno; }
+    if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
+    if (ok && rename(tmp, path) != 0) { ok = 0; err = errno; }
     if (!ok) {
-        snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+        if (r != ZERO_OK) {     /* reading the state failed (the NVMe tier): its message says where */
+            *code = r;
+            snprintf(msg, msgn, "%.200s: not written: %.250s", path, zero_last_error(ctx));
+        } else {
+            snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(err));
+        }
         (void)unlink(tmp);
         return -1;
     }
@@ -8282,9 +8388,9 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
 #undef ZERO__CK_P
     zero__ck_join(path, sizeof path, dir, "/manifest", "");
     zero__ck_join(tmp, sizeof tmp, dir, "/manifest.tmp", "");
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ok = fd >= 0 && len < cap && zero__ck_pwrite(fd, t, len, 0);
-    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (close(fd) != 0) ok = 0; }
+    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (zero__ck_close(fd) != 0) ok = 0; }
     zero__raw_free(a, t);
     if (ok) ok = rename(tmp, path) == 0;          /* the commit point */
     if (!ok) {
@@ -8296,16 +8402,18 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     return ZERO_OK;
 }
 
-/* Every rank learns every rank's status; returns the first failure (lowest rank) or OK,
-   with rank k's message if it is another rank's. */
+/* Every rank learns every rank's status; returns the first failure (lowest rank) or OK.
+   Up to 32 ranks, each status travels with its message (an all-gather of 256 bytes a
+   rank, on the stack), so every rank's error names the failing rank's file; above 32,
+   one all-reduce counts failures. */
+#define ZERO__CK_AGREE_REC 256
 static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result mine, const char *mymsg) {
-    double v[2 * 32];
+    char rec[ZERO__CK_AGREE_REC], all[32 * ZERO__CK_AGREE_REC];
     zero_result r;
-    int k, first = -1;
-    (void)mymsg;
-    memset(v, 0, sizeof v);
+    int k;
+    int32_t code;
     if (ctx->world > 32) {
-        /* a status per rank does not fit one all-reduce: just count failures */
+        double v[2];
         v[0] = mine != ZERO_OK ? 1.0 : 0.0;
         v[1] = mine != ZERO_OK ? (double)-mine : 0.0;
         if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return r;
@@ -8314,15 +8422,23 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
             return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_CKPT, "%s: %g rank(s) failed", fn, v[0]);
         return ZERO_OK;
     }
-    v[ctx->rank] = (double)-mine;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, ctx->world, v, NULL))) != ZERO_OK)
-        return r;
+    memset(rec, 0, sizeof rec);
+    code = (int32_t)mine;
+    memcpy(rec, &code, 4);
+    if (mine != ZERO_OK && mymsg) snprintf(rec + 4, sizeof rec - 4, "%s", mymsg);
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, ZERO__CK_AGREE_REC, rec, all));
+    if (r != ZERO_OK) return r;
     if (mine != ZERO_OK) return mine;
-    for (k = 0; k < ctx->world; k++) if (v[k] != 0) { first = k; break; }
-    if (first < 0) return ZERO_OK;
-    r = (zero_result)(int)-v[first];
-    return zero__fail(ctx, r, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s); see its error", fn, first,
-                      zero_result_str(r));
+    for (k = 0; k < ctx->world; k++) {
+        char *o = all + (size_t)k * ZERO__CK_AGREE_REC;
+        memcpy(&code, o, 4);
+        if (code == ZERO_OK) continue;
+        o[ZERO__CK_AGREE_REC - 1] = 0;
+        if (code > 0 || code < ZERO_ERR_VERSION) code = ZERO_ERR_COMM;     /* garbage from a broken peer */
+        return zero__fail(ctx, (zero_result)code, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s): %s", fn, k,
+                          zero_result_str((zero_result)code), o[4] ? o + 4 : "see its error");
+    }
+    return ZERO_OK;
 }
 
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
@@ -8330,7 +8446,7 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     char msg[ZERO__MSG] = "";
     zero_result r, local = ZERO_OK;
     uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
-    int stride, i;
+    int stride, i, failed = 0;
     int64_t bytes;
     if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
     a = &ctx->desc.allocator;
@@ -8343,7 +8459,7 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     /* the generation: rank 0 picks one above every file in the directory */
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "zero_save: cannot create %s: %s", dir, strerror(errno));
+        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
     }
     if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
     if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
@@ -8357,28 +8473,33 @@ ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
     }
     memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
     if (local == ZERO_OK) {
-        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, msg, sizeof msg);
-        if (bytes < 0) local = ZERO_ERR_IO;
-        else mine[1] = (uint64_t)bytes;
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
+        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
     }
     mine[0] = (uint64_t)(int64_t)local;
     r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
     if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "%s", msg);
-    if (ctx->rank == 0 && local == ZERO_OK) {
-        int ok = 1;
-        for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) ok = 0;
-        /* every shard is durable (each rank fsynced before the all-gather): commit */
-        if (ok) {
-            zero__ck_fsync_dir(dir);
-            local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
-            if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-            else zero__ck_cleanup(dir, gen);
-        }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
+    /* every shard is durable (each rank fsynced before the all-gather): commit */
+    if (ctx->rank == 0 && !failed) {
+        zero__ck_fsync_dir(dir);
+        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+        else zero__ck_cleanup(dir, gen);
     }
     zero__raw_free(a, mine);
     zero__raw_free(a, all);
-    return zero__ck_agree(ctx, "zero_save", local, msg);
+    r = zero__ck_agree(ctx, "zero_save", local, msg);
+    /* No manifest names this generation (a shard failed, or the manifest did; not a
+       broken communicator, after which rank 0 may have committed): remove this rank's
+       shard, so a failed save leaves the directory as it was. */
+    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
+        char nm[64], path[4096];
+        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+    }
+    return r;
 }
 
 /* ---- load ------------------------------------------------------------------------- */
@@ -8418,27 +8539,103 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
     return ZERO_OK;
 }
 
-/* the records this rank needs, every one read and checked; then (only if every rank
-   succeeded) the state is replaced */
+/* Reads one record's weights (and its moments when `moments`) ZERO__CK_CHUNK elements
+   at a time into buf, checking each part's checksum. */
+static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
+                                         int moments, float *buf, char *msg, size_t msgn) {
+    int64_t n = r->end - r->begin, total = moments ? zero__ck_range_bytes(m, r) / 4 : n, o;
+    zero__ck_hash hw, hm;
+    zero__ck_hash_init(&hw);
+    zero__ck_hash_init(&hm);
+    for (o = 0; o < total; o += ZERO__CK_CHUNK) {
+        int64_t c = total - o < ZERO__CK_CHUNK ? total - o : ZERO__CK_CHUNK, cw = o < n ? (n - o < c ? n - o : c) : 0;
+        int rr = zero__ck_pread(fd, buf, (size_t)c * 4, r->offset + o * 4);
+        if (rr != 1) {
+            snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
+                     rr == 0 ? "truncated" : "read error", (long long)(r->offset + o * 4));
+            return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+        }
+        zero__ck_hash_add(&hw, buf, (size_t)cw * 4);
+        zero__ck_hash_add(&hm, buf + cw, (size_t)(c - cw) * 4);
+    }
+    if (zero__ck_hash_end(&hw) != r->sum || (total > n && zero__ck_hash_end(&hm) != r->msum)) {
+        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
+                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
+                 (long long)r->offset);
+        return ZERO_ERR_CORRUPT;
+    }
+    return ZERO_OK;
+}
+
+/* Applies one checked record: the part of its weights this rank needs to the params
+   (and the master), its moments where this rank holds optimizer state; streamed, chunk
+   by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
+   blocks). bw, bm: ZERO__CK_CHUNK floats each. */
+static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const zero__ck_manifest *m,
+                                        const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
+                                        char *msg, size_t msgn) {
+    int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi, c;
+    int K = zero__ck_moments(&ctx->desc), state, k, rr = 1;
+    zero_result r = ZERO_OK;
+    zero__ck_need(ctx, rg->param, &b, &e);
+    lo = rg->begin > b ? rg->begin : b;
+    hi = rg->end < e ? rg->end : e;
+    state = mom && zero__ck_has_state(ctx, rg->param, &sb, &se);
+    for (x = lo; x < hi && r == ZERO_OK; x += c) {
+        int64_t s, t, si;
+        /* a chunk lies wholly outside the state or inside it and inside one tier block */
+        c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK;
+        if (state && x < sb && sb - x < c) c = sb - x;
+        if (state && x >= sb && x < se) {
+            if (se - x < c) c = se - x;
+            if (zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x));
+        }
+        if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
+        if ((r = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, rg->param, x), c, bw)) != ZERO_OK) break;
+        s = x > sb ? x : sb;
+        t = x + c < se ? x + c : se;
+        if (!state || s >= t) continue;
+        si = zero__ck_state_idx(ctx, rg->param, s);
+        if (zero__has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
+        for (k = 1; k <= K && r == ZERO_OK; k++) {
+            rr = zero__ck_pread(fd, bm, (size_t)(t - s) * 4, rg->offset + ((int64_t)k * n + s - rg->begin) * 4);
+            if (rr != 1) break;
+            r = zero__ck_state_write(ctx, k, si, t - s, bm, "zero_load");
+        }
+        if (rr != 1) break;
+    }
+    if (rr != 1) {
+        snprintf(msg, msgn, "%.300s/%s: %s while loading (after it was checked)", dir, m->files[rg->rank].name,
+                 rr == 0 ? "truncated" : strerror(errno));
+        return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+    }
+    if (r != ZERO_OK) snprintf(msg, msgn, "%s", zero_last_error(ctx));
+    return r;
+}
+
+/* Two passes over the records this rank needs, with memory bounded by two chunks: the
+   first reads and checks every one (checksums), the ranks agree, and only then the
+   second reads them again into the params, master and moments (the NVMe tier's blocks
+   directly). So a bad file changes nothing; an OS error in the second pass (the file
+   changed under us, the tier failed) leaves the state partly loaded, and every rank
+   returns it. */
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     const zero_allocator *a;
     zero__ck_manifest m;
     char msg[ZERO__MSG] = "";
     zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k, K;
-    int64_t *at = NULL, total = 0;
-    char *data = NULL;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k;
+    float *bw = NULL;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
     a = &ctx->desc.allocator;
-    K = zero__ck_moments(&ctx->desc);
     local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
     if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
     if (local == ZERO_OK) {
         fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
         need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        at = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(m.nrange + 1));
         mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        if (!fds || !need || !at || !mom) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         else for (k = 0; k < m.world; k++) fds[k] = -1;
     }
     /* which records overlap what this rank holds; every element must be covered */
@@ -8452,9 +8649,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             covered[rg->param] += rg->end - rg->begin;
             zero__ck_need(ctx, rg->param, &b, &e);
             if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-                at[nneed] = total;
                 mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-                total += mom[nneed] ? zero__ck_range_bytes(&m, rg) : (rg->end - rg->begin) * 4;
                 need[nneed++] = k;
             }
         }
@@ -8466,58 +8661,33 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             }
         zero__raw_free(a, covered);
     }
-    if (local == ZERO_OK && !(data = (char *)zero__raw_alloc(a, (size_t)total + 8))) {
-        local = ZERO_ERR_OUT_OF_MEMORY;
-        snprintf(msg, sizeof msg, "zero_load: out of memory for %lld bytes", (long long)total);
-    }
     for (k = 0; local == ZERO_OK && k < nneed; k++) {
         const zero__ck_range *rg = &m.ranges[need[k]];
         if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK) local = zero__ck_read_range(dir, &m, rg, fds[rg->rank], mom[k], data + at[k], msg, sizeof msg);
+        if (local == ZERO_OK) local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, msg, sizeof msg);
     }
-    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) close(fds[k]);
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
     r = zero__ck_agree(ctx, "zero_load", local, msg);
     if (r == ZERO_OK) {
-        int pdt = ctx->desc.param_dtype;
-        for (k = 0; k < nneed; k++) {
+        for (k = 0; local == ZERO_OK && k < nneed; k++) {
             const zero__ck_range *rg = &m.ranges[need[k]];
-            const float *w = (const float *)(data + at[k]);
-            int64_t n = rg->end - rg->begin, b, e, s, t;
-            zero__ck_need(ctx, rg->param, &b, &e);
-            s = rg->begin > b ? rg->begin : b;
-            t = rg->end < e ? rg->end : e;
-            if (s < t)
-                zero_from_f32(zero__at(ctx->param_arena, zero__ck_param_idx(ctx, rg->param, s), pdt), (zero_dtype)pdt,
-                              w + (s - rg->begin), t - s);
-            if (zero__ck_has_state(ctx, rg->param, &b, &e)) {
-                int64_t si;
-                s = rg->begin > b ? rg->begin : b;
-                t = rg->end < e ? rg->end : e;
-                if (s < t && mom[k]) {
-                    si = zero__ck_state_idx(ctx, rg->param, s);
-                    if (ctx->off) {     /* the NVMe tier, block by block */
-                        if (ctx->off->has_master)
-                            zero__off_rw(ctx, 0, si, t - s, NULL, w + (s - rg->begin), "zero_load");
-                        if (K >= 1) zero__off_rw(ctx, 1, si, t - s, NULL, w + n + (s - rg->begin), "zero_load");
-                        if (K >= 2) zero__off_rw(ctx, 2, si, t - s, NULL, w + 2 * n + (s - rg->begin), "zero_load");
-                    } else {
-                    if (ctx->master) memcpy(ctx->master + si, w + (s - rg->begin), (size_t)(t - s) * 4);
-                    if (K >= 1) memcpy(ctx->opt_m + si, w + n + (s - rg->begin), (size_t)(t - s) * 4);
-                    if (K >= 2) memcpy(ctx->opt_v + si, w + 2 * n + (s - rg->begin), (size_t)(t - s) * 4);
-                    }
-                }
-            }
+            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
         }
-        ctx->steps = m.steps;
-        ctx->skipped = m.skipped;
-        ctx->loss_scale = m.loss_scale;
-        ctx->good_steps = (int)m.good_steps;
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load", local, msg);
+        if (r == ZERO_OK) {
+            ctx->steps = m.steps;
+            ctx->skipped = m.skipped;
+            ctx->loss_scale = m.loss_scale;
+            ctx->good_steps = (int)m.good_steps;
+        }
     }
-    zero__raw_free(a, data);
+    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
+    zero__raw_free(a, bw);
     zero__raw_free(a, fds);
     zero__raw_free(a, need);
-    zero__raw_free(a, at);
     zero__raw_free(a, mom);
     zero__ck_manifest_free(a, &m);
     return r;
@@ -8579,21 +8749,18 @@ static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype d
 static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
-    int j, pdt = d->param_dtype;
+    int j;
     zero_result r;
     if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)))))
         return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
-        if (ctx->master && !m->frozen)
-            memcpy(buf + pr->offset, ctx->master + m->train_off + pr->offset, (size_t)pr->numel * 4);
-        else if (zero__has_master(ctx) && !m->frozen) {
-            r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, NULL, "zero_export_safetensors");
-            if (r != ZERO_OK) return r;
-        } else
-            zero_to_f32(buf + pr->offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt,
-                        pr->numel);
+        if (zero__has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
+            r = zero__ck_state_read(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
+        else
+            r = zero__ck_param_read(ctx, m->param_off + pr->offset, pr->numel, buf + pr->offset);
+        if (r != ZERO_OK) return r;
     }
     return ZERO_OK;
 }
@@ -8627,7 +8794,7 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
         if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
         if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         if (local == ZERO_OK) {
-            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
                 local = ZERO_ERR_IO;
                 snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
             }
@@ -8657,12 +8824,12 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
     zero__raw_free(a, ts);
     zero__raw_free(a, hdr);
     if (r != ZERO_OK) {
-        if (fd >= 0) { close(fd); (void)unlink(tmp); }
+        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
         return r;
     }
     if (fd >= 0) {
         int ok = local == ZERO_OK && fsync(fd) == 0;
-        if (close(fd) != 0) ok = 0;
+        if (zero__ck_close(fd) != 0) ok = 0;
         if (ok && rename(tmp, path) != 0) ok = 0;
         if (!ok) {
             (void)unlink(tmp);
@@ -8789,24 +8956,21 @@ static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const
 
 /* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
    the ranks agree, then each reads only the elements it holds. Sets params (and the
-   fp32 master copy); optimizer state and step count are left alone. */
+   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     const zero_allocator *a;
     char msg[ZERO__MSG] = "", *hdr = NULL;
     zero__st_entry *ents = NULL;
     const zero__st_entry **map = NULL;
     zero_result r, local = ZERO_OK;
-    unsigned char lenb[8];
+    unsigned char lenb[8], *raw = NULL;
+    float *vals = NULL;
     int64_t hlen = 0, fsize = 0;
     int fd = -1, nent = 0, i, k, rr;
     struct stat st;
     if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
-    if (ctx->off && ctx->off->has_master)
-        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_CKPT,
-                          "zero_load_safetensors: not yet supported with the fp32 master on the NVMe tier "
-                          "(offload_optimizer = ZERO_OFFLOAD_NVME); use zero_load");
     a = &ctx->desc.allocator;
-    if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &st) != 0) {
+    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
         local = ZERO_ERR_IO;
         snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
     } else {
@@ -8823,7 +8987,9 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
         hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
         ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
         map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
-        if (!hdr || !ents || !map) {
+        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        if (!hdr || !ents || !map || !raw || !vals) {
             local = ZERO_ERR_OUT_OF_MEMORY;
             snprintf(msg, sizeof msg, "out of memory");
         } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
@@ -8852,27 +9018,40 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     }
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
     r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    for (i = 0; r == ZERO_OK && i < ctx->num_params; i++) {
+    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
+       holds it) the master, on the NVMe tier block by block */
+    local = ZERO_OK;
+    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
         const zero__st_entry *e = map[i];
         int64_t b, e_, sb = 0, se = 0, o, es = (int64_t)zero_dtype_size(e->dt);
-        int pdt = ctx->desc.param_dtype, state;
-        unsigned char raw[4096 * 4];
+        int state;
         zero__ck_need(ctx, i, &b, &e_);
-        state = ctx->master && zero__ck_has_state(ctx, i, &sb, &se);
-        for (o = b; o < e_; o += 4096) {
-            int64_t c = e_ - o < 4096 ? e_ - o : 4096, q;
-            if (zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es) != 1) {
-                r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %.300s: read failed", path);
+        state = zero__has_master(ctx) && zero__ck_has_state(ctx, i, &sb, &se);
+        for (o = b; o < e_ && local == ZERO_OK; o += ZERO__CK_CHUNK) {
+            int64_t c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK, s = o > sb ? o : sb, t = o + c < se ? o + c : se;
+            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
+            if (rr != 1) {
+                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
                 break;
             }
-            for (q = 0; q < c; q++) {
-                float v = zero__ld(raw, q, e->dt);
-                zero__st(ctx->param_arena, zero__ck_param_idx(ctx, i, o + q), pdt, v);
-                if (state && o + q >= sb && o + q < se) ctx->master[zero__ck_state_idx(ctx, i, o + q)] = v;
-            }
+            zero_to_f32(vals, raw, e->dt, c);
+            local = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, i, o), c, vals);
+            if (local == ZERO_OK && state && s < t)
+                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
+                                             "zero_load_safetensors");
+            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
         }
     }
-    if (fd >= 0) close(fd);
+    if (r == ZERO_OK) {
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    }
+    zero__raw_free(a, raw);
+    zero__raw_free(a, vals);
+    if (fd >= 0) zero__ck_close(fd);
     zero__raw_free(a, hdr);
     zero__raw_free(a, ents);
     zero__raw_free(a, map);

@@ -56,6 +56,7 @@ static int each_range(const char *dir, const zero__ck_manifest *m, range_fn fn, 
     float *buf;
     for (i = 0; i < m->nrange; i++)
         if (zero__ck_range_bytes(m, &m->ranges[i]) > maxb) maxb = zero__ck_range_bytes(m, &m->ranges[i]);
+    if (maxb < ZERO__CK_CHUNK * 4) maxb = ZERO__CK_CHUNK * 4;     /* zero__ck_verify_range's chunk */
     buf = (float *)malloc((size_t)maxb + 8);
     if (!fds || !buf) { fprintf(stderr, "zero_ckpt: out of memory\n"); free(fds); free(buf); return 1; }
     for (i = 0; i < m->world; i++) {
@@ -66,7 +67,12 @@ static int each_range(const char *dir, const zero__ck_manifest *m, range_fn fn, 
         const zero__ck_range *rg = &m->ranges[i];
         zero_result r;
         if (fds[rg->rank] < 0) continue;
-        r = zero__ck_read_range(dir, m, rg, fds[rg->rank], fn == NULL, buf, msg, sizeof msg);
+        /* verify: weights and moments; export: the weights, checked, then read whole */
+        r = zero__ck_verify_range(dir, m, rg, fds[rg->rank], fn == NULL, buf, msg, sizeof msg);
+        if (r == ZERO_OK && fn && zero__ck_pread(fds[rg->rank], buf, (size_t)(rg->end - rg->begin) * 4, rg->offset) != 1) {
+            r = ZERO_ERR_IO;
+            snprintf(msg, sizeof msg, "%s/%s: read failed", dir, m->files[rg->rank].name);
+        }
         if (r != ZERO_OK) { fprintf(stderr, "zero_ckpt: %s: %s\n", zero_result_str(r), msg); bad = 1; continue; }
         if (fn && fn(m, rg, buf, user)) bad = 1;
     }

@@ -6,7 +6,10 @@
      byte 0 bit 0 clear: the whole manifest, as is (checksum, truncation paths);
      byte 0 bit 0 set:   the manifest body, and the harness appends a valid "end" checksum
                          line so mutations reach the parser and zero_load's range reads;
-     byte 0 bit 1 set:   (instead) a safetensors header for zero__st_parse.
+     byte 0 bit 1 set:   (instead) a safetensors header for zero__st_parse;
+     byte 0 bit 2 set:   the load goes into a second context of the same model whose
+                         bf16 params have their fp32 master and moments on the NVMe tier
+                         (files in a subdirectory), through zero_load's streaming passes.
    If ZERO_FUZZ_CORPUS names a directory, the real manifest is written there as a seed.
    The contract under test: no crash, no sanitizer report, and a failed load leaves the
    params as they were. */
@@ -17,10 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-static char dir[512];
-static zero_ctx *z;
-static float before[256], after[256];
+static char dir[512], nvme[600];
+static zero_ctx *z, *zn;                /* zn: the NVMe-offloaded twin */
+static float before[256], after[256], nbefore[256];
 
 static void die(const char *what) {
     fprintf(stderr, "fuzz_ckpt setup: %s: %s\n", what, zero_last_error(z));
@@ -57,6 +61,26 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
     for (i = 0; i < 3; i++) if (zero_param_set_f32(z, p[i], init) != ZERO_OK) die("set");
     if (zero_save(z, dir) != ZERO_OK) die("save");
+    {   /* the twin: the same model, bf16 params, master and moments on the NVMe tier */
+        zero_module mn[2];
+        zero_param pn[3];
+        snprintf(nvme, sizeof nvme, "%s/nvme", dir);
+        if (mkdir(nvme, 0700) != 0) die("mkdir nvme");
+        d.param_dtype = ZERO_BF16;
+        d.offload_optimizer = ZERO_OFFLOAD_NVME;
+        d.offload.nvme_dirs[0] = nvme;
+        if (zero_create(&zn, &d) != ZERO_OK) die("create nvme");
+        md.name = "a"; if (zero_add_module(zn, &md, &mn[0]) != ZERO_OK) die("module");
+        md.name = "b"; if (zero_add_module(zn, &md, &mn[1]) != ZERO_OK) die("module");
+        pd.name = "w"; pd.ndim = 2; pd.shape[0] = 3; pd.shape[1] = 5;
+        if (zero_add_param(zn, mn[0], &pd, &pn[0]) != ZERO_OK) die("param");
+        pd.name = "b"; pd.ndim = 1; pd.shape[0] = 7; pd.shape[1] = 0;
+        if (zero_add_param(zn, mn[0], &pd, &pn[1]) != ZERO_OK) die("param");
+        pd.name = "w"; pd.shape[0] = 20;
+        if (zero_add_param(zn, mn[1], &pd, &pn[2]) != ZERO_OK) die("param");
+        if (zero_build(zn) != ZERO_OK) die("build nvme");
+        if (zero_gather_params_f32(zn, nbefore) != ZERO_OK) die("gather nvme");
+    }
     if (corpus) {
         char src[600], dst[600];
         long n;
@@ -78,6 +102,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
             while (e > buf + 1 && e[-1] != '\n') e--;
             buf[0] = 1;
             snprintf(dst, sizeof dst, "%s/seed_body", corpus);
+            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
+            buf[0] = 5;                                  /* the same, into the NVMe twin */
+            snprintf(dst, sizeof dst, "%s/seed_body_nvme", corpus);
             if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
         }
         {   /* mode 2: a safetensors header */
@@ -113,14 +140,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (data[0] & 1)
         fprintf(f, "end %016llx\n", (unsigned long long)zero__ck_sum(data + 1, size - 1));
     fclose(f);
-    r = zero_load(z, dir);
-    if (r != ZERO_OK) {
-        if (zero_gather_params_f32(z, after) != ZERO_OK || memcmp(before, after, sizeof before) != 0) {
-            fprintf(stderr, "a failed zero_load (%s) changed the params\n", zero_result_str(r));
+    {
+        zero_ctx *c = data[0] & 4 ? zn : z;
+        float *b = data[0] & 4 ? nbefore : before;
+        r = zero_load(c, dir);
+        if (r != ZERO_OK) {
+            if (zero_gather_params_f32(c, after) != ZERO_OK || memcmp(b, after, sizeof before) != 0) {
+                fprintf(stderr, "a failed zero_load (%s) changed the params\n", zero_result_str(r));
+                abort();
+            }
+        } else if (zero_gather_params_f32(c, b) != ZERO_OK) {
             abort();
         }
-    } else if (zero_gather_params_f32(z, before) != ZERO_OK) {
-        abort();
     }
     return 0;
 }
@@ -130,8 +161,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    seeds, then fixed-seed mutations of them (byte flips, truncations, insertions). */
 #include <dirent.h>
 int main(int argc, char **argv) {
-    static unsigned char seeds[3][8192], buf[8300];
-    size_t len[3] = { 0, 0, 0 };
+    static unsigned char seeds[4][8192], buf[8300];
+    size_t len[4] = { 0, 0, 0, 0 };
     int ns = 0, i, k;
     uint64_t s = 0x9e3779b97f4a7c15ull;
     DIR *d;
@@ -140,7 +171,7 @@ int main(int argc, char **argv) {
     long runs = argc > 1 ? atol(argv[1]) : 2000;
     LLVMFuzzerInitialize(&argc, &argv);
     if (!corpus || !(d = opendir(corpus))) { fprintf(stderr, "ZERO_FUZZ_CORPUS unset or unreadable\n"); return 1; }
-    while ((e = readdir(d)) != NULL && ns < 3) {
+    while ((e = readdir(d)) != NULL && ns < 4) {
         char p[1024];
         FILE *f;
         if (e->d_name[0] == '.') continue;

@@ -26,11 +26,16 @@ typedef struct cfg {
     zero_dtype dtype;
     zero_optim_type optim;
     int frozen1;                    /* module 1 frozen */
+    zero_offload_tier offload;      /* desc.offload_optimizer (NVMe: files in tmpdir) */
+    zero_offload_tier offload_params;
     int wide;                       /* a different model: module 2's w is wider */
     int init_steps;                 /* train this many steps before the load */
     int step0, steps;               /* steps [step0, step0 + steps) after the load */
     const char *load_dir, *save_dir;
     zero_result load_expect;        /* what zero_load must return */
+    zero_result save_expect;        /* what zero_save must return */
+    int after_steps;                /* steps trained after the save (whatever it returned) */
+    void (*before_save)(void);      /* called by every rank just before zero_save */
     const char *export_path;        /* zero_export_safetensors after training */
     zero_dtype export_dtype;
     const char *st_load;            /* zero_load_safetensors instead of zero_load */
@@ -38,8 +43,8 @@ typedef struct cfg {
     float before[MAXP], out[MAXP];
     int64_t numel, stats_steps;
     float loss_scale;
-    zero_result load_got[4];
-    char load_msg[4][ZERO__MSG];
+    zero_result load_got[4], save_got[4];
+    char load_msg[4][ZERO__MSG], save_msg[4][ZERO__MSG];
     int failed;
 } cfg;
 
@@ -74,6 +79,8 @@ static zero_result train_steps(zero_ctx *z, const cfg *c, zero_module *mod, zero
     return ZERO_OK;
 }
 
+static char tmpdir[1024];
+
 static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_module *mod, zero_param *P) {
     zero_desc d;
     zero_ctx *z;
@@ -91,6 +98,9 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
     d.loss_scale_window = 3;
     d.loss_scale_init = 1024;
     d.timeout_ms = 20000;
+    d.offload_optimizer = c->offload;
+    d.offload_params = c->offload_params;
+    d.offload.nvme_dirs[0] = tmpdir;
     *out = NULL;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     *out = z;
@@ -144,7 +154,19 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         }
     }
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
-    if (c->save_dir && (r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
+    if (c->save_dir) {
+        zero_result sr;
+        if (c->before_save) c->before_save();
+        sr = zero_save(z, c->save_dir);
+        c->save_got[rank] = sr;
+        snprintf(c->save_msg[rank], sizeof c->save_msg[rank], "%s", zero_last_error(z));
+        if (sr != c->save_expect) {
+            fprintf(stderr, "rank %d: zero_save: %s: %s\n", rank, zero_result_str(sr), zero_last_error(z));
+            r = sr == ZERO_OK ? ZERO_ERR_STATE : sr;
+            goto done;
+        }
+        if ((r = train_steps(z, c, mod, P, rank, c->step0 + c->steps, c->after_steps)) != ZERO_OK) goto done;
+    }
     if (c->export_path && (r = zero_export_safetensors(z, c->export_path, c->export_dtype)) != ZERO_OK) goto done;
     if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
     if (rank == 0) {
@@ -167,8 +189,6 @@ static int run(cfg *c) {
     return CHECK(r == ZERO_OK, "stage %d world %d: %s (%s)", c->stage, c->world, zero_result_str(r), zero_last_error(NULL));
 }
 
-static char tmpdir[1024];
-
 static void rm_rf(const char *dir) {
     DIR *d = opendir(dir);
     struct dirent *e;
@@ -189,11 +209,13 @@ static void base_cfg(cfg *c, int stage, int world, zero_dtype dt, zero_optim_typ
 }
 
 /* 20 steps straight == 10 steps, save, load into a fresh context, 10 steps (bitwise) */
-static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
+static void resume_offload(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen, zero_offload_tier tier,
+                           zero_offload_tier ptier) {
     static cfg ref, a, b;
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/resume", tmpdir);
     base_cfg(&ref, stage, world, dt, opt); ref.frozen1 = frozen; ref.steps = 20;
+    ref.offload = tier; ref.offload_params = ptier;
     if (!run(&ref)) return;
     a = ref; a.steps = 10; a.save_dir = dir;
     if (!run(&a)) return;
@@ -206,18 +228,23 @@ static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type 
     rm_rf(dir);
 }
 
+static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
+    resume_offload(stage, world, dt, opt, frozen, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE);
+}
+
 /* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
    state survives the trip through another sharding bitwise, moments included */
-static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
+static void reshard_tier(int s, int n, zero_offload_tier t, int s2, int m, zero_offload_tier t2, zero_dtype dt,
+                         zero_optim_type opt) {
     static cfg ref, a, b, c;
     char d1[1100], d2[1100];
     snprintf(d1, sizeof d1, "%s/rs1", tmpdir);
     snprintf(d2, sizeof d2, "%s/rs2", tmpdir);
-    base_cfg(&ref, s, n, dt, opt); ref.steps = 20;
+    base_cfg(&ref, s, n, dt, opt); ref.steps = 20; ref.offload = t;
     if (!run(&ref)) return;
     a = ref; a.steps = 10; a.save_dir = d1;
     if (!run(&a)) return;
-    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2;
+    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2; b.offload = t2;
     if (!run(&b)) return;
     CHECK(memcmp(a.out, b.out, sizeof(float) * (size_t)a.numel) == 0, "params differ after loading at stage %d world %d", s2, m);
     c = ref; c.load_dir = d2; c.step0 = 10; c.steps = 10;
@@ -225,6 +252,10 @@ static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type 
     CHECK(memcmp(ref.out, c.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed after resharding differs");
     rm_rf(d1);
     rm_rf(d2);
+}
+
+static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
+    reshard_tier(s, n, ZERO_OFFLOAD_NONE, s2, m, ZERO_OFFLOAD_NONE, dt, opt);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -343,6 +374,32 @@ static void fault_bit_flip(void) {
     bad[n / 2] ^= 0x01;
     spit(path, bad, n);
     expect_fault(ZERO_ERR_CORRUPT, "manifest", "bit flip in the manifest");
+    spit(path, orig, n);
+    free(orig);
+    free(bad);
+}
+
+/* a refused load leaves an NVMe-offloaded state as it was: 3 steps, a load of a shard
+   with a flipped moment bit (ZERO_ERR_CORRUPT), 3 steps == 6 steps without the load */
+static void fault_nvme_unchanged(void) {
+    static cfg v, ref;
+    char path[1200];
+    long n;
+    char *orig, *bad;
+    shard_path(path, sizeof path, 2);
+    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
+    memcpy(bad, orig, (size_t)n);
+    bad[n - 7] ^= 0x10;
+    spit(path, bad, n);
+    base_cfg(&v, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    v.offload = ZERO_OFFLOAD_NVME; v.init_steps = 3; v.load_dir = fault_dir; v.load_expect = ZERO_ERR_CORRUPT;
+    v.step0 = 3; v.steps = 3;
+    ref = v; ref.load_dir = NULL; ref.init_steps = 0; ref.step0 = 0; ref.steps = 6;
+    if (run(&v) && run(&ref)) {
+        CHECK(v.load_got[0] == ZERO_ERR_CORRUPT && v.load_got[1] == ZERO_ERR_CORRUPT, "codes %s %s",
+              zero_result_str(v.load_got[0]), zero_result_str(v.load_got[1]));
+        CHECK(memcmp(ref.out, v.out, sizeof(float) * (size_t)ref.numel) == 0, "a refused load changed the NVMe state");
+    }
     spit(path, orig, n);
     free(orig);
     free(bad);
@@ -571,6 +628,32 @@ static void safetensors_load(void) {
     CHECK(memcmp(c.before, c.out, sizeof(float) * (size_t)c.numel) == 0, "a refused load changed the params");
 }
 
+/* a safetensors file exported from a run without offload, loaded into contexts whose
+   master is on the NVMe tier: params equal, and the master (exported again as F32,
+   which reads it from the tier) is the file's bytes */
+static void safetensors_load_nvme(void) {
+    static cfg c;
+    char again[1200];
+    long n0, n1;
+    char *a, *b;
+    int s;
+    snprintf(again, sizeof again, "%s/again.safetensors", tmpdir);
+    for (s = 0; s <= 3; s++) {
+        base_cfg(&c, s, s == 0 ? 1 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+        c.offload = ZERO_OFFLOAD_NVME;
+        c.load_dir = st_path; c.st_load = st_path;
+        c.export_path = again; c.export_dtype = ZERO_F32;
+        if (!run(&c)) return;
+        CHECK(memcmp(c.out, st_src.out, sizeof(float) * (size_t)c.numel) == 0, "stage %d: loaded params differ", s);
+        a = slurp(st_path, &n0);
+        b = slurp(again, &n1);
+        CHECK(a && b && n0 == n1 && memcmp(a, b, (size_t)n0) == 0, "stage %d: the master read back differs from the file", s);
+        free(a);
+        free(b);
+        unlink(again);
+    }
+}
+
 /* a truncated or missing safetensors file, and a save that cannot write: every rank
    gets the same code, nothing hangs, a failed load changes nothing */
 static void safetensors_and_save_faults(void) {
@@ -604,6 +687,339 @@ static void safetensors_and_save_faults(void) {
     r = zero_run_local(3, rank_main, &c);
     CHECK(r == ZERO_ERR_IO, "save under a file: %s", zero_result_str(r));
     unlink(file);
+}
+
+/* ---- a full disk and a read-only directory during zero_save -------------------------
+   The hooks wrap zero__fops (the checkpoint's file I/O goes through it): files opened
+   under ro_dir / full_dir are marked (1: a shard, 2: the manifest; 3: the NVMe tier's
+   files), and the write number full_after of the marked kind full_kind fails with
+   ENOSPC (kind 3: the read number full_after, once armed, fails with EIO). */
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+static char full_dir[1100], ro_dir[1100];
+static int fd_kind[4096], full_kind, full_after, full_hits, tier_armed;
+
+static int hook_open(const char *path, int flags, int mode) {
+    int fd, kind = 0;
+    if (ro_dir[0] && strncmp(path, ro_dir, strlen(ro_dir)) == 0 && (flags & O_CREAT)) return -EROFS;
+    fd = zero__sys_open(path, flags, mode);
+    if (full_dir[0] && strncmp(path, full_dir, strlen(full_dir)) == 0)
+        kind = strstr(path, "/manifest") ? 2 : strstr(path, "/rank") ? 1 : 0;
+    if (strstr(path, "/zero_optim.")) kind = 3;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096) fd_kind[fd] = kind;
+    pthread_mutex_unlock(&hook_mu);
+    return fd;
+}
+static int64_t hook_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    int fail = 0;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096 && fd_kind[fd] == full_kind && (full_kind == 1 || full_kind == 2) && full_hits++ == full_after)
+        fail = 1;
+    pthread_mutex_unlock(&hook_mu);
+    return fail ? -ENOSPC : zero__sys_pwrite(fd, buf, n, off);
+}
+static int64_t hook_pread(int fd, void *buf, size_t n, int64_t off) {
+    int fail = 0;
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096 && fd_kind[fd] == 3 && full_kind == 3 && tier_armed && full_hits++ == full_after) fail = 1;
+    pthread_mutex_unlock(&hook_mu);
+    return fail ? -EIO : zero__sys_pread(fd, buf, n, off);
+}
+static void arm_tier(void) { pthread_mutex_lock(&hook_mu); tier_armed = 1; pthread_mutex_unlock(&hook_mu); }
+static int hook_close(int fd) {
+    pthread_mutex_lock(&hook_mu);
+    if (fd >= 0 && fd < 4096) fd_kind[fd] = 0;
+    pthread_mutex_unlock(&hook_mu);
+    return zero__sys_close(fd);
+}
+
+/* dir holds only the manifest and one shard per rank of one generation */
+static int only_committed_files(const char *dir, int world) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0, bad = 0;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        n++;
+        if (strstr(e->d_name, ".tmp") || (strcmp(e->d_name, "manifest") != 0 && strncmp(e->d_name, "rank", 4) != 0)) bad = 1;
+        if (bad) fprintf(stderr, "left behind: %s/%s\n", dir, e->d_name);
+    }
+    closedir(d);
+    return !bad && n == world + 1;
+}
+
+/* A save at step 4 (the checkpoint), then 3 steps and a save that fails at `kind`,
+   write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, every rank's
+   message names the failing file and the cause, the directory holds the step-4 checkpoint alone, it loads
+   bitwise, and training went on as if no save had been tried. */
+static void save_fault(int stage, int world, zero_offload_tier tier, int kind, int after, const char *file, const char *why,
+                       int readonly) {
+    static cfg good, bad, ref, back;
+    int k, named = 0;
+    snprintf(full_dir, sizeof full_dir, "%s/full", tmpdir);
+    rm_rf(full_dir);
+    base_cfg(&good, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    good.offload = tier; good.steps = 4; good.save_dir = full_dir;
+    if (!run(&good)) return;
+    ref = good; ref.save_dir = NULL; ref.steps = 10;
+    if (!run(&ref)) return;
+    bad = good; bad.steps = 7; bad.after_steps = 3; bad.save_expect = ZERO_ERR_IO;
+    zero__fops.open = hook_open;
+    zero__fops.pwrite = hook_pwrite;
+    zero__fops.pread = hook_pread;
+    zero__fops.close = hook_close;
+    if (readonly) snprintf(ro_dir, sizeof ro_dir, "%s", full_dir);
+    full_kind = kind; full_after = after; full_hits = 0; tier_armed = 0;
+    if (kind == 3) bad.before_save = arm_tier;     /* the steps before the save read the tier too */
+    k = run(&bad);
+    zero__fops.open = zero__sys_open;
+    zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pread = zero__sys_pread;
+    zero__fops.close = zero__sys_close;
+    ro_dir[0] = 0;
+    full_kind = 0;
+    if (!CHECK(k, "the failed save broke the run")) return;
+    for (k = 0; k < world; k++) {
+        CHECK(bad.save_got[k] == ZERO_ERR_IO, "rank %d: zero_save gave %s", k, zero_result_str(bad.save_got[k]));
+        if (strstr(bad.save_msg[k], file) && strstr(bad.save_msg[k], why)) named++;
+    }
+    if (getenv("CKPT_VERBOSE")) for (k = 0; k < world; k++) fprintf(stderr, "rank %d: %s\n", k, bad.save_msg[k]);
+    CHECK(named == world, "not every rank's message names %s and '%s': '%s' / '%s'", file, why, bad.save_msg[0],
+          bad.save_msg[1]);
+    CHECK(memcmp(ref.out, bad.out, sizeof(float) * (size_t)ref.numel) == 0, "training after the failed save differs");
+    CHECK(only_committed_files(full_dir, world), "%s: temporary or stale files left behind", full_dir);
+    base_cfg(&back, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    back.offload = tier; back.load_dir = full_dir;
+    if (!run(&back)) return;
+    CHECK(memcmp(back.out, good.out, sizeof(float) * (size_t)good.numel) == 0, "the previous checkpoint no longer loads bitwise");
+    CHECK(back.stats_steps == 4, "the previous checkpoint's step count is %lld", (long long)back.stats_steps);
+    rm_rf(full_dir);
+}
+static void disk_full_shard_header(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 1, 0, "/rank", "No space left", 0); }
+static void disk_full_shard_records(void) { save_fault(3, 3, ZERO_OFFLOAD_NONE, 1, 4, "/rank", "No space left", 0); }
+static void disk_full_shard_nvme(void) { save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0); }
+static void disk_full_manifest(void) { save_fault(1, 3, ZERO_OFFLOAD_NONE, 2, 0, "/manifest", "No space left", 0); }
+static void tier_eio_during_save(void) { save_fault(2, 2, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0); }
+static void readonly_dir_hook(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 0, 0, "/rank", "Read-only", 1); }
+
+/* a directory without write permission (meaningless as root, who may write anyway) */
+static void readonly_dir_chmod(void) {
+    static cfg c;
+    char dir[1100];
+    zero_result r;
+    if (geteuid() == 0) { fprintf(stderr, "SKIP readonly_dir_chmod: running as root\n"); return; }
+    snprintf(dir, sizeof dir, "%s/ro", tmpdir);
+    if (!CHECK(mkdir(dir, 0555) == 0, "mkdir %s: %s", dir, strerror(errno))) return;
+    base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    c.steps = 2; c.save_dir = dir; c.save_expect = ZERO_ERR_IO; c.after_steps = 1;
+    r = zero_run_local(2, rank_main, &c);
+    CHECK(r == ZERO_OK, "read-only directory: %s", zero_result_str(r));
+    CHECK(c.save_got[0] == ZERO_ERR_IO && c.save_got[1] == ZERO_ERR_IO, "codes %s %s", zero_result_str(c.save_got[0]),
+          zero_result_str(c.save_got[1]));
+    CHECK(strstr(c.save_msg[0], dir) || strstr(c.save_msg[1], dir), "message: %s", c.save_msg[0]);
+    chmod(dir, 0755);
+    rm_rf(dir);
+}
+
+/* ---- bounded memory: NVMe-offloaded state far larger than a save or load may take ---
+   Every host allocation of the contexts goes through a counting allocator; between
+   barriers (zero_allreduce_f64) around zero_save and zero_load, the peak of the bytes
+   live above what was live before is what the checkpoint took. The bound: two ranks x
+   (two streaming chunks of ZERO__CK_CHUNK floats + 64 KiB for the manifest, the record
+   lists and the like); the state is ~30x that per rank and a record ~15x. */
+#ifndef BIG_ROWS                    /* -DBIG_ROWS=16384 to measure a larger state */
+#define BIG_ROWS 2048
+#endif
+#define BIG_COLS 640
+#define BIG_B 333
+#define BIG_BOUND (2 * (2 * ZERO__CK_CHUNK * 4 + 65536))
+static pthread_mutex_t cnt_mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t cnt_live, cnt_peak;
+static void *cnt_alloc(size_t n, void *u) {
+    char *p = (char *)malloc(n + 16);
+    (void)u;
+    if (!p) return NULL;
+    memcpy(p, &n, sizeof n);
+    pthread_mutex_lock(&cnt_mu);
+    cnt_live += (int64_t)n;
+    if (cnt_live > cnt_peak) cnt_peak = cnt_live;
+    pthread_mutex_unlock(&cnt_mu);
+    return p + 16;
+}
+static void cnt_free(void *q, void *u) {
+    size_t n;
+    (void)u;
+    if (!q) return;
+    memcpy(&n, (char *)q - 16, sizeof n);
+    pthread_mutex_lock(&cnt_mu);
+    cnt_live -= (int64_t)n;
+    pthread_mutex_unlock(&cnt_mu);
+    free((char *)q - 16);
+}
+
+typedef struct big {
+    const char *dir;
+    int load;                       /* 0: 3 steps, save, 3 steps; 1: load, 3 steps */
+    int64_t peak, state_bytes;      /* rank 0: bytes the save / load took; the rank's state bytes */
+    int64_t tier_bytes, tier_block, tier_read, tier_written;  /* rank 0: the tier; what the save / load moved */
+    double secs;
+    float *out;                     /* BIG_ROWS * BIG_COLS + BIG_B */
+} big;
+
+static int64_t big_mark;
+static void big_window(zero_ctx *z, int rank, int open) {
+    double v = 0;
+    zero_allreduce_f64(z, &v, 1);
+    if (rank == 0) {
+        pthread_mutex_lock(&cnt_mu);
+        if (open) { big_mark = cnt_live; cnt_peak = cnt_live; } else big_mark = cnt_peak - big_mark;
+        pthread_mutex_unlock(&cnt_mu);
+    }
+    if (open) zero_allreduce_f64(z, &v, 1);
+}
+
+static zero_result big_steps(zero_ctx *z, zero_module *m, zero_param *P, int rank, int step0, int n) {
+    static const int64_t numel[2] = { (int64_t)BIG_ROWS * BIG_COLS, BIG_B };
+    zero_result r;
+    int step, i;
+    float *w = (float *)malloc(sizeof(float) * (size_t)numel[0]), *g = (float *)malloc(sizeof(float) * (size_t)numel[0]);
+    if (!w || !g) { free(w); free(g); return ZERO_ERR_OUT_OF_MEMORY; }
+    for (step = step0, r = ZERO_OK; step < step0 + n && r == ZERO_OK; step++) {
+        float ls = zero_loss_scale(z);
+        for (i = 1; i >= 0 && r == ZERO_OK; i--) {
+            int64_t k;
+            if ((r = zero_fetch(z, m[i])) != ZERO_OK) break;
+            zero_to_f32(w, zero_param_data(z, P[i]), ZERO_BF16, numel[i]);
+            for (k = 0; k < numel[i]; k++)
+                g[k] = (0.25f * w[k] + 0.001f * (float)(k % 97) - 0.01f * (float)step + 0.003f * (float)rank) * ls;
+            zero_add_f32(zero_param_grad(z, P[i]), ZERO_BF16, g, numel[i]);
+            if ((r = zero_release(z, m[i])) != ZERO_OK) break;
+            r = zero_grads_ready(z, m[i]);
+        }
+        if (r == ZERO_OK && (r = zero_step(z)) == ZERO_STEP_SKIPPED) r = ZERO_OK;
+    }
+    free(w);
+    free(g);
+    return r;
+}
+
+static zero_result big_main(zero_comm *comm, int rank, void *user) {
+    big *b = (big *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m[2];
+    zero_param P[2];
+    zero_result r;
+    zero_plan plan;
+    struct timespec t0, t1;
+    int i;
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.stage = 3;
+    d.param_dtype = ZERO_BF16;
+    d.optim.type = ZERO_OPTIM_ADAMW;
+    d.optim.lr = 0.001;
+    d.loss_scale_init = 1;
+    d.timeout_ms = 60000;
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    d.offload.nvme_dirs[0] = tmpdir;
+    d.offload.buffer_bytes = 256 << 10;
+    d.allocator.alloc = cnt_alloc;
+    d.allocator.free = cnt_free;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    for (i = 0; i < 2; i++) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        md.name = i ? "b" : "a";
+        pd.name = "w";
+        pd.ndim = i ? 1 : 2;
+        pd.shape[0] = i ? BIG_B : BIG_ROWS;
+        pd.shape[1] = BIG_COLS;
+        if ((r = zero_add_module(z, &md, &m[i])) != ZERO_OK || (r = zero_add_param(z, m[i], &pd, &P[i])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    zero_plan_get(z, &plan);
+    if (rank == 0) b->state_bytes = plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
+    {   /* the same init on every rank */
+        float *init = (float *)malloc(sizeof(float) * (size_t)BIG_ROWS * BIG_COLS);
+        int64_t k;
+        if (!init) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
+        for (k = 0; k < (int64_t)BIG_ROWS * BIG_COLS; k++) init[k] = 0.02f * sinf(0.001f * (float)k);
+        if ((r = zero_param_set_f32(z, P[0], init)) == ZERO_OK) r = zero_param_set_f32(z, P[1], init);
+        free(init);
+        if (r != ZERO_OK) goto done;
+    }
+    if (!b->load && (r = big_steps(z, m, P, rank, 0, 3)) != ZERO_OK) goto done;
+    big_window(z, rank, 1);
+    if (rank == 0) {    /* the tier's own counters (internal: this test includes the implementation) */
+        b->tier_bytes = z->off->nblocks * z->off->bb;
+        b->tier_block = z->off->bb;
+        b->tier_read = -z->off->bytes_read;
+        b->tier_written = -z->off->bytes_written;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    r = b->load ? zero_load(z, b->dir) : zero_save(z, b->dir);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    big_window(z, rank, 0);
+    if (rank == 0) {
+        b->peak = big_mark;
+        b->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        b->tier_read += z->off->bytes_read;
+        b->tier_written += z->off->bytes_written;
+    }
+    if (r != ZERO_OK) goto done;
+    if ((r = big_steps(z, m, P, rank, 3, 3)) != ZERO_OK) goto done;
+    {
+        size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
+        float *all = zero_num_params(z) == (int64_t)n ? (float *)malloc(sizeof(float) * n) : NULL;
+        if (!all) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
+        if ((r = zero_gather_params_f32(z, all)) == ZERO_OK && rank == 0) memcpy(b->out, all, sizeof(float) * n);
+        free(all);
+    }
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+
+static void nvme_bounded_memory(void) {
+    static big a, b;
+    char dir[1100];
+    size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
+    zero_result r;
+    snprintf(dir, sizeof dir, "%s/big", tmpdir);
+    a.dir = b.dir = dir;
+    b.load = 1;
+    a.out = (float *)calloc(n, sizeof(float));
+    b.out = (float *)calloc(n, sizeof(float));
+    if (!CHECK(a.out && b.out, "out of memory")) goto out;
+    r = zero_run_local(2, big_main, &a);
+    if (!CHECK(r == ZERO_OK, "train + save: %s", zero_result_str(r))) goto out;
+    r = zero_run_local(2, big_main, &b);
+    if (!CHECK(r == ZERO_OK, "load + train: %s", zero_result_str(r))) goto out;
+    fprintf(stderr, "nvme_bounded_memory: state %lld bytes per rank; zero_save took %lld bytes (%.3f s), "
+            "zero_load %lld bytes (%.3f s), both ranks; bound %d\n", (long long)a.state_bytes, (long long)a.peak, a.secs,
+            (long long)b.peak, b.secs, BIG_BOUND);
+    fprintf(stderr, "nvme_bounded_memory: rank 0's tier: %lld bytes of blocks; zero_save read %lld, wrote %lld; "
+            "zero_load read %lld, wrote %lld\n", (long long)a.tier_bytes, (long long)a.tier_read, (long long)a.tier_written,
+            (long long)b.tier_read, (long long)b.tier_written);
+    /* each block once (plus the one cached before), not once per part of a record */
+    CHECK(a.tier_read <= a.tier_bytes + a.tier_block, "zero_save read %lld bytes of a %lld-byte tier",
+          (long long)a.tier_read, (long long)a.tier_bytes);
+    CHECK(b.tier_read <= b.tier_bytes + b.tier_block && b.tier_written <= b.tier_bytes + 2 * b.tier_block,
+          "zero_load read %lld and wrote %lld bytes of a %lld-byte tier", (long long)b.tier_read, (long long)b.tier_written,
+          (long long)b.tier_bytes);
+    CHECK(a.state_bytes > 20 * BIG_BOUND / 2, "the state (%lld bytes) is not much larger than the bound", (long long)a.state_bytes);
+    CHECK(a.peak > 0 && a.peak <= BIG_BOUND, "zero_save took %lld bytes, over the bound %d", (long long)a.peak, BIG_BOUND);
+    CHECK(b.peak > 0 && b.peak <= BIG_BOUND, "zero_load took %lld bytes, over the bound %d", (long long)b.peak, BIG_BOUND);
+    CHECK(memcmp(a.out, b.out, sizeof(float) * n) == 0, "resumed from the NVMe checkpoint differs");
+out:
+    free(a.out);
+    free(b.out);
+    rm_rf(dir);
 }
 
 /* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
@@ -656,14 +1072,33 @@ int main(void) {
     test_begin("resume_bf16_sgd_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, 0); test_end();
     test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
+    {   /* every stage with the optimizer state offloaded to host memory and to NVMe files */
+        static const char *tn[] = { "", "host", "nvme" };
+        int s, t;
+        for (t = ZERO_OFFLOAD_HOST; t <= ZERO_OFFLOAD_NVME; t++)
+            for (s = 1; s <= 3; s++) {
+                test_begin("resume_offload_%s_bf16_adamw_world%d_stage%d", tn[t], s == 2 ? 3 : 2, s);
+                resume_offload(s, s == 2 ? 3 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, (zero_offload_tier)t, ZERO_OFFLOAD_NONE);
+                test_end();
+            }
+        test_begin("resume_offload_nvme_f32_sgd_world2_stage0");
+        resume_offload(0, 2, ZERO_F32, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_nvme_frozen_world3_stage2");
+        resume_offload(2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_host_params_host_world2_stage3");
+        resume_offload(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST, ZERO_OFFLOAD_HOST); test_end();
+    }
     test_begin("reshard_stage3_world3_to_stage1_world2"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world4"); reshard(0, 1, 2, 4, ZERO_F32, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage3_world2_nvme_to_stage1_world3"); reshard_tier(3, 2, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
+    test_begin("reshard_stage0_world1_to_stage2_world3_nvme"); reshard_tier(0, 1, ZERO_OFFLOAD_NONE, 2, 3, ZERO_OFFLOAD_NVME, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
 
     TEST_RUN(make_fault_ckpt);
     TEST_RUN(fault_truncated_shard);
     TEST_RUN(fault_truncated_manifest);
     TEST_RUN(fault_bit_flip);
+    TEST_RUN(fault_nvme_unchanged);
     TEST_RUN(fault_missing_rank_file);
     TEST_RUN(fault_newer_version);
     TEST_RUN(fault_other_model);
@@ -673,7 +1108,16 @@ int main(void) {
     TEST_RUN(safetensors_export_f32);
     TEST_RUN(safetensors_export_bf16_stage1);
     TEST_RUN(safetensors_load);
+    TEST_RUN(safetensors_load_nvme);
     TEST_RUN(safetensors_and_save_faults);
+    TEST_RUN(disk_full_shard_header);
+    TEST_RUN(disk_full_shard_records);
+    TEST_RUN(disk_full_shard_nvme);
+    TEST_RUN(disk_full_manifest);
+    TEST_RUN(tier_eio_during_save);
+    TEST_RUN(readonly_dir_hook);
+    TEST_RUN(readonly_dir_chmod);
+    TEST_RUN(nvme_bounded_memory);
     unlink(st_path);
     {
         char bin[256];

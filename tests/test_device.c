@@ -38,6 +38,8 @@ typedef struct cfg {
     int tiled;                      /* 1: the middle layer is a tiled linear */
     zero_offload_tier offload;      /* offload_optimizer */
     int plan_mismatch;              /* zero_stats_get's bytes differ from zero_plan_get's */
+    int steps, step0;               /* steps to train (0: STEPS), the data position of the first */
+    const char *load_dir, *save_dir;/* zero_load before training, zero_save after */
     int64_t host_bytes;             /* the plan's host tier */
     float out[MAXP];
     int64_t numel;
@@ -163,8 +165,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if (c->tiled) r = zero_tiled_linear_set_f32(z, tl, WM, BM);
     else if ((r = zero_param_set_f32(z, wm, WM)) == ZERO_OK) r = zero_param_set_f32(z, bm, BM);
     if (r != ZERO_OK) goto done;
+    if (c->load_dir && (r = zero_load(z, c->load_dir)) != ZERO_OK) goto done;
 
-    for (step = 0; step < STEPS; step++) {
+    for (step = c->step0; step < c->step0 + (c->steps ? c->steps : STEPS); step++) {
         double loss = 0;
         for (a = 0; a < c->accum; a++) {
             float x[BATCH * D0], h1[BATCH * D1], h2[BATCH * D2], y[BATCH * D3], t[BATCH * D3];
@@ -262,6 +265,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         if (rank == 0) c->loss = loss / (c->world * c->accum);
         if (rank == 0 && step == 0) c->first_loss = c->loss;
     }
+    if (c->save_dir && (r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
     {
         int64_t n = zero_num_params(z);
         float all[MAXP];
@@ -322,6 +326,35 @@ static void emu_offload_host(void) {
     vs_cpu_off(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);
     vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F32, 3, 2, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_HOST);
     vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F16, 1, 1, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_HOST);
+}
+
+/* checkpoints move between devices: 8 steps on the CPU == 4 on one device, zero_save,
+   zero_load on another (other stage, offload), 4 more; bitwise (at one world size: the
+   sums of another world size round differently, see tests/test_equiv.c) */
+static void checkpoint_across_devices(void) {
+    static cfg ref, a, b;
+    char dir[256];
+    const char *tmp = getenv("TMPDIR");
+    int k;
+    static const struct { zero_device_type da, db; int sa, wa, sb, wb; zero_offload_tier ob; } cases[] = {
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_EMU, 1, 2, 2, 2, ZERO_OFFLOAD_HOST },
+    };
+    for (k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        memset(&ref, 0, sizeof ref);
+        ref.device = ZERO_DEVICE_CPU; ref.stage = 0; ref.world = cases[k].wa; ref.accum = 1; ref.dtype = ZERO_BF16;
+        ref.optim = ZERO_OPTIM_ADAMW;
+        if (!train(&ref)) return;
+        snprintf(dir, sizeof dir, "%s/zero_dev_ck%d_%ld", tmp && *tmp ? tmp : "/tmp", k, (long)getpid());
+        a = ref; a.device = cases[k].da; a.stage = cases[k].sa; a.world = cases[k].wa; a.steps = 4; a.save_dir = dir;
+        b = ref; b.device = cases[k].db; b.stage = cases[k].sb; b.world = cases[k].wb; b.steps = 4; b.step0 = 4;
+        b.load_dir = dir; b.offload = cases[k].ob;
+        if (!train(&a) || !train(&b)) return;
+        CHECK(memcmp(ref.out, b.out, sizeof(float) * (size_t)ref.numel) == 0,
+              "case %d: device %d stage %d x%d -> device %d stage %d x%d: resumed params differ from 8 steps straight", k,
+              (int)cases[k].da, cases[k].sa, cases[k].wa, (int)cases[k].db, cases[k].sb, cases[k].wb);
+    }
 }
 
 #define EMU_CASE(name, dt, world, accum, opt, tiled) \
@@ -535,6 +568,7 @@ int main(void) {
     TEST_RUN(emu_bf16_world2_tiled);
     TEST_RUN(emu_f32_world4_tiled);
     TEST_RUN(emu_offload_host);
+    TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
     if (have_gpu()) TEST_RUN(cuda_vs_cpu);     /* without one, cuda_refused checked NO_DEVICE */
     else printf("SKIP cuda_vs_cpu: no GPU\n");
