@@ -1036,8 +1036,8 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #  define ZERO_MALLOC(sz, u) ((void)(u), malloc(sz))
 #  define ZERO_FREE(p, u) ((void)(u), free(p))
 #endif
-/* ZERO_CUDA: the CUDA device, NCCL and cuBLAS are not wired in yet; a ZERO_CUDA build
-   runs the CPU device (zero_kernels.cu holds the shared element-wise math). */
+/* ZERO_CUDA: the CUDA device (>>device: ops), NCCL (>>comm: nccl) and cuBLAS; the kernels
+   are zero_kernels.cu's (declared in the shared math section above). */
 
 /* >>base ---------------------------------------------------------------------------- */
 #define ZERO__DEF(v, d) ((v) ? (v) : (d))
@@ -1227,7 +1227,7 @@ static void *zero__cuda_comm_stream(zero_ctx *ctx);
 
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
-   one (ZERO_MPI) after it; NCCL comes with its issue. Every collective has a timeout. */
+   one (ZERO_MPI) after it, then NCCL (ZERO_CUDA). Every collective has a timeout. */
 typedef struct zero__comm_vt {
     /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
     zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
