@@ -51,6 +51,7 @@
        ZERO_CUDA             set by `make CUDA=1`; the CUDA device itself is not wired in yet
        ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
+       ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; see ON OFFLOAD)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
    ON STAGES
@@ -108,8 +109,13 @@
      counts them under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; master and moments under
      ZERO_TIER_NVME). zero_step streams the sub-groups through them: it reads sub-group
      i+1 while the fused CPU pass computes i and sub-group i-1 is written. The reads
-     and writes run on a persistent pool of offload.queue_depth I/O threads (default
-     8), in chunks of at least 1 MiB, so a block is in flight on several threads.
+     and writes go in chunks of at least 1 MiB, offload.queue_depth (default 8) of them
+     in flight: built with ZERO_IO_URING (the Makefile adds it and -luring when liburing
+     is installed), through an io_uring ring of that depth served by one thread; else,
+     or when the kernel refuses io_uring (old kernel, a container's seccomp filter:
+     an INFO log line, OFFLOAD_ENGINE), through a pool of that many threads doing
+     pread/pwrite. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build
+     forces one engine (any other value fails zero_build with ZERO_ERR_INVALID_ARG).
      Every block ends with a checksum (and its index and slot), verified on every read:
      a mismatch or a short file is ZERO_ERR_CORRUPT naming the file and offset; an OS
      error (ENOSPC, EIO, ...) is ZERO_ERR_IO naming the file. Each block has two slots
@@ -121,7 +127,7 @@
      take 2 x (master + moments + old params) bytes, rounded to blocks.
      zero_save, zero_load, zero_param_set_f32 and zero_gather_params_f32 read and write
      the tier block by block. zero_load_safetensors is ZERO_ERR_UNSUPPORTED when the
-     master is on NVMe (not yet). The I/O goes through pread/pwrite (io_uring: not yet).
+     master is on NVMe (not yet).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -288,8 +294,8 @@
      No autograd: you write forward and backward. The CUDA device and NCCL are not
      wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
      rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
-     Offload: stage-3 params on NVMe, io_uring, and zero_load_safetensors with the
-     master on NVMe are not there yet.
+     Offload: stage-3 params on NVMe and zero_load_safetensors with the master on
+     NVMe are not there yet; the io_uring engine does not register its buffers.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -426,6 +432,7 @@ typedef enum zero_log_level {
     X(OFFLOAD_IO,           "an offload file could not be created, read or written") \
     X(OFFLOAD_CORRUPT,      "an offload block failed its checksum") \
     X(OFFLOAD_BUFFERED,     "the filesystem refused O_DIRECT: buffered I/O") \
+    X(OFFLOAD_ENGINE,       "io_uring is not available: the NVMe tier uses I/O threads") \
     X(CKPT,                 "checkpoint save or load failed") \
     X(PLAN,                 "memory plan") \
     X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
@@ -3942,11 +3949,19 @@ static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_
     if (*hi > total) *hi = total;
 }
 
-/* >>io: the NVMe tier's files and a persistent I/O thread pool -------------------------
+/* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
-   replace to provoke faults (ENOSPC, short reads). The pool's threads start at
-   zero_build and stop at zero_destroy; a request is one contiguous pread/pwrite of at
-   most one chunk, so a block is read by several threads at once (queue_depth of them). */
+   replace to provoke faults (ENOSPC, short reads). A block is queued as requests of at
+   most one chunk; two engines serve the queue, both started at zero_build and stopped at
+   zero_destroy:
+     threads   queue_depth threads, each request one contiguous pread/pwrite;
+     io_uring  (ZERO_IO_URING) one thread that owns a ring of queue_depth entries and
+               keeps up to queue_depth requests in flight, resubmitting the rest of a
+               short transfer; each completion's result passes through zero__fops.io_result
+               when a test set it, so faults reach this path too.
+   The engine is io_uring when built with it and the kernel allows it (a ring can be
+   created and supports READ/WRITE), else threads with an INFO line; ZERO_IO=uring or
+   ZERO_IO=threads in the environment at zero_build forces one. */
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -3972,6 +3987,9 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #  define ZERO__O_DIRECT 0
 #endif
 #define ZERO__IO_ALIGN 4096
+#ifdef ZERO_IO_URING
+#  include <liburing.h>
+#endif
 
 typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on failure */
     int (*open)(const char *path, int flags, int mode);
@@ -3979,6 +3997,8 @@ typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on f
     int64_t (*pwrite)(int fd, const void *buf, size_t n, int64_t off);
     int (*allocate)(int fd, int64_t len);
     int (*close)(int fd);
+    /* NULL, or (tests) the io_uring engine's completion result passed through it */
+    int64_t (*io_result)(int fd, int write, int64_t off, int64_t res);
 } zero__fileops;
 static int zero__sys_open(const char *path, int flags, int mode) {
     int fd = open(path, flags, (mode_t)mode);
@@ -3996,7 +4016,7 @@ static int zero__sys_allocate(int fd, int64_t len) { return -posix_fallocate(fd,
 static int zero__sys_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 /* process-wide on purpose: a test hook, never changed by zero.h itself */
 static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_pwrite, zero__sys_allocate,
-                                    zero__sys_close };
+                                    zero__sys_close, NULL };
 
 typedef struct zero__iobatch {      /* the requests of one block; err: the first failure */
     int pending, err, fd;           /* err: an errno, or -1 for a short transfer */
@@ -4020,7 +4040,20 @@ typedef struct zero__iopool {
     zero__ioreq q[ZERO__IOQ_CAP];
     int qhead, qlen, stop, nthreads;
     pthread_t *threads;
+    int uring, depth;               /* uring: the io_uring engine serves the queue (one thread) */
+    void *uslots;                   /* its depth requests in flight (zero__uslot) */
+#ifdef ZERO_IO_URING
+    struct io_uring ring;
+#endif
 } zero__iopool;
+
+/* a request's outcome, folded into its batch (under io->mu) */
+static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd, int64_t err_off) {
+    if (err && !b->err) { b->err = err; b->err_off = err_off; b->fd = fd; }
+    if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
+        zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
+    pthread_cond_broadcast(&io->done);
+}
 
 static void zero__io_one(const zero__ioreq *rq) {
     int64_t done = 0, r = 0;
@@ -4056,15 +4089,111 @@ static void *zero__io_main(void *arg) {
             rq.batch = &tmp;
             zero__io_one(&rq);
             pthread_mutex_lock(&io->mu);
-            if (tmp.err && !b->err) { b->err = tmp.err; b->err_off = tmp.err_off; b->fd = tmp.fd; }
-            if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
-                zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
-            pthread_cond_broadcast(&io->done);
+            zero__io_finish(io, b, tmp.err, tmp.fd, tmp.err_off);
         }
     }
     pthread_mutex_unlock(&io->mu);
     return NULL;
 }
+
+#ifdef ZERO_IO_URING
+/* The io_uring engine: one thread moves queued requests into the ring (at most depth in
+   flight) and reaps completions; a short transfer's rest is resubmitted from where it
+   stopped. A ring that fails to submit (broken) fails the requests instead of hanging. */
+typedef struct zero__uslot { zero__ioreq rq; int64_t done; } zero__uslot;
+
+static int zero__ur_prep(zero__iopool *io, zero__uslot *s) {
+    struct io_uring_sqe *e = io_uring_get_sqe(&io->ring);
+    if (!e) return -1;
+    if (s->rq.write)
+        io_uring_prep_write(e, s->rq.fd, s->rq.buf + s->done, (unsigned)(s->rq.len - s->done), (uint64_t)(s->rq.off + s->done));
+    else
+        io_uring_prep_read(e, s->rq.fd, s->rq.buf + s->done, (unsigned)(s->rq.len - s->done), (uint64_t)(s->rq.off + s->done));
+    io_uring_sqe_set_data(e, s);
+    return 0;
+}
+
+/* submits what was prepared; 0, or the errno that broke the ring */
+static int zero__ur_submit(zero__iopool *io) {
+    int rc, tries = 0;
+    while ((rc = io_uring_submit(&io->ring)) < 0 && (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) && ++tries < 1000) {}
+    return rc < 0 ? -rc : 0;
+}
+
+static void *zero__io_uring_main(void *arg) {
+    zero__iopool *io = (zero__iopool *)arg;
+    zero__uslot *slots = (zero__uslot *)io->uslots;
+    zero__uslot *fresh[256];
+    int inflight = 0, broken = 0, i, nfree = io->depth, freel[256];
+    for (i = 0; i < io->depth; i++) freel[i] = i;
+    pthread_mutex_lock(&io->mu);
+    for (;;) {
+        int n = 0, rc;
+        struct io_uring_cqe *cqe;
+        while (!io->stop && io->qlen == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
+        if (io->qlen == 0 && inflight == 0) break;
+        while (io->qlen > 0 && nfree > 0) {
+            zero__uslot *s = &slots[freel[--nfree]];
+            s->rq = io->q[io->qhead];
+            s->done = 0;
+            io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
+            io->qlen--;
+            if (broken || zero__ur_prep(io, s) != 0) {     /* cannot happen with a sane ring: fail, never hang */
+                zero__io_finish(io, s->rq.batch, broken ? broken : EIO, s->rq.fd, s->rq.off);
+                freel[nfree++] = (int)(s - slots);
+                continue;
+            }
+            fresh[n++] = s;
+        }
+        pthread_cond_broadcast(&io->done);      /* room in the queue */
+        pthread_mutex_unlock(&io->mu);
+        if (n && (rc = zero__ur_submit(io)) != 0) {
+            broken = rc;
+            pthread_mutex_lock(&io->mu);
+            for (i = 0; i < n; i++) { zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
+                                      freel[nfree++] = (int)(fresh[i] - slots); }
+            continue;
+        }
+        inflight += n;
+        if (inflight == 0) { pthread_mutex_lock(&io->mu); continue; }
+        rc = io_uring_wait_cqe(&io->ring, &cqe);
+        while (rc == 0) {
+            zero__uslot *s = (zero__uslot *)io_uring_cqe_get_data(cqe);
+            int64_t res = cqe->res;
+            int err = 0, again = 0;
+            io_uring_cqe_seen(&io->ring, cqe);
+            if (zero__fops.io_result) res = zero__fops.io_result(s->rq.fd, s->rq.write, s->rq.off + s->done, res);
+            if (res == -EINTR || res == -EAGAIN) again = 1;
+            else if (res < 0) err = (int)-res;
+            else if (res == 0) err = -1;        /* end of file: a short transfer */
+            else if ((s->done += res) < s->rq.len) again = 1;
+            if (again && zero__ur_prep(io, s) == 0 && zero__ur_submit(io) == 0) { rc = io_uring_peek_cqe(&io->ring, &cqe); continue; }
+            if (again) err = EIO;
+            pthread_mutex_lock(&io->mu);
+            zero__io_finish(io, s->rq.batch, err, s->rq.fd, s->rq.off + s->done);
+            pthread_mutex_unlock(&io->mu);
+            freel[nfree++] = (int)(s - slots);
+            inflight--;
+            rc = io_uring_peek_cqe(&io->ring, &cqe);
+        }
+        pthread_mutex_lock(&io->mu);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
+/* 0 and a ring, or the errno why not (old kernel, seccomp, no READ/WRITE opcodes) */
+static int zero__ur_init(zero__iopool *io) {
+    struct io_uring_probe *p;
+    int rc = io_uring_queue_init((unsigned)io->depth, &io->ring, 0), ok;
+    if (rc < 0) return -rc;
+    p = io_uring_get_probe_ring(&io->ring);
+    ok = p && io_uring_opcode_supported(p, IORING_OP_READ) && io_uring_opcode_supported(p, IORING_OP_WRITE);
+    if (p) io_uring_free_probe(p);
+    if (!ok) { io_uring_queue_exit(&io->ring); return ENOSYS; }
+    return 0;
+}
+#endif
 
 static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     int i;
@@ -4076,21 +4205,49 @@ static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     for (i = 0; i < io->nthreads; i++) pthread_join(io->threads[i], NULL);
     zero__raw_free(a, io->threads);
     io->threads = NULL;
+#ifdef ZERO_IO_URING
+    if (io->uring) io_uring_queue_exit(&io->ring);
+#endif
+    zero__raw_free(a, io->uslots);
+    io->uslots = NULL;
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work);
     pthread_cond_destroy(&io->done);
 }
 
-static int zero__io_start(zero__iopool *io, int threads, const zero_allocator *a) {
-    int i;
+/* engine: 1 io_uring (when built with it and the kernel allows), 0 threads. Returns 0, or
+   -1 when out of memory or threads; *why: the errno that refused io_uring (0: none) */
+static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_allocator *a, int *why) {
+    int i, threads = depth;
     memset(io, 0, sizeof *io);
+    *why = 0;
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
-    io->threads = (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads);
-    if (!io->threads) return -1;
+    io->depth = depth;
+#ifdef ZERO_IO_URING
+    if (engine == 1 && (*why = zero__ur_init(io)) == 0) {
+        io->uring = 1;
+        threads = 1;
+        if (!(io->uslots = zero__raw_alloc(a, sizeof(zero__uslot) * (size_t)depth))) {
+            io_uring_queue_exit(&io->ring);
+            io->uring = 0;
+            threads = 0;
+        }
+    }
+#else
+    if (engine == 1) *why = ENOSYS;
+#endif
+    io->threads = threads ? (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads) : NULL;
+    if (!io->threads) { zero__raw_free(a, io->uslots); io->uslots = NULL;
+                        pthread_mutex_destroy(&io->mu); pthread_cond_destroy(&io->work); pthread_cond_destroy(&io->done);
+                        return -1; }
     for (i = 0; i < threads; i++) {
+#ifdef ZERO_IO_URING
+        if (pthread_create(&io->threads[i], NULL, io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
+#else
         if (pthread_create(&io->threads[i], NULL, zero__io_main, io) != 0) break;
+#endif
         io->nthreads = i + 1;
     }
     if (io->nthreads < threads) { zero__io_stop(io, a); return -1; }
@@ -4316,6 +4473,34 @@ static void zero__off_free(zero_ctx *ctx) {
     ctx->off = NULL;
 }
 
+/* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
+static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
+    const char *e = getenv("ZERO_IO");
+    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 8, why = 0, want;
+#ifdef ZERO_IO_URING
+    want = 1;
+#else
+    want = 0;
+#endif
+    if (e && *e) {
+        if (strcmp(e, "uring") == 0) want = 1;
+        else if (strcmp(e, "threads") == 0) want = 0;
+        else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                               "zero_build: ZERO_IO=%s: want uring or threads", e);
+    }
+    if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    if (want && !o->io.uring)
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_ENGINE, "io_uring is not available (%s): the NVMe tier uses %d I/O threads",
+#ifdef ZERO_IO_URING
+                  strerror(why),
+#else
+                  "built without ZERO_IO_URING",
+#endif
+                  depth);
+    return ZERO_OK;
+}
+
 /* zero_build: files created, preallocated and filled with zero states (slot 0) */
 static zero_result zero__off_build(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
@@ -4373,8 +4558,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (r == ZERO_OK && direct_refused)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
                   "the filesystem of %s refused O_DIRECT: the offload files use buffered I/O", o->path[0]);
-    if (r == ZERO_OK && zero__io_start(&o->io, d->offload.queue_depth ? d->offload.queue_depth : 8, a) != 0)
-        r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    if (r == ZERO_OK) r = zero__off_io_start(ctx, o);
     if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
         memset(o->buf[0], 0, (size_t)bb);
         for (blk = 0; blk < nb && r == ZERO_OK; blk++) {

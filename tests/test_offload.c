@@ -4,7 +4,9 @@
    host cap is enforced, checkpoints resume exactly, the resident memory of an NVMe
    run stays far below its model states, and faults (missing or read-only directory,
    disk full, a corrupted or truncated block) fail with a code naming the file and
-   leave the params as they were.
+   leave the params as they were. The NVMe cases run once per I/O engine (ZERO_IO=threads,
+   then ZERO_IO=uring: io_uring when built with ZERO_IO_URING); faults reach the io_uring
+   engine through zero__fops.io_result, the thread pool through zero__fops.pwrite/pread.
 
    The "model" is synthetic: NMOD modules of two params each; the gradient of element
    i on rank r at step s is a fixed function of its current value, i, r and s, so
@@ -24,6 +26,14 @@
 #define CHUNK 4096
 
 static char tmpdir[512];
+static const char *engine = "threads";     /* ZERO_IO for this pass */
+static int engine_uring(void) {             /* the engine the pass must get: 1 io_uring */
+#ifdef ZERO_IO_URING
+    return strcmp(engine, "uring") == 0;
+#else
+    return 0;
+#endif
+}
 
 typedef struct cfg {
     int stage, world, steps, nmod;
@@ -44,6 +54,7 @@ typedef struct cfg {
     zero_result fault_r;
     char fault_msg[512];
     int fault_unchanged;            /* params equal before and after the failed step */
+    int uring;                      /* the NVMe tier's engine was io_uring (-1: no tier) */
 } cfg;
 
 static int64_t psize(const cfg *c, int m, int k) {
@@ -106,6 +117,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     }
     if (rank == 0) zero_plan_get(z, &c->plan);
     if ((r = zero_build(z)) != ZERO_OK) goto done;
+    if (rank == 0) c->uring = z->off ? z->off->io.uring : -1;
     buf = (float *)malloc((size_t)CHUNK * 4);
     for (m = 0; m < nmod; m++)
         for (k = 0; k < 2; k++) {
@@ -197,8 +209,9 @@ static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt,
     zero_result r;
     char sub[2][600];
     int k;
-    test_begin("equiv_%s_stage%d_world%d_%s_%s_dirs%d", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host", stage, world,
-               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs);
+    test_begin("equiv_%s_stage%d_world%d_%s_%s_dirs%d%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host", stage, world,
+               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
+               ot == ZERO_OFFLOAD_NVME ? engine : "");
     off.opt_tier = ot;
     off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : ZERO_OFFLOAD_NONE;
     for (k = 1; k < ndirs; k++) {
@@ -219,8 +232,10 @@ static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt,
         CHECK(p[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] == 0 && p[ZERO_TIER_HOST][ZERO_CAT_GRADS] > 0, "grads not on the host");
         CHECK(off.plan.model_state_bytes == ref.plan.model_state_bytes, "model state bytes differ");
         CHECK(memcmp(off.stats.bytes, off.plan.bytes, sizeof off.plan.bytes) == 0, "stats differ from the plan");
-        if (ot == ZERO_OFFLOAD_NVME)
+        if (ot == ZERO_OFFLOAD_NVME) {
             CHECK(p[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] > 0, "no I/O buffers in the plan");
+            CHECK(off.uring == engine_uring(), "engine: io_uring %d, want %d (ZERO_IO=%s)", off.uring, engine_uring(), engine);
+        }
     }
     CHECK(count_files(tmpdir) == 0, "offload files left behind");
     for (k = 1; k < ndirs; k++) rmdir(sub[k - 1]);
@@ -355,7 +370,33 @@ static int64_t enospc_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
     return zero__sys_pwrite(fd, buf, n, off);
 }
-static void arm_enospc(cfg *c, zero_ctx *z) { (void)c; (void)z; full_after = 3; zero__fops.pwrite = enospc_pwrite; }
+static int64_t enospc_result(int fd, int write, int64_t off, int64_t res) {     /* the io_uring engine's */
+    (void)fd; (void)off;
+    if (write && __atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
+    return res;
+}
+static void arm_enospc(cfg *c, zero_ctx *z) {
+    (void)c; (void)z;
+    full_after = 3;
+    zero__fops.pwrite = enospc_pwrite;
+    zero__fops.io_result = enospc_result;
+}
+static volatile int reads_ok;       /* reads allowed before EIO */
+static int64_t eio_pread(int fd, void *buf, size_t n, int64_t off) {
+    if (__atomic_sub_fetch(&reads_ok, 1, __ATOMIC_RELAXED) < 0) return -EIO;
+    return zero__sys_pread(fd, buf, n, off);
+}
+static int64_t eio_result(int fd, int write, int64_t off, int64_t res) {
+    (void)fd; (void)off;
+    if (!write && __atomic_sub_fetch(&reads_ok, 1, __ATOMIC_RELAXED) < 0) return -EIO;
+    return res;
+}
+static void arm_eio(cfg *c, zero_ctx *z) {
+    (void)c; (void)z;
+    reads_ok = 2;
+    zero__fops.pread = eio_pread;
+    zero__fops.io_result = eio_result;
+}
 
 /* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there */
 static void flip_byte(cfg *c, zero_ctx *z) {
@@ -377,13 +418,16 @@ static void truncate_file(cfg *c, zero_ctx *z) {
 static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage, int world) {
     cfg c = base_cfg(stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
     zero_result r;
-    test_begin("fault_%s_stage%d_world%d", name, stage, world);
+    test_begin("fault_%s_stage%d_world%d_%s", name, stage, world, engine);
     c.opt_tier = ZERO_OFFLOAD_NVME;
     c.elems = 3000;
     c.fault_step = 2;
     c.fault_fn = fn;
     r = zero_run_local(world, train, &c);
     zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pread = zero__sys_pread;
+    zero__fops.io_result = NULL;
+    CHECK(c.uring == engine_uring(), "engine: io_uring %d, want %d", c.uring, engine_uring());
     CHECK(r == ZERO_OK, "run: %s (%s)", zero_result_str(r), zero_last_error(NULL));
     CHECK(c.fault_r == want, "step result %s, want %s (%s)", zero_result_str(c.fault_r), zero_result_str(want), c.fault_msg);
     CHECK(strstr(c.fault_msg, want_text) != NULL, "message lacks '%s': %s", want_text, c.fault_msg);
@@ -434,21 +478,71 @@ static void test_rss(void) {
     }
 }
 
+/* io_uring: every transfer comes back short (half, 4 KiB-aligned); the engine resubmits
+   the rest, and the run is still bitwise the reference */
+static int64_t halve_result(int fd, int write, int64_t off, int64_t res) {
+    (void)fd; (void)write; (void)off;
+    return res > 8192 ? (res / 2) & ~(int64_t)4095 : res;
+}
+static void test_uring_short(void) {
+    cfg ref = base_cfg(2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW), off = ref;
+    zero_result r;
+    setenv("ZERO_IO", "uring", 1);
+    off.opt_tier = ZERO_OFFLOAD_NVME;
+    off.buffer_bytes = 3 << 20;     /* blocks of a few chunks */
+    off.elems = 200000;
+    ref.elems = off.elems;
+    r = zero_run_local(2, train, &ref);
+    CHECK(r == ZERO_OK, "reference: %s", zero_result_str(r));
+    zero__fops.io_result = halve_result;
+    r = zero_run_local(2, train, &off);
+    zero__fops.io_result = NULL;
+    CHECK(r == ZERO_OK, "short transfers: %s (%s)", zero_result_str(r), off.err);
+    if (r == ZERO_OK && ref.out && off.out) CHECK(memcmp(ref.out, off.out, (size_t)ref.numel * 4) == 0, "params differ");
+#ifdef ZERO_IO_URING
+    CHECK(off.uring == 1, "not the io_uring engine");
+#endif
+    free(ref.out); free(off.out);
+}
+
+static void test_bad_engine(void) {
+    cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    zero_result r;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    setenv("ZERO_IO", "aio", 1);
+    r = zero_run_local(1, train, &c);
+    CHECK(r == ZERO_ERR_INVALID_ARG, "ZERO_IO=aio: %s", zero_result_str(r));
+    CHECK(strstr(c.err, "ZERO_IO=aio") != NULL, "message: %s", c.err);
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     static const int worlds[] = { 1, 2, 3 };
-    int s, w, dt;
+    int s, w, dt, e;
     test_init();
     snprintf(tmpdir, sizeof tmpdir, "%s/zero_offload_XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(tmpdir)) { printf("FAIL setup: mkdtemp: %s\n", strerror(errno)); return 1; }
     TEST_RUN(test_rss);
-    for (s = 0; s <= 3; s++)
-        for (w = 0; w < 3; w++)
-            for (dt = 0; dt < 2; dt++)
-                equiv_case(s, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
-    equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
-    equiv_case(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 3);
-    equiv_case(1, 3, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2);
+    for (e = 0; e < 2; e++) {
+        engine = e ? "uring" : "threads";
+        setenv("ZERO_IO", engine, 1);
+        for (s = 0; s <= 3; s++)
+            for (w = 0; w < 3; w++)
+                for (dt = 0; dt < 2; dt++)
+                    equiv_case(s, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 3);
+        equiv_case(1, 3, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2);
+        fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
+        fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
+        fault_case("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 2, 2);
+        fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
+        fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
+    }
+    TEST_RUN(test_uring_short);
+    TEST_RUN(test_bad_engine);
+    unsetenv("ZERO_IO");
     for (s = 0; s <= 3; s++) equiv_case(s, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
     TEST_RUN(test_host_cap);
     TEST_RUN(test_bad_options);
@@ -457,10 +551,6 @@ int main(void) {
     TEST_RUN(test_dir_readonly);
     TEST_RUN(test_disk_full_at_build);
     TEST_RUN(test_readonly_hook);
-    fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
-    fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
-    fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
-    fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
     {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
