@@ -109,7 +109,7 @@
      counts them under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; master and moments under
      ZERO_TIER_NVME). zero_step streams the sub-groups through them: it reads sub-group
      i+1 while the fused CPU pass computes i and sub-group i-1 is written. The reads
-     and writes go in chunks of at least 1 MiB, offload.queue_depth (default 8) of them
+     and writes go in chunks of at least 1 MiB, offload.queue_depth (default 16) of them
      in flight: built with ZERO_IO_URING (the Makefile adds it and -luring when liburing
      is installed), through an io_uring ring of that depth served by one thread; else,
      or when the kernel refuses io_uring (old kernel, a container's seccomp filter:
@@ -494,7 +494,7 @@ typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLO
 typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_params */
     const char *nvme_dirs[ZERO_MAX_NVME_DIRS];  /* NVMe tier: files striped across these; NULL ends */
     int64_t buffer_bytes;           /* NVMe tier: host I/O buffers (three sub-groups); default 64 MiB */
-    int queue_depth;                /* NVMe tier: I/O requests in flight (threads); default 8 */
+    int queue_depth;                /* NVMe tier: I/O requests in flight (io_uring entries or threads); default 16 */
 } zero_offload_desc;
 
 typedef struct zero_desc {
@@ -2132,7 +2132,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME is not supported yet (use ZERO_OFFLOAD_HOST)");
     d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
-    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 8);
+    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
@@ -4476,7 +4476,7 @@ static void zero__off_free(zero_ctx *ctx) {
 /* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
 static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     const char *e = getenv("ZERO_IO");
-    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 8, why = 0, want;
+    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 16, why = 0, want;
 #ifdef ZERO_IO_URING
     want = 1;
 #else
