@@ -1841,6 +1841,10 @@ static void zero__off_free(zero_ctx *ctx);
 static int zero__has_master(const zero_ctx *ctx);
 static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what);
+static int zero__offp(const zero_ctx *ctx);
+#define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
+static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
+static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn);
 
 /* >>errors -------------------------------------------------------------------------- */
 static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
@@ -2128,9 +2132,10 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->offload_params == ZERO_OFFLOAD_NVME)
+    if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                          "offload_params = ZERO_OFFLOAD_NVME is not supported yet (use ZERO_OFFLOAD_HOST)");
+                          "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
+                          "(stage %d; other stages: use ZERO_OFFLOAD_HOST)", d->stage);
     d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
     d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
@@ -2975,6 +2980,12 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
+    } else if (zero__offp(ctx)) {     /* f32 params on NVMe: they are the master */
+        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+            zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
+            return r;
+        }
     } else if (ctx->desc.stage == 3)
         zero_to_f32(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (zero_dtype)pdt, per);
     else
@@ -3000,9 +3011,13 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-        zero_result r;
-        memcpy(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (size_t)(per * (int64_t)zero__esize(pdt)));
+        zero_result r, rr = ZERO_OK;
+        if (zero__offp(ctx))    /* the shard from NVMe; on failure the others still get their gather */
+            rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
+        else
+            memcpy(mine, zero__at(ctx->param_arena, m->param_off / N, pdt), (size_t)(per * (int64_t)zero__esize(pdt)));
         r = zero__all_gather(ctx, mine, dst, per, pdt);
+        if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
         if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
             ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
             snprintf(ctx->comm->err, sizeof ctx->comm->err,
@@ -4162,7 +4177,10 @@ static void *zero__io_uring_main(void *arg) {
             int64_t res = cqe->res;
             int err = 0, again = 0;
             io_uring_cqe_seen(&io->ring, cqe);
-            if (zero__fops.io_result) res = zero__fops.io_result(s->rq.fd, s->rq.write, s->rq.off + s->done, res);
+            {   /* a test may set the hook while this thread runs (another rank's fault) */
+                int64_t (*hook)(int, int, int64_t, int64_t) = __atomic_load_n(&zero__fops.io_result, __ATOMIC_RELAXED);
+                if (hook) res = hook(s->rq.fd, s->rq.write, s->rq.off + s->done, res);
+            }
             if (res == -EINTR || res == -EAGAIN) again = 1;
             else if (res < 0) err = (int)-res;
             else if (res == 0) err = -1;        /* end of file: a short transfer */
@@ -4324,7 +4342,17 @@ typedef struct zero__off {
     int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
     int dirty;                      /* buf[0] changed and not yet written */
     zero_ctx *ctx;                  /* for trace events of the I/O threads */
+    /* offload_params = NVMe (stage 3): the block's param area holds the current params */
+    int params;
+    pthread_mutex_t mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
+    char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
+    int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
+    zero__iobatch gb;
 } zero__off;
+
+/* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
+   runs to the block's end, trailer included */
+static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
 
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
 static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
@@ -4332,7 +4360,7 @@ static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *
     int k = d->param_dtype == ZERO_F32 ? 0 : 1;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
     *K = k;
-    if (k == 0 || tstate == 0) { *G = *bb = *nblocks = 0; return; }
+    if ((k == 0 && d->offload_params != ZERO_OFFLOAD_NVME) || tstate == 0) { *G = *bb = *nblocks = 0; return; }
     per = k * 4 + psz;
     budget = d->offload.buffer_bytes ? d->offload.buffer_bytes : (int64_t)64 << 20;
     g = (budget / 3 - ZERO__IO_ALIGN) / per / 1024 * 1024;
@@ -4345,7 +4373,8 @@ static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *
 
 static int zero__cat_tier(const zero_desc *d, int cat) {
     int opt = d->offload_optimizer, par = d->offload_params;
-    if (cat == ZERO_CAT_PARAMS) return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
+    if (cat == ZERO_CAT_PARAMS)
+        return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : par == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
     if (cat == ZERO_CAT_GRADS) return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
     if (cat == ZERO_CAT_MASTER || cat == ZERO_CAT_OPTIM)
         return opt == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : opt == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
@@ -4367,6 +4396,8 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
         zero__off_geom(d, tstate, &K, &G, &bb, &nb);
         if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+        if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME)     /* the gathers' param-area buffer */
+            p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
     }
 }
 
@@ -4389,9 +4420,12 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
 }
 
 static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
-    uint64_t t[4];
+    uint64_t t[5];
+    int64_t pa = zero__off_parea(o);
     t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
     t[0] = zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
+    /* with the params on NVMe a gather reads the param area alone: it has a sum of its own */
+    t[4] = o->params ? zero__blk_sum(buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
 static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const char *what) {
@@ -4417,6 +4451,7 @@ static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slo
 static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
     zero__off *o = ctx->off;
     o->cached = -1;
+    if (write && blk == o->gblk) o->gblk = -1;
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
     if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
@@ -4437,10 +4472,10 @@ static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
    1: first moment / momentum, 2: second moment), block by block. The last block stays
    in buf[0] (written back when another block is needed, at zero_step and after
    zero_load), so setting params one by one reads and writes each block about once. */
-static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
-                                const char *what) {
+static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                       const char *what) {
     zero__off *o = ctx->off;
-    int a = which == 0 ? 0 : o->has_master + which - 1;
+    int a = which == 0 ? 0 : o->has_master + which - 1, pdt = ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
@@ -4450,14 +4485,82 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
             if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
             o->cached = blk;
         }
-        arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
-        if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
-        else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        if (which == ZERO__OFF_PARAMS) {    /* the param area, in the param dtype */
+            char *p = o->buf[0] + zero__off_parea(o) + at * o->psz;
+            if (out) { zero_to_f32(out, p, (zero_dtype)pdt, c); out += c; }
+            else { zero_from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
+        } else {
+            arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
+            if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
+            else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        }
         idx += c; n -= c;
     }
     return ZERO_OK;
 }
+static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                const char *what) {
+    zero_result r;
+    pthread_mutex_lock(&ctx->off->mu);
+    r = zero__off_rw_locked(ctx, which, idx, n, out, in, what);
+    pthread_mutex_unlock(&ctx->off->mu);
+    return r;
+}
+
+/* The stage-3 gather's read (the comm stream, ahead of the fetch when prefetched): state
+   elements [idx, idx+n) of the params, in the param dtype, into dst. Per block only the
+   param area and trailer are read (into gbuf, kept for the next module in the block) and
+   checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
+   written back is taken from buf[0]. */
+static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
+    zero__off *o = ctx->off;
+    int64_t pa = zero__off_parea(o), len = o->bb - pa;
+    zero_result r = ZERO_OK;
+    pthread_mutex_lock(&o->mu);
+    while (n > 0 && r == ZERO_OK) {
+        int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
+        const char *src;
+        if (o->cached == blk) src = o->buf[0] + pa;
+        else {
+            if (o->gblk != blk) {
+                uint64_t t[5];
+                o->gblk = -1;
+                memset(&o->gb, 0, sizeof o->gb);
+                zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
+                                o->chunk);
+                o->bytes_read += len;
+                zero__io_wait(&o->io, &o->gb);
+                if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
+                memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
+                if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
+                    t[4] != zero__blk_sum(o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
+                    r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
+                                   "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
+                                   "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
+                                   (long long)(zero__off_pos(o, blk, o->slot) + pa));
+                    break;
+                }
+                o->gblk = blk;
+            }
+            src = o->gbuf;
+        }
+        memcpy(dst, src + at * o->psz, (size_t)(c * o->psz));
+        dst += c * o->psz; idx += c; n -= c;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return r;
+}
+
+/* zero_save, zero_load and the safetensors calls read the param arena, which the NVMe
+   params do not have: they say so */
+static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn) {
+    if (!ctx || !ctx->off || !ctx->off->params) return ZERO_OK;
+    return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                      "%s: not supported with offload_params = ZERO_OFFLOAD_NVME (not yet)", fn);
+}
 static int zero__has_master(const zero_ctx *ctx) { return ctx->master || (ctx->off && ctx->off->has_master); }
+/* the stage-3 param shard lives in the tier's blocks (offload_params = NVMe) */
+static int zero__offp(const zero_ctx *ctx) { return ctx->off && ctx->off->params; }
 
 static void zero__off_free(zero_ctx *ctx) {
     zero__off *o = ctx->off;
@@ -4466,6 +4569,8 @@ static void zero__off_free(zero_ctx *ctx) {
     if (!o) return;
     zero__io_stop(&o->io, a);
     for (i = 0; i < 3; i++) zero__raw_free(a, o->raw[i]);
+    zero__raw_free(a, o->graw);
+    pthread_mutex_destroy(&o->mu);
     for (i = 0; i < o->ndirs; i++)
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
@@ -4512,14 +4617,23 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
     if (d->offload_optimizer != ZERO_OFFLOAD_NVME) return ZERO_OK;
+    if (d->offload_params == ZERO_OFFLOAD_NVME)
+        for (i = 0; i < ctx->num_modules; i++)
+            if (ctx->modules[i].frozen)
+                return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                  "zero_build: offload_params = ZERO_OFFLOAD_NVME with a frozen module ('%s') is not "
+                                  "supported yet", ctx->modules[i].name);
     zero__off_geom(d, tstate, &K, &G, &bb, &nb);
     if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
     if (!(o = (zero__off *)zero__raw_alloc(a, sizeof *o)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
+    pthread_mutex_init(&o->mu, NULL);
     ctx->off = o;
     o->ctx = ctx;
+    o->params = d->offload_params == ZERO_OFFLOAD_NVME;
+    o->gblk = -1;
     o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
@@ -4533,7 +4647,9 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         o->buf[i] = (char *)(((uintptr_t)o->raw[i] + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
     }
     o->pieces = (zero__offpiece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
-    if (i < 3 || !o->pieces) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+    if (o->params && (o->graw = (char *)zero__raw_alloc(a, (size_t)(bb - zero__off_parea(o) + ZERO__IO_ALIGN))))
+        o->gbuf = (char *)(((uintptr_t)o->graw + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+    if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
         int fd, e;
@@ -4567,7 +4683,8 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         }
     }
     if (r != ZERO_OK) { zero__off_free(ctx); return r; }
-    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__off_parea(o) : 0);
+    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
     ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
     return ZERO_OK;
@@ -4632,11 +4749,14 @@ static void zero__off_part(void *arg, int part, int nparts) {
         if (s >= e) continue;
         k = j->k;
         k.decay = sg->decay;
-        p = zero__at(ctx->param_arena, sg->param_idx + a, pdt);
+        /* params on NVMe: updated in the block's param area, written to the other slot with
+           the states; else in the arena, the old values saved in the block for an undo */
+        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->param_arena, sg->param_idx + a, pdt);
         w = o->has_master ? arr[0] + at : (float *)p;
         m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
         v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
-        memcpy(j->buf + (int64_t)o->K * o->G * 4 + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+        if (!o->params)
+            memcpy(j->buf + zero__off_parea(o) + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
         j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx + a, adt), p, w, m, v, s, e);
     }
 }
@@ -4695,6 +4815,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
     int x, sn = 1 - o->slot;
     zero_result r = ZERO_OK;
     int64_t kept[3], t;
+    if (o->params) { o->done = 0; return ZERO_OK; }    /* the current slot still holds the params */
     for (x = 0; x < 3; x++) {
         kept[x] = o->bufblk[x];
         if (kept[x] < 0) continue;
@@ -4720,6 +4841,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
 static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
     zero_result r = zero__off_step(ctx, gscale), rr;
     double v[2];
+    ctx->off->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
     if ((rr = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return rr;
@@ -5427,7 +5549,11 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         zero_from_f32(zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), (zero_dtype)pdt, values, pr->numel);
-    else if (s < e)
+    else if (zero__offp(ctx) && s < e) {
+        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL,
+                              values + (s - pr->offset), "zero_param_set_f32")) != ZERO_OK)
+            return r;
+    } else if (s < e)
         zero_from_f32(zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), (zero_dtype)pdt,
                       values + (s - pr->offset), e - s);
     if (ctx->master && !m->frozen && s < e)
@@ -5979,6 +6105,7 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     zero_result r;
     int i;
     if ((r = zero__check_built(ctx, fn)) != ZERO_OK) return r;
+    if ((r = zero__offp_unsupported(ctx, fn)) != ZERO_OK) return r;     /* >>offload */
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].fetched || ctx->modules[i].ready)

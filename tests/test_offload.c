@@ -55,7 +55,29 @@ typedef struct cfg {
     char fault_msg[512];
     int fault_unchanged;            /* params equal before and after the failed step */
     int uring;                      /* the NVMe tier's engine was io_uring (-1: no tier) */
+    int64_t prefetch_bytes;         /* stage 3: desc.prefetch_bytes (0: the default) */
+    int64_t peak_alloc;             /* the allocator's peak bytes (rank 0's context) */
 } cfg;
+
+/* an allocator that counts: the bound on what an NVMe-params run holds in memory */
+typedef struct counting { int64_t now, peak; } counting;
+static void *count_alloc(size_t n, void *u) {
+    counting *c = (counting *)u;
+    size_t *p = (size_t *)malloc(n + 16);
+    if (!p) return NULL;
+    p[0] = n;
+    c->now += (int64_t)n;
+    if (c->now > c->peak) c->peak = c->now;
+    return (char *)p + 16;
+}
+static void count_free(void *q, void *u) {
+    counting *c = (counting *)u;
+    size_t *p;
+    if (!q) return;
+    p = (size_t *)((char *)q - 16);
+    c->now -= (int64_t)p[0];
+    free(p);
+}
 
 static int64_t psize(const cfg *c, int m, int k) {
     int64_t base = c->elems ? c->elems : 700;
@@ -79,7 +101,12 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     int m, k, step;
     int64_t i, base = 0, maxn = 0, pbytes = 0, numel = 0;
     int slot = 0;
+    counting cnt = { 0, 0 };
     memset(&d, 0, sizeof d);
+    d.allocator.alloc = count_alloc;
+    d.allocator.free = count_free;
+    d.allocator.user_data = &cnt;
+    d.prefetch_bytes = c->prefetch_bytes;
     d.comm = comm;
     d.stage = c->stage;
     d.param_dtype = c->dtype;
@@ -134,9 +161,15 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     for (step = 0; step < c->steps; step++) {
         if (step == c->fault_step) {
             /* the params as they are in memory (a gather would read the damaged master) */
-            pbytes = zero__pcat(z->plan.bytes, ZERO_CAT_PARAMS);
-            before = (float *)malloc((size_t)pbytes);
-            memcpy(before, z->param_arena, (size_t)pbytes);
+            if (c->par_tier == ZERO_OFFLOAD_NVME) {    /* no param arena: the gathered params */
+                pbytes = numel * 4;
+                before = (float *)malloc((size_t)pbytes);
+                if ((r = zero_gather_params_f32(z, before)) != ZERO_OK) goto done;
+            } else {
+                pbytes = zero__pcat(z->plan.bytes, ZERO_CAT_PARAMS);
+                before = (float *)malloc((size_t)pbytes);
+                memcpy(before, z->param_arena, (size_t)pbytes);
+            }
             slot = z->off->slot;
             if (rank == 0) c->fault_fn(c, z);
             if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;   /* the fault is in place */
@@ -163,8 +196,18 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
             if (rank == 0) {
                 c->fault_r = r;
                 snprintf(c->fault_msg, sizeof c->fault_msg, "%s", zero_last_error(z));
-                c->fault_unchanged = memcmp(before, z->param_arena, (size_t)pbytes) == 0 && z->off->slot == slot;
             }
+            if (c->par_tier == ZERO_OFFLOAD_NVME) {
+                float *after = (float *)malloc((size_t)pbytes);
+                zero_result r2 = zero_gather_params_f32(z, after);
+                /* a block still damaged (the corrupt case) cannot be gathered: then the slot
+                   not flipped is what says the params (read from it) are as they were */
+                if (rank == 0)
+                    c->fault_unchanged = z->off->slot == slot &&
+                                         (r2 == ZERO_OK ? memcmp(before, after, (size_t)pbytes) == 0 : r2 == ZERO_ERR_CORRUPT);
+                free(after);
+            } else if (rank == 0)
+                c->fault_unchanged = memcmp(before, z->param_arena, (size_t)pbytes) == 0 && z->off->slot == slot;
             r = ZERO_OK;
             goto done;
         }
@@ -177,6 +220,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
         goto done;
     if (rank == 0) zero_stats_get(z, &c->stats);
 done:
+    if (rank == 0) c->peak_alloc = cnt.peak;
     if (r != ZERO_OK && rank == 0) snprintf(c->err, sizeof c->err, "%s", z ? zero_last_error(z) : zero_last_error(NULL));
     free(buf);
     free(before);
@@ -204,16 +248,18 @@ static int count_files(const char *dir) {
     return n;
 }
 
-static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs) {
+static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs, int nvme_params) {
     cfg ref = base_cfg(stage, world, dt, opt), off = ref;
     zero_result r;
     char sub[2][600];
     int k;
-    test_begin("equiv_%s_stage%d_world%d_%s_%s_dirs%d%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host", stage, world,
+    test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
+               nvme_params ? "_params" : "", stage, world,
                zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
                ot == ZERO_OFFLOAD_NVME ? engine : "");
     off.opt_tier = ot;
-    off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : ZERO_OFFLOAD_NONE;
+    off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : nvme_params ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
+    /* nvme_params: prefetch is on by default (one module ahead): gathers read NVMe ahead of the fetch */
     for (k = 1; k < ndirs; k++) {
         snprintf(sub[k - 1], sizeof sub[0], "%s/d%d", tmpdir, k);
         mkdir(sub[k - 1], 0700);
@@ -232,6 +278,11 @@ static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt,
         CHECK(p[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] == 0 && p[ZERO_TIER_HOST][ZERO_CAT_GRADS] > 0, "grads not on the host");
         CHECK(off.plan.model_state_bytes == ref.plan.model_state_bytes, "model state bytes differ");
         CHECK(memcmp(off.stats.bytes, off.plan.bytes, sizeof off.plan.bytes) == 0, "stats differ from the plan");
+        if (nvme_params) {
+            CHECK(p[ZERO_TIER_NVME][ZERO_CAT_PARAMS] > 0 && p[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] == 0 &&
+                  p[ZERO_TIER_HOST][ZERO_CAT_PARAMS] == 0, "param shard not under ZERO_TIER_NVME");
+            CHECK(off.stats.prefetch_hits > 0, "no prefetch hits (%lld)", (long long)off.stats.prefetch_hits);
+        }
         if (ot == ZERO_OFFLOAD_NVME) {
             CHECK(p[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] > 0, "no I/O buffers in the plan");
             CHECK(off.uring == engine_uring(), "engine: io_uring %d, want %d (ZERO_IO=%s)", off.uring, engine_uring(), engine);
@@ -242,6 +293,10 @@ static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt,
     free(ref.out);
     free(off.out);
     test_end();
+}
+
+static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs) {
+    equiv_case2(stage, world, dt, opt, ot, ndirs, 0);
 }
 
 static void test_host_cap(void) {
@@ -269,7 +324,16 @@ static void test_bad_options(void) {
     CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG, "negative queue depth accepted");
     d.offload.queue_depth = 0;
     d.offload_params = ZERO_OFFLOAD_NVME;
-    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted");
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted at stage 0");
+    d.stage = 3;
+    d.offload_optimizer = ZERO_OFFLOAD_HOST;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted with the optimizer on the host");
+    CHECK(strstr(zero_last_error(NULL), "offload_optimizer") != NULL, "message: %s", zero_last_error(NULL));
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    CHECK(zero_create(&z, &d) == ZERO_OK, "stage 3 nvme params rejected: %s", zero_last_error(NULL));
+    zero_destroy(z);
+    z = NULL;
+    d.stage = 0;
     d.offload_params = ZERO_OFFLOAD_NONE;
     CHECK(zero_create(&z, &d) == ZERO_OK, "valid nvme desc rejected: %s", zero_last_error(NULL));
     zero_destroy(z);
@@ -311,6 +375,20 @@ static void test_ckpt_resume(void) {
     }
     free(full.out); free(a.out); free(b.out);
 }
+
+/* peak RSS of an NVMe run far below its model states: bf16 AdamW keeps params and grads
+   (4 bytes per param) in memory and master + moments (12) on NVMe. Sanitizers inflate
+   RSS (shadow memory, quarantine): there the run is small and the bound not checked. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define RSS_CHECKED 0
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define RSS_CHECKED 0
+#  endif
+#endif
+#ifndef RSS_CHECKED
+#  define RSS_CHECKED 1
+#endif
 
 /* ---- faults ---------------------------------------------------------------------- */
 static void test_dir_missing(void) {
@@ -379,7 +457,7 @@ static void arm_enospc(cfg *c, zero_ctx *z) {
     (void)c; (void)z;
     full_after = 3;
     zero__fops.pwrite = enospc_pwrite;
-    zero__fops.io_result = enospc_result;
+    __atomic_store_n(&zero__fops.io_result, enospc_result, __ATOMIC_RELAXED);   /* I/O threads of other ranks read it */
 }
 static volatile int reads_ok;       /* reads allowed before EIO */
 static int64_t eio_pread(int fd, void *buf, size_t n, int64_t off) {
@@ -395,7 +473,7 @@ static void arm_eio(cfg *c, zero_ctx *z) {
     (void)c; (void)z;
     reads_ok = 2;
     zero__fops.pread = eio_pread;
-    zero__fops.io_result = eio_result;
+    __atomic_store_n(&zero__fops.io_result, eio_result, __ATOMIC_RELAXED);
 }
 
 /* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there */
@@ -415,11 +493,13 @@ static void truncate_file(cfg *c, zero_ctx *z) {
     (void)c;
     if (truncate(o->path[blk % o->ndirs], (off_t)zero__off_pos(o, blk, o->slot)) != 0) { }
 }
-static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage, int world) {
+static void fault_case2(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage,
+                        int world, int nvme_params) {
     cfg c = base_cfg(stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
     zero_result r;
-    test_begin("fault_%s_stage%d_world%d_%s", name, stage, world, engine);
+    test_begin("fault_%s%s_stage%d_world%d_%s", name, nvme_params ? "_params" : "", stage, world, engine);
     c.opt_tier = ZERO_OFFLOAD_NVME;
+    if (nvme_params) c.par_tier = ZERO_OFFLOAD_NVME;
     c.elems = 3000;
     c.fault_step = 2;
     c.fault_fn = fn;
@@ -427,6 +507,14 @@ static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_res
     zero__fops.pwrite = zero__sys_pwrite;
     zero__fops.pread = zero__sys_pread;
     zero__fops.io_result = NULL;
+    if (nvme_params && r != ZERO_OK && c.fault_r == ZERO_OK) {
+        /* params on NVMe are read at the fetch: a read fault fails the fetch, before the
+           step; nothing was changed yet */
+        c.fault_r = r;
+        snprintf(c.fault_msg, sizeof c.fault_msg, "%s", c.err);
+        c.fault_unchanged = 1;
+        r = ZERO_OK;
+    }
     CHECK(c.uring == engine_uring(), "engine: io_uring %d, want %d", c.uring, engine_uring());
     CHECK(r == ZERO_OK, "run: %s (%s)", zero_result_str(r), zero_last_error(NULL));
     CHECK(c.fault_r == want, "step result %s, want %s (%s)", zero_result_str(c.fault_r), zero_result_str(want), c.fault_msg);
@@ -437,20 +525,77 @@ static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_res
     free(c.out);
     test_end();
 }
+static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage, int world) {
+    fault_case2(name, fn, want, want_text, stage, world, 0);
+}
 
-/* peak RSS of an NVMe run far below its model states: bf16 AdamW keeps params and grads
-   (4 bytes per param) in memory and master + moments (12) on NVMe. Sanitizers inflate
-   RSS (shadow memory, quarantine): there the run is small and the bound not checked. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#  define RSS_CHECKED 0
-#elif defined(__has_feature)
-#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#    define RSS_CHECKED 0
-#  endif
-#endif
-#ifndef RSS_CHECKED
-#  define RSS_CHECKED 1
-#endif
+/* params on NVMe: one byte of the param area of a block in the current slot flipped
+   after a step; the next gather of it (or the step reading it) is ZERO_ERR_CORRUPT */
+static void flip_param_byte(cfg *c, zero_ctx *z) {
+    zero__off *o = z->off;
+    int64_t blk = 0, off = zero__off_pos(o, blk, o->slot) + zero__off_parea(o) + 10;    /* not the block cached in memory */
+    int fd = open(o->path[blk % o->ndirs], O_RDWR);
+    unsigned char b;
+    (void)c;
+    if (fd < 0) return;
+    if (pread(fd, &b, 1, off) == 1) { b ^= 0x01; if (pwrite(fd, &b, 1, off) != 1) { } }
+    close(fd);
+}
+static void test_params_corrupt(void) {
+    cfg c = base_cfg(3, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    zero_result r;
+    const char *msg;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    c.par_tier = ZERO_OFFLOAD_NVME;
+    c.elems = 3000;
+    c.fault_step = 2;
+    c.fault_fn = flip_param_byte;
+    c.prefetch_bytes = -1;          /* gathers at the fetch: the flipped block is read after the flip */
+    r = zero_run_local(1, train, &c);
+    msg = r != ZERO_OK ? c.err : c.fault_msg;
+    CHECK(r == ZERO_ERR_CORRUPT || c.fault_r == ZERO_ERR_CORRUPT, "run %s, step %s (%s)", zero_result_str(r),
+          zero_result_str(c.fault_r), msg);
+    CHECK(strstr(msg, "checksum") && strstr(msg, tmpdir), "message: %s", msg);
+    CHECK(strstr(msg, "params") != NULL, "not the gather's check: %s", msg);
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+    free(c.out);
+}
+
+/* params on NVMe: what the run allocates stays far below its model states (params,
+   grads, master, moments): the param shard is not in memory */
+static void test_params_alloc(void) {
+    cfg c = base_cfg(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW), ref;
+    zero_result r;
+    int64_t states;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    c.nmod = MAXMOD;
+    c.elems = RSS_CHECKED ? 1 << 20 : 1 << 16;  /* 16 modules: 17M params, model states 134 MB a rank */
+    c.steps = 2;
+    c.buffer_bytes = 4 << 20;
+    ref = c;
+    ref.par_tier = ZERO_OFFLOAD_NONE;
+    c.par_tier = ZERO_OFFLOAD_NVME;
+    r = zero_run_local(2, train, &c);
+    CHECK(r == ZERO_OK, "run: %s (%s)", zero_result_str(r), c.err);
+    r = zero_run_local(2, train, &ref);
+    CHECK(r == ZERO_OK, "reference: %s (%s)", zero_result_str(r), ref.err);
+    states = c.plan.model_state_bytes;          /* one rank's: params, grads, master, moments */
+    printf("# nvme params: peak allocation %lld KB (optimizer on NVMe only: %lld KB), rank's model states %lld KB\n",
+           (long long)(c.peak_alloc >> 10), (long long)(ref.peak_alloc >> 10), (long long)(states >> 10));
+    if (RSS_CHECKED)        /* a small run (sanitizers): the fixed buffers dominate */
+        CHECK(c.peak_alloc < states / 2, "peak allocation %lld not below half the rank's states %lld",
+              (long long)c.peak_alloc, (long long)states);
+    CHECK(c.peak_alloc <= c.plan.total_bytes - c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] -
+                          c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
+                          4 * (c.elems + 37 * MAXMOD) + (1 << 20),     /* + the final gather's one-module buffer */
+          "peak allocation %lld over the plan's memory tiers", (long long)c.peak_alloc);
+    /* the param shard is what leaves memory (less the gathers' one-block buffer) */
+    CHECK(c.peak_alloc + c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] <= ref.peak_alloc + (1 << 20),
+          "peak allocation %lld vs %lld without the params on NVMe", (long long)c.peak_alloc, (long long)ref.peak_alloc);
+    if (c.out && ref.out) CHECK(memcmp(c.out, ref.out, (size_t)c.numel * 4) == 0, "params differ");
+    free(c.out); free(ref.out);
+}
+
 static void test_rss(void) {
     cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
     struct rusage ru;
@@ -539,7 +684,17 @@ int main(void) {
         fault_case("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 2, 2);
         fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
         fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
+        /* stage-3 params on NVMe */
+        for (w = 0; w < 3; w++)
+            for (dt = 0; dt < 2; dt++)
+                equiv_case2(3, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
+        equiv_case2(3, 2, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2, 1);
+        fault_case2("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 2, 1);
+        fault_case2("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 3, 1, 1);
+        fault_case2("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 3, 1, 1);
     }
+    TEST_RUN(test_params_corrupt);
+    TEST_RUN(test_params_alloc);
     TEST_RUN(test_uring_short);
     TEST_RUN(test_bad_engine);
     unsetenv("ZERO_IO");
