@@ -93,7 +93,7 @@
      desc.offload_optimizer puts the fp32 master weights and the optimizer moments
      (and, on a GPU, the host copy of the gradient shard) on another tier:
      ZERO_OFFLOAD_HOST (host memory) or ZERO_OFFLOAD_NVME (files); desc.offload_params
-     = ZERO_OFFLOAD_HOST does the same for the params (NVMe for params: not yet). On the
+     = ZERO_OFFLOAD_HOST does the same for the params (NVMe: stage 3, see below). On the
      CPU device host and device memory are the same RAM: the optimizer already runs on
      the CPU, and the host tier changes only where zero_plan_get and zero_stats_get
      count the bytes (ZERO_TIER_HOST) and which cap applies (host_bytes_cap, checked at
@@ -128,6 +128,20 @@
      zero_save, zero_load, zero_param_set_f32 and zero_gather_params_f32 read and write
      the tier block by block. zero_load_safetensors is ZERO_ERR_UNSUPPORTED when the
      master is on NVMe (not yet).
+     Params on NVMe (stage 3; desc.offload_params = ZERO_OFFLOAD_NVME needs
+     offload_optimizer = ZERO_OFFLOAD_NVME, other stages get ZERO_ERR_UNSUPPORTED): the
+     rank's param shard has no arena; it lives in the same blocks, where the old params
+     would be, as the current params. The stage-3 gather of a module reads its slice
+     (the param areas of the blocks it spans, each with a checksum of its own, a
+     mismatch ZERO_ERR_CORRUPT naming the file) on the comm stream before the
+     all-gather, so a prefetched module's read overlaps your compute like its gather;
+     one block's param area is buffered for the gathers (ZERO_TIER_HOST,
+     ZERO_CAT_BUFFERS) and the shard counts under ZERO_TIER_NVME, ZERO_CAT_PARAMS. The
+     optimizer updates the params in the block it streams and writes them to the other
+     slot with the states, so a failed step keeps the old slot's params. A failed read
+     at a fetch fails that zero_fetch (and the comm stream, like a failed collective).
+     Not yet with frozen modules (zero_build: ZERO_ERR_UNSUPPORTED), zero_save,
+     zero_load and the safetensors calls (ZERO_ERR_UNSUPPORTED).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -294,8 +308,9 @@
      No autograd: you write forward and backward. The CUDA device and NCCL are not
      wired in yet (make CUDA=1 builds, but trains on the CPU device). No TCP
      rendezvous for torchrun-style launches yet (use mpirun or srun with ZERO_MPI).
-     Offload: stage-3 params on NVMe and zero_load_safetensors with the master on
-     NVMe are not there yet; the io_uring engine does not register its buffers.
+     Offload: zero_load_safetensors with the master on NVMe; params on NVMe at stages
+     0-2, with frozen modules, or with checkpoints; the io_uring engine does not
+     register its buffers.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -522,7 +537,7 @@ typedef struct zero_desc {
     int64_t device_bytes_cap;       /* 0: no cap */
     int64_t host_bytes_cap;         /* 0: no cap */
     zero_offload_tier offload_optimizer;    /* master + moments (+ grads' host copy); default none */
-    zero_offload_tier offload_params;       /* params; default none (nvme: not yet) */
+    zero_offload_tier offload_params;       /* params; default none (nvme: stage 3, with offload_optimizer nvme) */
     zero_offload_desc offload;
     zero_allocator allocator;
     zero_logger logger;
@@ -4003,6 +4018,11 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #endif
 #define ZERO__IO_ALIGN 4096
 #ifdef ZERO_IO_URING
+/* zero.h included after system headers under strict -std=c99 (no _POSIX_C_SOURCE):
+   fcntl.h then leaves out what liburing.h's inline helpers use */
+#  if defined(__linux__) && !defined(AT_FDCWD)
+#    define AT_FDCWD -100
+#  endif
 #  include <liburing.h>
 #endif
 
@@ -4316,7 +4336,8 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
        [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
-   (trailer: checksum, block index, slot, magic), a multiple of 4 KiB, in file
+   (trailer: checksum, block index, slot, magic, and with the params on NVMe the param
+   area's own checksum: there the area holds the current params), a multiple of 4 KiB, in file
    b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
    a step reads the current slot and writes the other, and flips only when every rank's
    pass succeeded, so a failed step leaves the states as they were, and the old params

@@ -959,7 +959,7 @@ static void usage(FILE *f) {
         "                     (default gpt_trace.json)\n"
         "  --quiet            print only the final line\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
-        "  --offload-params T     none or cpu (nvme for params is not in this build yet)\n"
+        "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
         "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n");
 }
 
