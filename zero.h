@@ -4205,8 +4205,12 @@ static void *zero__io_uring_main(void *arg) {
             else if (res < 0) err = (int)-res;
             else if (res == 0) err = -1;        /* end of file: a short transfer */
             else if ((s->done += res) < s->rq.len) again = 1;
-            if (again && zero__ur_prep(io, s) == 0 && zero__ur_submit(io) == 0) { rc = io_uring_peek_cqe(&io->ring, &cqe); continue; }
-            if (again) err = EIO;
+            if (again && !broken) {             /* the rest of a short transfer */
+                int e = zero__ur_prep(io, s) == 0 ? zero__ur_submit(io) : EIO;
+                if (e == 0) { rc = io_uring_peek_cqe(&io->ring, &cqe); continue; }
+                broken = e;                     /* a prepared entry may stay queued: submit nothing more */
+            }
+            if (again) err = broken ? broken : EIO;
             pthread_mutex_lock(&io->mu);
             zero__io_finish(io, s->rq.batch, err, s->rq.fd, s->rq.off + s->done);
             pthread_mutex_unlock(&io->mu);
