@@ -4551,6 +4551,7 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
                 uint64_t t[5];
                 o->gblk = -1;
                 memset(&o->gb, 0, sizeof o->gb);
+                if ((o->gb.trace_t0 = zero__trace_t0(ctx)) > 0) o->gb.trace_ctx = ctx;    /* on the nvme track */
                 zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
                                 o->chunk);
                 o->bytes_read += len;

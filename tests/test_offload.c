@@ -57,7 +57,13 @@ typedef struct cfg {
     int uring;                      /* the NVMe tier's engine was io_uring (-1: no tier) */
     int64_t prefetch_bytes;         /* stage 3: desc.prefetch_bytes (0: the default) */
     int64_t peak_alloc;             /* the allocator's peak bytes (rank 0's context) */
+    int engine_info;                /* OFFLOAD_ENGINE lines logged (io_uring wanted, not there) */
 } cfg;
+
+static void engine_log(void *u, zero_log_level lvl, zero_log_item item, int rank, const char *msg) {
+    (void)lvl; (void)msg;
+    if (item == ZERO_LOGITEM_OFFLOAD_ENGINE && rank == 0) ((cfg *)u)->engine_info++;
+}
 
 /* an allocator that counts: the bound on what an NVMe-params run holds in memory */
 typedef struct counting { int64_t now, peak; } counting;
@@ -107,6 +113,9 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     d.allocator.free = count_free;
     d.allocator.user_data = &cnt;
     d.prefetch_bytes = c->prefetch_bytes;
+    d.logger.func = engine_log;
+    d.logger.user_data = c;
+    d.logger.level = ZERO_LOG_INFO;
     d.comm = comm;
     d.stage = c->stage;
     d.param_dtype = c->dtype;
@@ -286,6 +295,9 @@ static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt
         if (ot == ZERO_OFFLOAD_NVME) {
             CHECK(p[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] > 0, "no I/O buffers in the plan");
             CHECK(off.uring == engine_uring(), "engine: io_uring %d, want %d (ZERO_IO=%s)", off.uring, engine_uring(), engine);
+            /* ZERO_IO=uring without io_uring (built without it): the fallback says so */
+            CHECK(off.engine_info == (strcmp(engine, "uring") == 0 && !engine_uring()), "OFFLOAD_ENGINE lines: %d",
+                  off.engine_info);
         }
     }
     CHECK(count_files(tmpdir) == 0, "offload files left behind");
