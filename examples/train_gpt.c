@@ -632,6 +632,8 @@ static zero_result stage_plans(trainer *t) {
             zero_result r = zero_group_create(&g, c->ranks);
             if (r >= 0) r = zero_comm_local(&comm, g, 0);
             d.comm = comm; d.stage = s; d.max_live_bytes = d.prefetch_bytes = 0;
+            // params on NVMe are stage 3's only: the other stages' bars show them on the host
+            if (s != 3 && d.offload_params == ZERO_OFFLOAD_NVME) d.offload_params = ZERO_OFFLOAD_HOST;
             tmp.z = NULL;
             tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
             tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
