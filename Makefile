@@ -64,6 +64,15 @@ ifeq ($(CBLAS),1)
   ZERO_LDLIBS   += $(CBLAS_LIBS)
 endif
 
+# ---- io_uring (URING=1/0; default: when liburing.h compiles and links): the NVMe tier's
+# block I/O through io_uring (-DZERO_IO_URING -luring) in every build variant
+URING ?= $(shell printf '\043include <liburing.h>\nint main(void){struct io_uring r;return io_uring_queue_init(1,&r,0);}\n' | \
+           $(CC) -x c - -o /dev/null -luring >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(URING),1)
+  ZERO_CPPFLAGS += -DZERO_IO_URING
+  ZERO_LDLIBS   += -luring
+endif
+
 # ---- MPI (when mpicc exists): one process per rank, -DZERO_MPI, under build/mpi/ -------
 MPICC    ?= mpicc
 HAVE_MPI := $(if $(shell command -v $(MPICC) 2>/dev/null),1,)

@@ -51,6 +51,7 @@
        ZERO_CUDA             the CUDA device and NCCL (make CUDA=1: link zero_kernels.o, cudart, cuBLAS, NCCL)
        ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
        ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
+       ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; see ON OFFLOAD)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
 
    ON STAGES
@@ -126,7 +127,7 @@
      desc.offload_optimizer puts the fp32 master weights and the optimizer moments
      (and, on a GPU, the host copy of the gradient shard) on another tier:
      ZERO_OFFLOAD_HOST (host memory) or ZERO_OFFLOAD_NVME (files); desc.offload_params
-     = ZERO_OFFLOAD_HOST does the same for the params (NVMe for params: not yet). On the
+     = ZERO_OFFLOAD_HOST does the same for the params (NVMe: stage 3, see below). On the
      CPU device host and device memory are the same RAM: the optimizer already runs on
      the CPU, and the host tier changes only where zero_plan_get and zero_stats_get
      count the bytes (ZERO_TIER_HOST) and which cap applies (host_bytes_cap, checked at
@@ -142,8 +143,13 @@
      counts them under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; master and moments under
      ZERO_TIER_NVME). zero_step streams the sub-groups through them: it reads sub-group
      i+1 while the fused CPU pass computes i and sub-group i-1 is written. The reads
-     and writes run on a persistent pool of offload.queue_depth I/O threads (default
-     8), in chunks of at least 1 MiB, so a block is in flight on several threads.
+     and writes go in chunks of at least 1 MiB, offload.queue_depth (default 16) of them
+     in flight: built with ZERO_IO_URING (the Makefile adds it and -luring when liburing
+     is installed), through an io_uring ring of that depth served by one thread; else,
+     or when the kernel refuses io_uring (old kernel, a container's seccomp filter:
+     an INFO log line, OFFLOAD_ENGINE), through a pool of that many threads doing
+     pread/pwrite. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build
+     forces one engine (any other value fails zero_build with ZERO_ERR_INVALID_ARG).
      Every block ends with a checksum (and its index and slot), verified on every read:
      a mismatch or a short file is ZERO_ERR_CORRUPT naming the file and offset; an OS
      error (ENOSPC, EIO, ...) is ZERO_ERR_IO naming the file. Each block has two slots
@@ -156,8 +162,21 @@
      zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
      the files, never staging the state in memory (see ON CHECKPOINTS);
      zero_export_safetensors, zero_param_set_f32 and zero_gather_params_f32 also read
-     and write the tier block by block. The I/O goes through pread/pwrite (io_uring:
-     not yet).
+     and write the tier block by block.
+     Params on NVMe (stage 3; desc.offload_params = ZERO_OFFLOAD_NVME needs
+     offload_optimizer = ZERO_OFFLOAD_NVME, other stages get ZERO_ERR_UNSUPPORTED): the
+     rank's param shard has no arena; it lives in the same blocks, where the old params
+     would be, as the current params. The stage-3 gather of a module reads its slice
+     (the param areas of the blocks it spans, each with a checksum of its own, a
+     mismatch ZERO_ERR_CORRUPT naming the file) on the comm stream before the
+     all-gather, so a prefetched module's read overlaps your compute like its gather;
+     one block's param area is buffered for the gathers (ZERO_TIER_HOST,
+     ZERO_CAT_BUFFERS) and the shard counts under ZERO_TIER_NVME, ZERO_CAT_PARAMS. The
+     optimizer updates the params in the block it streams and writes them to the other
+     slot with the states, so a failed step keeps the old slot's params. A failed read
+     at a fetch fails that zero_fetch (and the comm stream, like a failed collective).
+     Not yet with frozen modules (zero_build: ZERO_ERR_UNSUPPORTED), zero_save,
+     zero_load and the safetensors calls (ZERO_ERR_UNSUPPORTED).
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -372,7 +391,8 @@
      engine's device path is tested through the EMU device); with the CUDA device only
      the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
      build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
-     Offload: stage-3 params on NVMe and io_uring are not there yet.
+     Offload: params on NVMe at stages 0-2, with frozen modules, or with checkpoints;
+     the io_uring engine does not register its buffers.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -511,6 +531,7 @@ typedef enum zero_log_level {
     X(OFFLOAD_IO,           "an offload file could not be created, read or written") \
     X(OFFLOAD_CORRUPT,      "an offload block failed its checksum") \
     X(OFFLOAD_BUFFERED,     "the filesystem refused O_DIRECT: buffered I/O") \
+    X(OFFLOAD_ENGINE,       "io_uring is not available: the NVMe tier uses I/O threads") \
     X(CKPT,                 "checkpoint save or load failed") \
     X(PLAN,                 "memory plan") \
     X(STEP_SKIPPED,         "non-finite gradients: step skipped") \
@@ -572,7 +593,7 @@ typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLO
 typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_params */
     const char *nvme_dirs[ZERO_MAX_NVME_DIRS];  /* NVMe tier: files striped across these; NULL ends */
     int64_t buffer_bytes;           /* NVMe tier: host I/O buffers (three sub-groups); default 64 MiB */
-    int queue_depth;                /* NVMe tier: I/O requests in flight (threads); default 8 */
+    int queue_depth;                /* NVMe tier: I/O requests in flight (io_uring entries or threads); default 16 */
 } zero_offload_desc;
 
 typedef enum zero_device_type {     /* where the arenas live and the math runs (see ON DEVICES) */
@@ -610,7 +631,7 @@ typedef struct zero_desc {
     int64_t device_bytes_cap;       /* 0: no cap */
     int64_t host_bytes_cap;         /* 0: no cap */
     zero_offload_tier offload_optimizer;    /* master + moments (+ grads' host copy); default none */
-    zero_offload_tier offload_params;       /* params; default none (nvme: not yet) */
+    zero_offload_tier offload_params;       /* params; default none (nvme: stage 3, with offload_optimizer nvme) */
     zero_offload_desc offload;
     zero_allocator allocator;
     zero_logger logger;
@@ -3296,6 +3317,10 @@ static void zero__off_free(zero_ctx *ctx);
 static int zero__has_master(const zero_ctx *ctx);
 static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what);
+static int zero__offp(const zero_ctx *ctx);
+#define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
+static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
+static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn);
 
 /* >>errors -------------------------------------------------------------------------- */
 static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
@@ -3648,11 +3673,12 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->offload_params == ZERO_OFFLOAD_NVME)
+    if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                          "offload_params = ZERO_OFFLOAD_NVME is not supported yet (use ZERO_OFFLOAD_HOST)");
+                          "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
+                          "(stage %d; other stages: use ZERO_OFFLOAD_HOST)", d->stage);
     d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
-    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 8);
+    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
@@ -4584,6 +4610,12 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
+    } else if (zero__offp(ctx)) {     /* f32 params on NVMe: they are the master */
+        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+            zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
+            return r;
+        }
     } else {
         src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? m->param_off / N : m->param_off + (int64_t)ctx->rank * per, pdt);
         r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
@@ -4613,10 +4645,15 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-        zero_result r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, m->param_off / N, pdt),
-                                       per * (int64_t)zero__esize(pdt));
-        if (r != ZERO_OK) return r;
+        zero_result r, rr = ZERO_OK, rc = ZERO_OK;
+        if (zero__offp(ctx))    /* the shard from NVMe; on failure the others still get their gather */
+            rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
+        else
+            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, m->param_off / N, pdt),
+                                per * (int64_t)zero__esize(pdt));
         r = zero__all_gather(ctx, mine, dst, per, pdt);
+        if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
+        if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
         if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
             ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
             snprintf(ctx->comm->err, sizeof ctx->comm->err,
@@ -5571,18 +5608,25 @@ static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const 
     for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
 }
 
-/* >>io: the NVMe tier's files and a persistent I/O thread pool -------------------------
+/* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
-   replace to provoke faults (ENOSPC, short reads). The pool's threads start at
-   zero_build and stop at zero_destroy; a request is one contiguous pread/pwrite of at
-   most one chunk, so a block is read by several threads at once (queue_depth of them). */
+   replace to provoke faults (ENOSPC, short reads). A block is queued as requests of at
+   most one chunk; two engines serve the queue, both started at zero_build and stopped at
+   zero_destroy:
+     threads   queue_depth threads, each request one contiguous pread/pwrite;
+     io_uring  (ZERO_IO_URING) one thread that owns a ring of queue_depth entries and
+               keeps up to queue_depth requests in flight, resubmitting the rest of a
+               short transfer; each completion's result passes through zero__fops.io_result
+               when a test set it, so faults reach this path too.
+   The engine is io_uring when built with it and the kernel allows it (a ring can be
+   created and supports READ/WRITE), else threads with an INFO line; ZERO_IO=uring or
+   ZERO_IO=threads in the environment at zero_build forces one. */
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* Threads share the offload files, so it must be pread/pwrite (not lseek + read, as in
-   >>ckpt). They are not declared when zero.h was first included without the
+/* Threads share the offload files, so it must be pread/pwrite (never lseek + read). They are not declared when zero.h was first included without the
    implementation under a strict -std=c99 (no _POSIX_C_SOURCE): declare them (C only;
    C++ compilers on POSIX systems declare them always). */
 #if !defined(__cplusplus)
@@ -5601,6 +5645,14 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #  define ZERO__O_DIRECT 0
 #endif
 #define ZERO__IO_ALIGN 4096
+#ifdef ZERO_IO_URING
+/* zero.h included after system headers under strict -std=c99 (no _POSIX_C_SOURCE):
+   fcntl.h then leaves out what liburing.h's inline helpers use */
+#  if defined(__linux__) && !defined(AT_FDCWD)
+#    define AT_FDCWD -100
+#  endif
+#  include <liburing.h>
+#endif
 
 typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on failure */
     int (*open)(const char *path, int flags, int mode);
@@ -5608,6 +5660,8 @@ typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on f
     int64_t (*pwrite)(int fd, const void *buf, size_t n, int64_t off);
     int (*allocate)(int fd, int64_t len);
     int (*close)(int fd);
+    /* NULL, or (tests) the io_uring engine's completion result passed through it */
+    int64_t (*io_result)(int fd, int write, int64_t off, int64_t res);
 } zero__fileops;
 static int zero__sys_open(const char *path, int flags, int mode) {
     int fd = open(path, flags, (mode_t)mode);
@@ -5625,7 +5679,7 @@ static int zero__sys_allocate(int fd, int64_t len) { return -posix_fallocate(fd,
 static int zero__sys_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 /* process-wide on purpose: a test hook, never changed by zero.h itself */
 static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_pwrite, zero__sys_allocate,
-                                    zero__sys_close };
+                                    zero__sys_close, NULL };
 
 typedef struct zero__iobatch {      /* the requests of one block; err: the first failure */
     int pending, err, fd;           /* err: an errno, or -1 for a short transfer */
@@ -5649,7 +5703,20 @@ typedef struct zero__iopool {
     zero__ioreq q[ZERO__IOQ_CAP];
     int qhead, qlen, stop, nthreads;
     pthread_t *threads;
+    int uring, depth;               /* uring: the io_uring engine serves the queue (one thread) */
+    void *uslots;                   /* its depth requests in flight (zero__uslot) */
+#ifdef ZERO_IO_URING
+    struct io_uring ring;
+#endif
 } zero__iopool;
+
+/* a request's outcome, folded into its batch (under io->mu) */
+static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd, int64_t err_off) {
+    if (err && !b->err) { b->err = err; b->err_off = err_off; b->fd = fd; }
+    if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
+        zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
+    pthread_cond_broadcast(&io->done);
+}
 
 static void zero__io_one(const zero__ioreq *rq) {
     int64_t done = 0, r = 0;
@@ -5685,15 +5752,118 @@ static void *zero__io_main(void *arg) {
             rq.batch = &tmp;
             zero__io_one(&rq);
             pthread_mutex_lock(&io->mu);
-            if (tmp.err && !b->err) { b->err = tmp.err; b->err_off = tmp.err_off; b->fd = tmp.fd; }
-            if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
-                zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
-            pthread_cond_broadcast(&io->done);
+            zero__io_finish(io, b, tmp.err, tmp.fd, tmp.err_off);
         }
     }
     pthread_mutex_unlock(&io->mu);
     return NULL;
 }
+
+#ifdef ZERO_IO_URING
+/* The io_uring engine: one thread moves queued requests into the ring (at most depth in
+   flight) and reaps completions; a short transfer's rest is resubmitted from where it
+   stopped. A ring that fails to submit (broken) fails the requests instead of hanging. */
+typedef struct zero__uslot { zero__ioreq rq; int64_t done; } zero__uslot;
+
+static int zero__ur_prep(zero__iopool *io, zero__uslot *s) {
+    struct io_uring_sqe *e = io_uring_get_sqe(&io->ring);
+    if (!e) return -1;
+    if (s->rq.write)
+        io_uring_prep_write(e, s->rq.fd, s->rq.buf + s->done, (unsigned)(s->rq.len - s->done), (uint64_t)(s->rq.off + s->done));
+    else
+        io_uring_prep_read(e, s->rq.fd, s->rq.buf + s->done, (unsigned)(s->rq.len - s->done), (uint64_t)(s->rq.off + s->done));
+    io_uring_sqe_set_data(e, s);
+    return 0;
+}
+
+/* submits what was prepared; 0, or the errno that broke the ring */
+static int zero__ur_submit(zero__iopool *io) {
+    int rc, tries = 0;
+    while ((rc = io_uring_submit(&io->ring)) < 0 && (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) && ++tries < 1000) {}
+    return rc < 0 ? -rc : 0;
+}
+
+static void *zero__io_uring_main(void *arg) {
+    zero__iopool *io = (zero__iopool *)arg;
+    zero__uslot *slots = (zero__uslot *)io->uslots;
+    zero__uslot *fresh[256];
+    int inflight = 0, broken = 0, i, nfree = io->depth, freel[256];
+    for (i = 0; i < io->depth; i++) freel[i] = i;
+    pthread_mutex_lock(&io->mu);
+    for (;;) {
+        int n = 0, rc;
+        struct io_uring_cqe *cqe;
+        while (!io->stop && io->qlen == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
+        if (io->qlen == 0 && inflight == 0) break;
+        while (io->qlen > 0 && nfree > 0) {
+            zero__uslot *s = &slots[freel[--nfree]];
+            s->rq = io->q[io->qhead];
+            s->done = 0;
+            io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
+            io->qlen--;
+            if (broken || zero__ur_prep(io, s) != 0) {     /* cannot happen with a sane ring: fail, never hang */
+                zero__io_finish(io, s->rq.batch, broken ? broken : EIO, s->rq.fd, s->rq.off);
+                freel[nfree++] = (int)(s - slots);
+                continue;
+            }
+            fresh[n++] = s;
+        }
+        pthread_cond_broadcast(&io->done);      /* room in the queue */
+        pthread_mutex_unlock(&io->mu);
+        if (n && (rc = zero__ur_submit(io)) != 0) {
+            broken = rc;
+            pthread_mutex_lock(&io->mu);
+            for (i = 0; i < n; i++) { zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
+                                      freel[nfree++] = (int)(fresh[i] - slots); }
+            continue;
+        }
+        inflight += n;
+        if (inflight == 0) { pthread_mutex_lock(&io->mu); continue; }
+        rc = io_uring_wait_cqe(&io->ring, &cqe);
+        while (rc == 0) {
+            zero__uslot *s = (zero__uslot *)io_uring_cqe_get_data(cqe);
+            int64_t res = cqe->res;
+            int err = 0, again = 0;
+            io_uring_cqe_seen(&io->ring, cqe);
+            {   /* a test may set the hook while this thread runs (another rank's fault) */
+                int64_t (*hook)(int, int, int64_t, int64_t) = __atomic_load_n(&zero__fops.io_result, __ATOMIC_RELAXED);
+                if (hook) res = hook(s->rq.fd, s->rq.write, s->rq.off + s->done, res);
+            }
+            if (res == -EINTR || res == -EAGAIN) again = 1;
+            else if (res < 0) err = (int)-res;
+            else if (res == 0) err = -1;        /* end of file: a short transfer */
+            else if ((s->done += res) < s->rq.len) again = 1;
+            if (again && !broken) {             /* the rest of a short transfer */
+                int e = zero__ur_prep(io, s) == 0 ? zero__ur_submit(io) : EIO;
+                if (e == 0) { rc = io_uring_peek_cqe(&io->ring, &cqe); continue; }
+                broken = e;                     /* a prepared entry may stay queued: submit nothing more */
+            }
+            if (again) err = broken ? broken : EIO;
+            pthread_mutex_lock(&io->mu);
+            zero__io_finish(io, s->rq.batch, err, s->rq.fd, s->rq.off + s->done);
+            pthread_mutex_unlock(&io->mu);
+            freel[nfree++] = (int)(s - slots);
+            inflight--;
+            rc = io_uring_peek_cqe(&io->ring, &cqe);
+        }
+        pthread_mutex_lock(&io->mu);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
+/* 0 and a ring, or the errno why not (old kernel, seccomp, no READ/WRITE opcodes) */
+static int zero__ur_init(zero__iopool *io) {
+    struct io_uring_probe *p;
+    int rc = io_uring_queue_init((unsigned)io->depth, &io->ring, 0), ok;
+    if (rc < 0) return -rc;
+    p = io_uring_get_probe_ring(&io->ring);
+    ok = p && io_uring_opcode_supported(p, IORING_OP_READ) && io_uring_opcode_supported(p, IORING_OP_WRITE);
+    if (p) io_uring_free_probe(p);
+    if (!ok) { io_uring_queue_exit(&io->ring); return ENOSYS; }
+    return 0;
+}
+#endif
 
 static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     int i;
@@ -5705,21 +5875,49 @@ static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     for (i = 0; i < io->nthreads; i++) pthread_join(io->threads[i], NULL);
     zero__raw_free(a, io->threads);
     io->threads = NULL;
+#ifdef ZERO_IO_URING
+    if (io->uring) io_uring_queue_exit(&io->ring);
+#endif
+    zero__raw_free(a, io->uslots);
+    io->uslots = NULL;
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work);
     pthread_cond_destroy(&io->done);
 }
 
-static int zero__io_start(zero__iopool *io, int threads, const zero_allocator *a) {
-    int i;
+/* engine: 1 io_uring (when built with it and the kernel allows), 0 threads. Returns 0, or
+   -1 when out of memory or threads; *why: the errno that refused io_uring (0: none) */
+static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_allocator *a, int *why) {
+    int i, threads = depth;
     memset(io, 0, sizeof *io);
+    *why = 0;
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
-    io->threads = (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads);
-    if (!io->threads) return -1;
+    io->depth = depth;
+#ifdef ZERO_IO_URING
+    if (engine == 1 && (*why = zero__ur_init(io)) == 0) {
+        io->uring = 1;
+        threads = 1;
+        if (!(io->uslots = zero__raw_alloc(a, sizeof(zero__uslot) * (size_t)depth))) {
+            io_uring_queue_exit(&io->ring);
+            io->uring = 0;
+            threads = 0;
+        }
+    }
+#else
+    if (engine == 1) *why = ENOSYS;
+#endif
+    io->threads = threads ? (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads) : NULL;
+    if (!io->threads) { zero__raw_free(a, io->uslots); io->uslots = NULL;
+                        pthread_mutex_destroy(&io->mu); pthread_cond_destroy(&io->work); pthread_cond_destroy(&io->done);
+                        return -1; }
     for (i = 0; i < threads; i++) {
+#ifdef ZERO_IO_URING
+        if (pthread_create(&io->threads[i], NULL, io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
+#else
         if (pthread_create(&io->threads[i], NULL, zero__io_main, io) != 0) break;
+#endif
         io->nthreads = i + 1;
     }
     if (io->nthreads < threads) { zero__io_stop(io, a); return -1; }
@@ -5770,7 +5968,8 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
        [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
-   (trailer: checksum, block index, slot, magic), a multiple of 4 KiB, in file
+   (trailer: checksum, block index, slot, magic, and with the params on NVMe the param
+   area's own checksum: there the area holds the current params), a multiple of 4 KiB, in file
    b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
    a step reads the current slot and writes the other, and flips only when every rank's
    pass succeeded, so a failed step leaves the states as they were, and the old params
@@ -5796,7 +5995,17 @@ typedef struct zero__off {
     int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
     int dirty;                      /* buf[0] changed and not yet written */
     zero_ctx *ctx;                  /* for trace events of the I/O threads */
+    /* offload_params = NVMe (stage 3): the block's param area holds the current params */
+    int params;
+    pthread_mutex_t mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
+    char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
+    int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
+    zero__iobatch gb;
 } zero__off;
+
+/* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
+   runs to the block's end, trailer included */
+static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
 
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
 static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
@@ -5804,7 +6013,7 @@ static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *
     int k = d->param_dtype == ZERO_F32 ? 0 : 1;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
     *K = k;
-    if (k == 0 || tstate == 0) { *G = *bb = *nblocks = 0; return; }
+    if ((k == 0 && d->offload_params != ZERO_OFFLOAD_NVME) || tstate == 0) { *G = *bb = *nblocks = 0; return; }
     per = k * 4 + psz;
     budget = d->offload.buffer_bytes ? d->offload.buffer_bytes : (int64_t)64 << 20;
     g = (budget / 3 - ZERO__IO_ALIGN) / per / 1024 * 1024;
@@ -5821,7 +6030,8 @@ static int zero__dev_offload(const zero_desc *d) {
 }
 static int zero__cat_tier(const zero_desc *d, int cat) {
     int opt = d->offload_optimizer, par = d->offload_params;
-    if (cat == ZERO_CAT_PARAMS) return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
+    if (cat == ZERO_CAT_PARAMS)
+        return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : par == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
     if (cat == ZERO_CAT_GRADS)      /* a GPU reduces into device memory; the host gets a copy (ZERO_CAT_BUFFERS) */
         return opt == ZERO_OFFLOAD_NONE || zero__dev_offload(d) ? ZERO_TIER_DEVICE : ZERO_TIER_HOST;
     if (cat == ZERO_CAT_MASTER || cat == ZERO_CAT_OPTIM)
@@ -5844,6 +6054,8 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
         zero__off_geom(d, tstate, &K, &G, &bb, &nb);
         if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+        if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME)     /* the gathers' param-area buffer */
+            p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
     }
 }
 
@@ -5855,7 +6067,7 @@ static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__io
                           "%s: offload block %lld of %s is truncated (short %s at offset %lld)", what, (long long)blk,
                           o->path[f], "transfer", (long long)b->err_off);
     return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "%s: %s of offload block %lld in %s at offset %lld failed: %s",
-                      what, b == &o->wb[0] || b == &o->wb[1] || b == &o->wb[2] ? "write" : "read", (long long)blk,
+                      what, b->write ? "write" : "read", (long long)blk,
                       o->path[f], (long long)b->err_off, strerror(b->err));
 }
 
@@ -5866,9 +6078,12 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
 }
 
 static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
-    uint64_t t[4];
+    uint64_t t[5];
+    int64_t pa = zero__off_parea(o);
     t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
     t[0] = zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
+    /* with the params on NVMe a gather reads the param area alone: it has a sum of its own */
+    t[4] = o->params ? zero__blk_sum(buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
 static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const char *what) {
@@ -5894,6 +6109,7 @@ static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slo
 static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
     zero__off *o = ctx->off;
     o->cached = -1;
+    if (write && blk == o->gblk) o->gblk = -1;
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
     if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
@@ -5914,10 +6130,10 @@ static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
    1: first moment / momentum, 2: second moment), block by block. The last block stays
    in buf[0] (written back when another block is needed, at zero_step and after
    zero_load), so setting params one by one reads and writes each block about once. */
-static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
-                                const char *what) {
+static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                       const char *what) {
     zero__off *o = ctx->off;
-    int a = which == 0 ? 0 : o->has_master + which - 1;
+    int a = which == 0 ? 0 : o->has_master + which - 1, pdt = ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
@@ -5927,14 +6143,83 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
             if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
             o->cached = blk;
         }
-        arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
-        if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
-        else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        if (which == ZERO__OFF_PARAMS) {    /* the param area, in the param dtype */
+            char *p = o->buf[0] + zero__off_parea(o) + at * o->psz;
+            if (out) { zero_to_f32(out, p, (zero_dtype)pdt, c); out += c; }
+            else { zero_from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
+        } else {
+            arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
+            if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
+            else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        }
         idx += c; n -= c;
     }
     return ZERO_OK;
 }
+static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+                                const char *what) {
+    zero_result r;
+    pthread_mutex_lock(&ctx->off->mu);
+    r = zero__off_rw_locked(ctx, which, idx, n, out, in, what);
+    pthread_mutex_unlock(&ctx->off->mu);
+    return r;
+}
+
+/* The stage-3 gather's read (the comm stream, ahead of the fetch when prefetched): state
+   elements [idx, idx+n) of the params, in the param dtype, into dst. Per block only the
+   param area and trailer are read (into gbuf, kept for the next module in the block) and
+   checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
+   written back is taken from buf[0]. */
+static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
+    zero__off *o = ctx->off;
+    int64_t pa = zero__off_parea(o), len = o->bb - pa;
+    zero_result r = ZERO_OK;
+    pthread_mutex_lock(&o->mu);
+    while (n > 0 && r == ZERO_OK) {
+        int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
+        const char *src;
+        if (o->cached == blk) src = o->buf[0] + pa;
+        else {
+            if (o->gblk != blk) {
+                uint64_t t[5];
+                o->gblk = -1;
+                memset(&o->gb, 0, sizeof o->gb);
+                if ((o->gb.trace_t0 = zero__trace_t0(ctx)) > 0) o->gb.trace_ctx = ctx;    /* on the nvme track */
+                zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
+                                o->chunk);
+                o->bytes_read += len;
+                zero__io_wait(&o->io, &o->gb);
+                if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
+                memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
+                if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
+                    t[4] != zero__blk_sum(o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
+                    r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
+                                   "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
+                                   "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
+                                   (long long)(zero__off_pos(o, blk, o->slot) + pa));
+                    break;
+                }
+                o->gblk = blk;
+            }
+            src = o->gbuf;
+        }
+        memcpy(dst, src + at * o->psz, (size_t)(c * o->psz));
+        dst += c * o->psz; idx += c; n -= c;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return r;
+}
+
+/* zero_save, zero_load and the safetensors calls read the param arena, which the NVMe
+   params do not have: they say so */
+static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn) {
+    if (!ctx || !ctx->off || !ctx->off->params) return ZERO_OK;
+    return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                      "%s: not supported with offload_params = ZERO_OFFLOAD_NVME (not yet)", fn);
+}
 static int zero__has_master(const zero_ctx *ctx) { return ctx->master || (ctx->off && ctx->off->has_master); }
+/* the stage-3 param shard lives in the tier's blocks (offload_params = NVMe) */
+static int zero__offp(const zero_ctx *ctx) { return ctx->off && ctx->off->params; }
 
 static void zero__off_free(zero_ctx *ctx) {
     zero__off *o = ctx->off;
@@ -5943,11 +6228,41 @@ static void zero__off_free(zero_ctx *ctx) {
     if (!o) return;
     zero__io_stop(&o->io, a);
     for (i = 0; i < 3; i++) zero__raw_free(a, o->raw[i]);
+    zero__raw_free(a, o->graw);
+    pthread_mutex_destroy(&o->mu);
     for (i = 0; i < o->ndirs; i++)
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
     zero__raw_free(a, o);
     ctx->off = NULL;
+}
+
+/* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
+static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
+    const char *e = getenv("ZERO_IO");
+    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 16, why = 0, want;
+#ifdef ZERO_IO_URING
+    want = 1;
+#else
+    want = 0;
+#endif
+    if (e && *e) {
+        if (strcmp(e, "uring") == 0) want = 1;
+        else if (strcmp(e, "threads") == 0) want = 0;
+        else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                               "zero_build: ZERO_IO=%s: want uring or threads", e);
+    }
+    if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    if (want && !o->io.uring)
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_ENGINE, "io_uring is not available (%s): the NVMe tier uses %d I/O threads",
+#ifdef ZERO_IO_URING
+                  strerror(why),
+#else
+                  "built without ZERO_IO_URING",
+#endif
+                  depth);
+    return ZERO_OK;
 }
 
 /* zero_build: files created, preallocated and filled with zero states (slot 0) */
@@ -5961,14 +6276,23 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
     if (d->offload_optimizer != ZERO_OFFLOAD_NVME) return ZERO_OK;
+    if (d->offload_params == ZERO_OFFLOAD_NVME)
+        for (i = 0; i < ctx->num_modules; i++)
+            if (ctx->modules[i].frozen)
+                return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                  "zero_build: offload_params = ZERO_OFFLOAD_NVME with a frozen module ('%s') is not "
+                                  "supported yet", ctx->modules[i].name);
     zero__off_geom(d, tstate, &K, &G, &bb, &nb);
     if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
     if (!(o = (zero__off *)zero__raw_alloc(a, sizeof *o)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
+    pthread_mutex_init(&o->mu, NULL);
     ctx->off = o;
     o->ctx = ctx;
+    o->params = d->offload_params == ZERO_OFFLOAD_NVME;
+    o->gblk = -1;
     o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
@@ -5982,7 +6306,9 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         o->buf[i] = (char *)(((uintptr_t)o->raw[i] + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
     }
     o->pieces = (zero__offpiece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
-    if (i < 3 || !o->pieces) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+    if (o->params && (o->graw = (char *)zero__raw_alloc(a, (size_t)(bb - zero__off_parea(o) + ZERO__IO_ALIGN))))
+        o->gbuf = (char *)(((uintptr_t)o->graw + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+    if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
         int fd, e;
@@ -6007,8 +6333,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (r == ZERO_OK && direct_refused)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
                   "the filesystem of %s refused O_DIRECT: the offload files use buffered I/O", o->path[0]);
-    if (r == ZERO_OK && zero__io_start(&o->io, d->offload.queue_depth ? d->offload.queue_depth : 8, a) != 0)
-        r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    if (r == ZERO_OK) r = zero__off_io_start(ctx, o);
     if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
         memset(o->buf[0], 0, (size_t)bb);
         for (blk = 0; blk < nb && r == ZERO_OK; blk++) {
@@ -6017,7 +6342,8 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         }
     }
     if (r != ZERO_OK) { zero__off_free(ctx); return r; }
-    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
+    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__off_parea(o) : 0);
+    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
     ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
     return ZERO_OK;
@@ -6082,11 +6408,14 @@ static void zero__off_part(void *arg, int part, int nparts) {
         if (s >= e) continue;
         k = j->k;
         k.decay = sg->decay;
-        p = zero__at(ctx->param_arena, sg->param_idx + a, pdt);
+        /* params on NVMe: updated in the block's param area, written to the other slot with
+           the states; else in the arena, the old values saved in the block for an undo */
+        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->param_arena, sg->param_idx + a, pdt);
         w = o->has_master ? arr[0] + at : (float *)p;
         m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
         v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
-        memcpy(j->buf + (int64_t)o->K * o->G * 4 + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+        if (!o->params)
+            memcpy(j->buf + zero__off_parea(o) + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
         j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx + a, adt), p, w, m, v, s, e);
     }
 }
@@ -6145,6 +6474,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
     int x, sn = 1 - o->slot;
     zero_result r = ZERO_OK;
     int64_t kept[3], t;
+    if (o->params) { o->done = 0; return ZERO_OK; }    /* the current slot still holds the params */
     for (x = 0; x < 3; x++) {
         kept[x] = o->bufblk[x];
         if (kept[x] < 0) continue;
@@ -6170,6 +6500,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
 static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
     zero_result r = zero__off_step(ctx, gscale), rr;
     double v[2];
+    ctx->off->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
     if ((rr = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return rr;
@@ -7572,6 +7903,9 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
+    else if (zero__offp(ctx) && s < e)
+        r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
+                         "zero_param_set_f32");
     else if (s < e)
         r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), pdt,
                               values + (s - pr->offset), e - s);
@@ -8173,6 +8507,7 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     zero_result r;
     int i;
     if ((r = zero__check_built(ctx, fn)) != ZERO_OK) return r;
+    if ((r = zero__offp_unsupported(ctx, fn)) != ZERO_OK) return r;     /* >>offload */
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].fetched || ctx->modules[i].ready)

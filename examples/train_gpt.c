@@ -632,6 +632,8 @@ static zero_result stage_plans(trainer *t) {
             zero_result r = zero_group_create(&g, c->ranks);
             if (r >= 0) r = zero_comm_local(&comm, g, 0);
             d.comm = comm; d.stage = s; d.max_live_bytes = d.prefetch_bytes = 0;
+            // params on NVMe are stage 3's only: the other stages' bars show them on the host
+            if (s != 3 && d.offload_params == ZERO_OFFLOAD_NVME) d.offload_params = ZERO_OFFLOAD_HOST;
             tmp.z = NULL;
             tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
             tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
@@ -959,7 +961,7 @@ static void usage(FILE *f) {
         "                     (default gpt_trace.json)\n"
         "  --quiet            print only the final line\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
-        "  --offload-params T     none or cpu (nvme for params is not in this build yet)\n"
+        "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
         "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n");
 }
 

@@ -616,7 +616,7 @@ static void usage(FILE *f) {
         "  --accum A          micro-batches per step (default 1)\n"
         "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
         "  --offload-optimizer none|cpu|nvme  master weights and moments: in place, host memory or files (default none)\n"
-        "  --offload-params none|cpu|nvme     params likewise (nvme: not supported yet) (default none)\n"
+        "  --offload-params none|cpu|nvme     params likewise (nvme: stage 3 with --offload-optimizer nvme) (default none)\n"
         "  --nvme-dir DIR     directory of the nvme tier's files (default $TMPDIR or /tmp)\n"
         "  --save-ckpt DIR    after training, save a sharded checkpoint (zero_save) into DIR\n"
         "  --load-ckpt DIR    before training, load DIR (any stage/ranks); --steps K then means K more\n"

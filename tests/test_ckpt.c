@@ -772,7 +772,10 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     if (readonly) snprintf(ro_dir, sizeof ro_dir, "%s", full_dir);
     full_kind = kind; full_after = after; full_hits = 0; tier_armed = 0;
     if (kind == 3) bad.before_save = arm_tier;     /* the steps before the save read the tier too */
+    /* the hook is on pread: the tier's thread engine (io_uring faults: tests/test_offload.c) */
+    if (kind == 3) setenv("ZERO_IO", "threads", 1);
     k = run(&bad);
+    if (kind == 3) unsetenv("ZERO_IO");
     zero__fops.open = zero__sys_open;
     zero__fops.pwrite = zero__sys_pwrite;
     zero__fops.pread = zero__sys_pread;

@@ -103,6 +103,14 @@ for s in 1 3; do
     elif cmp -s "$T/o_none" "$T/o_cpu" && cmp -s "$T/o_none" "$T/o_nvme"; then pass offload_stage$s
     else fail offload_stage$s "offloaded params differ from the run without offload"; fi
 done
+# stage-3 params on NVMe too (the shard in the tier's files, gathered from them)
+R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 5 --stage 3 --ranks 2 --steps 6 --dtype bf16)
+"$B/train_mlp" "${R[@]}" --save-params "$T/p_none" >"$T/p1.log" 2>&1 &&
+"$B/train_mlp" "${R[@]}" --offload-optimizer nvme --offload-params nvme --nvme-dir "$T" --save-params "$T/p_nvme" >"$T/p2.log" 2>&1
+rc=$?
+if [ $rc != 0 ]; then fail offload_params_nvme_stage3 "exit $rc: $(tail -n 1 "$T/p2.log")"
+elif cmp -s "$T/p_none" "$T/p_nvme"; then pass offload_params_nvme_stage3
+else fail offload_params_nvme_stage3 "params on NVMe differ from the run without offload"; fi
 R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --stage 2 --ranks 3 --dtype bf16 --offload-optimizer nvme --nvme-dir "$T")
 rm -rf "$T/ck"
 "$B/train_mlp" "${R[@]}" --steps 20 --save-params "$T/straight" >"$T/c1.log" 2>&1 &&

@@ -4,7 +4,9 @@
    host cap is enforced, checkpoints resume exactly, the resident memory of an NVMe
    run stays far below its model states, and faults (missing or read-only directory,
    disk full, a corrupted or truncated block) fail with a code naming the file and
-   leave the params as they were.
+   leave the params as they were. The NVMe cases run once per I/O engine (ZERO_IO=threads,
+   then ZERO_IO=uring: io_uring when built with ZERO_IO_URING); faults reach the io_uring
+   engine through zero__fops.io_result, the thread pool through zero__fops.pwrite/pread.
 
    The "model" is synthetic: NMOD modules of two params each; the gradient of element
    i on rank r at step s is a fixed function of its current value, i, r and s, so
@@ -24,6 +26,14 @@
 #define CHUNK 4096
 
 static char tmpdir[512];
+static const char *engine = "threads";     /* ZERO_IO for this pass */
+static int engine_uring(void) {             /* the engine the pass must get: 1 io_uring */
+#ifdef ZERO_IO_URING
+    return strcmp(engine, "uring") == 0;
+#else
+    return 0;
+#endif
+}
 
 typedef struct cfg {
     int stage, world, steps, nmod;
@@ -44,7 +54,36 @@ typedef struct cfg {
     zero_result fault_r;
     char fault_msg[512];
     int fault_unchanged;            /* params equal before and after the failed step */
+    int uring;                      /* the NVMe tier's engine was io_uring (-1: no tier) */
+    int64_t prefetch_bytes;         /* stage 3: desc.prefetch_bytes (0: the default) */
+    int64_t peak_alloc;             /* the allocator's peak bytes (rank 0's context) */
+    int engine_info;                /* OFFLOAD_ENGINE lines logged (io_uring wanted, not there) */
 } cfg;
+
+static void engine_log(void *u, zero_log_level lvl, zero_log_item item, int rank, const char *msg) {
+    (void)lvl; (void)msg;
+    if (item == ZERO_LOGITEM_OFFLOAD_ENGINE && rank == 0) ((cfg *)u)->engine_info++;
+}
+
+/* an allocator that counts: the bound on what an NVMe-params run holds in memory */
+typedef struct counting { int64_t now, peak; } counting;
+static void *count_alloc(size_t n, void *u) {
+    counting *c = (counting *)u;
+    size_t *p = (size_t *)malloc(n + 16);
+    if (!p) return NULL;
+    p[0] = n;
+    c->now += (int64_t)n;
+    if (c->now > c->peak) c->peak = c->now;
+    return (char *)p + 16;
+}
+static void count_free(void *q, void *u) {
+    counting *c = (counting *)u;
+    size_t *p;
+    if (!q) return;
+    p = (size_t *)((char *)q - 16);
+    c->now -= (int64_t)p[0];
+    free(p);
+}
 
 static int64_t psize(const cfg *c, int m, int k) {
     int64_t base = c->elems ? c->elems : 700;
@@ -68,7 +107,15 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     int m, k, step;
     int64_t i, base = 0, maxn = 0, pbytes = 0, numel = 0;
     int slot = 0;
+    counting cnt = { 0, 0 };
     memset(&d, 0, sizeof d);
+    d.allocator.alloc = count_alloc;
+    d.allocator.free = count_free;
+    d.allocator.user_data = &cnt;
+    d.prefetch_bytes = c->prefetch_bytes;
+    d.logger.func = engine_log;
+    d.logger.user_data = c;
+    d.logger.level = ZERO_LOG_INFO;
     d.comm = comm;
     d.stage = c->stage;
     d.param_dtype = c->dtype;
@@ -106,6 +153,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     }
     if (rank == 0) zero_plan_get(z, &c->plan);
     if ((r = zero_build(z)) != ZERO_OK) goto done;
+    if (rank == 0) c->uring = z->off ? z->off->io.uring : -1;
     buf = (float *)malloc((size_t)CHUNK * 4);
     for (m = 0; m < nmod; m++)
         for (k = 0; k < 2; k++) {
@@ -122,9 +170,15 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     for (step = 0; step < c->steps; step++) {
         if (step == c->fault_step) {
             /* the params as they are in memory (a gather would read the damaged master) */
-            pbytes = zero__pcat(z->plan.bytes, ZERO_CAT_PARAMS);
-            before = (float *)malloc((size_t)pbytes);
-            memcpy(before, z->param_arena, (size_t)pbytes);
+            if (c->par_tier == ZERO_OFFLOAD_NVME) {    /* no param arena: the gathered params */
+                pbytes = numel * 4;
+                before = (float *)malloc((size_t)pbytes);
+                if ((r = zero_gather_params_f32(z, before)) != ZERO_OK) goto done;
+            } else {
+                pbytes = zero__pcat(z->plan.bytes, ZERO_CAT_PARAMS);
+                before = (float *)malloc((size_t)pbytes);
+                memcpy(before, z->param_arena, (size_t)pbytes);
+            }
             slot = z->off->slot;
             if (rank == 0) c->fault_fn(c, z);
             if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;   /* the fault is in place */
@@ -151,8 +205,18 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
             if (rank == 0) {
                 c->fault_r = r;
                 snprintf(c->fault_msg, sizeof c->fault_msg, "%s", zero_last_error(z));
-                c->fault_unchanged = memcmp(before, z->param_arena, (size_t)pbytes) == 0 && z->off->slot == slot;
             }
+            if (c->par_tier == ZERO_OFFLOAD_NVME) {
+                float *after = (float *)malloc((size_t)pbytes);
+                zero_result r2 = zero_gather_params_f32(z, after);
+                /* a block still damaged (the corrupt case) cannot be gathered: then the slot
+                   not flipped is what says the params (read from it) are as they were */
+                if (rank == 0)
+                    c->fault_unchanged = z->off->slot == slot &&
+                                         (r2 == ZERO_OK ? memcmp(before, after, (size_t)pbytes) == 0 : r2 == ZERO_ERR_CORRUPT);
+                free(after);
+            } else if (rank == 0)
+                c->fault_unchanged = memcmp(before, z->param_arena, (size_t)pbytes) == 0 && z->off->slot == slot;
             r = ZERO_OK;
             goto done;
         }
@@ -165,6 +229,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
         goto done;
     if (rank == 0) zero_stats_get(z, &c->stats);
 done:
+    if (rank == 0) c->peak_alloc = cnt.peak;
     if (r != ZERO_OK && rank == 0) snprintf(c->err, sizeof c->err, "%s", z ? zero_last_error(z) : zero_last_error(NULL));
     free(buf);
     free(before);
@@ -192,15 +257,18 @@ static int count_files(const char *dir) {
     return n;
 }
 
-static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs) {
+static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs, int nvme_params) {
     cfg ref = base_cfg(stage, world, dt, opt), off = ref;
     zero_result r;
     char sub[2][600];
     int k;
-    test_begin("equiv_%s_stage%d_world%d_%s_%s_dirs%d", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host", stage, world,
-               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs);
+    test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
+               nvme_params ? "_params" : "", stage, world,
+               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
+               ot == ZERO_OFFLOAD_NVME ? engine : "");
     off.opt_tier = ot;
-    off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : ZERO_OFFLOAD_NONE;
+    off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : nvme_params ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
+    /* nvme_params: prefetch is on by default (one module ahead): gathers read NVMe ahead of the fetch */
     for (k = 1; k < ndirs; k++) {
         snprintf(sub[k - 1], sizeof sub[0], "%s/d%d", tmpdir, k);
         mkdir(sub[k - 1], 0700);
@@ -219,14 +287,28 @@ static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt,
         CHECK(p[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] == 0 && p[ZERO_TIER_HOST][ZERO_CAT_GRADS] > 0, "grads not on the host");
         CHECK(off.plan.model_state_bytes == ref.plan.model_state_bytes, "model state bytes differ");
         CHECK(memcmp(off.stats.bytes, off.plan.bytes, sizeof off.plan.bytes) == 0, "stats differ from the plan");
-        if (ot == ZERO_OFFLOAD_NVME)
+        if (nvme_params) {
+            CHECK(p[ZERO_TIER_NVME][ZERO_CAT_PARAMS] > 0 && p[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] == 0 &&
+                  p[ZERO_TIER_HOST][ZERO_CAT_PARAMS] == 0, "param shard not under ZERO_TIER_NVME");
+            CHECK(off.stats.prefetch_hits > 0, "no prefetch hits (%lld)", (long long)off.stats.prefetch_hits);
+        }
+        if (ot == ZERO_OFFLOAD_NVME) {
             CHECK(p[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] > 0, "no I/O buffers in the plan");
+            CHECK(off.uring == engine_uring(), "engine: io_uring %d, want %d (ZERO_IO=%s)", off.uring, engine_uring(), engine);
+            /* ZERO_IO=uring without io_uring (built without it): the fallback says so */
+            CHECK(off.engine_info == (strcmp(engine, "uring") == 0 && !engine_uring()), "OFFLOAD_ENGINE lines: %d",
+                  off.engine_info);
+        }
     }
     CHECK(count_files(tmpdir) == 0, "offload files left behind");
     for (k = 1; k < ndirs; k++) rmdir(sub[k - 1]);
     free(ref.out);
     free(off.out);
     test_end();
+}
+
+static void equiv_case(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs) {
+    equiv_case2(stage, world, dt, opt, ot, ndirs, 0);
 }
 
 static void test_host_cap(void) {
@@ -254,7 +336,16 @@ static void test_bad_options(void) {
     CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG, "negative queue depth accepted");
     d.offload.queue_depth = 0;
     d.offload_params = ZERO_OFFLOAD_NVME;
-    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted");
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted at stage 0");
+    d.stage = 3;
+    d.offload_optimizer = ZERO_OFFLOAD_HOST;
+    CHECK(zero_create(&z, &d) == ZERO_ERR_UNSUPPORTED, "offload_params nvme accepted with the optimizer on the host");
+    CHECK(strstr(zero_last_error(NULL), "offload_optimizer") != NULL, "message: %s", zero_last_error(NULL));
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    CHECK(zero_create(&z, &d) == ZERO_OK, "stage 3 nvme params rejected: %s", zero_last_error(NULL));
+    zero_destroy(z);
+    z = NULL;
+    d.stage = 0;
     d.offload_params = ZERO_OFFLOAD_NONE;
     CHECK(zero_create(&z, &d) == ZERO_OK, "valid nvme desc rejected: %s", zero_last_error(NULL));
     zero_destroy(z);
@@ -296,6 +387,20 @@ static void test_ckpt_resume(void) {
     }
     free(full.out); free(a.out); free(b.out);
 }
+
+/* peak RSS of an NVMe run far below its model states: bf16 AdamW keeps params and grads
+   (4 bytes per param) in memory and master + moments (12) on NVMe. Sanitizers inflate
+   RSS (shadow memory, quarantine): there the run is small and the bound not checked. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define RSS_CHECKED 0
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define RSS_CHECKED 0
+#  endif
+#endif
+#ifndef RSS_CHECKED
+#  define RSS_CHECKED 1
+#endif
 
 /* ---- faults ---------------------------------------------------------------------- */
 static void test_dir_missing(void) {
@@ -355,7 +460,33 @@ static int64_t enospc_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
     return zero__sys_pwrite(fd, buf, n, off);
 }
-static void arm_enospc(cfg *c, zero_ctx *z) { (void)c; (void)z; full_after = 3; zero__fops.pwrite = enospc_pwrite; }
+static int64_t enospc_result(int fd, int write, int64_t off, int64_t res) {     /* the io_uring engine's */
+    (void)fd; (void)off;
+    if (write && __atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
+    return res;
+}
+static void arm_enospc(cfg *c, zero_ctx *z) {
+    (void)c; (void)z;
+    full_after = 3;
+    zero__fops.pwrite = enospc_pwrite;
+    __atomic_store_n(&zero__fops.io_result, enospc_result, __ATOMIC_RELAXED);   /* I/O threads of other ranks read it */
+}
+static volatile int reads_ok;       /* reads allowed before EIO */
+static int64_t eio_pread(int fd, void *buf, size_t n, int64_t off) {
+    if (__atomic_sub_fetch(&reads_ok, 1, __ATOMIC_RELAXED) < 0) return -EIO;
+    return zero__sys_pread(fd, buf, n, off);
+}
+static int64_t eio_result(int fd, int write, int64_t off, int64_t res) {
+    (void)fd; (void)off;
+    if (!write && __atomic_sub_fetch(&reads_ok, 1, __ATOMIC_RELAXED) < 0) return -EIO;
+    return res;
+}
+static void arm_eio(cfg *c, zero_ctx *z) {
+    (void)c; (void)z;
+    reads_ok = 2;
+    zero__fops.pread = eio_pread;
+    __atomic_store_n(&zero__fops.io_result, eio_result, __ATOMIC_RELAXED);
+}
 
 /* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there */
 static void flip_byte(cfg *c, zero_ctx *z) {
@@ -374,16 +505,29 @@ static void truncate_file(cfg *c, zero_ctx *z) {
     (void)c;
     if (truncate(o->path[blk % o->ndirs], (off_t)zero__off_pos(o, blk, o->slot)) != 0) { }
 }
-static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage, int world) {
+static void fault_case2(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage,
+                        int world, int nvme_params) {
     cfg c = base_cfg(stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
     zero_result r;
-    test_begin("fault_%s_stage%d_world%d", name, stage, world);
+    test_begin("fault_%s%s_stage%d_world%d_%s", name, nvme_params ? "_params" : "", stage, world, engine);
     c.opt_tier = ZERO_OFFLOAD_NVME;
+    if (nvme_params) c.par_tier = ZERO_OFFLOAD_NVME;
     c.elems = 3000;
     c.fault_step = 2;
     c.fault_fn = fn;
     r = zero_run_local(world, train, &c);
     zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pread = zero__sys_pread;
+    zero__fops.io_result = NULL;
+    if (nvme_params && r != ZERO_OK && c.fault_r == ZERO_OK) {
+        /* params on NVMe are read at the fetch: a read fault fails the fetch, before the
+           step; nothing was changed yet */
+        c.fault_r = r;
+        snprintf(c.fault_msg, sizeof c.fault_msg, "%s", c.err);
+        c.fault_unchanged = 1;
+        r = ZERO_OK;
+    }
+    CHECK(c.uring == engine_uring(), "engine: io_uring %d, want %d", c.uring, engine_uring());
     CHECK(r == ZERO_OK, "run: %s (%s)", zero_result_str(r), zero_last_error(NULL));
     CHECK(c.fault_r == want, "step result %s, want %s (%s)", zero_result_str(c.fault_r), zero_result_str(want), c.fault_msg);
     CHECK(strstr(c.fault_msg, want_text) != NULL, "message lacks '%s': %s", want_text, c.fault_msg);
@@ -393,20 +537,77 @@ static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_res
     free(c.out);
     test_end();
 }
+static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage, int world) {
+    fault_case2(name, fn, want, want_text, stage, world, 0);
+}
 
-/* peak RSS of an NVMe run far below its model states: bf16 AdamW keeps params and grads
-   (4 bytes per param) in memory and master + moments (12) on NVMe. Sanitizers inflate
-   RSS (shadow memory, quarantine): there the run is small and the bound not checked. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#  define RSS_CHECKED 0
-#elif defined(__has_feature)
-#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#    define RSS_CHECKED 0
-#  endif
-#endif
-#ifndef RSS_CHECKED
-#  define RSS_CHECKED 1
-#endif
+/* params on NVMe: one byte of the param area of a block in the current slot flipped
+   after a step; the next gather of it (or the step reading it) is ZERO_ERR_CORRUPT */
+static void flip_param_byte(cfg *c, zero_ctx *z) {
+    zero__off *o = z->off;
+    int64_t blk = 0, off = zero__off_pos(o, blk, o->slot) + zero__off_parea(o) + 10;    /* not the block cached in memory */
+    int fd = open(o->path[blk % o->ndirs], O_RDWR);
+    unsigned char b;
+    (void)c;
+    if (fd < 0) return;
+    if (pread(fd, &b, 1, off) == 1) { b ^= 0x01; if (pwrite(fd, &b, 1, off) != 1) { } }
+    close(fd);
+}
+static void test_params_corrupt(void) {
+    cfg c = base_cfg(3, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    zero_result r;
+    const char *msg;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    c.par_tier = ZERO_OFFLOAD_NVME;
+    c.elems = 3000;
+    c.fault_step = 2;
+    c.fault_fn = flip_param_byte;
+    c.prefetch_bytes = -1;          /* gathers at the fetch: the flipped block is read after the flip */
+    r = zero_run_local(1, train, &c);
+    msg = r != ZERO_OK ? c.err : c.fault_msg;
+    CHECK(r == ZERO_ERR_CORRUPT || c.fault_r == ZERO_ERR_CORRUPT, "run %s, step %s (%s)", zero_result_str(r),
+          zero_result_str(c.fault_r), msg);
+    CHECK(strstr(msg, "checksum") && strstr(msg, tmpdir), "message: %s", msg);
+    CHECK(strstr(msg, "params") != NULL, "not the gather's check: %s", msg);
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+    free(c.out);
+}
+
+/* params on NVMe: what the run allocates stays far below its model states (params,
+   grads, master, moments): the param shard is not in memory */
+static void test_params_alloc(void) {
+    cfg c = base_cfg(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW), ref;
+    zero_result r;
+    int64_t states;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    c.nmod = MAXMOD;
+    c.elems = RSS_CHECKED ? 1 << 20 : 1 << 16;  /* 16 modules: 17M params, model states 134 MB a rank */
+    c.steps = 2;
+    c.buffer_bytes = 4 << 20;
+    ref = c;
+    ref.par_tier = ZERO_OFFLOAD_NONE;
+    c.par_tier = ZERO_OFFLOAD_NVME;
+    r = zero_run_local(2, train, &c);
+    CHECK(r == ZERO_OK, "run: %s (%s)", zero_result_str(r), c.err);
+    r = zero_run_local(2, train, &ref);
+    CHECK(r == ZERO_OK, "reference: %s (%s)", zero_result_str(r), ref.err);
+    states = c.plan.model_state_bytes;          /* one rank's: params, grads, master, moments */
+    printf("# nvme params: peak allocation %lld KB (optimizer on NVMe only: %lld KB), rank's model states %lld KB\n",
+           (long long)(c.peak_alloc >> 10), (long long)(ref.peak_alloc >> 10), (long long)(states >> 10));
+    if (RSS_CHECKED)        /* a small run (sanitizers): the fixed buffers dominate */
+        CHECK(c.peak_alloc < states / 2, "peak allocation %lld not below half the rank's states %lld",
+              (long long)c.peak_alloc, (long long)states);
+    CHECK(c.peak_alloc <= c.plan.total_bytes - c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] -
+                          c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
+                          4 * (c.elems + 37 * MAXMOD) + (1 << 20),     /* + the final gather's one-module buffer */
+          "peak allocation %lld over the plan's memory tiers", (long long)c.peak_alloc);
+    /* the param shard is what leaves memory (less the gathers' one-block buffer) */
+    CHECK(c.peak_alloc + c.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] <= ref.peak_alloc + (1 << 20),
+          "peak allocation %lld vs %lld without the params on NVMe", (long long)c.peak_alloc, (long long)ref.peak_alloc);
+    if (c.out && ref.out) CHECK(memcmp(c.out, ref.out, (size_t)c.numel * 4) == 0, "params differ");
+    free(c.out); free(ref.out);
+}
+
 static void test_rss(void) {
     cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
     struct rusage ru;
@@ -434,21 +635,81 @@ static void test_rss(void) {
     }
 }
 
+/* io_uring: every transfer comes back short (half, 4 KiB-aligned); the engine resubmits
+   the rest, and the run is still bitwise the reference */
+static int64_t halve_result(int fd, int write, int64_t off, int64_t res) {
+    (void)fd; (void)write; (void)off;
+    return res > 8192 ? (res / 2) & ~(int64_t)4095 : res;
+}
+static void test_uring_short(void) {
+    cfg ref = base_cfg(2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW), off = ref;
+    zero_result r;
+    setenv("ZERO_IO", "uring", 1);
+    off.opt_tier = ZERO_OFFLOAD_NVME;
+    off.buffer_bytes = 3 << 20;     /* blocks of a few chunks */
+    off.elems = 200000;
+    ref.elems = off.elems;
+    r = zero_run_local(2, train, &ref);
+    CHECK(r == ZERO_OK, "reference: %s", zero_result_str(r));
+    zero__fops.io_result = halve_result;
+    r = zero_run_local(2, train, &off);
+    zero__fops.io_result = NULL;
+    CHECK(r == ZERO_OK, "short transfers: %s (%s)", zero_result_str(r), off.err);
+    if (r == ZERO_OK && ref.out && off.out) CHECK(memcmp(ref.out, off.out, (size_t)ref.numel * 4) == 0, "params differ");
+#ifdef ZERO_IO_URING
+    CHECK(off.uring == 1, "not the io_uring engine");
+#endif
+    free(ref.out); free(off.out);
+}
+
+static void test_bad_engine(void) {
+    cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
+    zero_result r;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    setenv("ZERO_IO", "aio", 1);
+    r = zero_run_local(1, train, &c);
+    CHECK(r == ZERO_ERR_INVALID_ARG, "ZERO_IO=aio: %s", zero_result_str(r));
+    CHECK(strstr(c.err, "ZERO_IO=aio") != NULL, "message: %s", c.err);
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     static const int worlds[] = { 1, 2, 3 };
-    int s, w, dt;
+    int s, w, dt, e;
     test_init();
     snprintf(tmpdir, sizeof tmpdir, "%s/zero_offload_XXXXXX", t && *t ? t : "/tmp");
     if (!mkdtemp(tmpdir)) { printf("FAIL setup: mkdtemp: %s\n", strerror(errno)); return 1; }
     TEST_RUN(test_rss);
-    for (s = 0; s <= 3; s++)
+    for (e = 0; e < 2; e++) {
+        engine = e ? "uring" : "threads";
+        setenv("ZERO_IO", engine, 1);
+        for (s = 0; s <= 3; s++)
+            for (w = 0; w < 3; w++)
+                for (dt = 0; dt < 2; dt++)
+                    equiv_case(s, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 3);
+        equiv_case(1, 3, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2);
+        fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
+        fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
+        fault_case("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 2, 2);
+        fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
+        fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
+        /* stage-3 params on NVMe */
         for (w = 0; w < 3; w++)
             for (dt = 0; dt < 2; dt++)
-                equiv_case(s, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
-    equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
-    equiv_case(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 3);
-    equiv_case(1, 3, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2);
+                equiv_case2(3, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
+        equiv_case2(3, 2, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2, 1);
+        fault_case2("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 2, 1);
+        fault_case2("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 3, 1, 1);
+        fault_case2("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 3, 1, 1);
+    }
+    TEST_RUN(test_params_corrupt);
+    TEST_RUN(test_params_alloc);
+    TEST_RUN(test_uring_short);
+    TEST_RUN(test_bad_engine);
+    unsetenv("ZERO_IO");
     for (s = 0; s <= 3; s++) equiv_case(s, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
     TEST_RUN(test_host_cap);
     TEST_RUN(test_bad_options);
@@ -457,10 +718,6 @@ int main(void) {
     TEST_RUN(test_dir_readonly);
     TEST_RUN(test_disk_full_at_build);
     TEST_RUN(test_readonly_hook);
-    fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
-    fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
-    fault_case("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 2, 1);
-    fault_case("truncated", truncate_file, ZERO_ERR_CORRUPT, "offload block", 1, 1);   /* short read, or a hole: checksum */
     {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

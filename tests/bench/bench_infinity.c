@@ -6,10 +6,13 @@
    measured first on the same directory with an O_DIRECT baseline of 1 MiB blocks at
    queue depth 32). Not part of make test.
 
-       build/bench_infinity [--params N] [--steps K] [--threads T]
+       build/bench_infinity [--params N] [--steps K] [--threads T] [--nvme-params]
        (N in millions; default 64. Model states are 16 bytes per param with bf16 and
        AdamW, so --params 1700 needs 27 GB of model states, more than 24 GiB of RAM,
-       of which 4 bytes per param stay in memory; the files take 28 bytes per param)
+       of which 4 bytes per param stay in memory; the files take 28 bytes per param;
+       --nvme-params: stage 3 with the param shard on NVMe too, 2 bytes per param less
+       in memory; the step line then also gives the time of the forward fetches, which
+       read the params from the tier)
    Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound>. */
 #define _GNU_SOURCE
 #define ZERO_IMPLEMENTATION
@@ -52,7 +55,7 @@ static double disk_gbs(const char *path, int64_t bytes, int write) {
 int main(int argc, char **argv) {
     const char *dir = getenv("ZERO_BENCH_DIR") ? getenv("ZERO_BENCH_DIR") : "/tmp";
     int64_t nparams = (int64_t)64 << 20, left, i, o, c;
-    int steps = 2, threads = 2, step, m, nmod, a;
+    int steps = 2, threads = 2, step, m, nmod, a, nvme_params = 0;
     zero_desc d;
     zero_ctx *z;
     zero_module *mods;
@@ -65,7 +68,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[a], "--params") && a + 1 < argc) nparams = (int64_t)(atof(argv[++a]) * 1e6);
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
-        else { fprintf(stderr, "usage: bench_infinity [--params MILLIONS] [--steps K] [--threads T]\n"); return 2; }
+        else if (!strcmp(argv[a], "--nvme-params")) nvme_params = 1;
+        else { fprintf(stderr, "usage: bench_infinity [--params MILLIONS] [--steps K] [--threads T] [--nvme-params]\n"); return 2; }
     }
     snprintf(probe, sizeof probe, "%s/bench_infinity_probe.%ld", dir, (long)getpid());
     {   /* the disk: median of three */
@@ -77,7 +81,8 @@ int main(int argc, char **argv) {
     }
 
     memset(&d, 0, sizeof d);
-    d.stage = 1;
+    d.stage = nvme_params ? 3 : 1;
+    if (nvme_params) d.offload_params = ZERO_OFFLOAD_NVME;
     d.param_dtype = ZERO_BF16;
     d.optim.lr = 1e-4;
     d.cpu_threads = threads;
@@ -104,18 +109,21 @@ int main(int argc, char **argv) {
     if ((r = zero_build(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
     printf("bench_infinity: %lld M params, model states %.2f GB (%.2f GB in memory, %.2f GB on NVMe in %s), "
            "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), z->plan.model_state_bytes / 1e9,
-           (z->plan.total_bytes - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM]) / 1e9,
-           (z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM]) / 1e9, dir,
+           (z->plan.total_bytes - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
+            z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
+           (z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
+            z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
            z->off->bb / 1048576.0, bench_now_ms() - t0);
     /* no zero_param_set_f32: the master and moments start at zero, the params too */
     buf = (float *)malloc((size_t)(1 << 20) * 4);
     for (step = 0; step < steps; step++) {
         int64_t rd0 = z->off->bytes_read, wr0 = z->off->bytes_written;
-        double bound, serial, fb, rd, wr;
+        double bound, serial, fb, rd, wr, tf = bench_now_ms();
         for (m = 0; m < nmod; m++) {
             int64_t n = zero_param_numel(z, ps[m]);
-            char *g = (char *)zero_param_grad(z, ps[m]);
-            zero_fetch(z, mods[m]);
+            char *g;
+            if ((r = zero_fetch(z, mods[m])) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
+            g = (char *)zero_param_grad(z, ps[m]);
             for (o = 0; o < n; o += 1 << 20) {
                 c = n - o < (1 << 20) ? n - o : (1 << 20);
                 for (i = 0; i < c; i++) buf[i] = (float)((o + i) % 97) * 1e-3f - 0.05f;
@@ -124,6 +132,11 @@ int main(int argc, char **argv) {
             zero_release(z, mods[m]);
             zero_grads_ready(z, mods[m]);
         }
+        if (nvme_params)
+            printf("step %d: fetches and gradients %.0f ms (read %.2f GB of params)\n", step, bench_now_ms() - tf,
+                   (z->off->bytes_read - rd0) / 1e9);
+        rd0 = z->off->bytes_read;   /* the optimizer phase's own traffic */
+        wr0 = z->off->bytes_written;
         t0 = bench_now_ms();
         if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
         ms = bench_now_ms() - t0;
