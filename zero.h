@@ -6815,6 +6815,7 @@ static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, cons
 static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                    int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
 #ifdef ZERO_CBLAS
+    (void)ctx;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
                 1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
 #else

@@ -127,6 +127,24 @@ TEST__UNUSED static int test_end(void) {
 
 #define TEST_RUN(fn) (test_begin("%s", #fn), fn(), test_end())
 
+#ifdef TEST_SOCKETS    /* define before including test.h: a loopback port that was free a moment ago */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+TEST__UNUSED static int test_free_port(void) {
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+#endif
+
 /* Summary on stderr (stdout carries only PASS/FAIL lines); the program's exit code. */
 TEST__UNUSED static int test_summary(void) {
     int failed;

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>      // defines: _exit
 #include <sys/wait.h>    // defines: waitpid
+#define TEST_SOCKETS
 #include "test.h"
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
@@ -25,19 +26,6 @@ typedef struct outcome {
     char err[ZERO__MSG];
 } outcome;
 
-/* a port that was free a moment ago */
-static int free_port(void) {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
 
 static unsigned char pattern(int rank, int64_t i) { return (unsigned char)(rank * 37 + i * 11 + 5); }
 
@@ -94,7 +82,7 @@ static void child(const proc *p, int port, int wfd) {
 /* runs the processes at once on a fresh port; out[i] is process i's outcome */
 static int run(const proc *ps, int n, outcome *out, int *port_out) {
     pid_t pid[MAXP];
-    int fds[MAXP][2], port = free_port(), i;
+    int fds[MAXP][2], port = test_free_port(), i;
     if (!CHECK(port > 0, "no free port")) return 0;
     if (port_out) *port_out = port;
     fflush(stdout);

@@ -9,6 +9,7 @@
    build/cuda/gpu_nccl; "SKIP: no GPU" and exit 0 without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>   // defines: setenv
+#define TEST_SOCKETS
 #include "../test.h"
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
@@ -162,23 +163,11 @@ static void equal_to_local(int n, int dt) {
     test_end();
 }
 
-static int free_port(void) {
-    struct sockaddr_in a;
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
-}
 
 static void from_env_world_of_one(void) {
     char port[16];
     zero_comm *c = NULL;
-    snprintf(port, sizeof port, "%d", free_port());
+    snprintf(port, sizeof port, "%d", test_free_port());
     setenv("RANK", "0", 1); setenv("WORLD_SIZE", "1", 1); setenv("LOCAL_RANK", "0", 1);
     setenv("MASTER_ADDR", "127.0.0.1", 1); setenv("MASTER_PORT", port, 1);
     zero_result r = zero_comm_from_env(&c, "nccl");
