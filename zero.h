@@ -8535,6 +8535,22 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     return zero__drain(ctx);
 }
 
+/* A load changed the params under the stage-3 gathers: the modules gathered between
+   steps (persistent, prefetched, kept) hold the old values. Drop them and gather again
+   as zero_step left them (every rank makes the same decisions: the same collectives). */
+static zero_result zero__ck_regather(zero_ctx *ctx) {
+    zero_result r = ZERO_OK, r2;
+    int i, any = 0;
+    if (ctx->desc.stage != 3) return ZERO_OK;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].live) {
+            any = 1;
+            if ((r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
+        }
+    if (any && ctx->sched_active && r == ZERO_OK) zero__stage3_step_start(ctx);
+    return r;
+}
+
 /* the highest generation named by any file in dir (shards, temporaries, manifest) */
 static uint64_t zero__ck_max_gen(const char *dir) {
     DIR *d = opendir(dir);
@@ -9030,6 +9046,10 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         }
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
             snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
         r = zero__ck_agree(ctx, "zero_load", local, msg);
         if (r == ZERO_OK) {
@@ -9413,6 +9433,10 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     if (r == ZERO_OK) {
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
             snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
         r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
     }
