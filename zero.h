@@ -160,12 +160,13 @@
      or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
      take 2 x (master + moments + old params) bytes, rounded to blocks.
      zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
-     the files, never staging the state in memory (see ON CHECKPOINTS);
-     zero_export_safetensors, zero_param_set_f32 and zero_gather_params_f32 also read
-     and write the tier block by block.
+     the files, never staging the state (or, with the params on NVMe, the param shard)
+     in memory (see ON CHECKPOINTS); zero_export_safetensors, zero_param_set_f32 and
+     zero_gather_params_f32 also read and write the tier block by block.
      Params on NVMe (stage 3; desc.offload_params = ZERO_OFFLOAD_NVME needs
      offload_optimizer = ZERO_OFFLOAD_NVME, other stages get ZERO_ERR_UNSUPPORTED): the
-     rank's param shard has no arena; it lives in the same blocks, where the old params
+     rank's param shard of the trainable modules has no arena; it lives in the same
+     blocks, where the old params
      would be, as the current params. The stage-3 gather of a module reads its slice
      (the param areas of the blocks it spans, each with a checksum of its own, a
      mismatch ZERO_ERR_CORRUPT naming the file) on the comm stream before the
@@ -175,8 +176,13 @@
      optimizer updates the params in the block it streams and writes them to the other
      slot with the states, so a failed step keeps the old slot's params. A failed read
      at a fetch fails that zero_fetch (and the comm stream, like a failed collective).
-     Not yet with frozen modules (zero_build: ZERO_ERR_UNSUPPORTED), zero_save,
-     zero_load and the safetensors calls (ZERO_ERR_UNSUPPORTED).
+     Frozen modules have no optimizer state, hence no block: their shards stay in memory,
+     in an arena of the frozen modules' shards alone (the plan counts it under
+     ZERO_TIER_DEVICE, ZERO_CAT_PARAMS; only the trainable shards count under
+     ZERO_TIER_NVME), which their gathers, zero_param_set_f32 and the checkpoints use.
+     Checkpoints and safetensors work as without offload: the weights a save writes
+     are the master (or, with f32 params, the blocks' param areas), and a load writes the
+     param areas and the master of each block in one pass.
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -319,7 +325,11 @@
      two tier blocks, so zero_save reads each block once and zero_load reads and writes
      each once, and a save or load takes about 64 / 128 KiB of host memory per rank plus
      the manifest (tests/test_ckpt.c measures both with a counting allocator and the
-     tier's counters).
+     tier's counters, with the stage-3 param shard on NVMe too: its param areas move in
+     the same block reads and writes).
+     At stage 3 a load also drops the modules gathered between steps (persistent,
+     prefetched, kept: they hold the old values) and gathers them again, so a context
+     that trained before loading continues exactly like a fresh one.
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
@@ -391,8 +401,10 @@
      engine's device path is tested through the EMU device); with the CUDA device only
      the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
      build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
-     Offload: params on NVMe at stages 0-2, with frozen modules, or with checkpoints;
-     the io_uring engine does not register its buffers.
+     Offload: params on NVMe at stages 0-2 (ZERO_OFFLOAD_HOST there); the io_uring
+     engine does not register its buffers. zero_param_set_f32 at stage 3 after training
+     steps does not refresh a module gathered ahead of its next fetch, and may run while
+     that gather reads the shard (zero_load and zero_load_safetensors do both right).
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
