@@ -156,7 +156,11 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
     if (c->save_dir) {
         zero_result sr;
-        if (c->before_save) c->before_save();
+        if (c->before_save) {   /* the comm stream done first (a stage-3 prefetch may read the NVMe tier) */
+            double one = 1;
+            if ((r = zero_allreduce_f64(z, &one, 1)) != ZERO_OK) goto done;
+            c->before_save();
+        }
         sr = zero_save(z, c->save_dir);
         c->save_got[rank] = sr;
         snprintf(c->save_msg[rank], sizeof c->save_msg[rank], "%s", zero_last_error(z));
@@ -833,6 +837,7 @@ static int only_committed_files(const char *dir, int world) {
    write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, every rank's
    message names the failing file and the cause, the directory holds the step-4 checkpoint alone, it loads
    bitwise, and training went on as if no save had been tried. */
+static zero_offload_tier fault_ptier;   /* offload_params of save_fault's runs */
 static void save_fault(int stage, int world, zero_offload_tier tier, int kind, int after, const char *file, const char *why,
                        int readonly) {
     static cfg good, bad, ref, back;
@@ -840,7 +845,7 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     snprintf(full_dir, sizeof full_dir, "%s/full", tmpdir);
     rm_rf(full_dir);
     base_cfg(&good, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
-    good.offload = tier; good.steps = 4; good.save_dir = full_dir;
+    good.offload = tier; good.offload_params = fault_ptier; good.steps = 4; good.save_dir = full_dir;
     if (!run(&good)) return;
     ref = good; ref.save_dir = NULL; ref.steps = 10;
     if (!run(&ref)) return;
@@ -873,7 +878,7 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     CHECK(memcmp(ref.out, bad.out, sizeof(float) * (size_t)ref.numel) == 0, "training after the failed save differs");
     CHECK(only_committed_files(full_dir, world), "%s: temporary or stale files left behind", full_dir);
     base_cfg(&back, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
-    back.offload = tier; back.load_dir = full_dir;
+    back.offload = tier; back.offload_params = fault_ptier; back.load_dir = full_dir;
     if (!run(&back)) return;
     CHECK(memcmp(back.out, good.out, sizeof(float) * (size_t)good.numel) == 0, "the previous checkpoint no longer loads bitwise");
     CHECK(back.stats_steps == 4, "the previous checkpoint's step count is %lld", (long long)back.stats_steps);
@@ -884,6 +889,13 @@ static void disk_full_shard_records(void) { save_fault(3, 3, ZERO_OFFLOAD_NONE, 
 static void disk_full_shard_nvme(void) { save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0); }
 static void disk_full_manifest(void) { save_fault(1, 3, ZERO_OFFLOAD_NONE, 2, 0, "/manifest", "No space left", 0); }
 static void tier_eio_during_save(void) { save_fault(2, 2, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0); }
+/* the stage-3 param shard on NVMe: a full disk under a shard, EIO reading the tier */
+static void save_faults_nvme_params(void) {
+    fault_ptier = ZERO_OFFLOAD_NVME;
+    save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0);
+    save_fault(3, 3, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0);
+    fault_ptier = ZERO_OFFLOAD_NONE;
+}
 static void readonly_dir_hook(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 0, 0, "/rank", "Read-only", 1); }
 
 /* a directory without write permission (meaningless as root, who may write anyway) */
@@ -1241,6 +1253,7 @@ int main(void) {
     TEST_RUN(disk_full_shard_nvme);
     TEST_RUN(disk_full_manifest);
     TEST_RUN(tier_eio_during_save);
+    TEST_RUN(save_faults_nvme_params);
     TEST_RUN(readonly_dir_hook);
     TEST_RUN(readonly_dir_chmod);
     TEST_RUN(nvme_bounded_memory);
