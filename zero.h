@@ -160,12 +160,13 @@
      or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
      take 2 x (master + moments + old params) bytes, rounded to blocks.
      zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
-     the files, never staging the state in memory (see ON CHECKPOINTS);
-     zero_export_safetensors, zero_param_set_f32 and zero_gather_params_f32 also read
-     and write the tier block by block.
+     the files, never staging the state (or, with the params on NVMe, the param shard)
+     in memory (see ON CHECKPOINTS); zero_export_safetensors, zero_param_set_f32 and
+     zero_gather_params_f32 also read and write the tier block by block.
      Params on NVMe (stage 3; desc.offload_params = ZERO_OFFLOAD_NVME needs
      offload_optimizer = ZERO_OFFLOAD_NVME, other stages get ZERO_ERR_UNSUPPORTED): the
-     rank's param shard has no arena; it lives in the same blocks, where the old params
+     rank's param shard of the trainable modules has no arena; it lives in the same
+     blocks, where the old params
      would be, as the current params. The stage-3 gather of a module reads its slice
      (the param areas of the blocks it spans, each with a checksum of its own, a
      mismatch ZERO_ERR_CORRUPT naming the file) on the comm stream before the
@@ -175,8 +176,13 @@
      optimizer updates the params in the block it streams and writes them to the other
      slot with the states, so a failed step keeps the old slot's params. A failed read
      at a fetch fails that zero_fetch (and the comm stream, like a failed collective).
-     Not yet with frozen modules (zero_build: ZERO_ERR_UNSUPPORTED), zero_save,
-     zero_load and the safetensors calls (ZERO_ERR_UNSUPPORTED).
+     Frozen modules have no optimizer state, hence no block: their shards stay in memory,
+     in an arena of the frozen modules' shards alone (the plan counts it under
+     ZERO_TIER_DEVICE, ZERO_CAT_PARAMS; only the trainable shards count under
+     ZERO_TIER_NVME), which their gathers, zero_param_set_f32 and the checkpoints use.
+     Checkpoints and safetensors work as without offload: the weights a save writes
+     are the master (or, with f32 params, the blocks' param areas), and a load writes the
+     param areas and the master of each block in one pass.
      The nvme_dirs strings must stay valid until zero_build.
 
    ON PREFETCH (stage 3)
@@ -319,7 +325,11 @@
      two tier blocks, so zero_save reads each block once and zero_load reads and writes
      each once, and a save or load takes about 64 / 128 KiB of host memory per rank plus
      the manifest (tests/test_ckpt.c measures both with a counting allocator and the
-     tier's counters).
+     tier's counters, with the stage-3 param shard on NVMe too: its param areas move in
+     the same block reads and writes).
+     At stage 3 a load also drops the modules gathered between steps (persistent,
+     prefetched, kept: they hold the old values) and gathers them again, so a context
+     that trained before loading continues exactly like a fresh one.
      Atomicity: files are written under temporary names, fsynced and renamed; the
      manifest goes last (after every rank's shard is durable) and its rename is the
      commit point. Shards carry the save's generation in their names, so a save killed
@@ -391,8 +401,10 @@
      engine's device path is tested through the EMU device); with the CUDA device only
      the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
      build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
-     Offload: params on NVMe at stages 0-2, with frozen modules, or with checkpoints;
-     the io_uring engine does not register its buffers.
+     Offload: params on NVMe at stages 0-2 (ZERO_OFFLOAD_HOST there); the io_uring
+     engine does not register its buffers. zero_param_set_f32 at stage 3 after training
+     steps does not refresh a module gathered ahead of its next fetch, and may run while
+     that gather reads the shard (zero_load and zero_load_safetensors do both right).
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -3320,7 +3332,7 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
 static int zero__offp(const zero_ctx *ctx);
 #define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
 static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
-static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn);
+static int64_t zero__pshard(const zero_ctx *ctx, int mi);
 
 /* >>errors -------------------------------------------------------------------------- */
 static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
@@ -4610,14 +4622,14 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
-    } else if (zero__offp(ctx)) {     /* f32 params on NVMe: they are the master */
+    } else if (zero__offp(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
         if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);
             snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
             return r;
         }
     } else {
-        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? m->param_off / N : m->param_off + (int64_t)ctx->rank * per, pdt);
+        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
         r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
     }
     if (r != ZERO_OK) {
@@ -4646,10 +4658,10 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
         zero_result r, rr = ZERO_OK, rc = ZERO_OK;
-        if (zero__offp(ctx))    /* the shard from NVMe; on failure the others still get their gather */
+        if (zero__offp(ctx) && !m->frozen)    /* the shard from NVMe; on failure the others still get their gather */
             rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
         else
-            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, m->param_off / N, pdt),
+            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, zero__pshard(ctx, t->a), pdt),
                                 per * (int64_t)zero__esize(pdt));
         r = zero__all_gather(ctx, mine, dst, per, pdt);
         if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
@@ -6051,6 +6063,12 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
         int t = zero__cat_tier(d, c);
         if (t != ZERO_TIER_DEVICE) { p->bytes[t][c] += p->bytes[ZERO_TIER_DEVICE][c]; p->bytes[ZERO_TIER_DEVICE][c] = 0; }
     }
+    if (d->offload_params == ZERO_OFFLOAD_NVME) {
+        /* frozen modules have no optimizer state, so no block: their shards stay in memory */
+        int64_t frozen = (z->padded - z->trainable) / world * (int64_t)zero_dtype_size(d->param_dtype);
+        p->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] -= frozen;
+        p->bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += frozen;
+    }
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
         zero__off_geom(d, tstate, &K, &G, &bb, &nb);
         if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
@@ -6210,16 +6228,20 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
     return r;
 }
 
-/* zero_save, zero_load and the safetensors calls read the param arena, which the NVMe
-   params do not have: they say so */
-static zero_result zero__offp_unsupported(zero_ctx *ctx, const char *fn) {
-    if (!ctx || !ctx->off || !ctx->off->params) return ZERO_OK;
-    return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                      "%s: not supported with offload_params = ZERO_OFFLOAD_NVME (not yet)", fn);
-}
 static int zero__has_master(const zero_ctx *ctx) { return ctx->master || (ctx->off && ctx->off->has_master); }
 /* the stage-3 param shard lives in the tier's blocks (offload_params = NVMe) */
 static int zero__offp(const zero_ctx *ctx) { return ctx->off && ctx->off->params; }
+/* Stage 3: where module mi's shard starts in the param arena (elements). With the params
+   on NVMe the arena holds the frozen modules' shards alone (they have no block in the
+   tier), packed in module order; a trainable module's shard is in the tier's blocks. */
+static int64_t zero__pshard(const zero_ctx *ctx, int mi) {
+    int64_t off = 0;
+    int i;
+    if (ctx->desc.offload_params != ZERO_OFFLOAD_NVME) return ctx->modules[mi].param_off / ctx->world;
+    for (i = 0; i < mi; i++)
+        if (ctx->modules[i].frozen) off += ctx->modules[i].span;
+    return off / ctx->world;
+}
 
 static void zero__off_free(zero_ctx *ctx) {
     zero__off *o = ctx->off;
@@ -6276,12 +6298,12 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
     if (d->offload_optimizer != ZERO_OFFLOAD_NVME) return ZERO_OK;
-    if (d->offload_params == ZERO_OFFLOAD_NVME)
-        for (i = 0; i < ctx->num_modules; i++)
-            if (ctx->modules[i].frozen)
-                return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                  "zero_build: offload_params = ZERO_OFFLOAD_NVME with a frozen module ('%s') is not "
-                                  "supported yet", ctx->modules[i].name);
+    if (d->offload_params == ZERO_OFFLOAD_NVME) {
+        /* the param arena zero_build allocated holds the frozen modules' shards (in memory,
+           ZERO_TIER_DEVICE as planned); zero__arena counted it under the params' tier */
+        ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
+        ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
+    }
     zero__off_geom(d, tstate, &K, &G, &bb, &nb);
     if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
@@ -7892,23 +7914,22 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     const zero__param_rec *pr;
     const zero__module_rec *m;
     zero_result r;
-    int pi, N, pdt;
+    int pi, pdt;
     int64_t lo, s, e;
     if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
     if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
-    N = ctx->world;
     pdt = ctx->desc.param_dtype;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
-    else if (zero__offp(ctx) && s < e)
+    else if (zero__offp(ctx) && !m->frozen && s < e)
         r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
                          "zero_param_set_f32");
     else if (s < e)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off / N + (s - lo), pdt), pdt,
+        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
                               values + (s - pr->offset), e - s);
     if (r != ZERO_OK) return r;
     if (ctx->master && !m->frozen && s < e)
@@ -8147,7 +8168,7 @@ static int64_t zero__ck_param_idx(const zero_ctx *ctx, int pi, int64_t o) {
     const zero__module_rec *m = &ctx->modules[p->module];
     int64_t per = m->span / ctx->world, lo = (int64_t)ctx->rank * per;
     if (ctx->desc.stage < 3) return m->param_off + p->offset + o;
-    return m->param_off / ctx->world + (p->offset + o - lo);
+    return zero__pshard(ctx, p->module) + (p->offset + o - lo);
 }
 /* the range this rank must load: whole params at stages 0-2 (the param arena is full),
    its slice at stage 3; the optimizer state it holds is always inside that range */
@@ -8163,11 +8184,14 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
 }
 
 /* ---- the checkpoint's only access to params, master weights and moments -------------
-   Everything below reads and writes them through these four, in fp32: the arenas may
+   Everything below reads and writes them through these five, in fp32: the arenas may
    live where the host cannot dereference them (a GPU), and the master and moments on
    the NVMe tier (>>offload), which zero__off_rw reads and writes block by block. which:
    0 the fp32 master, 1 the first moment (or SGD momentum), 2 the second moment; idx:
-   the state index (zero__ck_state_idx) or param index (zero__ck_param_idx). */
+   the state index (zero__ck_state_idx). The params are addressed by param pi and
+   param-local element o: in the param arena (zero__ck_param_idx), or with the stage-3
+   params on NVMe in the param areas of the tier's blocks at the state index (a frozen
+   module's shard, which has no block, stays in the arena). */
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
 static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
     const float *src;
@@ -8186,13 +8210,20 @@ static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, i
 static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
     return ctx->off ? zero__off_flush(ctx, fn) : ZERO_OK;
 }
-static zero_result zero__ck_param_read(zero_ctx *ctx, int64_t idx, int64_t n, float *buf) {
-    int pdt = ctx->desc.param_dtype;
-    return zero__dev_get_f32(ctx, buf, zero__at(ctx->param_arena, idx, pdt), pdt, n);
+static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
+    return zero__offp(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
 }
-static zero_result zero__ck_param_write(zero_ctx *ctx, int64_t idx, int64_t n, const float *buf) {
+static zero_result zero__ck_param_read(zero_ctx *ctx, int pi, int64_t o, int64_t n, float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
-    return zero__dev_put_f32(ctx, zero__at(ctx->param_arena, idx, pdt), pdt, buf, n);
+    if (zero__ck_param_in_tier(ctx, pi))
+        return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, NULL, fn);
+    return zero__dev_get_f32(ctx, buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
+}
+static zero_result zero__ck_param_write(zero_ctx *ctx, int pi, int64_t o, int64_t n, const float *buf, const char *fn) {
+    int pdt = ctx->desc.param_dtype;
+    if (zero__ck_param_in_tier(ctx, pi))
+        return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, NULL, buf, fn);
+    return zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
 }
 
 /* ---- the manifest ---------------------------------------------------------------- */
@@ -8508,7 +8539,6 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     zero_result r;
     int i;
     if ((r = zero__check_built(ctx, fn)) != ZERO_OK) return r;
-    if ((r = zero__offp_unsupported(ctx, fn)) != ZERO_OK) return r;     /* >>offload */
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].fetched || ctx->modules[i].ready)
@@ -8516,6 +8546,22 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
                               "%s: module '%s' is fetched or has gradients pending; call it between steps", fn,
                               ctx->modules[i].name);
     return zero__drain(ctx);
+}
+
+/* A load changed the params under the stage-3 gathers: the modules gathered between
+   steps (persistent, prefetched, kept) hold the old values. Drop them and gather again
+   as zero_step left them (every rank makes the same decisions: the same collectives). */
+static zero_result zero__ck_regather(zero_ctx *ctx) {
+    zero_result r = ZERO_OK, r2;
+    int i, any = 0;
+    if (ctx->desc.stage != 3) return ZERO_OK;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].live) {
+            any = 1;
+            if ((r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
+        }
+    if (any && ctx->sched_active && r == ZERO_OK) zero__stage3_step_start(ctx);
+    return r;
 }
 
 /* the highest generation named by any file in dir (shards, temporaries, manifest) */
@@ -8557,12 +8603,13 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
     closedir(d);
 }
 
-/* one chunk of part q (0: weights, 1, 2: moments) of a record: elements [o, o+c) from
-   the state (si) or the params (pi), hashed into h (when not NULL), written at pos */
-static int zero__ck_put(zero_ctx *ctx, int fd, int q, int64_t si, int64_t pi, int64_t o, int64_t c, int64_t pos,
+/* one chunk of part q (0: weights, 1, 2: moments) of param p's record, which starts at
+   param-local element b: its elements [o, o+c) from the state (si: the state index of
+   b, -1: none) or the params, hashed into h (when not NULL), written at pos */
+static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t si, int64_t o, int64_t c, int64_t pos,
                         float *buf, zero__ck_hash *h, zero_result *r, int *err) {
     if (q > 0 || (si >= 0 && zero__has_master(ctx))) *r = zero__ck_state_read(ctx, q, si + o, c, buf, "zero_save");
-    else *r = zero__ck_param_read(ctx, pi + o, c, buf);
+    else *r = zero__ck_param_read(ctx, p, b + o, c, buf, "zero_save");
     if (*r != ZERO_OK) return 0;
     if (h) zero__ck_hash_add(h, buf, (size_t)c * 4);
     if (!zero__ck_pwrite(fd, buf, (size_t)c * 4, pos)) { *err = errno; return 0; }
@@ -8615,21 +8662,20 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     }
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
     for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, si, pi, o, c;
+        int64_t n, si, o, c;
         int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
         zero__ck_hash hw, hm;
         zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         si = zero__ck_state_idx(ctx, i, b);
-        pi = zero__ck_param_idx(ctx, i, b);
         zero__ck_hash_init(&hw);
         zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
         if (!ctx->off) {    /* in memory: part by part, each hashed in file order */
             for (q = 0; q <= kp && ok; q++)
                 for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
                     c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
+                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
                 }
         } else {
             /* the NVMe tier: window by window, every part of a window from the one tier
@@ -8639,7 +8685,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
                 c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
                 if (si >= 0 && zero__off_run(ctx, si + o) < c) c = zero__off_run(ctx, si + o);
                 for (q = 0; q <= kp && ok; q++)
-                    ok = zero__ck_put(ctx, fd, q, si, pi, o, c, off + ((int64_t)q * n + o) * 4, buf,
+                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
                                       q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
             }
             for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
@@ -8911,23 +8957,25 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
                                         const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
                                         char *msg, size_t msgn) {
     int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi, c;
-    int K = zero__ck_moments(&ctx->desc), state, k, rr = 1;
+    int K = zero__ck_moments(&ctx->desc), held, state, tier, k, rr = 1;
     zero_result r = ZERO_OK;
     zero__ck_need(ctx, rg->param, &b, &e);
     lo = rg->begin > b ? rg->begin : b;
     hi = rg->end < e ? rg->end : e;
-    state = mom && zero__ck_has_state(ctx, rg->param, &sb, &se);
+    held = zero__ck_has_state(ctx, rg->param, &sb, &se);
+    state = mom && held;
+    tier = held && (state || zero__ck_param_in_tier(ctx, rg->param));     /* chunks cut at tier blocks */
     for (x = lo; x < hi && r == ZERO_OK; x += c) {
         int64_t s, t, si;
         /* a chunk lies wholly outside the state or inside it and inside one tier block */
         c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK;
-        if (state && x < sb && sb - x < c) c = sb - x;
-        if (state && x >= sb && x < se) {
+        if (tier && x < sb && sb - x < c) c = sb - x;
+        if (tier && x >= sb && x < se) {
             if (se - x < c) c = se - x;
             if (zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x));
         }
         if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
-        if ((r = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, rg->param, x), c, bw)) != ZERO_OK) break;
+        if ((r = zero__ck_param_write(ctx, rg->param, x, c, bw, "zero_load")) != ZERO_OK) break;
         s = x > sb ? x : sb;
         t = x + c < se ? x + c : se;
         if (!state || s >= t) continue;
@@ -9011,6 +9059,10 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         }
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
             snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
         r = zero__ck_agree(ctx, "zero_load", local, msg);
         if (r == ZERO_OK) {
@@ -9095,7 +9147,7 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
         if (zero__has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
             r = zero__ck_state_read(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
         else
-            r = zero__ck_param_read(ctx, m->param_off + pr->offset, pr->numel, buf + pr->offset);
+            r = zero__ck_param_read(ctx, j, 0, pr->numel, buf + pr->offset, "zero_export_safetensors");
         if (r != ZERO_OK) return r;
     }
     return ZERO_OK;
@@ -9359,12 +9411,24 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     local = ZERO_OK;
     for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
         const zero__st_entry *e = map[i];
-        int64_t b, e_, sb = 0, se = 0, o, es = (int64_t)zero_dtype_size(e->dt);
-        int state;
+        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero_dtype_size(e->dt);
+        int held, state, tier;
         zero__ck_need(ctx, i, &b, &e_);
-        state = zero__has_master(ctx) && zero__ck_has_state(ctx, i, &sb, &se);
-        for (o = b; o < e_ && local == ZERO_OK; o += ZERO__CK_CHUNK) {
-            int64_t c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK, s = o > sb ? o : sb, t = o + c < se ? o + c : se;
+        held = zero__ck_has_state(ctx, i, &sb, &se);
+        state = zero__has_master(ctx) && held;
+        tier = held && ctx->off && (state || zero__ck_param_in_tier(ctx, i));
+        for (o = b; o < e_ && local == ZERO_OK; o += c) {
+            int64_t s, t;
+            /* on the NVMe tier a chunk stays in one block: the param area and the master of
+               a chunk are written to the block cached once */
+            c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK;
+            if (tier && o < sb && sb - o < c) c = sb - o;
+            if (tier && o >= sb && o < se) {
+                if (se - o < c) c = se - o;
+                if (zero__off_run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, i, o));
+            }
+            s = o > sb ? o : sb;
+            t = o + c < se ? o + c : se;
             rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
             if (rr != 1) {
                 local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
@@ -9372,7 +9436,7 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
                 break;
             }
             zero_to_f32(vals, raw, e->dt, c);
-            local = zero__ck_param_write(ctx, zero__ck_param_idx(ctx, i, o), c, vals);
+            local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
             if (local == ZERO_OK && state && s < t)
                 local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
                                              "zero_load_safetensors");
@@ -9382,6 +9446,10 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     if (r == ZERO_OK) {
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
             snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
         r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
     }

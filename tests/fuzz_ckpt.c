@@ -8,8 +8,9 @@
                          line so mutations reach the parser and zero_load's range reads;
      byte 0 bit 1 set:   (instead) a safetensors header for zero__st_parse;
      byte 0 bit 2 set:   the load goes into a second context of the same model whose
-                         bf16 params have their fp32 master and moments on the NVMe tier
-                         (files in a subdirectory), through zero_load's streaming passes.
+                         bf16 param shards, fp32 master and moments are on the NVMe tier
+                         (offload_params and offload_optimizer; files in a subdirectory),
+                         through zero_load's streaming passes.
    If ZERO_FUZZ_CORPUS names a directory, the real manifest is written there as a seed.
    The contract under test: no crash, no sanitizer report, and a failed load leaves the
    params as they were. */
@@ -61,13 +62,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
     for (i = 0; i < 3; i++) if (zero_param_set_f32(z, p[i], init) != ZERO_OK) die("set");
     if (zero_save(z, dir) != ZERO_OK) die("save");
-    {   /* the twin: the same model, bf16 params, master and moments on the NVMe tier */
+    {   /* the twin: the same model, bf16 param shards, master and moments on the NVMe tier */
         zero_module mn[2];
         zero_param pn[3];
         snprintf(nvme, sizeof nvme, "%s/nvme", dir);
         if (mkdir(nvme, 0700) != 0) die("mkdir nvme");
         d.param_dtype = ZERO_BF16;
         d.offload_optimizer = ZERO_OFFLOAD_NVME;
+        d.offload_params = ZERO_OFFLOAD_NVME;
         d.offload.nvme_dirs[0] = nvme;
         if (zero_create(&zn, &d) != ZERO_OK) die("create nvme");
         md.name = "a"; if (zero_add_module(zn, &md, &mn[0]) != ZERO_OK) die("module");

@@ -156,7 +156,11 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if ((r = train_steps(z, c, mod, P, rank, c->step0, c->steps)) != ZERO_OK) goto done;
     if (c->save_dir) {
         zero_result sr;
-        if (c->before_save) c->before_save();
+        if (c->before_save) {   /* the comm stream done first (a stage-3 prefetch may read the NVMe tier) */
+            double one = 1;
+            if ((r = zero_allreduce_f64(z, &one, 1)) != ZERO_OK) goto done;
+            c->before_save();
+        }
         sr = zero_save(z, c->save_dir);
         c->save_got[rank] = sr;
         snprintf(c->save_msg[rank], sizeof c->save_msg[rank], "%s", zero_last_error(z));
@@ -228,23 +232,40 @@ static void resume_offload(int stage, int world, zero_dtype dt, zero_optim_type 
     rm_rf(dir);
 }
 
+/* the same, but the context that loads has trained 3 steps first: at stage 3 its
+   gathered modules (prefetched for the next step) must not survive the load */
+static void resume_late(int stage, zero_offload_tier tier, zero_offload_tier ptier) {
+    static cfg ref, a, b;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/late", tmpdir);
+    base_cfg(&ref, stage, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); ref.steps = 20;
+    ref.offload = tier; ref.offload_params = ptier;
+    if (!run(&ref)) return;
+    a = ref; a.steps = 10; a.save_dir = dir;
+    if (!run(&a)) return;
+    b = ref; b.init_steps = 3; b.load_dir = dir; b.step0 = 10; b.steps = 10;
+    if (!run(&b)) return;
+    CHECK(memcmp(ref.out, b.out, sizeof(float) * (size_t)ref.numel) == 0, "a load after training differs");
+    rm_rf(dir);
+}
+
 static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type opt, int frozen) {
     resume_offload(stage, world, dt, opt, frozen, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE);
 }
 
 /* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
    state survives the trip through another sharding bitwise, moments included */
-static void reshard_tier(int s, int n, zero_offload_tier t, int s2, int m, zero_offload_tier t2, zero_dtype dt,
-                         zero_optim_type opt) {
+static void reshard_params(int s, int n, zero_offload_tier t, zero_offload_tier pt, int s2, int m, zero_offload_tier t2,
+                           zero_offload_tier pt2, zero_dtype dt, zero_optim_type opt) {
     static cfg ref, a, b, c;
     char d1[1100], d2[1100];
     snprintf(d1, sizeof d1, "%s/rs1", tmpdir);
     snprintf(d2, sizeof d2, "%s/rs2", tmpdir);
-    base_cfg(&ref, s, n, dt, opt); ref.steps = 20; ref.offload = t;
+    base_cfg(&ref, s, n, dt, opt); ref.steps = 20; ref.offload = t; ref.offload_params = pt;
     if (!run(&ref)) return;
     a = ref; a.steps = 10; a.save_dir = d1;
     if (!run(&a)) return;
-    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2; b.offload = t2;
+    base_cfg(&b, s2, m, dt, opt); b.load_dir = d1; b.save_dir = d2; b.offload = t2; b.offload_params = pt2;
     if (!run(&b)) return;
     CHECK(memcmp(a.out, b.out, sizeof(float) * (size_t)a.numel) == 0, "params differ after loading at stage %d world %d", s2, m);
     c = ref; c.load_dir = d2; c.step0 = 10; c.steps = 10;
@@ -252,6 +273,11 @@ static void reshard_tier(int s, int n, zero_offload_tier t, int s2, int m, zero_
     CHECK(memcmp(ref.out, c.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed after resharding differs");
     rm_rf(d1);
     rm_rf(d2);
+}
+
+static void reshard_tier(int s, int n, zero_offload_tier t, int s2, int m, zero_offload_tier t2, zero_dtype dt,
+                         zero_optim_type opt) {
+    reshard_params(s, n, t, ZERO_OFFLOAD_NONE, s2, m, t2, ZERO_OFFLOAD_NONE, dt, opt);
 }
 
 static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type opt) {
@@ -380,8 +406,9 @@ static void fault_bit_flip(void) {
 }
 
 /* a refused load leaves an NVMe-offloaded state as it was: 3 steps, a load of a shard
-   with a flipped moment bit (ZERO_ERR_CORRUPT), 3 steps == 6 steps without the load */
-static void fault_nvme_unchanged(void) {
+   with a flipped moment bit (ZERO_ERR_CORRUPT), 3 steps == 6 steps without the load.
+   stage 2: the optimizer state on NVMe; stage 3 with params: the param shard too */
+static void fault_nvme_unchanged_at(int stage, zero_offload_tier ptier, zero_dtype dt) {
     static cfg v, ref;
     char path[1200];
     long n;
@@ -391,8 +418,9 @@ static void fault_nvme_unchanged(void) {
     memcpy(bad, orig, (size_t)n);
     bad[n - 7] ^= 0x10;
     spit(path, bad, n);
-    base_cfg(&v, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
-    v.offload = ZERO_OFFLOAD_NVME; v.init_steps = 3; v.load_dir = fault_dir; v.load_expect = ZERO_ERR_CORRUPT;
+    base_cfg(&v, stage, 2, dt, ZERO_OPTIM_ADAMW);
+    v.offload = ZERO_OFFLOAD_NVME; v.offload_params = ptier;
+    v.init_steps = 3; v.load_dir = fault_dir; v.load_expect = ZERO_ERR_CORRUPT;
     v.step0 = 3; v.steps = 3;
     ref = v; ref.load_dir = NULL; ref.init_steps = 0; ref.step0 = 0; ref.steps = 6;
     if (run(&v) && run(&ref)) {
@@ -403,6 +431,11 @@ static void fault_nvme_unchanged(void) {
     spit(path, orig, n);
     free(orig);
     free(bad);
+}
+static void fault_nvme_unchanged(void) { fault_nvme_unchanged_at(2, ZERO_OFFLOAD_NONE, ZERO_BF16); }
+static void fault_nvme_params_unchanged(void) {
+    fault_nvme_unchanged_at(3, ZERO_OFFLOAD_NVME, ZERO_BF16);
+    fault_nvme_unchanged_at(3, ZERO_OFFLOAD_NVME, ZERO_F32);
 }
 
 static void fault_missing_rank_file(void) {
@@ -654,6 +687,57 @@ static void safetensors_load_nvme(void) {
     }
 }
 
+/* params on NVMe (stage 3): the export equals, byte for byte, the export of the same run
+   without offload (F32 and BF16, f32 and bf16 params, a frozen module whose shard stays in
+   memory); an import into such a context sets params and master (exported again, the
+   file's bytes) and training goes on as in a context without offload */
+static void safetensors_nvme_params(void) {
+    static cfg ref, off;
+    char pa[1200], pb[1200];
+    long na, nb;
+    char *a, *b;
+    int k;
+    snprintf(pa, sizeof pa, "%s/plain.safetensors", tmpdir);
+    snprintf(pb, sizeof pb, "%s/offp.safetensors", tmpdir);
+    for (k = 0; k < 4; k++) {
+        zero_dtype dt = k & 1 ? ZERO_F32 : ZERO_BF16, xt = k & 2 ? ZERO_BF16 : ZERO_F32;
+        base_cfg(&ref, 3, 2 + (k & 1), dt, ZERO_OPTIM_ADAMW);
+        ref.steps = 4; ref.frozen1 = k == 3; ref.export_path = pa; ref.export_dtype = xt;
+        off = ref; off.export_path = pb;
+        off.offload = ZERO_OFFLOAD_NVME; off.offload_params = ZERO_OFFLOAD_NVME;
+        if (!run(&ref) || !run(&off)) return;
+        a = slurp(pa, &na);
+        b = slurp(pb, &nb);
+        CHECK(a && b && na == nb && memcmp(a, b, (size_t)na) == 0, "case %d: the export with params on NVMe differs", k);
+        CHECK(memcmp(ref.out, off.out, sizeof(float) * (size_t)ref.numel) == 0, "case %d: params differ", k);
+        st_check(pb, &off, xt);
+        free(a);
+        free(b);
+        unlink(pa);
+        unlink(pb);
+    }
+    /* import: st_path (exported from a bf16 stage-3 run), then 3 steps; the same without offload */
+    for (k = 0; k < 2; k++) {
+        base_cfg(&ref, 3, 2 + k, k ? ZERO_F32 : ZERO_BF16, ZERO_OPTIM_ADAMW);
+        ref.load_dir = st_path; ref.st_load = st_path; ref.frozen1 = k;
+        off = ref;
+        off.offload = ZERO_OFFLOAD_NVME; off.offload_params = ZERO_OFFLOAD_NVME;
+        off.export_path = pb; off.export_dtype = ZERO_F32;
+        if (!run(&off)) return;
+        CHECK(memcmp(off.out, st_src.out, sizeof(float) * (size_t)off.numel) == 0, "import %d: loaded params differ", k);
+        a = slurp(st_path, &na);
+        b = slurp(pb, &nb);
+        CHECK(a && b && na == nb && memcmp(a, b, (size_t)na) == 0, "import %d: read back differs from the file", k);
+        free(a);
+        free(b);
+        unlink(pb);
+        ref.steps = off.steps = 3;
+        ref.export_path = off.export_path = NULL;
+        if (!run(&ref) || !run(&off)) return;
+        CHECK(memcmp(ref.out, off.out, sizeof(float) * (size_t)ref.numel) == 0, "import %d: training after it differs", k);
+    }
+}
+
 /* a truncated or missing safetensors file, and a save that cannot write: every rank
    gets the same code, nothing hangs, a failed load changes nothing */
 static void safetensors_and_save_faults(void) {
@@ -753,6 +837,7 @@ static int only_committed_files(const char *dir, int world) {
    write number `after`, then 3 more steps: every rank gets ZERO_ERR_IO, every rank's
    message names the failing file and the cause, the directory holds the step-4 checkpoint alone, it loads
    bitwise, and training went on as if no save had been tried. */
+static zero_offload_tier fault_ptier;   /* offload_params of save_fault's runs */
 static void save_fault(int stage, int world, zero_offload_tier tier, int kind, int after, const char *file, const char *why,
                        int readonly) {
     static cfg good, bad, ref, back;
@@ -760,7 +845,7 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     snprintf(full_dir, sizeof full_dir, "%s/full", tmpdir);
     rm_rf(full_dir);
     base_cfg(&good, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
-    good.offload = tier; good.steps = 4; good.save_dir = full_dir;
+    good.offload = tier; good.offload_params = fault_ptier; good.steps = 4; good.save_dir = full_dir;
     if (!run(&good)) return;
     ref = good; ref.save_dir = NULL; ref.steps = 10;
     if (!run(&ref)) return;
@@ -793,7 +878,7 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     CHECK(memcmp(ref.out, bad.out, sizeof(float) * (size_t)ref.numel) == 0, "training after the failed save differs");
     CHECK(only_committed_files(full_dir, world), "%s: temporary or stale files left behind", full_dir);
     base_cfg(&back, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW);
-    back.offload = tier; back.load_dir = full_dir;
+    back.offload = tier; back.offload_params = fault_ptier; back.load_dir = full_dir;
     if (!run(&back)) return;
     CHECK(memcmp(back.out, good.out, sizeof(float) * (size_t)good.numel) == 0, "the previous checkpoint no longer loads bitwise");
     CHECK(back.stats_steps == 4, "the previous checkpoint's step count is %lld", (long long)back.stats_steps);
@@ -804,6 +889,13 @@ static void disk_full_shard_records(void) { save_fault(3, 3, ZERO_OFFLOAD_NONE, 
 static void disk_full_shard_nvme(void) { save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0); }
 static void disk_full_manifest(void) { save_fault(1, 3, ZERO_OFFLOAD_NONE, 2, 0, "/manifest", "No space left", 0); }
 static void tier_eio_during_save(void) { save_fault(2, 2, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0); }
+/* the stage-3 param shard on NVMe: a full disk under a shard, EIO reading the tier */
+static void save_faults_nvme_params(void) {
+    fault_ptier = ZERO_OFFLOAD_NVME;
+    save_fault(3, 2, ZERO_OFFLOAD_NVME, 1, 2, "/rank", "No space left", 0);
+    save_fault(3, 3, ZERO_OFFLOAD_NVME, 3, 1, "/zero_optim.", "Input/output error", 0);
+    fault_ptier = ZERO_OFFLOAD_NONE;
+}
 static void readonly_dir_hook(void) { save_fault(2, 2, ZERO_OFFLOAD_NONE, 0, 0, "/rank", "Read-only", 1); }
 
 /* a directory without write permission (meaningless as root, who may write anyway) */
@@ -864,6 +956,8 @@ static void cnt_free(void *q, void *u) {
 typedef struct big {
     const char *dir;
     int load;                       /* 0: 3 steps, save, 3 steps; 1: load, 3 steps */
+    int params;                     /* the param shard on NVMe too (offload_params) */
+    zero_dtype dt;                  /* param dtype; 0: bf16 */
     int64_t peak, state_bytes;      /* rank 0: bytes the save / load took; the rank's state bytes */
     int64_t tier_bytes, tier_block, tier_read, tier_written;  /* rank 0: the tier; what the save / load moved */
     double secs;
@@ -882,7 +976,7 @@ static void big_window(zero_ctx *z, int rank, int open) {
     if (open) zero_allreduce_f64(z, &v, 1);
 }
 
-static zero_result big_steps(zero_ctx *z, zero_module *m, zero_param *P, int rank, int step0, int n) {
+static zero_result big_steps(zero_ctx *z, zero_module *m, zero_param *P, int rank, int step0, int n, zero_dtype dt) {
     static const int64_t numel[2] = { (int64_t)BIG_ROWS * BIG_COLS, BIG_B };
     zero_result r;
     int step, i;
@@ -893,10 +987,10 @@ static zero_result big_steps(zero_ctx *z, zero_module *m, zero_param *P, int ran
         for (i = 1; i >= 0 && r == ZERO_OK; i--) {
             int64_t k;
             if ((r = zero_fetch(z, m[i])) != ZERO_OK) break;
-            zero_to_f32(w, zero_param_data(z, P[i]), ZERO_BF16, numel[i]);
+            zero_to_f32(w, zero_param_data(z, P[i]), dt, numel[i]);
             for (k = 0; k < numel[i]; k++)
                 g[k] = (0.25f * w[k] + 0.001f * (float)(k % 97) - 0.01f * (float)step + 0.003f * (float)rank) * ls;
-            zero_add_f32(zero_param_grad(z, P[i]), ZERO_BF16, g, numel[i]);
+            zero_add_f32(zero_param_grad(z, P[i]), dt, g, numel[i]);
             if ((r = zero_release(z, m[i])) != ZERO_OK) break;
             r = zero_grads_ready(z, m[i]);
         }
@@ -920,10 +1014,11 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
     memset(&d, 0, sizeof d);
     d.comm = comm;
     d.stage = 3;
-    d.param_dtype = ZERO_BF16;
+    d.param_dtype = b->dt ? b->dt : ZERO_BF16;
     d.optim.type = ZERO_OPTIM_ADAMW;
     d.optim.lr = 0.001;
     d.loss_scale_init = 1;
+    d.offload_params = b->params ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
     d.timeout_ms = 60000;
     d.offload_optimizer = ZERO_OFFLOAD_NVME;
     d.offload.nvme_dirs[0] = tmpdir;
@@ -945,7 +1040,9 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
     zero_plan_get(z, &plan);
-    if (rank == 0) b->state_bytes = plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
+    if (rank == 0)
+        b->state_bytes = plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] + plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] +
+                         plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
     {   /* the same init on every rank */
         float *init = (float *)malloc(sizeof(float) * (size_t)BIG_ROWS * BIG_COLS);
         int64_t k;
@@ -955,7 +1052,7 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
         free(init);
         if (r != ZERO_OK) goto done;
     }
-    if (!b->load && (r = big_steps(z, m, P, rank, 0, 3)) != ZERO_OK) goto done;
+    if (!b->load && (r = big_steps(z, m, P, rank, 0, 3, d.param_dtype)) != ZERO_OK) goto done;
     big_window(z, rank, 1);
     if (rank == 0) {    /* the tier's own counters (internal: this test includes the implementation) */
         b->tier_bytes = z->off->nblocks * z->off->bb;
@@ -974,7 +1071,7 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
         b->tier_written += z->off->bytes_written;
     }
     if (r != ZERO_OK) goto done;
-    if ((r = big_steps(z, m, P, rank, 3, 3)) != ZERO_OK) goto done;
+    if ((r = big_steps(z, m, P, rank, 3, 3, d.param_dtype)) != ZERO_OK) goto done;
     {
         size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
         float *all = zero_num_params(z) == (int64_t)n ? (float *)malloc(sizeof(float) * n) : NULL;
@@ -988,13 +1085,19 @@ done:
     return r;
 }
 
-static void nvme_bounded_memory(void) {
+/* params: 0 the optimizer state on NVMe; 1 the bf16 param shard too; 2 f32 params on NVMe
+   (no master: the weights a save reads are the blocks' param areas) */
+static void nvme_bounded_memory_at(int params) {
     static big a, b;
     char dir[1100];
     size_t n = (size_t)BIG_ROWS * BIG_COLS + BIG_B;
     zero_result r;
     snprintf(dir, sizeof dir, "%s/big", tmpdir);
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
     a.dir = b.dir = dir;
+    a.params = b.params = params > 0;
+    a.dt = b.dt = params == 2 ? ZERO_F32 : ZERO_BF16;
     b.load = 1;
     a.out = (float *)calloc(n, sizeof(float));
     b.out = (float *)calloc(n, sizeof(float));
@@ -1003,9 +1106,9 @@ static void nvme_bounded_memory(void) {
     if (!CHECK(r == ZERO_OK, "train + save: %s", zero_result_str(r))) goto out;
     r = zero_run_local(2, big_main, &b);
     if (!CHECK(r == ZERO_OK, "load + train: %s", zero_result_str(r))) goto out;
-    fprintf(stderr, "nvme_bounded_memory: state %lld bytes per rank; zero_save took %lld bytes (%.3f s), "
-            "zero_load %lld bytes (%.3f s), both ranks; bound %d\n", (long long)a.state_bytes, (long long)a.peak, a.secs,
-            (long long)b.peak, b.secs, BIG_BOUND);
+    fprintf(stderr, "nvme_bounded_memory (%s): state %lld bytes per rank; zero_save took %lld bytes (%.3f s), "
+            "zero_load %lld bytes (%.3f s), both ranks; bound %d\n", params == 0 ? "optimizer" : params == 1 ? "bf16 params" :
+            "f32 params", (long long)a.state_bytes, (long long)a.peak, a.secs, (long long)b.peak, b.secs, BIG_BOUND);
     fprintf(stderr, "nvme_bounded_memory: rank 0's tier: %lld bytes of blocks; zero_save read %lld, wrote %lld; "
             "zero_load read %lld, wrote %lld\n", (long long)a.tier_bytes, (long long)a.tier_read, (long long)a.tier_written,
             (long long)b.tier_read, (long long)b.tier_written);
@@ -1023,6 +1126,11 @@ out:
     free(a.out);
     free(b.out);
     rm_rf(dir);
+}
+static void nvme_bounded_memory(void) { nvme_bounded_memory_at(0); }
+static void nvme_bounded_memory_params(void) {
+    nvme_bounded_memory_at(1);
+    nvme_bounded_memory_at(2);
 }
 
 /* ---- the CLI (build/zero_ckpt, built by `make` from examples/zero_ckpt.c) ---------- */
@@ -1090,18 +1198,44 @@ int main(void) {
         resume_offload(2, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
         test_begin("resume_offload_host_params_host_world2_stage3");
         resume_offload(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST, ZERO_OFFLOAD_HOST); test_end();
+        for (s = 1; s <= 3; s++)        /* stage-3 params on NVMe: s is the world size here */
+            for (t = 0; t < 2; t++) {
+                test_begin("resume_offload_nvme_params_nvme_%s_adamw_world%d_stage3", t ? "f32" : "bf16", s);
+                resume_offload(3, s, t ? ZERO_F32 : ZERO_BF16, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME);
+                test_end();
+            }
+        test_begin("resume_offload_nvme_params_nvme_frozen_bf16_world3_stage3");
+        resume_offload(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME); test_end();
+        test_begin("resume_offload_nvme_params_nvme_frozen_f32_sgd_world2_stage3");
+        resume_offload(3, 2, ZERO_F32, ZERO_OPTIM_SGD, 1, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME); test_end();
     }
+    test_begin("resume_late_stage2"); resume_late(2, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE); test_end();
+    test_begin("resume_late_stage3"); resume_late(3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE); test_end();
+    test_begin("resume_late_stage3_nvme_params"); resume_late(3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME); test_end();
     test_begin("reshard_stage3_world3_to_stage1_world2"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world4"); reshard(0, 1, 2, 4, ZERO_F32, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage3_world2_nvme_to_stage1_world3"); reshard_tier(3, 2, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world3_nvme"); reshard_tier(0, 1, ZERO_OFFLOAD_NONE, 2, 3, ZERO_OFFLOAD_NVME, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
+    test_begin("reshard_stage3_world2_nvme_params_to_stage1_world3");
+    reshard_params(3, 2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, ZERO_BF16,
+                   ZERO_OPTIM_ADAMW);
+    test_end();
+    test_begin("reshard_stage0_world1_to_stage3_world3_nvme_params_f32");
+    reshard_params(0, 1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, 3, 3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, ZERO_F32,
+                   ZERO_OPTIM_ADAMW);
+    test_end();
+    test_begin("reshard_stage3_world3_nvme_params_to_stage2_world1_sgd");
+    reshard_params(3, 3, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 2, 1, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, ZERO_BF16,
+                   ZERO_OPTIM_SGD);
+    test_end();
 
     TEST_RUN(make_fault_ckpt);
     TEST_RUN(fault_truncated_shard);
     TEST_RUN(fault_truncated_manifest);
     TEST_RUN(fault_bit_flip);
     TEST_RUN(fault_nvme_unchanged);
+    TEST_RUN(fault_nvme_params_unchanged);
     TEST_RUN(fault_missing_rank_file);
     TEST_RUN(fault_newer_version);
     TEST_RUN(fault_other_model);
@@ -1112,15 +1246,18 @@ int main(void) {
     TEST_RUN(safetensors_export_bf16_stage1);
     TEST_RUN(safetensors_load);
     TEST_RUN(safetensors_load_nvme);
+    TEST_RUN(safetensors_nvme_params);
     TEST_RUN(safetensors_and_save_faults);
     TEST_RUN(disk_full_shard_header);
     TEST_RUN(disk_full_shard_records);
     TEST_RUN(disk_full_shard_nvme);
     TEST_RUN(disk_full_manifest);
     TEST_RUN(tier_eio_during_save);
+    TEST_RUN(save_faults_nvme_params);
     TEST_RUN(readonly_dir_hook);
     TEST_RUN(readonly_dir_chmod);
     TEST_RUN(nvme_bounded_memory);
+    TEST_RUN(nvme_bounded_memory_params);
     unlink(st_path);
     {
         char bin[256];

@@ -58,6 +58,7 @@ typedef struct cfg {
     int64_t prefetch_bytes;         /* stage 3: desc.prefetch_bytes (0: the default) */
     int64_t peak_alloc;             /* the allocator's peak bytes (rank 0's context) */
     int engine_info;                /* OFFLOAD_ENGINE lines logged (io_uring wanted, not there) */
+    unsigned frozen;                /* bit m: module m is frozen (no gradients) */
 } cfg;
 
 static void engine_log(void *u, zero_log_level lvl, zero_log_item item, int rank, const char *msg) {
@@ -139,6 +140,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
         memset(&md, 0, sizeof md);
         snprintf(name, sizeof name, "m%d", m);
         md.name = name;
+        md.frozen = (c->frozen >> m) & 1u;
         if ((r = zero_add_module(z, &md, &mod[m])) != ZERO_OK) goto done;
         for (k = 0; k < 2; k++) {
             zero_param_desc pd;
@@ -188,7 +190,9 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
             if ((r = zero_fetch(z, mod[m])) != ZERO_OK) goto done;
             for (k = 0; k < 2; k++) {
                 int64_t n = psize(c, m, k), o, q, es = (int64_t)zero_dtype_size(c->dtype);
-                char *pd = (char *)zero_param_data(z, P[m][k]), *gd = (char *)zero_param_grad(z, P[m][k]);
+                char *pd = (char *)zero_param_data(z, P[m][k]), *gd;
+                if ((c->frozen >> m) & 1u) { base += n; continue; }
+                gd = (char *)zero_param_grad(z, P[m][k]);
                 for (o = 0; o < n; o += CHUNK) {       /* in chunks: the RSS test's memory is the plan's */
                     q = n - o < CHUNK ? n - o : CHUNK;
                     zero_to_f32(buf, pd + o * es, c->dtype, q);
@@ -608,6 +612,61 @@ static void test_params_alloc(void) {
     free(c.out); free(ref.out);
 }
 
+/* frozen modules with the params on NVMe: a frozen module has no optimizer state, so no
+   block in the tier; its shard stays in memory (ZERO_TIER_DEVICE in the plan, which the
+   stats equal). Bitwise the run without offload, the frozen values untouched. Also a
+   model with every module frozen (no tier at all). */
+static void params_frozen_case(int world, zero_dtype dt, unsigned frozen) {
+    cfg ref = base_cfg(3, world, dt, ZERO_OPTIM_ADAMW), off;
+    const int64_t (*p)[ZERO_CAT_NUM];
+    zero_result r;
+    int64_t base = 0, i, bad = -1, psz = (int64_t)zero_dtype_size(dt);
+    int m, k;
+    test_begin("params_frozen_stage3_world%d_%s_mask%x_%s", world, zero_dtype_str(dt), frozen, engine);
+    ref.frozen = frozen;
+    off = ref;
+    off.opt_tier = ZERO_OFFLOAD_NVME;
+    off.par_tier = ZERO_OFFLOAD_NVME;
+    r = zero_run_local(world, train, &ref);
+    CHECK(r == ZERO_OK, "reference: %s (%s)", zero_result_str(r), ref.err);
+    r = zero_run_local(world, train, &off);
+    CHECK(r == ZERO_OK, "params on NVMe: %s (%s)", zero_result_str(r), off.err);
+    if (r == ZERO_OK && ref.out && off.out) {
+        int64_t fspan = 0, pspan = 0, unit = 16 * (int64_t)world;
+        CHECK(memcmp(ref.out, off.out, (size_t)ref.numel * 4) == 0, "params differ from the run without offload");
+        for (m = 0; m < NMOD; m++)
+            for (k = 0; k < 2; k++) {
+                for (i = 0; i < psize(&off, m, k) && ((frozen >> m) & 1u) && bad < 0; i++) {
+                    float v = initv(base + i), want;
+                    uint16_t h;
+                    if (dt == ZERO_F32) want = v;       /* the init, rounded to the param dtype */
+                    else { zero_from_f32(&h, dt, &v, 1); zero_to_f32(&want, &h, dt, 1); }
+                    if (memcmp(&off.out[base + i], &want, 4) != 0) bad = base + i;
+                }
+                base += psize(&off, m, k);
+            }
+        CHECK(bad < 0, "frozen value %lld changed by training", (long long)bad);
+        for (m = 0; m < NMOD; m++) {
+            /* params start 16-element aligned in their module (align_elems), the span is a multiple of 16 x world */
+            int64_t span = ((psize(&off, m, 0) + 15) / 16 * 16 + psize(&off, m, 1) + unit - 1) / unit * unit;
+            pspan += span;
+            if ((frozen >> m) & 1u) fspan += span;
+        }
+        p = (const int64_t (*)[ZERO_CAT_NUM])off.plan.bytes;
+        CHECK(p[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] == fspan / world * psz, "frozen shards: %lld bytes in memory, want %lld",
+              (long long)p[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS], (long long)(fspan / world * psz));
+        CHECK(p[ZERO_TIER_NVME][ZERO_CAT_PARAMS] == (pspan - fspan) / world * psz, "trainable shards: %lld bytes on NVMe, want %lld",
+              (long long)p[ZERO_TIER_NVME][ZERO_CAT_PARAMS], (long long)((pspan - fspan) / world * psz));
+        CHECK(p[ZERO_TIER_HOST][ZERO_CAT_PARAMS] == 0, "params on the host tier");
+        CHECK(memcmp(off.stats.bytes, off.plan.bytes, sizeof off.plan.bytes) == 0, "stats differ from the plan");
+        CHECK(off.plan.model_state_bytes == ref.plan.model_state_bytes, "model state bytes differ");
+    }
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+    free(ref.out);
+    free(off.out);
+    test_end();
+}
+
 static void test_rss(void) {
     cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
     struct rusage ru;
@@ -704,6 +763,10 @@ int main(void) {
         fault_case2("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 2, 1);
         fault_case2("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 3, 1, 1);
         fault_case2("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 3, 1, 1);
+        for (w = 0; w < 3; w++)
+            for (dt = 0; dt < 2; dt++)
+                params_frozen_case(worlds[w], dt ? ZERO_BF16 : ZERO_F32, w == 2 ? 0x9u : 0x2u);
+        params_frozen_case(2, ZERO_BF16, 0xfu);
     }
     TEST_RUN(test_params_corrupt);
     TEST_RUN(test_params_alloc);
