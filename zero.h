@@ -402,9 +402,7 @@
      the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
      build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
      Offload: params on NVMe at stages 0-2 (ZERO_OFFLOAD_HOST there); the io_uring
-     engine does not register its buffers. zero_param_set_f32 at stage 3 after training
-     steps does not refresh a module gathered ahead of its next fetch, and may run while
-     that gather reads the shard (zero_load and zero_load_safetensors do both right).
+     engine does not register its buffers.
      POSIX threads only (Linux, macOS); no Windows threads yet.
 */
 #ifndef ZERO_H_INCLUDED
@@ -753,6 +751,8 @@ ZERO_API zero_result zero_build(zero_ctx *ctx);     /* collective: checks every 
 ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p);   /* -1 for a bad handle */
 ZERO_API int64_t zero_num_params(const zero_ctx *ctx);                  /* total elements, unpadded */
 ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values);
+/* (stage 3: the next zero_fetch of the module sees the new values; a module fetched right
+   now keeps the values it was gathered with until it is released) */
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
 
 /* training */
@@ -7922,6 +7922,9 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
     pdt = ctx->desc.param_dtype;
+    /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
+       shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
+    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);

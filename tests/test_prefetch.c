@@ -197,6 +197,68 @@ static void prefetch_bitwise(int layers, int world, int64_t pf, int64_t live, in
     CHECK(got_cfg.st.prefetch_hits + got_cfg.st.prefetch_misses > 0 || persist > 0, "no fetch was counted");
 }
 
+/* zero_param_set_f32 between steps at stage 3 replaces a module already gathered ahead
+   of its next fetch (and waits for a gather still reading the shard): the next fetch
+   sees the new values, with and without a persistent copy. */
+typedef struct set_job { int64_t persist; int ok; } set_job;
+static zero_result set_rank(zero_comm *comm, int rank, void *user) {
+    set_job *j = (set_job *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module m[3];
+    zero_param w[3];
+    float v[96], got[96];
+    zero_result r;
+    int i, k, step;
+    (void)rank;
+    memset(&d, 0, sizeof d);
+    d.comm = comm; d.stage = 3; d.param_dtype = ZERO_BF16; d.optim.lr = 0.01; d.persist_bytes = j->persist;
+    d.timeout_ms = 20000;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    for (k = 0; k < 3; k++) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        char name[16];
+        memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+        snprintf(name, sizeof name, "m%d", k);
+        md.name = name; pd.name = "w"; pd.ndim = 1; pd.shape[0] = 96;
+        if ((r = zero_add_module(z, &md, &m[k])) != ZERO_OK || (r = zero_add_param(z, m[k], &pd, &w[k])) != ZERO_OK)
+            goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i < 96; i++) v[i] = 0.25f * (float)(i % 8);
+    for (k = 0; k < 3; k++) if ((r = zero_param_set_f32(z, w[k], v)) != ZERO_OK) goto done;
+    for (step = 0; step < 3; step++) {           /* the schedule is recorded, then prefetched */
+        for (k = 0; k < 3; k++) {
+            if ((r = zero_fetch(z, m[k])) != ZERO_OK) goto done;
+            zero_add_f32(zero_param_grad(z, w[k]), ZERO_BF16, v, 96);
+            if ((r = zero_release(z, m[k])) != ZERO_OK || (r = zero_grads_ready(z, m[k])) != ZERO_OK) goto done;
+        }
+        if ((r = zero_step(z)) != ZERO_OK) goto done;
+    }
+    /* a collective queued behind the step's first gathers: once it is back they are done */
+    if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;
+    for (i = 0; i < 96; i++) v[i] = 7.0f;
+    if ((r = zero_param_set_f32(z, w[0], v)) != ZERO_OK || (r = zero_fetch(z, m[0])) != ZERO_OK) goto done;
+    zero_to_f32(got, zero_param_data(z, w[0]), ZERO_BF16, 96);
+    r = zero_release(z, m[0]);
+    if (memcmp(got, v, sizeof v) != 0) j->ok = 0;
+done:
+    zero_destroy(z);
+    return r;
+}
+static void set_after_steps(void) {
+    set_job j;
+    zero_result r;
+    int p;
+    for (p = 0; p < 2; p++) {
+        j.persist = p ? 1 << 20 : 0; j.ok = 1;
+        r = zero_run_local(2, set_rank, &j);
+        CHECK(r == ZERO_OK, "persist %d: %s: %s", p, zero_result_str(r), zero_last_error(NULL));
+        CHECK(j.ok, "persist %d: the fetch after zero_param_set_f32 returned the old values", p);
+    }
+}
+
 /* A step that fetches in another order (dynamic control flow): a warning, fetches on
    demand for that step, and the same result as without prefetch. */
 static void order_change_falls_back(void) {
@@ -296,6 +358,7 @@ int main(void) {
     prefetch_bitwise(12, 2, 1 << 20, 64, 0, 0);
     test_end();
     TEST_RUN(order_change_falls_back);
+    TEST_RUN(set_after_steps);
     TEST_RUN(link_model);
     TEST_RUN(divergent_ranks_mismatch);
     for (w = 2; w <= 3; w++) {
