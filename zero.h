@@ -121,7 +121,13 @@
      threads of one process on one GPU: how stages 1-3 at 2-4 ranks run on a single GPU;
      device copies and the summing kernel, in the CPU's order), NCCL across GPUs (see ON
      COMMUNICATORS); MPI moves host memory and is refused with a device.
-     Not yet on CUDA/EMU: offload (ZERO_ERR_UNSUPPORTED; offload runs on the CPU device).
+     ZeRO-Offload on a device: offload_optimizer = ZERO_OFFLOAD_HOST keeps the fp32 master
+     (also for f32 params) and the moments in pinned host memory; at zero_step the gradient
+     shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
+     bits) updates them and narrows the new params into another pinned copy, which goes back
+     to the device; segments that advance in lockstep move as one copy (the plan counts both
+     copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the grads stay on the device). Not yet on
+     CUDA/EMU: the NVMe tier and offload_params (ZERO_ERR_UNSUPPORTED).
 
    ON OFFLOAD
      desc.offload_optimizer puts the fp32 master weights and the optimizer moments
