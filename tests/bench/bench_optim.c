@@ -141,15 +141,15 @@ int main(int argc, char **argv) {
     bytes = 28.0 * (double)n;
     printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, best of %d\n",
            (long long)n, bytes * 1e-9, threads, zero__simd_name[z->simd], reps);
-    zero__apply_optimizer(z, 1.0f);                  /* warm up both */
+    z->dev->optimizer(z, 1.0f);                  /* warm up both */
     zero__pool_run(z->pool, roof_part, &rj, 0);
     for (r = 0; r < reps; r++) {
         double t0 = now_s(), t1, t2, t3;
-        zero__apply_optimizer(z, 1.0f);
+        z->dev->optimizer(z, 1.0f);
         t1 = now_s();
         zero__pool_run(z->pool, roof_part, &rj, 0);
         t2 = now_s();
-        sink += zero__sumsq_slice(z, 0);
+        { double v; z->dev->sumsq(z, 0, &v); sink += v; }
         t3 = now_s();
         t_ours[r] = t1 - t0; t_roof[r] = t2 - t1; t_norm[r] = t3 - t2;
     }
