@@ -238,6 +238,11 @@ $(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
 $(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+# tests/gpu/kernels.c on the mock checks the mock's launchers against the CPU references
+$(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 else
 $(BUILD)/mock/%:
 	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h,nccl.h} and libnccl.so (NCCL_LIBDIR=)"; exit 1

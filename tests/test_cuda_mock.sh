@@ -23,8 +23,9 @@ if [ "$(make --no-print-directory -s mock-available 2>/dev/null)" != 1 ]; then
     echo "PASS cuda_mock_not_checked_no_cuda_headers_or_libnccl"
     exit 0
 fi
-if ! make --no-print-directory "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/train_mlp" >"$LOG" 2>&1; then
-    echo "FAIL cuda_mock_build: make $BUILD/mock/test_device $BUILD/mock/train_mlp failed"
+if ! make --no-print-directory "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
+        "$BUILD/train_mlp" >"$LOG" 2>&1; then
+    echo "FAIL cuda_mock_build: make $BUILD/mock/test_device $BUILD/mock/train_mlp $BUILD/mock/gpu_kernels failed"
     tail -n 20 "$LOG"
     exit 1
 fi
@@ -42,6 +43,16 @@ if ! printf '%s\n' "$out" | grep -q '^PASS cuda_vs_cpu$'; then
 elif [ "$rc" -ne 0 ]; then
     fail "mock_device_exit: build/mock/test_device exited $rc"
     printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
+fi
+
+# 1b. the double itself: tests/gpu/kernels.c (every zero__k_* launcher against its CPU reference,
+#     on a GPU) run against the mock's launchers
+out=$("$BUILD/mock/gpu_kernels" 2>&1); rc=$?
+if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
+    echo "PASS mock_kernels_vs_cpu_reference ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
+else
+    fail "mock_kernels_vs_cpu_reference: build/mock/gpu_kernels (exit $rc)"
+    printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 20
 fi
 
 # 2. no device: cuda_refused must see ZERO_ERR_NO_DEVICE, cuda_vs_cpu is skipped
@@ -77,4 +88,22 @@ train_vs_emu stage3_ranks2 $ARGS
 train_vs_emu stage3_ranks2_offload $ARGS --offload-optimizer cpu
 train_vs_emu stage0_ranks3_f16_sgd --stage 0 --ranks 3 --steps 10 --hidden 40 --layers 2 --batch 24 --dtype f16 --optim sgd
 train_vs_emu stage2_ranks2_accum2 --stage 2 --ranks 2 --steps 10 --hidden 200 --layers 2 --batch 24 --accum 2 --accum-dtype f32
+
+# 4. faults: ZERO_CUDA_MOCK_FAIL=NAME:N makes the Nth call of NAME fail. Every one must end
+#    train_mlp with an error that names it (exit 1: no crash, no hang, nothing leaked).
+#    cudaEventRecord: zero__cuda_mark cannot return an error; task_begin must report it.
+FA="--stage 3 --ranks 2 --steps 3 --hidden 40 --layers 2 --batch 8 --quiet --clip 1"
+for f in cudaMalloc:1 cudaMalloc:9 cudaStreamCreateWithFlags:2 cudaEventCreateWithFlags:3 cublasCreate:1 \
+         cudaMemcpy:2 cudaMemcpyAsync:5 cudaMemsetAsync:2 cudaStreamSynchronize:17 cudaEventRecord:1 \
+         cudaEventRecord:7 cudaEventSynchronize:5 cublasSgemm:5 zero__k_opt:1 zero__k_sumsq:1 \
+         zero__k_sum_into:5 zero__k_bias_add:1 zero__k_bias_grad:1 zero__k_gelu_bwd:1 zero__k_xent:5; do
+    out=$(ZERO_CUDA_MOCK_FAIL=$f timeout -k 5 60 "$BUILD/mock/train_mlp" --device cuda $FA 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'MOCK_FAIL' &&
+       printf '%s\n' "$out" | grep -q -e 'CUDA: .*failed' -e 'out of memory' -e 'cublas.* failed' &&
+       ! printf '%s\n' "$out" | grep -q 'cuda_mock_leaks'; then
+        echo "PASS mock_fault_$f"
+    else
+        fail "mock_fault_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
+    fi
+done
 [ "$fails" -eq 0 ]

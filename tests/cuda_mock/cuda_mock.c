@@ -57,6 +57,21 @@ static void mock_say(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* ZERO_CUDA_MOCK_FAIL=NAME:N (N >= 1): the Nth call of NAME (a CUDA, cuBLAS or zero__k_*
+   function of this file) fails with the error it would give for that fault (out of memory,
+   a launch or execution failure), for testing zero.h's error paths; N counts all threads */
+static int mock_inject(const char *name) {
+    static long calls;
+    const char *e = getenv("ZERO_CUDA_MOCK_FAIL"), *colon;
+    size_t len;
+    if (!e || !(colon = strchr(e, ':'))) return 0;
+    len = (size_t)(colon - e);
+    if (strlen(name) != len || strncmp(e, name, len) != 0) return 0;
+    if (__atomic_add_fetch(&calls, 1, __ATOMIC_SEQ_CST) != atol(colon + 1)) return 0;
+    fprintf(stderr, "cuda_mock: ZERO_CUDA_MOCK_FAIL: %s fails (call %ld)\n", name, atol(colon + 1));
+    return 1;
+}
+
 /* ---- the memory registry ---- */
 enum { MOCK_DEV = 1, MOCK_PINNED = 2 };
 typedef struct mock_alloc { char *p; size_t n; int kind; } mock_alloc;
@@ -185,6 +200,7 @@ static int mock_event_ok(cudaEvent_t e, const char *what) {
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
     cudaStream_t s;
+    if (mock_inject("cudaStreamCreateWithFlags")) return mock_ret(cudaErrorMemoryAllocation);
     if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking)) return mock_ret(cudaErrorInvalidValue);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
     if (!(s = (cudaStream_t)malloc(sizeof *s))) return mock_ret(cudaErrorMemoryAllocation);
@@ -193,6 +209,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
     *pStream = s;
     return cudaSuccess;
 }
+cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (!stream || !mock_stream_ok(stream, "cudaStreamDestroy")) return mock_ret(cudaErrorInvalidResourceHandle);
     stream->magic = 0;
@@ -200,13 +217,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (mock_inject("cudaStreamSynchronize")) return mock_ret(cudaErrorLaunchFailure);
     return mock_stream_ok(stream, "cudaStreamSynchronize") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     return mock_stream_ok(stream, "cudaStreamQuery") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
 }
+cudaError_t cudaDeviceSynchronize(void) {
+    return mock_devices() > 0 ? cudaSuccess : mock_ret(cudaErrorNoDevice);
+}
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     cudaEvent_t e;
+    if (mock_inject("cudaEventCreateWithFlags")) return mock_ret(cudaErrorMemoryAllocation);
     if (!event) return mock_ret(cudaErrorInvalidValue);
     if (!(e = (cudaEvent_t)malloc(sizeof *e))) return mock_ret(cudaErrorMemoryAllocation);
     e->magic = MOCK_EVENT_MAGIC;
@@ -222,12 +244,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    if (mock_inject("cudaEventRecord")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_event_ok(event, "cudaEventRecord") || !mock_stream_ok(stream, "cudaEventRecord"))
         return mock_ret(cudaErrorInvalidResourceHandle);
     event->recorded = 1;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (mock_inject("cudaEventSynchronize")) return mock_ret(cudaErrorLaunchFailure);
     return mock_event_ok(event, "cudaEventSynchronize") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -240,6 +264,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 /* ---- memory ---- */
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
     void *p;
+    if (mock_inject("cudaMalloc")) return mock_ret(cudaErrorMemoryAllocation);
     if (!devPtr) return mock_ret(cudaErrorInvalidValue);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
     if (!(p = mock_memalign(size))) return mock_ret(cudaErrorMemoryAllocation);
@@ -262,6 +287,7 @@ cudaError_t cudaFree(void *devPtr) { return mock_free(devPtr, MOCK_DEV, "cudaFre
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
     void *p;
     (void)flags;
+    if (mock_inject("cudaHostAlloc")) return mock_ret(cudaErrorMemoryAllocation);
     if (!pHost) return mock_ret(cudaErrorInvalidValue);
     if (!(p = mock_memalign(size))) return mock_ret(cudaErrorMemoryAllocation);
     memset(p, 0xff, size);
@@ -273,12 +299,14 @@ cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, 
 cudaError_t cudaFreeHost(void *ptr) { return mock_free(ptr, MOCK_PINNED, "cudaFreeHost"); }
 
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+    if (mock_inject("cudaMemset")) return mock_ret(cudaErrorLaunchFailure);
     if (count == 0) return cudaSuccess;
     if (!mock_in_dev(devPtr, count, 0, "cudaMemset")) return mock_ret(cudaErrorInvalidValue);
     memset(devPtr, value, count);
     return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+    if (mock_inject("cudaMemsetAsync")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_stream_ok(stream, "cudaMemsetAsync")) return mock_ret(cudaErrorInvalidResourceHandle);
     return cudaMemset(devPtr, value, count);
 }
@@ -295,6 +323,7 @@ static int mock_side(const void *p, size_t n, const char *what, int *bad) {
 }
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
     int bad = 0, dd, sd;
+    if (mock_inject("cudaMemcpy")) return mock_ret(cudaErrorLaunchFailure);
     if (count == 0) return cudaSuccess;
     if (!dst || !src) return mock_ret(cudaErrorInvalidValue);
     dd = mock_side(dst, count, "cudaMemcpy (dst)", &bad);
@@ -315,6 +344,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpy
     return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    if (mock_inject("cudaMemcpyAsync")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_stream_ok(stream, "cudaMemcpyAsync")) return mock_ret(cudaErrorInvalidResourceHandle);
     return cudaMemcpy(dst, src, count, kind);
 }
@@ -343,6 +373,7 @@ const char *cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     default: return "cudaErrorUnknown";
     }
 }
@@ -356,6 +387,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "unknown error (cuda_mock)";
     }
 }
@@ -366,6 +398,7 @@ struct cublasContext { unsigned magic; cudaStream_t stream; };
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
     cublasHandle_t h;
+    if (mock_inject("cublasCreate")) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
     if (mock_devices() <= 0) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (!(h = (cublasHandle_t)malloc(sizeof *h))) return CUBLAS_STATUS_ALLOC_FAILED;
@@ -401,6 +434,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     int arows = ta ? k : m, brows = tb ? n : k, acols = ta ? m : k, bcols = tb ? k : n;
     float al, be;
     if (!mock_blas_ok(handle, "cublasSgemm")) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (mock_inject("cublasSgemm")) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (!mock_stream_ok(handle->stream, "cublasSgemm")) return CUBLAS_STATUS_EXECUTION_FAILED;
     if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) || (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T) ||
         m < 0 || n < 0 || k < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
@@ -435,7 +469,10 @@ static int mock_launch(void *stream, const char *what) {
     return mock_stream_ok((cudaStream_t)stream, what);
 }
 #define MOCK_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)mock_ret(cudaErrorIllegalAddress); } while (0)
-#define MOCK_STREAM(s, what) do { if (!mock_launch((s), (what))) return (int)mock_ret(cudaErrorInvalidResourceHandle); } while (0)
+#define MOCK_STREAM(s, what) do {                                                    \
+        if (!mock_launch((s), (what))) return (int)mock_ret(cudaErrorInvalidResourceHandle); \
+        if (mock_inject(what)) return (int)mock_ret(cudaErrorLaunchFailure);               \
+    } while (0)
 
 int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
                 void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
