@@ -19,11 +19,11 @@ mkdir -p "$BUILD/logs"
 LOG=$BUILD/logs/cuda_mock_build.log
 
 # the Makefile's own detection of the CUDA headers and libnccl (CUDA_HOME, NCCL_LIBDIR)
-if [ "$(make --no-print-directory -s mock-available 2>/dev/null)" != 1 ]; then
+if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)" != 1 ]; then
     echo "PASS cuda_mock_not_checked_no_cuda_headers_or_libnccl"
     exit 0
 fi
-if ! make --no-print-directory "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
+if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
         "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make $BUILD/mock/test_device $BUILD/mock/train_mlp $BUILD/mock/gpu_kernels failed"
     tail -n 20 "$LOG"
