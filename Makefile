@@ -239,6 +239,11 @@ $(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
+# the mock's own checks (tests/cuda_mock/selftest.c -> build/mock/cuda_mock_selftest)
+$(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
 # tests/gpu/kernels.c on the mock checks the mock's launchers against the CPU references
 $(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
 	@rm -f $@

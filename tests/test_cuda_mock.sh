@@ -24,7 +24,7 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
     exit 0
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
-        "$BUILD/train_mlp" >"$LOG" 2>&1; then
+        "$BUILD/mock/cuda_mock_selftest" "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make $BUILD/mock/test_device $BUILD/mock/train_mlp $BUILD/mock/gpu_kernels failed"
     tail -n 20 "$LOG"
     exit 1
@@ -44,6 +44,11 @@ elif [ "$rc" -ne 0 ]; then
     fail "mock_device_exit: build/mock/test_device exited $rc"
     printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
 fi
+
+# 0. the double's own checks: the misuse it refuses, the semantics zero.h relies on
+out=$("$BUILD/mock/cuda_mock_selftest" 2>/dev/null); rc=$?
+printf '%s\n' "$out" | grep -E '^(PASS|FAIL) ' | sed 's/^\(PASS\|FAIL\) /\1 mock_selftest_/'
+[ "$rc" -eq 0 ] || fail "mock_selftest: build/mock/cuda_mock_selftest exited $rc"
 
 # 1b. the double itself: tests/gpu/kernels.c (every zero__k_* launcher against its CPU reference,
 #     on a GPU) run against the mock's launchers
