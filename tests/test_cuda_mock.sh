@@ -4,12 +4,15 @@
 # runtime, cuBLAS and the zero__k_* kernel launchers that runs on the CPU (its GEMM sums in
 # order of k; every other kernel gives the CPU path's bits). So the CUDA device's host code
 # (>>device: ops, ZERO_CUDA) runs here:
+#   - build/mock/cuda_mock_selftest: the double's own checks (tests/cuda_mock/selftest.c);
 #   - build/mock/test_device: cuda_vs_cpu (the CUDA device against the CPU device, bitwise,
-#     every stage at worlds 1-4, ZeRO-Offload) and cuda_refused (zero_create must succeed);
-#     with ZERO_CUDA_MOCK_DEVICES=0 the mock reports no device: the NO_DEVICE path;
+#     every stage at worlds 1-4, ZeRO-Offload), cuda_checkpoint, and cuda_refused (zero_create
+#     must succeed); with ZERO_CUDA_MOCK_DEVICES=0 the mock reports no device: NO_DEVICE;
+#   - build/mock/gpu_kernels: tests/gpu/kernels.c, every launcher against its CPU reference;
 #   - build/mock/train_mlp --device cuda (cuBLAS GEMMs, the GELU / loss kernels) against
 #     build/train_mlp --device emu with the same arguments: the final losses must agree
-#     within 1e-4 (relative), with and without --offload-optimizer cpu.
+#     within 1e-4 (relative), with and without --offload-optimizer cpu;
+#   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error.
 # ZERO_CUDA_MOCK_LEAKS=1 makes every run fail if device or pinned memory was never freed.
 # Where the CUDA headers or libnccl are missing there is nothing to build: one PASS line says so.
 set -u
@@ -25,7 +28,7 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
         "$BUILD/mock/cuda_mock_selftest" "$BUILD/train_mlp" >"$LOG" 2>&1; then
-    echo "FAIL cuda_mock_build: make $BUILD/mock/test_device $BUILD/mock/train_mlp $BUILD/mock/gpu_kernels failed"
+    echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
 fi
