@@ -16,6 +16,9 @@
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
 #                     were not built
+#   make build/mock/NAME  tests/NAME.c or examples/NAME.c with ZERO_CUDA on the CUDA test double
+#                     (tests/cuda_mock/cuda_mock.c: no GPU, no nvcc; the CUDA headers and libnccl);
+#                     make test runs build/mock/test_device and train_mlp through tests/test_cuda_mock.sh
 #   make CBLAS=1      GEMMs through cblas_sgemm (-DZERO_CBLAS, CBLAS_LIBS ?= -lblas); make test
 #                     also builds test_tiling that way (tests/test_cblas.sh) when cblas.h exists
 #   make clean        rm -rf build
@@ -91,21 +94,23 @@ GPU_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm
 # -fmad=false: the kernels must round exactly like the CPU path (-ffp-contract=off).
 NVCCFLAGS ?= -std=c++17 -O3 -g -lineinfo -fmad=false $(GPU_ARCH) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off
+# CUDA_HOME and NCCL_LIBDIR are found whatever CUDA is: CUDA=1 needs them, and so do the
+# build/mock/ programs (tests/cuda_mock), which use the CUDA headers and libnccl without a GPU.
+# CUDA_HOME: /usr/local/cuda if it has nvcc, else the prefix of the nvcc on PATH.
+ifeq ($(origin CUDA_HOME),undefined)
+  CUDA_HOME := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(or $(strip \
+                 $(patsubst %/bin/,%,$(dir $(shell command -v nvcc 2>/dev/null)))),/usr/local/cuda))
+endif
+# NCCL is not always beside cudart (here: $(CUDA_HOME)/lib; Debian: the multiarch dir).
+ifeq ($(origin NCCL_LIBDIR),undefined)
+  NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
+                   $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
+                   /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so) \
+                   $(shell ldconfig -p 2>/dev/null | awk '$$1 == "libnccl.so" { print $$NF; exit }'))))
+endif
 ifeq ($(CUDA),1)
-  # CUDA_HOME: /usr/local/cuda if it has nvcc, else the prefix of the nvcc on PATH.
-  ifeq ($(origin CUDA_HOME),undefined)
-    CUDA_HOME := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(or $(strip \
-                   $(patsubst %/bin/,%,$(dir $(shell command -v nvcc 2>/dev/null)))),/usr/local/cuda))
-  endif
   ifeq ($(origin NVCC),undefined)
     NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null),nvcc)
-  endif
-  # NCCL is not always beside cudart (here: $(CUDA_HOME)/lib; Debian: the multiarch dir).
-  ifeq ($(origin NCCL_LIBDIR),undefined)
-    NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
-                     $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
-                     /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so) \
-                     $(shell ldconfig -p 2>/dev/null | awk '$$1 == "libnccl.so" { print $$NF; exit }'))))
   endif
   ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
     ifeq ($(NCCL_LIBDIR),)
@@ -127,13 +132,26 @@ CUDA_BENCHES  := $(foreach s,$(BENCH_SRC),$(BUILD)/cuda/$(call bench_name,$(s)))
 GPU_SRC       := $(sort $(wildcard tests/gpu/*.c))
 CUDA_GPU      := $(patsubst tests/gpu/%.c,$(BUILD)/cuda/gpu_%,$(GPU_SRC))
 
+# ---- the CUDA test double (tests/cuda_mock): build/mock/<name> ----------------------------
+# tests/<name>.c or examples/<name>.c built with ZERO_CUDA against tests/cuda_mock/cuda_mock.c
+# (the CUDA runtime, cuBLAS and the zero__k_* launchers, on the CPU) instead of zero_kernels.o,
+# cudart and cublas, so the CUDA device's host code runs without a GPU; only libnccl is real
+# (zero.h's NCCL region links against it; nothing here calls it). Needs the CUDA headers and
+# libnccl, not nvcc or CUDA=1; never part of `all`: tests/test_cuda_mock.sh builds what it runs.
+MOCK_OK       := $(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard \
+                   $(CUDA_HOME)/include/cublas_v2.h),$(wildcard $(CUDA_HOME)/include/nccl.h),$(NCCL_LIBDIR)),1,)
+MOCK_SRC      := tests/cuda_mock/cuda_mock.c
+MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o
+MOCK_CPPFLAGS := -DZERO_CUDA -I$(CUDA_HOME)/include
+MOCK_LDLIBS   := -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
+
 ifeq ($(CUDA),1)
   ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS) $(CUDA_GPU)
   BENCH_CUDA := $(CUDA_BENCHES)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test sanitize run bench test-gpu clean
+.PHONY: all test sanitize run bench test-gpu clean mock-available
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -150,6 +168,10 @@ run: $(BUILD)/train_gpt
 
 bench: $(BENCHES) $(BENCH_CUDA) $(BENCH_MPI)
 
+# prints 1 when build/mock/ can be built (tests/test_cuda_mock.sh asks)
+mock-available:
+	@echo $(MOCK_OK)
+
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
 
@@ -157,7 +179,7 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- rules ---------------------------------------------------------------------------
-$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi:
+$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi $(BUILD)/mock:
 	@mkdir -p $@
 
 $(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS) | $(BUILD)
@@ -203,6 +225,33 @@ $(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ) $(TEST_DEPS) | $(BUILD)/cu
 $(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/cuda
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+ifeq ($(MOCK_OK),1)
+$(MOCK_OBJ): $(MOCK_SRC) $(DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+$(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+# the mock's own checks (tests/cuda_mock/selftest.c -> build/mock/cuda_mock_selftest)
+$(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+# tests/gpu/kernels.c on the mock checks the mock's launchers against the CPU references
+$(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+else
+$(BUILD)/mock/%:
+	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h,nccl.h} and libnccl.so (NCCL_LIBDIR=)"; exit 1
+endif
 
 # Benchmarks: one rule per source, since tests/bench/x.c and tests/bench/bench_x.c both
 # map to build/bench_x.

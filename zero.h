@@ -7286,6 +7286,7 @@ typedef struct zero__cuda {
     int device;
     cudaStream_t compute, comm;
     cudaEvent_t ev[ZERO__STREAM_CAP];
+    int mark_err[ZERO__STREAM_CAP]; /* cudaEventRecord's result per slot, reported by task_begin */
     int nev;
     cublasHandle_t blas;
     zero__kchunk *chunks;           /* device: the optimizer's chunk table */
@@ -7519,17 +7520,22 @@ static zero_result zero__cuda_xent(zero_ctx *ctx, float *loss, float *dlogits, c
                           zero__k_xent(loss, dlogits, logits, labels, rows, classes, dscale, zero__cu(ctx)->compute),
                           "the cross-entropy kernel");
 }
+/* mark cannot fail, so a failed record is kept for task_begin: waiting on an event whose
+   record failed returns at once (the event holds an older record, or none), so the comm task
+   would run before the compute work it needs. (Runs under the stream lock, before the worker
+   can see the task: task_begin reads mark_err after it.) */
 static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
-    cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);   /* an error shows at task_begin */
+    cu->mark_err[ticket % ZERO__STREAM_CAP] = (int)cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);
 }
 /* The comm thread waits (on the host, not the device) for the compute work queued before
    the task: with the local comm other ranks' streams read this rank's buffers too, and
    they cannot wait on this rank's events. */
 static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
-    int e = (int)cudaSetDevice(cu->device);
-    if (e == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
+    int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaEventRecord on the compute stream before a comm task");
+    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
     return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
 }
 static zero_result zero__cuda_task_end(zero_ctx *ctx) {

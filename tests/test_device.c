@@ -331,22 +331,18 @@ static void emu_offload_host(void) {
 /* checkpoints move between devices: 8 steps on the CPU == 4 on one device, zero_save,
    zero_load on another (other stage, offload), 4 more; bitwise (at one world size: the
    sums of another world size round differently, see tests/test_equiv.c) */
-static void checkpoint_across_devices(void) {
+typedef struct ckpt_case { zero_device_type da, db; int sa, wa, sb, wb; zero_offload_tier ob; } ckpt_case;
+static void ckpt_cases(const ckpt_case *cases, int n) {
     static cfg ref, a, b;
     char dir[256];
     const char *tmp = getenv("TMPDIR");
     int k;
-    static const struct { zero_device_type da, db; int sa, wa, sb, wb; zero_offload_tier ob; } cases[] = {
-        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_EMU, ZERO_DEVICE_EMU, 1, 2, 2, 2, ZERO_OFFLOAD_HOST },
-    };
-    for (k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+    for (k = 0; k < n; k++) {
         memset(&ref, 0, sizeof ref);
         ref.device = ZERO_DEVICE_CPU; ref.stage = 0; ref.world = cases[k].wa; ref.accum = 1; ref.dtype = ZERO_BF16;
         ref.optim = ZERO_OPTIM_ADAMW;
         if (!train(&ref)) return;
-        snprintf(dir, sizeof dir, "%s/zero_dev_ck%d_%ld", tmp && *tmp ? tmp : "/tmp", k, (long)getpid());
+        snprintf(dir, sizeof dir, "%s/zero_dev_ck%d_%d_%ld", tmp && *tmp ? tmp : "/tmp", k, (int)cases[k].da, (long)getpid());
         a = ref; a.device = cases[k].da; a.stage = cases[k].sa; a.world = cases[k].wa; a.steps = 4; a.save_dir = dir;
         b = ref; b.device = cases[k].db; b.stage = cases[k].sb; b.world = cases[k].wb; b.steps = 4; b.step0 = 4;
         b.load_dir = dir; b.offload = cases[k].ob;
@@ -355,6 +351,14 @@ static void checkpoint_across_devices(void) {
               "case %d: device %d stage %d x%d -> device %d stage %d x%d: resumed params differ from 8 steps straight", k,
               (int)cases[k].da, cases[k].sa, cases[k].wa, (int)cases[k].db, cases[k].sb, cases[k].wb);
     }
+}
+static void checkpoint_across_devices(void) {
+    static const ckpt_case cases[] = {
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_EMU, 1, 2, 2, 2, ZERO_OFFLOAD_HOST },
+    };
+    ckpt_cases(cases, (int)(sizeof cases / sizeof cases[0]));
 }
 
 #define EMU_CASE(name, dt, world, accum, opt, tiled) \
@@ -551,6 +555,15 @@ static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 4, 1, ZERO_OPTIM_SGD, 0);
     vs_cpu_off(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);   /* ZeRO-Offload */
 }
+/* checkpoints saved and loaded by the CUDA device (its results are the CPU device's bits) */
+static void cuda_checkpoint(void) {
+    static const ckpt_case cases[] = {
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CUDA, 0, 2, 2, 2, ZERO_OFFLOAD_HOST },
+    };
+    ckpt_cases(cases, (int)(sizeof cases / sizeof cases[0]));
+}
 #endif
 
 int main(void) {
@@ -570,8 +583,10 @@ int main(void) {
     TEST_RUN(emu_offload_host);
     TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
-    if (have_gpu()) TEST_RUN(cuda_vs_cpu);     /* without one, cuda_refused checked NO_DEVICE */
-    else printf("SKIP cuda_vs_cpu: no GPU\n");
+    if (have_gpu()) {                           /* without one, cuda_refused checked NO_DEVICE */
+        TEST_RUN(cuda_vs_cpu);
+        TEST_RUN(cuda_checkpoint);
+    } else printf("SKIP cuda_vs_cpu, cuda_checkpoint: no GPU\n");
 #endif
     return test_summary();
 }
