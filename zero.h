@@ -2293,7 +2293,8 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
             if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
             else msg[0] = '\0';
             close(fd);
-            snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)");
+            if (snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)") < 0)
+                err[0] = '\0';      /* (a long reason is cut short, which is fine) */
             return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
         }
         if ((int64_t)h.bytes != bytes * world) {
@@ -7440,9 +7441,9 @@ static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *
     cudaStream_t st = zero__cu_stream(ctx, s);
     int e;
     if (bytes <= 0 || dst == src) return ZERO_OK;
-    if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) == 0)
-        e = (int)cudaStreamSynchronize(st);
-    return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
+    if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) != 0)
+        return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
+    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(st), "cudaStreamSynchronize after a copy");
 }
 static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
     if (bytes <= 0) return ZERO_OK;
