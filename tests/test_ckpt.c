@@ -297,6 +297,15 @@ static char *slurp(const char *path, long *n) {
     fclose(f);
     return b;
 }
+/* 1 when both files exist and hold the same bytes */
+static int same_file(const char *p, const char *q) {
+    long np = -1, nq = -2;
+    char *a = slurp(p, &np), *b = slurp(q, &nq);
+    int same = a && b && np == nq && memcmp(a, b, (size_t)np) == 0;
+    free(a);
+    free(b);
+    return same;
+}
 static void spit(const char *path, const char *b, long n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -667,8 +676,6 @@ static void safetensors_load(void) {
 static void safetensors_load_nvme(void) {
     static cfg c;
     char again[1200];
-    long n0, n1;
-    char *a, *b;
     int s;
     snprintf(again, sizeof again, "%s/again.safetensors", tmpdir);
     for (s = 0; s <= 3; s++) {
@@ -678,11 +685,7 @@ static void safetensors_load_nvme(void) {
         c.export_path = again; c.export_dtype = ZERO_F32;
         if (!run(&c)) return;
         CHECK(memcmp(c.out, st_src.out, sizeof(float) * (size_t)c.numel) == 0, "stage %d: loaded params differ", s);
-        a = slurp(st_path, &n0);
-        b = slurp(again, &n1);
-        CHECK(a && b && n0 == n1 && memcmp(a, b, (size_t)n0) == 0, "stage %d: the master read back differs from the file", s);
-        free(a);
-        free(b);
+        CHECK(same_file(st_path, again), "stage %d: the master read back differs from the file", s);
         unlink(again);
     }
 }
@@ -694,8 +697,6 @@ static void safetensors_load_nvme(void) {
 static void safetensors_nvme_params(void) {
     static cfg ref, off;
     char pa[1200], pb[1200];
-    long na, nb;
-    char *a, *b;
     int k;
     snprintf(pa, sizeof pa, "%s/plain.safetensors", tmpdir);
     snprintf(pb, sizeof pb, "%s/offp.safetensors", tmpdir);
@@ -706,13 +707,9 @@ static void safetensors_nvme_params(void) {
         off = ref; off.export_path = pb;
         off.offload = ZERO_OFFLOAD_NVME; off.offload_params = ZERO_OFFLOAD_NVME;
         if (!run(&ref) || !run(&off)) return;
-        a = slurp(pa, &na);
-        b = slurp(pb, &nb);
-        CHECK(a && b && na == nb && memcmp(a, b, (size_t)na) == 0, "case %d: the export with params on NVMe differs", k);
+        CHECK(same_file(pa, pb), "case %d: the export with params on NVMe differs", k);
         CHECK(memcmp(ref.out, off.out, sizeof(float) * (size_t)ref.numel) == 0, "case %d: params differ", k);
         st_check(pb, &off, xt);
-        free(a);
-        free(b);
         unlink(pa);
         unlink(pb);
     }
@@ -725,11 +722,7 @@ static void safetensors_nvme_params(void) {
         off.export_path = pb; off.export_dtype = ZERO_F32;
         if (!run(&off)) return;
         CHECK(memcmp(off.out, st_src.out, sizeof(float) * (size_t)off.numel) == 0, "import %d: loaded params differ", k);
-        a = slurp(st_path, &na);
-        b = slurp(pb, &nb);
-        CHECK(a && b && na == nb && memcmp(a, b, (size_t)na) == 0, "import %d: read back differs from the file", k);
-        free(a);
-        free(b);
+        CHECK(same_file(st_path, pb), "import %d: read back differs from the file", k);
         unlink(pb);
         ref.steps = off.steps = 3;
         ref.export_path = off.export_path = NULL;
