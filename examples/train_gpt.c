@@ -729,6 +729,10 @@ static zero_result train(trainer *t) {
         }
     }
     double secs = now_s() - t0;
+    // the training's prefetch figures, before sampling (whose forward-only passes fetch in
+    // another order than the recorded schedule, on demand, and would count as misses)
+    zero_stats st_train;
+    ZCHECK(zero_stats_get(t->z, &st_train));
     if (rank == 0 && tty && !c->quiet) printf("\n");
     if (rank == 0) t->sh->seconds = secs;
     if (c->trace) {
@@ -746,7 +750,7 @@ static zero_result train(trainer *t) {
         }
         if (c->trace && !c->quiet) printf("wrote %s (open it at https://ui.perfetto.dev or chrome://tracing)\n", c->trace);
         ZCHECK(zero_stats_get(t->z, &st));
-        int64_t fetches = st.prefetch_hits + st.prefetch_misses;
+        int64_t fetches = st_train.prefetch_hits + st_train.prefetch_misses;
         // the final loss: the mean of the last (up to) 10 steps' losses, each over only 2048
         // bytes by default, so one lucky or unlucky batch does not decide it
         int nlast = c->steps < 10 ? c->steps : 10;
@@ -758,8 +762,8 @@ static zero_result train(trainer *t) {
                "peak_gathered_bytes=%lld\n",
                smooth, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
                (long long)zero_num_params(t->z), (double)t->sh->losses[0], loss, c->stage, c->ranks, dtype_name(c->dtype),
-               c->steps, secs, fetches ? (double)st.prefetch_hits / (double)fetches : 0.0,
-               (long long)st.peak_gathered_bytes);
+               c->steps, secs, fetches ? (double)st_train.prefetch_hits / (double)fetches : 0.0,
+               (long long)st_train.peak_gathered_bytes);
         fflush(stdout);
     }
     return ZERO_OK;

@@ -49,6 +49,12 @@ for s in 0 1 2 3; do
         if ! printf '%s\n' "$last" | grep -Eq "$FINAL_RE"; then fail $name "bad final line: $last"; continue; fi
         msg=$(check_files "$T/t.json" "$T/p.svg" $n)
         if [ -n "$msg" ]; then fail $name "$msg"; continue; fi
+        # stage 3: the training's fetches after the first step were gathered ahead (the
+        # final line counts the training only, not the forward-only passes of the sample)
+        rate=$(printf '%s\n' "$last" | sed -n 's/.* prefetch_hit_rate=\([0-9.]*\).*/\1/p')
+        if [ $s = 3 ] && ! awk "BEGIN { exit !(${rate:-0} >= 0.95) }"; then
+            fail $name "prefetch_hit_rate=${rate:-none} < 0.95: $last"; continue
+        fi
         pass $name
     done
 done
