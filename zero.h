@@ -7219,16 +7219,36 @@ static void zero__emu_free(zero_ctx *ctx, void *p) {
 static zero_result zero__emu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
     return zero__cpu_copy(ctx, s, zero__emu_tr(dst), zero__emu_tr(src), bytes);
 }
+/* A kernel's argument: device memory, as a GPU kernel requires (copies may take host
+   memory, kernels may not); anything else is refused, as a GPU would fault on it. */
+static void *zero__emu_k(zero_ctx *ctx, int s, const void *p, const char *op, int *bad) {
+    void *a = zero__emu_tr(p);
+    if (p && a == p && !*bad) {
+        *bad = 1;
+        if (s == ZERO__S_COMM && ctx->comm)
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s (EMU device): %p is not device memory", op, p);
+        else
+            zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                       "%s (EMU device): %p is not device memory; on a device, kernels take device pointers "
+                       "(zero_device_alloc, zero_copy)", op, p);
+    }
+    return a;
+}
+#define ZERO__EMU_K(p, op) zero__emu_k(ctx, s, (p), (op), &bad)
 static zero_result zero__emu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
-    return zero__cpu_fill0(ctx, s, zero__emu_tr(dst), bytes);
+    int bad = 0;
+    void *d = ZERO__EMU_K(dst, "fill");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_fill0(ctx, s, d, bytes);
 }
 static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                       int64_t count, int accumulate) {
     const void *tr[ZERO__MAX_RANKS];
-    int k;
+    void *o;
+    int k, bad = 0;
     if (nin > ZERO__MAX_RANKS) return ZERO_ERR_UNSUPPORTED;
-    for (k = 0; k < nin; k++) tr[k] = zero__emu_tr(ins[k]);
-    return zero__cpu_sum_into(ctx, s, zero__emu_tr(out), rdt, tr, nin, sdt, count, accumulate);
+    for (k = 0; k < nin; k++) tr[k] = ZERO__EMU_K(ins[k], "sum");
+    o = ZERO__EMU_K(out, "sum");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_sum_into(ctx, s, o, rdt, tr, nin, sdt, count, accumulate);
 }
 static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
     *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->grad_arena), r);
@@ -7242,29 +7262,47 @@ static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-    return zero__gemm_host(ctx, ta, tb, M, N, K, (const float *)zero__emu_tr(A), lda, (const float *)zero__emu_tr(B), ldb,
-                           accumulate, (float *)zero__emu_tr(C), ldc);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    const float *a = (const float *)ZERO__EMU_K(A, "zero_sgemm"), *b = (const float *)ZERO__EMU_K(B, "zero_sgemm");
+    float *c = (float *)ZERO__EMU_K(C, "zero_sgemm");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__gemm_host(ctx, ta, tb, M, N, K, a, lda, b, ldb, accumulate, c, ldc);
 }
 static zero_result zero__emu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
                                       int64_t n) {
-    return zero__cpu_bias_add(ctx, (float *)zero__emu_tr(y), ldy, zero__emu_tr(b), bdt, rows, n);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *yy = (float *)ZERO__EMU_K(y, "bias");
+    const void *bb = ZERO__EMU_K(b, "bias");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_add(ctx, yy, ldy, bb, bdt, rows, n);
 }
 static zero_result zero__emu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
                                        int64_t n) {
-    return zero__cpu_bias_grad(ctx, zero__emu_tr(gb), gdt, (const float *)zero__emu_tr(dy), ld, rows, n);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    void *g = ZERO__EMU_K(gb, "bias gradient");
+    const float *d = (const float *)ZERO__EMU_K(dy, "bias gradient");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_grad(ctx, g, gdt, d, ld, rows, n);
 }
 static zero_result zero__emu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
-    return zero__cpu_gelu(ctx, (float *)zero__emu_tr(y), (const float *)zero__emu_tr(x), n);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *yy = (float *)ZERO__EMU_K(y, "zero_gelu");
+    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu(ctx, yy, xx, n);
 }
 static zero_result zero__emu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
-    return zero__cpu_gelu_bwd(ctx, (float *)zero__emu_tr(dx), (const float *)zero__emu_tr(x),
-                              (const float *)zero__emu_tr(dy), n);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *d = (float *)ZERO__EMU_K(dx, "zero_gelu_backward");
+    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu_backward");
+    const float *g = (const float *)ZERO__EMU_K(dy, "zero_gelu_backward");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu_bwd(ctx, d, xx, g, n);
 }
 static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
                                   int64_t rows, int64_t classes, float dscale) {
-    return zero__cpu_xent(ctx, (float *)zero__emu_tr(loss), (float *)zero__emu_tr(dlogits),
-                          (const float *)zero__emu_tr(logits), (const int32_t *)zero__emu_tr(labels), rows, classes, dscale);
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *l = (float *)ZERO__EMU_K(loss, "zero_softmax_xent"), *d = (float *)ZERO__EMU_K(dlogits, "zero_softmax_xent");
+    const float *lg = (const float *)ZERO__EMU_K(logits, "zero_softmax_xent");
+    const int32_t *lb = (const int32_t *)ZERO__EMU_K(labels, "zero_softmax_xent");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_xent(ctx, l, d, lg, lb, rows, classes, dscale);
 }
+#undef ZERO__EMU_K
 static const zero__dev_vt zero__emu_dev = {
     "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_alloc, zero__cpu_free,
     zero__cpu_prepare, zero__emu_copy,
