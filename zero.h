@@ -1221,8 +1221,9 @@ typedef struct zero__stream {
    the rule in the tests). s is the stream an op is ordered on: ZERO__S_COMPUTE (the
    caller's thread; desc.cuda_stream on CUDA) or ZERO__S_COMM (the comm stream).
    Ops on host and device memory alike: copy waits for the copy to finish; sumsq
-   returns its value on the host. The others may run asynchronously on s; `sync`
-   waits for them. A task on the comm stream waits (task_begin) for the compute-stream
+   returns its value on the host; every op on the comm stream is done when it returns
+   (with the local comm, other ranks read what it wrote without waiting on this rank's
+   events). The others may run asynchronously on the compute stream; `sync` waits for them. A task on the comm stream waits (task_begin) for the compute-stream
    work queued before it was enqueued (mark), and task_end waits for the task's own
    device work, so a finished ticket means finished device work. */
 enum { ZERO__S_COMPUTE = 0, ZERO__S_COMM = 1 };
@@ -4071,16 +4072,17 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
 
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
+    /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
                       ctx->garena, ctx->persist, ctx->tile_w, ctx->tile_g };
+    static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
+                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
     void *bufs[] = { ctx->free_off, ctx->free_len, ctx->sched, ctx->segs, ctx->srecs, ctx->bucket, ctx->gemm_ws,
                      ctx->norm_part };
     size_t i;
     for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
-        int host = i >= 2 && i <= 4 && zero__dev_offload(&ctx->desc);   /* master, moments: host tier */
         if (!dbufs[i]) continue;
-        if (ctx->dev->host_access) zero__raw_free(a, dbufs[i]);
-        else if (host) ctx->dev->host_free(ctx, dbufs[i]);
+        if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
         else ctx->dev->free(ctx, dbufs[i]);
     }
     if (ctx->hgrad) ctx->dev->host_free(ctx, ctx->hgrad);
@@ -4353,18 +4355,13 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
     return h;
 }
 
-/* an arena in device memory (host memory on the CPU device, through the allocator hooks) */
+/* an arena, zero-filled: in host memory for a category on the host tier (pinned on CUDA),
+   else in device memory (on the CPU device both are host memory through the allocator
+   hooks); zero__free_arenas frees it by the same rule */
 static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
     void *p;
     if (bytes <= 0) return NULL;
-    if (ctx->dev->host_access) {
-        p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
-        if (p) memset(p, 0, (size_t)bytes);
-    } else if (zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST) {
-        p = ctx->dev->host_alloc(ctx, bytes);
-    } else {
-        p = ctx->dev->alloc(ctx, bytes);
-    }
+    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
     if (!p) { *ok = 0; return NULL; }
     ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
     return p;
@@ -7483,19 +7480,20 @@ static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *
         return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
     return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(st), "cudaStreamSynchronize after a copy");
 }
+/* an op's launch result e: on the comm stream, also wait for it (the ops' contract, >>device) */
+static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what) {
+    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
+    return zero__cuda_err(ctx, s, e, what);
+}
 static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
     if (bytes <= 0) return ZERO_OK;
-    return zero__cuda_err(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
+    return zero__cuda_issued(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
 }
-/* On the comm stream it is done when it returns: with the local comm, other ranks' comm
-   streams read what it wrote (a widened shard, an accumulated gradient) without an event. */
 static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                        int64_t count, int accumulate) {
-    int e;
     if (count <= 0) return ZERO_OK;
-    e = zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s));
-    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
-    return zero__cuda_err(ctx, s, e, "the summing kernel");
+    return zero__cuda_issued(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
+                             "the summing kernel");
 }
 static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
     zero__cuda *cu = zero__cu(ctx);
@@ -7612,10 +7610,8 @@ static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int
 }
 static zero_result zero__comm_sum(zero_comm *c, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                   int64_t count, int accumulate) {
-    zero_result r;
     if (!c->ctx) { zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate); return ZERO_OK; }
-    r = c->ctx->dev->sum_into(c->ctx, ZERO__S_COMM, out, rdt, ins, nin, sdt, count, accumulate);
-    return r != ZERO_OK ? r : c->ctx->dev->sync(c->ctx, ZERO__S_COMM);   /* the others reuse their buffers after */
+    return c->ctx->dev->sum_into(c->ctx, ZERO__S_COMM, out, rdt, ins, nin, sdt, count, accumulate);  /* done on return */
 }
 
 /* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
@@ -7644,15 +7640,6 @@ static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src,
         zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
     }
     return ZERO_OK;
-}
-/* transient device memory outside the plan (not used by training steps) */
-static void *zero__dev_temp(zero_ctx *ctx, int64_t bytes) {
-    return ctx->dev->host_access ? zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes) : ctx->dev->alloc(ctx, bytes);
-}
-static void zero__dev_temp_free(zero_ctx *ctx, void *p) {
-    if (!p) return;
-    if (ctx->dev->host_access) zero__raw_free(&ctx->desc.allocator, p);
-    else ctx->dev->free(ctx, p);
 }
 
 /* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
@@ -7703,15 +7690,13 @@ ZERO_API void *zero_device_alloc(zero_ctx *ctx, int64_t bytes) {
                    (long long)bytes);
         return NULL;
     }
-    if (!(p = zero__dev_temp(ctx, bytes)))
+    if (!(p = ctx->dev->alloc(ctx, bytes)))
         zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                    "zero_device_alloc: %lld bytes of %s memory are not available", (long long)bytes, ctx->dev->name);
-    else if (ctx->dev->host_access)
-        memset(p, 0, (size_t)bytes);
     return p;
 }
 ZERO_API void zero_device_free(zero_ctx *ctx, void *ptr) {
-    if (ctx) zero__dev_temp_free(ctx, ptr);
+    if (ctx && ptr) ctx->dev->free(ctx, ptr);
 }
 static zero_result zero__helper_args(zero_ctx *ctx, const char *fn, int64_t n, const void *a, const void *b,
                                      const void *c) {
@@ -8010,7 +7995,7 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
         if (!local) {
             /* a transient buffer of one module in device memory, outside the plan: this is
                not a training-step call */
-            if (!tmp && !(tmp = (float *)zero__dev_temp(ctx, ctx->max_span * 4)))
+            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->max_span * 4)))
                 return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                   "zero_gather_params_f32: out of memory");
             r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
@@ -8033,7 +8018,7 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
         }
         if (r != ZERO_OK) break;
     }
-    zero__dev_temp_free(ctx, tmp);
+    if (tmp) ctx->dev->free(ctx, tmp);
     return r;
 }
 
