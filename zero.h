@@ -1058,13 +1058,399 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #if defined(ZERO_IMPLEMENTATION) && !defined(ZERO__IMPL_DEFINED)
 #define ZERO__IMPL_DEFINED
 
+/* Table of contents. Regions in the order the data flows, each tag once; a region calls only
+   the regions above it (one forward declaration: the stream's task runner, in >>schedule).
+     >>platform   system headers and shims, in one place
+     >>structs    the shared types: tasks, streams, the device and comm tables, the layout
+                  records, zero_ctx (grouped by concern)
+     >>base       allocation, the last error and logging, sizes, clocks
+     >>trace      the timeline every region records into
+     >>stream     the comm stream: a FIFO worker thread, tickets, waits
+     >>kernels    the CPU's math: fused optimizer loops, norm blocks, SGEMM, the thread pool
+     >>device     the cpu, emu and cuda devices behind zero__dev_vt
+     >>comm       local (threads), mpi, the TCP rendezvous, nccl, the launcher bootstrap
+     >>io         the NVMe tier's files: io_uring engine, thread fallback
+     >>plan       sizes, tiers, the memory planner, desc defaults, handles
+     >>build      arenas and optimizer segments
+     >>offload    the tiers behind zero__tier_vt: none, host, nvme
+     >>schedule   the comm stream's tasks; stage 3's fetch, prefetch, release, recorded order
+     >>grads      the staging ring and buckets
+     >>optim      the step: norm, loss scale, the fused pass, the gather back
+     >>tiling     tiled linear layers
+     >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
+     >>public     the public functions */
+
+/* >>platform ---------------------------------------------------------------------------
+   Every system header and shim the implementation uses, in one place. */
 #include <stdlib.h>
 #include <stdio.h>
 #include <stdarg.h>
 #include <errno.h>
 #include <time.h>
 #include <pthread.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/types.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netdb.h>
+#include <poll.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <sys/mman.h>
+#else
+#error "zero.h: the implementation needs a POSIX system (Linux or macOS): threads, sockets, files and mmap"
+#endif
+#if defined(__cplusplus)
+#  define ZERO__TLS thread_local
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#  define ZERO__TLS _Thread_local
+#else
+#  define ZERO__TLS __thread
+#endif
 
+#if defined(__GNUC__) || defined(__clang__)
+#  define ZERO__MAYBE_UNUSED __attribute__((unused))
+#else
+#  define ZERO__MAYBE_UNUSED
+#endif
+#ifndef MSG_NOSIGNAL
+#  define MSG_NOSIGNAL 0            /* no SIGPIPE where the platform has no flag for it */
+#endif
+#ifdef ZERO_MPI
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#  define OMPI_SKIP_MPICXX 1        /* the C API only: the deprecated C++ bindings warn */
+#endif
+#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
+#  define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+#endif
+#ifdef ZERO_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <cublas_v2.h>
+#endif
+#ifdef ZERO_CBLAS
+#include <cblas.h>
+#endif
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(ZERO_NO_SIMD)
+#  define ZERO__X86 1
+#  if !defined(__clang__)
+     /* GCC's AVX-512 intrinsics fill unused result lanes from a self-initialized
+        variable, which g++ -O2 reports as maybe-uninitialized once inlined */
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif
+#  include <immintrin.h>
+#  include <cpuid.h>
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#  define ZERO__INLINE static inline __attribute__((always_inline))
+#else
+#  define ZERO__INLINE static inline
+#endif
+/* Strict -std=c99/c11 with a system header (or zero.h itself) included before the
+   implementation: glibc then hides the POSIX 2001-2008 names below (zero.h only asks for them
+   when it comes first). They are declared here as POSIX specifies them; struct addrinfo is
+   the one system struct spelled out, as glibc lays it out, since nothing else resolves a
+   host name in that mode. C++ compilers on POSIX systems see all of them always. */
+#if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__cplusplus)
+struct addrinfo {
+    int ai_flags, ai_family, ai_socktype, ai_protocol;
+    socklen_t ai_addrlen;
+    struct sockaddr *ai_addr;
+    char *ai_canonname;
+    struct addrinfo *ai_next;
+};
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res);
+void freeaddrinfo(struct addrinfo *res);
+const char *gai_strerror(int errcode);
+#endif
+#if !defined(__cplusplus)
+ssize_t pread(int fd, void *buf, size_t n, off_t off);
+ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
+int posix_fallocate(int fd, off_t off, off_t len);
+#endif
+#ifndef AI_NUMERICSERV
+#  define AI_NUMERICSERV 0x0400     /* glibc's value (hidden with getaddrinfo) */
+#endif
+#if defined(__linux__) && !defined(AT_FDCWD)
+#  define AT_FDCWD -100             /* liburing.h's inline helpers use it; hidden likewise */
+#endif
+/* O_DIRECT for the NVMe tier's blocks: glibc names it only under _GNU_SOURCE, but always
+   defines its value as __O_DIRECT; with neither, the tier goes through the page cache */
+#if defined(O_DIRECT)
+#  define ZERO__O_DIRECT O_DIRECT
+#elif defined(__O_DIRECT)
+#  define ZERO__O_DIRECT __O_DIRECT
+#else
+#  define ZERO__O_DIRECT 0
+#endif
+#ifdef ZERO_IO_URING
+#  include <liburing.h>
+#endif
+
+/* >>structs ----------------------------------------------------------------------------
+   The engine's shared types: the tasks and streams, the device and comm tables, the
+   layout records and the context. A backend's private state (MPI, NCCL, CUDA, EMU,
+   the NVMe tier, the thread pool, the trace) is declared with its implementation and
+   reached through an opaque pointer. */
+#define ZERO__DEF(v, d) ((v) ? (v) : (d))
+#define ZERO__ALIGN 64                 /* every arena starts on a cache line */
+#define ZERO__MSG 512
+#define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
+#define ZERO__MAX_RANKS 4096
+#define ZERO__F64 100                  /* internal dtype code for double scalars */
+#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>cpu) */
+
+typedef enum zero__task_kind {
+    ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
+    ZERO__TASK_GATHER_MODULE,     /* a: module, ptr: destination (the module's full span) */
+    ZERO__TASK_GATHER_PARAMS,     /* a: module (stages 1-2 after the optimizer) */
+    ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
+    ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
+    ZERO__TASK_ALLGATHER_BYTES,   /* ptr: send, ptr2: recv, n: bytes per rank */
+    ZERO__TASK_STOP
+} zero__task_kind;
+
+typedef struct zero__task {
+    int kind, a, b;
+    int64_t n;
+    void *ptr, *ptr2;
+} zero__task;
+
+typedef struct zero__stream {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;              /* both directions: work arrived, work done */
+    zero__task ring[ZERO__STREAM_CAP];
+    uint64_t enqueued, done;
+    int started;
+    zero_result err;                /* first failure; later tasks are skipped */
+    char err_msg[ZERO__MSG];
+} zero__stream;
+
+/* The device's operations (>>device: ops, after >>tiling). The engine reaches the memory
+   of the arenas (params, grads, master, moments, gradient staging, the gather arena,
+   tiles) only through these, never by dereferencing it, so one engine drives the CPU,
+   the CUDA device and the EMU device (CPU memory the host cannot touch, which proves
+   the rule in the tests). s is the stream an op is ordered on: ZERO__S_COMPUTE (the
+   caller's thread; desc.cuda_stream on CUDA) or ZERO__S_COMM (the comm stream).
+   Ops on host and device memory alike: copy waits for the copy to finish; sumsq
+   returns its value on the host; every op on the comm stream is done when it returns
+   (with the local comm, other ranks read what it wrote without waiting on this rank's
+   events). The others may run asynchronously on the compute stream; `sync` waits for them. A task on the comm stream waits (task_begin) for the compute-stream
+   work queued before it was enqueued (mark), and task_end waits for the task's own
+   device work, so a finished ticket means finished device work. */
+enum { ZERO__S_COMPUTE = 0, ZERO__S_COMM = 1 };
+typedef struct zero__dev_vt {
+    const char *name;
+    int host_access;                /* 1: the host may dereference device memory (the CPU device) */
+    zero_result (*init)(zero_ctx *ctx);                          /* zero_create */
+    void (*fini)(zero_ctx *ctx);                                 /* zero_destroy */
+    void *(*alloc)(zero_ctx *ctx, int64_t bytes);                /* zero-filled; NULL: out of memory */
+    void (*free)(zero_ctx *ctx, void *p);
+    void *(*host_alloc)(zero_ctx *ctx, int64_t bytes);           /* host memory for transfers (CUDA: pinned), zeroed */
+    void (*host_free)(zero_ctx *ctx, void *p);
+    zero_result (*prepare)(zero_ctx *ctx);                       /* end of zero_build: tables */
+    zero_result (*copy)(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes);
+    zero_result (*fill0)(zero_ctx *ctx, int s, void *dst, int64_t bytes);
+    /* out (rdt) = [out +] sum over k in order of ins[k] (sdt), in fp32 (zero__sum_into) */
+    zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                            int64_t count, int accumulate);
+    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>optim) */
+    zero_result (*optimizer)(zero_ctx *ctx, float gscale);       /* the fused pass over the segments */
+    zero_result (*gemm)(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
+    /* y[r*ldy + j] += b[j] (b in bdt); gb[j] (gdt) += sum over r in order of dy[r*ld + j] */
+    zero_result (*bias_add)(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n);
+    zero_result (*bias_grad)(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n);
+    /* the trainer helpers (zero_gelu, zero_gelu_backward, zero_softmax_xent), fp32 */
+    zero_result (*gelu)(zero_ctx *ctx, float *y, const float *x, int64_t n);
+    zero_result (*gelu_bwd)(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n);
+    zero_result (*xent)(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                        int64_t rows, int64_t classes, float dscale);
+    void (*mark)(zero_ctx *ctx, uint64_t ticket);                /* compute side, when a task is enqueued */
+    zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
+    zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
+    zero_result (*sync)(zero_ctx *ctx, int s);
+} zero__dev_vt;
+typedef struct zero__comm_vt {
+    /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
+    zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
+    /* recv (count elements of rdt) = [recv +] sum over ranks of their send slice r (sdt);
+       sums are taken in fp32, in rank order */
+    zero_result (*reduce_scatter)(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
+                                  int64_t count, int accumulate, int timeout_ms);
+    zero_result (*all_reduce)(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms);
+    zero_result (*broadcast)(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms);
+    zero_result (*barrier)(zero_comm *c, int timeout_ms);
+} zero__comm_vt;
+
+struct zero_comm {
+    const zero__comm_vt *vt;
+    int rank, size;
+    zero_group *group;
+    int64_t tag;                    /* set before a collective: what it moves (a module), -1: nothing */
+    int64_t bad_tag[2];             /* after ZERO_ERR_MISMATCH: rank 0's tag and bad_rank's tag */
+    int bad_rank;
+    int in_use;                     /* a context owns this endpoint (one at a time) */
+    char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
+    int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
+    zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
+    void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
+    int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
+};
+
+typedef struct zero__slot {
+    uint64_t gen;                   /* the op generation this rank arrived at */
+    int kind, sdt, rdt;
+    int64_t count, tag;
+    const void *send;
+    void *recv;
+} zero__slot;
+
+struct zero_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int n, endpoints;
+    uint64_t gen;                   /* current op; starts at 1 */
+    uint64_t seq;                   /* ops completed, for messages */
+    int arrived, departed, running;
+    zero_result broken;             /* ZERO_OK while healthy */
+    char broken_msg[ZERO__MSG];
+    int64_t bad_tag[2];
+    int bad_rank;
+    int *left;                      /* rank destroyed its endpoint */
+    zero__slot *slots;
+    double link_latency_us, link_gbps;  /* a modelled link (zero_group_set_link); 0: none */
+};
+typedef struct zero__param_rec {
+    char *name;
+    int module;
+    int ndim;
+    int64_t shape[ZERO_MAX_DIMS];
+    int64_t numel;
+    int64_t offset;                 /* inside the module's span */
+    int64_t out_offset;             /* in registration order, unpadded (gathers) */
+    int no_decay;
+} zero__param_rec;
+
+typedef struct zero__module_rec {
+    char *name;
+    int frozen;
+    int64_t used;                   /* elements before padding the span */
+    int64_t span;                   /* padded to a multiple of N * align */
+    int64_t param_off;              /* full param arena (stages 0-2) */
+    int64_t train_off;              /* full train arenas (grads/master/optim); -1 if frozen */
+    /* per step */
+    int fetched;                    /* fetch count */
+    /* stage 3: where the gathered span lives while gathered (in use, prefetched or kept) */
+    int64_t goff;                   /* offset in the gather arena or the persist region; -1: not gathered */
+    uint64_t gticket;               /* its gather task */
+    int live;                       /* the span at goff holds (or is being gathered with) current values */
+    int persistent, prefetched, kept;
+    int ready;                      /* zero_grads_ready calls this step */
+    int staged;                     /* staging record index for the open micro-batch, -1: none */
+} zero__module_rec;
+
+/* One run of optimizer work: part of one param that lies in this rank's region.
+   Indices are elements into the arenas. */
+typedef struct zero__segment {
+    int64_t n, grad_idx, state_idx, param_idx;
+    int decay;
+} zero__segment;
+
+typedef struct zero__staging_rec {
+    int64_t off, bytes;
+    uint64_t ticket;                /* reduce task's ticket; 0 while open or queued */
+} zero__staging_rec;
+
+typedef struct zero__tiled {
+    int first_module, first_param, tiles, bias;
+    int64_t in, out;
+} zero__tiled;
+
+typedef struct zero__sizes {        /* what the planner needs */
+    int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
+    int64_t tile_elems;             /* largest tile of any tiled linear (0: none) */
+    int num_trainable;
+    int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
+} zero__sizes;
+struct zero_ctx {
+    zero_desc desc;                 /* effective values */
+    zero_comm *comm;
+    zero_group *own_group;          /* when desc.comm was NULL */
+    int rank, world;
+    uint32_t salt;
+    char err[ZERO__MSG];
+
+    zero__param_rec *params;
+    int num_params, cap_params;
+    zero__module_rec *modules;
+    int num_modules, cap_modules;
+    int built;
+
+    zero_plan plan;
+    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
+    int staging_mode;               /* user gradients go through the staging ring */
+    int num_trainable;
+    int64_t shard_padded, shard_trainable;
+    int64_t max_span;
+    void *param_arena;              /* full (stages 0-2) or shard (stage 3) */
+    void *grad_arena;               /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
+    float *master, *opt_m, *opt_v;  /* master NULL when params are f32 (the params are it) */
+    char *staging;                  /* ring of user gradient buffers, grad_dtype */
+    int64_t staging_bytes, staging_head;
+    zero__staging_rec *srecs;       /* FIFO of staging records */
+    int srec_head, srec_count, srec_cap;
+    /* stage 3: gather arena (first-fit free list), persist region, schedule */
+    char *garena, *persist;
+    int64_t garena_bytes, max_live, prefetch_budget;
+    int64_t *free_off, *free_len;   /* free ranges, sorted by offset */
+    int nfree;
+    int64_t gathered, inuse_bytes, pending_bytes, peak_gathered;
+    int *sched;                     /* fetch order recorded in the first step */
+    int sched_len, sched_cap, sched_active, sched_pos, off_sched;
+    int64_t hits, misses, prefetched_bytes;
+    double wait_ms;
+    int64_t staging_inuse, peak_staging;
+    /* tiled linears */
+    struct zero__tiled *tiled;
+    int num_tiled, cap_tiled;
+    float *tile_w, *tile_g, *gemm_ws;
+    zero__segment *segs;
+    int num_segs;
+    int simd;                       /* optimizer kernel path, ZERO__SIMD_* */
+    double *norm_part;              /* the gradient norm's block sums (>>optim) */
+    int64_t norm_blocks;
+    struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
+    struct zero__off *off;          /* optimizer states on the NVMe tier (>>offload); NULL: in memory */
+
+    /* per step */
+    int *bucket;                    /* modules queued for reduction, not yet flushed */
+    int bucket_len;
+    int64_t bucket_fill;
+    int64_t total_ready;
+    int64_t steps, skipped;
+    float loss_scale;
+    int dynamic_scale, good_steps;
+    double grad_norm;
+
+    zero__stream stream;
+    int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
+    struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
+    /* the device (>>device: ops) */
+    const zero__dev_vt *dev;
+    void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
+    void *hgrad, *hparam;           /* zero__dev_offload: host copies of the gradient shard and new params */
+};
+#define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
+
+/* >>base -------------------------------------------------------------------------------
+   Allocation hooks, the last error and logging, sizes, clocks, condition variables. */
 #if defined(ZERO_MALLOC) && !defined(ZERO_FREE)
 #error "zero.h: define ZERO_FREE together with ZERO_MALLOC (both or neither)"
 #endif
@@ -1074,25 +1460,6 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #ifndef ZERO_MALLOC
 #  define ZERO_MALLOC(sz, u) ((void)(u), malloc(sz))
 #  define ZERO_FREE(p, u) ((void)(u), free(p))
-#endif
-/* ZERO_CUDA: the CUDA device (>>device: ops), NCCL (>>comm: nccl) and cuBLAS; the kernels
-   are zero_kernels.cu's (declared in the shared math section above). */
-
-/* >>base ---------------------------------------------------------------------------- */
-#define ZERO__DEF(v, d) ((v) ? (v) : (d))
-#define ZERO__ALIGN 64                 /* every arena starts on a cache line */
-#define ZERO__MSG 512
-#define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
-#define ZERO__MAX_RANKS 4096
-#define ZERO__F64 100                  /* internal dtype code for double scalars */
-#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>cpu) */
-
-#if defined(__cplusplus)
-#  define ZERO__TLS thread_local
-#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
-#  define ZERO__TLS _Thread_local
-#else
-#  define ZERO__TLS __thread
 #endif
 
 /* The one process-wide mutable state besides the thread's last error: a counter
@@ -1181,144 +1548,1687 @@ static char *zero__strdup(const zero_allocator *a, const char *s) {
     return d;
 }
 
-/* >>device (cpu) ---------------------------------------------------------------------
+static size_t zero__esize(int dt) { return dt == ZERO_F32 ? 4 : dt == ZERO__F64 ? 8 : 2; }
+static char *zero__at(void *base, int64_t idx, int dt) { return (char *)base + idx * (int64_t)zero__esize(dt); }
+/* a variable holding an integer in [lo, hi]; 0: unset, 1: ok, -1: malformed */
+static int zero__env_int(const char *var, int lo, int hi, int *out) {
+    const char *s = getenv(var);
+    char *end;
+    long v;
+    if (!s) return 0;
+    v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 1;
+}
+static int zero__grow(zero_ctx *ctx, void **arr, int *cap, int count, size_t elem) {
+    int ncap;
+    void *n;
+    if (count < *cap) return 1;
+    ncap = *cap ? *cap * 2 : 16;
+    if (ncap > 0xfffff) ncap = 0xfffff;
+    if (count >= ncap) return 0;
+    n = zero__raw_alloc(&ctx->desc.allocator, elem * (size_t)ncap);
+    if (!n) return 0;
+    if (*arr) memcpy(n, *arr, elem * (size_t)count);
+    zero__raw_free(&ctx->desc.allocator, *arr);
+    *arr = n;
+    *cap = ncap;
+    return 1;
+}
+static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
+    const zero_logger *lg = ctx ? &ctx->desc.logger : NULL;
+    if (lg && lg->func && lvl <= lg->level) lg->func(lg->user_data, lvl, item, ctx->rank, msg);
+}
+static void zero__log(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *fmt, ...) {
+    char msg[ZERO__MSG];
+    va_list ap;
+    if (!ctx || !ctx->desc.logger.func || lvl > ctx->desc.logger.level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    zero__logv(ctx, lvl, item, msg);
+}
+/* Records a failure: the message goes to the context (if any), the thread's last
+   error and the logger. Returns r so callers can `return zero__fail(...)`. Before a
+   context exists, zero__fail_lg reports to the logger of the desc being checked. */
+static zero_result zero__report(zero_ctx *ctx, const zero_logger *lg, int rank, zero_result r,
+                                zero_log_item item, const char *fmt, va_list ap) {
+    char msg[ZERO__MSG];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    snprintf(zero__tls_err, sizeof zero__tls_err, "%s", msg);
+    if (ctx) snprintf(ctx->err, sizeof ctx->err, "%s", msg);
+    if (lg && lg->func && ZERO_LOG_ERROR <= ZERO__DEF(lg->level, ZERO_LOG_WARN))
+        lg->func(lg->user_data, ZERO_LOG_ERROR, item, rank, msg);
+    return r;
+}
+static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    r = zero__report(ctx, ctx ? &ctx->desc.logger : NULL, ctx ? ctx->rank : -1, r, item, fmt, ap);
+    va_end(ap);
+    return r;
+}
+static zero_result zero__fail_lg(const zero_logger *lg, zero_result r, zero_log_item item, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    r = zero__report(NULL, lg, -1, r, item, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);   /* defined in >>schedule */
+
+/* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------
+   Each context owns a fixed buffer of events, allocated by zero_trace_enable. The
+   compute thread (user spans, fetch waits), the comm stream (every collective it runs)
+   and zero_step (the optimizer pass) append to it by reserving a slot with one atomic
+   add, so recording takes no lock and a full buffer only counts what it dropped. With
+   tracing off every hook is one NULL test. Times are CLOCK_MONOTONIC microseconds, one
+   clock for every rank of the machine. */
+#define ZERO__TRACE_NAME 48
+#define ZERO__TRACE_DEPTH 32
+enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_NUM };
+static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme" };
+
+typedef struct zero__trace_event {   /* 64 bytes */
+    double ts, dur;                  /* microseconds */
+    int32_t track, rank;
+    char name[ZERO__TRACE_NAME];
+} zero__trace_event;
+
+struct zero__trace {
+    zero__trace_event *ev;
+    int64_t cap, count;              /* count: slots reserved (atomic); may pass cap */
+    double open_ts[ZERO__TRACE_DEPTH];   /* zero_trace_begin's stack (compute thread only) */
+    char open_name[ZERO__TRACE_DEPTH][ZERO__TRACE_NAME];
+    int depth;
+};
+
+/* ctx->trace is published once by zero_trace_enable while the comm stream may be running */
+static struct zero__trace *zero__trace_get(const zero_ctx *ctx) {
+    return ctx ? __atomic_load_n(&ctx->trace, __ATOMIC_ACQUIRE) : NULL;
+}
+static double zero__trace_t0(const zero_ctx *ctx) { return zero__trace_get(ctx) ? zero__now_ms() * 1e3 : 0.0; }
+
+static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const char *arg, double t0) {
+    struct zero__trace *tr = zero__trace_get(ctx);
+    zero__trace_event *e;
+    int64_t i;
+    if (!tr) return;
+    i = __atomic_fetch_add(&tr->count, 1, __ATOMIC_RELAXED);
+    if (i >= tr->cap) return;
+    e = &tr->ev[i];
+    e->ts = t0;
+    e->dur = zero__now_ms() * 1e3 - t0;
+    e->track = track;
+    e->rank = ctx->rank;
+    if (arg) snprintf(e->name, sizeof e->name, "%s %s", name, arg);
+    else snprintf(e->name, sizeof e->name, "%s", name);
+}
+
+/* the comm stream runs every task through here */
+static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
+    static const char *names[] = { "?", "reduce", "all-gather", "gather params", "gather master", "all-reduce",
+                                   "all-gather bytes" };
+    double t0 = zero__trace_t0(ctx);
+    zero_result r = zero__run_task(ctx, t);
+    if (zero__trace_get(ctx)) {
+        int k = t->kind == ZERO__TASK_REDUCE ? 1 : t->kind == ZERO__TASK_GATHER_MODULE ? 2 :
+                t->kind == ZERO__TASK_GATHER_PARAMS ? 3 : t->kind == ZERO__TASK_GATHER_MASTER ? 4 :
+                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 : 0;
+        int mod = k >= 1 && k <= 4 && t->a >= 0 && t->a < ctx->num_modules;
+        zero__trace_add(ctx, ZERO__TRACK_COMM, names[k], mod ? ctx->modules[t->a].name : NULL, t0);
+    }
+    return r;
+}
+
+static void zero__trace_free(zero_ctx *ctx) {
+    if (!ctx->trace) return;
+    zero__raw_free(&ctx->desc.allocator, ctx->trace->ev);
+    zero__raw_free(&ctx->desc.allocator, ctx->trace);
+    ctx->trace = NULL;
+}
+static void zero__json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int zero__trace_write(const char *path, const zero__trace_event *ev, const int64_t *counts, int64_t stride,
+                             int world) {
+    FILE *f = fopen(path, "w");
+    double t_min = 0.0;
+    int r, k, first = 1, any = 0, ok;
+    int64_t i;
+    if (!f) return 0;
+    for (r = 0; r < world; r++)
+        for (i = 0; i < counts[r]; i++)
+            if (!any || ev[r * stride + i].ts < t_min) { t_min = ev[r * stride + i].ts; any = 1; }
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    for (r = 0; r < world; r++) {
+        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
+                first ? "" : ",\n", r, r);
+        first = 0;
+        for (k = 0; k < ZERO__TRACK_NUM; k++)
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+                    r, k, zero__track_name[k]);
+        for (i = 0; i < counts[r]; i++) {
+            const zero__trace_event *e = &ev[r * stride + i];
+            fprintf(f, ",\n{\"name\":");
+            zero__json_str(f, e->name);
+            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
+                    zero__track_name[e->track >= 0 && e->track < ZERO__TRACK_NUM ? e->track : 0], e->ts - t_min,
+                    e->dur, r, e->track);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    ok = !ferror(f);
+    if (fclose(f) != 0) ok = 0;
+    return ok;
+}
+
+/* >>stream -----------------------------------------------------------------------------
    A stream is a FIFO worker thread; an event is a ticket: the count of tasks enqueued
    when it was recorded. Waiting for a ticket waits until that many tasks are done. On
    the CPU the caller's thread is the compute stream, so the comm stream overlaps the
    gradient reductions with the backward pass for real. Tasks are small records in a
    fixed ring: enqueuing allocates nothing. */
-typedef enum zero__task_kind {
-    ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
-    ZERO__TASK_GATHER_MODULE,     /* a: module, ptr: destination (the module's full span) */
-    ZERO__TASK_GATHER_PARAMS,     /* a: module (stages 1-2 after the optimizer) */
-    ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
-    ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
-    ZERO__TASK_ALLGATHER_BYTES,   /* ptr: send, ptr2: recv, n: bytes per rank */
-    ZERO__TASK_STOP
-} zero__task_kind;
 
-typedef struct zero__task {
-    int kind, a, b;
-    int64_t n;
-    void *ptr, *ptr2;
-} zero__task;
+static void *zero__stream_main(void *arg) {
+    zero_ctx *ctx = (zero_ctx *)arg;
+    zero__stream *s = &ctx->stream;
+    for (;;) {
+        zero__task t;
+        uint64_t ticket;
+        int skip;
+        zero_result r = ZERO_OK;
+        pthread_mutex_lock(&s->mu);
+        while (s->done == s->enqueued) pthread_cond_wait(&s->cv, &s->mu);
+        t = s->ring[s->done % ZERO__STREAM_CAP];
+        ticket = s->done + 1;
+        skip = s->err != ZERO_OK;
+        pthread_mutex_unlock(&s->mu);
+        if (t.kind == ZERO__TASK_STOP) {
+            pthread_mutex_lock(&s->mu);
+            s->done++;
+            pthread_cond_broadcast(&s->cv);
+            pthread_mutex_unlock(&s->mu);
+            return NULL;
+        }
+        if (!skip) {
+            zero_result r2;
+            r = ctx->dev->task_begin(ctx, ticket);
+            if (r == ZERO_OK) r = zero__trace_run_task(ctx, &t);
+            r2 = ctx->dev->task_end(ctx);
+            if (r == ZERO_OK) r = r2;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (r != ZERO_OK && s->err == ZERO_OK) {
+            s->err = r;
+            snprintf(s->err_msg, sizeof s->err_msg, "%s", ctx->comm->err);
+        }
+        s->done++;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+}
 
-typedef struct zero__stream {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* both directions: work arrived, work done */
-    zero__task ring[ZERO__STREAM_CAP];
-    uint64_t enqueued, done;
-    int started;
-    zero_result err;                /* first failure; later tasks are skipped */
-    char err_msg[ZERO__MSG];
-} zero__stream;
+/* The traffic a task will send from this rank (ring volume: (N-1)/N of the data for
+   an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
+   task is issued, so the figures after a call do not depend on how far the comm
+   stream has got. Caller holds the stream lock. */
+static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
+    const zero_desc *d = &ctx->desc;
+    int64_t N = ctx->world, per = a >= 0 && a < ctx->num_modules ? ctx->modules[a].span / N : 0;
+    int64_t elems = 0, es = 0;
+    int coll = -1;
+    switch (kind) {
+    case ZERO__TASK_REDUCE:
+        if (d->stage >= 2) { coll = ZERO_COLL_REDUCE_SCATTER; elems = per * (N - 1); es = (int64_t)zero__esize(d->grad_dtype); }
+        else if (b == d->accum_steps) {
+            coll = d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
+            elems = per * (N - 1) * (d->stage == 0 ? 2 : 1);
+            es = (int64_t)zero__esize(d->grad_accum_dtype);
+        }
+        break;
+    case ZERO__TASK_GATHER_MODULE:
+    case ZERO__TASK_GATHER_PARAMS:
+        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = (int64_t)zero__esize(d->param_dtype); break;
+    case ZERO__TASK_GATHER_MASTER:
+        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = 4; break;
+    case ZERO__TASK_ALLREDUCE_F64:
+        coll = ZERO_COLL_ALL_REDUCE; elems = 2 * n * (N - 1) / N; es = 8; break;
+    case ZERO__TASK_ALLGATHER_BYTES:
+        coll = ZERO_COLL_ALL_GATHER; elems = n * (N - 1); es = 1; break;
+    default:
+        break;
+    }
+    if (coll < 0) return;
+    ctx->comm_calls[coll]++;
+    ctx->comm_elems[coll] += elems;
+    ctx->comm_bytes[coll] += elems * es;
+}
 
-/* The device's operations (>>device: ops, after >>tiling). The engine reaches the memory
-   of the arenas (params, grads, master, moments, gradient staging, the gather arena,
-   tiles) only through these, never by dereferencing it, so one engine drives the CPU,
-   the CUDA device and the EMU device (CPU memory the host cannot touch, which proves
-   the rule in the tests). s is the stream an op is ordered on: ZERO__S_COMPUTE (the
-   caller's thread; desc.cuda_stream on CUDA) or ZERO__S_COMM (the comm stream).
-   Ops on host and device memory alike: copy waits for the copy to finish; sumsq
-   returns its value on the host; every op on the comm stream is done when it returns
-   (with the local comm, other ranks read what it wrote without waiting on this rank's
-   events). The others may run asynchronously on the compute stream; `sync` waits for them. A task on the comm stream waits (task_begin) for the compute-stream
-   work queued before it was enqueued (mark), and task_end waits for the task's own
-   device work, so a finished ticket means finished device work. */
-enum { ZERO__S_COMPUTE = 0, ZERO__S_COMM = 1 };
-typedef struct zero__dev_vt {
-    const char *name;
-    int host_access;                /* 1: the host may dereference device memory (the CPU device) */
-    zero_result (*init)(zero_ctx *ctx);                          /* zero_create */
-    void (*fini)(zero_ctx *ctx);                                 /* zero_destroy */
-    void *(*alloc)(zero_ctx *ctx, int64_t bytes);                /* zero-filled; NULL: out of memory */
-    void (*free)(zero_ctx *ctx, void *p);
-    void *(*host_alloc)(zero_ctx *ctx, int64_t bytes);           /* host memory for transfers (CUDA: pinned), zeroed */
-    void (*host_free)(zero_ctx *ctx, void *p);
-    zero_result (*prepare)(zero_ctx *ctx);                       /* end of zero_build: tables */
-    zero_result (*copy)(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes);
-    zero_result (*fill0)(zero_ctx *ctx, int s, void *dst, int64_t bytes);
-    /* out (rdt) = [out +] sum over k in order of ins[k] (sdt), in fp32 (zero__sum_into) */
-    zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                            int64_t count, int accumulate);
-    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>optim) */
-    zero_result (*optimizer)(zero_ctx *ctx, float gscale);       /* the fused pass over the segments */
-    zero_result (*gemm)(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                        const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
-    /* y[r*ldy + j] += b[j] (b in bdt); gb[j] (gdt) += sum over r in order of dy[r*ld + j] */
-    zero_result (*bias_add)(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t n);
-    zero_result (*bias_grad)(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t n);
-    /* the trainer helpers (zero_gelu, zero_gelu_backward, zero_softmax_xent), fp32 */
-    zero_result (*gelu)(zero_ctx *ctx, float *y, const float *x, int64_t n);
-    zero_result (*gelu_bwd)(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n);
-    zero_result (*xent)(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
-                        int64_t rows, int64_t classes, float dscale);
-    void (*mark)(zero_ctx *ctx, uint64_t ticket);                /* compute side, when a task is enqueued */
-    zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
-    zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
-    zero_result (*sync)(zero_ctx *ctx, int s);
-} zero__dev_vt;
-static const zero__dev_vt *zero__dev_pick(zero_device_type t);     /* >>device: ops */
-static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale);
-#ifdef ZERO_CUDA
-static void *zero__cuda_comm_stream(zero_ctx *ctx);
+static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
+    zero__stream *s = &ctx->stream;
+    zero__task *t;
+    uint64_t ticket;
+    pthread_mutex_lock(&s->mu);
+    zero__count_task(ctx, kind, a, b, n);
+    while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
+    t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
+    t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
+    if (kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
+    ticket = ++s->enqueued;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return ticket;
+}
+
+static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
+    int d;
+    pthread_mutex_lock(&ctx->stream.mu);
+    d = ctx->stream.done >= ticket;
+    pthread_mutex_unlock(&ctx->stream.mu);
+    return d;
+}
+
+/* Waits for a ticket. Never unbounded: every task is a collective with a timeout. */
+static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
+    zero__stream *s = &ctx->stream;
+    zero_result r;
+    pthread_mutex_lock(&s->mu);
+    while (s->done < ticket) pthread_cond_wait(&s->cv, &s->mu);
+    r = s->err;
+    if (r != ZERO_OK) {
+        snprintf(ctx->err, sizeof ctx->err, "%s", s->err_msg);
+        snprintf(zero__tls_err, sizeof zero__tls_err, "%s", s->err_msg);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (r != ZERO_OK)
+        zero__logv(ctx, ZERO_LOG_ERROR,
+                   r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT :
+                   r == ZERO_ERR_MISMATCH ? ZERO_LOGITEM_COLL_MISMATCH : ZERO_LOGITEM_COMM_BROKEN, ctx->err);
+    return r;
+}
+static zero_result zero__drain(zero_ctx *ctx) {
+    uint64_t t;
+    pthread_mutex_lock(&ctx->stream.mu);
+    t = ctx->stream.enqueued;
+    pthread_mutex_unlock(&ctx->stream.mu);
+    return zero__wait(ctx, t);
+}
+
+/* comm wrappers, run by the comm stream (the traffic was counted when the task was issued) */
+static zero_result zero__all_gather(zero_ctx *ctx, const void *send, void *recv, int64_t count, int dt) {
+    int64_t es = (int64_t)zero__esize(dt);
+    return ctx->comm->vt->all_gather(ctx->comm, send, recv, count * es, ctx->desc.timeout_ms);
+}
+static zero_result zero__reduce_scatter(zero_ctx *ctx, const void *send, int sdt, void *recv, int rdt,
+                                        int64_t count, int accumulate) {
+    return ctx->comm->vt->reduce_scatter(ctx->comm, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
+}
+static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t count) {
+    return ctx->comm->vt->all_reduce(ctx->comm, buf, dt, count, ctx->desc.timeout_ms);
+}
+
+/* >>kernels: the CPU's math: optimizer loops (portable, AVX2, AVX-512), thread pool, SGEMM --
+   The fused optimizer pass is one streaming loop per segment: widen the gradient,
+   multiply by the unscale*clip factor, update master and moments, narrow into the
+   param. Each loop is written once per instruction set and instantiated per dtype
+   combination (the dtype arguments are constants where the always-inline loop is
+   expanded), so no element pays for a dtype branch. The vector paths compute exactly
+   the scalar ZERO_HD formulas: the same operations in the same order, no FMA, IEEE
+   sqrt and division, and the same round-to-nearest-even narrowing, so every path
+   gives bitwise-identical results (tests/test_cpuopt.c checks this). The path is
+   picked at run time from what the CPU supports; ZERO_SIMD=scalar|avx2|avx512 in the
+   environment caps it (tests and benchmarks compare paths with it). */
+
+enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
+static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
+
+/* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
+   master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
+   not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum). */
+typedef void (*zero__opt_fn)(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                             int64_t lo, int64_t hi);
+
+ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                     int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i;
+    if (opt == ZERO_OPTIM_SGD) {
+        for (i = lo; i < hi; i++) {
+            zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * k->gscale, &k->sh, k->decay);
+            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
+        }
+    } else {
+        for (i = lo; i < hi; i++) {
+            zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * k->gscale, &k->ah, k->decay);
+            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
+        }
+    }
+}
+
+/* one instantiation per (optimizer, grad dtype, param dtype) for a path named P */
+#define ZERO__OPT_INSTANCES(P, ATTR)                                                                   \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_f32, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F32)                        \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_bf16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_BF16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f32_f16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F16)                       \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_f32, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F32)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_bf16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_BF16)                   \
+    ZERO__OPT_INST(P, ATTR, adamw_bf16_f16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_f32, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F32)                       \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_bf16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_BF16)                     \
+    ZERO__OPT_INST(P, ATTR, adamw_f16_f16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F16)                       \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_f32, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F32)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_bf16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_BF16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f32_f16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F16)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_f32, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F32)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_bf16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_BF16)                       \
+    ZERO__OPT_INST(P, ATTR, sgd_bf16_f16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_f32, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F32)                           \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_bf16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_BF16)                         \
+    ZERO__OPT_INST(P, ATTR, sgd_f16_f16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F16)
+/* the table, indexed [opt == SGD][adt - 1][pdt - 1] */
+#define ZERO__OPT_TABLE(P) {                                                                           \
+    { { zero__opt_##P##_adamw_f32_f32, zero__opt_##P##_adamw_f32_bf16, zero__opt_##P##_adamw_f32_f16 },  \
+      { zero__opt_##P##_adamw_bf16_f32, zero__opt_##P##_adamw_bf16_bf16, zero__opt_##P##_adamw_bf16_f16 },\
+      { zero__opt_##P##_adamw_f16_f32, zero__opt_##P##_adamw_f16_bf16, zero__opt_##P##_adamw_f16_f16 } }, \
+    { { zero__opt_##P##_sgd_f32_f32, zero__opt_##P##_sgd_f32_bf16, zero__opt_##P##_sgd_f32_f16 },        \
+      { zero__opt_##P##_sgd_bf16_f32, zero__opt_##P##_sgd_bf16_bf16, zero__opt_##P##_sgd_bf16_f16 },     \
+      { zero__opt_##P##_sgd_f16_f32, zero__opt_##P##_sgd_f16_bf16, zero__opt_##P##_sgd_f16_f16 } } }
+#define ZERO__OPT_INST(P, ATTR, NAME, OPT, ADT, PDT)                                                   \
+    ATTR static void zero__opt_##P##_##NAME(const zero__optk *k, const void *g, void *p, float *w,      \
+                                            float *m, float *v, int64_t lo, int64_t hi) {              \
+        zero__opt_##P##_t(k, g, p, w, m, v, lo, hi, OPT, ADT, PDT);                                    \
+    }
+ZERO__OPT_INSTANCES(scalar, )
+
+/* The gradient norm's sum of squares is defined blockwise, so that it can be computed
+   with vectors and threads and still be one exact double, the same at every stage, rank
+   count, path and thread count: each rank's slice of each module is cut into blocks of
+   ZERO__NORM_BLOCK elements from the slice's start; within a block, element j adds its
+   square (exact in double) into lane j % 8, in order; a block's sum is
+   ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); the block sums are added in order. */
+typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
+ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
+    for (; j < n; j++) {
+        double x = (double)zero__ld(g, j, adt);
+        lanes[j & 7] += x * x;
+    }
+}
+static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
+    double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+    if (adt == ZERO_F32) zero__sumsq_tail(g, 0, n, lanes, ZERO_F32);
+    else if (adt == ZERO_BF16) zero__sumsq_tail(g, 0, n, lanes, ZERO_BF16);
+    else zero__sumsq_tail(g, 0, n, lanes, ZERO_F16);
+    return zero__lanes_sum(lanes);
+}
+
+#if defined(ZERO__X86)
+/* ---- AVX2 (+F16C): 8 lanes ---- */
+#define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
+#define ZERO__AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))
+/* Software prefetch ZERO__AHEAD elements ahead on every stream: the optimizer's long
+   dependency chains (sqrt, two divisions) keep fewer loads in flight than a plain copy
+   does, and the hardware prefetcher alone left ~8% of the bandwidth unused (bench_optim).
+   Prefetching past the end of an array is harmless: a prefetch never faults. */
+#define ZERO__AHEAD 512
+#define ZERO__PREFETCH(ptr, i, es) _mm_prefetch((const char *)(ptr) + ((i) + ZERO__AHEAD) * (int64_t)(es), _MM_HINT_T0)
+
+ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
+    __m256i x;
+    if (adt == ZERO_F32) return _mm256_loadu_ps((const float *)g + i);
+    x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + i)));
+    if (adt == ZERO_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    {   /* f16, as zero__f16_to_f32: normal, inf/NaN (payload kept), subnormal via m * 2^-24 */
+        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
+        __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff));
+        __m256i e = _mm256_srli_epi32(ax, 10), sh = _mm256_slli_epi32(ax, 13);
+        __m256i r = _mm256_add_epi32(sh, _mm256_set1_epi32(0x38000000));
+        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(ax), _mm256_set1_ps(5.9604644775390625e-8f)));
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(sh, _mm256_set1_epi32(0x7f800000)),
+                               _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x1f)));
+        r = _mm256_blendv_epi8(r, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
+        return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
+    }
+}
+/* narrow 8 floats to bf16 or f16 bits, exactly as zero__f32_to_bf16 / zero__f32_to_f16 */
+ZERO__AVX2_INLINE void zero__avx2_st(void *p, int64_t i, int pdt, __m256 x) {
+    __m256i u = _mm256_castps_si256(x);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+    __m128i out;
+    if (pdt == ZERO_BF16) {
+        __m256i hi = _mm256_srli_epi32(u, 16);
+        __m256i rnd = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1))));
+        __m256i r = _mm256_blendv_epi8(_mm256_srli_epi32(rnd, 16), _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
+        out = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    } else {
+        /* F16C rounds to nearest even with subnormals and overflow to inf, like the scalar
+           code; only NaN differs (F16C keeps payload bits; zero.h gives sign | 0x7e00) */
+        __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i qn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
+                                     _mm256_set1_epi32(0x7e00));
+        __m128i qn16 = _mm_packus_epi32(_mm256_castsi256_si128(qn), _mm256_extracti128_si256(qn, 1));
+        __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+        out = _mm_blendv_epi8(h, qn16, nan16);
+    }
+    _mm_storeu_si128((__m128i *)((uint16_t *)p + i), out);
+}
+ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                        int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i = lo;
+    const __m256 gs = _mm256_set1_ps(k->gscale);
+    if (opt == ZERO_OPTIM_SGD) {
+        const zero__sgd_hp *h = &k->sh;
+        const __m256 wd = _mm256_set1_ps(h->weight_decay), mu = _mm256_set1_ps(h->momentum);
+        const __m256 omd = _mm256_set1_ps(h->one_minus_dampening), nlr = _mm256_set1_ps(h->neg_lr);
+        int use_wd = k->decay && h->weight_decay != 0.0f;
+        for (; i + 8 <= hi; i += 8) {
+            __m256 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm256_loadu_ps(w + i);
+            d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            if (use_wd) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pp));
+            if (m) {
+                __m256 b = h->first ? d : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), mu), _mm256_mul_ps(omd, d));
+                _mm256_storeu_ps(m + i, b);
+                d = h->nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mu, b)) : b;
+            }
+            pp = _mm256_add_ps(pp, _mm256_mul_ps(nlr, d));
+            _mm256_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
+        }
+    } else {
+        const zero__adamw_hp *h = &k->ah;
+        const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
+        const __m256 omb1 = _mm256_set1_ps(h->one_minus_beta1), omb2 = _mm256_set1_ps(h->one_minus_beta2);
+        const __m256 eps = _mm256_set1_ps(h->eps), dm = _mm256_set1_ps(h->decay_mul);
+        const __m256 nss = _mm256_set1_ps(h->neg_step_size), bc2 = _mm256_set1_ps(h->bc2_sqrt);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            __m256 pp = _mm256_loadu_ps(w + i);
+            __m256 mm = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(omb1, gg));
+            __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gg), gg));
+            __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
+            if (k->decay) pp = _mm256_mul_ps(pp, dm);
+            pp = _mm256_add_ps(pp, _mm256_div_ps(_mm256_mul_ps(nss, mm), den));
+            _mm256_storeu_ps(w + i, pp);
+            _mm256_storeu_ps(m + i, mm);
+            _mm256_storeu_ps(v + i, vv);
+            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
+        }
+    }
+    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
+}
+ZERO__OPT_INSTANCES(avx2, ZERO__AVX2_ATTR)
+
+ZERO__AVX2_INLINE double zero__sumsq_avx2_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {        /* a0: lanes 0-3, a1: lanes 4-7 */
+        __m256 x = zero__avx2_ld(g, j, adt);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
+    }
+    _mm256_storeu_pd(lanes, a0);
+    _mm256_storeu_pd(lanes + 4, a1);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx2_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx2_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx2_t(g, n, ZERO_F16);
+}
+
+/* ---- AVX-512F: 16 lanes ---- */
+#define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
+#define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+
+ZERO__AVX512_INLINE __m512 zero__avx512_ld(const void *g, int64_t i, int adt) {
+    __m512i x;
+    if (adt == ZERO_F32) return _mm512_loadu_ps((const float *)g + i);
+    x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)g + i)));
+    if (adt == ZERO_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    {
+        __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x8000)), 16);
+        __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff));
+        __m512i e = _mm512_srli_epi32(ax, 10), sh = _mm512_slli_epi32(ax, 13);
+        __m512i r = _mm512_add_epi32(sh, _mm512_set1_epi32(0x38000000));
+        __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(ax), _mm512_set1_ps(5.9604644775390625e-8f)));
+        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0x1f)), r,
+                                    _mm512_or_si512(sh, _mm512_set1_epi32(0x7f800000)));
+        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), r, sub);
+        return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
+    }
+}
+ZERO__AVX512_INLINE void zero__avx512_st(void *p, int64_t i, int pdt, __m512 x) {
+    __m512i u = _mm512_castps_si512(x), r;
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    __m512i hi = _mm512_srli_epi32(u, 16);
+    if (pdt == ZERO_BF16) {
+        __m512i rnd = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
+        r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
+    } else {   /* see zero__avx2_st: hardware RNE, NaN replaced by sign | 0x7e00 */
+        __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        r = _mm512_mask_blend_epi32(nan, _mm512_cvtepu16_epi32(h),
+                                    _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7e00)));
+    }
+    _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtepi32_epi16(r));
+}
+ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                            int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i = lo;
+    const __m512 gs = _mm512_set1_ps(k->gscale);
+    if (opt == ZERO_OPTIM_SGD) {
+        const zero__sgd_hp *h = &k->sh;
+        const __m512 wd = _mm512_set1_ps(h->weight_decay), mu = _mm512_set1_ps(h->momentum);
+        const __m512 omd = _mm512_set1_ps(h->one_minus_dampening), nlr = _mm512_set1_ps(h->neg_lr);
+        int use_wd = k->decay && h->weight_decay != 0.0f;
+        for (; i + 16 <= hi; i += 16) {
+            __m512 pp, d;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__PREFETCH(m, i, 4);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            pp = _mm512_loadu_ps(w + i);
+            d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            if (use_wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pp));
+            if (m) {
+                __m512 b = h->first ? d : _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), mu), _mm512_mul_ps(omd, d));
+                _mm512_storeu_ps(m + i, b);
+                d = h->nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mu, b)) : b;
+            }
+            pp = _mm512_add_ps(pp, _mm512_mul_ps(nlr, d));
+            _mm512_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
+        }
+    } else {
+        const zero__adamw_hp *h = &k->ah;
+        const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
+        const __m512 omb1 = _mm512_set1_ps(h->one_minus_beta1), omb2 = _mm512_set1_ps(h->one_minus_beta2);
+        const __m512 eps = _mm512_set1_ps(h->eps), dm = _mm512_set1_ps(h->decay_mul);
+        const __m512 nss = _mm512_set1_ps(h->neg_step_size), bc2 = _mm512_set1_ps(h->bc2_sqrt);
+        for (; i + 16 <= hi; i += 16) {
+            __m512 gg;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
+            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            __m512 pp = _mm512_loadu_ps(w + i);
+            __m512 mm = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(omb1, gg));
+            __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2), _mm512_mul_ps(_mm512_mul_ps(omb2, gg), gg));
+            __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2), eps);
+            if (k->decay) pp = _mm512_mul_ps(pp, dm);
+            pp = _mm512_add_ps(pp, _mm512_div_ps(_mm512_mul_ps(nss, mm), den));
+            _mm512_storeu_ps(w + i, pp);
+            _mm512_storeu_ps(m + i, mm);
+            _mm512_storeu_ps(v + i, vv);
+            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
+        }
+    }
+    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
+}
+ZERO__OPT_INSTANCES(avx512, ZERO__AVX512_ATTR)
+
+ZERO__AVX512_INLINE double zero__sumsq_avx512_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    __m512d acc = _mm512_setzero_pd();
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {      /* elements j..j+7, then j+8..j+15, into lanes 0-7 */
+        __m512 x = zero__avx512_ld(g, j, adt);
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
+        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(lo, lo));
+        acc = _mm512_add_pd(acc, _mm512_mul_pd(hi, hi));
+    }
+    _mm512_storeu_pd(lanes, acc);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int adt) {
+    if (adt == ZERO_F32) return zero__sumsq_avx512_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
+    return zero__sumsq_avx512_t(g, n, ZERO_F16);
+}
+#  if !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif
+#endif /* ZERO__X86 */
+#undef ZERO__OPT_INST
+
+static int zero__simd_supported(int level) {
+    if (level == ZERO__SIMD_SCALAR) return 1;
+#if defined(ZERO__X86)
+    __builtin_cpu_init();
+    if (level == ZERO__SIMD_AVX2) {    /* F16C: CPUID.1:ECX bit 29 (clang's builtin does not know "f16c") */
+        unsigned a, b, c, d;
+        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+    }
+    if (level == ZERO__SIMD_AVX512) return __builtin_cpu_supports("avx512f");
 #endif
+    return 0;
+}
+/* the best supported path, capped by ZERO_SIMD=scalar|avx2|avx512 */
+static int zero__simd_pick(void) {
+    const char *e = getenv("ZERO_SIMD");
+    int cap = ZERO__SIMD_NUM - 1, l;
+    if (e) for (l = 0; l < ZERO__SIMD_NUM; l++) if (strcmp(e, zero__simd_name[l]) == 0) cap = l;
+    for (l = cap; l > 0; l--) if (zero__simd_supported(l)) return l;
+    return ZERO__SIMD_SCALAR;
+}
+static zero__sumsq_fn zero__sumsq_kernel(int level) {
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return zero__sumsq_avx512;
+    if (level == ZERO__SIMD_AVX2) return zero__sumsq_avx2;
+#endif
+    (void)level;
+    return zero__sumsq_scalar;
+}
+static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
+    static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
+#if defined(ZERO__X86)
+    static const zero__opt_fn avx2[2][3][3] = ZERO__OPT_TABLE(avx2);
+    static const zero__opt_fn avx512[2][3][3] = ZERO__OPT_TABLE(avx512);
+    if (level == ZERO__SIMD_AVX512) return avx512[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+    if (level == ZERO__SIMD_AVX2) return avx2[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+#endif
+    (void)level;
+    return scalar[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+}
+
+/* ---- the optimizer thread pool ----
+   cpu_threads - 1 workers, started at zero_build and parked on a condition variable;
+   zero__pool_run wakes them with a new generation number, runs part 0 on the caller
+   and waits until every part is done. Nothing is created or freed per step. */
+typedef void (*zero__pool_fn)(void *arg, int part, int nparts);
+typedef struct zero__pool zero__pool;
+typedef struct zero__worker { zero__pool *pool; int part; pthread_t thread; } zero__worker;
+struct zero__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    zero__worker *workers;
+    int nworkers, started, stop, pending;
+    uint64_t gen;
+    zero__pool_fn fn;
+    void *arg;
+};
+
+static void *zero__pool_main(void *arg) {
+    zero__worker *me = (zero__worker *)arg;
+    zero__pool *pl = me->pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&pl->mu);
+    for (;;) {
+        zero__pool_fn fn;
+        void *a;
+        int n;
+        while (pl->gen == seen && !pl->stop) pthread_cond_wait(&pl->work, &pl->mu);
+        if (pl->stop) break;
+        seen = pl->gen;
+        fn = pl->fn;
+        a = pl->arg;
+        n = pl->nworkers + 1;
+        pthread_mutex_unlock(&pl->mu);
+        fn(a, me->part, n);
+        pthread_mutex_lock(&pl->mu);
+        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+    }
+    pthread_mutex_unlock(&pl->mu);
+    return NULL;
+}
+
+static void zero__pool_destroy(zero__pool *pl, const zero_allocator *a) {
+    int i;
+    if (!pl->started) return;
+    pthread_mutex_lock(&pl->mu);
+    pl->stop = 1;
+    pthread_cond_broadcast(&pl->work);
+    pthread_mutex_unlock(&pl->mu);
+    for (i = 0; i < pl->nworkers; i++) pthread_join(pl->workers[i].thread, NULL);
+    pthread_mutex_destroy(&pl->mu);
+    pthread_cond_destroy(&pl->work);
+    pthread_cond_destroy(&pl->done);
+    zero__raw_free(a, pl->workers);
+    memset(pl, 0, sizeof *pl);
+}
+
+/* 0 on success; on failure everything started is stopped again */
+static int zero__pool_init(zero__pool *pl, int threads, const zero_allocator *a) {
+    int i;
+    memset(pl, 0, sizeof *pl);
+    pthread_mutex_init(&pl->mu, NULL);
+    pthread_cond_init(&pl->work, NULL);
+    pthread_cond_init(&pl->done, NULL);
+    pl->started = 1;
+    if (threads <= 1) return 0;
+    pl->workers = (zero__worker *)zero__raw_alloc(a, sizeof(zero__worker) * (size_t)(threads - 1));
+    if (!pl->workers) { zero__pool_destroy(pl, a); return -1; }
+    for (i = 0; i < threads - 1; i++) {
+        pl->workers[i].pool = pl;
+        pl->workers[i].part = i + 1;
+        if (pthread_create(&pl->workers[i].thread, NULL, zero__pool_main, &pl->workers[i]) != 0) {
+            zero__pool_destroy(pl, a);   /* joins the i started so far */
+            return -1;
+        }
+        pl->nworkers = i + 1;
+    }
+    return 0;
+}
+
+static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a) {
+    zero__pool *pl = (zero__pool *)zero__raw_alloc(a, sizeof *pl);
+    if (pl && zero__pool_init(pl, threads, a) != 0) { zero__raw_free(a, pl); pl = NULL; }
+    return pl;
+}
+static void zero__pool_free(zero__pool *pl, const zero_allocator *a) {
+    if (!pl) return;
+    zero__pool_destroy(pl, a);
+    zero__raw_free(a, pl);
+}
+
+/* runs fn(arg, part, nparts) for every part, the caller taking part 0 */
+static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int serial) {
+    if (!pl || pl->nworkers == 0 || serial) { fn(arg, 0, 1); return; }
+    pthread_mutex_lock(&pl->mu);
+    pl->fn = fn;
+    pl->arg = arg;
+    pl->pending = pl->nworkers;
+    pl->gen++;
+    pthread_cond_broadcast(&pl->work);
+    pthread_mutex_unlock(&pl->mu);
+    fn(arg, 0, pl->nworkers + 1);
+    pthread_mutex_lock(&pl->mu);
+    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pthread_mutex_unlock(&pl->mu);
+}
+
+/* Part `part` of nparts of [0, total): contiguous, boundaries on multiples of 64
+   elements (whole cache lines for every dtype) */
+static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_t *hi) {
+    int64_t blocks = (total + 63) / 64;
+    *lo = blocks * part / nparts * 64;
+    *hi = blocks * (part + 1) / nparts * 64;
+    if (*lo > total) *lo = total;
+    if (*hi > total) *hi = total;
+}
+
+/* int8 block quantization on the CPU: the reference of zero__k_quantize_i8 and
+   zero__k_dequantize_i8 (the element math and the NaN / inf rules: zero__q8_* in the shared
+   section). x has n elements in blocks of `block` (>= 1); the last block may be short. */
+static inline void zero__quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block) {
+    int64_t lo, i;
+    for (lo = 0; lo < n; lo += block) {
+        int64_t hi = n - lo < block ? n : lo + block;
+        float m = 0.0f, s;
+        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(x, i, xdt));
+        scales[lo / block] = s = zero__q8_scale(m);
+        for (i = lo; i < hi; i++) q[i] = zero__q8(zero__ld(x, i, xdt), s);
+    }
+}
+static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block) {
+    int64_t i;
+    for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
+}
+
+/* out[i] = [out[i] +] sum_k in_k[i], in fp32, ranks in order; chunked so the
+   inner loops are simple enough to vectorize. Reads all inputs of a chunk before
+   writing it, so out may alias this rank's own input. */
+static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
+                           int64_t count, int accumulate) {
+    float acc[256];
+    int64_t base, i;
+    int k;
+    for (base = 0; base < count; base += 256) {
+        int64_t n = count - base < 256 ? count - base : 256;
+        for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
+        for (k = 1; k < nin; k++)
+            for (i = 0; i < n; i++) acc[i] += zero__ld(ins[k], base + i, sdt);
+        if (accumulate)
+            for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
+        for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
+    }
+}
+#define ZERO__MR 4
+#define ZERO__NR 16
+#define ZERO__KC 256
+#define ZERO__MC 64
+#define ZERO__NC 512
+/* ---- the SGEMM (the CPU and EMU devices' GEMM) -----------------------------------------
+   The SGEMM: B is packed in panels of NR columns, A in panels of MR rows; the
+   micro-kernel starts each MR x NR block of C from C itself and adds a*b in order
+   over k, so splitting K between calls (the tiles of a backward pass) adds in the
+   same order as one call. */
+#ifndef ZERO_CBLAS
+typedef void (*zero__gemm_micro_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr);
+#define ZERO__GEMM_MICRO_BODY                                                          \
+    float acc[ZERO__MR][ZERO__NR];                                                     \
+    int64_t k;                                                                         \
+    int i, j;                                                                          \
+    for (i = 0; i < ZERO__MR; i++)                                                     \
+        for (j = 0; j < ZERO__NR; j++) acc[i][j] = i < mr && j < nr ? c[i * ldc + j] : 0.0f; \
+    for (k = 0; k < kc; k++) {                                                         \
+        const float *a = ap + k * ZERO__MR, *b = bp + k * ZERO__NR;                     \
+        for (i = 0; i < ZERO__MR; i++)                                                 \
+            for (j = 0; j < ZERO__NR; j++) acc[i][j] += a[i] * b[j];                   \
+    }                                                                                  \
+    for (i = 0; i < mr; i++)                                                           \
+        for (j = 0; j < nr; j++) c[i * ldc + j] = acc[i][j];
+static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
+    ZERO__GEMM_MICRO_BODY
+}
+#if defined(ZERO__X86)
+/* the same loops compiled for AVX2 (no FMA: each product is rounded before the add,
+   exactly as in the portable kernel, so both paths give the same bits) */
+ZERO__AVX2_ATTR static void zero__gemm_micro_avx2(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
+                                                  int mr, int nr) {
+    ZERO__GEMM_MICRO_BODY
+}
+#endif
+static zero__gemm_micro_fn zero__gemm_micro_for(int simd) {
+#if defined(ZERO__X86)
+    if (simd >= ZERO__SIMD_AVX2) return zero__gemm_micro_avx2;
+#endif
+    (void)simd;
+    return zero__gemm_micro;
+}
+
+static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                           const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc, float *ws,
+                           zero__gemm_micro_fn micro) {
+    float *pa = ws, *pb = ws + ZERO__MC * ZERO__KC;
+    int64_t jc, pc, ic, i, j, k;
+    if (!accumulate)
+        for (i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
+    for (jc = 0; jc < N; jc += ZERO__NC) {
+        int64_t nc = N - jc < ZERO__NC ? N - jc : ZERO__NC;
+        for (pc = 0; pc < K; pc += ZERO__KC) {
+            int64_t kc = K - pc < ZERO__KC ? K - pc : ZERO__KC;
+            for (j = 0; j < nc; j += ZERO__NR) {            /* pack op(B)[pc.., jc+j..] */
+                float *dst = pb + j * kc;
+                for (k = 0; k < kc; k++)
+                    for (i = 0; i < ZERO__NR; i++) {
+                        int64_t col = jc + j + i, row = pc + k;
+                        dst[k * ZERO__NR + i] = j + i >= nc ? 0.0f : tb ? B[col * ldb + row] : B[row * ldb + col];
+                    }
+            }
+            for (ic = 0; ic < M; ic += ZERO__MC) {
+                int64_t mc = M - ic < ZERO__MC ? M - ic : ZERO__MC;
+                for (i = 0; i < mc; i += ZERO__MR) {        /* pack op(A)[ic+i.., pc..] */
+                    float *dst = pa + i * kc;
+                    for (k = 0; k < kc; k++)
+                        for (j = 0; j < ZERO__MR; j++) {
+                            int64_t row = ic + i + j, col = pc + k;
+                            dst[k * ZERO__MR + j] = i + j >= mc ? 0.0f : ta ? A[col * lda + row] : A[row * lda + col];
+                        }
+                }
+                for (j = 0; j < nc; j += ZERO__NR)
+                    for (i = 0; i < mc; i += ZERO__MR)
+                        micro(kc, pa + i * kc, pb + j * kc, C + (ic + i) * ldc + jc + j, ldc,
+                                         (int)(mc - i < ZERO__MR ? mc - i : ZERO__MR),
+                                         (int)(nc - j < ZERO__NR ? nc - j : ZERO__NR));
+            }
+        }
+    }
+}
+
+#endif
+
+/* the CPU device's GEMM (the EMU device's too, on its aliases) */
+static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+#ifdef ZERO_CBLAS
+    (void)ctx;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
+#else
+    if (!ctx->gemm_ws)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_sgemm: the context has no GEMM workspace (it is planned for contexts with a tiled linear)");
+    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws, zero__gemm_micro_for(ctx->simd));
+#endif
+    return ZERO_OK;
+}
+/* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
+   in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
+   stages their own, so the global norm is the same double, summed in rank order, at
+   every stage. The pool computes the block sums into ctx->norm_part; they are then
+   added in order, so the thread count does not change the result either. */
+typedef struct zero__norm_job { const zero_ctx *ctx; const void *grads; int r; zero__sumsq_fn fn; } zero__norm_job;
+
+static void zero__norm_part(void *arg, int part, int nparts) {
+    const zero__norm_job *j = (const zero__norm_job *)arg;
+    const zero_ctx *ctx = j->ctx;
+    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
+    int64_t lo, hi, first = 0;
+    zero__chunk(ctx->norm_blocks, part, nparts, &lo, &hi);
+    for (i = 0; i < ctx->num_modules && first < hi; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
+        if (m->frozen) continue;
+        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
+        for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
+            int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
+            ctx->norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
+        }
+        first += nb;
+    }
+}
+
+/* grads: the grad arena as the host sees it (the CPU device: itself; EMU: its alias) */
+static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
+    zero__norm_job job;
+    double s = 0.0;
+    int64_t b;
+    job.ctx = ctx;
+    job.grads = grads;
+    job.r = r;
+    job.fn = zero__sumsq_kernel(ctx->simd);
+    zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
+    for (b = 0; b < ctx->norm_blocks; b++) s += ctx->norm_part[b];
+    return s;
+}
+
+/* One fused pass over this rank's part of the model: widen the gradient, unscale and
+   clip (one factor), update master and moments, narrow into the params. The segments
+   are concatenated and cut into one contiguous chunk per pool thread. */
+typedef struct zero__opt_job {
+    zero_ctx *ctx;
+    zero__optk k;
+    zero__opt_fn fn;
+    int64_t total;
+    void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
+    float *master, *m, *v;
+    int by_state;                   /* params and grads are compact host copies indexed like the state */
+} zero__opt_job;
+
+static void zero__opt_part(void *arg, int part, int nparts) {
+    const zero__opt_job *j = (const zero__opt_job *)arg;
+    zero_ctx *ctx = j->ctx;
+    int pdt = j->k.pdt, adt = j->k.adt, si;
+    int64_t lo, hi, off = 0;
+    zero__chunk(j->total, part, nparts, &lo, &hi);
+    for (si = 0; si < ctx->num_segs && off < hi; off += ctx->segs[si].n, si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
+        void *p;
+        zero__optk k;
+        if (s >= e) continue;
+        k = j->k;
+        k.decay = sg->decay;
+        p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
+        j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
+              j->master ? j->master + sg->state_idx : (float *)p,
+              j->m ? j->m + sg->state_idx : NULL,
+              j->v ? j->v + sg->state_idx : NULL, s, e);
+    }
+}
+
+/* the kernel and its hyperparameters for this step (also the NVMe tier's, >>offload) */
+static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__opt_fn *fn) {
+    const zero_desc *d = &ctx->desc;
+    const zero_optim_desc *o = &d->optim;
+    zero__adamw_hp *ah = &k->ah;
+    zero__sgd_hp *sh = &k->sh;
+    double t = (double)(ctx->steps + 1);
+    memset(k, 0, sizeof *k);
+    k->opt = o->type;
+    k->adt = d->grad_accum_dtype;
+    k->pdt = d->param_dtype;
+    k->gscale = gscale;
+    ah->beta1 = (float)o->beta1;
+    ah->beta2 = (float)o->beta2;
+    ah->one_minus_beta1 = (float)(1.0 - o->beta1);
+    ah->one_minus_beta2 = (float)(1.0 - o->beta2);
+    ah->eps = (float)o->eps;
+    ah->decay_mul = (float)(1.0 - o->lr * o->weight_decay);
+    ah->neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
+    ah->bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
+    sh->neg_lr = (float)(-o->lr);
+    sh->weight_decay = (float)o->weight_decay;
+    sh->momentum = (float)o->momentum;
+    sh->one_minus_dampening = (float)(1.0 - o->dampening);
+    sh->nesterov = o->nesterov;
+    sh->first = ctx->steps == 0;
+    *fn = zero__opt_kernel(ctx->simd, k->opt, k->adt, k->pdt);
+}
+
+/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
+                                  float *v, int by_state) {
+    zero__opt_job job;
+    int si;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
+    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
+    for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
+    /* below ~64K elements waking the pool costs more than it saves */
+    zero__pool_run(ctx->pool, zero__opt_part, &job, job.total < 65536);
+}
+
+/* >>device ------------------------------------------------------------------------------
+   The devices behind zero__dev_vt (declared in >>structs): cpu, emu and (ZERO_CUDA) cuda. */
+
+/* -- cpu: arenas are host memory, the caller's thread computes, every op is done when
+   it returns -- */
+static zero_result zero__cpu_init(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static void zero__cpu_fini(zero_ctx *ctx) { (void)ctx; }
+static void *zero__cpu_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
+    if (p) memset(p, 0, (size_t)bytes);
+    return p;
+}
+static void zero__cpu_free(zero_ctx *ctx, void *p) { zero__raw_free(&ctx->desc.allocator, p); }
+static zero_result zero__cpu_prepare(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static zero_result zero__cpu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    (void)ctx; (void)s;
+    if (bytes > 0 && dst != src) memcpy(dst, src, (size_t)bytes);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    (void)ctx; (void)s;
+    if (bytes > 0) memset(dst, 0, (size_t)bytes);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                      int64_t count, int accumulate) {
+    (void)ctx; (void)s;
+    if (count > 0) zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
+    *out = zero__sumsq_slice(ctx, ctx->grad_arena, r);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
+    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, 0);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                      int64_t n) {
+    int64_t j, r;
+    (void)ctx;
+    for (j = 0; j < n; j++) {
+        float bj = zero__ld(b, j, bdt);
+        for (r = 0; r < rows; r++) y[r * ldy + j] += bj;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__cpu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                       int64_t n) {
+    int64_t j, r;
+    (void)ctx;
+    for (j = 0; j < n; j++) {
+        float s = 0.0f;
+        for (r = 0; r < rows; r++) s += dy[r * ld + j];
+        zero__st(gb, j, gdt, zero__ld(gb, j, gdt) + s);
+    }
+    return ZERO_OK;
+}
+static zero_result zero__cpu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) y[i] = zero__gelu(x[i], zero__gelu_th(x[i]));
+    return ZERO_OK;
+}
+static zero_result zero__cpu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) dx[i] = dy[i] * zero__gelu_grad(x[i], zero__gelu_th(x[i]));
+    return ZERO_OK;
+}
+static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                  int64_t rows, int64_t classes, float dscale) {
+    int64_t b, c;
+    for (b = 0; b < rows; b++)
+        if (labels[b] < 0 || labels[b] >= classes)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_softmax_xent: label %d of row %lld is outside [0, %lld)", (int)labels[b], (long long)b,
+                              (long long)classes);
+    for (b = 0; b < rows; b++) {
+        const float *l = logits + b * classes;
+        float *d = dlogits + b * classes, mx = l[0], sum = 0.0f, inv;
+        for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
+        for (c = 0; c < classes; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
+        loss[b] = zero__xent_loss(sum, l[labels[b]], mx);
+        inv = 1.0f / sum;
+        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(d[c], inv, c == labels[b], dscale);
+    }
+    return ZERO_OK;
+}
+static void zero__cpu_mark(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; }
+static zero_result zero__cpu_task_begin(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; return ZERO_OK; }
+static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
+
+static const zero__dev_vt zero__cpu_dev = {
+    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_alloc, zero__cpu_free,
+    zero__cpu_prepare, zero__cpu_copy,
+    zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
+    zero__cpu_bias_grad, zero__cpu_gelu, zero__cpu_gelu_bwd, zero__cpu_xent, zero__cpu_mark, zero__cpu_task_begin,
+    zero__cpu_task_end, zero__cpu_sync
+};
+
+/* -- emu: the CPU device, except that device memory is a file mapped twice: the
+   "device" address the engine and the user get is mapped PROT_NONE, so any host access
+   to it faults, and the ops reach the memory through a second, writable mapping. It runs
+   the engine exactly as the CUDA device does (only through the ops), on the CPU, with the
+   CPU's arithmetic, so its results equal the CPU device's bit for bit. The address map is
+   process-wide (the one other piece of global state, like the handle salt): the local
+   comm's ops read other ranks' device memory. -- */
+#if defined(__unix__) || defined(__APPLE__)
+#define ZERO__HAVE_EMU 1
+#define ZERO__EMU_MAX 4096
+typedef struct zero__emu_map { char *dev, *alias; int64_t bytes; } zero__emu_map;
+static zero__emu_map zero__emu_maps[ZERO__EMU_MAX];
+static int zero__emu_used;         /* slots [0, used) may be occupied */
+static pthread_mutex_t zero__emu_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* a device address -> the host-visible alias; any other address is returned as it is */
+static void *zero__emu_tr(const void *p) {
+    uintptr_t a = (uintptr_t)p;
+    void *out = (void *)(uintptr_t)p;
+    int i;
+    if (!p) return NULL;
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < zero__emu_used; i++) {
+        const zero__emu_map *m = &zero__emu_maps[i];
+        if (m->dev && a >= (uintptr_t)m->dev && a < (uintptr_t)m->dev + (uintptr_t)m->bytes) {
+            out = m->alias + (a - (uintptr_t)m->dev);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zero__emu_mu);
+    return out;
+}
+static int zero__emu_file(int64_t bytes) {
+    const char *dirs[3];
+    char path[512];
+    int i, fd;
+    dirs[0] = getenv("TMPDIR"); dirs[1] = "/tmp"; dirs[2] = "/dev/shm";
+    for (i = 0; i < 3; i++) {
+        static unsigned counter;        /* a unique name: pid, counter (O_EXCL refuses a clash) */
+        if (!dirs[i] || !dirs[i][0]) continue;
+        snprintf(path, sizeof path, "%s/zero_emu_%ld_%u", dirs[i], (long)getpid(),
+                 __atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED));
+        if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0) continue;
+        unlink(path);
+        if (ftruncate(fd, (off_t)bytes) == 0) return fd;
+        close(fd);
+    }
+    return -1;
+}
+static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
+    int64_t len = zero__align_up(bytes, 1 << 16);
+    void *dev, *alias;
+    int fd, i;
+    (void)ctx;
+    if ((fd = zero__emu_file(len)) < 0) return NULL;
+    dev = mmap(NULL, (size_t)len, PROT_NONE, MAP_SHARED, fd, 0);
+    alias = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (dev == MAP_FAILED || alias == MAP_FAILED) {
+        if (dev != MAP_FAILED) munmap(dev, (size_t)len);
+        if (alias != MAP_FAILED) munmap(alias, (size_t)len);
+        return NULL;
+    }
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < ZERO__EMU_MAX && zero__emu_maps[i].dev; i++) {}
+    if (i < ZERO__EMU_MAX) {
+        zero__emu_maps[i].dev = (char *)dev;
+        zero__emu_maps[i].alias = (char *)alias;
+        zero__emu_maps[i].bytes = len;
+        if (i >= zero__emu_used) zero__emu_used = i + 1;
+    }
+    pthread_mutex_unlock(&zero__emu_mu);
+    if (i == ZERO__EMU_MAX) { munmap(dev, (size_t)len); munmap(alias, (size_t)len); return NULL; }
+    return dev;
+}
+static void zero__emu_free(zero_ctx *ctx, void *p) {
+    int i;
+    (void)ctx;
+    if (!p) return;
+    pthread_mutex_lock(&zero__emu_mu);
+    for (i = 0; i < zero__emu_used; i++)
+        if (zero__emu_maps[i].dev == (char *)p) {
+            munmap(zero__emu_maps[i].dev, (size_t)zero__emu_maps[i].bytes);
+            munmap(zero__emu_maps[i].alias, (size_t)zero__emu_maps[i].bytes);
+            memset(&zero__emu_maps[i], 0, sizeof zero__emu_maps[i]);
+            break;
+        }
+    pthread_mutex_unlock(&zero__emu_mu);
+}
+static zero_result zero__emu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    return zero__cpu_copy(ctx, s, zero__emu_tr(dst), zero__emu_tr(src), bytes);
+}
+/* A kernel's argument: device memory, as a GPU kernel requires (copies may take host
+   memory, kernels may not); anything else is refused, as a GPU would fault on it. */
+static void *zero__emu_k(zero_ctx *ctx, int s, const void *p, const char *op, int *bad) {
+    void *a = zero__emu_tr(p);
+    if (p && a == p && !*bad) {
+        *bad = 1;
+        if (s == ZERO__S_COMM && ctx->comm)
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s (EMU device): %p is not device memory", op, p);
+        else
+            zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                       "%s (EMU device): %p is not device memory; on a device, kernels take device pointers "
+                       "(zero_device_alloc, zero_copy)", op, p);
+    }
+    return a;
+}
+#define ZERO__EMU_K(p, op) zero__emu_k(ctx, s, (p), (op), &bad)
+static zero_result zero__emu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    int bad = 0;
+    void *d = ZERO__EMU_K(dst, "fill");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_fill0(ctx, s, d, bytes);
+}
+static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                      int64_t count, int accumulate) {
+    const void *tr[ZERO__MAX_RANKS];
+    void *o;
+    int k, bad = 0;
+    if (nin > ZERO__MAX_RANKS) return ZERO_ERR_UNSUPPORTED;
+    for (k = 0; k < nin; k++) tr[k] = ZERO__EMU_K(ins[k], "sum");
+    o = ZERO__EMU_K(out, "sum");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_sum_into(ctx, s, o, rdt, tr, nin, sdt, count, accumulate);
+}
+static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
+    *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->grad_arena), r);
+    return ZERO_OK;
+}
+static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
+    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->param_arena), zero__emu_tr(ctx->grad_arena),
+                          (float *)zero__emu_tr(ctx->master), (float *)zero__emu_tr(ctx->opt_m),
+                          (float *)zero__emu_tr(ctx->opt_v), 0);
+    return ZERO_OK;
+}
+static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                  int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    const float *a = (const float *)ZERO__EMU_K(A, "zero_sgemm"), *b = (const float *)ZERO__EMU_K(B, "zero_sgemm");
+    float *c = (float *)ZERO__EMU_K(C, "zero_sgemm");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__gemm_host(ctx, ta, tb, M, N, K, a, lda, b, ldb, accumulate, c, ldc);
+}
+static zero_result zero__emu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                      int64_t n) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *yy = (float *)ZERO__EMU_K(y, "bias");
+    const void *bb = ZERO__EMU_K(b, "bias");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_add(ctx, yy, ldy, bb, bdt, rows, n);
+}
+static zero_result zero__emu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                       int64_t n) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    void *g = ZERO__EMU_K(gb, "bias gradient");
+    const float *d = (const float *)ZERO__EMU_K(dy, "bias gradient");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_grad(ctx, g, gdt, d, ld, rows, n);
+}
+static zero_result zero__emu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *yy = (float *)ZERO__EMU_K(y, "zero_gelu");
+    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu(ctx, yy, xx, n);
+}
+static zero_result zero__emu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *d = (float *)ZERO__EMU_K(dx, "zero_gelu_backward");
+    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu_backward");
+    const float *g = (const float *)ZERO__EMU_K(dy, "zero_gelu_backward");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu_bwd(ctx, d, xx, g, n);
+}
+static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                  int64_t rows, int64_t classes, float dscale) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *l = (float *)ZERO__EMU_K(loss, "zero_softmax_xent"), *d = (float *)ZERO__EMU_K(dlogits, "zero_softmax_xent");
+    const float *lg = (const float *)ZERO__EMU_K(logits, "zero_softmax_xent");
+    const int32_t *lb = (const int32_t *)ZERO__EMU_K(labels, "zero_softmax_xent");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_xent(ctx, l, d, lg, lb, rows, classes, dscale);
+}
+#undef ZERO__EMU_K
+static const zero__dev_vt zero__emu_dev = {
+    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_alloc, zero__cpu_free,
+    zero__cpu_prepare, zero__emu_copy,
+    zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
+    zero__emu_bias_grad, zero__emu_gelu, zero__emu_gelu_bwd, zero__emu_xent, zero__cpu_mark, zero__cpu_task_begin,
+    zero__cpu_task_end, zero__cpu_sync
+};
+#endif /* emu */
+
+/* -- cuda (ZERO_CUDA): arenas in the memory of the thread's current device at
+   zero_create; the compute stream is desc.cuda_stream (your kernels' stream), the comm
+   stream a non-blocking stream of our own; an event per stream-ring slot orders each
+   comm task after the compute work queued before it; kernels from zero_kernels.cu,
+   GEMMs through cuBLAS on the compute stream. -- */
+#ifdef ZERO_CUDA
+
+typedef struct zero__cuda {
+    int device;
+    cudaStream_t compute, comm;
+    cudaEvent_t ev[ZERO__STREAM_CAP];
+    int mark_err[ZERO__STREAM_CAP]; /* cudaEventRecord's result per slot, reported by task_begin */
+    int nev;
+    cublasHandle_t blas;
+    zero__kchunk *chunks;           /* device: the optimizer's chunk table */
+    int64_t nchunks;
+    zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
+    int64_t nblk;                   /* per slice */
+    double *bout;                   /* device: the blocks' sums */
+} zero__cuda;
+
+/* a failed CUDA call: the message goes where the stream's error goes (comm thread) or to
+   the context (caller's thread) */
+static zero_result zero__cuda_err(zero_ctx *ctx, int s, int e, const char *what) {
+    if (e == 0) return ZERO_OK;
+    if (s == ZERO__S_COMM && ctx->comm)
+        snprintf(ctx->comm->err, sizeof ctx->comm->err, "CUDA: %s failed: %s (%s)", what,
+                 cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
+    else
+        zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "CUDA: %s failed: %s (%s)", what,
+                   cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
+    return ZERO_ERR_DEVICE;
+}
+static zero__cuda *zero__cu(zero_ctx *ctx) { return (zero__cuda *)ctx->dev_state; }
+static void *zero__cuda_comm_stream(zero_ctx *ctx) { return (void *)zero__cu(ctx)->comm; }
+static cudaStream_t zero__cu_stream(zero_ctx *ctx, int s) {
+    return s == ZERO__S_COMM ? zero__cu(ctx)->comm : zero__cu(ctx)->compute;
+}
+
+static void zero__cuda_fini(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    int i;
+    if (!cu) return;
+    cudaSetDevice(cu->device);
+    if (cu->comm) cudaStreamSynchronize(cu->comm);
+    if (cu->compute) cudaStreamSynchronize(cu->compute);
+    cudaFree(cu->chunks);
+    cudaFree(cu->blk);
+    cudaFree(cu->bout);
+    for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
+    if (cu->blas) cublasDestroy(cu->blas);
+    if (cu->comm) cudaStreamDestroy(cu->comm);
+    zero__raw_free(&ctx->desc.allocator, cu);
+    ctx->dev_state = NULL;
+}
+static zero_result zero__cuda_init(zero_ctx *ctx) {
+    zero__cuda *cu;
+    int n = 0, e;
+    if ((e = (int)cudaGetDeviceCount(&n)) != 0 || n <= 0) {
+        const char *why = e ? cudaGetErrorString((cudaError_t)e) : "it returned 0 devices";
+        return zero__fail(ctx, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE,
+                          "zero_create: desc.device is ZERO_DEVICE_CUDA but there is no CUDA device: cudaGetDeviceCount: %s",
+                          why);
+    }
+    if (!(cu = (zero__cuda *)zero__raw_alloc(&ctx->desc.allocator, sizeof *cu)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    memset(cu, 0, sizeof *cu);
+    ctx->dev_state = cu;
+    cu->compute = (cudaStream_t)ctx->desc.cuda_stream;
+    if ((e = (int)cudaGetDevice(&cu->device)) != 0 ||
+        (e = (int)cudaStreamCreateWithFlags(&cu->comm, cudaStreamNonBlocking)) != 0) {
+        zero__cuda_fini(ctx);
+        return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "creating the comm stream");
+    }
+    for (cu->nev = 0; cu->nev < ZERO__STREAM_CAP; cu->nev++)
+        if ((e = (int)cudaEventCreateWithFlags(&cu->ev[cu->nev], cudaEventDisableTiming)) != 0) {
+            zero__cuda_fini(ctx);
+            return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
+        }
+    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->compute) != CUBLAS_STATUS_SUCCESS) {
+        cu->blas = NULL;
+        zero__cuda_fini(ctx);
+        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "zero_create: cublasCreate failed");
+    }
+    return ZERO_OK;
+}
+static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = NULL;
+    cudaSetDevice(zero__cu(ctx)->device);
+    if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    if (cudaMemset(p, 0, (size_t)bytes) != cudaSuccess) { cudaFree(p); return NULL; }
+    return p;
+}
+static void zero__cuda_free(zero_ctx *ctx, void *p) {
+    cudaSetDevice(zero__cu(ctx)->device);
+    cudaFree(p);        /* implicitly synchronizes: nothing may still use p */
+}
+static void *zero__cuda_host_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p = NULL;
+    (void)ctx;
+    if (cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocDefault) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    memset(p, 0, (size_t)bytes);
+    return p;
+}
+static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
+    (void)ctx;
+    if (p) cudaFreeHost(p);
+}
+/* the optimizer's chunk table and the norm's block table, built once from the segments
+   (counted in the plan: zero__cuda_table_bytes) */
+static zero_result zero__cuda_prepare(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    zero__kchunk *ch;
+    zero__knblk *bl;
+    int64_t nch = 0, nb = 0, c, b, o;
+    int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0;
+    for (si = 0; si < ctx->num_segs; si++) nch += (ctx->segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
+    bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->norm_blocks * R + 1));
+    if (!ch || !bl) {
+        zero__raw_free(&ctx->desc.allocator, ch);
+        zero__raw_free(&ctx->desc.allocator, bl);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    }
+    for (si = 0, c = 0; si < ctx->num_segs; si++) {
+        const zero__segment *sg = &ctx->segs[si];
+        for (o = 0; o < sg->n; o += ZERO__KCHUNK, c++) {
+            ch[c].grad_idx = sg->grad_idx + o;
+            ch[c].state_idx = sg->state_idx + o;
+            ch[c].param_idx = sg->param_idx + o;
+            ch[c].n = (int32_t)(sg->n - o < ZERO__KCHUNK ? sg->n - o : ZERO__KCHUNK);
+            ch[c].decay = sg->decay;
+        }
+    }
+    for (r = 0; r < R; r++) {       /* the same blocks as zero__norm_part */
+        int rk = ctx->desc.stage == 0 ? r : ctx->rank;
+        for (i = 0; i < ctx->num_modules; i++) {
+            const zero__module_rec *m = &ctx->modules[i];
+            int64_t per = m->span / ctx->world, base;
+            if (m->frozen) continue;
+            base = ctx->desc.stage < 2 ? m->train_off + (int64_t)rk * per : m->train_off / ctx->world;
+            for (b = 0; b * ZERO__NORM_BLOCK < per; b++, nb++) {
+                bl[nb].idx = base + b * ZERO__NORM_BLOCK;
+                bl[nb].n = per - b * ZERO__NORM_BLOCK < ZERO__NORM_BLOCK ? per - b * ZERO__NORM_BLOCK : ZERO__NORM_BLOCK;
+            }
+        }
+    }
+    cu->nchunks = nch;
+    cu->nblk = ctx->norm_blocks;
+    cudaSetDevice(cu->device);
+    if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
+        e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
+    if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
+        (e = (int)cudaMemcpy(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice)) == 0)
+        e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
+    zero__raw_free(&ctx->desc.allocator, ch);
+    zero__raw_free(&ctx->desc.allocator, bl);
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
+    ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
+    return ZERO_OK;
+}
+static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
+    cudaStream_t st = zero__cu_stream(ctx, s);
+    int e;
+    if (bytes <= 0 || dst == src) return ZERO_OK;
+    if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) != 0)
+        return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
+    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(st), "cudaStreamSynchronize after a copy");
+}
+/* an op's launch result e: on the comm stream, also wait for it (the ops' contract, >>device) */
+static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what) {
+    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
+    return zero__cuda_err(ctx, s, e, what);
+}
+static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
+    if (bytes <= 0) return ZERO_OK;
+    return zero__cuda_issued(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
+}
+static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                       int64_t count, int accumulate) {
+    if (count <= 0) return ZERO_OK;
+    return zero__cuda_issued(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
+                             "the summing kernel");
+}
+static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
+    zero__cuda *cu = zero__cu(ctx);
+    int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b;
+    double s = 0.0;
+    int e;
+    if (cu->nblk == 0) { *out = 0.0; return ZERO_OK; }
+    if ((e = zero__k_sumsq(ctx->grad_arena, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
+                           cu->compute)) == 0 &&
+        (e = (int)cudaMemcpyAsync(ctx->norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
+                                  cudaMemcpyDeviceToHost, cu->compute)) == 0)
+        e = (int)cudaStreamSynchronize(cu->compute);
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
+    for (b = 0; b < cu->nblk; b++) s += ctx->norm_part[b];      /* in order, as on the CPU */
+    *out = s;
+    return ZERO_OK;
+}
+static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
+    zero__cuda *cu = zero__cu(ctx);
+    zero__optk k;
+    zero__opt_fn fn;
+    if (cu->nchunks == 0) return ZERO_OK;
+    zero__opt_setup(ctx, gscale, &k, &fn);
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                          zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->grad_arena, ctx->param_arena, ctx->master,
+                                      ctx->opt_m, ctx->opt_v, cu->compute), "the optimizer kernel");
+}
+/* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
+static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasStatus_t st;
+    if (M == 0 || N == 0) return ZERO_OK;
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
+        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: sizes beyond 2^31 (cuBLAS)");
+    st = cublasSgemm(zero__cu(ctx)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
+                     (int)K, &one, B, (int)ldb, A, (int)lda, &beta, C, (int)ldc);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "cublasSgemm failed (status %d)", (int)st);
+    return ZERO_OK;
+}
+static zero_result zero__cuda_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
+                                       int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
+                          "the bias kernel");
+}
+static zero_result zero__cuda_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
+                                        int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
+                          "the bias-gradient kernel");
+}
+static zero_result zero__cuda_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_fwd(y, x, n, zero__cu(ctx)->compute), "the GELU kernel");
+}
+static zero_result zero__cuda_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_bwd(dx, x, dy, n, zero__cu(ctx)->compute), "the GELU kernel");
+}
+static zero_result zero__cuda_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
+                                   int64_t rows, int64_t classes, float dscale) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                          zero__k_xent(loss, dlogits, logits, labels, rows, classes, dscale, zero__cu(ctx)->compute),
+                          "the cross-entropy kernel");
+}
+/* mark cannot fail, so a failed record is kept for task_begin: waiting on an event whose
+   record failed returns at once (the event holds an older record, or none), so the comm task
+   would run before the compute work it needs. (Runs under the stream lock, before the worker
+   can see the task: task_begin reads mark_err after it.) */
+static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
+    zero__cuda *cu = zero__cu(ctx);
+    cu->mark_err[ticket % ZERO__STREAM_CAP] = (int)cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);
+}
+/* The comm thread waits (on the host, not the device) for the compute work queued before
+   the task: with the local comm other ranks' streams read this rank's buffers too, and
+   they cannot wait on this rank's events. */
+static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
+    zero__cuda *cu = zero__cu(ctx);
+    int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
+    if (e) return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaEventRecord on the compute stream before a comm task");
+    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
+    return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
+}
+static zero_result zero__cuda_task_end(zero_ctx *ctx) {
+    return zero__cuda_err(ctx, ZERO__S_COMM, (int)cudaStreamSynchronize(zero__cu(ctx)->comm), "a comm task");
+}
+static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
+    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
+}
+static const zero__dev_vt zero__cuda_dev = {
+    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_host_alloc,
+    zero__cuda_host_free, zero__cuda_prepare, zero__cuda_copy,
+    zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
+    zero__cuda_bias_grad, zero__cuda_gelu, zero__cuda_gelu_bwd, zero__cuda_xent, zero__cuda_mark, zero__cuda_task_begin,
+    zero__cuda_task_end, zero__cuda_sync
+};
+#endif /* ZERO_CUDA */
+static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
+#ifdef ZERO__HAVE_EMU
+    if (t == ZERO_DEVICE_EMU) return &zero__emu_dev;
+#endif
+#ifdef ZERO_CUDA
+    if (t == ZERO_DEVICE_CUDA) return &zero__cuda_dev;
+#endif
+    (void)t;
+    return &zero__cpu_dev;
+}
+
+/* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
+   conversion is the CPU's, so every device stores the same bits) */
+#define ZERO__XFER 4096
+static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    if (ctx->dev->host_access) { zero_from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        zero_from_f32(buf, (zero_dtype)dt, src + i, c);
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    if (ctx->dev->host_access) { zero_to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
+        zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
+    }
+    return ZERO_OK;
+}
 
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
    one (ZERO_MPI) after it, then NCCL (ZERO_CUDA). Every collective has a timeout. */
-typedef struct zero__comm_vt {
-    /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
-    zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
-    /* recv (count elements of rdt) = [recv +] sum over ranks of their send slice r (sdt);
-       sums are taken in fp32, in rank order */
-    zero_result (*reduce_scatter)(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
-                                  int64_t count, int accumulate, int timeout_ms);
-    zero_result (*all_reduce)(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms);
-    zero_result (*broadcast)(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms);
-    zero_result (*barrier)(zero_comm *c, int timeout_ms);
-} zero__comm_vt;
-
-struct zero_comm {
-    const zero__comm_vt *vt;
-    int rank, size;
-    zero_group *group;
-    int64_t tag;                    /* set before a collective: what it moves (a module), -1: nothing */
-    int64_t bad_tag[2];             /* after ZERO_ERR_MISMATCH: rank 0's tag and bad_rank's tag */
-    int bad_rank;
-    int in_use;                     /* a context owns this endpoint (one at a time) */
-    char err[ZERO__MSG];            /* written by the thread that runs this rank's collectives */
-    int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
-    zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
-    void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
-    int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
-};
-
-typedef struct zero__slot {
-    uint64_t gen;                   /* the op generation this rank arrived at */
-    int kind, sdt, rdt;
-    int64_t count, tag;
-    const void *send;
-    void *recv;
-} zero__slot;
-
-struct zero_group {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n, endpoints;
-    uint64_t gen;                   /* current op; starts at 1 */
-    uint64_t seq;                   /* ops completed, for messages */
-    int arrived, departed, running;
-    zero_result broken;             /* ZERO_OK while healthy */
-    char broken_msg[ZERO__MSG];
-    int64_t bad_tag[2];
-    int bad_rank;
-    int *left;                      /* rank destroyed its endpoint */
-    zero__slot *slots;
-    double link_latency_us, link_gbps;  /* a modelled link (zero_group_set_link); 0: none */
-};
-
 static const char *zero__coll_name(int kind) {
     switch (kind) {
     case ZERO_COLL_ALL_GATHER: return "all_gather";
@@ -1448,11 +3358,18 @@ static zero_result zero__local_link(zero_comm *c, int64_t bytes, zero_result r) 
     return r;
 }
 
-/* The local comm moves data with its context's device (defined in >>device: ops): device
-   copies and the summing kernel on CUDA, memcpy and zero__sum_into on the CPU. */
-static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes);
+/* the local comm's data movement (declared in >>comm): its context's device, or plain
+   memory for an endpoint no context uses */
+static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes) {
+    if (c->ctx) return c->ctx->dev->copy(c->ctx, ZERO__S_COMM, dst, src, bytes);
+    if (bytes > 0) memcpy(dst, src, (size_t)bytes);
+    return ZERO_OK;
+}
 static zero_result zero__comm_sum(zero_comm *c, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                  int64_t count, int accumulate);
+                                  int64_t count, int accumulate) {
+    if (!c->ctx) { zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate); return ZERO_OK; }
+    return c->ctx->dev->sum_into(c->ctx, ZERO__S_COMM, out, rdt, ins, nin, sdt, count, accumulate);  /* done on return */
+}
 
 static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
     zero__slot s;
@@ -1471,26 +3388,6 @@ static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *
     return r2 != ZERO_OK ? r2 : r;
 }
 
-static size_t zero__esize(int dt) { return dt == ZERO_F32 ? 4 : dt == ZERO__F64 ? 8 : 2; }
-
-/* out[i] = [out[i] +] sum_k in_k[i], in fp32, ranks in order; chunked so the
-   inner loops are simple enough to vectorize. Reads all inputs of a chunk before
-   writing it, so out may alias this rank's own input. */
-static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
-                           int64_t count, int accumulate) {
-    float acc[256];
-    int64_t base, i;
-    int k;
-    for (base = 0; base < count; base += 256) {
-        int64_t n = count - base < 256 ? count - base : 256;
-        for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
-        for (k = 1; k < nin; k++)
-            for (i = 0; i < n; i++) acc[i] += zero__ld(ins[k], base + i, sdt);
-        if (accumulate)
-            for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
-        for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
-    }
-}
 
 static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                               int64_t count, int accumulate, int timeout_ms) {
@@ -1570,7 +3467,7 @@ static const zero__comm_vt zero__local_vt = {
     zero__local_broadcast, zero__local_barrier
 };
 
-/* >>comm: mpi -------------------------------------------------------------------------
+/* ---- comm: mpi -----------------------------------------------------------------------
    One process per rank (ZERO_MPI; Open MPI or MPICH). Every collective runs on the
    context's comm stream, so MPI is initialized with MPI_THREAD_MULTIPLE (SERIALIZED is
    accepted: then the comm stream of the one live context is the only thread that calls
@@ -1590,16 +3487,7 @@ static const zero__comm_vt zero__local_vt = {
    ZERO_ERR_COMM, the requests left in flight are abandoned (MPI may still write into
    the buffers they name, so exit rather than reuse them) and zero_comm_destroy skips
    MPI_Comm_free and MPI_Finalize, which would wait for the missing rank. */
-static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...);
-
 #ifdef ZERO_MPI
-#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
-#  define OMPI_SKIP_MPICXX 1        /* the C API only: the deprecated C++ bindings warn */
-#endif
-#if defined(__cplusplus) && !defined(MPICH_SKIP_MPICXX)
-#  define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
 
 typedef struct zero__mpi_comm {
     zero_comm base;                 /* first: a zero_comm * is a zero__mpi_comm * */
@@ -1921,7 +3809,7 @@ static void zero__mpi_destroy(zero_comm *c) {
 }
 #endif /* ZERO_MPI */
 
-/* >>comm: rendezvous ------------------------------------------------------------------
+/* ---- comm: rendezvous ----------------------------------------------------------------
    A TCP all-gather of a small blob among `world` processes, through rank 0 listening
    at MASTER_ADDR:MASTER_PORT (torchrun's variables). The NCCL communicator uses it to
    hand rank 0's ncclUniqueId to everyone; it is plain POSIX sockets, so the CPU tests
@@ -1936,41 +3824,6 @@ static void zero__mpi_destroy(zero_comm *c) {
    ({..., status = -result, message length} and the message), so they fail fast too;
    the same happens on rank 0's timeout. A connection whose first bytes are not our
    magic (a port scanner, a stray client) is dropped and the rendezvous goes on. */
-#include <sys/types.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-#include <netdb.h>
-#include <poll.h>
-#include <fcntl.h>
-#include <unistd.h>
-
-/* getaddrinfo is POSIX 2001: glibc hides it when zero.h was first included without the
-   implementation under a strict -std=c99 (no _POSIX_C_SOURCE; see pread in >>io), so
-   declare it as glibc lays it out */
-#if defined(__GLIBC__) && !defined(__USE_XOPEN2K) && !defined(__cplusplus)
-struct addrinfo {
-    int ai_flags, ai_family, ai_socktype, ai_protocol;
-    socklen_t ai_addrlen;
-    struct sockaddr *ai_addr;
-    char *ai_canonname;
-    struct addrinfo *ai_next;
-};
-int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res);
-void freeaddrinfo(struct addrinfo *res);
-const char *gai_strerror(int errcode);
-#endif
-#ifndef AI_NUMERICSERV
-#  define AI_NUMERICSERV 0x0400     /* glibc's value */
-#endif
-
-#if defined(__GNUC__) || defined(__clang__)
-#  define ZERO__MAYBE_UNUSED __attribute__((unused))
-#else
-#  define ZERO__MAYBE_UNUSED
-#endif
-#ifndef MSG_NOSIGNAL
-#  define MSG_NOSIGNAL 0            /* no SIGPIPE where the platform has no flag for it */
-#endif
 
 #define ZERO__RDV_MAGIC 0x5a45524fu     /* "ZERO" */
 #define ZERO__RDV_VERSION 1u
@@ -2371,7 +4224,8 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
     return r;
 }
 
-/* >>comm: nccl ------------------------------------------------------------------------
+
+/* ---- comm: nccl ----------------------------------------------------------------------
    GPUs over NCCL (ZERO_CUDA): one endpoint per GPU, from zero_comm_from_env (one
    process per GPU; rank 0's ncclUniqueId reaches the others through the TCP
    rendezvous above, or through MPI when an MPI launcher started a ZERO_MPI build) or
@@ -2397,10 +4251,6 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
    N*count*sizeof(sdt) bytes) in the first step and never shrink; c->scratch_bytes
    counts the device bytes. */
 #ifdef ZERO_CUDA
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-static int zero__env_int(const char *var, int lo, int hi, int *out);   /* >>comm: bootstrap */
 
 #define ZERO__NCCL_HDR 6
 #define ZERO__NCCL_MAX_SUM 64           /* zero__k_sum_into's most inputs */
@@ -3009,69 +4859,15 @@ static void *zero__nccl_run_main(void *p) {
     return NULL;
 }
 
-ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
-    zero__nccl_run_arg *args;
-    pthread_t *th;
-    ncclResult_t nr;
-    ncclUniqueId id;
-    char err[ZERO__MSG];
-    int i, started = 0, ndev;
-    zero_result r = ZERO_OK;
-    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
-    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
-        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
-    if (world_size < 1 || world_size > ndev)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
-                          "(zero_run_local runs several ranks on one)", world_size, ndev);
-    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
-        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
-                          ncclGetErrorString(nr));
-    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
-    }
-    for (i = 0; i < world_size; i++) {
-        memset(&args[i], 0, sizeof args[i]);
-        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
-        /* a rank that never starts leaves the others to time out in init, never to hang */
-        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_nccl: could not start the thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++)
-        if (args[i].result != ZERO_OK)
-            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
-}
 #endif /* ZERO_CUDA */
 
-/* >>comm: bootstrap from the launcher's environment (zero_comm_from_env) ------------- */
+/* ---- comm: bootstrap from the launcher's environment (zero_comm_from_env) ----------- */
 
 typedef struct zero__launcher {
     const char *name, *rank_var, *size_var;
     int mpi;                        /* started by an MPI-capable launcher */
 } zero__launcher;
 
-/* a variable holding an integer in [lo, hi]; 0: unset, 1: ok, -1: malformed */
-static int zero__env_int(const char *var, int lo, int hi, int *out) {
-    const char *s = getenv(var);
-    char *end;
-    long v;
-    if (!s) return 0;
-    v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 1;
-}
 
 static zero_result zero__local_world_of_one(zero_comm **out) {
     zero_group *g = NULL;
@@ -3082,2547 +4878,6 @@ static zero_result zero__local_world_of_one(zero_comm **out) {
     return ZERO_OK;
 }
 
-ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
-    static const zero__launcher launchers[] = {
-        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
-        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1 },
-        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1 },
-        { "torchrun", "RANK", "WORLD_SIZE", 0 },
-    };
-    const zero__launcher *L = NULL;
-    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
-    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
-    *out = NULL;
-    if (!backend || !*backend) backend = "auto";
-    want_mpi = !strcmp(backend, "mpi");
-    want_local = !strcmp(backend, "local");
-    want_nccl = !strcmp(backend, "nccl");
-    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
-                          backend);
-#ifndef ZERO_CUDA
-    if (want_nccl)
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
-                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
-#endif
-    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
-        const zero__launcher *l = &launchers[i];
-        if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
-        L = l;
-        a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, &rank);
-        b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, &size);
-        if (a == 0 || b == 0)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
-                              a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
-        if (a < 0 || b < 0 || rank >= size)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
-                              l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
-        if (!l->mpi) {
-            const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
-            char miss[96] = "";
-            size_t len = 0;
-            int j;
-            for (j = 0; j < 3; j++)
-                if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
-            if (len && size > 1)
-                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
-                                  miss, strchr(miss, ',') ? "are" : "is");
-        }
-    }
-    if (!L) {
-#ifdef ZERO_CUDA
-        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
-#endif
-        if (!want_mpi) return zero__local_world_of_one(out);
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
-                          "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
-                          "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
-                          "MASTER_PORT (torchrun); start the program with mpirun -np N");
-    }
-    if (want_local) {
-        if (size > 1)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: backend local spans one process, but %s started %d "
-                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
-                              L->size_var, size);
-        return zero__local_world_of_one(out);
-    }
-#ifdef ZERO_CUDA
-    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
-       launcher: NCCL when asked for, MPI otherwise */
-    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
-#endif
-    if (!L->mpi) {
-        if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-#ifdef ZERO_CUDA
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
-                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
-                          rank, size);
-#else
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
-                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
-                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
-#endif
-    }
-#ifdef ZERO_MPI
-    {
-        zero_result r = zero__mpi_create(out);
-        if (r != ZERO_OK) return r;
-        if ((*out)->rank != rank || (*out)->size != size) {
-            int mr = (*out)->rank, ms = (*out)->size;
-            zero__mpi_destroy(*out);
-            *out = NULL;
-            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
-                              "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
-                              "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
-        }
-        return ZERO_OK;
-    }
-#else
-    if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
-                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
-#endif
-}
-
-/* >>layout -------------------------------------------------------------------------- */
-typedef struct zero__param_rec {
-    char *name;
-    int module;
-    int ndim;
-    int64_t shape[ZERO_MAX_DIMS];
-    int64_t numel;
-    int64_t offset;                 /* inside the module's span */
-    int64_t out_offset;             /* in registration order, unpadded (gathers) */
-    int no_decay;
-} zero__param_rec;
-
-typedef struct zero__module_rec {
-    char *name;
-    int frozen;
-    int64_t used;                   /* elements before padding the span */
-    int64_t span;                   /* padded to a multiple of N * align */
-    int64_t param_off;              /* full param arena (stages 0-2) */
-    int64_t train_off;              /* full train arenas (grads/master/optim); -1 if frozen */
-    /* per step */
-    int fetched;                    /* fetch count */
-    /* stage 3: where the gathered span lives while gathered (in use, prefetched or kept) */
-    int64_t goff;                   /* offset in the gather arena or the persist region; -1: not gathered */
-    uint64_t gticket;               /* its gather task */
-    int live;                       /* the span at goff holds (or is being gathered with) current values */
-    int persistent, prefetched, kept;
-    int ready;                      /* zero_grads_ready calls this step */
-    int staged;                     /* staging record index for the open micro-batch, -1: none */
-} zero__module_rec;
-
-/* One run of optimizer work: part of one param that lies in this rank's region.
-   Indices are elements into the arenas. */
-typedef struct zero__segment {
-    int64_t n, grad_idx, state_idx, param_idx;
-    int decay;
-} zero__segment;
-
-typedef struct zero__staging_rec {
-    int64_t off, bytes;
-    uint64_t ticket;                /* reduce task's ticket; 0 while open or queued */
-} zero__staging_rec;
-
-typedef struct zero__tiled {
-    int first_module, first_param, tiles, bias;
-    int64_t in, out;
-} zero__tiled;
-
-typedef struct zero__sizes {        /* what the planner needs */
-    int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
-    int64_t tile_elems;             /* largest tile of any tiled linear (0: none) */
-    int num_trainable;
-    int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
-} zero__sizes;
-
-struct zero_ctx {
-    zero_desc desc;                 /* effective values */
-    zero_comm *comm;
-    zero_group *own_group;          /* when desc.comm was NULL */
-    int rank, world;
-    uint32_t salt;
-    char err[ZERO__MSG];
-
-    zero__param_rec *params;
-    int num_params, cap_params;
-    zero__module_rec *modules;
-    int num_modules, cap_modules;
-    int built;
-
-    zero_plan plan;
-    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
-    int staging_mode;               /* user gradients go through the staging ring */
-    int num_trainable;
-    int64_t shard_padded, shard_trainable;
-    int64_t max_span;
-    void *param_arena;              /* full (stages 0-2) or shard (stage 3) */
-    void *grad_arena;               /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
-    float *master, *opt_m, *opt_v;  /* master NULL when params are f32 (the params are it) */
-    char *staging;                  /* ring of user gradient buffers, grad_dtype */
-    int64_t staging_bytes, staging_head;
-    zero__staging_rec *srecs;       /* FIFO of staging records */
-    int srec_head, srec_count, srec_cap;
-    /* stage 3: gather arena (first-fit free list), persist region, schedule */
-    char *garena, *persist;
-    int64_t garena_bytes, max_live, prefetch_budget;
-    int64_t *free_off, *free_len;   /* free ranges, sorted by offset */
-    int nfree;
-    int64_t gathered, inuse_bytes, pending_bytes, peak_gathered;
-    int *sched;                     /* fetch order recorded in the first step */
-    int sched_len, sched_cap, sched_active, sched_pos, off_sched;
-    int64_t hits, misses, prefetched_bytes;
-    double wait_ms;
-    int64_t staging_inuse, peak_staging;
-    /* tiled linears */
-    struct zero__tiled *tiled;
-    int num_tiled, cap_tiled;
-    float *tile_w, *tile_g, *gemm_ws;
-    zero__segment *segs;
-    int num_segs;
-    int simd;                       /* optimizer kernel path, ZERO__SIMD_* */
-    double *norm_part;              /* the gradient norm's block sums (>>optim) */
-    int64_t norm_blocks;
-    struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
-    struct zero__off *off;          /* optimizer states on the NVMe tier (>>offload); NULL: in memory */
-
-    /* per step */
-    int *bucket;                    /* modules queued for reduction, not yet flushed */
-    int bucket_len;
-    int64_t bucket_fill;
-    int64_t total_ready;
-    int64_t steps, skipped;
-    float loss_scale;
-    int dynamic_scale, good_steps;
-    double grad_norm;
-
-    zero__stream stream;
-    int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
-    struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
-    /* the device (>>device: ops) */
-    const zero__dev_vt *dev;
-    void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
-    void *hgrad, *hparam;           /* zero__dev_offload: host copies of the gradient shard and new params */
-};
-/* defined in >>trace */
-static double zero__trace_t0(const zero_ctx *ctx);
-static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const char *arg, double t0);
-static zero_result zero__trace_run_task(zero_ctx *ctx, const struct zero__task *t);
-static void zero__trace_free(zero_ctx *ctx);
-
-/* defined in >>cpu, used by zero_create / zero_build / zero_destroy */
-static int zero__simd_pick(void);
-static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a);
-static void zero__pool_free(struct zero__pool *pl, const zero_allocator *a);
-/* defined in >>offload */
-static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p);
-static int zero__cat_tier(const zero_desc *d, int cat);
-static int zero__dev_offload(const zero_desc *d);
-static int64_t zero__pcat(const int64_t (*b)[ZERO_CAT_NUM], int cat);
-static zero_result zero__off_build(zero_ctx *ctx);
-static void zero__off_free(zero_ctx *ctx);
-static int zero__has_master(const zero_ctx *ctx);
-static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
-                                const char *what);
-static int zero__offp(const zero_ctx *ctx);
-#define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
-static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
-static int64_t zero__pshard(const zero_ctx *ctx, int mi);
-
-/* >>errors -------------------------------------------------------------------------- */
-static void zero__logv(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *msg) {
-    const zero_logger *lg = ctx ? &ctx->desc.logger : NULL;
-    if (lg && lg->func && lvl <= lg->level) lg->func(lg->user_data, lvl, item, ctx->rank, msg);
-}
-static void zero__log(const zero_ctx *ctx, zero_log_level lvl, zero_log_item item, const char *fmt, ...) {
-    char msg[ZERO__MSG];
-    va_list ap;
-    if (!ctx || !ctx->desc.logger.func || lvl > ctx->desc.logger.level) return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    zero__logv(ctx, lvl, item, msg);
-}
-/* Records a failure: the message goes to the context (if any), the thread's last
-   error and the logger. Returns r so callers can `return zero__fail(...)`. Before a
-   context exists, zero__fail_lg reports to the logger of the desc being checked. */
-static zero_result zero__report(zero_ctx *ctx, const zero_logger *lg, int rank, zero_result r,
-                                zero_log_item item, const char *fmt, va_list ap) {
-    char msg[ZERO__MSG];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    snprintf(zero__tls_err, sizeof zero__tls_err, "%s", msg);
-    if (ctx) snprintf(ctx->err, sizeof ctx->err, "%s", msg);
-    if (lg && lg->func && ZERO_LOG_ERROR <= ZERO__DEF(lg->level, ZERO_LOG_WARN))
-        lg->func(lg->user_data, ZERO_LOG_ERROR, item, rank, msg);
-    return r;
-}
-static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    r = zero__report(ctx, ctx ? &ctx->desc.logger : NULL, ctx ? ctx->rank : -1, r, item, fmt, ap);
-    va_end(ap);
-    return r;
-}
-static zero_result zero__fail_lg(const zero_logger *lg, zero_result r, zero_log_item item, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    r = zero__report(NULL, lg, -1, r, item, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-/* >>stream -------------------------------------------------------------------------- */
-static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);
-
-static void *zero__stream_main(void *arg) {
-    zero_ctx *ctx = (zero_ctx *)arg;
-    zero__stream *s = &ctx->stream;
-    for (;;) {
-        zero__task t;
-        uint64_t ticket;
-        int skip;
-        zero_result r = ZERO_OK;
-        pthread_mutex_lock(&s->mu);
-        while (s->done == s->enqueued) pthread_cond_wait(&s->cv, &s->mu);
-        t = s->ring[s->done % ZERO__STREAM_CAP];
-        ticket = s->done + 1;
-        skip = s->err != ZERO_OK;
-        pthread_mutex_unlock(&s->mu);
-        if (t.kind == ZERO__TASK_STOP) {
-            pthread_mutex_lock(&s->mu);
-            s->done++;
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-            return NULL;
-        }
-        if (!skip) {
-            zero_result r2;
-            r = ctx->dev->task_begin(ctx, ticket);
-            if (r == ZERO_OK) r = zero__trace_run_task(ctx, &t);
-            r2 = ctx->dev->task_end(ctx);
-            if (r == ZERO_OK) r = r2;
-        }
-        pthread_mutex_lock(&s->mu);
-        if (r != ZERO_OK && s->err == ZERO_OK) {
-            s->err = r;
-            snprintf(s->err_msg, sizeof s->err_msg, "%s", ctx->comm->err);
-        }
-        s->done++;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-    }
-}
-
-/* The traffic a task will send from this rank (ring volume: (N-1)/N of the data for
-   an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
-   task is issued, so the figures after a call do not depend on how far the comm
-   stream has got. Caller holds the stream lock. */
-static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
-    const zero_desc *d = &ctx->desc;
-    int64_t N = ctx->world, per = a >= 0 && a < ctx->num_modules ? ctx->modules[a].span / N : 0;
-    int64_t elems = 0, es = 0;
-    int coll = -1;
-    switch (kind) {
-    case ZERO__TASK_REDUCE:
-        if (d->stage >= 2) { coll = ZERO_COLL_REDUCE_SCATTER; elems = per * (N - 1); es = (int64_t)zero__esize(d->grad_dtype); }
-        else if (b == d->accum_steps) {
-            coll = d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
-            elems = per * (N - 1) * (d->stage == 0 ? 2 : 1);
-            es = (int64_t)zero__esize(d->grad_accum_dtype);
-        }
-        break;
-    case ZERO__TASK_GATHER_MODULE:
-    case ZERO__TASK_GATHER_PARAMS:
-        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = (int64_t)zero__esize(d->param_dtype); break;
-    case ZERO__TASK_GATHER_MASTER:
-        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = 4; break;
-    case ZERO__TASK_ALLREDUCE_F64:
-        coll = ZERO_COLL_ALL_REDUCE; elems = 2 * n * (N - 1) / N; es = 8; break;
-    case ZERO__TASK_ALLGATHER_BYTES:
-        coll = ZERO_COLL_ALL_GATHER; elems = n * (N - 1); es = 1; break;
-    default:
-        break;
-    }
-    if (coll < 0) return;
-    ctx->comm_calls[coll]++;
-    ctx->comm_elems[coll] += elems;
-    ctx->comm_bytes[coll] += elems * es;
-}
-
-static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
-    zero__stream *s = &ctx->stream;
-    zero__task *t;
-    uint64_t ticket;
-    pthread_mutex_lock(&s->mu);
-    zero__count_task(ctx, kind, a, b, n);
-    while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
-    t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
-    t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
-    if (kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
-    ticket = ++s->enqueued;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    return ticket;
-}
-
-static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
-    int d;
-    pthread_mutex_lock(&ctx->stream.mu);
-    d = ctx->stream.done >= ticket;
-    pthread_mutex_unlock(&ctx->stream.mu);
-    return d;
-}
-
-/* Waits for a ticket. Never unbounded: every task is a collective with a timeout. */
-static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
-    zero__stream *s = &ctx->stream;
-    zero_result r;
-    pthread_mutex_lock(&s->mu);
-    while (s->done < ticket) pthread_cond_wait(&s->cv, &s->mu);
-    r = s->err;
-    if (r != ZERO_OK) {
-        snprintf(ctx->err, sizeof ctx->err, "%s", s->err_msg);
-        snprintf(zero__tls_err, sizeof zero__tls_err, "%s", s->err_msg);
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (r != ZERO_OK)
-        zero__logv(ctx, ZERO_LOG_ERROR,
-                   r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT :
-                   r == ZERO_ERR_MISMATCH ? ZERO_LOGITEM_COLL_MISMATCH : ZERO_LOGITEM_COMM_BROKEN, ctx->err);
-    return r;
-}
-static zero_result zero__drain(zero_ctx *ctx) {
-    uint64_t t;
-    pthread_mutex_lock(&ctx->stream.mu);
-    t = ctx->stream.enqueued;
-    pthread_mutex_unlock(&ctx->stream.mu);
-    return zero__wait(ctx, t);
-}
-
-/* comm wrappers, run by the comm stream (the traffic was counted when the task was issued) */
-static zero_result zero__all_gather(zero_ctx *ctx, const void *send, void *recv, int64_t count, int dt) {
-    int64_t es = (int64_t)zero__esize(dt);
-    return ctx->comm->vt->all_gather(ctx->comm, send, recv, count * es, ctx->desc.timeout_ms);
-}
-static zero_result zero__reduce_scatter(zero_ctx *ctx, const void *send, int sdt, void *recv, int rdt,
-                                        int64_t count, int accumulate) {
-    return ctx->comm->vt->reduce_scatter(ctx->comm, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
-}
-static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t count) {
-    return ctx->comm->vt->all_reduce(ctx->comm, buf, dt, count, ctx->desc.timeout_ms);
-}
-
-/* >>plan ----------------------------------------------------------------------------
-   Every buffer zero_build allocates is computed here first, from sizes alone. */
-static int zero__staging_mode(const zero_desc *d) {
-    return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
-}
-static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
-    int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
-    int64_t want = 2 * d->bucket_bytes, all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
-    int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
-    if (want > all) want = all;
-    want = zero__align_up(want, ZERO__ALIGN);
-    return want > need ? want : need;
-}
-static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
-    return zero__align_up(span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
-}
-/* The CUDA device's tables (zero__cuda_prepare): a chunk record per ZERO__KCHUNK elements
-   of each param's part of this rank's optimizer region, and for every gradient-norm block
-   a record and its double sum (stage 0: the blocks of every rank's slice). Needs the
-   layout (spans); zero_estimate, which knows modules only, counts one param per module. */
-static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e);
-static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
-#ifdef ZERO_CUDA
-    if (d->device == ZERO_DEVICE_CUDA)
-        return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
-#endif
-    (void)d; (void)chunks; (void)blocks;
-    return 0;
-}
-static int64_t zero__dev_tables(const zero_ctx *ctx) {
-    int64_t chunks = 0, blocks = 0;
-#ifdef ZERO_CUDA
-    int i;
-    if (ctx->desc.device != ZERO_DEVICE_CUDA) return 0;
-    for (i = 0; i < ctx->num_params; i++) {
-        int64_t lo, s, e;
-        zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
-        if (!ctx->modules[ctx->params[i].module].frozen && s < e) chunks += (e - s + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
-    }
-    for (i = 0; i < ctx->num_modules; i++)
-        if (!ctx->modules[i].frozen)
-            blocks += (ctx->modules[i].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
-    if (ctx->desc.stage == 0) blocks *= ctx->world;
-#endif
-    return zero__dev_tables_for(&ctx->desc, chunks, blocks);
-}
-
-static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
-    return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
-}
-
-#define ZERO__MR 4
-#define ZERO__NR 16
-#define ZERO__KC 256
-#define ZERO__MC 64
-#define ZERO__NC 512
-static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
-#ifdef ZERO_CBLAS
-    (void)d;
-    return 0;
-#else
-    return d->device == ZERO_DEVICE_CUDA ? 0 : (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) * 4;
-#endif
-}
-
-static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
-    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
-    int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
-    int64_t P = z->padded, T = z->trainable, N = world;
-    int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
-    int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
-    int t, c;
-    memset(p, 0, sizeof *p);
-    p->stage = d->stage;
-    p->world_size = world;
-    p->numel = z->numel;
-    p->numel_padded = P;
-    p->trainable_padded = T;
-    b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] = (d->stage < 3 ? P : P / N) * psz;
-    b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] = (d->stage < 2 ? T : T / N) * asz;
-    /* with f32 params the params are the master, except when the optimizer runs on the host
-       while the params live on a device (zero__dev_offload) */
-    b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
-    if (d->optim.type == ZERO_OPTIM_SGD)
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
-    else
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
-    if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
-    if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
-        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
-    if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
-        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
-    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
-    zero__offload_plan(d, world, z, p);
-    if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
-        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
-    for (t = 0; t < ZERO_TIER_NUM; t++)
-        for (c = 0; c < ZERO_CAT_NUM; c++) {
-            p->total_bytes += b[t][c];
-            if (c != ZERO_CAT_BUFFERS) p->model_state_bytes += b[t][c];
-        }
-}
-
-/* Validates a desc and fills its defaults, in one place. */
-static zero_result zero__fill_desc(zero_desc *d) {
-    const zero_logger *lg = &d->logger;
-    zero_optim_desc *o = &d->optim;
-    if (d->stage < 0 || d->stage > 3)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
-                          "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
-    if ((int)d->param_dtype < 0 || d->param_dtype >= ZERO_DTYPE_NUM ||
-        (int)d->grad_dtype < 0 || d->grad_dtype >= ZERO_DTYPE_NUM ||
-        (int)d->grad_accum_dtype < 0 || d->grad_accum_dtype >= ZERO_DTYPE_NUM)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
-                          "unknown dtype (param_dtype=%d grad_dtype=%d grad_accum_dtype=%d); "
-                          "use ZERO_F32, ZERO_BF16 or ZERO_F16",
-                          (int)d->param_dtype, (int)d->grad_dtype, (int)d->grad_accum_dtype);
-    if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->max_live_bytes < 0 ||
-        d->persist_bytes < 0 || d->reuse_distance < 0 ||
-        d->device_bytes_cap < 0 || d->host_bytes_cap < 0 || d->loss_scale_window < 0)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "negative size in zero_desc (accum_steps=%d bucket_bytes=%lld align_elems=%lld "
-                          "max_live_bytes=%lld persist_bytes=%lld reuse_distance=%d caps=%lld/%lld "
-                          "loss_scale_window=%d)",
-                          d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems,
-                          (long long)d->max_live_bytes, (long long)d->persist_bytes, d->reuse_distance,
-                          (long long)d->device_bytes_cap, (long long)d->host_bytes_cap, d->loss_scale_window);
-    if (d->align_elems > (1 << 20))
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
-    if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
-        o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
-        o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
-        d->loss_scale_min < 0 || d->timeout_ms < 0 || d->cpu_threads < 0 || d->cpu_threads > 4096 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "an optimizer or loss-scale option is out of range (lr=%g beta1=%g beta2=%g eps=%g "
-                          "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
-                          o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
-                          (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
-    if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
-        d->offload_params >= ZERO_OFFLOAD_NUM || d->offload.buffer_bytes < 0 || d->offload.queue_depth < 0 ||
-        d->offload.queue_depth > 256)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "an offload option is out of range (offload_optimizer=%d offload_params=%d buffer_bytes=%lld "
-                          "queue_depth=%d; queue_depth at most 256)", (int)d->offload_optimizer, (int)d->offload_params,
-                          (long long)d->offload.buffer_bytes, d->offload.queue_depth);
-    if ((int)d->device < 0 || d->device >= ZERO_DEVICE_NUM)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_desc.device is %d; use ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA or ZERO_DEVICE_EMU", (int)d->device);
-#ifndef ZERO_CUDA
-    if (d->device == ZERO_DEVICE_CUDA)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE,
-                             "zero_desc.device is ZERO_DEVICE_CUDA but zero.h was compiled without ZERO_CUDA "
-                             "(make CUDA=1, or -DZERO_CUDA and link zero_kernels.o, cudart, cuBLAS and NCCL)");
-#endif
-#if !defined(__unix__) && !defined(__APPLE__)
-    if (d->device == ZERO_DEVICE_EMU)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
-#endif
-    if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
-        (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "with device %s only offload_optimizer = ZERO_OFFLOAD_HOST is supported yet (NVMe and "
-                             "offload_params run on the CPU device)",
-                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
-    if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                          "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
-                          "(stage %d; other stages: use ZERO_OFFLOAD_HOST)", d->stage);
-    d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
-    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
-    d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
-    d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
-    d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
-    d->accum_steps = ZERO__DEF(d->accum_steps, 1);
-    d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
-    d->align_elems = ZERO__DEF(d->align_elems, 16);
-    o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
-    o->lr = ZERO__DEF(o->lr, 1e-3);
-    o->beta1 = ZERO__DEF(o->beta1, 0.9);
-    o->beta2 = ZERO__DEF(o->beta2, 0.999);
-    o->eps = ZERO__DEF(o->eps, 1e-8);
-    d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
-    d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
-    d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
-    d->timeout_ms = ZERO__DEF(d->timeout_ms, 120000);
-    d->cpu_threads = ZERO__DEF(d->cpu_threads, 1);
-    d->device = ZERO__DEF(d->device, ZERO_DEVICE_CPU);
-    d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
-    return ZERO_OK;
-}
-
-/* Lays out the modules for a world of N: param offsets are set at registration;
-   here spans are padded and arena offsets assigned. */
-static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
-    int64_t unit, poff = 0, toff = 0;
-    int i;
-    memset(z, 0, sizeof *z);
-    if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
-    for (i = 0; i < ctx->num_modules; i++) {
-        zero__module_rec *m = &ctx->modules[i];
-        if (m->used == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "module '%s' has no parameters", m->name);
-        if (m->used > INT64_MAX / 4 - unit)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "module '%s' is too large", m->name);
-        m->span = zero__align_up(m->used, unit);
-        m->param_off = poff;
-        m->train_off = m->frozen ? -1 : toff;
-        if (poff > INT64_MAX / 16 - m->span)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "the model is too large");
-        poff += m->span;
-        if (!m->frozen) {
-            toff += m->span;
-            z->num_trainable++;
-            if (m->span > z->max_train_span) z->max_train_span = m->span;
-        }
-        if (m->span > z->max_span) z->max_span = m->span;
-        m->persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->span) <= ctx->desc.persist_bytes;
-        if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
-    }
-    for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
-    z->padded = poff;
-    z->trainable = toff;
-    z->dev_tables = zero__dev_tables(ctx);
-    for (i = 0; i < ctx->num_tiled; i++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t rows = (t->out + t->tiles - 1) / t->tiles;
-        if (rows * t->in > z->tile_elems) z->tile_elems = rows * t->in;
-    }
-    return ZERO_OK;
-}
-
-/* >>public: basics ------------------------------------------------------------------- */
-ZERO_API const char *zero_result_str(zero_result r) {
-    switch (r) {
-    case ZERO_OK: return "ZERO_OK";
-    case ZERO_STEP_SKIPPED: return "ZERO_STEP_SKIPPED";
-    case ZERO_ERR_INVALID_ARG: return "ZERO_ERR_INVALID_ARG";
-    case ZERO_ERR_INVALID_STAGE: return "ZERO_ERR_INVALID_STAGE";
-    case ZERO_ERR_INVALID_SIZE: return "ZERO_ERR_INVALID_SIZE";
-    case ZERO_ERR_INVALID_DTYPE: return "ZERO_ERR_INVALID_DTYPE";
-    case ZERO_ERR_INVALID_HANDLE: return "ZERO_ERR_INVALID_HANDLE";
-    case ZERO_ERR_ALREADY_BUILT: return "ZERO_ERR_ALREADY_BUILT";
-    case ZERO_ERR_NOT_BUILT: return "ZERO_ERR_NOT_BUILT";
-    case ZERO_ERR_GRADS_NOT_READY: return "ZERO_ERR_GRADS_NOT_READY";
-    case ZERO_ERR_NOT_FETCHED: return "ZERO_ERR_NOT_FETCHED";
-    case ZERO_ERR_STATE: return "ZERO_ERR_STATE";
-    case ZERO_ERR_MISMATCH: return "ZERO_ERR_MISMATCH";
-    case ZERO_ERR_TIMEOUT: return "ZERO_ERR_TIMEOUT";
-    case ZERO_ERR_COMM: return "ZERO_ERR_COMM";
-    case ZERO_ERR_OUT_OF_MEMORY: return "ZERO_ERR_OUT_OF_MEMORY";
-    case ZERO_ERR_OVER_CAP: return "ZERO_ERR_OVER_CAP";
-    case ZERO_ERR_IO: return "ZERO_ERR_IO";
-    case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
-    case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
-    case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
-    case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
-    case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
-    }
-    return "ZERO_ERR_(unknown)";
-}
-ZERO_API const char *zero_dtype_str(zero_dtype t) {
-    switch (t) {
-    case ZERO_F32: return "f32";
-    case ZERO_BF16: return "bf16";
-    case ZERO_F16: return "f16";
-    default: return "(unknown dtype)";
-    }
-}
-ZERO_API size_t zero_dtype_size(zero_dtype t) {
-    return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
-}
-ZERO_API const char *zero_log_item_str(zero_log_item item) {
-    return (int)item >= 0 && item < ZERO_LOGITEM_NUM ? zero__log_item_name[item] : "(unknown item)";
-}
-ZERO_API const char *zero_last_error(const zero_ctx *ctx) {
-    return ctx ? ctx->err : zero__tls_err;
-}
-
-ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) {
-    int64_t i;
-    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
-    for (i = 0; i < n; i++) dst[i] = zero__ld(src, i, (int)t);
-}
-ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
-    int64_t i;
-    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
-    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, src[i]);
-}
-ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, zero__ld(dst, i, (int)t) + src[i]);
-}
-
-/* >>public: communicators ------------------------------------------------------------ */
-ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
-    zero_group *g;
-    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_create: out is NULL");
-    *out = NULL;
-    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
-    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
-    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    memset(g, 0, sizeof *g);
-    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
-    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
-    if (!g->slots || !g->left) {
-        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    }
-    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
-    memset(g->left, 0, sizeof(int) * (size_t)world_size);
-    g->n = world_size;
-    g->gen = 1;
-    pthread_mutex_init(&g->mu, NULL);
-    zero__cond_init(&g->cv);
-    *out = g;
-    return ZERO_OK;
-}
-ZERO_API void zero_group_destroy(zero_group *g) {
-    if (!g) return;
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    zero__raw_free(NULL, g->slots);
-    zero__raw_free(NULL, g->left);
-    zero__raw_free(NULL, g);
-}
-ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
-    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_group_set_link: group must not be NULL and latency/bandwidth must be >= 0");
-    pthread_mutex_lock(&g->mu);
-    g->link_latency_us = latency_us;
-    g->link_gbps = gbytes_per_s;
-    pthread_mutex_unlock(&g->mu);
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
-    zero_comm *c;
-    if (!out || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_local: NULL argument");
-    *out = NULL;
-    if (rank < 0 || rank >= g->n)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_local: rank %d is outside the group of %d", rank, g->n);
-    c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
-    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
-    memset(c, 0, sizeof *c);
-    c->vt = &zero__local_vt;
-    c->rank = rank;
-    c->size = g->n;
-    c->group = g;
-    pthread_mutex_lock(&g->mu);
-    g->endpoints++;
-    g->left[rank] = 0;
-    pthread_mutex_unlock(&g->mu);
-    *out = c;
-    return ZERO_OK;
-}
-ZERO_API void zero_comm_destroy(zero_comm *c) {
-    zero_group *g;
-    if (!c) return;
-#ifdef ZERO_MPI
-    if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
-#endif
-#ifdef ZERO_CUDA
-    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
-#endif
-    g = c->owns_group ? c->group : NULL;
-    pthread_mutex_lock(&c->group->mu);
-    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
-    c->group->endpoints--;
-    pthread_cond_broadcast(&c->group->cv);
-    pthread_mutex_unlock(&c->group->mu);
-    zero__raw_free(NULL, c);
-    zero_group_destroy(g);
-}
-ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
-ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
-
-typedef struct zero__run_arg {
-    zero_group *g;
-    zero_rank_fn fn;
-    void *user;
-    int rank;
-    zero_result result;
-} zero__run_arg;
-
-static void *zero__run_main(void *p) {
-    zero__run_arg *a = (zero__run_arg *)p;
-    zero_comm *c = NULL;
-    a->result = zero_comm_local(&c, a->g, a->rank);
-    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
-    zero_comm_destroy(c);
-    return NULL;
-}
-
-ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
-    zero__run_arg *args;
-    pthread_t *th;
-    zero_result r;
-    int i, started = 0, world_size;
-    if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
-    world_size = g->n;
-    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
-    }
-    r = ZERO_OK;
-    for (i = 0; i < world_size; i++) {
-        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
-        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_group: could not start thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    if (started < world_size) {
-        /* the missing ranks count as gone, so the started ones fail fast */
-        pthread_mutex_lock(&g->mu);
-        for (i = started; i < world_size; i++) g->left[i] = 1;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
-}
-
-ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
-    zero_group *g = NULL;
-    zero_result r;
-    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
-    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
-    r = zero_run_group(g, fn, user);
-    zero_group_destroy(g);
-    return r;
-}
-
-/* >>public: context and registration -------------------------------------------------- */
-ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
-    zero_ctx *ctx;
-    zero_desc d;
-    zero_result r;
-    if (out) *out = NULL;
-    if (!out || !desc)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
-    d = *desc;
-    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
-    ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx);
-    if (!ctx) return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
-    memset(ctx, 0, sizeof *ctx);
-    ctx->desc = d;
-    ctx->salt = zero__next_salt();
-    ctx->simd = zero__simd_pick();
-    ctx->dev = zero__dev_pick(d.device);
-    if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
-        zero__raw_free(&d.allocator, ctx);
-        return r;
-    }
-    if (d.comm) {
-        /* a context's comm stream issues collectives on its own; two contexts on one
-           endpoint would interleave them differently on different ranks */
-        int busy;
-        pthread_mutex_lock(&d.comm->group->mu);
-        busy = d.comm->in_use;
-        d.comm->in_use = 1;
-        if (!busy) d.comm->ctx = ctx;
-        pthread_mutex_unlock(&d.comm->group->mu);
-        if (busy) {
-            ctx->dev->fini(ctx);
-            zero__raw_free(&d.allocator, ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                                 "zero_create: rank %d's zero_comm is already used by another context; give each "
-                                 "context its own endpoint (its own zero_group)", d.comm->rank);
-        }
-        ctx->comm = d.comm;
-    } else {
-        if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
-            (r = zero_comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
-            zero_group_destroy(ctx->own_group);
-            ctx->dev->fini(ctx);
-            zero__raw_free(&d.allocator, ctx);
-            return r;
-        }
-        ctx->comm->ctx = ctx;
-    }
-    ctx->rank = ctx->comm->rank;
-    ctx->world = ctx->comm->size;
-    ctx->desc.comm = ctx->comm;
-#ifdef ZERO_CUDA
-    if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
-        if (d.device != ZERO_DEVICE_CUDA) {
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
-        }
-        ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
-    }
-#endif
-#ifdef ZERO_MPI
-    if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
-        zero_destroy(ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_create: the MPI communicator moves host memory; with device %s use the local or "
-                             "NCCL communicator", zero__dev_pick(d.device)->name);
-    }
-#endif
-    if (d.loss_scale > 0) {
-        ctx->loss_scale = d.loss_scale;
-    } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
-        ctx->loss_scale = d.loss_scale_init;
-        ctx->dynamic_scale = 1;
-    } else {
-        ctx->loss_scale = 1.0f;
-    }
-    pthread_mutex_init(&ctx->stream.mu, NULL);
-    pthread_cond_init(&ctx->stream.cv, NULL);
-    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
-        pthread_mutex_destroy(&ctx->stream.mu);
-        pthread_cond_destroy(&ctx->stream.cv);
-        if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
-        else { ctx->comm->in_use = 0; ctx->comm->ctx = NULL; }   /* nobody else can have seen this context */
-        ctx->dev->fini(ctx);
-        zero__raw_free(&d.allocator, ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                             "zero_create: could not start the comm stream thread");
-    }
-    ctx->stream.started = 1;
-    *out = ctx;
-    return ZERO_OK;
-}
-
-static void zero__free_arenas(zero_ctx *ctx) {
-    const zero_allocator *a = &ctx->desc.allocator;
-    /* the arenas (zero__arena) with their categories, which say where they were allocated */
-    void *dbufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
-                      ctx->garena, ctx->persist, ctx->tile_w, ctx->tile_g };
-    static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
-                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
-    void *bufs[] = { ctx->free_off, ctx->free_len, ctx->sched, ctx->segs, ctx->srecs, ctx->bucket, ctx->gemm_ws,
-                     ctx->norm_part };
-    size_t i;
-    for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
-        if (!dbufs[i]) continue;
-        if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
-        else ctx->dev->free(ctx, dbufs[i]);
-    }
-    if (ctx->hgrad) ctx->dev->host_free(ctx, ctx->hgrad);
-    if (ctx->hparam) ctx->dev->host_free(ctx, ctx->hparam);
-    ctx->hgrad = ctx->hparam = NULL;
-    for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
-    ctx->param_arena = ctx->grad_arena = NULL;
-    ctx->master = ctx->opt_m = ctx->opt_v = NULL;
-    ctx->staging = ctx->garena = ctx->persist = NULL;
-    ctx->free_off = ctx->free_len = NULL;
-    ctx->sched = ctx->bucket = NULL;
-    ctx->sched_len = ctx->sched_cap = ctx->nfree = 0;
-    ctx->tile_w = ctx->tile_g = ctx->gemm_ws = NULL;
-    ctx->segs = NULL;
-    ctx->srecs = NULL;
-    ctx->norm_part = NULL;
-    memset(ctx->bytes, 0, sizeof ctx->bytes);
-}
-
-ZERO_API void zero_destroy(zero_ctx *ctx) {
-    const zero_allocator *a;
-    int i;
-    if (!ctx) return;
-    a = &ctx->desc.allocator;
-    if (ctx->stream.started) {
-        zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
-        pthread_join(ctx->stream.thread, NULL);
-        pthread_mutex_destroy(&ctx->stream.mu);
-        pthread_cond_destroy(&ctx->stream.cv);
-    }
-    zero__pool_free(ctx->pool, a);
-    zero__trace_free(ctx);
-    zero__off_free(ctx);
-    zero__free_arenas(ctx);
-    if (ctx->dev) ctx->dev->fini(ctx);
-    for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
-    for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
-    zero__raw_free(a, ctx->params);
-    zero__raw_free(a, ctx->modules);
-    zero__raw_free(a, ctx->tiled);
-    if (ctx->own_group) {
-        zero_comm_destroy(ctx->comm);
-        zero_group_destroy(ctx->own_group);
-    } else if (ctx->comm) {
-        pthread_mutex_lock(&ctx->comm->group->mu);
-        ctx->comm->in_use = 0;
-        ctx->comm->ctx = NULL;
-        pthread_mutex_unlock(&ctx->comm->group->mu);
-    }
-    zero__raw_free(a, ctx);
-}
-
-ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
-    zero_desc d;
-    if (ctx) return ctx->desc;
-    memset(&d, 0, sizeof d);
-    return d;
-}
-ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
-ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
-
-/* handles: 11-bit context salt, 20-bit index + 1 */
-static uint32_t zero__handle(const zero_ctx *ctx, int index) { return (ctx->salt << 20) | (uint32_t)(index + 1); }
-/* the index a handle of this context names, or -1 (with the message) */
-static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const char *kind, const char *fn) {
-    int i = (int)(id & 0xfffffu) - 1;
-    if (!ctx || (id >> 20) != ctx->salt || i < 0 || i >= count) {
-        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
-                   "%s: handle 0x%08x is not a %s of this context", fn, (unsigned)id, kind);
-        return -1;
-    }
-    return i;
-}
-static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
-    return zero__handle_index(ctx, m.id, ctx->num_modules, "module", fn);
-}
-static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) {
-    return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
-}
-
-static int zero__grow(zero_ctx *ctx, void **arr, int *cap, int count, size_t elem) {
-    int ncap;
-    void *n;
-    if (count < *cap) return 1;
-    ncap = *cap ? *cap * 2 : 16;
-    if (ncap > 0xfffff) ncap = 0xfffff;
-    if (count >= ncap) return 0;
-    n = zero__raw_alloc(&ctx->desc.allocator, elem * (size_t)ncap);
-    if (!n) return 0;
-    if (*arr) memcpy(n, *arr, elem * (size_t)count);
-    zero__raw_free(&ctx->desc.allocator, *arr);
-    *arr = n;
-    *cap = ncap;
-    return 1;
-}
-
-ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
-    zero__module_rec *m;
-    int i;
-    if (!ctx || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_add_module: ctx, desc, desc->name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
-    for (i = 0; i < ctx->num_modules; i++)
-        if (strcmp(ctx->modules[i].name, desc->name) == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_module: a module named '%s' already exists", desc->name);
-    if (!zero__grow(ctx, (void **)&ctx->modules, &ctx->cap_modules, ctx->num_modules, sizeof *m))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
-    m = &ctx->modules[ctx->num_modules];
-    memset(m, 0, sizeof *m);
-    if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
-    m->frozen = desc->frozen != 0;
-    m->goff = -1;
-    m->staged = -1;
-    out->id = zero__handle(ctx, ctx->num_modules++);
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
-    zero__param_rec *p;
-    zero__module_rec *m;
-    int mi, i;
-    int64_t numel = 1, off;
-    if (!ctx || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_add_param: ctx, desc, desc->name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_add_param('%s'): the model cannot change after zero_build", desc->name);
-    if ((mi = zero__module_index(ctx, mod, "zero_add_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_param('%s'): ndim is %d; it must be 1..%d", desc->name, desc->ndim, ZERO_MAX_DIMS);
-    for (i = 0; i < desc->ndim; i++) {
-        if (desc->shape[i] <= 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_add_param('%s'): shape[%d] is %lld; sizes must be positive",
-                              desc->name, i, (long long)desc->shape[i]);
-        if (!zero__mul(numel, desc->shape[i], &numel) || numel > ((int64_t)1 << 48))
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_add_param('%s'): the element count overflows", desc->name);
-    }
-    for (i = 0; i < ctx->num_params; i++)
-        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, desc->name) == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
-    off = zero__align_up(m->used, ctx->desc.align_elems);
-    if (off > ((int64_t)1 << 52) - numel)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
-    if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
-    p = &ctx->params[ctx->num_params];
-    memset(p, 0, sizeof *p);
-    if (!(p->name = zero__strdup(&ctx->desc.allocator, desc->name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
-    p->module = mi;
-    p->ndim = desc->ndim;
-    memcpy(p->shape, desc->shape, sizeof p->shape);
-    p->numel = numel;
-    p->offset = off;
-    p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
-    p->no_decay = desc->no_decay != 0;
-    m->used = off + numel;
-    out->id = zero__handle(ctx, ctx->num_params++);
-    return ZERO_OK;
-}
-
-ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p) {
-    int i;
-    if (!ctx || (i = zero__param_index(ctx, p, "zero_param_numel")) < 0) return -1;
-    return ctx->params[i].numel;
-}
-ZERO_API int64_t zero_num_params(const zero_ctx *ctx) {
-    int64_t n = 0;
-    int i;
-    if (!ctx) return -1;
-    for (i = 0; i < ctx->num_params; i++) n += ctx->params[i].numel;
-    return n;
-}
-
-ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
-    zero__sizes z;
-    zero_result r;
-    if (!ctx || !out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_plan_get: NULL argument");
-    if (ctx->built) { *out = ctx->plan; return ZERO_OK; }
-    if (ctx->num_modules == 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_plan_get: no modules registered");
-    if ((r = zero__layout(ctx, &z)) != ZERO_OK) return r;
-    zero__plan_compute(&ctx->desc, ctx->world, &z, out);
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
-                                   const int64_t *module_numels, zero_plan *out) {
-    zero_desc d;
-    zero__sizes z;
-    zero_result r;
-    int64_t unit, chunks = 0, blocks = 0;
-    int i;
-    if (!desc || !out || (num_modules > 0 && !module_numels))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
-    if (world_size < 1 || world_size > ZERO__MAX_RANKS || num_modules < 1)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_estimate: world_size %d and num_modules %d must be positive", world_size, num_modules);
-    d = *desc;
-    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
-    memset(&z, 0, sizeof z);
-    unit = d.align_elems * world_size;
-    for (i = 0; i < num_modules; i++) {
-        int64_t span;
-        if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
-            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
-        span = zero__align_up(module_numels[i], unit);
-        if (z.padded > INT64_MAX / 16 - span)
-            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_estimate: the model is too large");
-        z.numel += module_numels[i];
-        z.padded += span;
-        z.trainable += span;
-        z.num_trainable++;
-        if (span > z.max_span) z.max_span = z.max_train_span = span;
-#ifdef ZERO_CUDA
-        {
-            int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
-            chunks += (mine + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
-            blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
-        }
-#endif
-    }
-    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
-    zero__plan_compute(&d, world_size, &z, out);
-    return ZERO_OK;
-}
-
-/* >>build ---------------------------------------------------------------------------- */
-static uint64_t zero__fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
-    return h;
-}
-static uint64_t zero__model_hash(const zero_ctx *ctx) {
-    uint64_t h = 14695981039346656037ull;
-    int64_t cfg[8];
-    int i;
-    cfg[0] = ctx->desc.stage; cfg[1] = ctx->desc.param_dtype; cfg[2] = ctx->desc.grad_dtype;
-    cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
-    cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
-    h = zero__fnv(h, cfg, sizeof cfg);
-    for (i = 0; i < ctx->num_modules; i++) {
-        h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
-        h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
-    }
-    for (i = 0; i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        h = zero__fnv(h, p->name, strlen(p->name) + 1);
-        h = zero__fnv(h, &p->module, sizeof p->module);
-        h = zero__fnv(h, &p->ndim, sizeof p->ndim);
-        h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
-        h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
-    }
-    return h;
-}
-
-/* an arena, zero-filled: in host memory for a category on the host tier (pinned on CUDA),
-   else in device memory (on the CPU device both are host memory through the allocator
-   hooks); zero__free_arenas frees it by the same rule */
-static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
-    void *p;
-    if (bytes <= 0) return NULL;
-    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
-    if (!p) { *ok = 0; return NULL; }
-    ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
-    return p;
-}
-
-/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
-   state this rank holds: all of it in stage 0, its slice of the span otherwise;
-   *lo is where that region starts. Empty when *s >= *e. */
-static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
-    const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world;
-    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->rank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
-    *lo = l;
-    *s = p->offset > l ? p->offset : l;
-    *e = p->offset + p->numel < h ? p->offset + p->numel : h;
-}
-/* index of span position pos (inside this rank's region starting at lo) in the state arenas */
-static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
-    return ctx->desc.stage == 0 ? m->train_off + pos : m->train_off / ctx->world + (pos - lo);
-}
-
-static void zero__make_segments(zero_ctx *ctx) {
-    int N = ctx->world, i;
-    ctx->num_segs = 0;
-    for (i = 0; i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        const zero__module_rec *m = &ctx->modules[p->module];
-        int64_t lo, s, e;
-        zero__segment *sg;
-        zero__param_region(ctx, p, &lo, &s, &e);
-        if (m->frozen || s >= e) continue;
-        sg = &ctx->segs[ctx->num_segs++];
-        sg->n = e - s;
-        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
-        sg->state_idx = zero__state_index(ctx, m, s, lo);
-        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
-        sg->decay = !p->no_decay;
-    }
-}
-
-typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t hash; } zero__build_rec;
-
-ZERO_API zero_result zero_build(zero_ctx *ctx) {
-    zero__sizes z;
-    zero__build_rec mine, *all;
-    zero_result local = ZERO_OK, r;
-    zero_desc *d;
-    int64_t (*b)[ZERO_CAT_NUM];
-    int k, ok = 1;
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
-    if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
-    d = &ctx->desc;
-    memset(&z, 0, sizeof z);
-    if (ctx->num_modules == 0)
-        local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
-    else
-        local = zero__layout(ctx, &z);
-    /* Every rank shows the others its model (a hash) and whether its own checks
-       passed, so a rank with a different or broken model stops every rank here
-       with a message, instead of leaving the others in a later collective. */
-    memset(&mine, 0, sizeof mine);
-    mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
-    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
-    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
-    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
-    if (r == ZERO_OK && local == ZERO_OK) {
-        for (k = 0; k < ctx->world; k++) {
-            if (all[k].status != ZERO_OK) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
-                               k, zero_result_str((zero_result)all[k].status));
-                break;
-            }
-            if (all[k].hash != all[0].hash) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d registered a different model or config than rank 0 "
-                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
-                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
-                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
-                break;
-            }
-        }
-    }
-    zero__raw_free(&d->allocator, all);
-    if (local != ZERO_OK) return local;
-    if (r != ZERO_OK) return r;
-
-    zero__plan_compute(d, ctx->world, &z, &ctx->plan);
-    b = ctx->plan.bytes;
-    if (d->device_bytes_cap) {
-        int64_t dev = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
-        if (dev > d->device_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
-                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
-                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
-                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
-    }
-    if (d->host_bytes_cap) {
-        int64_t host = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
-        if (host > d->host_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
-                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
-                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
-                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
-    }
-
-    ctx->staging_mode = zero__staging_mode(d);
-    ctx->shard_padded = z.padded / ctx->world;
-    ctx->shard_trainable = z.trainable / ctx->world;
-    ctx->max_span = z.max_span;
-    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
-    ctx->param_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
-    ctx->grad_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
-    ctx->master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
-    if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
-    } else {
-        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-        ctx->opt_v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-    }
-    if (ctx->staging_mode && z.trainable > 0) {
-        ctx->staging_bytes = zero__staging_capacity(d, &z);
-        ctx->staging = (char *)zero__arena(ctx, ctx->staging_bytes, ZERO_CAT_BUFFERS, &ok);
-    }
-    if (d->stage == 3) {
-        ctx->max_live = zero__max_live(d, &z);
-        ctx->prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->max_live;
-        ctx->garena_bytes = ctx->max_live + zero__gbytes(d, z.max_span);
-        ctx->garena = (char *)zero__arena(ctx, ctx->garena_bytes, ZERO_CAT_BUFFERS, &ok);
-        ctx->persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
-    }
-    if (z.tile_elems) {
-        ctx->tile_w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        ctx->tile_g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
-            ctx->gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
-            if (ctx->gemm_ws) ctx->bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
-            else ok = 0;
-        }
-    }
-    /* bookkeeping (not model state; a few bytes per module and param) */
-    ctx->srec_cap = z.num_trainable + 1;
-    ctx->srecs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->srec_cap);
-    ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
-    ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
-    ctx->free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->norm_blocks = 0;
-    for (k = 0; k < ctx->num_modules; k++)
-        if (!ctx->modules[k].frozen)
-            ctx->norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
-    ctx->norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->norm_blocks + 1));
-    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len || !ctx->norm_part) {
-        zero__free_arenas(ctx);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
-    }
-    if (!(ctx->pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
-        zero__free_arenas(ctx);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
-    }
-    r = zero__off_build(ctx);
-    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
-        double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
-        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
-            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                                "zero_build: another rank could not create its offload files");
-            zero__off_free(ctx);
-        }
-    }
-    if (r != ZERO_OK) {
-        zero__pool_free(ctx->pool, &d->allocator);
-        ctx->pool = NULL;
-        zero__free_arenas(ctx);
-        return r;
-    }
-    ctx->nfree = ctx->garena_bytes > 0;
-    ctx->free_off[0] = 0;
-    ctx->free_len[0] = ctx->garena_bytes;
-    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
-        int64_t off = 0;
-        for (k = 0; k < ctx->num_modules; k++)
-            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
-    }
-    zero__make_segments(ctx);
-    if (zero__dev_offload(d) && ctx->shard_trainable > 0) {
-        int64_t ts = d->stage == 0 ? z.trainable : ctx->shard_trainable;
-        int64_t gb = ts * (int64_t)zero__esize(d->grad_accum_dtype), pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
-        ctx->hgrad = ctx->dev->host_alloc(ctx, gb);
-        if (pb) ctx->hparam = ctx->dev->host_alloc(ctx, pb);
-        if (!ctx->hgrad || (pb && !ctx->hparam)) {
-            zero__pool_free(ctx->pool, &d->allocator);
-            ctx->pool = NULL;
-            zero__free_arenas(ctx);
-            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                              "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
-                              (long long)(gb + pb));
-        }
-        ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
-    }
-    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
-        zero__off_free(ctx);
-        zero__pool_free(ctx->pool, &d->allocator);
-        ctx->pool = NULL;
-        zero__free_arenas(ctx);
-        return r;
-    }
-    ctx->num_trainable = z.num_trainable;
-    ctx->built = 1;
-    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
-              "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
-              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->plan.model_state_bytes,
-              (long long)b[0][ZERO_CAT_BUFFERS]);
-    return ZERO_OK;
-}
-
-/* >>tasks: what the comm stream runs ------------------------------------------------- */
-static char *zero__at(void *base, int64_t idx, int dt) { return (char *)base + idx * (int64_t)zero__esize(dt); }
-
-static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
-    const zero_desc *d = &ctx->desc;
-    const zero__module_rec *m = &ctx->modules[mi];
-    int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
-    int64_t per = m->span / N;
-    void *full = zero__at(ctx->grad_arena, m->train_off, adt);
-    zero_result r;
-    if (ctx->staging_mode) {
-        const void *src = ctx->staging + staging_off;
-        if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
-            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->grad_arena, m->train_off / N, adt), adt,
-                                        per, micro > 1);
-        /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
-        if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->span, micro > 1)) != ZERO_OK) return r;
-        if (micro < d->accum_steps) return ZERO_OK;
-    }
-    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
-    r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
-    return r;
-}
-
-/* buf: the module's span in fp32, in device memory (host memory on the CPU device) */
-static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
-    const zero__module_rec *m = &ctx->modules[mi];
-    int N = ctx->world, pdt = ctx->desc.param_dtype;
-    int64_t per = m->span / N;
-    float *mine = buf + (int64_t)ctx->rank * per;
-    const void *src;
-    zero_result r;
-    if (ctx->master && !m->frozen)
-        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->master + m->train_off / N, per * 4);
-    else if (zero__has_master(ctx) && !m->frozen) {
-        if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
-            zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
-            return r;
-        }
-    } else if (zero__offp(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
-        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
-            zero__all_gather(ctx, mine, buf, per, ZERO_F32);
-            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
-            return r;
-        }
-    } else {
-        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
-        r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
-    }
-    if (r != ZERO_OK) {
-        zero__all_gather(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
-        return r;
-    }
-    return zero__all_gather(ctx, mine, buf, per, ZERO_F32);
-}
-
-static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
-    int N = ctx->world, pdt = ctx->desc.param_dtype;
-    /* module tasks carry the module as the collective's tag: the local comm checks
-       every rank moves the same module, so a divergent program is named, not garbled */
-    ctx->comm->tag = t->kind == ZERO__TASK_REDUCE || t->kind == ZERO__TASK_GATHER_MODULE ||
-                     t->kind == ZERO__TASK_GATHER_PARAMS || t->kind == ZERO__TASK_GATHER_MASTER ? t->a : -1;
-    switch (t->kind) {
-    case ZERO__TASK_REDUCE: {
-        zero_result r = zero__task_reduce(ctx, t->a, t->b, t->n);
-        if (r == ZERO_OK)
-            zero__log(ctx, ZERO_LOG_DEBUG, ZERO_LOGITEM_REDUCED, "reduced module '%s' (micro-batch %d)",
-                      ctx->modules[t->a].name, t->b);
-        return r;
-    }
-    case ZERO__TASK_GATHER_MODULE: {
-        const zero__module_rec *m = &ctx->modules[t->a];
-        int64_t per = m->span / N;
-        char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-        zero_result r, rr = ZERO_OK, rc = ZERO_OK;
-        if (zero__offp(ctx) && !m->frozen)    /* the shard from NVMe; on failure the others still get their gather */
-            rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
-        else
-            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, zero__pshard(ctx, t->a), pdt),
-                                per * (int64_t)zero__esize(pdt));
-        r = zero__all_gather(ctx, mine, dst, per, pdt);
-        if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
-        if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
-        if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
-            ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
-            snprintf(ctx->comm->err, sizeof ctx->comm->err,
-                     "stage 3: rank %d fetched module '%s' while rank 0 fetched '%s': the ranks' fetch orders differ",
-                     ctx->comm->bad_rank, ctx->modules[ctx->comm->bad_tag[1]].name,
-                     ctx->modules[ctx->comm->bad_tag[0]].name);
-        return r;
-    }
-    case ZERO__TASK_GATHER_PARAMS: {
-        const zero__module_rec *m = &ctx->modules[t->a];
-        int64_t per = m->span / N;
-        char *full = zero__at(ctx->param_arena, m->param_off, pdt);
-        return zero__all_gather(ctx, zero__at(full, (int64_t)ctx->rank * per, pdt), full, per, pdt);
-    }
-    case ZERO__TASK_GATHER_MASTER:
-        return zero__task_gather_master(ctx, t->a, (float *)t->ptr);
-    case ZERO__TASK_ALLREDUCE_F64:
-        return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
-    case ZERO__TASK_ALLGATHER_BYTES:
-        return ctx->comm->vt->all_gather(ctx->comm, t->ptr, t->ptr2, t->n, ctx->desc.timeout_ms);
-    default:
-        snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
-        return ZERO_ERR_STATE;
-    }
-}
-
-/* >>schedule: fetch / release ---------------------------------------------------------- */
-static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
-    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "%s: call zero_build first", fn);
-    return ZERO_OK;
-}
-
-/* The gather arena: first-fit over a sorted free list, coalescing on free. */
-static int64_t zero__garena_alloc(zero_ctx *ctx, int64_t bytes) {
-    int i;
-    for (i = 0; i < ctx->nfree; i++)
-        if (ctx->free_len[i] >= bytes) {
-            int64_t off = ctx->free_off[i];
-            ctx->free_off[i] += bytes;
-            ctx->free_len[i] -= bytes;
-            if (ctx->free_len[i] == 0) {
-                memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-                memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-                ctx->nfree--;
-            }
-            return off;
-        }
-    return -1;
-}
-static void zero__garena_free(zero_ctx *ctx, int64_t off, int64_t bytes) {
-    int i = 0;
-    while (i < ctx->nfree && ctx->free_off[i] < off) i++;
-    memmove(ctx->free_off + i + 1, ctx->free_off + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
-    memmove(ctx->free_len + i + 1, ctx->free_len + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
-    ctx->free_off[i] = off;
-    ctx->free_len[i] = bytes;
-    ctx->nfree++;
-    if (i + 1 < ctx->nfree && ctx->free_off[i] + ctx->free_len[i] == ctx->free_off[i + 1]) {
-        ctx->free_len[i] += ctx->free_len[i + 1];
-        memmove(ctx->free_off + i + 1, ctx->free_off + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
-        memmove(ctx->free_len + i + 1, ctx->free_len + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
-        ctx->nfree--;
-    }
-    if (i > 0 && ctx->free_off[i - 1] + ctx->free_len[i - 1] == ctx->free_off[i]) {
-        ctx->free_len[i - 1] += ctx->free_len[i];
-        memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-        memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-        ctx->nfree--;
-    }
-}
-
-static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
-    return (m->persistent ? ctx->persist : ctx->garena) + m->goff;
-}
-
-/* Queue the all-gather of module mi into its place. Every rank makes the same
-   decisions at the same calls (they depend on the schedule and the byte counts
-   only, never on timing), so the ranks' comm streams stay matched. */
-static void zero__issue_gather(zero_ctx *ctx, int mi) {
-    zero__module_rec *m = &ctx->modules[mi];
-    m->live = 1;
-    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, 0, 0, zero__gather_base(ctx, m), NULL);
-    if (!m->persistent) {
-        ctx->gathered += zero__gbytes(&ctx->desc, m->span);
-        if (ctx->gathered > ctx->peak_gathered) ctx->peak_gathered = ctx->gathered;
-    }
-}
-
-/* Drop a gathered, unused module. A gather still in flight writes into its place,
-   so wait for it first. */
-static zero_result zero__drop(zero_ctx *ctx, int mi) {
-    zero__module_rec *m = &ctx->modules[mi];
-    int64_t b = zero__gbytes(&ctx->desc, m->span);
-    zero_result r = ZERO_OK;
-    if (!m->live) return ZERO_OK;
-    if (m->gticket && !zero__ticket_done(ctx, m->gticket)) r = zero__wait(ctx, m->gticket);
-    if (m->prefetched) ctx->pending_bytes -= b;
-    m->live = m->prefetched = m->kept = 0;
-    m->gticket = 0;
-    if (!m->persistent) {
-        zero__garena_free(ctx, m->goff, b);
-        ctx->gathered -= b;
-        m->goff = -1;
-    }
-    return r;
-}
-
-/* Issue the gathers of the next scheduled modules, within both budgets. When no
-   module is in use, the very next one may also take the in-use allowance (the
-   arena's room for the largest module): that is where the forward pass turns into
-   the backward pass, releasing a module that is fetched again right away. */
-static void zero__prefetch(zero_ctx *ctx) {
-    int j;
-    if (!ctx->sched_active || ctx->off_sched || ctx->prefetch_budget < 0) return;
-    for (j = ctx->sched_pos; j < ctx->sched_len; j++) {
-        int mi = ctx->sched[j];
-        zero__module_rec *m = &ctx->modules[mi];
-        int64_t b = zero__gbytes(&ctx->desc, m->span), off;
-        int next_in_use = j == ctx->sched_pos && ctx->inuse_bytes == 0;
-        if (m->live) continue;
-        if (!m->persistent) {
-            if (!next_in_use && ctx->pending_bytes + b > ctx->prefetch_budget) break;
-            if (!next_in_use && ctx->gathered - ctx->inuse_bytes + b > ctx->max_live) break;
-            if ((off = zero__garena_alloc(ctx, b)) < 0) break;
-            m->goff = off;
-            ctx->pending_bytes += b;
-            ctx->prefetched_bytes += b;
-            m->prefetched = 1;
-        }
-        zero__issue_gather(ctx, mi);
-    }
-}
-
-static void zero__record_fetch(zero_ctx *ctx, int mi) {
-    if (ctx->sched_active) {
-        if (ctx->off_sched) return;
-        if (ctx->sched_pos < ctx->sched_len && ctx->sched[ctx->sched_pos] == mi) { ctx->sched_pos++; return; }
-        ctx->off_sched = 1;
-        zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_SCHEDULE_CHANGED,
-                  "step %lld: fetch #%d is module '%s', not '%s' as recorded: fetching on demand for this step",
-                  (long long)ctx->steps, ctx->sched_pos, ctx->modules[mi].name,
-                  ctx->sched_pos < ctx->sched_len ? ctx->modules[ctx->sched[ctx->sched_pos]].name : "(end)");
-        return;
-    }
-    /* the first step: record (allocation happens only here, never in a steady-state step) */
-    if (!zero__grow(ctx, (void **)&ctx->sched, &ctx->sched_cap, ctx->sched_len, sizeof(int))) {
-        ctx->off_sched = 1;                 /* no schedule: on demand, still correct */
-        return;
-    }
-    ctx->sched[ctx->sched_len++] = mi;
-}
-
-ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
-    zero_result r;
-    int64_t b;
-    int mi;
-    if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
-    if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
-    zero__record_fetch(ctx, mi);
-    b = zero__gbytes(&ctx->desc, m->span);
-    if (m->live) {
-        if (ctx->sched_active) ctx->hits++;
-        if (m->prefetched) ctx->pending_bytes -= b;
-    } else {
-        if (ctx->sched_active) ctx->misses++;
-        if (!m->persistent) {
-            int64_t off;
-            int i;
-            /* make room: drop kept and prefetched modules, those needed last first */
-            while ((off = zero__garena_alloc(ctx, b)) < 0) {
-                int victim = -1;
-                for (i = 0; i < ctx->num_modules; i++)
-                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
-                if (victim < 0)
-                    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
-                                      "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
-                                      "module) is full of modules in use; release one first or raise max_live_bytes",
-                                      m->name, (long long)ctx->garena_bytes, (long long)ctx->max_live);
-                if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
-            }
-            m->goff = off;
-        }
-        zero__issue_gather(ctx, mi);
-    }
-    m->prefetched = m->kept = 0;
-    if (m->gticket) {
-        double t0 = ctx->sched_active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
-        r = zero__wait(ctx, m->gticket);
-        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
-        if (ctx->sched_active) ctx->wait_ms += zero__now_ms() - t0;
-        if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
-        m->gticket = 0;
-    }
-    m->fetched = 1;
-    if (!m->persistent) ctx->inuse_bytes += b;
-    zero__prefetch(ctx);
-    return ZERO_OK;
-}
-
-/* is module mi fetched again within the next `dist` scheduled fetches? */
-static int zero__reused_soon(const zero_ctx *ctx, int mi, int dist) {
-    int j;
-    if (!ctx->sched_active || ctx->off_sched) return 0;
-    for (j = ctx->sched_pos; j < ctx->sched_len && j < ctx->sched_pos + dist; j++)
-        if (ctx->sched[j] == mi) return 1;
-    return 0;
-}
-
-ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
-    zero_result r;
-    int mi;
-    if ((r = zero__check_built(ctx, "zero_release")) != ZERO_OK) return r;
-    if ((mi = zero__module_index(ctx, mod, "zero_release")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (m->fetched == 0)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_release('%s'): the module is not fetched", m->name);
-    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
-    if (!m->persistent) ctx->inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
-    if (m->persistent) {
-        /* stays gathered until the step changes the parameters */
-    } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
-        m->kept = 1;
-    } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
-        return r;
-    }
-    zero__prefetch(ctx);
-    return ZERO_OK;
-}
-
-/* The step's end for stage 3: gathered copies are stale once the optimizer has run.
-   Before the optimizer, the first step's order is checked across ranks. */
-static zero_result zero__schedule_check(zero_ctx *ctx) {
-    enum { K = 32 };
-    int64_t mine[K + 2], *all;
-    zero_result r;
-    int i, k, n = ctx->sched_len < K ? ctx->sched_len : K;
-    mine[0] = ctx->sched_len;
-    mine[1] = (int64_t)zero__fnv(14695981039346656037ull, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
-    for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched[i] : -1;
-    all = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof mine * (size_t)ctx->world);
-    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_step: out of memory");
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, mine, all));
-    for (k = 1; r == ZERO_OK && k < ctx->world; k++) {
-        const int64_t *o = all + (K + 2) * k;
-        if (o[0] == all[0] && o[1] == all[1]) continue;
-        for (i = 0; i < K && o[2 + i] == all[2 + i]; i++) {}
-        if (i < K && o[2 + i] >= 0 && all[2 + i] >= 0)
-            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
-                           "zero_step: fetch #%d of the first step was module '%s' on rank %d but '%s' on rank 0; "
-                           "every rank must fetch modules in the same order", i,
-                           ctx->modules[o[2 + i]].name, k, ctx->modules[all[2 + i]].name);
-        else
-            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
-                           "zero_step: rank %d fetched %lld modules in the first step, rank 0 %lld (or in another "
-                           "order after fetch #%d); every rank must fetch modules in the same order",
-                           k, (long long)o[0], (long long)all[0], K);
-    }
-    zero__raw_free(&ctx->desc.allocator, all);
-    return r;
-}
-
-static zero_result zero__stage3_step_end(zero_ctx *ctx) {
-    zero_result r = ZERO_OK, r2;
-    int i;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
-    ctx->sched_active = 1;
-    ctx->sched_pos = 0;
-    ctx->off_sched = 0;
-    return r;
-}
-
-/* After the optimizer: gather the persistent modules and prefetch the next step's first. */
-static void zero__stage3_step_start(zero_ctx *ctx) {
-    int i;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].persistent) zero__issue_gather(ctx, i);
-    zero__prefetch(ctx);
-}
-
-ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
-    int pi, pdt;
-    if (zero__check_built(ctx, "zero_param_data") != ZERO_OK) return NULL;
-    if ((pi = zero__param_index(ctx, p, "zero_param_data")) < 0) return NULL;
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
-    if (ctx->desc.stage < 3) return zero__at(ctx->param_arena, m->param_off + pr->offset, pdt);
-    if (!m->fetched) {
-        zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
-                   "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
-        return NULL;
-    }
-    return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
-}
-
-/* >>grads: staging ring, buckets --------------------------------------------------------
-   In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
-   from a ring. Records are allocated in order and retired in order once the reduce
-   task that read them is done (its ticket), so the ring needs no lock. */
-static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
-    int64_t head = ctx->staging_head, cap = ctx->staging_bytes, tail;
-    if (ctx->srec_count == 0) { *off = 0; return bytes <= cap; }
-    tail = ctx->srecs[ctx->srec_head].off;
-    if (head > tail) {
-        if (cap - head >= bytes) { *off = head; return 1; }
-        if (tail >= bytes) { *off = 0; return 1; }
-        return 0;
-    }
-    if (tail - head >= bytes) { *off = head; return 1; }
-    return 0;
-}
-
-static void zero__flush(zero_ctx *ctx) {
-    int i;
-    for (i = 0; i < ctx->bucket_len; i++) {
-        int mi = ctx->bucket[3 * i], micro = ctx->bucket[3 * i + 1], rec = ctx->bucket[3 * i + 2];
-        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->srecs[rec].off : 0, NULL, NULL);
-        if (rec >= 0) ctx->srecs[rec].ticket = t;
-    }
-    ctx->bucket_len = 0;
-    ctx->bucket_fill = 0;
-}
-
-static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
-    int64_t off = 0;
-    for (;;) {
-        while (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket &&
-               zero__ticket_done(ctx, ctx->srecs[ctx->srec_head].ticket)) {
-            ctx->staging_inuse -= ctx->srecs[ctx->srec_head].bytes;
-            ctx->srec_head = (ctx->srec_head + 1) % ctx->srec_cap;
-            ctx->srec_count--;
-        }
-        if (ctx->srec_count < ctx->srec_cap && zero__staging_fit(ctx, bytes, &off)) {
-            int idx = (ctx->srec_head + ctx->srec_count) % ctx->srec_cap;
-            ctx->srecs[idx].off = off;
-            ctx->srecs[idx].bytes = bytes;
-            ctx->srecs[idx].ticket = 0;
-            ctx->srec_count++;
-            ctx->staging_head = off + bytes;
-            ctx->staging_inuse += bytes;
-            if (ctx->staging_inuse > ctx->peak_staging) ctx->peak_staging = ctx->staging_inuse;
-            if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->staging + off, bytes)) != ZERO_OK) return -2;
-            return idx;
-        }
-        if (ctx->bucket_len) { zero__flush(ctx); continue; }
-        if (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket) {
-            if ((*res = zero__wait(ctx, ctx->srecs[ctx->srec_head].ticket)) != ZERO_OK) return -2;
-            continue;
-        }
-        return -1;
-    }
-}
-
-static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
-    zero__module_rec *m = &ctx->modules[mi];
-    int idx;
-    if (m->staged >= 0) return m->staged;
-    idx = zero__staging_alloc(ctx, zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), res);
-    if (idx == -1)
-        *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
-                   "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
-                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->staging_bytes);
-    if (idx >= 0) m->staged = idx;
-    return idx;
-}
-
-ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
-    zero_result r;
-    int pi, idx;
-    if (zero__check_built(ctx, "zero_param_grad") != ZERO_OK) return NULL;
-    if ((pi = zero__param_index(ctx, p, "zero_param_grad")) < 0) return NULL;
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    if (m->frozen) {
-        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_FROZEN_GRAD,
-                   "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
-        return NULL;
-    }
-    if (m->ready >= ctx->desc.accum_steps) {
-        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
-                   m->name, pr->name, ctx->desc.accum_steps, m->name);
-        return NULL;
-    }
-    if (!ctx->staging_mode) return zero__at(ctx->grad_arena, m->train_off + pr->offset, ctx->desc.grad_dtype);
-    if ((idx = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
-    return ctx->staging + ctx->srecs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
-}
-
-ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
-    zero_result r;
-    int mi, rec = -1;
-    if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
-    if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (m->frozen) return ZERO_OK;
-    if (m->ready >= ctx->desc.accum_steps)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
-                          m->name, ctx->desc.accum_steps);
-    if (ctx->staging_mode) {
-        /* a rank that wrote no gradient still takes part in the reduction, with zeros */
-        if ((rec = zero__open_staging(ctx, mi, &r)) < 0) return r;
-        m->staged = -1;
-    }
-    m->ready++;
-    ctx->total_ready++;
-    if (ctx->staging_mode || m->ready == ctx->desc.accum_steps) {
-        if (ctx->bucket_len == ctx->num_modules) zero__flush(ctx);
-        ctx->bucket[3 * ctx->bucket_len] = mi;
-        ctx->bucket[3 * ctx->bucket_len + 1] = m->ready;
-        ctx->bucket[3 * ctx->bucket_len + 2] = rec;
-        ctx->bucket_len++;
-        ctx->bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
-    }
-    if (ctx->bucket_fill >= ctx->desc.bucket_bytes || ctx->total_ready % ctx->num_trainable == 0) zero__flush(ctx);
-    return ZERO_OK;
-}
-
-/* >>cpu: optimizer kernels (portable, AVX2, AVX-512) and the optimizer thread pool --------
-   The fused optimizer pass is one streaming loop per segment: widen the gradient,
-   multiply by the unscale*clip factor, update master and moments, narrow into the
-   param. Each loop is written once per instruction set and instantiated per dtype
-   combination (the dtype arguments are constants where the always-inline loop is
-   expanded), so no element pays for a dtype branch. The vector paths compute exactly
-   the scalar ZERO_HD formulas: the same operations in the same order, no FMA, IEEE
-   sqrt and division, and the same round-to-nearest-even narrowing, so every path
-   gives bitwise-identical results (tests/test_cpuopt.c checks this). The path is
-   picked at run time from what the CPU supports; ZERO_SIMD=scalar|avx2|avx512 in the
-   environment caps it (tests and benchmarks compare paths with it). */
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__) && !defined(ZERO_NO_SIMD)
-#  define ZERO__X86 1
-#  if !defined(__clang__)
-     /* GCC's AVX-512 intrinsics fill unused result lanes from a self-initialized
-        variable, which g++ -O2 reports as maybe-uninitialized once inlined */
-#    pragma GCC diagnostic push
-#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#  endif
-#  include <immintrin.h>
-#  include <cpuid.h>
-#endif
-#if defined(__GNUC__) || defined(__clang__)
-#  define ZERO__INLINE static inline __attribute__((always_inline))
-#else
-#  define ZERO__INLINE static inline
-#endif
-
-enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
-static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
-
-/* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
-   master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
-   not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum). */
-typedef void (*zero__opt_fn)(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
-                             int64_t lo, int64_t hi);
-
-ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
-                                     int64_t lo, int64_t hi, int opt, int adt, int pdt) {
-    int64_t i;
-    if (opt == ZERO_OPTIM_SGD) {
-        for (i = lo; i < hi; i++) {
-            zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * k->gscale, &k->sh, k->decay);
-            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
-        }
-    } else {
-        for (i = lo; i < hi; i++) {
-            zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * k->gscale, &k->ah, k->decay);
-            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
-        }
-    }
-}
-
-/* one instantiation per (optimizer, grad dtype, param dtype) for a path named P */
-#define ZERO__OPT_INSTANCES(P, ATTR)                                                                   \
-    ZERO__OPT_INST(P, ATTR, adamw_f32_f32, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F32)                        \
-    ZERO__OPT_INST(P, ATTR, adamw_f32_bf16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_BF16)                     \
-    ZERO__OPT_INST(P, ATTR, adamw_f32_f16, ZERO_OPTIM_ADAMW, ZERO_F32, ZERO_F16)                       \
-    ZERO__OPT_INST(P, ATTR, adamw_bf16_f32, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F32)                     \
-    ZERO__OPT_INST(P, ATTR, adamw_bf16_bf16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_BF16)                   \
-    ZERO__OPT_INST(P, ATTR, adamw_bf16_f16, ZERO_OPTIM_ADAMW, ZERO_BF16, ZERO_F16)                     \
-    ZERO__OPT_INST(P, ATTR, adamw_f16_f32, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F32)                       \
-    ZERO__OPT_INST(P, ATTR, adamw_f16_bf16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_BF16)                     \
-    ZERO__OPT_INST(P, ATTR, adamw_f16_f16, ZERO_OPTIM_ADAMW, ZERO_F16, ZERO_F16)                       \
-    ZERO__OPT_INST(P, ATTR, sgd_f32_f32, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F32)                           \
-    ZERO__OPT_INST(P, ATTR, sgd_f32_bf16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_BF16)                         \
-    ZERO__OPT_INST(P, ATTR, sgd_f32_f16, ZERO_OPTIM_SGD, ZERO_F32, ZERO_F16)                           \
-    ZERO__OPT_INST(P, ATTR, sgd_bf16_f32, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F32)                         \
-    ZERO__OPT_INST(P, ATTR, sgd_bf16_bf16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_BF16)                       \
-    ZERO__OPT_INST(P, ATTR, sgd_bf16_f16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F16)                         \
-    ZERO__OPT_INST(P, ATTR, sgd_f16_f32, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F32)                           \
-    ZERO__OPT_INST(P, ATTR, sgd_f16_bf16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_BF16)                         \
-    ZERO__OPT_INST(P, ATTR, sgd_f16_f16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F16)
-/* the table, indexed [opt == SGD][adt - 1][pdt - 1] */
-#define ZERO__OPT_TABLE(P) {                                                                           \
-    { { zero__opt_##P##_adamw_f32_f32, zero__opt_##P##_adamw_f32_bf16, zero__opt_##P##_adamw_f32_f16 },  \
-      { zero__opt_##P##_adamw_bf16_f32, zero__opt_##P##_adamw_bf16_bf16, zero__opt_##P##_adamw_bf16_f16 },\
-      { zero__opt_##P##_adamw_f16_f32, zero__opt_##P##_adamw_f16_bf16, zero__opt_##P##_adamw_f16_f16 } }, \
-    { { zero__opt_##P##_sgd_f32_f32, zero__opt_##P##_sgd_f32_bf16, zero__opt_##P##_sgd_f32_f16 },        \
-      { zero__opt_##P##_sgd_bf16_f32, zero__opt_##P##_sgd_bf16_bf16, zero__opt_##P##_sgd_bf16_f16 },     \
-      { zero__opt_##P##_sgd_f16_f32, zero__opt_##P##_sgd_f16_bf16, zero__opt_##P##_sgd_f16_f16 } } }
-#define ZERO__OPT_INST(P, ATTR, NAME, OPT, ADT, PDT)                                                   \
-    ATTR static void zero__opt_##P##_##NAME(const zero__optk *k, const void *g, void *p, float *w,      \
-                                            float *m, float *v, int64_t lo, int64_t hi) {              \
-        zero__opt_##P##_t(k, g, p, w, m, v, lo, hi, OPT, ADT, PDT);                                    \
-    }
-ZERO__OPT_INSTANCES(scalar, )
-
-/* The gradient norm's sum of squares is defined blockwise, so that it can be computed
-   with vectors and threads and still be one exact double, the same at every stage, rank
-   count, path and thread count: each rank's slice of each module is cut into blocks of
-   ZERO__NORM_BLOCK elements from the slice's start; within a block, element j adds its
-   square (exact in double) into lane j % 8, in order; a block's sum is
-   ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)); the block sums are added in order. */
-typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
-ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
-    for (; j < n; j++) {
-        double x = (double)zero__ld(g, j, adt);
-        lanes[j & 7] += x * x;
-    }
-}
-static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
-    double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-    if (adt == ZERO_F32) zero__sumsq_tail(g, 0, n, lanes, ZERO_F32);
-    else if (adt == ZERO_BF16) zero__sumsq_tail(g, 0, n, lanes, ZERO_BF16);
-    else zero__sumsq_tail(g, 0, n, lanes, ZERO_F16);
-    return zero__lanes_sum(lanes);
-}
-
-#if defined(ZERO__X86)
-/* ---- AVX2 (+F16C): 8 lanes ---- */
-#define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
-#define ZERO__AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))
-/* Software prefetch ZERO__AHEAD elements ahead on every stream: the optimizer's long
-   dependency chains (sqrt, two divisions) keep fewer loads in flight than a plain copy
-   does, and the hardware prefetcher alone left ~8% of the bandwidth unused (bench_optim).
-   Prefetching past the end of an array is harmless: a prefetch never faults. */
-#define ZERO__AHEAD 512
-#define ZERO__PREFETCH(ptr, i, es) _mm_prefetch((const char *)(ptr) + ((i) + ZERO__AHEAD) * (int64_t)(es), _MM_HINT_T0)
-
-ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
-    __m256i x;
-    if (adt == ZERO_F32) return _mm256_loadu_ps((const float *)g + i);
-    x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + i)));
-    if (adt == ZERO_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-    {   /* f16, as zero__f16_to_f32: normal, inf/NaN (payload kept), subnormal via m * 2^-24 */
-        __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x8000)), 16);
-        __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff));
-        __m256i e = _mm256_srli_epi32(ax, 10), sh = _mm256_slli_epi32(ax, 13);
-        __m256i r = _mm256_add_epi32(sh, _mm256_set1_epi32(0x38000000));
-        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(ax), _mm256_set1_ps(5.9604644775390625e-8f)));
-        r = _mm256_blendv_epi8(r, _mm256_or_si256(sh, _mm256_set1_epi32(0x7f800000)),
-                               _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x1f)));
-        r = _mm256_blendv_epi8(r, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
-        return _mm256_castsi256_ps(_mm256_or_si256(r, sign));
-    }
-}
-/* narrow 8 floats to bf16 or f16 bits, exactly as zero__f32_to_bf16 / zero__f32_to_f16 */
-ZERO__AVX2_INLINE void zero__avx2_st(void *p, int64_t i, int pdt, __m256 x) {
-    __m256i u = _mm256_castps_si256(x);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-    __m128i out;
-    if (pdt == ZERO_BF16) {
-        __m256i hi = _mm256_srli_epi32(u, 16);
-        __m256i rnd = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi, _mm256_set1_epi32(1))));
-        __m256i r = _mm256_blendv_epi8(_mm256_srli_epi32(rnd, 16), _mm256_or_si256(hi, _mm256_set1_epi32(0x40)), nan);
-        out = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-    } else {
-        /* F16C rounds to nearest even with subnormals and overflow to inf, like the scalar
-           code; only NaN differs (F16C keeps payload bits; zero.h gives sign | 0x7e00) */
-        __m128i h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256i qn = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x8000)),
-                                     _mm256_set1_epi32(0x7e00));
-        __m128i qn16 = _mm_packus_epi32(_mm256_castsi256_si128(qn), _mm256_extracti128_si256(qn, 1));
-        __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
-        out = _mm_blendv_epi8(h, qn16, nan16);
-    }
-    _mm_storeu_si128((__m128i *)((uint16_t *)p + i), out);
-}
-ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
-                                        int64_t lo, int64_t hi, int opt, int adt, int pdt) {
-    int64_t i = lo;
-    const __m256 gs = _mm256_set1_ps(k->gscale);
-    if (opt == ZERO_OPTIM_SGD) {
-        const zero__sgd_hp *h = &k->sh;
-        const __m256 wd = _mm256_set1_ps(h->weight_decay), mu = _mm256_set1_ps(h->momentum);
-        const __m256 omd = _mm256_set1_ps(h->one_minus_dampening), nlr = _mm256_set1_ps(h->neg_lr);
-        int use_wd = k->decay && h->weight_decay != 0.0f;
-        for (; i + 8 <= hi; i += 8) {
-            __m256 pp, d;
-            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
-            if (m) ZERO__PREFETCH(m, i, 4);
-            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            pp = _mm256_loadu_ps(w + i);
-            d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
-            if (use_wd) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pp));
-            if (m) {
-                __m256 b = h->first ? d : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), mu), _mm256_mul_ps(omd, d));
-                _mm256_storeu_ps(m + i, b);
-                d = h->nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mu, b)) : b;
-            }
-            pp = _mm256_add_ps(pp, _mm256_mul_ps(nlr, d));
-            _mm256_storeu_ps(w + i, pp);
-            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
-        }
-    } else {
-        const zero__adamw_hp *h = &k->ah;
-        const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
-        const __m256 omb1 = _mm256_set1_ps(h->one_minus_beta1), omb2 = _mm256_set1_ps(h->one_minus_beta2);
-        const __m256 eps = _mm256_set1_ps(h->eps), dm = _mm256_set1_ps(h->decay_mul);
-        const __m256 nss = _mm256_set1_ps(h->neg_step_size), bc2 = _mm256_set1_ps(h->bc2_sqrt);
-        for (; i + 8 <= hi; i += 8) {
-            __m256 gg;
-            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
-            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
-            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
-            __m256 pp = _mm256_loadu_ps(w + i);
-            __m256 mm = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(omb1, gg));
-            __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gg), gg));
-            __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
-            if (k->decay) pp = _mm256_mul_ps(pp, dm);
-            pp = _mm256_add_ps(pp, _mm256_div_ps(_mm256_mul_ps(nss, mm), den));
-            _mm256_storeu_ps(w + i, pp);
-            _mm256_storeu_ps(m + i, mm);
-            _mm256_storeu_ps(v + i, vv);
-            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
-        }
-    }
-    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
-}
-ZERO__OPT_INSTANCES(avx2, ZERO__AVX2_ATTR)
-
-ZERO__AVX2_INLINE double zero__sumsq_avx2_t(const void *g, int64_t n, int adt) {
-    double lanes[8];
-    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) {        /* a0: lanes 0-3, a1: lanes 4-7 */
-        __m256 x = zero__avx2_ld(g, j, adt);
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-        a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
-        a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
-    }
-    _mm256_storeu_pd(lanes, a0);
-    _mm256_storeu_pd(lanes + 4, a1);
-    zero__sumsq_tail(g, j, n, lanes, adt);
-    return zero__lanes_sum(lanes);
-}
-ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt) {
-    if (adt == ZERO_F32) return zero__sumsq_avx2_t(g, n, ZERO_F32);
-    if (adt == ZERO_BF16) return zero__sumsq_avx2_t(g, n, ZERO_BF16);
-    return zero__sumsq_avx2_t(g, n, ZERO_F16);
-}
-
-/* ---- AVX-512F: 16 lanes ---- */
-#define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
-#define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
-
-ZERO__AVX512_INLINE __m512 zero__avx512_ld(const void *g, int64_t i, int adt) {
-    __m512i x;
-    if (adt == ZERO_F32) return _mm512_loadu_ps((const float *)g + i);
-    x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)g + i)));
-    if (adt == ZERO_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
-    {
-        __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, _mm512_set1_epi32(0x8000)), 16);
-        __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff));
-        __m512i e = _mm512_srli_epi32(ax, 10), sh = _mm512_slli_epi32(ax, 13);
-        __m512i r = _mm512_add_epi32(sh, _mm512_set1_epi32(0x38000000));
-        __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(ax), _mm512_set1_ps(5.9604644775390625e-8f)));
-        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0x1f)), r,
-                                    _mm512_or_si512(sh, _mm512_set1_epi32(0x7f800000)));
-        r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), r, sub);
-        return _mm512_castsi512_ps(_mm512_or_si512(r, sign));
-    }
-}
-ZERO__AVX512_INLINE void zero__avx512_st(void *p, int64_t i, int pdt, __m512 x) {
-    __m512i u = _mm512_castps_si512(x), r;
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    __m512i hi = _mm512_srli_epi32(u, 16);
-    if (pdt == ZERO_BF16) {
-        __m512i rnd = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
-        r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
-    } else {   /* see zero__avx2_st: hardware RNE, NaN replaced by sign | 0x7e00 */
-        __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        r = _mm512_mask_blend_epi32(nan, _mm512_cvtepu16_epi32(h),
-                                    _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7e00)));
-    }
-    _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtepi32_epi16(r));
-}
-ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
-                                            int64_t lo, int64_t hi, int opt, int adt, int pdt) {
-    int64_t i = lo;
-    const __m512 gs = _mm512_set1_ps(k->gscale);
-    if (opt == ZERO_OPTIM_SGD) {
-        const zero__sgd_hp *h = &k->sh;
-        const __m512 wd = _mm512_set1_ps(h->weight_decay), mu = _mm512_set1_ps(h->momentum);
-        const __m512 omd = _mm512_set1_ps(h->one_minus_dampening), nlr = _mm512_set1_ps(h->neg_lr);
-        int use_wd = k->decay && h->weight_decay != 0.0f;
-        for (; i + 16 <= hi; i += 16) {
-            __m512 pp, d;
-            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
-            if (m) ZERO__PREFETCH(m, i, 4);
-            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            pp = _mm512_loadu_ps(w + i);
-            d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
-            if (use_wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pp));
-            if (m) {
-                __m512 b = h->first ? d : _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), mu), _mm512_mul_ps(omd, d));
-                _mm512_storeu_ps(m + i, b);
-                d = h->nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mu, b)) : b;
-            }
-            pp = _mm512_add_ps(pp, _mm512_mul_ps(nlr, d));
-            _mm512_storeu_ps(w + i, pp);
-            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
-        }
-    } else {
-        const zero__adamw_hp *h = &k->ah;
-        const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
-        const __m512 omb1 = _mm512_set1_ps(h->one_minus_beta1), omb2 = _mm512_set1_ps(h->one_minus_beta2);
-        const __m512 eps = _mm512_set1_ps(h->eps), dm = _mm512_set1_ps(h->decay_mul);
-        const __m512 nss = _mm512_set1_ps(h->neg_step_size), bc2 = _mm512_set1_ps(h->bc2_sqrt);
-        for (; i + 16 <= hi; i += 16) {
-            __m512 gg;
-            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
-            ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
-            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
-            __m512 pp = _mm512_loadu_ps(w + i);
-            __m512 mm = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(omb1, gg));
-            __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2), _mm512_mul_ps(_mm512_mul_ps(omb2, gg), gg));
-            __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2), eps);
-            if (k->decay) pp = _mm512_mul_ps(pp, dm);
-            pp = _mm512_add_ps(pp, _mm512_div_ps(_mm512_mul_ps(nss, mm), den));
-            _mm512_storeu_ps(w + i, pp);
-            _mm512_storeu_ps(m + i, mm);
-            _mm512_storeu_ps(v + i, vv);
-            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
-        }
-    }
-    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
-}
-ZERO__OPT_INSTANCES(avx512, ZERO__AVX512_ATTR)
-
-ZERO__AVX512_INLINE double zero__sumsq_avx512_t(const void *g, int64_t n, int adt) {
-    double lanes[8];
-    __m512d acc = _mm512_setzero_pd();
-    int64_t j = 0;
-    for (; j + 16 <= n; j += 16) {      /* elements j..j+7, then j+8..j+15, into lanes 0-7 */
-        __m512 x = zero__avx512_ld(g, j, adt);
-        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
-        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-        acc = _mm512_add_pd(acc, _mm512_mul_pd(lo, lo));
-        acc = _mm512_add_pd(acc, _mm512_mul_pd(hi, hi));
-    }
-    _mm512_storeu_pd(lanes, acc);
-    zero__sumsq_tail(g, j, n, lanes, adt);
-    return zero__lanes_sum(lanes);
-}
-ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int adt) {
-    if (adt == ZERO_F32) return zero__sumsq_avx512_t(g, n, ZERO_F32);
-    if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
-    return zero__sumsq_avx512_t(g, n, ZERO_F16);
-}
-#  if !defined(__clang__)
-#    pragma GCC diagnostic pop
-#  endif
-#endif /* ZERO__X86 */
-#undef ZERO__OPT_INST
-
-static int zero__simd_supported(int level) {
-    if (level == ZERO__SIMD_SCALAR) return 1;
-#if defined(ZERO__X86)
-    __builtin_cpu_init();
-    if (level == ZERO__SIMD_AVX2) {    /* F16C: CPUID.1:ECX bit 29 (clang's builtin does not know "f16c") */
-        unsigned a, b, c, d;
-        return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-    }
-    if (level == ZERO__SIMD_AVX512) return __builtin_cpu_supports("avx512f");
-#endif
-    return 0;
-}
-/* the best supported path, capped by ZERO_SIMD=scalar|avx2|avx512 */
-static int zero__simd_pick(void) {
-    const char *e = getenv("ZERO_SIMD");
-    int cap = ZERO__SIMD_NUM - 1, l;
-    if (e) for (l = 0; l < ZERO__SIMD_NUM; l++) if (strcmp(e, zero__simd_name[l]) == 0) cap = l;
-    for (l = cap; l > 0; l--) if (zero__simd_supported(l)) return l;
-    return ZERO__SIMD_SCALAR;
-}
-static zero__sumsq_fn zero__sumsq_kernel(int level) {
-#if defined(ZERO__X86)
-    if (level == ZERO__SIMD_AVX512) return zero__sumsq_avx512;
-    if (level == ZERO__SIMD_AVX2) return zero__sumsq_avx2;
-#endif
-    (void)level;
-    return zero__sumsq_scalar;
-}
-static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
-    static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
-#if defined(ZERO__X86)
-    static const zero__opt_fn avx2[2][3][3] = ZERO__OPT_TABLE(avx2);
-    static const zero__opt_fn avx512[2][3][3] = ZERO__OPT_TABLE(avx512);
-    if (level == ZERO__SIMD_AVX512) return avx512[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
-    if (level == ZERO__SIMD_AVX2) return avx2[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
-#endif
-    (void)level;
-    return scalar[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
-}
-
-/* ---- the optimizer thread pool ----
-   cpu_threads - 1 workers, started at zero_build and parked on a condition variable;
-   zero__pool_run wakes them with a new generation number, runs part 0 on the caller
-   and waits until every part is done. Nothing is created or freed per step. */
-typedef void (*zero__pool_fn)(void *arg, int part, int nparts);
-typedef struct zero__pool zero__pool;
-typedef struct zero__worker { zero__pool *pool; int part; pthread_t thread; } zero__worker;
-struct zero__pool {
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    zero__worker *workers;
-    int nworkers, started, stop, pending;
-    uint64_t gen;
-    zero__pool_fn fn;
-    void *arg;
-};
-
-static void *zero__pool_main(void *arg) {
-    zero__worker *me = (zero__worker *)arg;
-    zero__pool *pl = me->pool;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&pl->mu);
-    for (;;) {
-        zero__pool_fn fn;
-        void *a;
-        int n;
-        while (pl->gen == seen && !pl->stop) pthread_cond_wait(&pl->work, &pl->mu);
-        if (pl->stop) break;
-        seen = pl->gen;
-        fn = pl->fn;
-        a = pl->arg;
-        n = pl->nworkers + 1;
-        pthread_mutex_unlock(&pl->mu);
-        fn(a, me->part, n);
-        pthread_mutex_lock(&pl->mu);
-        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
-    }
-    pthread_mutex_unlock(&pl->mu);
-    return NULL;
-}
-
-static void zero__pool_destroy(zero__pool *pl, const zero_allocator *a) {
-    int i;
-    if (!pl->started) return;
-    pthread_mutex_lock(&pl->mu);
-    pl->stop = 1;
-    pthread_cond_broadcast(&pl->work);
-    pthread_mutex_unlock(&pl->mu);
-    for (i = 0; i < pl->nworkers; i++) pthread_join(pl->workers[i].thread, NULL);
-    pthread_mutex_destroy(&pl->mu);
-    pthread_cond_destroy(&pl->work);
-    pthread_cond_destroy(&pl->done);
-    zero__raw_free(a, pl->workers);
-    memset(pl, 0, sizeof *pl);
-}
-
-/* 0 on success; on failure everything started is stopped again */
-static int zero__pool_init(zero__pool *pl, int threads, const zero_allocator *a) {
-    int i;
-    memset(pl, 0, sizeof *pl);
-    pthread_mutex_init(&pl->mu, NULL);
-    pthread_cond_init(&pl->work, NULL);
-    pthread_cond_init(&pl->done, NULL);
-    pl->started = 1;
-    if (threads <= 1) return 0;
-    pl->workers = (zero__worker *)zero__raw_alloc(a, sizeof(zero__worker) * (size_t)(threads - 1));
-    if (!pl->workers) { zero__pool_destroy(pl, a); return -1; }
-    for (i = 0; i < threads - 1; i++) {
-        pl->workers[i].pool = pl;
-        pl->workers[i].part = i + 1;
-        if (pthread_create(&pl->workers[i].thread, NULL, zero__pool_main, &pl->workers[i]) != 0) {
-            zero__pool_destroy(pl, a);   /* joins the i started so far */
-            return -1;
-        }
-        pl->nworkers = i + 1;
-    }
-    return 0;
-}
-
-static struct zero__pool *zero__pool_create(int threads, const zero_allocator *a) {
-    zero__pool *pl = (zero__pool *)zero__raw_alloc(a, sizeof *pl);
-    if (pl && zero__pool_init(pl, threads, a) != 0) { zero__raw_free(a, pl); pl = NULL; }
-    return pl;
-}
-static void zero__pool_free(zero__pool *pl, const zero_allocator *a) {
-    if (!pl) return;
-    zero__pool_destroy(pl, a);
-    zero__raw_free(a, pl);
-}
-
-/* runs fn(arg, part, nparts) for every part, the caller taking part 0 */
-static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int serial) {
-    if (!pl || pl->nworkers == 0 || serial) { fn(arg, 0, 1); return; }
-    pthread_mutex_lock(&pl->mu);
-    pl->fn = fn;
-    pl->arg = arg;
-    pl->pending = pl->nworkers;
-    pl->gen++;
-    pthread_cond_broadcast(&pl->work);
-    pthread_mutex_unlock(&pl->mu);
-    fn(arg, 0, pl->nworkers + 1);
-    pthread_mutex_lock(&pl->mu);
-    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
-    pthread_mutex_unlock(&pl->mu);
-}
-
-/* Part `part` of nparts of [0, total): contiguous, boundaries on multiples of 64
-   elements (whole cache lines for every dtype) */
-static void zero__chunk(int64_t total, int part, int nparts, int64_t *lo, int64_t *hi) {
-    int64_t blocks = (total + 63) / 64;
-    *lo = blocks * part / nparts * 64;
-    *hi = blocks * (part + 1) / nparts * 64;
-    if (*lo > total) *lo = total;
-    if (*hi > total) *hi = total;
-}
-
-/* int8 block quantization on the CPU: the reference of zero__k_quantize_i8 and
-   zero__k_dequantize_i8 (the element math and the NaN / inf rules: zero__q8_* in the shared
-   section). x has n elements in blocks of `block` (>= 1); the last block may be short. */
-static inline void zero__quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block) {
-    int64_t lo, i;
-    for (lo = 0; lo < n; lo += block) {
-        int64_t hi = n - lo < block ? n : lo + block;
-        float m = 0.0f, s;
-        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(x, i, xdt));
-        scales[lo / block] = s = zero__q8_scale(m);
-        for (i = lo; i < hi; i++) q[i] = zero__q8(zero__ld(x, i, xdt), s);
-    }
-}
-static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block) {
-    int64_t i;
-    for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
-}
 
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
@@ -5637,38 +4892,7 @@ static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const 
    The engine is io_uring when built with it and the kernel allows it (a ring can be
    created and supports READ/WRITE), else threads with an INFO line; ZERO_IO=uring or
    ZERO_IO=threads in the environment at zero_build forces one. */
-#include <fcntl.h>
-#include <unistd.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-
-/* Threads share the offload files, so it must be pread/pwrite (never lseek + read). They are not declared when zero.h was first included without the
-   implementation under a strict -std=c99 (no _POSIX_C_SOURCE): declare them (C only;
-   C++ compilers on POSIX systems declare them always). */
-#if !defined(__cplusplus)
-ssize_t pread(int fd, void *buf, size_t n, off_t off);
-ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
-int posix_fallocate(int fd, off_t off, off_t len);
-#endif
-
-#if defined(O_DIRECT)
-#  define ZERO__O_DIRECT O_DIRECT
-#elif defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
-#  define ZERO__O_DIRECT 040000
-#elif defined(__linux__) && defined(__aarch64__)
-#  define ZERO__O_DIRECT 0200000
-#else
-#  define ZERO__O_DIRECT 0
-#endif
 #define ZERO__IO_ALIGN 4096
-#ifdef ZERO_IO_URING
-/* zero.h included after system headers under strict -std=c99 (no _POSIX_C_SOURCE):
-   fcntl.h then leaves out what liburing.h's inline helpers use */
-#  if defined(__linux__) && !defined(AT_FDCWD)
-#    define AT_FDCWD -100
-#  endif
-#  include <liburing.h>
-#endif
 
 typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on failure */
     int (*open)(const char *path, int flags, int mode);
@@ -5980,49 +5204,28 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
     return w ^ (w >> 29);
 }
 
-/* >>offload: optimizer states on the NVMe tier ------------------------------------------
-   The rank's optimizer state (fp32 master when params are not f32, then the moments) is
-   cut into sub-groups of G elements of the state index space. Sub-group b is one block:
-       [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
-   (trailer: checksum, block index, slot, magic, and with the params on NVMe the param
-   area's own checksum: there the area holds the current params), a multiple of 4 KiB, in file
-   b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
-   a step reads the current slot and writes the other, and flips only when every rank's
-   pass succeeded, so a failed step leaves the states as they were, and the old params
-   saved in the written blocks put the params back. */
+/* >>plan ----------------------------------------------------------------------------
+   Every buffer zero_build allocates is computed here first, from sizes alone. */
+static int zero__staging_mode(const zero_desc *d) {
+    return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
+}
+static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
+    int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
+    int64_t want = 2 * d->bucket_bytes, all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
+    int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
+    if (want > all) want = all;
+    want = zero__align_up(want, ZERO__ALIGN);
+    return want > need ? want : need;
+}
+static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
+    return zero__align_up(span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
+}
+/* The CUDA device's tables (zero__cuda_prepare): a chunk record per ZERO__KCHUNK elements
+   of each param's part of this rank's optimizer region, and for every gradient-norm block
+   a record and its double sum (stage 0: the blocks of every rank's slice). Needs the
+   layout (spans); zero_estimate, which knows modules only, counts one param per module. */
 #define ZERO__OFF_MAGIC 0x5a45524f4f464631ull   /* "ZEROOFF1" */
 #define ZERO__OFF_TRAILER 64
-
-typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
-
-typedef struct zero__off {
-    int ndirs, K, has_master, psz, slot;
-    int fd[ZERO_MAX_NVME_DIRS];
-    char path[ZERO_MAX_NVME_DIRS][512];
-    int64_t G, bb, nblocks, tstate, chunk, file_bytes;
-    char *raw[3], *buf[3];
-    zero__iobatch rb[3], wb[3];
-    int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
-    int64_t done;                   /* blocks computed in the step in progress */
-    zero__iopool io;
-    zero__offpiece *pieces;
-    int npieces;
-    int64_t bytes_read, bytes_written;
-    int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
-    int dirty;                      /* buf[0] changed and not yet written */
-    zero_ctx *ctx;                  /* for trace events of the I/O threads */
-    /* offload_params = NVMe (stage 3): the block's param area holds the current params */
-    int params;
-    pthread_mutex_t mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
-    char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
-    int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
-    zero__iobatch gb;
-} zero__off;
-
-/* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
-   runs to the block's end, trailer included */
-static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
-
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
 static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
     int64_t psz = (int64_t)zero_dtype_size(d->param_dtype), per, g, budget;
@@ -6039,7 +5242,6 @@ static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *
     *bb = zero__align_up(g * per + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
     *nblocks = (tstate + g - 1) / g;
 }
-
 /* the optimizer states in host memory while the rest is on a device (ZeRO-Offload on a GPU) */
 static int zero__dev_offload(const zero_desc *d) {
     return d->device != ZERO_DEVICE_CPU && d->offload_optimizer == ZERO_OFFLOAD_HOST;
@@ -6080,6 +5282,390 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
             p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
     }
 }
+static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
+    const zero__module_rec *m = &ctx->modules[p->module];
+    int64_t per = m->span / ctx->world;
+    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->rank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
+    *lo = l;
+    *s = p->offset > l ? p->offset : l;
+    *e = p->offset + p->numel < h ? p->offset + p->numel : h;
+}
+/* index of span position pos (inside this rank's region starting at lo) in the state arenas */
+static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
+    return ctx->desc.stage == 0 ? m->train_off + pos : m->train_off / ctx->world + (pos - lo);
+}
+
+static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
+#ifdef ZERO_CUDA
+    if (d->device == ZERO_DEVICE_CUDA)
+        return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
+#endif
+    (void)d; (void)chunks; (void)blocks;
+    return 0;
+}
+static int64_t zero__dev_tables(const zero_ctx *ctx) {
+    int64_t chunks = 0, blocks = 0;
+#ifdef ZERO_CUDA
+    int i;
+    if (ctx->desc.device != ZERO_DEVICE_CUDA) return 0;
+    for (i = 0; i < ctx->num_params; i++) {
+        int64_t lo, s, e;
+        zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e) chunks += (e - s + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    }
+    for (i = 0; i < ctx->num_modules; i++)
+        if (!ctx->modules[i].frozen)
+            blocks += (ctx->modules[i].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    if (ctx->desc.stage == 0) blocks *= ctx->world;
+#endif
+    return zero__dev_tables_for(&ctx->desc, chunks, blocks);
+}
+
+static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
+    return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
+}
+
+static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
+#ifdef ZERO_CBLAS
+    (void)d;
+    return 0;
+#else
+    return d->device == ZERO_DEVICE_CUDA ? 0 : (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) * 4;
+#endif
+}
+
+static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
+    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
+    int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
+    int64_t P = z->padded, T = z->trainable, N = world;
+    int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
+    int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
+    int t, c;
+    memset(p, 0, sizeof *p);
+    p->stage = d->stage;
+    p->world_size = world;
+    p->numel = z->numel;
+    p->numel_padded = P;
+    p->trainable_padded = T;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] = (d->stage < 3 ? P : P / N) * psz;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] = (d->stage < 2 ? T : T / N) * asz;
+    /* with f32 params the params are the master, except when the optimizer runs on the host
+       while the params live on a device (zero__dev_offload) */
+    b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
+    if (d->optim.type == ZERO_OPTIM_SGD)
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
+    else
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
+    if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
+    if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
+    if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
+    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
+    zero__offload_plan(d, world, z, p);
+    if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
+        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (c = 0; c < ZERO_CAT_NUM; c++) {
+            p->total_bytes += b[t][c];
+            if (c != ZERO_CAT_BUFFERS) p->model_state_bytes += b[t][c];
+        }
+}
+
+/* Validates a desc and fills its defaults, in one place. */
+static zero_result zero__fill_desc(zero_desc *d) {
+    const zero_logger *lg = &d->logger;
+    zero_optim_desc *o = &d->optim;
+    if (d->stage < 0 || d->stage > 3)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
+                          "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
+    if ((int)d->param_dtype < 0 || d->param_dtype >= ZERO_DTYPE_NUM ||
+        (int)d->grad_dtype < 0 || d->grad_dtype >= ZERO_DTYPE_NUM ||
+        (int)d->grad_accum_dtype < 0 || d->grad_accum_dtype >= ZERO_DTYPE_NUM)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "unknown dtype (param_dtype=%d grad_dtype=%d grad_accum_dtype=%d); "
+                          "use ZERO_F32, ZERO_BF16 or ZERO_F16",
+                          (int)d->param_dtype, (int)d->grad_dtype, (int)d->grad_accum_dtype);
+    if (d->accum_steps < 0 || d->bucket_bytes < 0 || d->align_elems < 0 || d->max_live_bytes < 0 ||
+        d->persist_bytes < 0 || d->reuse_distance < 0 ||
+        d->device_bytes_cap < 0 || d->host_bytes_cap < 0 || d->loss_scale_window < 0)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "negative size in zero_desc (accum_steps=%d bucket_bytes=%lld align_elems=%lld "
+                          "max_live_bytes=%lld persist_bytes=%lld reuse_distance=%d caps=%lld/%lld "
+                          "loss_scale_window=%d)",
+                          d->accum_steps, (long long)d->bucket_bytes, (long long)d->align_elems,
+                          (long long)d->max_live_bytes, (long long)d->persist_bytes, d->reuse_distance,
+                          (long long)d->device_bytes_cap, (long long)d->host_bytes_cap, d->loss_scale_window);
+    if (d->align_elems > (1 << 20))
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
+    if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
+        o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
+        o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
+        d->loss_scale_min < 0 || d->timeout_ms < 0 || d->cpu_threads < 0 || d->cpu_threads > 4096 || !(o->lr == o->lr) || !(d->clip_norm == d->clip_norm))
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "an optimizer or loss-scale option is out of range (lr=%g beta1=%g beta2=%g eps=%g "
+                          "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
+                          o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
+                          (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
+    if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
+        d->offload_params >= ZERO_OFFLOAD_NUM || d->offload.buffer_bytes < 0 || d->offload.queue_depth < 0 ||
+        d->offload.queue_depth > 256)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "an offload option is out of range (offload_optimizer=%d offload_params=%d buffer_bytes=%lld "
+                          "queue_depth=%d; queue_depth at most 256)", (int)d->offload_optimizer, (int)d->offload_params,
+                          (long long)d->offload.buffer_bytes, d->offload.queue_depth);
+    if ((int)d->device < 0 || d->device >= ZERO_DEVICE_NUM)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.device is %d; use ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA or ZERO_DEVICE_EMU", (int)d->device);
+#ifndef ZERO_CUDA
+    if (d->device == ZERO_DEVICE_CUDA)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE,
+                             "zero_desc.device is ZERO_DEVICE_CUDA but zero.h was compiled without ZERO_CUDA "
+                             "(make CUDA=1, or -DZERO_CUDA and link zero_kernels.o, cudart, cuBLAS and NCCL)");
+#endif
+#if !defined(__unix__) && !defined(__APPLE__)
+    if (d->device == ZERO_DEVICE_EMU)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
+#endif
+    if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
+        (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "with device %s only offload_optimizer = ZERO_OFFLOAD_HOST is supported yet (NVMe and "
+                             "offload_params run on the CPU device)",
+                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
+    if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                          "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
+                          "(stage %d; other stages: use ZERO_OFFLOAD_HOST)", d->stage);
+    d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
+    d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
+    d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
+    d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
+    d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
+    d->accum_steps = ZERO__DEF(d->accum_steps, 1);
+    d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
+    d->align_elems = ZERO__DEF(d->align_elems, 16);
+    o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
+    o->lr = ZERO__DEF(o->lr, 1e-3);
+    o->beta1 = ZERO__DEF(o->beta1, 0.9);
+    o->beta2 = ZERO__DEF(o->beta2, 0.999);
+    o->eps = ZERO__DEF(o->eps, 1e-8);
+    d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
+    d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
+    d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
+    d->timeout_ms = ZERO__DEF(d->timeout_ms, 120000);
+    d->cpu_threads = ZERO__DEF(d->cpu_threads, 1);
+    d->device = ZERO__DEF(d->device, ZERO_DEVICE_CPU);
+    d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
+    return ZERO_OK;
+}
+
+/* Lays out the modules for a world of N: param offsets are set at registration;
+   here spans are padded and arena offsets assigned. */
+static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
+    int64_t unit, poff = 0, toff = 0;
+    int i;
+    memset(z, 0, sizeof *z);
+    if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
+    for (i = 0; i < ctx->num_modules; i++) {
+        zero__module_rec *m = &ctx->modules[i];
+        if (m->used == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "module '%s' has no parameters", m->name);
+        if (m->used > INT64_MAX / 4 - unit)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "module '%s' is too large", m->name);
+        m->span = zero__align_up(m->used, unit);
+        m->param_off = poff;
+        m->train_off = m->frozen ? -1 : toff;
+        if (poff > INT64_MAX / 16 - m->span)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "the model is too large");
+        poff += m->span;
+        if (!m->frozen) {
+            toff += m->span;
+            z->num_trainable++;
+            if (m->span > z->max_train_span) z->max_train_span = m->span;
+        }
+        if (m->span > z->max_span) z->max_span = m->span;
+        m->persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->span) <= ctx->desc.persist_bytes;
+        if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
+    }
+    for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
+    z->padded = poff;
+    z->trainable = toff;
+    z->dev_tables = zero__dev_tables(ctx);
+    for (i = 0; i < ctx->num_tiled; i++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t rows = (t->out + t->tiles - 1) / t->tiles;
+        if (rows * t->in > z->tile_elems) z->tile_elems = rows * t->in;
+    }
+    return ZERO_OK;
+}
+
+/* handles: 11-bit context salt, 20-bit index + 1 */
+static uint32_t zero__handle(const zero_ctx *ctx, int index) { return (ctx->salt << 20) | (uint32_t)(index + 1); }
+/* the index a handle of this context names, or -1 (with the message) */
+static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const char *kind, const char *fn) {
+    int i = (int)(id & 0xfffffu) - 1;
+    if (!ctx || (id >> 20) != ctx->salt || i < 0 || i >= count) {
+        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+                   "%s: handle 0x%08x is not a %s of this context", fn, (unsigned)id, kind);
+        return -1;
+    }
+    return i;
+}
+static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
+    return zero__handle_index(ctx, m.id, ctx->num_modules, "module", fn);
+}
+static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) {
+    return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
+}
+
+/* >>build ---------------------------------------------------------------------------- */
+static uint64_t zero__fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+    return h;
+}
+static uint64_t zero__model_hash(const zero_ctx *ctx) {
+    uint64_t h = 14695981039346656037ull;
+    int64_t cfg[8];
+    int i;
+    cfg[0] = ctx->desc.stage; cfg[1] = ctx->desc.param_dtype; cfg[2] = ctx->desc.grad_dtype;
+    cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
+    cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
+    h = zero__fnv(h, cfg, sizeof cfg);
+    for (i = 0; i < ctx->num_modules; i++) {
+        h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
+        h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
+    }
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        h = zero__fnv(h, p->name, strlen(p->name) + 1);
+        h = zero__fnv(h, &p->module, sizeof p->module);
+        h = zero__fnv(h, &p->ndim, sizeof p->ndim);
+        h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
+    }
+    return h;
+}
+
+/* an arena, zero-filled: in host memory for a category on the host tier (pinned on CUDA),
+   else in device memory (on the CPU device both are host memory through the allocator
+   hooks); zero__free_arenas frees it by the same rule */
+static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
+    void *p;
+    if (bytes <= 0) return NULL;
+    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
+    if (!p) { *ok = 0; return NULL; }
+    ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
+    return p;
+}
+
+/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
+   state this rank holds: all of it in stage 0, its slice of the span otherwise;
+   *lo is where that region starts. Empty when *s >= *e. */
+
+static void zero__make_segments(zero_ctx *ctx) {
+    int N = ctx->world, i;
+    ctx->num_segs = 0;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const zero__module_rec *m = &ctx->modules[p->module];
+        int64_t lo, s, e;
+        zero__segment *sg;
+        zero__param_region(ctx, p, &lo, &s, &e);
+        if (m->frozen || s >= e) continue;
+        sg = &ctx->segs[ctx->num_segs++];
+        sg->n = e - s;
+        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->state_idx = zero__state_index(ctx, m, s, lo);
+        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
+        sg->decay = !p->no_decay;
+    }
+}
+
+typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t hash; } zero__build_rec;
+
+static void zero__free_arenas(zero_ctx *ctx) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    /* the arenas (zero__arena) with their categories, which say where they were allocated */
+    void *dbufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
+                      ctx->garena, ctx->persist, ctx->tile_w, ctx->tile_g };
+    static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
+                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
+    void *bufs[] = { ctx->free_off, ctx->free_len, ctx->sched, ctx->segs, ctx->srecs, ctx->bucket, ctx->gemm_ws,
+                     ctx->norm_part };
+    size_t i;
+    for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
+        if (!dbufs[i]) continue;
+        if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
+        else ctx->dev->free(ctx, dbufs[i]);
+    }
+    if (ctx->hgrad) ctx->dev->host_free(ctx, ctx->hgrad);
+    if (ctx->hparam) ctx->dev->host_free(ctx, ctx->hparam);
+    ctx->hgrad = ctx->hparam = NULL;
+    for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
+    ctx->param_arena = ctx->grad_arena = NULL;
+    ctx->master = ctx->opt_m = ctx->opt_v = NULL;
+    ctx->staging = ctx->garena = ctx->persist = NULL;
+    ctx->free_off = ctx->free_len = NULL;
+    ctx->sched = ctx->bucket = NULL;
+    ctx->sched_len = ctx->sched_cap = ctx->nfree = 0;
+    ctx->tile_w = ctx->tile_g = ctx->gemm_ws = NULL;
+    ctx->segs = NULL;
+    ctx->srecs = NULL;
+    ctx->norm_part = NULL;
+    memset(ctx->bytes, 0, sizeof ctx->bytes);
+}
+
+/* >>offload: optimizer states on the NVMe tier ------------------------------------------
+   The rank's optimizer state (fp32 master when params are not f32, then the moments) is
+   cut into sub-groups of G elements of the state index space. Sub-group b is one block:
+       [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
+   (trailer: checksum, block index, slot, magic, and with the params on NVMe the param
+   area's own checksum: there the area holds the current params), a multiple of 4 KiB, in file
+   b % ndirs at offset (slot * blocks_per_file + b / ndirs) * block_bytes. Each block has two slots:
+   a step reads the current slot and writes the other, and flips only when every rank's
+   pass succeeded, so a failed step leaves the states as they were, and the old params
+   saved in the written blocks put the params back. */
+
+typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
+
+typedef struct zero__off {
+    int ndirs, K, has_master, psz, slot;
+    int fd[ZERO_MAX_NVME_DIRS];
+    char path[ZERO_MAX_NVME_DIRS][512];
+    int64_t G, bb, nblocks, tstate, chunk, file_bytes;
+    char *raw[3], *buf[3];
+    zero__iobatch rb[3], wb[3];
+    int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
+    int64_t done;                   /* blocks computed in the step in progress */
+    zero__iopool io;
+    zero__offpiece *pieces;
+    int npieces;
+    int64_t bytes_read, bytes_written;
+    int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
+    int dirty;                      /* buf[0] changed and not yet written */
+    zero_ctx *ctx;                  /* for trace events of the I/O threads */
+    /* offload_params = NVMe (stage 3): the block's param area holds the current params */
+    int params;
+    pthread_mutex_t mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
+    char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
+    int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
+    zero__iobatch gb;
+} zero__off;
+
+/* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
+   runs to the block's end, trailer included */
+static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
+
 
 static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__iobatch *b, int64_t blk, const char *what) {
     int i, f = 0;
@@ -6446,7 +6032,6 @@ static void zero__off_part(void *arg, int part, int nparts) {
     }
 }
 
-static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__opt_fn *fn);   /* >>optim */
 
 /* The streamed optimizer pass: read block i+1 while computing block i and writing
    block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
@@ -6545,1103 +6130,6 @@ static int64_t zero__off_run(const zero_ctx *ctx, int64_t idx) {
     return ctx->off->G - idx % ctx->off->G;
 }
 
-/* >>optim ------------------------------------------------------------------------------ */
-/* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
-   in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
-   stages their own, so the global norm is the same double, summed in rank order, at
-   every stage. The pool computes the block sums into ctx->norm_part; they are then
-   added in order, so the thread count does not change the result either. */
-typedef struct zero__norm_job { const zero_ctx *ctx; const void *grads; int r; zero__sumsq_fn fn; } zero__norm_job;
-
-static void zero__norm_part(void *arg, int part, int nparts) {
-    const zero__norm_job *j = (const zero__norm_job *)arg;
-    const zero_ctx *ctx = j->ctx;
-    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
-    int64_t lo, hi, first = 0;
-    zero__chunk(ctx->norm_blocks, part, nparts, &lo, &hi);
-    for (i = 0; i < ctx->num_modules && first < hi; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
-        if (m->frozen) continue;
-        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
-        for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
-            int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
-            ctx->norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
-        }
-        first += nb;
-    }
-}
-
-/* grads: the grad arena as the host sees it (the CPU device: itself; EMU: its alias) */
-static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
-    zero__norm_job job;
-    double s = 0.0;
-    int64_t b;
-    job.ctx = ctx;
-    job.grads = grads;
-    job.r = r;
-    job.fn = zero__sumsq_kernel(ctx->simd);
-    zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
-    for (b = 0; b < ctx->norm_blocks; b++) s += ctx->norm_part[b];
-    return s;
-}
-
-/* One fused pass over this rank's part of the model: widen the gradient, unscale and
-   clip (one factor), update master and moments, narrow into the params. The segments
-   are concatenated and cut into one contiguous chunk per pool thread. */
-typedef struct zero__opt_job {
-    zero_ctx *ctx;
-    zero__optk k;
-    zero__opt_fn fn;
-    int64_t total;
-    void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
-    float *master, *m, *v;
-    int by_state;                   /* params and grads are compact host copies indexed like the state */
-} zero__opt_job;
-
-static void zero__opt_part(void *arg, int part, int nparts) {
-    const zero__opt_job *j = (const zero__opt_job *)arg;
-    zero_ctx *ctx = j->ctx;
-    int pdt = j->k.pdt, adt = j->k.adt, si;
-    int64_t lo, hi, off = 0;
-    zero__chunk(j->total, part, nparts, &lo, &hi);
-    for (si = 0; si < ctx->num_segs && off < hi; off += ctx->segs[si].n, si++) {
-        const zero__segment *sg = &ctx->segs[si];
-        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
-        void *p;
-        zero__optk k;
-        if (s >= e) continue;
-        k = j->k;
-        k.decay = sg->decay;
-        p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
-        j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
-              j->master ? j->master + sg->state_idx : (float *)p,
-              j->m ? j->m + sg->state_idx : NULL,
-              j->v ? j->v + sg->state_idx : NULL, s, e);
-    }
-}
-
-/* the kernel and its hyperparameters for this step (also the NVMe tier's, >>offload) */
-static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__opt_fn *fn) {
-    const zero_desc *d = &ctx->desc;
-    const zero_optim_desc *o = &d->optim;
-    zero__adamw_hp *ah = &k->ah;
-    zero__sgd_hp *sh = &k->sh;
-    double t = (double)(ctx->steps + 1);
-    memset(k, 0, sizeof *k);
-    k->opt = o->type;
-    k->adt = d->grad_accum_dtype;
-    k->pdt = d->param_dtype;
-    k->gscale = gscale;
-    ah->beta1 = (float)o->beta1;
-    ah->beta2 = (float)o->beta2;
-    ah->one_minus_beta1 = (float)(1.0 - o->beta1);
-    ah->one_minus_beta2 = (float)(1.0 - o->beta2);
-    ah->eps = (float)o->eps;
-    ah->decay_mul = (float)(1.0 - o->lr * o->weight_decay);
-    ah->neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
-    ah->bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
-    sh->neg_lr = (float)(-o->lr);
-    sh->weight_decay = (float)o->weight_decay;
-    sh->momentum = (float)o->momentum;
-    sh->one_minus_dampening = (float)(1.0 - o->dampening);
-    sh->nesterov = o->nesterov;
-    sh->first = ctx->steps == 0;
-    *fn = zero__opt_kernel(ctx->simd, k->opt, k->adt, k->pdt);
-}
-
-/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                  float *v, int by_state) {
-    zero__opt_job job;
-    int si;
-    memset(&job, 0, sizeof job);
-    job.ctx = ctx;
-    job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
-    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
-    for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
-    /* below ~64K elements waking the pool costs more than it saves */
-    zero__pool_run(ctx->pool, zero__opt_part, &job, job.total < 65536);
-}
-
-static void zero__end_step(zero_ctx *ctx) {
-    int i;
-    if (ctx->desc.stage < 2 && !ctx->staging_mode)      /* an error here shows at the next sync */
-        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grad_arena, zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
-    ctx->total_ready = 0;
-}
-
-ZERO_API zero_result zero_step(zero_ctx *ctx) {
-    const zero_desc *d;
-    zero_result r;
-    double total = 0.0, inv, norm, clip = 1.0;
-    int i;
-    if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
-    d = &ctx->desc;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        if (!m->frozen && m->ready != d->accum_steps)
-            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
-                              "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
-                              m->name, m->ready, d->accum_steps);
-        if (d->stage == 3 && m->fetched)
-            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
-                              "zero_step: module '%s' is still fetched; release it before the step", m->name);
-    }
-    zero__flush(ctx);
-    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    if (d->stage == 3) {
-        if (!ctx->sched_active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
-        if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
-    }
-    if (d->stage == 0) {
-        for (i = 0; i < ctx->world; i++) {
-            double v;
-            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
-            total += v;
-        }
-    } else {
-        double v;
-        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
-        total = v;
-    }
-    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->loss_scale);
-    norm = sqrt(total) * inv;
-    ctx->grad_norm = norm;
-    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
-        float old = ctx->loss_scale;
-        zero__end_step(ctx);
-        ctx->skipped++;
-        if (ctx->dynamic_scale) {
-            ctx->loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
-            ctx->good_steps = 0;
-        }
-        if (d->stage == 3) zero__stage3_step_start(ctx);
-        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
-                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
-                   (long long)ctx->steps, (double)old, (double)ctx->loss_scale);
-        return ZERO_STEP_SKIPPED;
-    }
-    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
-    {
-        double t0 = zero__trace_t0(ctx);
-        if (ctx->hgrad) {
-            if ((r = zero__dev_offload_step(ctx, (float)(inv * clip))) != ZERO_OK) return r;
-        } else if (!ctx->off) {
-            if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
-        } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
-            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
-            return r;
-        }
-        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
-    }
-    if (d->stage == 1 || d->stage == 2) {
-        for (i = 0; i < ctx->num_modules; i++)
-            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
-        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    }
-    zero__end_step(ctx);
-    if (d->stage == 3) zero__stage3_step_start(ctx);
-    ctx->steps++;
-    if (ctx->dynamic_scale && ++ctx->good_steps >= d->loss_scale_window) {
-        ctx->loss_scale *= 2.0f;
-        ctx->good_steps = 0;
-        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->loss_scale);
-    }
-    return ZERO_OK;
-}
-
-ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_scale : 0.0f; }
-
-/* >>tiling ------------------------------------------------------------------------------
-   The SGEMM: B is packed in panels of NR columns, A in panels of MR rows; the
-   micro-kernel starts each MR x NR block of C from C itself and adds a*b in order
-   over k, so splitting K between calls (the tiles of a backward pass) adds in the
-   same order as one call. */
-#ifndef ZERO_CBLAS
-typedef void (*zero__gemm_micro_fn)(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr);
-#define ZERO__GEMM_MICRO_BODY                                                          \
-    float acc[ZERO__MR][ZERO__NR];                                                     \
-    int64_t k;                                                                         \
-    int i, j;                                                                          \
-    for (i = 0; i < ZERO__MR; i++)                                                     \
-        for (j = 0; j < ZERO__NR; j++) acc[i][j] = i < mr && j < nr ? c[i * ldc + j] : 0.0f; \
-    for (k = 0; k < kc; k++) {                                                         \
-        const float *a = ap + k * ZERO__MR, *b = bp + k * ZERO__NR;                     \
-        for (i = 0; i < ZERO__MR; i++)                                                 \
-            for (j = 0; j < ZERO__NR; j++) acc[i][j] += a[i] * b[j];                   \
-    }                                                                                  \
-    for (i = 0; i < mr; i++)                                                           \
-        for (j = 0; j < nr; j++) c[i * ldc + j] = acc[i][j];
-static void zero__gemm_micro(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc, int mr, int nr) {
-    ZERO__GEMM_MICRO_BODY
-}
-#if defined(ZERO__X86)
-/* the same loops compiled for AVX2 (no FMA: each product is rounded before the add,
-   exactly as in the portable kernel, so both paths give the same bits) */
-ZERO__AVX2_ATTR static void zero__gemm_micro_avx2(int64_t kc, const float *ap, const float *bp, float *c, int64_t ldc,
-                                                  int mr, int nr) {
-    ZERO__GEMM_MICRO_BODY
-}
-#endif
-static zero__gemm_micro_fn zero__gemm_micro_for(int simd) {
-#if defined(ZERO__X86)
-    if (simd >= ZERO__SIMD_AVX2) return zero__gemm_micro_avx2;
-#endif
-    (void)simd;
-    return zero__gemm_micro;
-}
-
-static void zero__gemm_cpu(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                           const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc, float *ws,
-                           zero__gemm_micro_fn micro) {
-    float *pa = ws, *pb = ws + ZERO__MC * ZERO__KC;
-    int64_t jc, pc, ic, i, j, k;
-    if (!accumulate)
-        for (i = 0; i < M; i++) memset(C + i * ldc, 0, sizeof(float) * (size_t)N);
-    for (jc = 0; jc < N; jc += ZERO__NC) {
-        int64_t nc = N - jc < ZERO__NC ? N - jc : ZERO__NC;
-        for (pc = 0; pc < K; pc += ZERO__KC) {
-            int64_t kc = K - pc < ZERO__KC ? K - pc : ZERO__KC;
-            for (j = 0; j < nc; j += ZERO__NR) {            /* pack op(B)[pc.., jc+j..] */
-                float *dst = pb + j * kc;
-                for (k = 0; k < kc; k++)
-                    for (i = 0; i < ZERO__NR; i++) {
-                        int64_t col = jc + j + i, row = pc + k;
-                        dst[k * ZERO__NR + i] = j + i >= nc ? 0.0f : tb ? B[col * ldb + row] : B[row * ldb + col];
-                    }
-            }
-            for (ic = 0; ic < M; ic += ZERO__MC) {
-                int64_t mc = M - ic < ZERO__MC ? M - ic : ZERO__MC;
-                for (i = 0; i < mc; i += ZERO__MR) {        /* pack op(A)[ic+i.., pc..] */
-                    float *dst = pa + i * kc;
-                    for (k = 0; k < kc; k++)
-                        for (j = 0; j < ZERO__MR; j++) {
-                            int64_t row = ic + i + j, col = pc + k;
-                            dst[k * ZERO__MR + j] = i + j >= mc ? 0.0f : ta ? A[col * lda + row] : A[row * lda + col];
-                        }
-                }
-                for (j = 0; j < nc; j += ZERO__NR)
-                    for (i = 0; i < mc; i += ZERO__MR)
-                        micro(kc, pa + i * kc, pb + j * kc, C + (ic + i) * ldc + jc + j, ldc,
-                                         (int)(mc - i < ZERO__MR ? mc - i : ZERO__MR),
-                                         (int)(nc - j < ZERO__NR ? nc - j : ZERO__NR));
-            }
-        }
-    }
-}
-
-#else
-#include <cblas.h>
-#endif
-
-/* the CPU device's GEMM (the EMU device's too, on its aliases) */
-static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-#ifdef ZERO_CBLAS
-    (void)ctx;
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
-                1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
-#else
-    if (!ctx->gemm_ws)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_sgemm: the context has no GEMM workspace (it is planned for contexts with a tiled linear)");
-    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws, zero__gemm_micro_for(ctx->simd));
-#endif
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-    zero_result r;
-    if ((r = zero__check_built(ctx, "zero_sgemm")) != ZERO_OK) return r;
-    if (M < 0 || N < 0 || K < 0 || !A || !B || !C)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: bad sizes or NULL matrices");
-    return ctx->dev->gemm(ctx, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
-}
-
-static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn) {
-    return zero__handle_index(ctx, tl.id, ctx ? ctx->num_tiled : 0, "tiled linear", fn);
-}
-static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
-
-ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out) {
-    zero__tiled rec;
-    zero_result r;
-    int64_t tiles, wbytes;
-    int k;
-    if (!ctx || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_tiled_linear_add: ctx, desc, desc->name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_tiled_linear_add('%s'): the model cannot change after zero_build", desc->name);
-    if (desc->in_features <= 0 || desc->out_features <= 0 || desc->tiles < 0 || desc->tile_bytes < 0 ||
-        !zero__mul(desc->in_features, desc->out_features, &wbytes) || wbytes > ((int64_t)1 << 48))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
-                          desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
-                          (long long)desc->tile_bytes);
-    wbytes *= (int64_t)zero_dtype_size(ctx->desc.param_dtype);
-    tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
-    if (tiles > desc->out_features) tiles = desc->out_features;
-    if (tiles > 0xffff)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_tiled_linear_add('%s'): %lld tiles; at most 65535", desc->name, (long long)tiles);
-    if (!zero__grow(ctx, (void **)&ctx->tiled, &ctx->cap_tiled, ctx->num_tiled, sizeof rec))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_tiled_linear_add: out of memory");
-    rec.first_module = ctx->num_modules;
-    rec.first_param = ctx->num_params;
-    rec.tiles = (int)tiles;
-    rec.bias = desc->bias != 0;
-    rec.in = desc->in_features;
-    rec.out = desc->out_features;
-    for (k = 0; k < rec.tiles; k++) {
-        char name[256];
-        zero_module_desc md;
-        zero_param_desc pd;
-        zero_module m;
-        zero_param p;
-        memset(&md, 0, sizeof md);
-        memset(&pd, 0, sizeof pd);
-        snprintf(name, sizeof name, "%s.tile%d", desc->name, k);
-        md.name = name;
-        if ((r = zero_add_module(ctx, &md, &m)) != ZERO_OK) return r;
-        pd.name = "w"; pd.ndim = 2;
-        pd.shape[0] = zero__tile_row0(&rec, k + 1) - zero__tile_row0(&rec, k);
-        pd.shape[1] = rec.in;
-        if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
-        if (rec.bias) {
-            pd.name = "b"; pd.ndim = 1; pd.shape[1] = 0; pd.no_decay = 1;
-            if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
-        }
-    }
-    ctx->tiled[ctx->num_tiled] = rec;
-    out->id = zero__handle(ctx, ctx->num_tiled++);
-    return ZERO_OK;
-}
-
-ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl) {
-    int i = zero__tiled_index((zero_ctx *)ctx, tl, "zero_tiled_linear_tiles");
-    return i < 0 ? -1 : ctx->tiled[i].tiles;
-}
-
-static zero_param zero__tile_param(const zero_ctx *ctx, const zero__tiled *t, int k, int bias) {
-    zero_param p;
-    p.id = zero__handle(ctx, t->first_param + k * (1 + t->bias) + bias);
-    return p;
-}
-static zero_module zero__tile_module(const zero_ctx *ctx, const zero__tiled *t, int k) {
-    zero_module m;
-    m.id = zero__handle(ctx, t->first_module + k);
-    return m;
-}
-
-ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b) {
-    zero_result r;
-    int i, k;
-    if ((r = zero__check_built(ctx, "zero_tiled_linear_set_f32")) != ZERO_OK) return r;
-    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k);
-        if ((r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 0), w + r0 * t->in)) != ZERO_OK) return r;
-        if (t->bias && b && (r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 1), b + r0)) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
-}
-
-/* fetch tile k and give its weights as fp32 (the gathered tile itself when params are f32) */
-static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k, zero_result *r) {
-    int64_t rows = zero__tile_row0(t, k + 1) - zero__tile_row0(t, k);
-    const void *w;
-    if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
-    w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
-    if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
-    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile_w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
-        != ZERO_OK) return NULL;
-    return ctx->tile_w;
-}
-
-ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y) {
-    zero_result r;
-    int i, k;
-    if ((r = zero__check_built(ctx, "zero_tiled_linear_forward")) != ZERO_OK) return r;
-    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_forward")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    if (!x || !y || rows < 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_forward: bad arguments");
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
-        const float *w = zero__tile_fetch(ctx, t, k, &r);
-        if (!w) return r;
-        if ((r = zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
-        if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero_param_data(ctx, zero__tile_param(ctx, t, k, 1)),
-                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
-            return r;
-        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
-                                                int64_t rows, float *dx) {
-    zero_result r;
-    int i, k;
-    if ((r = zero__check_built(ctx, "zero_tiled_linear_backward")) != ZERO_OK) return r;
-    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_backward")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    if (!x || !dy || rows < 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_backward: bad arguments");
-    /* tiles in forward order, so dx sums over the output features in order (see ON TILING) */
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
-        zero_dtype gdt = ctx->desc.grad_dtype;
-        const void *tg = ctx->tile_g;
-        const float *w = zero__tile_fetch(ctx, t, k, &r);
-        void *gw, *gb = NULL;
-        if (!w) return r;
-        if (!(gw = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 0)))) return ZERO_ERR_STATE;
-        if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
-        if (dx && (r = zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
-            return r;
-        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in)) != ZERO_OK ||
-            (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
-            return r;
-        if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
-        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-        if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
-}
-
-/* >>device: ops ---------------------------------------------------------------------------
-   The devices behind zero__dev_vt (declared in >>device): cpu, emu and (ZERO_CUDA) cuda. */
-
-/* -- cpu: arenas are host memory, the caller's thread computes, every op is done when
-   it returns -- */
-static zero_result zero__cpu_init(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
-static void zero__cpu_fini(zero_ctx *ctx) { (void)ctx; }
-static void *zero__cpu_alloc(zero_ctx *ctx, int64_t bytes) {
-    void *p = zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes);
-    if (p) memset(p, 0, (size_t)bytes);
-    return p;
-}
-static void zero__cpu_free(zero_ctx *ctx, void *p) { zero__raw_free(&ctx->desc.allocator, p); }
-static zero_result zero__cpu_prepare(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
-static zero_result zero__cpu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
-    (void)ctx; (void)s;
-    if (bytes > 0 && dst != src) memcpy(dst, src, (size_t)bytes);
-    return ZERO_OK;
-}
-static zero_result zero__cpu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
-    (void)ctx; (void)s;
-    if (bytes > 0) memset(dst, 0, (size_t)bytes);
-    return ZERO_OK;
-}
-static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                      int64_t count, int accumulate) {
-    (void)ctx; (void)s;
-    if (count > 0) zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate);
-    return ZERO_OK;
-}
-static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
-    *out = zero__sumsq_slice(ctx, ctx->grad_arena, r);
-    return ZERO_OK;
-}
-static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, 0);
-    return ZERO_OK;
-}
-static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
-                                      int64_t n) {
-    int64_t j, r;
-    (void)ctx;
-    for (j = 0; j < n; j++) {
-        float bj = zero__ld(b, j, bdt);
-        for (r = 0; r < rows; r++) y[r * ldy + j] += bj;
-    }
-    return ZERO_OK;
-}
-static zero_result zero__cpu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
-                                       int64_t n) {
-    int64_t j, r;
-    (void)ctx;
-    for (j = 0; j < n; j++) {
-        float s = 0.0f;
-        for (r = 0; r < rows; r++) s += dy[r * ld + j];
-        zero__st(gb, j, gdt, zero__ld(gb, j, gdt) + s);
-    }
-    return ZERO_OK;
-}
-static zero_result zero__cpu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
-    int64_t i;
-    (void)ctx;
-    for (i = 0; i < n; i++) y[i] = zero__gelu(x[i], zero__gelu_th(x[i]));
-    return ZERO_OK;
-}
-static zero_result zero__cpu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
-    int64_t i;
-    (void)ctx;
-    for (i = 0; i < n; i++) dx[i] = dy[i] * zero__gelu_grad(x[i], zero__gelu_th(x[i]));
-    return ZERO_OK;
-}
-static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
-                                  int64_t rows, int64_t classes, float dscale) {
-    int64_t b, c;
-    for (b = 0; b < rows; b++)
-        if (labels[b] < 0 || labels[b] >= classes)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_softmax_xent: label %d of row %lld is outside [0, %lld)", (int)labels[b], (long long)b,
-                              (long long)classes);
-    for (b = 0; b < rows; b++) {
-        const float *l = logits + b * classes;
-        float *d = dlogits + b * classes, mx = l[0], sum = 0.0f, inv;
-        for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
-        for (c = 0; c < classes; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
-        loss[b] = zero__xent_loss(sum, l[labels[b]], mx);
-        inv = 1.0f / sum;
-        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(d[c], inv, c == labels[b], dscale);
-    }
-    return ZERO_OK;
-}
-static void zero__cpu_mark(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; }
-static zero_result zero__cpu_task_begin(zero_ctx *ctx, uint64_t ticket) { (void)ctx; (void)ticket; return ZERO_OK; }
-static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
-static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
-
-static const zero__dev_vt zero__cpu_dev = {
-    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_alloc, zero__cpu_free,
-    zero__cpu_prepare, zero__cpu_copy,
-    zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
-    zero__cpu_bias_grad, zero__cpu_gelu, zero__cpu_gelu_bwd, zero__cpu_xent, zero__cpu_mark, zero__cpu_task_begin,
-    zero__cpu_task_end, zero__cpu_sync
-};
-
-/* -- emu: the CPU device, except that device memory is a file mapped twice: the
-   "device" address the engine and the user get is mapped PROT_NONE, so any host access
-   to it faults, and the ops reach the memory through a second, writable mapping. It runs
-   the engine exactly as the CUDA device does (only through the ops), on the CPU, with the
-   CPU's arithmetic, so its results equal the CPU device's bit for bit. The address map is
-   process-wide (the one other piece of global state, like the handle salt): the local
-   comm's ops read other ranks' device memory. -- */
-#if defined(__unix__) || defined(__APPLE__)
-#define ZERO__HAVE_EMU 1
-#include <sys/mman.h>
-#include <fcntl.h>
-#include <unistd.h>
-#define ZERO__EMU_MAX 4096
-typedef struct zero__emu_map { char *dev, *alias; int64_t bytes; } zero__emu_map;
-static zero__emu_map zero__emu_maps[ZERO__EMU_MAX];
-static int zero__emu_used;         /* slots [0, used) may be occupied */
-static pthread_mutex_t zero__emu_mu = PTHREAD_MUTEX_INITIALIZER;
-
-/* a device address -> the host-visible alias; any other address is returned as it is */
-static void *zero__emu_tr(const void *p) {
-    uintptr_t a = (uintptr_t)p;
-    void *out = (void *)(uintptr_t)p;
-    int i;
-    if (!p) return NULL;
-    pthread_mutex_lock(&zero__emu_mu);
-    for (i = 0; i < zero__emu_used; i++) {
-        const zero__emu_map *m = &zero__emu_maps[i];
-        if (m->dev && a >= (uintptr_t)m->dev && a < (uintptr_t)m->dev + (uintptr_t)m->bytes) {
-            out = m->alias + (a - (uintptr_t)m->dev);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&zero__emu_mu);
-    return out;
-}
-static int zero__emu_file(int64_t bytes) {
-    const char *dirs[3];
-    char path[512];
-    int i, fd;
-    dirs[0] = getenv("TMPDIR"); dirs[1] = "/tmp"; dirs[2] = "/dev/shm";
-    for (i = 0; i < 3; i++) {
-        static unsigned counter;        /* a unique name: pid, counter (O_EXCL refuses a clash) */
-        if (!dirs[i] || !dirs[i][0]) continue;
-        snprintf(path, sizeof path, "%s/zero_emu_%ld_%u", dirs[i], (long)getpid(),
-                 __atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED));
-        if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0) continue;
-        unlink(path);
-        if (ftruncate(fd, (off_t)bytes) == 0) return fd;
-        close(fd);
-    }
-    return -1;
-}
-static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
-    int64_t len = zero__align_up(bytes, 1 << 16);
-    void *dev, *alias;
-    int fd, i;
-    (void)ctx;
-    if ((fd = zero__emu_file(len)) < 0) return NULL;
-    dev = mmap(NULL, (size_t)len, PROT_NONE, MAP_SHARED, fd, 0);
-    alias = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (dev == MAP_FAILED || alias == MAP_FAILED) {
-        if (dev != MAP_FAILED) munmap(dev, (size_t)len);
-        if (alias != MAP_FAILED) munmap(alias, (size_t)len);
-        return NULL;
-    }
-    pthread_mutex_lock(&zero__emu_mu);
-    for (i = 0; i < ZERO__EMU_MAX && zero__emu_maps[i].dev; i++) {}
-    if (i < ZERO__EMU_MAX) {
-        zero__emu_maps[i].dev = (char *)dev;
-        zero__emu_maps[i].alias = (char *)alias;
-        zero__emu_maps[i].bytes = len;
-        if (i >= zero__emu_used) zero__emu_used = i + 1;
-    }
-    pthread_mutex_unlock(&zero__emu_mu);
-    if (i == ZERO__EMU_MAX) { munmap(dev, (size_t)len); munmap(alias, (size_t)len); return NULL; }
-    return dev;
-}
-static void zero__emu_free(zero_ctx *ctx, void *p) {
-    int i;
-    (void)ctx;
-    if (!p) return;
-    pthread_mutex_lock(&zero__emu_mu);
-    for (i = 0; i < zero__emu_used; i++)
-        if (zero__emu_maps[i].dev == (char *)p) {
-            munmap(zero__emu_maps[i].dev, (size_t)zero__emu_maps[i].bytes);
-            munmap(zero__emu_maps[i].alias, (size_t)zero__emu_maps[i].bytes);
-            memset(&zero__emu_maps[i], 0, sizeof zero__emu_maps[i]);
-            break;
-        }
-    pthread_mutex_unlock(&zero__emu_mu);
-}
-static zero_result zero__emu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
-    return zero__cpu_copy(ctx, s, zero__emu_tr(dst), zero__emu_tr(src), bytes);
-}
-/* A kernel's argument: device memory, as a GPU kernel requires (copies may take host
-   memory, kernels may not); anything else is refused, as a GPU would fault on it. */
-static void *zero__emu_k(zero_ctx *ctx, int s, const void *p, const char *op, int *bad) {
-    void *a = zero__emu_tr(p);
-    if (p && a == p && !*bad) {
-        *bad = 1;
-        if (s == ZERO__S_COMM && ctx->comm)
-            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s (EMU device): %p is not device memory", op, p);
-        else
-            zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                       "%s (EMU device): %p is not device memory; on a device, kernels take device pointers "
-                       "(zero_device_alloc, zero_copy)", op, p);
-    }
-    return a;
-}
-#define ZERO__EMU_K(p, op) zero__emu_k(ctx, s, (p), (op), &bad)
-static zero_result zero__emu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
-    int bad = 0;
-    void *d = ZERO__EMU_K(dst, "fill");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_fill0(ctx, s, d, bytes);
-}
-static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                      int64_t count, int accumulate) {
-    const void *tr[ZERO__MAX_RANKS];
-    void *o;
-    int k, bad = 0;
-    if (nin > ZERO__MAX_RANKS) return ZERO_ERR_UNSUPPORTED;
-    for (k = 0; k < nin; k++) tr[k] = ZERO__EMU_K(ins[k], "sum");
-    o = ZERO__EMU_K(out, "sum");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_sum_into(ctx, s, o, rdt, tr, nin, sdt, count, accumulate);
-}
-static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
-    *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->grad_arena), r);
-    return ZERO_OK;
-}
-static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->param_arena), zero__emu_tr(ctx->grad_arena),
-                          (float *)zero__emu_tr(ctx->master), (float *)zero__emu_tr(ctx->opt_m),
-                          (float *)zero__emu_tr(ctx->opt_v), 0);
-    return ZERO_OK;
-}
-static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                                  int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    const float *a = (const float *)ZERO__EMU_K(A, "zero_sgemm"), *b = (const float *)ZERO__EMU_K(B, "zero_sgemm");
-    float *c = (float *)ZERO__EMU_K(C, "zero_sgemm");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__gemm_host(ctx, ta, tb, M, N, K, a, lda, b, ldb, accumulate, c, ldc);
-}
-static zero_result zero__emu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
-                                      int64_t n) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    float *yy = (float *)ZERO__EMU_K(y, "bias");
-    const void *bb = ZERO__EMU_K(b, "bias");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_add(ctx, yy, ldy, bb, bdt, rows, n);
-}
-static zero_result zero__emu_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
-                                       int64_t n) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    void *g = ZERO__EMU_K(gb, "bias gradient");
-    const float *d = (const float *)ZERO__EMU_K(dy, "bias gradient");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_bias_grad(ctx, g, gdt, d, ld, rows, n);
-}
-static zero_result zero__emu_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    float *yy = (float *)ZERO__EMU_K(y, "zero_gelu");
-    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu(ctx, yy, xx, n);
-}
-static zero_result zero__emu_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    float *d = (float *)ZERO__EMU_K(dx, "zero_gelu_backward");
-    const float *xx = (const float *)ZERO__EMU_K(x, "zero_gelu_backward");
-    const float *g = (const float *)ZERO__EMU_K(dy, "zero_gelu_backward");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_gelu_bwd(ctx, d, xx, g, n);
-}
-static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
-                                  int64_t rows, int64_t classes, float dscale) {
-    int s = ZERO__S_COMPUTE, bad = 0;
-    float *l = (float *)ZERO__EMU_K(loss, "zero_softmax_xent"), *d = (float *)ZERO__EMU_K(dlogits, "zero_softmax_xent");
-    const float *lg = (const float *)ZERO__EMU_K(logits, "zero_softmax_xent");
-    const int32_t *lb = (const int32_t *)ZERO__EMU_K(labels, "zero_softmax_xent");
-    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_xent(ctx, l, d, lg, lb, rows, classes, dscale);
-}
-#undef ZERO__EMU_K
-static const zero__dev_vt zero__emu_dev = {
-    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_alloc, zero__cpu_free,
-    zero__cpu_prepare, zero__emu_copy,
-    zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
-    zero__emu_bias_grad, zero__emu_gelu, zero__emu_gelu_bwd, zero__emu_xent, zero__cpu_mark, zero__cpu_task_begin,
-    zero__cpu_task_end, zero__cpu_sync
-};
-#endif /* emu */
-
-/* -- cuda (ZERO_CUDA): arenas in the memory of the thread's current device at
-   zero_create; the compute stream is desc.cuda_stream (your kernels' stream), the comm
-   stream a non-blocking stream of our own; an event per stream-ring slot orders each
-   comm task after the compute work queued before it; kernels from zero_kernels.cu,
-   GEMMs through cuBLAS on the compute stream. -- */
-#ifdef ZERO_CUDA
-#include <cuda_runtime.h>
-#include <cublas_v2.h>
-
-typedef struct zero__cuda {
-    int device;
-    cudaStream_t compute, comm;
-    cudaEvent_t ev[ZERO__STREAM_CAP];
-    int mark_err[ZERO__STREAM_CAP]; /* cudaEventRecord's result per slot, reported by task_begin */
-    int nev;
-    cublasHandle_t blas;
-    zero__kchunk *chunks;           /* device: the optimizer's chunk table */
-    int64_t nchunks;
-    zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
-    int64_t nblk;                   /* per slice */
-    double *bout;                   /* device: the blocks' sums */
-} zero__cuda;
-
-/* a failed CUDA call: the message goes where the stream's error goes (comm thread) or to
-   the context (caller's thread) */
-static zero_result zero__cuda_err(zero_ctx *ctx, int s, int e, const char *what) {
-    if (e == 0) return ZERO_OK;
-    if (s == ZERO__S_COMM && ctx->comm)
-        snprintf(ctx->comm->err, sizeof ctx->comm->err, "CUDA: %s failed: %s (%s)", what,
-                 cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
-    else
-        zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "CUDA: %s failed: %s (%s)", what,
-                   cudaGetErrorName((cudaError_t)e), cudaGetErrorString((cudaError_t)e));
-    return ZERO_ERR_DEVICE;
-}
-static zero__cuda *zero__cu(zero_ctx *ctx) { return (zero__cuda *)ctx->dev_state; }
-static void *zero__cuda_comm_stream(zero_ctx *ctx) { return (void *)zero__cu(ctx)->comm; }
-static cudaStream_t zero__cu_stream(zero_ctx *ctx, int s) {
-    return s == ZERO__S_COMM ? zero__cu(ctx)->comm : zero__cu(ctx)->compute;
-}
-
-static void zero__cuda_fini(zero_ctx *ctx) {
-    zero__cuda *cu = zero__cu(ctx);
-    int i;
-    if (!cu) return;
-    cudaSetDevice(cu->device);
-    if (cu->comm) cudaStreamSynchronize(cu->comm);
-    if (cu->compute) cudaStreamSynchronize(cu->compute);
-    cudaFree(cu->chunks);
-    cudaFree(cu->blk);
-    cudaFree(cu->bout);
-    for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
-    if (cu->blas) cublasDestroy(cu->blas);
-    if (cu->comm) cudaStreamDestroy(cu->comm);
-    zero__raw_free(&ctx->desc.allocator, cu);
-    ctx->dev_state = NULL;
-}
-static zero_result zero__cuda_init(zero_ctx *ctx) {
-    zero__cuda *cu;
-    int n = 0, e;
-    if ((e = (int)cudaGetDeviceCount(&n)) != 0 || n <= 0) {
-        const char *why = e ? cudaGetErrorString((cudaError_t)e) : "it returned 0 devices";
-        return zero__fail(ctx, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE,
-                          "zero_create: desc.device is ZERO_DEVICE_CUDA but there is no CUDA device: cudaGetDeviceCount: %s",
-                          why);
-    }
-    if (!(cu = (zero__cuda *)zero__raw_alloc(&ctx->desc.allocator, sizeof *cu)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
-    memset(cu, 0, sizeof *cu);
-    ctx->dev_state = cu;
-    cu->compute = (cudaStream_t)ctx->desc.cuda_stream;
-    if ((e = (int)cudaGetDevice(&cu->device)) != 0 ||
-        (e = (int)cudaStreamCreateWithFlags(&cu->comm, cudaStreamNonBlocking)) != 0) {
-        zero__cuda_fini(ctx);
-        return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "creating the comm stream");
-    }
-    for (cu->nev = 0; cu->nev < ZERO__STREAM_CAP; cu->nev++)
-        if ((e = (int)cudaEventCreateWithFlags(&cu->ev[cu->nev], cudaEventDisableTiming)) != 0) {
-            zero__cuda_fini(ctx);
-            return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
-        }
-    if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->compute) != CUBLAS_STATUS_SUCCESS) {
-        cu->blas = NULL;
-        zero__cuda_fini(ctx);
-        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "zero_create: cublasCreate failed");
-    }
-    return ZERO_OK;
-}
-static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
-    void *p = NULL;
-    cudaSetDevice(zero__cu(ctx)->device);
-    if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    if (cudaMemset(p, 0, (size_t)bytes) != cudaSuccess) { cudaFree(p); return NULL; }
-    return p;
-}
-static void zero__cuda_free(zero_ctx *ctx, void *p) {
-    cudaSetDevice(zero__cu(ctx)->device);
-    cudaFree(p);        /* implicitly synchronizes: nothing may still use p */
-}
-static void *zero__cuda_host_alloc(zero_ctx *ctx, int64_t bytes) {
-    void *p = NULL;
-    (void)ctx;
-    if (cudaHostAlloc(&p, (size_t)bytes, cudaHostAllocDefault) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    memset(p, 0, (size_t)bytes);
-    return p;
-}
-static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
-    (void)ctx;
-    if (p) cudaFreeHost(p);
-}
-/* the optimizer's chunk table and the norm's block table, built once from the segments
-   (counted in the plan: zero__cuda_table_bytes) */
-static zero_result zero__cuda_prepare(zero_ctx *ctx) {
-    zero__cuda *cu = zero__cu(ctx);
-    zero__kchunk *ch;
-    zero__knblk *bl;
-    int64_t nch = 0, nb = 0, c, b, o;
-    int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0;
-    for (si = 0; si < ctx->num_segs; si++) nch += (ctx->segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
-    ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
-    bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->norm_blocks * R + 1));
-    if (!ch || !bl) {
-        zero__raw_free(&ctx->desc.allocator, ch);
-        zero__raw_free(&ctx->desc.allocator, bl);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
-    }
-    for (si = 0, c = 0; si < ctx->num_segs; si++) {
-        const zero__segment *sg = &ctx->segs[si];
-        for (o = 0; o < sg->n; o += ZERO__KCHUNK, c++) {
-            ch[c].grad_idx = sg->grad_idx + o;
-            ch[c].state_idx = sg->state_idx + o;
-            ch[c].param_idx = sg->param_idx + o;
-            ch[c].n = (int32_t)(sg->n - o < ZERO__KCHUNK ? sg->n - o : ZERO__KCHUNK);
-            ch[c].decay = sg->decay;
-        }
-    }
-    for (r = 0; r < R; r++) {       /* the same blocks as zero__norm_part */
-        int rk = ctx->desc.stage == 0 ? r : ctx->rank;
-        for (i = 0; i < ctx->num_modules; i++) {
-            const zero__module_rec *m = &ctx->modules[i];
-            int64_t per = m->span / ctx->world, base;
-            if (m->frozen) continue;
-            base = ctx->desc.stage < 2 ? m->train_off + (int64_t)rk * per : m->train_off / ctx->world;
-            for (b = 0; b * ZERO__NORM_BLOCK < per; b++, nb++) {
-                bl[nb].idx = base + b * ZERO__NORM_BLOCK;
-                bl[nb].n = per - b * ZERO__NORM_BLOCK < ZERO__NORM_BLOCK ? per - b * ZERO__NORM_BLOCK : ZERO__NORM_BLOCK;
-            }
-        }
-    }
-    cu->nchunks = nch;
-    cu->nblk = ctx->norm_blocks;
-    cudaSetDevice(cu->device);
-    if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
-        e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
-    if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
-        (e = (int)cudaMemcpy(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice)) == 0)
-        e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
-    zero__raw_free(&ctx->desc.allocator, ch);
-    zero__raw_free(&ctx->desc.allocator, bl);
-    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
-    ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
-    return ZERO_OK;
-}
-static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
-    cudaStream_t st = zero__cu_stream(ctx, s);
-    int e;
-    if (bytes <= 0 || dst == src) return ZERO_OK;
-    if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) != 0)
-        return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
-    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(st), "cudaStreamSynchronize after a copy");
-}
-/* an op's launch result e: on the comm stream, also wait for it (the ops' contract, >>device) */
-static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what) {
-    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
-    return zero__cuda_err(ctx, s, e, what);
-}
-static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
-    if (bytes <= 0) return ZERO_OK;
-    return zero__cuda_issued(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
-}
-static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                       int64_t count, int accumulate) {
-    if (count <= 0) return ZERO_OK;
-    return zero__cuda_issued(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
-                             "the summing kernel");
-}
-static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
-    zero__cuda *cu = zero__cu(ctx);
-    int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b;
-    double s = 0.0;
-    int e;
-    if (cu->nblk == 0) { *out = 0.0; return ZERO_OK; }
-    if ((e = zero__k_sumsq(ctx->grad_arena, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
-                           cu->compute)) == 0 &&
-        (e = (int)cudaMemcpyAsync(ctx->norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
-                                  cudaMemcpyDeviceToHost, cu->compute)) == 0)
-        e = (int)cudaStreamSynchronize(cu->compute);
-    if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
-    for (b = 0; b < cu->nblk; b++) s += ctx->norm_part[b];      /* in order, as on the CPU */
-    *out = s;
-    return ZERO_OK;
-}
-static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
-    zero__cuda *cu = zero__cu(ctx);
-    zero__optk k;
-    zero__opt_fn fn;
-    if (cu->nchunks == 0) return ZERO_OK;
-    zero__opt_setup(ctx, gscale, &k, &fn);
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
-                          zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->grad_arena, ctx->param_arena, ctx->master,
-                                      ctx->opt_m, ctx->opt_v, cu->compute), "the optimizer kernel");
-}
-/* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
-static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
-                                   int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
-    float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasStatus_t st;
-    if (M == 0 || N == 0) return ZERO_OK;
-    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX)
-        return zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: sizes beyond 2^31 (cuBLAS)");
-    st = cublasSgemm(zero__cu(ctx)->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M,
-                     (int)K, &one, B, (int)ldb, A, (int)lda, &beta, C, (int)ldc);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "cublasSgemm failed (status %d)", (int)st);
-    return ZERO_OK;
-}
-static zero_result zero__cuda_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
-                                       int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
-                          "the bias kernel");
-}
-static zero_result zero__cuda_bias_grad(zero_ctx *ctx, void *gb, int gdt, const float *dy, int64_t ld, int64_t rows,
-                                        int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_grad(gb, gdt, dy, ld, rows, n, zero__cu(ctx)->compute),
-                          "the bias-gradient kernel");
-}
-static zero_result zero__cuda_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_fwd(y, x, n, zero__cu(ctx)->compute), "the GELU kernel");
-}
-static zero_result zero__cuda_gelu_bwd(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_gelu_bwd(dx, x, dy, n, zero__cu(ctx)->compute), "the GELU kernel");
-}
-static zero_result zero__cuda_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits, const int32_t *labels,
-                                   int64_t rows, int64_t classes, float dscale) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
-                          zero__k_xent(loss, dlogits, logits, labels, rows, classes, dscale, zero__cu(ctx)->compute),
-                          "the cross-entropy kernel");
-}
-/* mark cannot fail, so a failed record is kept for task_begin: waiting on an event whose
-   record failed returns at once (the event holds an older record, or none), so the comm task
-   would run before the compute work it needs. (Runs under the stream lock, before the worker
-   can see the task: task_begin reads mark_err after it.) */
-static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
-    zero__cuda *cu = zero__cu(ctx);
-    cu->mark_err[ticket % ZERO__STREAM_CAP] = (int)cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);
-}
-/* The comm thread waits (on the host, not the device) for the compute work queued before
-   the task: with the local comm other ranks' streams read this rank's buffers too, and
-   they cannot wait on this rank's events. */
-static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
-    zero__cuda *cu = zero__cu(ctx);
-    int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
-    if (e) return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaEventRecord on the compute stream before a comm task");
-    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
-    return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
-}
-static zero_result zero__cuda_task_end(zero_ctx *ctx) {
-    return zero__cuda_err(ctx, ZERO__S_COMM, (int)cudaStreamSynchronize(zero__cu(ctx)->comm), "a comm task");
-}
-static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
-    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
-}
-static const zero__dev_vt zero__cuda_dev = {
-    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_host_alloc,
-    zero__cuda_host_free, zero__cuda_prepare, zero__cuda_copy,
-    zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
-    zero__cuda_bias_grad, zero__cuda_gelu, zero__cuda_gelu_bwd, zero__cuda_xent, zero__cuda_mark, zero__cuda_task_begin,
-    zero__cuda_task_end, zero__cuda_sync
-};
-#endif /* ZERO_CUDA */
-
-static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
-#ifdef ZERO__HAVE_EMU
-    if (t == ZERO_DEVICE_EMU) return &zero__emu_dev;
-#endif
-#ifdef ZERO_CUDA
-    if (t == ZERO_DEVICE_CUDA) return &zero__cuda_dev;
-#endif
-    (void)t;
-    return &zero__cpu_dev;
-}
-
-/* the local comm's data movement (declared in >>comm): its context's device, or plain
-   memory for an endpoint no context uses */
-static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes) {
-    if (c->ctx) return c->ctx->dev->copy(c->ctx, ZERO__S_COMM, dst, src, bytes);
-    if (bytes > 0) memcpy(dst, src, (size_t)bytes);
-    return ZERO_OK;
-}
-static zero_result zero__comm_sum(zero_comm *c, void *out, int rdt, const void *const *ins, int nin, int sdt,
-                                  int64_t count, int accumulate) {
-    if (!c->ctx) { zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate); return ZERO_OK; }
-    return c->ctx->dev->sum_into(c->ctx, ZERO__S_COMM, out, rdt, ins, nin, sdt, count, accumulate);  /* done on return */
-}
-
-/* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
-   conversion is the CPU's, so every device stores the same bits) */
-#define ZERO__XFER 4096
-static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
-    unsigned char buf[ZERO__XFER * 4];
-    int64_t i, es = (int64_t)zero__esize(dt);
-    zero_result r;
-    if (ctx->dev->host_access) { zero_from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
-    for (i = 0; i < n; i += ZERO__XFER) {
-        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
-        zero_from_f32(buf, (zero_dtype)dt, src + i, c);
-        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
-}
-static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
-    unsigned char buf[ZERO__XFER * 4];
-    int64_t i, es = (int64_t)zero__esize(dt);
-    zero_result r;
-    if (ctx->dev->host_access) { zero_to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
-    for (i = 0; i < n; i += ZERO__XFER) {
-        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
-        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
-        zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
-    }
-    return ZERO_OK;
-}
-
 /* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
    memory, the CPU's fused pass (the same code and bits as the CPU device's) updates the
    host master and moments and narrows the new params into host memory, and they go back
@@ -7677,393 +6165,420 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     return zero__seg_copy(ctx, 0, hp, pe, ctx->param_arena, pe, pdt);
 }
 
-ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: ctx is NULL");
-    if (bytes < 0 || (bytes > 0 && (!dst || !src)))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: NULL pointer or negative size");
-    return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
-}
-ZERO_API void *zero_device_alloc(zero_ctx *ctx, int64_t bytes) {
-    void *p;
-    if (!ctx || bytes <= 0) {
-        zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_device_alloc: NULL ctx or size %lld <= 0",
-                   (long long)bytes);
-        return NULL;
+/* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
+/* ---- tasks: what the comm stream runs ----------------------------------------------- */
+
+static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
+    const zero_desc *d = &ctx->desc;
+    const zero__module_rec *m = &ctx->modules[mi];
+    int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
+    int64_t per = m->span / N;
+    void *full = zero__at(ctx->grad_arena, m->train_off, adt);
+    zero_result r;
+    if (ctx->staging_mode) {
+        const void *src = ctx->staging + staging_off;
+        if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
+            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->grad_arena, m->train_off / N, adt), adt,
+                                        per, micro > 1);
+        /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
+        if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->span, micro > 1)) != ZERO_OK) return r;
+        if (micro < d->accum_steps) return ZERO_OK;
     }
-    if (!(p = ctx->dev->alloc(ctx, bytes)))
-        zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                   "zero_device_alloc: %lld bytes of %s memory are not available", (long long)bytes, ctx->dev->name);
+    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
+    r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
+    return r;
+}
+
+/* buf: the module's span in fp32, in device memory (host memory on the CPU device) */
+static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int N = ctx->world, pdt = ctx->desc.param_dtype;
+    int64_t per = m->span / N;
+    float *mine = buf + (int64_t)ctx->rank * per;
+    const void *src;
+    zero_result r;
+    if (ctx->master && !m->frozen)
+        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->master + m->train_off / N, per * 4);
+    else if (zero__has_master(ctx) && !m->frozen) {
+        if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+            zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
+            return r;
+        }
+    } else if (zero__offp(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
+        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+            zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
+            return r;
+        }
+    } else {
+        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
+        r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
+    }
+    if (r != ZERO_OK) {
+        zero__all_gather(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
+        return r;
+    }
+    return zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+}
+
+static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
+    int N = ctx->world, pdt = ctx->desc.param_dtype;
+    /* module tasks carry the module as the collective's tag: the local comm checks
+       every rank moves the same module, so a divergent program is named, not garbled */
+    ctx->comm->tag = t->kind == ZERO__TASK_REDUCE || t->kind == ZERO__TASK_GATHER_MODULE ||
+                     t->kind == ZERO__TASK_GATHER_PARAMS || t->kind == ZERO__TASK_GATHER_MASTER ? t->a : -1;
+    switch (t->kind) {
+    case ZERO__TASK_REDUCE: {
+        zero_result r = zero__task_reduce(ctx, t->a, t->b, t->n);
+        if (r == ZERO_OK)
+            zero__log(ctx, ZERO_LOG_DEBUG, ZERO_LOGITEM_REDUCED, "reduced module '%s' (micro-batch %d)",
+                      ctx->modules[t->a].name, t->b);
+        return r;
+    }
+    case ZERO__TASK_GATHER_MODULE: {
+        const zero__module_rec *m = &ctx->modules[t->a];
+        int64_t per = m->span / N;
+        char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
+        zero_result r, rr = ZERO_OK, rc = ZERO_OK;
+        if (zero__offp(ctx) && !m->frozen)    /* the shard from NVMe; on failure the others still get their gather */
+            rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
+        else
+            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, zero__pshard(ctx, t->a), pdt),
+                                per * (int64_t)zero__esize(pdt));
+        r = zero__all_gather(ctx, mine, dst, per, pdt);
+        if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
+        if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
+        if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
+            ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
+            snprintf(ctx->comm->err, sizeof ctx->comm->err,
+                     "stage 3: rank %d fetched module '%s' while rank 0 fetched '%s': the ranks' fetch orders differ",
+                     ctx->comm->bad_rank, ctx->modules[ctx->comm->bad_tag[1]].name,
+                     ctx->modules[ctx->comm->bad_tag[0]].name);
+        return r;
+    }
+    case ZERO__TASK_GATHER_PARAMS: {
+        const zero__module_rec *m = &ctx->modules[t->a];
+        int64_t per = m->span / N;
+        char *full = zero__at(ctx->param_arena, m->param_off, pdt);
+        return zero__all_gather(ctx, zero__at(full, (int64_t)ctx->rank * per, pdt), full, per, pdt);
+    }
+    case ZERO__TASK_GATHER_MASTER:
+        return zero__task_gather_master(ctx, t->a, (float *)t->ptr);
+    case ZERO__TASK_ALLREDUCE_F64:
+        return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
+    case ZERO__TASK_ALLGATHER_BYTES:
+        return ctx->comm->vt->all_gather(ctx->comm, t->ptr, t->ptr2, t->n, ctx->desc.timeout_ms);
+    default:
+        snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
+        return ZERO_ERR_STATE;
+    }
+}
+/* ---- fetch / release --------------------------------------------------------------- */
+static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
+    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "%s: call zero_build first", fn);
+    return ZERO_OK;
+}
+
+/* The gather arena: first-fit over a sorted free list, coalescing on free. */
+static int64_t zero__garena_alloc(zero_ctx *ctx, int64_t bytes) {
+    int i;
+    for (i = 0; i < ctx->nfree; i++)
+        if (ctx->free_len[i] >= bytes) {
+            int64_t off = ctx->free_off[i];
+            ctx->free_off[i] += bytes;
+            ctx->free_len[i] -= bytes;
+            if (ctx->free_len[i] == 0) {
+                memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+                memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+                ctx->nfree--;
+            }
+            return off;
+        }
+    return -1;
+}
+static void zero__garena_free(zero_ctx *ctx, int64_t off, int64_t bytes) {
+    int i = 0;
+    while (i < ctx->nfree && ctx->free_off[i] < off) i++;
+    memmove(ctx->free_off + i + 1, ctx->free_off + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
+    memmove(ctx->free_len + i + 1, ctx->free_len + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
+    ctx->free_off[i] = off;
+    ctx->free_len[i] = bytes;
+    ctx->nfree++;
+    if (i + 1 < ctx->nfree && ctx->free_off[i] + ctx->free_len[i] == ctx->free_off[i + 1]) {
+        ctx->free_len[i] += ctx->free_len[i + 1];
+        memmove(ctx->free_off + i + 1, ctx->free_off + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
+        memmove(ctx->free_len + i + 1, ctx->free_len + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
+        ctx->nfree--;
+    }
+    if (i > 0 && ctx->free_off[i - 1] + ctx->free_len[i - 1] == ctx->free_off[i]) {
+        ctx->free_len[i - 1] += ctx->free_len[i];
+        memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+        memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
+        ctx->nfree--;
+    }
+}
+
+static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
+    return (m->persistent ? ctx->persist : ctx->garena) + m->goff;
+}
+
+/* Queue the all-gather of module mi into its place. Every rank makes the same
+   decisions at the same calls (they depend on the schedule and the byte counts
+   only, never on timing), so the ranks' comm streams stay matched. */
+static void zero__issue_gather(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    m->live = 1;
+    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, 0, 0, zero__gather_base(ctx, m), NULL);
+    if (!m->persistent) {
+        ctx->gathered += zero__gbytes(&ctx->desc, m->span);
+        if (ctx->gathered > ctx->peak_gathered) ctx->peak_gathered = ctx->gathered;
+    }
+}
+
+/* Drop a gathered, unused module. A gather still in flight writes into its place,
+   so wait for it first. */
+static zero_result zero__drop(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    int64_t b = zero__gbytes(&ctx->desc, m->span);
+    zero_result r = ZERO_OK;
+    if (!m->live) return ZERO_OK;
+    if (m->gticket && !zero__ticket_done(ctx, m->gticket)) r = zero__wait(ctx, m->gticket);
+    if (m->prefetched) ctx->pending_bytes -= b;
+    m->live = m->prefetched = m->kept = 0;
+    m->gticket = 0;
+    if (!m->persistent) {
+        zero__garena_free(ctx, m->goff, b);
+        ctx->gathered -= b;
+        m->goff = -1;
+    }
+    return r;
+}
+
+/* Issue the gathers of the next scheduled modules, within both budgets. When no
+   module is in use, the very next one may also take the in-use allowance (the
+   arena's room for the largest module): that is where the forward pass turns into
+   the backward pass, releasing a module that is fetched again right away. */
+static void zero__prefetch(zero_ctx *ctx) {
+    int j;
+    if (!ctx->sched_active || ctx->off_sched || ctx->prefetch_budget < 0) return;
+    for (j = ctx->sched_pos; j < ctx->sched_len; j++) {
+        int mi = ctx->sched[j];
+        zero__module_rec *m = &ctx->modules[mi];
+        int64_t b = zero__gbytes(&ctx->desc, m->span), off;
+        int next_in_use = j == ctx->sched_pos && ctx->inuse_bytes == 0;
+        if (m->live) continue;
+        if (!m->persistent) {
+            if (!next_in_use && ctx->pending_bytes + b > ctx->prefetch_budget) break;
+            if (!next_in_use && ctx->gathered - ctx->inuse_bytes + b > ctx->max_live) break;
+            if ((off = zero__garena_alloc(ctx, b)) < 0) break;
+            m->goff = off;
+            ctx->pending_bytes += b;
+            ctx->prefetched_bytes += b;
+            m->prefetched = 1;
+        }
+        zero__issue_gather(ctx, mi);
+    }
+}
+
+static void zero__record_fetch(zero_ctx *ctx, int mi) {
+    if (ctx->sched_active) {
+        if (ctx->off_sched) return;
+        if (ctx->sched_pos < ctx->sched_len && ctx->sched[ctx->sched_pos] == mi) { ctx->sched_pos++; return; }
+        ctx->off_sched = 1;
+        zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_SCHEDULE_CHANGED,
+                  "step %lld: fetch #%d is module '%s', not '%s' as recorded: fetching on demand for this step",
+                  (long long)ctx->steps, ctx->sched_pos, ctx->modules[mi].name,
+                  ctx->sched_pos < ctx->sched_len ? ctx->modules[ctx->sched[ctx->sched_pos]].name : "(end)");
+        return;
+    }
+    /* the first step: record (allocation happens only here, never in a steady-state step) */
+    if (!zero__grow(ctx, (void **)&ctx->sched, &ctx->sched_cap, ctx->sched_len, sizeof(int))) {
+        ctx->off_sched = 1;                 /* no schedule: on demand, still correct */
+        return;
+    }
+    ctx->sched[ctx->sched_len++] = mi;
+}
+
+/* is module mi fetched again within the next `dist` scheduled fetches? */
+static int zero__reused_soon(const zero_ctx *ctx, int mi, int dist) {
+    int j;
+    if (!ctx->sched_active || ctx->off_sched) return 0;
+    for (j = ctx->sched_pos; j < ctx->sched_len && j < ctx->sched_pos + dist; j++)
+        if (ctx->sched[j] == mi) return 1;
+    return 0;
+}
+
+
+/* The step's end for stage 3: gathered copies are stale once the optimizer has run.
+   Before the optimizer, the first step's order is checked across ranks. */
+static zero_result zero__schedule_check(zero_ctx *ctx) {
+    enum { K = 32 };
+    int64_t mine[K + 2], *all;
+    zero_result r;
+    int i, k, n = ctx->sched_len < K ? ctx->sched_len : K;
+    mine[0] = ctx->sched_len;
+    mine[1] = (int64_t)zero__fnv(14695981039346656037ull, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
+    for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched[i] : -1;
+    all = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof mine * (size_t)ctx->world);
+    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_step: out of memory");
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, mine, all));
+    for (k = 1; r == ZERO_OK && k < ctx->world; k++) {
+        const int64_t *o = all + (K + 2) * k;
+        if (o[0] == all[0] && o[1] == all[1]) continue;
+        for (i = 0; i < K && o[2 + i] == all[2 + i]; i++) {}
+        if (i < K && o[2 + i] >= 0 && all[2 + i] >= 0)
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
+                           "zero_step: fetch #%d of the first step was module '%s' on rank %d but '%s' on rank 0; "
+                           "every rank must fetch modules in the same order", i,
+                           ctx->modules[o[2 + i]].name, k, ctx->modules[all[2 + i]].name);
+        else
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_SCHEDULE_MISMATCH,
+                           "zero_step: rank %d fetched %lld modules in the first step, rank 0 %lld (or in another "
+                           "order after fetch #%d); every rank must fetch modules in the same order",
+                           k, (long long)o[0], (long long)all[0], K);
+    }
+    zero__raw_free(&ctx->desc.allocator, all);
+    return r;
+}
+
+static zero_result zero__stage3_step_end(zero_ctx *ctx) {
+    zero_result r = ZERO_OK, r2;
+    int i;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
+    ctx->sched_active = 1;
+    ctx->sched_pos = 0;
+    ctx->off_sched = 0;
+    return r;
+}
+
+/* After the optimizer: gather the persistent modules and prefetch the next step's first. */
+static void zero__stage3_step_start(zero_ctx *ctx) {
+    int i;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (ctx->modules[i].persistent) zero__issue_gather(ctx, i);
+    zero__prefetch(ctx);
+}
+
+
+/* >>grads: staging ring, buckets --------------------------------------------------------
+   In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
+   from a ring. Records are allocated in order and retired in order once the reduce
+   task that read them is done (its ticket), so the ring needs no lock. */
+static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
+    int64_t head = ctx->staging_head, cap = ctx->staging_bytes, tail;
+    if (ctx->srec_count == 0) { *off = 0; return bytes <= cap; }
+    tail = ctx->srecs[ctx->srec_head].off;
+    if (head > tail) {
+        if (cap - head >= bytes) { *off = head; return 1; }
+        if (tail >= bytes) { *off = 0; return 1; }
+        return 0;
+    }
+    if (tail - head >= bytes) { *off = head; return 1; }
+    return 0;
+}
+
+static void zero__flush(zero_ctx *ctx) {
+    int i;
+    for (i = 0; i < ctx->bucket_len; i++) {
+        int mi = ctx->bucket[3 * i], micro = ctx->bucket[3 * i + 1], rec = ctx->bucket[3 * i + 2];
+        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->srecs[rec].off : 0, NULL, NULL);
+        if (rec >= 0) ctx->srecs[rec].ticket = t;
+    }
+    ctx->bucket_len = 0;
+    ctx->bucket_fill = 0;
+}
+
+static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
+    int64_t off = 0;
+    for (;;) {
+        while (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket &&
+               zero__ticket_done(ctx, ctx->srecs[ctx->srec_head].ticket)) {
+            ctx->staging_inuse -= ctx->srecs[ctx->srec_head].bytes;
+            ctx->srec_head = (ctx->srec_head + 1) % ctx->srec_cap;
+            ctx->srec_count--;
+        }
+        if (ctx->srec_count < ctx->srec_cap && zero__staging_fit(ctx, bytes, &off)) {
+            int idx = (ctx->srec_head + ctx->srec_count) % ctx->srec_cap;
+            ctx->srecs[idx].off = off;
+            ctx->srecs[idx].bytes = bytes;
+            ctx->srecs[idx].ticket = 0;
+            ctx->srec_count++;
+            ctx->staging_head = off + bytes;
+            ctx->staging_inuse += bytes;
+            if (ctx->staging_inuse > ctx->peak_staging) ctx->peak_staging = ctx->staging_inuse;
+            if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->staging + off, bytes)) != ZERO_OK) return -2;
+            return idx;
+        }
+        if (ctx->bucket_len) { zero__flush(ctx); continue; }
+        if (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket) {
+            if ((*res = zero__wait(ctx, ctx->srecs[ctx->srec_head].ticket)) != ZERO_OK) return -2;
+            continue;
+        }
+        return -1;
+    }
+}
+
+static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
+    zero__module_rec *m = &ctx->modules[mi];
+    int idx;
+    if (m->staged >= 0) return m->staged;
+    idx = zero__staging_alloc(ctx, zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), res);
+    if (idx == -1)
+        *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                   "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
+                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->staging_bytes);
+    if (idx >= 0) m->staged = idx;
+    return idx;
+}
+
+
+/* >>optim ------------------------------------------------------------------------------ */
+
+static void zero__end_step(zero_ctx *ctx) {
+    int i;
+    if (ctx->desc.stage < 2 && !ctx->staging_mode)      /* an error here shows at the next sync */
+        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grad_arena, zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
+    ctx->total_ready = 0;
+}
+
+
+/* >>tiling -----------------------------------------------------------------------------
+   Memory-centric tiling: one linear layer cut into tiles, each tile a module of its own,
+   fetched, used and released in turn. */
+
+static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn) {
+    return zero__handle_index(ctx, tl.id, ctx ? ctx->num_tiled : 0, "tiled linear", fn);
+}
+static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
+
+
+static zero_param zero__tile_param(const zero_ctx *ctx, const zero__tiled *t, int k, int bias) {
+    zero_param p;
+    p.id = zero__handle(ctx, t->first_param + k * (1 + t->bias) + bias);
     return p;
 }
-ZERO_API void zero_device_free(zero_ctx *ctx, void *ptr) {
-    if (ctx && ptr) ctx->dev->free(ctx, ptr);
-}
-static zero_result zero__helper_args(zero_ctx *ctx, const char *fn, int64_t n, const void *a, const void *b,
-                                     const void *c) {
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
-    if (n < 0 || (n > 0 && (!a || !b || !c)))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: NULL pointer or negative size", fn);
-    return ZERO_OK;
-}
-ZERO_API zero_result zero_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
-    zero_result r = zero__helper_args(ctx, "zero_gelu", n, y, x, x);
-    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu(ctx, y, x, n);
-}
-ZERO_API zero_result zero_gelu_backward(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
-    zero_result r = zero__helper_args(ctx, "zero_gelu_backward", n, dx, x, dy);
-    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu_bwd(ctx, dx, x, dy, n);
-}
-ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits,
-                                       const int32_t *labels, int64_t rows, int64_t classes, float dscale) {
-    zero_result r = zero__helper_args(ctx, "zero_softmax_xent", rows, loss, dlogits, logits);
-    if (r != ZERO_OK) return r;
-    if (rows > 0 && (!labels || classes < 1))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_softmax_xent: no labels or classes < 1");
-    return rows == 0 ? ZERO_OK : ctx->dev->xent(ctx, loss, dlogits, logits, labels, rows, classes, dscale);
+static zero_module zero__tile_module(const zero_ctx *ctx, const zero__tiled *t, int k) {
+    zero_module m;
+    m.id = zero__handle(ctx, t->first_module + k);
+    return m;
 }
 
-/* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------
-   Each context owns a fixed buffer of events, allocated by zero_trace_enable. The
-   compute thread (user spans, fetch waits), the comm stream (every collective it runs)
-   and zero_step (the optimizer pass) append to it by reserving a slot with one atomic
-   add, so recording takes no lock and a full buffer only counts what it dropped. With
-   tracing off every hook is one NULL test. Times are CLOCK_MONOTONIC microseconds, one
-   clock for every rank of the machine. */
-#define ZERO__TRACE_NAME 48
-#define ZERO__TRACE_DEPTH 32
-enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_NUM };
-static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme" };
 
-typedef struct zero__trace_event {   /* 64 bytes */
-    double ts, dur;                  /* microseconds */
-    int32_t track, rank;
-    char name[ZERO__TRACE_NAME];
-} zero__trace_event;
-
-struct zero__trace {
-    zero__trace_event *ev;
-    int64_t cap, count;              /* count: slots reserved (atomic); may pass cap */
-    double open_ts[ZERO__TRACE_DEPTH];   /* zero_trace_begin's stack (compute thread only) */
-    char open_name[ZERO__TRACE_DEPTH][ZERO__TRACE_NAME];
-    int depth;
-};
-
-/* ctx->trace is published once by zero_trace_enable while the comm stream may be running */
-static struct zero__trace *zero__trace_get(const zero_ctx *ctx) {
-    return ctx ? __atomic_load_n(&ctx->trace, __ATOMIC_ACQUIRE) : NULL;
-}
-static double zero__trace_t0(const zero_ctx *ctx) { return zero__trace_get(ctx) ? zero__now_ms() * 1e3 : 0.0; }
-
-static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const char *arg, double t0) {
-    struct zero__trace *tr = zero__trace_get(ctx);
-    zero__trace_event *e;
-    int64_t i;
-    if (!tr) return;
-    i = __atomic_fetch_add(&tr->count, 1, __ATOMIC_RELAXED);
-    if (i >= tr->cap) return;
-    e = &tr->ev[i];
-    e->ts = t0;
-    e->dur = zero__now_ms() * 1e3 - t0;
-    e->track = track;
-    e->rank = ctx->rank;
-    if (arg) snprintf(e->name, sizeof e->name, "%s %s", name, arg);
-    else snprintf(e->name, sizeof e->name, "%s", name);
+/* fetch tile k and give its weights as fp32 (the gathered tile itself when params are f32) */
+static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k, zero_result *r) {
+    int64_t rows = zero__tile_row0(t, k + 1) - zero__tile_row0(t, k);
+    const void *w;
+    if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
+    w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
+    if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
+    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile_w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
+        != ZERO_OK) return NULL;
+    return ctx->tile_w;
 }
 
-/* the comm stream runs every task through here */
-static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
-    static const char *names[] = { "?", "reduce", "all-gather", "gather params", "gather master", "all-reduce",
-                                   "all-gather bytes" };
-    double t0 = zero__trace_t0(ctx);
-    zero_result r = zero__run_task(ctx, t);
-    if (zero__trace_get(ctx)) {
-        int k = t->kind == ZERO__TASK_REDUCE ? 1 : t->kind == ZERO__TASK_GATHER_MODULE ? 2 :
-                t->kind == ZERO__TASK_GATHER_PARAMS ? 3 : t->kind == ZERO__TASK_GATHER_MASTER ? 4 :
-                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 : 0;
-        int mod = k >= 1 && k <= 4 && t->a >= 0 && t->a < ctx->num_modules;
-        zero__trace_add(ctx, ZERO__TRACK_COMM, names[k], mod ? ctx->modules[t->a].name : NULL, t0);
-    }
-    return r;
-}
-
-static void zero__trace_free(zero_ctx *ctx) {
-    if (!ctx->trace) return;
-    zero__raw_free(&ctx->desc.allocator, ctx->trace->ev);
-    zero__raw_free(&ctx->desc.allocator, ctx->trace);
-    ctx->trace = NULL;
-}
-
-ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
-    struct zero__trace *tr;
-    int64_t bytes;
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_enable: ctx is NULL");
-    if (max_events <= 0 || !zero__mul(max_events, (int64_t)sizeof(zero__trace_event), &bytes) || (size_t)bytes != (uint64_t)bytes)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_trace_enable: max_events must be positive (got %lld)", (long long)max_events);
-    if (ctx->trace)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_enable: tracing is already on");
-    tr = (struct zero__trace *)zero__raw_alloc(&ctx->desc.allocator, sizeof *tr);
-    if (tr) memset(tr, 0, sizeof *tr);
-    if (tr && !(tr->ev = (zero__trace_event *)zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes))) {
-        zero__raw_free(&ctx->desc.allocator, tr);
-        tr = NULL;
-    }
-    if (!tr)
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_trace_enable: cannot allocate %lld bytes of trace events", (long long)bytes);
-    tr->cap = max_events;
-    /* the comm stream reads ctx->trace: publish it once the buffer is ready */
-    __atomic_store_n(&ctx->trace, tr, __ATOMIC_RELEASE);
-    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_TRACE, "tracing on: %lld events, %lld bytes", (long long)max_events,
-              (long long)bytes);
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name) {
-    struct zero__trace *tr;
-    if (!ctx || !name) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_begin: NULL argument");
-    if (!(tr = ctx->trace)) return ZERO_OK;   /* off: free */
-    if (tr->depth >= ZERO__TRACE_DEPTH)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_trace_begin('%s'): more than %d spans open", name, ZERO__TRACE_DEPTH);
-    snprintf(tr->open_name[tr->depth], ZERO__TRACE_NAME, "%s", name);
-    tr->open_ts[tr->depth++] = zero__now_ms() * 1e3;
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_trace_end(zero_ctx *ctx) {
-    struct zero__trace *tr;
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_end: ctx is NULL");
-    if (!(tr = ctx->trace)) return ZERO_OK;
-    if (tr->depth <= 0)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_end: no span is open");
-    tr->depth--;
-    zero__trace_add(ctx, ZERO__TRACK_COMPUTE, tr->open_name[tr->depth], NULL, tr->open_ts[tr->depth]);
-    return ZERO_OK;
-}
-
-ZERO_API int64_t zero_trace_count(const zero_ctx *ctx) {
-    int64_t n;
-    if (!ctx || !ctx->trace) return 0;
-    n = __atomic_load_n(&ctx->trace->count, __ATOMIC_RELAXED);
-    return n;
-}
-
-static void zero__json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static int zero__trace_write(const char *path, const zero__trace_event *ev, const int64_t *counts, int64_t stride,
-                             int world) {
-    FILE *f = fopen(path, "w");
-    double t_min = 0.0;
-    int r, k, first = 1, any = 0, ok;
-    int64_t i;
-    if (!f) return 0;
-    for (r = 0; r < world; r++)
-        for (i = 0; i < counts[r]; i++)
-            if (!any || ev[r * stride + i].ts < t_min) { t_min = ev[r * stride + i].ts; any = 1; }
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    for (r = 0; r < world; r++) {
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d\"}}",
-                first ? "" : ",\n", r, r);
-        first = 0;
-        for (k = 0; k < ZERO__TRACK_NUM; k++)
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
-                    r, k, zero__track_name[k]);
-        for (i = 0; i < counts[r]; i++) {
-            const zero__trace_event *e = &ev[r * stride + i];
-            fprintf(f, ",\n{\"name\":");
-            zero__json_str(f, e->name);
-            fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d}",
-                    zero__track_name[e->track >= 0 && e->track < ZERO__TRACK_NUM ? e->track : 0], e->ts - t_min,
-                    e->dur, r, e->track);
-        }
-    }
-    fprintf(f, "\n]}\n");
-    ok = !ferror(f);
-    if (fclose(f) != 0) ok = 0;
-    return ok;
-}
-
-ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
-    const zero_allocator *a;
-    int64_t mine, stride = 0, *counts = NULL, res = 0, *all_res = NULL, bytes;
-    zero__trace_event *send = NULL, *all = NULL;
-    zero_result r;
-    int i, N;
-    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: ctx is NULL");
-    if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: path is NULL");
-    if (!ctx->trace)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_trace_save: tracing is off (call zero_trace_enable first)");
-    a = &ctx->desc.allocator;
-    N = ctx->world;
-    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    /* events the comm stream adds from here on (this call's own gathers) are not saved */
-    mine = zero_trace_count(ctx);
-    if (mine > ctx->trace->cap) mine = ctx->trace->cap;
-    counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
-    if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
-    all_res = counts + N;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
-    for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
-    if (stride < 1) stride = 1;
-    bytes = stride * (int64_t)sizeof(zero__trace_event);
-    if (r == ZERO_OK) {
-        send = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes);
-        all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
-        res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
-        /* agree on the allocation before moving stride * N events */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
-        for (i = 0; r == ZERO_OK && i < N; i++)
-            if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                                               "zero_trace_save: rank %d cannot allocate the event buffers", i);
-    }
-    if (r == ZERO_OK) {
-        memset(send, 0, (size_t)bytes);
-        memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
-    }
-    if (r == ZERO_OK) {
-        res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
-        /* every rank returns rank 0's result */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
-        if (r == ZERO_OK && all_res[0] != 0)
-            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
-    }
-    zero__raw_free(a, send);
-    zero__raw_free(a, all);
-    zero__raw_free(a, counts);
-    return r;
-}
-
-/* >>public: parameters in and out ------------------------------------------------------ */
-ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
-    zero_result r;
-    int pi, pdt;
-    int64_t lo, s, e;
-    if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
-    if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
-    /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
-       shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
-    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
-    zero__param_region(ctx, pr, &lo, &s, &e);
-    if (ctx->desc.stage < 3)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
-    else if (zero__offp(ctx) && !m->frozen && s < e)
-        r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
-                         "zero_param_set_f32");
-    else if (s < e)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
-                              values + (s - pr->offset), e - s);
-    if (r != ZERO_OK) return r;
-    if (ctx->master && !m->frozen && s < e)
-        return zero__dev_put_f32(ctx, ctx->master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
-                                 e - s);
-    else if (zero__has_master(ctx) && !m->frozen && s < e)
-        return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
-                            "zero_param_set_f32");
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
-    const zero_desc *d;
-    float *tmp = NULL;
-    zero_result r;
-    int i, j, pdt;
-    if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
-    if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
-    d = &ctx->desc;
-    pdt = d->param_dtype;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)));
-        if (!local) {
-            /* a transient buffer of one module in device memory, outside the plan: this is
-               not a training-step call */
-            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->max_span * 4)))
-                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                                  "zero_gather_params_f32: out of memory");
-            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
-            if (r != ZERO_OK) break;
-        }
-        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module != i) continue;
-            if (!local)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
-            else if (ctx->master && !m->frozen)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->master + m->train_off + pr->offset, ZERO_F32,
-                                      pr->numel);
-            else if (zero__has_master(ctx) && !m->frozen)
-                r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
-                                 "zero_gather_params_f32");
-            else
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
-                                      pdt, pr->numel);
-        }
-        if (r != ZERO_OK) break;
-    }
-    if (tmp) ctx->dev->free(ctx, tmp);
-    return r;
-}
-
-ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
-    zero_result r;
-    int i;
-    if (!ctx || (!values && n > 0) || n < 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_allreduce_f64: bad arguments");
-    for (i = 0; i < n; i += 64) {
-        int c = n - i < 64 ? n - i : 64;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, c, values + i, NULL))) != ZERO_OK)
-            return r;
-    }
-    return ZERO_OK;
-}
-
-ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
-    zero_ctx *c = (zero_ctx *)ctx;
-    int t, k;
-    if (!ctx || !out) return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
-    memset(out, 0, sizeof *out);
-    memcpy(out->bytes, ctx->bytes, sizeof out->bytes);
-    for (t = 0; t < ZERO_TIER_NUM; t++)
-        for (k = 0; k < ZERO_CAT_NUM; k++) {
-            out->total_bytes += ctx->bytes[t][k];
-            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->bytes[t][k];
-        }
-    pthread_mutex_lock(&c->stream.mu);
-    memcpy(out->comm_calls, ctx->comm_calls, sizeof out->comm_calls);
-    memcpy(out->comm_elems, ctx->comm_elems, sizeof out->comm_elems);
-    memcpy(out->comm_bytes, ctx->comm_bytes, sizeof out->comm_bytes);
-    pthread_mutex_unlock(&c->stream.mu);
-    out->steps = ctx->steps;
-    out->skipped_steps = ctx->skipped;
-    out->loss_scale = ctx->loss_scale;
-    out->grad_norm = ctx->grad_norm;
-    out->prefetch_hits = ctx->hits;
-    out->prefetch_misses = ctx->misses;
-    out->prefetched_bytes = ctx->prefetched_bytes;
-    out->gathered_bytes = ctx->gathered;
-    out->peak_gathered_bytes = ctx->peak_gathered;
-    out->peak_staging_bytes = ctx->peak_staging;
-    out->fetch_wait_ms = ctx->wait_ms;
-    return ZERO_OK;
-}
 
 /* >>ckpt ------------------------------------------------------------------------------
    Sharded checkpoints and safetensors. A checkpoint directory holds one shard file per
@@ -8077,11 +6592,6 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
    holds, at the offsets the manifest gives. The manifest rename is the commit point:
    new shards get a new generation suffix, so the files an older manifest names stay
    until the new manifest is in place; stale generations are removed afterwards. */
-#include <fcntl.h>
-#include <unistd.h>
-#include <dirent.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 
 #define ZERO__CK_VERSION 1
 /* shard header, 64 bytes: magic, u32 version, rank, world, 0; u64 generation; i64 steps,
@@ -9501,7 +8011,1481 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     return r;
 }
 
+
+/* >>public -------------------------------------------------------------------------------
+   The public functions, on top of everything above. */
+/* ---- basics ------------------------------------------------------------------------- */
+ZERO_API const char *zero_result_str(zero_result r) {
+    switch (r) {
+    case ZERO_OK: return "ZERO_OK";
+    case ZERO_STEP_SKIPPED: return "ZERO_STEP_SKIPPED";
+    case ZERO_ERR_INVALID_ARG: return "ZERO_ERR_INVALID_ARG";
+    case ZERO_ERR_INVALID_STAGE: return "ZERO_ERR_INVALID_STAGE";
+    case ZERO_ERR_INVALID_SIZE: return "ZERO_ERR_INVALID_SIZE";
+    case ZERO_ERR_INVALID_DTYPE: return "ZERO_ERR_INVALID_DTYPE";
+    case ZERO_ERR_INVALID_HANDLE: return "ZERO_ERR_INVALID_HANDLE";
+    case ZERO_ERR_ALREADY_BUILT: return "ZERO_ERR_ALREADY_BUILT";
+    case ZERO_ERR_NOT_BUILT: return "ZERO_ERR_NOT_BUILT";
+    case ZERO_ERR_GRADS_NOT_READY: return "ZERO_ERR_GRADS_NOT_READY";
+    case ZERO_ERR_NOT_FETCHED: return "ZERO_ERR_NOT_FETCHED";
+    case ZERO_ERR_STATE: return "ZERO_ERR_STATE";
+    case ZERO_ERR_MISMATCH: return "ZERO_ERR_MISMATCH";
+    case ZERO_ERR_TIMEOUT: return "ZERO_ERR_TIMEOUT";
+    case ZERO_ERR_COMM: return "ZERO_ERR_COMM";
+    case ZERO_ERR_OUT_OF_MEMORY: return "ZERO_ERR_OUT_OF_MEMORY";
+    case ZERO_ERR_OVER_CAP: return "ZERO_ERR_OVER_CAP";
+    case ZERO_ERR_IO: return "ZERO_ERR_IO";
+    case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
+    case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
+    case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
+    case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
+    case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
+    }
+    return "ZERO_ERR_(unknown)";
+}
+ZERO_API const char *zero_dtype_str(zero_dtype t) {
+    switch (t) {
+    case ZERO_F32: return "f32";
+    case ZERO_BF16: return "bf16";
+    case ZERO_F16: return "f16";
+    default: return "(unknown dtype)";
+    }
+}
+ZERO_API size_t zero_dtype_size(zero_dtype t) {
+    return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
+}
+ZERO_API const char *zero_log_item_str(zero_log_item item) {
+    return (int)item >= 0 && item < ZERO_LOGITEM_NUM ? zero__log_item_name[item] : "(unknown item)";
+}
+ZERO_API const char *zero_last_error(const zero_ctx *ctx) {
+    return ctx ? ctx->err : zero__tls_err;
+}
+
+ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) dst[i] = zero__ld(src, i, (int)t);
+}
+ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, src[i]);
+}
+ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, zero__ld(dst, i, (int)t) + src[i]);
+}
+
+/* ---- communicators ------------------------------------------------------------------ */
+ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
+    zero_group *g;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_create: out is NULL");
+    *out = NULL;
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
+    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
+    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    memset(g, 0, sizeof *g);
+    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
+    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
+    if (!g->slots || !g->left) {
+        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    }
+    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
+    memset(g->left, 0, sizeof(int) * (size_t)world_size);
+    g->n = world_size;
+    g->gen = 1;
+    pthread_mutex_init(&g->mu, NULL);
+    zero__cond_init(&g->cv);
+    *out = g;
+    return ZERO_OK;
+}
+ZERO_API void zero_group_destroy(zero_group *g) {
+    if (!g) return;
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    zero__raw_free(NULL, g->slots);
+    zero__raw_free(NULL, g->left);
+    zero__raw_free(NULL, g);
+}
+ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
+    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_group_set_link: group must not be NULL and latency/bandwidth must be >= 0");
+    pthread_mutex_lock(&g->mu);
+    g->link_latency_us = latency_us;
+    g->link_gbps = gbytes_per_s;
+    pthread_mutex_unlock(&g->mu);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
+    zero_comm *c;
+    if (!out || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_local: NULL argument");
+    *out = NULL;
+    if (rank < 0 || rank >= g->n)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_local: rank %d is outside the group of %d", rank, g->n);
+    c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
+    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
+    memset(c, 0, sizeof *c);
+    c->vt = &zero__local_vt;
+    c->rank = rank;
+    c->size = g->n;
+    c->group = g;
+    pthread_mutex_lock(&g->mu);
+    g->endpoints++;
+    g->left[rank] = 0;
+    pthread_mutex_unlock(&g->mu);
+    *out = c;
+    return ZERO_OK;
+}
+ZERO_API void zero_comm_destroy(zero_comm *c) {
+    zero_group *g;
+    if (!c) return;
+#ifdef ZERO_MPI
+    if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
+#endif
+#ifdef ZERO_CUDA
+    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
+#endif
+    g = c->owns_group ? c->group : NULL;
+    pthread_mutex_lock(&c->group->mu);
+    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
+    c->group->endpoints--;
+    pthread_cond_broadcast(&c->group->cv);
+    pthread_mutex_unlock(&c->group->mu);
+    zero__raw_free(NULL, c);
+    zero_group_destroy(g);
+}
+ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
+ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
+
+typedef struct zero__run_arg {
+    zero_group *g;
+    zero_rank_fn fn;
+    void *user;
+    int rank;
+    zero_result result;
+} zero__run_arg;
+
+static void *zero__run_main(void *p) {
+    zero__run_arg *a = (zero__run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero_comm_local(&c, a->g, a->rank);
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    zero_comm_destroy(c);
+    return NULL;
+}
+
+ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
+    zero__run_arg *args;
+    pthread_t *th;
+    zero_result r;
+    int i, started = 0, world_size;
+    if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
+    world_size = g->n;
+    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
+    }
+    r = ZERO_OK;
+    for (i = 0; i < world_size; i++) {
+        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
+        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_group: could not start thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    if (started < world_size) {
+        /* the missing ranks count as gone, so the started ones fail fast */
+        pthread_mutex_lock(&g->mu);
+        for (i = started; i < world_size; i++) g->left[i] = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+
+ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
+    zero_group *g = NULL;
+    zero_result r;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
+    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
+    r = zero_run_group(g, fn, user);
+    zero_group_destroy(g);
+    return r;
+}
+/* ---- context and registration -------------------------------------------------------- */
+ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
+    zero_ctx *ctx;
+    zero_desc d;
+    zero_result r;
+    if (out) *out = NULL;
+    if (!out || !desc)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
+    d = *desc;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx);
+    if (!ctx) return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    memset(ctx, 0, sizeof *ctx);
+    ctx->desc = d;
+    ctx->salt = zero__next_salt();
+    ctx->simd = zero__simd_pick();
+    ctx->dev = zero__dev_pick(d.device);
+    if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
+        zero__raw_free(&d.allocator, ctx);
+        return r;
+    }
+    if (d.comm) {
+        /* a context's comm stream issues collectives on its own; two contexts on one
+           endpoint would interleave them differently on different ranks */
+        int busy;
+        pthread_mutex_lock(&d.comm->group->mu);
+        busy = d.comm->in_use;
+        d.comm->in_use = 1;
+        if (!busy) d.comm->ctx = ctx;
+        pthread_mutex_unlock(&d.comm->group->mu);
+        if (busy) {
+            ctx->dev->fini(ctx);
+            zero__raw_free(&d.allocator, ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                                 "zero_create: rank %d's zero_comm is already used by another context; give each "
+                                 "context its own endpoint (its own zero_group)", d.comm->rank);
+        }
+        ctx->comm = d.comm;
+    } else {
+        if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
+            (r = zero_comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
+            zero_group_destroy(ctx->own_group);
+            ctx->dev->fini(ctx);
+            zero__raw_free(&d.allocator, ctx);
+            return r;
+        }
+        ctx->comm->ctx = ctx;
+    }
+    ctx->rank = ctx->comm->rank;
+    ctx->world = ctx->comm->size;
+    ctx->desc.comm = ctx->comm;
+#ifdef ZERO_CUDA
+    if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
+        if (d.device != ZERO_DEVICE_CUDA) {
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+        }
+        ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
+    }
+#endif
+#ifdef ZERO_MPI
+    if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
+        zero_destroy(ctx);
+        return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: the MPI communicator moves host memory; with device %s use the local or "
+                             "NCCL communicator", zero__dev_pick(d.device)->name);
+    }
+#endif
+    if (d.loss_scale > 0) {
+        ctx->loss_scale = d.loss_scale;
+    } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
+        ctx->loss_scale = d.loss_scale_init;
+        ctx->dynamic_scale = 1;
+    } else {
+        ctx->loss_scale = 1.0f;
+    }
+    pthread_mutex_init(&ctx->stream.mu, NULL);
+    pthread_cond_init(&ctx->stream.cv, NULL);
+    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
+        pthread_mutex_destroy(&ctx->stream.mu);
+        pthread_cond_destroy(&ctx->stream.cv);
+        if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
+        else { ctx->comm->in_use = 0; ctx->comm->ctx = NULL; }   /* nobody else can have seen this context */
+        ctx->dev->fini(ctx);
+        zero__raw_free(&d.allocator, ctx);
+        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                             "zero_create: could not start the comm stream thread");
+    }
+    ctx->stream.started = 1;
+    *out = ctx;
+    return ZERO_OK;
+}
+ZERO_API void zero_destroy(zero_ctx *ctx) {
+    const zero_allocator *a;
+    int i;
+    if (!ctx) return;
+    a = &ctx->desc.allocator;
+    if (ctx->stream.started) {
+        zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
+        pthread_join(ctx->stream.thread, NULL);
+        pthread_mutex_destroy(&ctx->stream.mu);
+        pthread_cond_destroy(&ctx->stream.cv);
+    }
+    zero__pool_free(ctx->pool, a);
+    zero__trace_free(ctx);
+    zero__off_free(ctx);
+    zero__free_arenas(ctx);
+    if (ctx->dev) ctx->dev->fini(ctx);
+    for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
+    for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
+    zero__raw_free(a, ctx->params);
+    zero__raw_free(a, ctx->modules);
+    zero__raw_free(a, ctx->tiled);
+    if (ctx->own_group) {
+        zero_comm_destroy(ctx->comm);
+        zero_group_destroy(ctx->own_group);
+    } else if (ctx->comm) {
+        pthread_mutex_lock(&ctx->comm->group->mu);
+        ctx->comm->in_use = 0;
+        ctx->comm->ctx = NULL;
+        pthread_mutex_unlock(&ctx->comm->group->mu);
+    }
+    zero__raw_free(a, ctx);
+}
+
+ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
+    zero_desc d;
+    if (ctx) return ctx->desc;
+    memset(&d, 0, sizeof d);
+    return d;
+}
+ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
+ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
+ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
+    zero__module_rec *m;
+    int i;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_module: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strcmp(ctx->modules[i].name, desc->name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_module: a module named '%s' already exists", desc->name);
+    if (!zero__grow(ctx, (void **)&ctx->modules, &ctx->cap_modules, ctx->num_modules, sizeof *m))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m = &ctx->modules[ctx->num_modules];
+    memset(m, 0, sizeof *m);
+    if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m->frozen = desc->frozen != 0;
+    m->goff = -1;
+    m->staged = -1;
+    out->id = zero__handle(ctx, ctx->num_modules++);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
+    zero__param_rec *p;
+    zero__module_rec *m;
+    int mi, i;
+    int64_t numel = 1, off;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_param: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_param('%s'): the model cannot change after zero_build", desc->name);
+    if ((mi = zero__module_index(ctx, mod, "zero_add_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): ndim is %d; it must be 1..%d", desc->name, desc->ndim, ZERO_MAX_DIMS);
+    for (i = 0; i < desc->ndim; i++) {
+        if (desc->shape[i] <= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): shape[%d] is %lld; sizes must be positive",
+                              desc->name, i, (long long)desc->shape[i]);
+        if (!zero__mul(numel, desc->shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): the element count overflows", desc->name);
+    }
+    for (i = 0; i < ctx->num_params; i++)
+        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, desc->name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
+    off = zero__align_up(m->used, ctx->desc.align_elems);
+    if (off > ((int64_t)1 << 52) - numel)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
+    if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p = &ctx->params[ctx->num_params];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p->module = mi;
+    p->ndim = desc->ndim;
+    memcpy(p->shape, desc->shape, sizeof p->shape);
+    p->numel = numel;
+    p->offset = off;
+    p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
+    p->no_decay = desc->no_decay != 0;
+    m->used = off + numel;
+    out->id = zero__handle(ctx, ctx->num_params++);
+    return ZERO_OK;
+}
+
+ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p) {
+    int i;
+    if (!ctx || (i = zero__param_index(ctx, p, "zero_param_numel")) < 0) return -1;
+    return ctx->params[i].numel;
+}
+ZERO_API int64_t zero_num_params(const zero_ctx *ctx) {
+    int64_t n = 0;
+    int i;
+    if (!ctx) return -1;
+    for (i = 0; i < ctx->num_params; i++) n += ctx->params[i].numel;
+    return n;
+}
+
+ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
+    zero__sizes z;
+    zero_result r;
+    if (!ctx || !out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_plan_get: NULL argument");
+    if (ctx->built) { *out = ctx->plan; return ZERO_OK; }
+    if (ctx->num_modules == 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_plan_get: no modules registered");
+    if ((r = zero__layout(ctx, &z)) != ZERO_OK) return r;
+    zero__plan_compute(&ctx->desc, ctx->world, &z, out);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
+                                   const int64_t *module_numels, zero_plan *out) {
+    zero_desc d;
+    zero__sizes z;
+    zero_result r;
+    int64_t unit, chunks = 0, blocks = 0;
+    int i;
+    if (!desc || !out || (num_modules > 0 && !module_numels))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS || num_modules < 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_estimate: world_size %d and num_modules %d must be positive", world_size, num_modules);
+    d = *desc;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    memset(&z, 0, sizeof z);
+    unit = d.align_elems * world_size;
+    for (i = 0; i < num_modules; i++) {
+        int64_t span;
+        if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
+        span = zero__align_up(module_numels[i], unit);
+        if (z.padded > INT64_MAX / 16 - span)
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_estimate: the model is too large");
+        z.numel += module_numels[i];
+        z.padded += span;
+        z.trainable += span;
+        z.num_trainable++;
+        if (span > z.max_span) z.max_span = z.max_train_span = span;
+#ifdef ZERO_CUDA
+        {
+            int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
+            chunks += (mine + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+            blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
+        }
+#endif
+    }
+    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
+    zero__plan_compute(&d, world_size, &z, out);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_build(zero_ctx *ctx) {
+    zero__sizes z;
+    zero__build_rec mine, *all;
+    zero_result local = ZERO_OK, r;
+    zero_desc *d;
+    int64_t (*b)[ZERO_CAT_NUM];
+    int k, ok = 1;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
+    if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
+    d = &ctx->desc;
+    memset(&z, 0, sizeof z);
+    if (ctx->num_modules == 0)
+        local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
+    else
+        local = zero__layout(ctx, &z);
+    /* Every rank shows the others its model (a hash) and whether its own checks
+       passed, so a rank with a different or broken model stops every rank here
+       with a message, instead of leaving the others in a later collective. */
+    memset(&mine, 0, sizeof mine);
+    mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
+    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
+    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
+    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
+    if (r == ZERO_OK && local == ZERO_OK) {
+        for (k = 0; k < ctx->world; k++) {
+            if (all[k].status != ZERO_OK) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
+                               k, zero_result_str((zero_result)all[k].status));
+                break;
+            }
+            if (all[k].hash != all[0].hash) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d registered a different model or config than rank 0 "
+                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
+                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
+                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
+                break;
+            }
+        }
+    }
+    zero__raw_free(&d->allocator, all);
+    if (local != ZERO_OK) return local;
+    if (r != ZERO_OK) return r;
+
+    zero__plan_compute(d, ctx->world, &z, &ctx->plan);
+    b = ctx->plan.bytes;
+    if (d->device_bytes_cap) {
+        int64_t dev = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
+        if (dev > d->device_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
+                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
+                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
+                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
+    }
+    if (d->host_bytes_cap) {
+        int64_t host = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
+        if (host > d->host_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
+                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
+                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
+                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
+    }
+
+    ctx->staging_mode = zero__staging_mode(d);
+    ctx->shard_padded = z.padded / ctx->world;
+    ctx->shard_trainable = z.trainable / ctx->world;
+    ctx->max_span = z.max_span;
+    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
+    ctx->param_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
+    ctx->grad_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
+    ctx->master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
+    if (d->optim.type == ZERO_OPTIM_SGD) {
+        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
+    } else {
+        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->opt_v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+    }
+    if (ctx->staging_mode && z.trainable > 0) {
+        ctx->staging_bytes = zero__staging_capacity(d, &z);
+        ctx->staging = (char *)zero__arena(ctx, ctx->staging_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (d->stage == 3) {
+        ctx->max_live = zero__max_live(d, &z);
+        ctx->prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->max_live;
+        ctx->garena_bytes = ctx->max_live + zero__gbytes(d, z.max_span);
+        ctx->garena = (char *)zero__arena(ctx, ctx->garena_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (z.tile_elems) {
+        ctx->tile_w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->tile_g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
+            ctx->gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
+            if (ctx->gemm_ws) ctx->bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
+            else ok = 0;
+        }
+    }
+    /* bookkeeping (not model state; a few bytes per module and param) */
+    ctx->srec_cap = z.num_trainable + 1;
+    ctx->srecs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->srec_cap);
+    ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
+    ctx->free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->norm_blocks = 0;
+    for (k = 0; k < ctx->num_modules; k++)
+        if (!ctx->modules[k].frozen)
+            ctx->norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    ctx->norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->norm_blocks + 1));
+    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len || !ctx->norm_part) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
+    }
+    if (!(ctx->pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
+    }
+    r = zero__off_build(ctx);
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
+        double v = r != ZERO_OK;
+        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
+            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                                "zero_build: another rank could not create its offload files");
+            zero__off_free(ctx);
+        }
+    }
+    if (r != ZERO_OK) {
+        zero__pool_free(ctx->pool, &d->allocator);
+        ctx->pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
+    }
+    ctx->nfree = ctx->garena_bytes > 0;
+    ctx->free_off[0] = 0;
+    ctx->free_len[0] = ctx->garena_bytes;
+    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
+        int64_t off = 0;
+        for (k = 0; k < ctx->num_modules; k++)
+            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
+    }
+    zero__make_segments(ctx);
+    if (zero__dev_offload(d) && ctx->shard_trainable > 0) {
+        int64_t ts = d->stage == 0 ? z.trainable : ctx->shard_trainable;
+        int64_t gb = ts * (int64_t)zero__esize(d->grad_accum_dtype), pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
+        ctx->hgrad = ctx->dev->host_alloc(ctx, gb);
+        if (pb) ctx->hparam = ctx->dev->host_alloc(ctx, pb);
+        if (!ctx->hgrad || (pb && !ctx->hparam)) {
+            zero__pool_free(ctx->pool, &d->allocator);
+            ctx->pool = NULL;
+            zero__free_arenas(ctx);
+            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                              "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
+                              (long long)(gb + pb));
+        }
+        ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
+    }
+    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
+        zero__off_free(ctx);
+        zero__pool_free(ctx->pool, &d->allocator);
+        ctx->pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
+    }
+    ctx->num_trainable = z.num_trainable;
+    ctx->built = 1;
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
+              "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
+              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->plan.model_state_bytes,
+              (long long)b[0][ZERO_CAT_BUFFERS]);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int64_t b;
+    int mi;
+    if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
+    zero__record_fetch(ctx, mi);
+    b = zero__gbytes(&ctx->desc, m->span);
+    if (m->live) {
+        if (ctx->sched_active) ctx->hits++;
+        if (m->prefetched) ctx->pending_bytes -= b;
+    } else {
+        if (ctx->sched_active) ctx->misses++;
+        if (!m->persistent) {
+            int64_t off;
+            int i;
+            /* make room: drop kept and prefetched modules, those needed last first */
+            while ((off = zero__garena_alloc(ctx, b)) < 0) {
+                int victim = -1;
+                for (i = 0; i < ctx->num_modules; i++)
+                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
+                if (victim < 0)
+                    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                                      "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
+                                      "module) is full of modules in use; release one first or raise max_live_bytes",
+                                      m->name, (long long)ctx->garena_bytes, (long long)ctx->max_live);
+                if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
+            }
+            m->goff = off;
+        }
+        zero__issue_gather(ctx, mi);
+    }
+    m->prefetched = m->kept = 0;
+    if (m->gticket) {
+        double t0 = ctx->sched_active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
+        r = zero__wait(ctx, m->gticket);
+        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
+        if (ctx->sched_active) ctx->wait_ms += zero__now_ms() - t0;
+        if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
+        m->gticket = 0;
+    }
+    m->fetched = 1;
+    if (!m->persistent) ctx->inuse_bytes += b;
+    zero__prefetch(ctx);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int mi;
+    if ((r = zero__check_built(ctx, "zero_release")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_release")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (m->fetched == 0)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_release('%s'): the module is not fetched", m->name);
+    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
+    if (!m->persistent) ctx->inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
+    if (m->persistent) {
+        /* stays gathered until the step changes the parameters */
+    } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
+        m->kept = 1;
+    } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
+        return r;
+    }
+    zero__prefetch(ctx);
+    return ZERO_OK;
+}
+ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    int pi, pdt;
+    if (zero__check_built(ctx, "zero_param_data") != ZERO_OK) return NULL;
+    if ((pi = zero__param_index(ctx, p, "zero_param_data")) < 0) return NULL;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    pdt = ctx->desc.param_dtype;
+    if (ctx->desc.stage < 3) return zero__at(ctx->param_arena, m->param_off + pr->offset, pdt);
+    if (!m->fetched) {
+        zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
+                   "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
+        return NULL;
+    }
+    return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
+}
+
+ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r;
+    int pi, idx;
+    if (zero__check_built(ctx, "zero_param_grad") != ZERO_OK) return NULL;
+    if ((pi = zero__param_index(ctx, p, "zero_param_grad")) < 0) return NULL;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    if (m->frozen) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_FROZEN_GRAD,
+                   "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
+        return NULL;
+    }
+    if (m->ready >= ctx->desc.accum_steps) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
+                   m->name, pr->name, ctx->desc.accum_steps, m->name);
+        return NULL;
+    }
+    if (!ctx->staging_mode) return zero__at(ctx->grad_arena, m->train_off + pr->offset, ctx->desc.grad_dtype);
+    if ((idx = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
+    return ctx->staging + ctx->srecs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+}
+
+ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
+    zero__module_rec *m;
+    zero_result r;
+    int mi, rec = -1;
+    if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
+    if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (m->frozen) return ZERO_OK;
+    if (m->ready >= ctx->desc.accum_steps)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
+                          m->name, ctx->desc.accum_steps);
+    if (ctx->staging_mode) {
+        /* a rank that wrote no gradient still takes part in the reduction, with zeros */
+        if ((rec = zero__open_staging(ctx, mi, &r)) < 0) return r;
+        m->staged = -1;
+    }
+    m->ready++;
+    ctx->total_ready++;
+    if (ctx->staging_mode || m->ready == ctx->desc.accum_steps) {
+        if (ctx->bucket_len == ctx->num_modules) zero__flush(ctx);
+        ctx->bucket[3 * ctx->bucket_len] = mi;
+        ctx->bucket[3 * ctx->bucket_len + 1] = m->ready;
+        ctx->bucket[3 * ctx->bucket_len + 2] = rec;
+        ctx->bucket_len++;
+        ctx->bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    }
+    if (ctx->bucket_fill >= ctx->desc.bucket_bytes || ctx->total_ready % ctx->num_trainable == 0) zero__flush(ctx);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_step(zero_ctx *ctx) {
+    const zero_desc *d;
+    zero_result r;
+    double total = 0.0, inv, norm, clip = 1.0;
+    int i;
+    if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
+    d = &ctx->desc;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        if (!m->frozen && m->ready != d->accum_steps)
+            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                              "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
+                              m->name, m->ready, d->accum_steps);
+        if (d->stage == 3 && m->fetched)
+            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
+                              "zero_step: module '%s' is still fetched; release it before the step", m->name);
+    }
+    zero__flush(ctx);
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    if (d->stage == 3) {
+        if (!ctx->sched_active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
+        if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
+    }
+    if (d->stage == 0) {
+        for (i = 0; i < ctx->world; i++) {
+            double v;
+            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
+            total += v;
+        }
+    } else {
+        double v;
+        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
+        total = v;
+    }
+    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->loss_scale);
+    norm = sqrt(total) * inv;
+    ctx->grad_norm = norm;
+    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
+        float old = ctx->loss_scale;
+        zero__end_step(ctx);
+        ctx->skipped++;
+        if (ctx->dynamic_scale) {
+            ctx->loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
+            ctx->good_steps = 0;
+        }
+        if (d->stage == 3) zero__stage3_step_start(ctx);
+        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
+                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
+                   (long long)ctx->steps, (double)old, (double)ctx->loss_scale);
+        return ZERO_STEP_SKIPPED;
+    }
+    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
+    {
+        double t0 = zero__trace_t0(ctx);
+        if (ctx->hgrad) {
+            if ((r = zero__dev_offload_step(ctx, (float)(inv * clip))) != ZERO_OK) return r;
+        } else if (!ctx->off) {
+            if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
+        } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
+            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
+            return r;
+        }
+        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
+    }
+    if (d->stage == 1 || d->stage == 2) {
+        for (i = 0; i < ctx->num_modules; i++)
+            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
+        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    }
+    zero__end_step(ctx);
+    if (d->stage == 3) zero__stage3_step_start(ctx);
+    ctx->steps++;
+    if (ctx->dynamic_scale && ++ctx->good_steps >= d->loss_scale_window) {
+        ctx->loss_scale *= 2.0f;
+        ctx->good_steps = 0;
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->loss_scale);
+    }
+    return ZERO_OK;
+}
+
+ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_scale : 0.0f; }
+
+
+ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
+                                int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
+    zero_result r;
+    if ((r = zero__check_built(ctx, "zero_sgemm")) != ZERO_OK) return r;
+    if (M < 0 || N < 0 || K < 0 || !A || !B || !C)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_sgemm: bad sizes or NULL matrices");
+    return ctx->dev->gemm(ctx, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
+}
+ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out) {
+    zero__tiled rec;
+    zero_result r;
+    int64_t tiles, wbytes;
+    int k;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_tiled_linear_add: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_tiled_linear_add('%s'): the model cannot change after zero_build", desc->name);
+    if (desc->in_features <= 0 || desc->out_features <= 0 || desc->tiles < 0 || desc->tile_bytes < 0 ||
+        !zero__mul(desc->in_features, desc->out_features, &wbytes) || wbytes > ((int64_t)1 << 48))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
+                          desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
+                          (long long)desc->tile_bytes);
+    wbytes *= (int64_t)zero_dtype_size(ctx->desc.param_dtype);
+    tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
+    if (tiles > desc->out_features) tiles = desc->out_features;
+    if (tiles > 0xffff)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): %lld tiles; at most 65535", desc->name, (long long)tiles);
+    if (!zero__grow(ctx, (void **)&ctx->tiled, &ctx->cap_tiled, ctx->num_tiled, sizeof rec))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_tiled_linear_add: out of memory");
+    rec.first_module = ctx->num_modules;
+    rec.first_param = ctx->num_params;
+    rec.tiles = (int)tiles;
+    rec.bias = desc->bias != 0;
+    rec.in = desc->in_features;
+    rec.out = desc->out_features;
+    for (k = 0; k < rec.tiles; k++) {
+        char name[256];
+        zero_module_desc md;
+        zero_param_desc pd;
+        zero_module m;
+        zero_param p;
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        snprintf(name, sizeof name, "%s.tile%d", desc->name, k);
+        md.name = name;
+        if ((r = zero_add_module(ctx, &md, &m)) != ZERO_OK) return r;
+        pd.name = "w"; pd.ndim = 2;
+        pd.shape[0] = zero__tile_row0(&rec, k + 1) - zero__tile_row0(&rec, k);
+        pd.shape[1] = rec.in;
+        if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
+        if (rec.bias) {
+            pd.name = "b"; pd.ndim = 1; pd.shape[1] = 0; pd.no_decay = 1;
+            if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
+        }
+    }
+    ctx->tiled[ctx->num_tiled] = rec;
+    out->id = zero__handle(ctx, ctx->num_tiled++);
+    return ZERO_OK;
+}
+
+ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl) {
+    int i = zero__tiled_index((zero_ctx *)ctx, tl, "zero_tiled_linear_tiles");
+    return i < 0 ? -1 : ctx->tiled[i].tiles;
+}
+ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_set_f32")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k);
+        if ((r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 0), w + r0 * t->in)) != ZERO_OK) return r;
+        if (t->bias && b && (r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 1), b + r0)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_forward")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_forward")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!x || !y || rows < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_forward: bad arguments");
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        if (!w) return r;
+        if ((r = zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
+        if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero_param_data(ctx, zero__tile_param(ctx, t, k, 1)),
+                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
+            return r;
+        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
+                                                int64_t rows, float *dx) {
+    zero_result r;
+    int i, k;
+    if ((r = zero__check_built(ctx, "zero_tiled_linear_backward")) != ZERO_OK) return r;
+    if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_backward")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!x || !dy || rows < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_backward: bad arguments");
+    /* tiles in forward order, so dx sums over the output features in order (see ON TILING) */
+    for (k = 0; k < ctx->tiled[i].tiles; k++) {
+        const zero__tiled *t = &ctx->tiled[i];
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
+        zero_dtype gdt = ctx->desc.grad_dtype;
+        const void *tg = ctx->tile_g;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        void *gw, *gb = NULL;
+        if (!w) return r;
+        if (!(gw = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 0)))) return ZERO_ERR_STATE;
+        if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
+        if (dx && (r = zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
+            return r;
+        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in)) != ZERO_OK ||
+            (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
+            return r;
+        if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
+        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+        if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: ctx is NULL");
+    if (bytes < 0 || (bytes > 0 && (!dst || !src)))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_copy: NULL pointer or negative size");
+    return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
+}
+ZERO_API void *zero_device_alloc(zero_ctx *ctx, int64_t bytes) {
+    void *p;
+    if (!ctx || bytes <= 0) {
+        zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_device_alloc: NULL ctx or size %lld <= 0",
+                   (long long)bytes);
+        return NULL;
+    }
+    if (!(p = ctx->dev->alloc(ctx, bytes)))
+        zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                   "zero_device_alloc: %lld bytes of %s memory are not available", (long long)bytes, ctx->dev->name);
+    return p;
+}
+ZERO_API void zero_device_free(zero_ctx *ctx, void *ptr) {
+    if (ctx && ptr) ctx->dev->free(ctx, ptr);
+}
+static zero_result zero__helper_args(zero_ctx *ctx, const char *fn, int64_t n, const void *a, const void *b,
+                                     const void *c) {
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ctx is NULL", fn);
+    if (n < 0 || (n > 0 && (!a || !b || !c)))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: NULL pointer or negative size", fn);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_gelu(zero_ctx *ctx, float *y, const float *x, int64_t n) {
+    zero_result r = zero__helper_args(ctx, "zero_gelu", n, y, x, x);
+    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu(ctx, y, x, n);
+}
+ZERO_API zero_result zero_gelu_backward(zero_ctx *ctx, float *dx, const float *x, const float *dy, int64_t n) {
+    zero_result r = zero__helper_args(ctx, "zero_gelu_backward", n, dx, x, dy);
+    return r != ZERO_OK || n == 0 ? r : ctx->dev->gelu_bwd(ctx, dx, x, dy, n);
+}
+ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogits, const float *logits,
+                                       const int32_t *labels, int64_t rows, int64_t classes, float dscale) {
+    zero_result r = zero__helper_args(ctx, "zero_softmax_xent", rows, loss, dlogits, logits);
+    if (r != ZERO_OK) return r;
+    if (rows > 0 && (!labels || classes < 1))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_softmax_xent: no labels or classes < 1");
+    return rows == 0 ? ZERO_OK : ctx->dev->xent(ctx, loss, dlogits, logits, labels, rows, classes, dscale);
+}
+
+
+ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
+    struct zero__trace *tr;
+    int64_t bytes;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_enable: ctx is NULL");
+    if (max_events <= 0 || !zero__mul(max_events, (int64_t)sizeof(zero__trace_event), &bytes) || (size_t)bytes != (uint64_t)bytes)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_trace_enable: max_events must be positive (got %lld)", (long long)max_events);
+    if (ctx->trace)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_enable: tracing is already on");
+    tr = (struct zero__trace *)zero__raw_alloc(&ctx->desc.allocator, sizeof *tr);
+    if (tr) memset(tr, 0, sizeof *tr);
+    if (tr && !(tr->ev = (zero__trace_event *)zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes))) {
+        zero__raw_free(&ctx->desc.allocator, tr);
+        tr = NULL;
+    }
+    if (!tr)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_trace_enable: cannot allocate %lld bytes of trace events", (long long)bytes);
+    tr->cap = max_events;
+    /* the comm stream reads ctx->trace: publish it once the buffer is ready */
+    __atomic_store_n(&ctx->trace, tr, __ATOMIC_RELEASE);
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_TRACE, "tracing on: %lld events, %lld bytes", (long long)max_events,
+              (long long)bytes);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name) {
+    struct zero__trace *tr;
+    if (!ctx || !name) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_begin: NULL argument");
+    if (!(tr = ctx->trace)) return ZERO_OK;   /* off: free */
+    if (tr->depth >= ZERO__TRACE_DEPTH)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_trace_begin('%s'): more than %d spans open", name, ZERO__TRACE_DEPTH);
+    snprintf(tr->open_name[tr->depth], ZERO__TRACE_NAME, "%s", name);
+    tr->open_ts[tr->depth++] = zero__now_ms() * 1e3;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_trace_end(zero_ctx *ctx) {
+    struct zero__trace *tr;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_end: ctx is NULL");
+    if (!(tr = ctx->trace)) return ZERO_OK;
+    if (tr->depth <= 0)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_end: no span is open");
+    tr->depth--;
+    zero__trace_add(ctx, ZERO__TRACK_COMPUTE, tr->open_name[tr->depth], NULL, tr->open_ts[tr->depth]);
+    return ZERO_OK;
+}
+
+ZERO_API int64_t zero_trace_count(const zero_ctx *ctx) {
+    int64_t n;
+    if (!ctx || !ctx->trace) return 0;
+    n = __atomic_load_n(&ctx->trace->count, __ATOMIC_RELAXED);
+    return n;
+}
+
+
+ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    int64_t mine, stride = 0, *counts = NULL, res = 0, *all_res = NULL, bytes;
+    zero__trace_event *send = NULL, *all = NULL;
+    zero_result r;
+    int i, N;
+    if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: ctx is NULL");
+    if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: path is NULL");
+    if (!ctx->trace)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_trace_save: tracing is off (call zero_trace_enable first)");
+    a = &ctx->desc.allocator;
+    N = ctx->world;
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    /* events the comm stream adds from here on (this call's own gathers) are not saved */
+    mine = zero_trace_count(ctx);
+    if (mine > ctx->trace->cap) mine = ctx->trace->cap;
+    counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
+    if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
+    all_res = counts + N;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
+    for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
+    if (stride < 1) stride = 1;
+    bytes = stride * (int64_t)sizeof(zero__trace_event);
+    if (r == ZERO_OK) {
+        send = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes);
+        all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
+        res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
+        /* agree on the allocation before moving stride * N events */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        for (i = 0; r == ZERO_OK && i < N; i++)
+            if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                               "zero_trace_save: rank %d cannot allocate the event buffers", i);
+    }
+    if (r == ZERO_OK) {
+        memset(send, 0, (size_t)bytes);
+        memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
+    }
+    if (r == ZERO_OK) {
+        res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
+        /* every rank returns rank 0's result */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        if (r == ZERO_OK && all_res[0] != 0)
+            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
+    }
+    zero__raw_free(a, send);
+    zero__raw_free(a, all);
+    zero__raw_free(a, counts);
+    return r;
+}
+
+/* ---- parameters in and out ------------------------------------------------------------ */
+ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r;
+    int pi, pdt;
+    int64_t lo, s, e;
+    if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
+    if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    pdt = ctx->desc.param_dtype;
+    /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
+       shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
+    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
+    zero__param_region(ctx, pr, &lo, &s, &e);
+    if (ctx->desc.stage < 3)
+        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
+    else if (zero__offp(ctx) && !m->frozen && s < e)
+        r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
+                         "zero_param_set_f32");
+    else if (s < e)
+        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
+                              values + (s - pr->offset), e - s);
+    if (r != ZERO_OK) return r;
+    if (ctx->master && !m->frozen && s < e)
+        return zero__dev_put_f32(ctx, ctx->master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
+                                 e - s);
+    else if (zero__has_master(ctx) && !m->frozen && s < e)
+        return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
+                            "zero_param_set_f32");
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
+    const zero_desc *d;
+    float *tmp = NULL;
+    zero_result r;
+    int i, j, pdt;
+    if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
+    if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
+    d = &ctx->desc;
+    pdt = d->param_dtype;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)));
+        if (!local) {
+            /* a transient buffer of one module in device memory, outside the plan: this is
+               not a training-step call */
+            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->max_span * 4)))
+                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                  "zero_gather_params_f32: out of memory");
+            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
+            if (r != ZERO_OK) break;
+        }
+        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module != i) continue;
+            if (!local)
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
+            else if (ctx->master && !m->frozen)
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->master + m->train_off + pr->offset, ZERO_F32,
+                                      pr->numel);
+            else if (zero__has_master(ctx) && !m->frozen)
+                r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
+                                 "zero_gather_params_f32");
+            else
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
+                                      pdt, pr->numel);
+        }
+        if (r != ZERO_OK) break;
+    }
+    if (tmp) ctx->dev->free(ctx, tmp);
+    return r;
+}
+
+ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
+    zero_result r;
+    int i;
+    if (!ctx || (!values && n > 0) || n < 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_allreduce_f64: bad arguments");
+    for (i = 0; i < n; i += 64) {
+        int c = n - i < 64 ? n - i : 64;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, c, values + i, NULL))) != ZERO_OK)
+            return r;
+    }
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
+    zero_ctx *c = (zero_ctx *)ctx;
+    int t, k;
+    if (!ctx || !out) return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    memcpy(out->bytes, ctx->bytes, sizeof out->bytes);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (k = 0; k < ZERO_CAT_NUM; k++) {
+            out->total_bytes += ctx->bytes[t][k];
+            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->bytes[t][k];
+        }
+    pthread_mutex_lock(&c->stream.mu);
+    memcpy(out->comm_calls, ctx->comm_calls, sizeof out->comm_calls);
+    memcpy(out->comm_elems, ctx->comm_elems, sizeof out->comm_elems);
+    memcpy(out->comm_bytes, ctx->comm_bytes, sizeof out->comm_bytes);
+    pthread_mutex_unlock(&c->stream.mu);
+    out->steps = ctx->steps;
+    out->skipped_steps = ctx->skipped;
+    out->loss_scale = ctx->loss_scale;
+    out->grad_norm = ctx->grad_norm;
+    out->prefetch_hits = ctx->hits;
+    out->prefetch_misses = ctx->misses;
+    out->prefetched_bytes = ctx->prefetched_bytes;
+    out->gathered_bytes = ctx->gathered;
+    out->peak_gathered_bytes = ctx->peak_gathered;
+    out->peak_staging_bytes = ctx->peak_staging;
+    out->fetch_wait_ms = ctx->wait_ms;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+    static const zero__launcher launchers[] = {
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1 },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1 },
+        { "torchrun", "RANK", "WORLD_SIZE", 0 },
+    };
+    const zero__launcher *L = NULL;
+    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
+    *out = NULL;
+    if (!backend || !*backend) backend = "auto";
+    want_mpi = !strcmp(backend, "mpi");
+    want_local = !strcmp(backend, "local");
+    want_nccl = !strcmp(backend, "nccl");
+    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
+                          backend);
+#ifndef ZERO_CUDA
+    if (want_nccl)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
+                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
+#endif
+    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
+        const zero__launcher *l = &launchers[i];
+        if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
+        L = l;
+        a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, &rank);
+        b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, &size);
+        if (a == 0 || b == 0)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
+                              a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
+        if (a < 0 || b < 0 || rank >= size)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
+                              l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
+        if (!l->mpi) {
+            const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
+            char miss[96] = "";
+            size_t len = 0;
+            int j;
+            for (j = 0; j < 3; j++)
+                if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
+            if (len && size > 1)
+                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                                  "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
+                                  miss, strchr(miss, ',') ? "are" : "is");
+        }
+    }
+    if (!L) {
+#ifdef ZERO_CUDA
+        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
+#endif
+        if (!want_mpi) return zero__local_world_of_one(out);
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
+                          "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
+                          "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                          "MASTER_PORT (torchrun); start the program with mpirun -np N");
+    }
+    if (want_local) {
+        if (size > 1)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: backend local spans one process, but %s started %d "
+                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
+                              L->size_var, size);
+        return zero__local_world_of_one(out);
+    }
+#ifdef ZERO_CUDA
+    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
+       launcher: NCCL when asked for, MPI otherwise */
+    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
+#endif
+    if (!L->mpi) {
+        if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+#ifdef ZERO_CUDA
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
+                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
+                          rank, size);
+#else
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
+                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
+#endif
+    }
+#ifdef ZERO_MPI
+    {
+        zero_result r = zero__mpi_create(out);
+        if (r != ZERO_OK) return r;
+        if ((*out)->rank != rank || (*out)->size != size) {
+            int mr = (*out)->rank, ms = (*out)->size;
+            zero__mpi_destroy(*out);
+            *out = NULL;
+            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
+                              "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
+                              "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
+        }
+        return ZERO_OK;
+    }
+#else
+    if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
+                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
+#endif
+}
+
+#ifdef ZERO_CUDA
+ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    zero__nccl_run_arg *args;
+    pthread_t *th;
+    ncclResult_t nr;
+    ncclUniqueId id;
+    char err[ZERO__MSG];
+    int i, started = 0, ndev;
+    zero_result r = ZERO_OK;
+    if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
+    if (world_size < 1 || world_size > ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
+                          "(zero_run_local runs several ranks on one)", world_size, ndev);
+    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
+    }
+    for (i = 0; i < world_size; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
+        /* a rank that never starts leaves the others to time out in init, never to hang */
+        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_nccl: could not start the thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++)
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+#endif
+
 #endif /* ZERO_IMPLEMENTATION */
+
 
 /*
 ------------------------------------------------------------------------------
