@@ -1386,66 +1386,75 @@ struct zero_ctx {
     int rank, world;
     uint32_t salt;
     char err[ZERO__MSG];
+    int built;
 
+    /* the model as registered (>>public: zero_add_module, zero_add_param, zero_tiled_linear_add) */
     zero__param_rec *params;
     int num_params, cap_params;
     zero__module_rec *modules;
     int num_modules, cap_modules;
-    int built;
-
-    zero_plan plan;
-    int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
-    int staging_mode;               /* user gradients go through the staging ring */
-    int num_trainable;
-    int64_t shard_padded, shard_trainable;
-    int64_t max_span;
-    void *param_arena;              /* full (stages 0-2) or shard (stage 3) */
-    void *grad_arena;               /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
-    float *master, *opt_m, *opt_v;  /* master NULL when params are f32 (the params are it) */
-    char *staging;                  /* ring of user gradient buffers, grad_dtype */
-    int64_t staging_bytes, staging_head;
-    zero__staging_rec *srecs;       /* FIFO of staging records */
-    int srec_head, srec_count, srec_cap;
-    /* stage 3: gather arena (first-fit free list), persist region, schedule */
-    char *garena, *persist;
-    int64_t garena_bytes, max_live, prefetch_budget;
-    int64_t *free_off, *free_len;   /* free ranges, sorted by offset */
-    int nfree;
-    int64_t gathered, inuse_bytes, pending_bytes, peak_gathered;
-    int *sched;                     /* fetch order recorded in the first step */
-    int sched_len, sched_cap, sched_active, sched_pos, off_sched;
-    int64_t hits, misses, prefetched_bytes;
-    double wait_ms;
-    int64_t staging_inuse, peak_staging;
-    /* tiled linears */
-    struct zero__tiled *tiled;
+    zero__tiled *tiled;
     int num_tiled, cap_tiled;
-    float *tile_w, *tile_g, *gemm_ws;
-    zero__segment *segs;
-    int num_segs;
-    int simd;                       /* optimizer kernel path, ZERO__SIMD_* */
-    double *norm_part;              /* the gradient norm's block sums (>>optim) */
-    int64_t norm_blocks;
-    struct zero__pool *pool;        /* optimizer threads (cpu_threads), from zero_build */
-    struct zero__off *off;          /* optimizer states on the NVMe tier (>>offload); NULL: in memory */
 
-    /* per step */
-    int *bucket;                    /* modules queued for reduction, not yet flushed */
-    int bucket_len;
-    int64_t bucket_fill;
-    int64_t total_ready;
-    int64_t steps, skipped;
-    float loss_scale;
-    int dynamic_scale, good_steps;
-    double grad_norm;
-
-    zero__stream stream;
-    int64_t comm_calls[ZERO_COLL_NUM], comm_elems[ZERO_COLL_NUM], comm_bytes[ZERO_COLL_NUM];
-    struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
-    /* the device (>>device: ops) */
-    const zero__dev_vt *dev;
+    struct {                        /* what zero_build laid out (>>plan, >>build) */
+        zero_plan plan;
+        int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
+        int staging_mode;           /* user gradients go through the staging ring */
+        int num_trainable;
+        int64_t shard_padded, shard_trainable;
+        int64_t max_span;
+        zero__segment *segs;        /* the optimizer's runs over this rank's region */
+        int num_segs;
+    } lay;
+    struct {                        /* the arenas, in device memory (>>build) */
+        void *param;                /* full (stages 0-2) or shard (stage 3) */
+        void *grad;                 /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
+        float *master, *m, *v;      /* master NULL when params are f32 (the params are it) */
+    } arena;
+    struct {                        /* the staging ring and the open bucket (>>grads) */
+        char *ring;                 /* user gradient buffers, grad_dtype */
+        int64_t ring_bytes, head, inuse, peak;
+        zero__staging_rec *recs;    /* FIFO of staging records */
+        int rec_head, rec_count, rec_cap;
+        int *bucket;                /* modules queued for reduction, not yet flushed */
+        int bucket_len;
+        int64_t bucket_fill, total_ready;
+    } grads;
+    struct {                        /* stage 3: gather arena, persist region, recorded order (>>schedule) */
+        char *arena, *persist;
+        int64_t arena_bytes, max_live, prefetch_budget;
+        int64_t *free_off, *free_len;   /* the arena's free ranges (first fit), sorted by offset */
+        int nfree;
+        int64_t gathered, inuse_bytes, pending_bytes, peak_gathered;
+        int *order;                 /* fetch order recorded in the first step */
+        int len, cap, active, pos, off_pos;
+        int64_t hits, misses, prefetched_bytes;
+        double wait_ms;
+    } sched;
+    struct {                        /* tiled linears' buffers (>>tiling) */
+        float *w, *g, *gemm_ws;
+    } tile;
+    struct {                        /* the optimizer and the step (>>kernels, >>optim) */
+        int simd;                   /* optimizer kernel path, ZERO__SIMD_* */
+        struct zero__pool *pool;    /* optimizer threads (cpu_threads), from zero_build */
+        double *norm_part;          /* the gradient norm's block sums */
+        int64_t norm_blocks;
+        int64_t steps, skipped;
+        float loss_scale;
+        int dynamic_scale, good_steps;
+        double grad_norm;
+    } opt;
+    struct {                        /* where the optimizer states live (>>offload) */
+        struct zero__off *off;      /* the NVMe tier's state; NULL: in memory */
+        void *hgrad, *hparam;       /* ZeRO-Offload on a device: host copies of the gradient shard and new params */
+    } tier;
+    const zero__dev_vt *dev;        /* the device (>>device) */
     void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
-    void *hgrad, *hparam;           /* zero__dev_offload: host copies of the gradient shard and new params */
+    zero__stream stream;            /* the comm stream (>>stream) */
+    struct {                        /* traffic issued, per collective (zero_stats) */
+        int64_t calls[ZERO_COLL_NUM], elems[ZERO_COLL_NUM], bytes[ZERO_COLL_NUM];
+    } traffic;
+    struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
 };
 #define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
 
@@ -1810,9 +1819,9 @@ static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
         break;
     }
     if (coll < 0) return;
-    ctx->comm_calls[coll]++;
-    ctx->comm_elems[coll] += elems;
-    ctx->comm_bytes[coll] += elems * es;
+    ctx->traffic.calls[coll]++;
+    ctx->traffic.elems[coll] += elems;
+    ctx->traffic.bytes[coll] += elems * es;
 }
 
 static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
@@ -2496,17 +2505,17 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
                 1.0f, A, (int)lda, B, (int)ldb, accumulate ? 1.0f : 0.0f, C, (int)ldc);
 #else
-    if (!ctx->gemm_ws)
+    if (!ctx->tile.gemm_ws)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_sgemm: the context has no GEMM workspace (it is planned for contexts with a tiled linear)");
-    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->gemm_ws, zero__gemm_micro_for(ctx->simd));
+    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc, ctx->tile.gemm_ws, zero__gemm_micro_for(ctx->opt.simd));
 #endif
     return ZERO_OK;
 }
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
    in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
    stages their own, so the global norm is the same double, summed in rank order, at
-   every stage. The pool computes the block sums into ctx->norm_part; they are then
+   every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
    added in order, so the thread count does not change the result either. */
 typedef struct zero__norm_job { const zero_ctx *ctx; const void *grads; int r; zero__sumsq_fn fn; } zero__norm_job;
 
@@ -2515,7 +2524,7 @@ static void zero__norm_part(void *arg, int part, int nparts) {
     const zero_ctx *ctx = j->ctx;
     int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
     int64_t lo, hi, first = 0;
-    zero__chunk(ctx->norm_blocks, part, nparts, &lo, &hi);
+    zero__chunk(ctx->opt.norm_blocks, part, nparts, &lo, &hi);
     for (i = 0; i < ctx->num_modules && first < hi; i++) {
         const zero__module_rec *m = &ctx->modules[i];
         int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
@@ -2523,7 +2532,7 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
-            ctx->norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
+            ctx->opt.norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
         }
         first += nb;
     }
@@ -2537,9 +2546,9 @@ static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
     job.ctx = ctx;
     job.grads = grads;
     job.r = r;
-    job.fn = zero__sumsq_kernel(ctx->simd);
-    zero__pool_run(ctx->pool, zero__norm_part, &job, ctx->norm_blocks < 256);
-    for (b = 0; b < ctx->norm_blocks; b++) s += ctx->norm_part[b];
+    job.fn = zero__sumsq_kernel(ctx->opt.simd);
+    zero__pool_run(ctx->opt.pool, zero__norm_part, &job, ctx->opt.norm_blocks < 256);
+    for (b = 0; b < ctx->opt.norm_blocks; b++) s += ctx->opt.norm_part[b];
     return s;
 }
 
@@ -2562,8 +2571,8 @@ static void zero__opt_part(void *arg, int part, int nparts) {
     int pdt = j->k.pdt, adt = j->k.adt, si;
     int64_t lo, hi, off = 0;
     zero__chunk(j->total, part, nparts, &lo, &hi);
-    for (si = 0; si < ctx->num_segs && off < hi; off += ctx->segs[si].n, si++) {
-        const zero__segment *sg = &ctx->segs[si];
+    for (si = 0; si < ctx->lay.num_segs && off < hi; off += ctx->lay.segs[si].n, si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
         int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
         void *p;
         zero__optk k;
@@ -2584,7 +2593,7 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     const zero_optim_desc *o = &d->optim;
     zero__adamw_hp *ah = &k->ah;
     zero__sgd_hp *sh = &k->sh;
-    double t = (double)(ctx->steps + 1);
+    double t = (double)(ctx->opt.steps + 1);
     memset(k, 0, sizeof *k);
     k->opt = o->type;
     k->adt = d->grad_accum_dtype;
@@ -2603,8 +2612,8 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     sh->momentum = (float)o->momentum;
     sh->one_minus_dampening = (float)(1.0 - o->dampening);
     sh->nesterov = o->nesterov;
-    sh->first = ctx->steps == 0;
-    *fn = zero__opt_kernel(ctx->simd, k->opt, k->adt, k->pdt);
+    sh->first = ctx->opt.steps == 0;
+    *fn = zero__opt_kernel(ctx->opt.simd, k->opt, k->adt, k->pdt);
 }
 
 /* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
@@ -2616,9 +2625,9 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, voi
     job.ctx = ctx;
     job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
-    for (si = 0; si < ctx->num_segs; si++) job.total += ctx->segs[si].n;
+    for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
-    zero__pool_run(ctx->pool, zero__opt_part, &job, job.total < 65536);
+    zero__pool_run(ctx->opt.pool, zero__opt_part, &job, job.total < 65536);
 }
 
 /* >>device ------------------------------------------------------------------------------
@@ -2652,11 +2661,11 @@ static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, 
     return ZERO_OK;
 }
 static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
-    *out = zero__sumsq_slice(ctx, ctx->grad_arena, r);
+    *out = zero__sumsq_slice(ctx, ctx->arena.grad, r);
     return ZERO_OK;
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, 0);
+    zero__apply_optimizer(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 0);
     return ZERO_OK;
 }
 static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
@@ -2848,13 +2857,13 @@ static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, 
     return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_sum_into(ctx, s, o, rdt, tr, nin, sdt, count, accumulate);
 }
 static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
-    *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->grad_arena), r);
+    *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->arena.grad), r);
     return ZERO_OK;
 }
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->param_arena), zero__emu_tr(ctx->grad_arena),
-                          (float *)zero__emu_tr(ctx->master), (float *)zero__emu_tr(ctx->opt_m),
-                          (float *)zero__emu_tr(ctx->opt_v), 0);
+    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
+                          (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
+                          (float *)zero__emu_tr(ctx->arena.v), 0);
     return ZERO_OK;
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -3025,16 +3034,16 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__knblk *bl;
     int64_t nch = 0, nb = 0, c, b, o;
     int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0;
-    for (si = 0; si < ctx->num_segs; si++) nch += (ctx->segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    for (si = 0; si < ctx->lay.num_segs; si++) nch += (ctx->lay.segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
     ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
-    bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->norm_blocks * R + 1));
+    bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->opt.norm_blocks * R + 1));
     if (!ch || !bl) {
         zero__raw_free(&ctx->desc.allocator, ch);
         zero__raw_free(&ctx->desc.allocator, bl);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     }
-    for (si = 0, c = 0; si < ctx->num_segs; si++) {
-        const zero__segment *sg = &ctx->segs[si];
+    for (si = 0, c = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
         for (o = 0; o < sg->n; o += ZERO__KCHUNK, c++) {
             ch[c].grad_idx = sg->grad_idx + o;
             ch[c].state_idx = sg->state_idx + o;
@@ -3057,7 +3066,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
         }
     }
     cu->nchunks = nch;
-    cu->nblk = ctx->norm_blocks;
+    cu->nblk = ctx->opt.norm_blocks;
     cudaSetDevice(cu->device);
     if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
         e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
@@ -3067,7 +3076,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__raw_free(&ctx->desc.allocator, ch);
     zero__raw_free(&ctx->desc.allocator, bl);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
-    ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
+    ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
     return ZERO_OK;
 }
 static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
@@ -3099,13 +3108,13 @@ static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
     double s = 0.0;
     int e;
     if (cu->nblk == 0) { *out = 0.0; return ZERO_OK; }
-    if ((e = zero__k_sumsq(ctx->grad_arena, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
+    if ((e = zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
                            cu->compute)) == 0 &&
-        (e = (int)cudaMemcpyAsync(ctx->norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
+        (e = (int)cudaMemcpyAsync(ctx->opt.norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
                                   cudaMemcpyDeviceToHost, cu->compute)) == 0)
         e = (int)cudaStreamSynchronize(cu->compute);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
-    for (b = 0; b < cu->nblk; b++) s += ctx->norm_part[b];      /* in order, as on the CPU */
+    for (b = 0; b < cu->nblk; b++) s += ctx->opt.norm_part[b];      /* in order, as on the CPU */
     *out = s;
     return ZERO_OK;
 }
@@ -3116,8 +3125,8 @@ static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
     if (cu->nchunks == 0) return ZERO_OK;
     zero__opt_setup(ctx, gscale, &k, &fn);
     return zero__cuda_err(ctx, ZERO__S_COMPUTE,
-                          zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->grad_arena, ctx->param_arena, ctx->master,
-                                      ctx->opt_m, ctx->opt_v, cu->compute), "the optimizer kernel");
+                          zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->arena.grad, ctx->arena.param, ctx->arena.master,
+                                      ctx->arena.m, ctx->arena.v, cu->compute), "the optimizer kernel");
 }
 /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
 static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -5564,7 +5573,7 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
     if (bytes <= 0) return NULL;
     p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
     if (!p) { *ok = 0; return NULL; }
-    ctx->bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
+    ctx->lay.bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
     return p;
 }
 
@@ -5574,7 +5583,7 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
 
 static void zero__make_segments(zero_ctx *ctx) {
     int N = ctx->world, i;
-    ctx->num_segs = 0;
+    ctx->lay.num_segs = 0;
     for (i = 0; i < ctx->num_params; i++) {
         const zero__param_rec *p = &ctx->params[i];
         const zero__module_rec *m = &ctx->modules[p->module];
@@ -5582,7 +5591,7 @@ static void zero__make_segments(zero_ctx *ctx) {
         zero__segment *sg;
         zero__param_region(ctx, p, &lo, &s, &e);
         if (m->frozen || s >= e) continue;
-        sg = &ctx->segs[ctx->num_segs++];
+        sg = &ctx->lay.segs[ctx->lay.num_segs++];
         sg->n = e - s;
         sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
         sg->state_idx = zero__state_index(ctx, m, s, lo);
@@ -5596,33 +5605,33 @@ typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t h
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
-    void *dbufs[] = { ctx->param_arena, ctx->grad_arena, ctx->master, ctx->opt_m, ctx->opt_v, ctx->staging,
-                      ctx->garena, ctx->persist, ctx->tile_w, ctx->tile_g };
+    void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
+                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
     static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
                                  ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
-    void *bufs[] = { ctx->free_off, ctx->free_len, ctx->sched, ctx->segs, ctx->srecs, ctx->bucket, ctx->gemm_ws,
-                     ctx->norm_part };
+    void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
+                     ctx->opt.norm_part };
     size_t i;
     for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
         if (!dbufs[i]) continue;
         if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
         else ctx->dev->free(ctx, dbufs[i]);
     }
-    if (ctx->hgrad) ctx->dev->host_free(ctx, ctx->hgrad);
-    if (ctx->hparam) ctx->dev->host_free(ctx, ctx->hparam);
-    ctx->hgrad = ctx->hparam = NULL;
+    if (ctx->tier.hgrad) ctx->dev->host_free(ctx, ctx->tier.hgrad);
+    if (ctx->tier.hparam) ctx->dev->host_free(ctx, ctx->tier.hparam);
+    ctx->tier.hgrad = ctx->tier.hparam = NULL;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
-    ctx->param_arena = ctx->grad_arena = NULL;
-    ctx->master = ctx->opt_m = ctx->opt_v = NULL;
-    ctx->staging = ctx->garena = ctx->persist = NULL;
-    ctx->free_off = ctx->free_len = NULL;
-    ctx->sched = ctx->bucket = NULL;
-    ctx->sched_len = ctx->sched_cap = ctx->nfree = 0;
-    ctx->tile_w = ctx->tile_g = ctx->gemm_ws = NULL;
-    ctx->segs = NULL;
-    ctx->srecs = NULL;
-    ctx->norm_part = NULL;
-    memset(ctx->bytes, 0, sizeof ctx->bytes);
+    ctx->arena.param = ctx->arena.grad = NULL;
+    ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
+    ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
+    ctx->sched.free_off = ctx->sched.free_len = NULL;
+    ctx->sched.order = ctx->grads.bucket = NULL;
+    ctx->sched.len = ctx->sched.cap = ctx->sched.nfree = 0;
+    ctx->tile.w = ctx->tile.g = ctx->tile.gemm_ws = NULL;
+    ctx->lay.segs = NULL;
+    ctx->grads.recs = NULL;
+    ctx->opt.norm_part = NULL;
+    memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
 }
 
 /* >>offload: optimizer states on the NVMe tier ------------------------------------------
@@ -5715,7 +5724,7 @@ static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slo
 
 /* one block, synchronously (between steps: buf[0] is free) */
 static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     o->cached = -1;
     if (write && blk == o->gblk) o->gblk = -1;
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
@@ -5726,7 +5735,7 @@ static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const c
 
 /* writes back the block cached in buf[0] if it changed, and forgets it */
 static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int64_t blk = o->cached;
     if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
     o->dirty = 0;
@@ -5740,7 +5749,7 @@ static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
    zero_load), so setting params one by one reads and writes each block about once. */
 static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                        const char *what) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int a = which == 0 ? 0 : o->has_master + which - 1, pdt = ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
@@ -5767,9 +5776,9 @@ static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, in
 static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what) {
     zero_result r;
-    pthread_mutex_lock(&ctx->off->mu);
+    pthread_mutex_lock(&ctx->tier.off->mu);
     r = zero__off_rw_locked(ctx, which, idx, n, out, in, what);
-    pthread_mutex_unlock(&ctx->off->mu);
+    pthread_mutex_unlock(&ctx->tier.off->mu);
     return r;
 }
 
@@ -5779,7 +5788,7 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
    checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
    written back is taken from buf[0]. */
 static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int64_t pa = zero__off_parea(o), len = o->bb - pa;
     zero_result r = ZERO_OK;
     pthread_mutex_lock(&o->mu);
@@ -5818,9 +5827,9 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
     return r;
 }
 
-static int zero__has_master(const zero_ctx *ctx) { return ctx->master || (ctx->off && ctx->off->has_master); }
+static int zero__has_master(const zero_ctx *ctx) { return ctx->arena.master || (ctx->tier.off && ctx->tier.off->has_master); }
 /* the stage-3 param shard lives in the tier's blocks (offload_params = NVMe) */
-static int zero__offp(const zero_ctx *ctx) { return ctx->off && ctx->off->params; }
+static int zero__offp(const zero_ctx *ctx) { return ctx->tier.off && ctx->tier.off->params; }
 /* Stage 3: where module mi's shard starts in the param arena (elements). With the params
    on NVMe the arena holds the frozen modules' shards alone (they have no block in the
    tier), packed in module order; a trainable module's shard is in the tier's blocks. */
@@ -5834,7 +5843,7 @@ static int64_t zero__pshard(const zero_ctx *ctx, int mi) {
 }
 
 static void zero__off_free(zero_ctx *ctx) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     const zero_allocator *a = &ctx->desc.allocator;
     int i;
     if (!o) return;
@@ -5846,7 +5855,7 @@ static void zero__off_free(zero_ctx *ctx) {
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
     zero__raw_free(a, o);
-    ctx->off = NULL;
+    ctx->tier.off = NULL;
 }
 
 /* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
@@ -5883,7 +5892,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     const zero_allocator *a = &d->allocator;
     zero__off *o;
     int i, nd = 0, K, direct_refused = 0;
-    int64_t G, bb, nb, tstate = d->stage == 0 ? ctx->plan.trainable_padded : ctx->plan.trainable_padded / ctx->world, blk;
+    int64_t G, bb, nb, tstate = d->stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.plan.trainable_padded / ctx->world, blk;
     static uint32_t seq = 0;
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
@@ -5891,8 +5900,8 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (d->offload_params == ZERO_OFFLOAD_NVME) {
         /* the param arena zero_build allocated holds the frozen modules' shards (in memory,
            ZERO_TIER_DEVICE as planned); zero__arena counted it under the params' tier */
-        ctx->bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
-        ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
+        ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
+        ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     }
     zero__off_geom(d, tstate, &K, &G, &bb, &nb);
     if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
@@ -5901,7 +5910,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
-    ctx->off = o;
+    ctx->tier.off = o;
     o->ctx = ctx;
     o->params = d->offload_params == ZERO_OFFLOAD_NVME;
     o->gblk = -1;
@@ -5954,10 +5963,10 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         }
     }
     if (r != ZERO_OK) { zero__off_free(ctx); return r; }
-    ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__off_parea(o) : 0);
-    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
-    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
-    ctx->bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
+    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__off_parea(o) : 0);
+    ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
+    ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
+    ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
     return ZERO_OK;
 }
 
@@ -5971,12 +5980,12 @@ typedef struct zero__offjob {
 } zero__offjob;
 
 static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int si;
     o->npieces = 0;
     *total = 0;
-    for (si = 0; si < ctx->num_segs; si++) {
-        const zero__segment *sg = &ctx->segs[si];
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
         int64_t a = s0 - sg->state_idx > 0 ? s0 - sg->state_idx : 0;
         int64_t b = s1 - sg->state_idx < sg->n ? s1 - sg->state_idx : sg->n;
         if (a >= b) continue;
@@ -5990,13 +5999,13 @@ static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *tot
 
 /* copies the params of the block's pieces into (save 1) or out of (save 0) the block */
 static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int i, pdt = ctx->desc.param_dtype;
     char *pold = buf + (int64_t)o->K * o->G * 4;
     for (i = 0; i < o->npieces; i++) {
-        const zero__segment *sg = &ctx->segs[o->pieces[i].seg];
+        const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
         int64_t a = o->pieces[i].a, n = o->pieces[i].b - a;
-        char *p = zero__at(ctx->param_arena, sg->param_idx + a, pdt), *q = pold + (sg->state_idx + a - s0) * o->psz;
+        char *p = zero__at(ctx->arena.param, sg->param_idx + a, pdt), *q = pold + (sg->state_idx + a - s0) * o->psz;
         if (save) memcpy(q, p, (size_t)(n * o->psz)); else memcpy(p, q, (size_t)(n * o->psz));
     }
 }
@@ -6004,14 +6013,14 @@ static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
 static void zero__off_part(void *arg, int part, int nparts) {
     const zero__offjob *j = (const zero__offjob *)arg;
     zero_ctx *ctx = j->ctx;
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int pdt = j->k.pdt, adt = j->k.adt, i;
     int64_t lo, hi, off = 0;
     float *arr[3] = { NULL, NULL, NULL };
     for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
     zero__chunk(j->total, part, nparts, &lo, &hi);
     for (i = 0; i < o->npieces && off < hi; off += o->pieces[i].b - o->pieces[i].a, i++) {
-        const zero__segment *sg = &ctx->segs[o->pieces[i].seg];
+        const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
         int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
         int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < n ? hi - off : n;
         void *p;
@@ -6022,13 +6031,13 @@ static void zero__off_part(void *arg, int part, int nparts) {
         k.decay = sg->decay;
         /* params on NVMe: updated in the block's param area, written to the other slot with
            the states; else in the arena, the old values saved in the block for an undo */
-        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->param_arena, sg->param_idx + a, pdt);
+        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
         w = o->has_master ? arr[0] + at : (float *)p;
         m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
         v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
         if (!o->params)
             memcpy(j->buf + zero__off_parea(o) + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
-        j->fn(&k, zero__at(ctx->grad_arena, sg->grad_idx + a, adt), p, w, m, v, s, e);
+        j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
     }
 }
 
@@ -6036,7 +6045,7 @@ static void zero__off_part(void *arg, int part, int nparts) {
 /* The streamed optimizer pass: read block i+1 while computing block i and writing
    block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
 static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     zero__offjob job;
     int so = o->slot, sn = 1 - o->slot, x;
     int64_t i, nb = o->nblocks;
@@ -6062,7 +6071,7 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
         job.buf = o->buf[b];
         job.s0 = i * o->G;
         zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
-        zero__pool_run(ctx->pool, zero__off_part, &job, job.total < 65536);
+        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536);
         o->bufblk[b] = i;
         o->done = i + 1;
         zero__off_seal(o, o->buf[b], i, sn);
@@ -6080,7 +6089,7 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
 /* after a failed step (here or on another rank): the params of every computed block
    back from the old values saved in it; the slot does not flip, so states stay too */
 static zero_result zero__off_undo(zero_ctx *ctx) {
-    zero__off *o = ctx->off;
+    zero__off *o = ctx->tier.off;
     int64_t i;
     int x, sn = 1 - o->slot;
     zero_result r = ZERO_OK;
@@ -6111,11 +6120,11 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
 static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
     zero_result r = zero__off_step(ctx, gscale), rr;
     double v[2];
-    ctx->off->gblk = -1;
+    ctx->tier.off->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
     if ((rr = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return rr;
-    if (v[0] == 0) { ctx->off->slot = 1 - ctx->off->slot; return ZERO_OK; }
+    if (v[0] == 0) { ctx->tier.off->slot = 1 - ctx->tier.off->slot; return ZERO_OK; }
     zero__off_undo(ctx);
     if (r != ZERO_OK) return r;
     return zero__fail(ctx, v[0] == 1 ? (zero_result)(int)v[1] : ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
@@ -6126,8 +6135,8 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
    idx's tier block, so a checkpoint moves each part of a window from one cached block
    (each block read once, not once per part); no limit when the state is in memory */
 static int64_t zero__off_run(const zero_ctx *ctx, int64_t idx) {
-    if (!ctx->off) return INT64_MAX;
-    return ctx->off->G - idx % ctx->off->G;
+    if (!ctx->tier.off) return INT64_MAX;
+    return ctx->tier.off->G - idx % ctx->tier.off->G;
 }
 
 /* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
@@ -6139,12 +6148,12 @@ static zero_result zero__seg_copy(zero_ctx *ctx, int to_host, void *host, int64_
                                   int dt) {
     int si = 0;
     zero_result r;
-    while (si < ctx->num_segs) {
-        const zero__segment *a = &ctx->segs[si];
+    while (si < ctx->lay.num_segs) {
+        const zero__segment *a = &ctx->lay.segs[si];
         int64_t hs = a->state_idx, ds = to_host ? a->grad_idx : a->param_idx, end = a->state_idx + a->n;
         int sj = si + 1;
-        for (; sj < ctx->num_segs; sj++) {
-            const zero__segment *b = &ctx->segs[sj];
+        for (; sj < ctx->lay.num_segs; sj++) {
+            const zero__segment *b = &ctx->lay.segs[sj];
             if (b->state_idx - hs != (to_host ? b->grad_idx : b->param_idx) - ds) break;
             end = b->state_idx + b->n;
         }
@@ -6158,11 +6167,11 @@ static zero_result zero__seg_copy(zero_ctx *ctx, int to_host, void *host, int64_
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     int pdt = ctx->desc.param_dtype, adt = ctx->desc.grad_accum_dtype;
     int64_t ge = (int64_t)zero__esize(adt), pe = (int64_t)zero__esize(pdt);
-    void *hp = pdt == ZERO_F32 ? (void *)ctx->master : ctx->hparam;
+    void *hp = pdt == ZERO_F32 ? (void *)ctx->arena.master : ctx->tier.hparam;
     zero_result r;
-    if ((r = zero__seg_copy(ctx, 1, ctx->hgrad, ge, ctx->grad_arena, ge, adt)) != ZERO_OK) return r;
-    zero__apply_optimizer(ctx, gscale, hp, ctx->hgrad, ctx->master, ctx->opt_m, ctx->opt_v, 1);
-    return zero__seg_copy(ctx, 0, hp, pe, ctx->param_arena, pe, pdt);
+    if ((r = zero__seg_copy(ctx, 1, ctx->tier.hgrad, ge, ctx->arena.grad, ge, adt)) != ZERO_OK) return r;
+    zero__apply_optimizer(ctx, gscale, hp, ctx->tier.hgrad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 1);
+    return zero__seg_copy(ctx, 0, hp, pe, ctx->arena.param, pe, pdt);
 }
 
 /* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
@@ -6173,12 +6182,12 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
     int64_t per = m->span / N;
-    void *full = zero__at(ctx->grad_arena, m->train_off, adt);
+    void *full = zero__at(ctx->arena.grad, m->train_off, adt);
     zero_result r;
-    if (ctx->staging_mode) {
-        const void *src = ctx->staging + staging_off;
+    if (ctx->lay.staging_mode) {
+        const void *src = ctx->grads.ring + staging_off;
         if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
-            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->grad_arena, m->train_off / N, adt), adt,
+            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->arena.grad, m->train_off / N, adt), adt,
                                         per, micro > 1);
         /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
         if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->span, micro > 1)) != ZERO_OK) return r;
@@ -6197,8 +6206,8 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     float *mine = buf + (int64_t)ctx->rank * per;
     const void *src;
     zero_result r;
-    if (ctx->master && !m->frozen)
-        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->master + m->train_off / N, per * 4);
+    if (ctx->arena.master && !m->frozen)
+        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->train_off / N, per * 4);
     else if (zero__has_master(ctx) && !m->frozen) {
         if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
@@ -6211,7 +6220,7 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
             return r;
         }
     } else {
-        src = zero__at(ctx->param_arena, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
+        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
         r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
     }
     if (r != ZERO_OK) {
@@ -6243,7 +6252,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         if (zero__offp(ctx) && !m->frozen)    /* the shard from NVMe; on failure the others still get their gather */
             rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
         else
-            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->param_arena, zero__pshard(ctx, t->a), pdt),
+            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->arena.param, zero__pshard(ctx, t->a), pdt),
                                 per * (int64_t)zero__esize(pdt));
         r = zero__all_gather(ctx, mine, dst, per, pdt);
         if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
@@ -6259,7 +6268,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     case ZERO__TASK_GATHER_PARAMS: {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
-        char *full = zero__at(ctx->param_arena, m->param_off, pdt);
+        char *full = zero__at(ctx->arena.param, m->param_off, pdt);
         return zero__all_gather(ctx, zero__at(full, (int64_t)ctx->rank * per, pdt), full, per, pdt);
     }
     case ZERO__TASK_GATHER_MASTER:
@@ -6283,15 +6292,15 @@ static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
 /* The gather arena: first-fit over a sorted free list, coalescing on free. */
 static int64_t zero__garena_alloc(zero_ctx *ctx, int64_t bytes) {
     int i;
-    for (i = 0; i < ctx->nfree; i++)
-        if (ctx->free_len[i] >= bytes) {
-            int64_t off = ctx->free_off[i];
-            ctx->free_off[i] += bytes;
-            ctx->free_len[i] -= bytes;
-            if (ctx->free_len[i] == 0) {
-                memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-                memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-                ctx->nfree--;
+    for (i = 0; i < ctx->sched.nfree; i++)
+        if (ctx->sched.free_len[i] >= bytes) {
+            int64_t off = ctx->sched.free_off[i];
+            ctx->sched.free_off[i] += bytes;
+            ctx->sched.free_len[i] -= bytes;
+            if (ctx->sched.free_len[i] == 0) {
+                memmove(ctx->sched.free_off + i, ctx->sched.free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 1));
+                memmove(ctx->sched.free_len + i, ctx->sched.free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 1));
+                ctx->sched.nfree--;
             }
             return off;
         }
@@ -6299,28 +6308,28 @@ static int64_t zero__garena_alloc(zero_ctx *ctx, int64_t bytes) {
 }
 static void zero__garena_free(zero_ctx *ctx, int64_t off, int64_t bytes) {
     int i = 0;
-    while (i < ctx->nfree && ctx->free_off[i] < off) i++;
-    memmove(ctx->free_off + i + 1, ctx->free_off + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
-    memmove(ctx->free_len + i + 1, ctx->free_len + i, sizeof(int64_t) * (size_t)(ctx->nfree - i));
-    ctx->free_off[i] = off;
-    ctx->free_len[i] = bytes;
-    ctx->nfree++;
-    if (i + 1 < ctx->nfree && ctx->free_off[i] + ctx->free_len[i] == ctx->free_off[i + 1]) {
-        ctx->free_len[i] += ctx->free_len[i + 1];
-        memmove(ctx->free_off + i + 1, ctx->free_off + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
-        memmove(ctx->free_len + i + 1, ctx->free_len + i + 2, sizeof(int64_t) * (size_t)(ctx->nfree - i - 2));
-        ctx->nfree--;
+    while (i < ctx->sched.nfree && ctx->sched.free_off[i] < off) i++;
+    memmove(ctx->sched.free_off + i + 1, ctx->sched.free_off + i, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i));
+    memmove(ctx->sched.free_len + i + 1, ctx->sched.free_len + i, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i));
+    ctx->sched.free_off[i] = off;
+    ctx->sched.free_len[i] = bytes;
+    ctx->sched.nfree++;
+    if (i + 1 < ctx->sched.nfree && ctx->sched.free_off[i] + ctx->sched.free_len[i] == ctx->sched.free_off[i + 1]) {
+        ctx->sched.free_len[i] += ctx->sched.free_len[i + 1];
+        memmove(ctx->sched.free_off + i + 1, ctx->sched.free_off + i + 2, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 2));
+        memmove(ctx->sched.free_len + i + 1, ctx->sched.free_len + i + 2, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 2));
+        ctx->sched.nfree--;
     }
-    if (i > 0 && ctx->free_off[i - 1] + ctx->free_len[i - 1] == ctx->free_off[i]) {
-        ctx->free_len[i - 1] += ctx->free_len[i];
-        memmove(ctx->free_off + i, ctx->free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-        memmove(ctx->free_len + i, ctx->free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->nfree - i - 1));
-        ctx->nfree--;
+    if (i > 0 && ctx->sched.free_off[i - 1] + ctx->sched.free_len[i - 1] == ctx->sched.free_off[i]) {
+        ctx->sched.free_len[i - 1] += ctx->sched.free_len[i];
+        memmove(ctx->sched.free_off + i, ctx->sched.free_off + i + 1, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 1));
+        memmove(ctx->sched.free_len + i, ctx->sched.free_len + i + 1, sizeof(int64_t) * (size_t)(ctx->sched.nfree - i - 1));
+        ctx->sched.nfree--;
     }
 }
 
 static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
-    return (m->persistent ? ctx->persist : ctx->garena) + m->goff;
+    return (m->persistent ? ctx->sched.persist : ctx->sched.arena) + m->goff;
 }
 
 /* Queue the all-gather of module mi into its place. Every rank makes the same
@@ -6331,8 +6340,8 @@ static void zero__issue_gather(zero_ctx *ctx, int mi) {
     m->live = 1;
     m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, 0, 0, zero__gather_base(ctx, m), NULL);
     if (!m->persistent) {
-        ctx->gathered += zero__gbytes(&ctx->desc, m->span);
-        if (ctx->gathered > ctx->peak_gathered) ctx->peak_gathered = ctx->gathered;
+        ctx->sched.gathered += zero__gbytes(&ctx->desc, m->span);
+        if (ctx->sched.gathered > ctx->sched.peak_gathered) ctx->sched.peak_gathered = ctx->sched.gathered;
     }
 }
 
@@ -6344,12 +6353,12 @@ static zero_result zero__drop(zero_ctx *ctx, int mi) {
     zero_result r = ZERO_OK;
     if (!m->live) return ZERO_OK;
     if (m->gticket && !zero__ticket_done(ctx, m->gticket)) r = zero__wait(ctx, m->gticket);
-    if (m->prefetched) ctx->pending_bytes -= b;
+    if (m->prefetched) ctx->sched.pending_bytes -= b;
     m->live = m->prefetched = m->kept = 0;
     m->gticket = 0;
     if (!m->persistent) {
         zero__garena_free(ctx, m->goff, b);
-        ctx->gathered -= b;
+        ctx->sched.gathered -= b;
         m->goff = -1;
     }
     return r;
@@ -6361,20 +6370,20 @@ static zero_result zero__drop(zero_ctx *ctx, int mi) {
    the backward pass, releasing a module that is fetched again right away. */
 static void zero__prefetch(zero_ctx *ctx) {
     int j;
-    if (!ctx->sched_active || ctx->off_sched || ctx->prefetch_budget < 0) return;
-    for (j = ctx->sched_pos; j < ctx->sched_len; j++) {
-        int mi = ctx->sched[j];
+    if (!ctx->sched.active || ctx->sched.off_pos || ctx->sched.prefetch_budget < 0) return;
+    for (j = ctx->sched.pos; j < ctx->sched.len; j++) {
+        int mi = ctx->sched.order[j];
         zero__module_rec *m = &ctx->modules[mi];
         int64_t b = zero__gbytes(&ctx->desc, m->span), off;
-        int next_in_use = j == ctx->sched_pos && ctx->inuse_bytes == 0;
+        int next_in_use = j == ctx->sched.pos && ctx->sched.inuse_bytes == 0;
         if (m->live) continue;
         if (!m->persistent) {
-            if (!next_in_use && ctx->pending_bytes + b > ctx->prefetch_budget) break;
-            if (!next_in_use && ctx->gathered - ctx->inuse_bytes + b > ctx->max_live) break;
+            if (!next_in_use && ctx->sched.pending_bytes + b > ctx->sched.prefetch_budget) break;
+            if (!next_in_use && ctx->sched.gathered - ctx->sched.inuse_bytes + b > ctx->sched.max_live) break;
             if ((off = zero__garena_alloc(ctx, b)) < 0) break;
             m->goff = off;
-            ctx->pending_bytes += b;
-            ctx->prefetched_bytes += b;
+            ctx->sched.pending_bytes += b;
+            ctx->sched.prefetched_bytes += b;
             m->prefetched = 1;
         }
         zero__issue_gather(ctx, mi);
@@ -6382,30 +6391,30 @@ static void zero__prefetch(zero_ctx *ctx) {
 }
 
 static void zero__record_fetch(zero_ctx *ctx, int mi) {
-    if (ctx->sched_active) {
-        if (ctx->off_sched) return;
-        if (ctx->sched_pos < ctx->sched_len && ctx->sched[ctx->sched_pos] == mi) { ctx->sched_pos++; return; }
-        ctx->off_sched = 1;
+    if (ctx->sched.active) {
+        if (ctx->sched.off_pos) return;
+        if (ctx->sched.pos < ctx->sched.len && ctx->sched.order[ctx->sched.pos] == mi) { ctx->sched.pos++; return; }
+        ctx->sched.off_pos = 1;
         zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_SCHEDULE_CHANGED,
                   "step %lld: fetch #%d is module '%s', not '%s' as recorded: fetching on demand for this step",
-                  (long long)ctx->steps, ctx->sched_pos, ctx->modules[mi].name,
-                  ctx->sched_pos < ctx->sched_len ? ctx->modules[ctx->sched[ctx->sched_pos]].name : "(end)");
+                  (long long)ctx->opt.steps, ctx->sched.pos, ctx->modules[mi].name,
+                  ctx->sched.pos < ctx->sched.len ? ctx->modules[ctx->sched.order[ctx->sched.pos]].name : "(end)");
         return;
     }
     /* the first step: record (allocation happens only here, never in a steady-state step) */
-    if (!zero__grow(ctx, (void **)&ctx->sched, &ctx->sched_cap, ctx->sched_len, sizeof(int))) {
-        ctx->off_sched = 1;                 /* no schedule: on demand, still correct */
+    if (!zero__grow(ctx, (void **)&ctx->sched.order, &ctx->sched.cap, ctx->sched.len, sizeof(int))) {
+        ctx->sched.off_pos = 1;                 /* no schedule: on demand, still correct */
         return;
     }
-    ctx->sched[ctx->sched_len++] = mi;
+    ctx->sched.order[ctx->sched.len++] = mi;
 }
 
 /* is module mi fetched again within the next `dist` scheduled fetches? */
 static int zero__reused_soon(const zero_ctx *ctx, int mi, int dist) {
     int j;
-    if (!ctx->sched_active || ctx->off_sched) return 0;
-    for (j = ctx->sched_pos; j < ctx->sched_len && j < ctx->sched_pos + dist; j++)
-        if (ctx->sched[j] == mi) return 1;
+    if (!ctx->sched.active || ctx->sched.off_pos) return 0;
+    for (j = ctx->sched.pos; j < ctx->sched.len && j < ctx->sched.pos + dist; j++)
+        if (ctx->sched.order[j] == mi) return 1;
     return 0;
 }
 
@@ -6416,10 +6425,10 @@ static zero_result zero__schedule_check(zero_ctx *ctx) {
     enum { K = 32 };
     int64_t mine[K + 2], *all;
     zero_result r;
-    int i, k, n = ctx->sched_len < K ? ctx->sched_len : K;
-    mine[0] = ctx->sched_len;
-    mine[1] = (int64_t)zero__fnv(14695981039346656037ull, ctx->sched, sizeof(int) * (size_t)ctx->sched_len);
-    for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched[i] : -1;
+    int i, k, n = ctx->sched.len < K ? ctx->sched.len : K;
+    mine[0] = ctx->sched.len;
+    mine[1] = (int64_t)zero__fnv(14695981039346656037ull, ctx->sched.order, sizeof(int) * (size_t)ctx->sched.len);
+    for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched.order[i] : -1;
     all = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof mine * (size_t)ctx->world);
     if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_step: out of memory");
     r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, mine, all));
@@ -6447,9 +6456,9 @@ static zero_result zero__stage3_step_end(zero_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
-    ctx->sched_active = 1;
-    ctx->sched_pos = 0;
-    ctx->off_sched = 0;
+    ctx->sched.active = 1;
+    ctx->sched.pos = 0;
+    ctx->sched.off_pos = 0;
     return r;
 }
 
@@ -6467,9 +6476,9 @@ static void zero__stage3_step_start(zero_ctx *ctx) {
    from a ring. Records are allocated in order and retired in order once the reduce
    task that read them is done (its ticket), so the ring needs no lock. */
 static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
-    int64_t head = ctx->staging_head, cap = ctx->staging_bytes, tail;
-    if (ctx->srec_count == 0) { *off = 0; return bytes <= cap; }
-    tail = ctx->srecs[ctx->srec_head].off;
+    int64_t head = ctx->grads.head, cap = ctx->grads.ring_bytes, tail;
+    if (ctx->grads.rec_count == 0) { *off = 0; return bytes <= cap; }
+    tail = ctx->grads.recs[ctx->grads.rec_head].off;
     if (head > tail) {
         if (cap - head >= bytes) { *off = head; return 1; }
         if (tail >= bytes) { *off = 0; return 1; }
@@ -6481,39 +6490,39 @@ static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
 
 static void zero__flush(zero_ctx *ctx) {
     int i;
-    for (i = 0; i < ctx->bucket_len; i++) {
-        int mi = ctx->bucket[3 * i], micro = ctx->bucket[3 * i + 1], rec = ctx->bucket[3 * i + 2];
-        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->srecs[rec].off : 0, NULL, NULL);
-        if (rec >= 0) ctx->srecs[rec].ticket = t;
+    for (i = 0; i < ctx->grads.bucket_len; i++) {
+        int mi = ctx->grads.bucket[3 * i], micro = ctx->grads.bucket[3 * i + 1], rec = ctx->grads.bucket[3 * i + 2];
+        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->grads.recs[rec].off : 0, NULL, NULL);
+        if (rec >= 0) ctx->grads.recs[rec].ticket = t;
     }
-    ctx->bucket_len = 0;
-    ctx->bucket_fill = 0;
+    ctx->grads.bucket_len = 0;
+    ctx->grads.bucket_fill = 0;
 }
 
 static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
     int64_t off = 0;
     for (;;) {
-        while (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket &&
-               zero__ticket_done(ctx, ctx->srecs[ctx->srec_head].ticket)) {
-            ctx->staging_inuse -= ctx->srecs[ctx->srec_head].bytes;
-            ctx->srec_head = (ctx->srec_head + 1) % ctx->srec_cap;
-            ctx->srec_count--;
+        while (ctx->grads.rec_count > 0 && ctx->grads.recs[ctx->grads.rec_head].ticket &&
+               zero__ticket_done(ctx, ctx->grads.recs[ctx->grads.rec_head].ticket)) {
+            ctx->grads.inuse -= ctx->grads.recs[ctx->grads.rec_head].bytes;
+            ctx->grads.rec_head = (ctx->grads.rec_head + 1) % ctx->grads.rec_cap;
+            ctx->grads.rec_count--;
         }
-        if (ctx->srec_count < ctx->srec_cap && zero__staging_fit(ctx, bytes, &off)) {
-            int idx = (ctx->srec_head + ctx->srec_count) % ctx->srec_cap;
-            ctx->srecs[idx].off = off;
-            ctx->srecs[idx].bytes = bytes;
-            ctx->srecs[idx].ticket = 0;
-            ctx->srec_count++;
-            ctx->staging_head = off + bytes;
-            ctx->staging_inuse += bytes;
-            if (ctx->staging_inuse > ctx->peak_staging) ctx->peak_staging = ctx->staging_inuse;
-            if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->staging + off, bytes)) != ZERO_OK) return -2;
+        if (ctx->grads.rec_count < ctx->grads.rec_cap && zero__staging_fit(ctx, bytes, &off)) {
+            int idx = (ctx->grads.rec_head + ctx->grads.rec_count) % ctx->grads.rec_cap;
+            ctx->grads.recs[idx].off = off;
+            ctx->grads.recs[idx].bytes = bytes;
+            ctx->grads.recs[idx].ticket = 0;
+            ctx->grads.rec_count++;
+            ctx->grads.head = off + bytes;
+            ctx->grads.inuse += bytes;
+            if (ctx->grads.inuse > ctx->grads.peak) ctx->grads.peak = ctx->grads.inuse;
+            if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grads.ring + off, bytes)) != ZERO_OK) return -2;
             return idx;
         }
-        if (ctx->bucket_len) { zero__flush(ctx); continue; }
-        if (ctx->srec_count > 0 && ctx->srecs[ctx->srec_head].ticket) {
-            if ((*res = zero__wait(ctx, ctx->srecs[ctx->srec_head].ticket)) != ZERO_OK) return -2;
+        if (ctx->grads.bucket_len) { zero__flush(ctx); continue; }
+        if (ctx->grads.rec_count > 0 && ctx->grads.recs[ctx->grads.rec_head].ticket) {
+            if ((*res = zero__wait(ctx, ctx->grads.recs[ctx->grads.rec_head].ticket)) != ZERO_OK) return -2;
             continue;
         }
         return -1;
@@ -6528,7 +6537,7 @@ static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     if (idx == -1)
         *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
                    "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
-                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->staging_bytes);
+                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->grads.ring_bytes);
     if (idx >= 0) m->staged = idx;
     return idx;
 }
@@ -6538,10 +6547,10 @@ static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
 
 static void zero__end_step(zero_ctx *ctx) {
     int i;
-    if (ctx->desc.stage < 2 && !ctx->staging_mode)      /* an error here shows at the next sync */
-        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grad_arena, zero__pcat(ctx->plan.bytes, ZERO_CAT_GRADS));
+    if (ctx->desc.stage < 2 && !ctx->lay.staging_mode)      /* an error here shows at the next sync */
+        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
-    ctx->total_ready = 0;
+    ctx->grads.total_ready = 0;
 }
 
 
@@ -6574,9 +6583,9 @@ static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k,
     if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
     w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
     if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
-    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile_w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
+    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile.w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
         != ZERO_OK) return NULL;
-    return ctx->tile_w;
+    return ctx->tile.w;
 }
 
 
@@ -6744,20 +6753,20 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
 static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
     const float *src;
-    if (ctx->off) return zero__off_rw(ctx, which, idx, n, buf, NULL, fn);
-    src = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    if (ctx->tier.off) return zero__off_rw(ctx, which, idx, n, buf, NULL, fn);
+    src = which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
     return zero__dev_get_f32(ctx, buf, src + idx, ZERO_F32, n);
 }
 static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
                                         const char *fn) {
     float *dst;
-    if (ctx->off) return zero__off_rw(ctx, which, idx, n, NULL, buf, fn);
-    dst = which == 0 ? ctx->master : which == 1 ? ctx->opt_m : ctx->opt_v;
+    if (ctx->tier.off) return zero__off_rw(ctx, which, idx, n, NULL, buf, fn);
+    dst = which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
     return zero__dev_put_f32(ctx, dst + idx, ZERO_F32, buf, n);
 }
 /* writes back what the state writes left in the tier's buffer, so its errors surface here */
 static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
-    return ctx->off ? zero__off_flush(ctx, fn) : ZERO_OK;
+    return ctx->tier.off ? zero__off_flush(ctx, fn) : ZERO_OK;
 }
 static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
     return zero__offp(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
@@ -6766,13 +6775,13 @@ static zero_result zero__ck_param_read(zero_ctx *ctx, int pi, int64_t o, int64_t
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
         return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, NULL, fn);
-    return zero__dev_get_f32(ctx, buf, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
+    return zero__dev_get_f32(ctx, buf, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
 }
 static zero_result zero__ck_param_write(zero_ctx *ctx, int pi, int64_t o, int64_t n, const float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
         return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, NULL, buf, fn);
-    return zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
+    return zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
 }
 
 /* ---- the manifest ---------------------------------------------------------------- */
@@ -7109,7 +7118,7 @@ static zero_result zero__ck_regather(zero_ctx *ctx) {
             any = 1;
             if ((r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
         }
-    if (any && ctx->sched_active && r == ZERO_OK) zero__stage3_step_start(ctx);
+    if (any && ctx->sched.active && r == ZERO_OK) zero__stage3_step_start(ctx);
     return r;
 }
 
@@ -7200,11 +7209,11 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     memcpy(hdr + 8, u, 16);
     memcpy(hdr + 24, &gen, 8);
     {
-        int32_t good = (int32_t)ctx->good_steps;
+        int32_t good = (int32_t)ctx->opt.good_steps;
         uint64_t hs;
-        memcpy(hdr + 32, &ctx->steps, 8);
-        memcpy(hdr + 40, &ctx->skipped, 8);
-        memcpy(hdr + 48, &ctx->loss_scale, 4);
+        memcpy(hdr + 32, &ctx->opt.steps, 8);
+        memcpy(hdr + 40, &ctx->opt.skipped, 8);
+        memcpy(hdr + 48, &ctx->opt.loss_scale, 4);
         memcpy(hdr + 52, &good, 4);
         hs = zero__ck_sum(hdr, 56);
         memcpy(hdr + 56, &hs, 8);
@@ -7220,7 +7229,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         si = zero__ck_state_idx(ctx, i, b);
         zero__ck_hash_init(&hw);
         zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
-        if (!ctx->off) {    /* in memory: part by part, each hashed in file order */
+        if (!ctx->tier.off) {    /* in memory: part by part, each hashed in file order */
             for (q = 0; q <= kp && ok; q++)
                 for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
                     c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
@@ -7283,8 +7292,8 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
                ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero_dtype_str(d->param_dtype),
                zero_dtype_str(d->grad_dtype), zero_dtype_str(d->grad_accum_dtype),
                d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
-    ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->steps,
-               (long long)ctx->skipped, (double)ctx->loss_scale, (long long)ctx->good_steps, ctx->num_modules);
+    ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->opt.steps,
+               (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps, ctx->num_modules);
     for (i = 0; i < ctx->num_modules; i++) ZERO__CK_P("module %d %s\n", ctx->modules[i].frozen, ctx->modules[i].name);
     ZERO__CK_P("params %d\n", ctx->num_params);
     for (i = 0; i < ctx->num_params; i++) {
@@ -7615,10 +7624,10 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
         r = zero__ck_agree(ctx, "zero_load", local, msg);
         if (r == ZERO_OK) {
-            ctx->steps = m.steps;
-            ctx->skipped = m.skipped;
-            ctx->loss_scale = m.loss_scale;
-            ctx->good_steps = (int)m.good_steps;
+            ctx->opt.steps = m.steps;
+            ctx->opt.skipped = m.skipped;
+            ctx->opt.loss_scale = m.loss_scale;
+            ctx->opt.good_steps = (int)m.good_steps;
         }
     }
     if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
@@ -7717,7 +7726,7 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
         return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                           "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
     a = &ctx->desc.allocator;
-    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->max_span * 4 + 4)))
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
     if (ctx->rank == 0) {
         ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
@@ -7965,7 +7974,7 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
         zero__ck_need(ctx, i, &b, &e_);
         held = zero__ck_has_state(ctx, i, &sb, &se);
         state = zero__has_master(ctx) && held;
-        tier = held && ctx->off && (state || zero__ck_param_in_tier(ctx, i));
+        tier = held && ctx->tier.off && (state || zero__ck_param_in_tier(ctx, i));
         for (o = b; o < e_ && local == ZERO_OK; o += c) {
             int64_t s, t;
             /* on the NVMe tier a chunk stays in one block: the param area and the master of
@@ -8241,7 +8250,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     ctx->desc = d;
     ctx->salt = zero__next_salt();
-    ctx->simd = zero__simd_pick();
+    ctx->opt.simd = zero__simd_pick();
     ctx->dev = zero__dev_pick(d.device);
     if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
         zero__raw_free(&d.allocator, ctx);
@@ -8296,12 +8305,12 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     }
 #endif
     if (d.loss_scale > 0) {
-        ctx->loss_scale = d.loss_scale;
+        ctx->opt.loss_scale = d.loss_scale;
     } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
-        ctx->loss_scale = d.loss_scale_init;
-        ctx->dynamic_scale = 1;
+        ctx->opt.loss_scale = d.loss_scale_init;
+        ctx->opt.dynamic_scale = 1;
     } else {
-        ctx->loss_scale = 1.0f;
+        ctx->opt.loss_scale = 1.0f;
     }
     pthread_mutex_init(&ctx->stream.mu, NULL);
     pthread_cond_init(&ctx->stream.cv, NULL);
@@ -8330,7 +8339,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
         pthread_mutex_destroy(&ctx->stream.mu);
         pthread_cond_destroy(&ctx->stream.cv);
     }
-    zero__pool_free(ctx->pool, a);
+    zero__pool_free(ctx->opt.pool, a);
     zero__trace_free(ctx);
     zero__off_free(ctx);
     zero__free_arenas(ctx);
@@ -8456,7 +8465,7 @@ ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
     zero__sizes z;
     zero_result r;
     if (!ctx || !out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_plan_get: NULL argument");
-    if (ctx->built) { *out = ctx->plan; return ZERO_OK; }
+    if (ctx->built) { *out = ctx->lay.plan; return ZERO_OK; }
     if (ctx->num_modules == 0)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_plan_get: no modules registered");
     if ((r = zero__layout(ctx, &z)) != ZERO_OK) return r;
@@ -8551,8 +8560,8 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
     if (local != ZERO_OK) return local;
     if (r != ZERO_OK) return r;
 
-    zero__plan_compute(d, ctx->world, &z, &ctx->plan);
-    b = ctx->plan.bytes;
+    zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
+    b = ctx->lay.plan.bytes;
     if (d->device_bytes_cap) {
         int64_t dev = 0;
         for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
@@ -8576,58 +8585,58 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
                               (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
     }
 
-    ctx->staging_mode = zero__staging_mode(d);
-    ctx->shard_padded = z.padded / ctx->world;
-    ctx->shard_trainable = z.trainable / ctx->world;
-    ctx->max_span = z.max_span;
+    ctx->lay.staging_mode = zero__staging_mode(d);
+    ctx->lay.shard_padded = z.padded / ctx->world;
+    ctx->lay.shard_trainable = z.trainable / ctx->world;
+    ctx->lay.max_span = z.max_span;
     /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
-    ctx->param_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
-    ctx->grad_arena = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
-    ctx->master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
+    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
+    ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
+    ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
     } else {
-        ctx->opt_m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-        ctx->opt_v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
     }
-    if (ctx->staging_mode && z.trainable > 0) {
-        ctx->staging_bytes = zero__staging_capacity(d, &z);
-        ctx->staging = (char *)zero__arena(ctx, ctx->staging_bytes, ZERO_CAT_BUFFERS, &ok);
+    if (ctx->lay.staging_mode && z.trainable > 0) {
+        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);
+        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes, ZERO_CAT_BUFFERS, &ok);
     }
     if (d->stage == 3) {
-        ctx->max_live = zero__max_live(d, &z);
-        ctx->prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->max_live;
-        ctx->garena_bytes = ctx->max_live + zero__gbytes(d, z.max_span);
-        ctx->garena = (char *)zero__arena(ctx, ctx->garena_bytes, ZERO_CAT_BUFFERS, &ok);
-        ctx->persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->sched.max_live = zero__max_live(d, &z);
+        ctx->sched.prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->sched.max_live;
+        ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z.max_span);
+        ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->sched.persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
     }
     if (z.tile_elems) {
-        ctx->tile_w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        ctx->tile_g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->tile.g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
         if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
-            ctx->gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
-            if (ctx->gemm_ws) ctx->bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
+            ctx->tile.gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
+            if (ctx->tile.gemm_ws) ctx->lay.bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
             else ok = 0;
         }
     }
     /* bookkeeping (not model state; a few bytes per module and param) */
-    ctx->srec_cap = z.num_trainable + 1;
-    ctx->srecs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->srec_cap);
-    ctx->bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
-    ctx->segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
-    ctx->free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->norm_blocks = 0;
+    ctx->grads.rec_cap = z.num_trainable + 1;
+    ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
+    ctx->grads.bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->lay.segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
+    ctx->sched.free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->sched.free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->opt.norm_blocks = 0;
     for (k = 0; k < ctx->num_modules; k++)
         if (!ctx->modules[k].frozen)
-            ctx->norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
-    ctx->norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->norm_blocks + 1));
-    if (!ok || !ctx->srecs || !ctx->bucket || !ctx->segs || !ctx->free_off || !ctx->free_len || !ctx->norm_part) {
+            ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    ctx->opt.norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
+    if (!ok || !ctx->grads.recs || !ctx->grads.bucket || !ctx->lay.segs || !ctx->sched.free_off || !ctx->sched.free_len || !ctx->opt.norm_part) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->plan.total_bytes);
+                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->lay.plan.total_bytes);
     }
-    if (!(ctx->pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
+    if (!(ctx->opt.pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
         zero__free_arenas(ctx);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
@@ -8643,47 +8652,47 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         }
     }
     if (r != ZERO_OK) {
-        zero__pool_free(ctx->pool, &d->allocator);
-        ctx->pool = NULL;
+        zero__pool_free(ctx->opt.pool, &d->allocator);
+        ctx->opt.pool = NULL;
         zero__free_arenas(ctx);
         return r;
     }
-    ctx->nfree = ctx->garena_bytes > 0;
-    ctx->free_off[0] = 0;
-    ctx->free_len[0] = ctx->garena_bytes;
+    ctx->sched.nfree = ctx->sched.arena_bytes > 0;
+    ctx->sched.free_off[0] = 0;
+    ctx->sched.free_len[0] = ctx->sched.arena_bytes;
     if (d->stage == 3) {    /* persistent modules get fixed places in their region */
         int64_t off = 0;
         for (k = 0; k < ctx->num_modules; k++)
             if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
     }
     zero__make_segments(ctx);
-    if (zero__dev_offload(d) && ctx->shard_trainable > 0) {
-        int64_t ts = d->stage == 0 ? z.trainable : ctx->shard_trainable;
+    if (zero__dev_offload(d) && ctx->lay.shard_trainable > 0) {
+        int64_t ts = d->stage == 0 ? z.trainable : ctx->lay.shard_trainable;
         int64_t gb = ts * (int64_t)zero__esize(d->grad_accum_dtype), pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
-        ctx->hgrad = ctx->dev->host_alloc(ctx, gb);
-        if (pb) ctx->hparam = ctx->dev->host_alloc(ctx, pb);
-        if (!ctx->hgrad || (pb && !ctx->hparam)) {
-            zero__pool_free(ctx->pool, &d->allocator);
-            ctx->pool = NULL;
+        ctx->tier.hgrad = ctx->dev->host_alloc(ctx, gb);
+        if (pb) ctx->tier.hparam = ctx->dev->host_alloc(ctx, pb);
+        if (!ctx->tier.hgrad || (pb && !ctx->tier.hparam)) {
+            zero__pool_free(ctx->opt.pool, &d->allocator);
+            ctx->opt.pool = NULL;
             zero__free_arenas(ctx);
             return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                               "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
                               (long long)(gb + pb));
         }
-        ctx->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
+        ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
     }
     if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
         zero__off_free(ctx);
-        zero__pool_free(ctx->pool, &d->allocator);
-        ctx->pool = NULL;
+        zero__pool_free(ctx->opt.pool, &d->allocator);
+        ctx->opt.pool = NULL;
         zero__free_arenas(ctx);
         return r;
     }
-    ctx->num_trainable = z.num_trainable;
+    ctx->lay.num_trainable = z.num_trainable;
     ctx->built = 1;
     zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
               "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
-              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->plan.model_state_bytes,
+              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->lay.plan.model_state_bytes,
               (long long)b[0][ZERO_CAT_BUFFERS]);
     return ZERO_OK;
 }
@@ -8699,10 +8708,10 @@ ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     zero__record_fetch(ctx, mi);
     b = zero__gbytes(&ctx->desc, m->span);
     if (m->live) {
-        if (ctx->sched_active) ctx->hits++;
-        if (m->prefetched) ctx->pending_bytes -= b;
+        if (ctx->sched.active) ctx->sched.hits++;
+        if (m->prefetched) ctx->sched.pending_bytes -= b;
     } else {
-        if (ctx->sched_active) ctx->misses++;
+        if (ctx->sched.active) ctx->sched.misses++;
         if (!m->persistent) {
             int64_t off;
             int i;
@@ -8715,7 +8724,7 @@ ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
                     return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
                                       "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
                                       "module) is full of modules in use; release one first or raise max_live_bytes",
-                                      m->name, (long long)ctx->garena_bytes, (long long)ctx->max_live);
+                                      m->name, (long long)ctx->sched.arena_bytes, (long long)ctx->sched.max_live);
                 if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
             }
             m->goff = off;
@@ -8724,15 +8733,15 @@ ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     }
     m->prefetched = m->kept = 0;
     if (m->gticket) {
-        double t0 = ctx->sched_active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
+        double t0 = ctx->sched.active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
         r = zero__wait(ctx, m->gticket);
         zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
-        if (ctx->sched_active) ctx->wait_ms += zero__now_ms() - t0;
+        if (ctx->sched.active) ctx->sched.wait_ms += zero__now_ms() - t0;
         if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
         m->gticket = 0;
     }
     m->fetched = 1;
-    if (!m->persistent) ctx->inuse_bytes += b;
+    if (!m->persistent) ctx->sched.inuse_bytes += b;
     zero__prefetch(ctx);
     return ZERO_OK;
 }
@@ -8748,7 +8757,7 @@ ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_release('%s'): the module is not fetched", m->name);
     if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
-    if (!m->persistent) ctx->inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
+    if (!m->persistent) ctx->sched.inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
     if (m->persistent) {
         /* stays gathered until the step changes the parameters */
     } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
@@ -8768,7 +8777,7 @@ ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
     pdt = ctx->desc.param_dtype;
-    if (ctx->desc.stage < 3) return zero__at(ctx->param_arena, m->param_off + pr->offset, pdt);
+    if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->param_off + pr->offset, pdt);
     if (!m->fetched) {
         zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
                    "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
@@ -8797,9 +8806,9 @@ ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
                    m->name, pr->name, ctx->desc.accum_steps, m->name);
         return NULL;
     }
-    if (!ctx->staging_mode) return zero__at(ctx->grad_arena, m->train_off + pr->offset, ctx->desc.grad_dtype);
+    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
     if ((idx = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
-    return ctx->staging + ctx->srecs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    return ctx->grads.ring + ctx->grads.recs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
 }
 
 ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
@@ -8814,22 +8823,22 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
                           m->name, ctx->desc.accum_steps);
-    if (ctx->staging_mode) {
+    if (ctx->lay.staging_mode) {
         /* a rank that wrote no gradient still takes part in the reduction, with zeros */
         if ((rec = zero__open_staging(ctx, mi, &r)) < 0) return r;
         m->staged = -1;
     }
     m->ready++;
-    ctx->total_ready++;
-    if (ctx->staging_mode || m->ready == ctx->desc.accum_steps) {
-        if (ctx->bucket_len == ctx->num_modules) zero__flush(ctx);
-        ctx->bucket[3 * ctx->bucket_len] = mi;
-        ctx->bucket[3 * ctx->bucket_len + 1] = m->ready;
-        ctx->bucket[3 * ctx->bucket_len + 2] = rec;
-        ctx->bucket_len++;
-        ctx->bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    ctx->grads.total_ready++;
+    if (ctx->lay.staging_mode || m->ready == ctx->desc.accum_steps) {
+        if (ctx->grads.bucket_len == ctx->num_modules) zero__flush(ctx);
+        ctx->grads.bucket[3 * ctx->grads.bucket_len] = mi;
+        ctx->grads.bucket[3 * ctx->grads.bucket_len + 1] = m->ready;
+        ctx->grads.bucket[3 * ctx->grads.bucket_len + 2] = rec;
+        ctx->grads.bucket_len++;
+        ctx->grads.bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
     }
-    if (ctx->bucket_fill >= ctx->desc.bucket_bytes || ctx->total_ready % ctx->num_trainable == 0) zero__flush(ctx);
+    if (ctx->grads.bucket_fill >= ctx->desc.bucket_bytes || ctx->grads.total_ready % ctx->lay.num_trainable == 0) zero__flush(ctx);
     return ZERO_OK;
 }
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
@@ -8852,7 +8861,7 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     zero__flush(ctx);
     if ((r = zero__drain(ctx)) != ZERO_OK) return r;
     if (d->stage == 3) {
-        if (!ctx->sched_active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
+        if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
     if (d->stage == 0) {
@@ -8867,29 +8876,29 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
         if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
         total = v;
     }
-    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->loss_scale);
+    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
-    ctx->grad_norm = norm;
+    ctx->opt.grad_norm = norm;
     if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
-        float old = ctx->loss_scale;
+        float old = ctx->opt.loss_scale;
         zero__end_step(ctx);
-        ctx->skipped++;
-        if (ctx->dynamic_scale) {
-            ctx->loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
-            ctx->good_steps = 0;
+        ctx->opt.skipped++;
+        if (ctx->opt.dynamic_scale) {
+            ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
+            ctx->opt.good_steps = 0;
         }
         if (d->stage == 3) zero__stage3_step_start(ctx);
         zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
                    "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
-                   (long long)ctx->steps, (double)old, (double)ctx->loss_scale);
+                   (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
         return ZERO_STEP_SKIPPED;
     }
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
-        if (ctx->hgrad) {
+        if (ctx->tier.hgrad) {
             if ((r = zero__dev_offload_step(ctx, (float)(inv * clip))) != ZERO_OK) return r;
-        } else if (!ctx->off) {
+        } else if (!ctx->tier.off) {
             if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
         } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
             if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
@@ -8904,16 +8913,16 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     }
     zero__end_step(ctx);
     if (d->stage == 3) zero__stage3_step_start(ctx);
-    ctx->steps++;
-    if (ctx->dynamic_scale && ++ctx->good_steps >= d->loss_scale_window) {
-        ctx->loss_scale *= 2.0f;
-        ctx->good_steps = 0;
-        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->loss_scale);
+    ctx->opt.steps++;
+    if (ctx->opt.dynamic_scale && ++ctx->opt.good_steps >= d->loss_scale_window) {
+        ctx->opt.loss_scale *= 2.0f;
+        ctx->opt.good_steps = 0;
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->opt.loss_scale);
     }
     return ZERO_OK;
 }
 
-ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->loss_scale : 0.0f; }
+ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->opt.loss_scale : 0.0f; }
 
 
 ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -9032,7 +9041,7 @@ ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear
         const zero__tiled *t = &ctx->tiled[i];
         int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
         zero_dtype gdt = ctx->desc.grad_dtype;
-        const void *tg = ctx->tile_g;
+        const void *tg = ctx->tile.g;
         const float *w = zero__tile_fetch(ctx, t, k, &r);
         void *gw, *gb = NULL;
         if (!w) return r;
@@ -9040,7 +9049,7 @@ ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear
         if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
         if (dx && (r = zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
             return r;
-        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile_g, t->in)) != ZERO_OK ||
+        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile.g, t->in)) != ZERO_OK ||
             (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
             return r;
         if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
@@ -9223,16 +9232,16 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
+        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
     else if (zero__offp(ctx) && !m->frozen && s < e)
         r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
                          "zero_param_set_f32");
     else if (s < e)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->param_arena, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
+        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
                               values + (s - pr->offset), e - s);
     if (r != ZERO_OK) return r;
-    if (ctx->master && !m->frozen && s < e)
-        return zero__dev_put_f32(ctx, ctx->master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
+    if (ctx->arena.master && !m->frozen && s < e)
+        return zero__dev_put_f32(ctx, ctx->arena.master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
                                  e - s);
     else if (zero__has_master(ctx) && !m->frozen && s < e)
         return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
@@ -9255,7 +9264,7 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
         if (!local) {
             /* a transient buffer of one module in device memory, outside the plan: this is
                not a training-step call */
-            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->max_span * 4)))
+            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4)))
                 return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                   "zero_gather_params_f32: out of memory");
             r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
@@ -9266,14 +9275,14 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
             if (pr->module != i) continue;
             if (!local)
                 r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
-            else if (ctx->master && !m->frozen)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->master + m->train_off + pr->offset, ZERO_F32,
+            else if (ctx->arena.master && !m->frozen)
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->arena.master + m->train_off + pr->offset, ZERO_F32,
                                       pr->numel);
             else if (zero__has_master(ctx) && !m->frozen)
                 r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
                                  "zero_gather_params_f32");
             else
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->param_arena, m->param_off + pr->offset, pdt),
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt),
                                       pdt, pr->numel);
         }
         if (r != ZERO_OK) break;
@@ -9300,28 +9309,28 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     int t, k;
     if (!ctx || !out) return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
     memset(out, 0, sizeof *out);
-    memcpy(out->bytes, ctx->bytes, sizeof out->bytes);
+    memcpy(out->bytes, ctx->lay.bytes, sizeof out->bytes);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (k = 0; k < ZERO_CAT_NUM; k++) {
-            out->total_bytes += ctx->bytes[t][k];
-            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->bytes[t][k];
+            out->total_bytes += ctx->lay.bytes[t][k];
+            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->lay.bytes[t][k];
         }
     pthread_mutex_lock(&c->stream.mu);
-    memcpy(out->comm_calls, ctx->comm_calls, sizeof out->comm_calls);
-    memcpy(out->comm_elems, ctx->comm_elems, sizeof out->comm_elems);
-    memcpy(out->comm_bytes, ctx->comm_bytes, sizeof out->comm_bytes);
+    memcpy(out->comm_calls, ctx->traffic.calls, sizeof out->comm_calls);
+    memcpy(out->comm_elems, ctx->traffic.elems, sizeof out->comm_elems);
+    memcpy(out->comm_bytes, ctx->traffic.bytes, sizeof out->comm_bytes);
     pthread_mutex_unlock(&c->stream.mu);
-    out->steps = ctx->steps;
-    out->skipped_steps = ctx->skipped;
-    out->loss_scale = ctx->loss_scale;
-    out->grad_norm = ctx->grad_norm;
-    out->prefetch_hits = ctx->hits;
-    out->prefetch_misses = ctx->misses;
-    out->prefetched_bytes = ctx->prefetched_bytes;
-    out->gathered_bytes = ctx->gathered;
-    out->peak_gathered_bytes = ctx->peak_gathered;
-    out->peak_staging_bytes = ctx->peak_staging;
-    out->fetch_wait_ms = ctx->wait_ms;
+    out->steps = ctx->opt.steps;
+    out->skipped_steps = ctx->opt.skipped;
+    out->loss_scale = ctx->opt.loss_scale;
+    out->grad_norm = ctx->opt.grad_norm;
+    out->prefetch_hits = ctx->sched.hits;
+    out->prefetch_misses = ctx->sched.misses;
+    out->prefetched_bytes = ctx->sched.prefetched_bytes;
+    out->gathered_bytes = ctx->sched.gathered;
+    out->peak_gathered_bytes = ctx->sched.peak_gathered;
+    out->peak_staging_bytes = ctx->grads.peak;
+    out->fetch_wait_ms = ctx->sched.wait_ms;
     return ZERO_OK;
 }
 

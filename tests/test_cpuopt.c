@@ -275,7 +275,7 @@ static zero_result train(int stage, zero_comm *comm, int cpu_threads, int simd, 
     d.optim.type = opt; d.optim.lr = 0.01; d.optim.weight_decay = 0.1; d.optim.momentum = 0.9;
     d.clip_norm = 50.0f; d.loss_scale = 4.0f;
     if ((r = zero_create(&z, &d)) != ZERO_OK) { free(init); free(gr); return r; }
-    z->simd = simd;                                   /* the internal knob */
+    z->opt.simd = simd;                                   /* the internal knob */
     memset(&md, 0, sizeof md); md.name = "big";
     zero_add_module(z, &md, &mod);
     memset(&pd, 0, sizeof pd); pd.name = "w"; pd.ndim = 1; pd.shape[0] = E2E_N - 1001;

@@ -155,7 +155,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     }
     if (rank == 0) zero_plan_get(z, &c->plan);
     if ((r = zero_build(z)) != ZERO_OK) goto done;
-    if (rank == 0) c->uring = z->off ? z->off->io.uring : -1;
+    if (rank == 0) c->uring = z->tier.off ? z->tier.off->io.uring : -1;
     buf = (float *)malloc((size_t)CHUNK * 4);
     for (m = 0; m < nmod; m++)
         for (k = 0; k < 2; k++) {
@@ -177,11 +177,11 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
                 before = (float *)malloc((size_t)pbytes);
                 if ((r = zero_gather_params_f32(z, before)) != ZERO_OK) goto done;
             } else {
-                pbytes = zero__pcat(z->plan.bytes, ZERO_CAT_PARAMS);
+                pbytes = zero__pcat(z->lay.plan.bytes, ZERO_CAT_PARAMS);
                 before = (float *)malloc((size_t)pbytes);
-                memcpy(before, z->param_arena, (size_t)pbytes);
+                memcpy(before, z->arena.param, (size_t)pbytes);
             }
-            slot = z->off->slot;
+            slot = z->tier.off->slot;
             if (rank == 0) c->fault_fn(c, z);
             if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;   /* the fault is in place */
         }
@@ -216,11 +216,11 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
                 /* a block still damaged (the corrupt case) cannot be gathered: then the slot
                    not flipped is what says the params (read from it) are as they were */
                 if (rank == 0)
-                    c->fault_unchanged = z->off->slot == slot &&
+                    c->fault_unchanged = z->tier.off->slot == slot &&
                                          (r2 == ZERO_OK ? memcmp(before, after, (size_t)pbytes) == 0 : r2 == ZERO_ERR_CORRUPT);
                 free(after);
             } else if (rank == 0)
-                c->fault_unchanged = memcmp(before, z->param_arena, (size_t)pbytes) == 0 && z->off->slot == slot;
+                c->fault_unchanged = memcmp(before, z->arena.param, (size_t)pbytes) == 0 && z->tier.off->slot == slot;
             r = ZERO_OK;
             goto done;
         }
@@ -494,7 +494,7 @@ static void arm_eio(cfg *c, zero_ctx *z) {
 
 /* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there */
 static void flip_byte(cfg *c, zero_ctx *z) {
-    zero__off *o = z->off;
+    zero__off *o = z->tier.off;
     int64_t blk = o->nblocks / 2, off = zero__off_pos(o, blk, o->slot) + 100;
     int fd = open(o->path[blk % o->ndirs], O_RDWR);
     unsigned char b;
@@ -504,7 +504,7 @@ static void flip_byte(cfg *c, zero_ctx *z) {
     close(fd);
 }
 static void truncate_file(cfg *c, zero_ctx *z) {
-    zero__off *o = z->off;
+    zero__off *o = z->tier.off;
     int64_t blk = o->nblocks / 2;
     (void)c;
     if (truncate(o->path[blk % o->ndirs], (off_t)zero__off_pos(o, blk, o->slot)) != 0) { }
@@ -548,7 +548,7 @@ static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_res
 /* params on NVMe: one byte of the param area of a block in the current slot flipped
    after a step; the next gather of it (or the step reading it) is ZERO_ERR_CORRUPT */
 static void flip_param_byte(cfg *c, zero_ctx *z) {
-    zero__off *o = z->off;
+    zero__off *o = z->tier.off;
     int64_t blk = 0, off = zero__off_pos(o, blk, o->slot) + zero__off_parea(o) + 10;    /* not the block cached in memory */
     int fd = open(o->path[blk % o->ndirs], O_RDWR);
     unsigned char b;

@@ -108,16 +108,16 @@ int main(int argc, char **argv) {
     t0 = bench_now_ms();
     if ((r = zero_build(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
     printf("bench_infinity: %lld M params, model states %.2f GB (%.2f GB in memory, %.2f GB on NVMe in %s), "
-           "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), z->plan.model_state_bytes / 1e9,
-           (z->plan.total_bytes - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
-            z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
-           (z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
-            z->plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
-           z->off->bb / 1048576.0, bench_now_ms() - t0);
+           "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), z->lay.plan.model_state_bytes / 1e9,
+           (z->lay.plan.total_bytes - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
+            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
+           (z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
+            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
+           z->tier.off->bb / 1048576.0, bench_now_ms() - t0);
     /* no zero_param_set_f32: the master and moments start at zero, the params too */
     buf = (float *)malloc((size_t)(1 << 20) * 4);
     for (step = 0; step < steps; step++) {
-        int64_t rd0 = z->off->bytes_read, wr0 = z->off->bytes_written;
+        int64_t rd0 = z->tier.off->bytes_read, wr0 = z->tier.off->bytes_written;
         double bound, serial, fb, rd, wr, tf = bench_now_ms();
         for (m = 0; m < nmod; m++) {
             int64_t n = zero_param_numel(z, ps[m]);
@@ -134,21 +134,21 @@ int main(int argc, char **argv) {
         }
         if (nvme_params)
             printf("step %d: fetches and gradients %.0f ms (read %.2f GB of params)\n", step, bench_now_ms() - tf,
-                   (z->off->bytes_read - rd0) / 1e9);
-        rd0 = z->off->bytes_read;   /* the optimizer phase's own traffic */
-        wr0 = z->off->bytes_written;
+                   (z->tier.off->bytes_read - rd0) / 1e9);
+        rd0 = z->tier.off->bytes_read;   /* the optimizer phase's own traffic */
+        wr0 = z->tier.off->bytes_written;
         t0 = bench_now_ms();
         if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
         ms = bench_now_ms() - t0;
         tot_ms += ms;
-        rd = (double)(z->off->bytes_read - rd0) / rgbs / 1e6;
-        wr = (double)(z->off->bytes_written - wr0) / wgbs / 1e6;
+        rd = (double)(z->tier.off->bytes_read - rd0) / rgbs / 1e6;
+        wr = (double)(z->tier.off->bytes_written - wr0) / wgbs / 1e6;
         bound = rd > wr ? rd : wr;          /* reads and writes overlap: the longer of the two */
         serial = rd + wr;                   /* one after the other */
         fb = bound / ms;
         printf("step %d: %.0f ms (optimizer phase), read %.2f GB, wrote %.2f GB (read %.2f GB/s, write %.2f GB/s): "
                "%.2f of the overlapped bound (%.0f ms), %.2f of the serial one (%.0f ms)\n", step, ms,
-               (z->off->bytes_read - rd0) / 1e9, (z->off->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
+               (z->tier.off->bytes_read - rd0) / 1e9, (z->tier.off->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
                serial / ms, serial);
         if (step == steps - 1) printf("ratio=%.3f\n", fb);
     }

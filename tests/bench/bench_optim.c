@@ -130,24 +130,24 @@ int main(int argc, char **argv) {
         return 1;
     }
     {   /* small non-trivial values everywhere (the arenas were zeroed, so every page is touched) */
-        uint16_t *g = (uint16_t *)z->grad_arena;
+        uint16_t *g = (uint16_t *)z->arena.grad;
         for (i = 0; i < n; i++) {
             g[i] = zero__f32_to_bf16((float)((i * 7919) % 1001 - 500) * 1e-4f);
-            z->master[i] = (float)(i % 977) * 1e-3f;
+            z->arena.master[i] = (float)(i % 977) * 1e-3f;
         }
     }
-    rj.g = (uint16_t *)z->grad_arena; rj.p = (uint16_t *)z->param_arena;
-    rj.w = z->master; rj.m = z->opt_m; rj.v = z->opt_v; rj.n = n; rj.simd = z->simd;
+    rj.g = (uint16_t *)z->arena.grad; rj.p = (uint16_t *)z->arena.param;
+    rj.w = z->arena.master; rj.m = z->arena.m; rj.v = z->arena.v; rj.n = n; rj.simd = z->opt.simd;
     bytes = 28.0 * (double)n;
     printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, best of %d\n",
-           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->simd], reps);
+           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], reps);
     z->dev->optimizer(z, 1.0f);                  /* warm up both */
-    zero__pool_run(z->pool, roof_part, &rj, 0);
+    zero__pool_run(z->opt.pool, roof_part, &rj, 0);
     for (r = 0; r < reps; r++) {
         double t0 = now_s(), t1, t2, t3;
         z->dev->optimizer(z, 1.0f);
         t1 = now_s();
-        zero__pool_run(z->pool, roof_part, &rj, 0);
+        zero__pool_run(z->opt.pool, roof_part, &rj, 0);
         t2 = now_s();
         { double v; z->dev->sumsq(z, 0, &v); sink += v; }
         t3 = now_s();
