@@ -1110,6 +1110,13 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #  define ZERO__TLS __thread
 #endif
 
+/* designated initializers for the backend tables; C++ before C++20 has none, so there
+   the fields go in declaration order (every table lists them all, in that order) */
+#if defined(__cplusplus) && __cplusplus < 202002L
+#  define ZERO__F(field)
+#else
+#  define ZERO__F(field) .field =
+#endif
 #if defined(__GNUC__) || defined(__clang__)
 #  define ZERO__MAYBE_UNUSED __attribute__((unused))
 #else
@@ -1277,6 +1284,32 @@ typedef struct zero__dev_vt {
     zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
     zero_result (*sync)(zero_ctx *ctx, int s);
 } zero__dev_vt;
+
+/* The tiers (>>offload): where this rank's optimizer state lives and what touches it. The
+   engine asks its tier, never which buffers exist. mem: the master and moments are arenas
+   (device memory, or host memory on the CPU device); host: ZeRO-Offload on a device (they
+   are in pinned host memory, the gradient shard goes down and the new params up around
+   the CPU's fused pass); nvme: the NVMe tier's blocks, with offload_params = nvme also the
+   trainable modules' stage-3 param shard. In read/write, which is 0 the fp32 master, 1 the
+   first moment (or SGD momentum), 2 the second moment, or ZERO__OFF_PARAMS the params in
+   the tier, as fp32; idx is the state index. */
+#define ZERO__OFF_PARAMS (-1)
+typedef struct zero__tier_vt {
+    const char *name;
+    zero_result (*build)(zero_ctx *ctx);                         /* zero_build, after the arenas */
+    void (*free)(zero_ctx *ctx);                                 /* idempotent */
+    int (*has_master)(const zero_ctx *ctx);                      /* an fp32 master apart from the params */
+    int (*holds_params)(const zero_ctx *ctx);                    /* the stage-3 shard of trainable modules */
+    zero_result (*step)(zero_ctx *ctx, float gscale);            /* the fused pass; on failure nothing changed */
+    zero_result (*read)(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn);
+    zero_result (*write)(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn);
+    zero_result (*flush)(zero_ctx *ctx, const char *fn);         /* writes back what writes left buffered */
+    int blocked;                    /* the state is in blocks: move it a block at a time (run) */
+    int64_t (*run)(const zero_ctx *ctx, int64_t idx);            /* state elements from idx in idx's block */
+    /* state elements [idx, idx+n) of the params, in the param dtype, for a stage-3 gather
+       (holds_params only) */
+    zero_result (*gather)(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
+} zero__tier_vt;
 typedef struct zero__comm_vt {
     /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
     zero_result (*all_gather)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
@@ -1445,7 +1478,8 @@ struct zero_ctx {
         double grad_norm;
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
-        struct zero__off *off;      /* the NVMe tier's state; NULL: in memory */
+        const zero__tier_vt *vt;
+        struct zero__off *off;      /* the nvme tier's state */
         void *hgrad, *hparam;       /* ZeRO-Offload on a device: host copies of the gradient shard and new params */
     } tier;
     const zero__dev_vt *dev;        /* the device (>>device) */
@@ -1456,7 +1490,6 @@ struct zero_ctx {
     } traffic;
     struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
 };
-#define ZERO__OFF_PARAMS (-1)           /* zero__off_rw's `which`: the param area (params on NVMe) */
 
 /* >>base -------------------------------------------------------------------------------
    Allocation hooks, the last error and logging, sizes, clocks, condition variables. */
@@ -2726,11 +2759,14 @@ static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK
 static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
 
 static const zero__dev_vt zero__cpu_dev = {
-    "cpu", 1, zero__cpu_init, zero__cpu_fini, zero__cpu_alloc, zero__cpu_free, zero__cpu_alloc, zero__cpu_free,
-    zero__cpu_prepare, zero__cpu_copy,
-    zero__cpu_fill0, zero__cpu_sum_into, zero__cpu_sumsq, zero__cpu_optimizer, zero__gemm_host, zero__cpu_bias_add,
-    zero__cpu_bias_grad, zero__cpu_gelu, zero__cpu_gelu_bwd, zero__cpu_xent, zero__cpu_mark, zero__cpu_task_begin,
-    zero__cpu_task_end, zero__cpu_sync
+    ZERO__F(name) "cpu", ZERO__F(host_access) 1, ZERO__F(init) zero__cpu_init, ZERO__F(fini) zero__cpu_fini,
+    ZERO__F(alloc) zero__cpu_alloc, ZERO__F(free) zero__cpu_free, ZERO__F(host_alloc) zero__cpu_alloc,
+    ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__cpu_copy,
+    ZERO__F(fill0) zero__cpu_fill0, ZERO__F(sum_into) zero__cpu_sum_into, ZERO__F(sumsq) zero__cpu_sumsq,
+    ZERO__F(optimizer) zero__cpu_optimizer, ZERO__F(gemm) zero__gemm_host, ZERO__F(bias_add) zero__cpu_bias_add,
+    ZERO__F(bias_grad) zero__cpu_bias_grad, ZERO__F(gelu) zero__cpu_gelu, ZERO__F(gelu_bwd) zero__cpu_gelu_bwd,
+    ZERO__F(xent) zero__cpu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
+    ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
 };
 
 /* -- emu: the CPU device, except that device memory is a file mapped twice: the
@@ -2910,11 +2946,14 @@ static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, co
 }
 #undef ZERO__EMU_K
 static const zero__dev_vt zero__emu_dev = {
-    "emu", 0, zero__cpu_init, zero__cpu_fini, zero__emu_alloc, zero__emu_free, zero__cpu_alloc, zero__cpu_free,
-    zero__cpu_prepare, zero__emu_copy,
-    zero__emu_fill0, zero__emu_sum_into, zero__emu_sumsq, zero__emu_optimizer, zero__emu_gemm, zero__emu_bias_add,
-    zero__emu_bias_grad, zero__emu_gelu, zero__emu_gelu_bwd, zero__emu_xent, zero__cpu_mark, zero__cpu_task_begin,
-    zero__cpu_task_end, zero__cpu_sync
+    ZERO__F(name) "emu", ZERO__F(host_access) 0, ZERO__F(init) zero__cpu_init, ZERO__F(fini) zero__cpu_fini,
+    ZERO__F(alloc) zero__emu_alloc, ZERO__F(free) zero__emu_free, ZERO__F(host_alloc) zero__cpu_alloc,
+    ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__emu_copy,
+    ZERO__F(fill0) zero__emu_fill0, ZERO__F(sum_into) zero__emu_sum_into, ZERO__F(sumsq) zero__emu_sumsq,
+    ZERO__F(optimizer) zero__emu_optimizer, ZERO__F(gemm) zero__emu_gemm, ZERO__F(bias_add) zero__emu_bias_add,
+    ZERO__F(bias_grad) zero__emu_bias_grad, ZERO__F(gelu) zero__emu_gelu, ZERO__F(gelu_bwd) zero__emu_gelu_bwd,
+    ZERO__F(xent) zero__emu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
+    ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
 };
 #endif /* emu */
 
@@ -3189,11 +3228,15 @@ static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
     return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
 }
 static const zero__dev_vt zero__cuda_dev = {
-    "cuda", 0, zero__cuda_init, zero__cuda_fini, zero__cuda_alloc, zero__cuda_free, zero__cuda_host_alloc,
-    zero__cuda_host_free, zero__cuda_prepare, zero__cuda_copy,
-    zero__cuda_fill0, zero__cuda_sum_into, zero__cuda_sumsq, zero__cuda_optimizer, zero__cuda_gemm, zero__cuda_bias_add,
-    zero__cuda_bias_grad, zero__cuda_gelu, zero__cuda_gelu_bwd, zero__cuda_xent, zero__cuda_mark, zero__cuda_task_begin,
-    zero__cuda_task_end, zero__cuda_sync
+    ZERO__F(name) "cuda", ZERO__F(host_access) 0, ZERO__F(init) zero__cuda_init, ZERO__F(fini) zero__cuda_fini,
+    ZERO__F(alloc) zero__cuda_alloc, ZERO__F(free) zero__cuda_free, ZERO__F(host_alloc) zero__cuda_host_alloc,
+    ZERO__F(host_free) zero__cuda_host_free, ZERO__F(prepare) zero__cuda_prepare, ZERO__F(copy) zero__cuda_copy,
+    ZERO__F(fill0) zero__cuda_fill0, ZERO__F(sum_into) zero__cuda_sum_into, ZERO__F(sumsq) zero__cuda_sumsq,
+    ZERO__F(optimizer) zero__cuda_optimizer, ZERO__F(gemm) zero__cuda_gemm,
+    ZERO__F(bias_add) zero__cuda_bias_add, ZERO__F(bias_grad) zero__cuda_bias_grad,
+    ZERO__F(gelu) zero__cuda_gelu, ZERO__F(gelu_bwd) zero__cuda_gelu_bwd, ZERO__F(xent) zero__cuda_xent,
+    ZERO__F(mark) zero__cuda_mark, ZERO__F(task_begin) zero__cuda_task_begin,
+    ZERO__F(task_end) zero__cuda_task_end, ZERO__F(sync) zero__cuda_sync
 };
 #endif /* ZERO_CUDA */
 static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
@@ -3472,8 +3515,9 @@ static zero_result zero__local_barrier(zero_comm *c, int timeout_ms) {
 }
 
 static const zero__comm_vt zero__local_vt = {
-    zero__local_all_gather, zero__local_reduce_scatter, zero__local_all_reduce,
-    zero__local_broadcast, zero__local_barrier
+    ZERO__F(all_gather) zero__local_all_gather, ZERO__F(reduce_scatter) zero__local_reduce_scatter,
+    ZERO__F(all_reduce) zero__local_all_reduce, ZERO__F(broadcast) zero__local_broadcast,
+    ZERO__F(barrier) zero__local_barrier
 };
 
 /* ---- comm: mpi -----------------------------------------------------------------------
@@ -3744,8 +3788,9 @@ static zero_result zero__mpi_barrier(zero_comm *c, int timeout_ms) {
 }
 
 static const zero__comm_vt zero__mpi_vt = {
-    zero__mpi_all_gather, zero__mpi_reduce_scatter, zero__mpi_all_reduce,
-    zero__mpi_broadcast, zero__mpi_barrier
+    ZERO__F(all_gather) zero__mpi_all_gather, ZERO__F(reduce_scatter) zero__mpi_reduce_scatter,
+    ZERO__F(all_reduce) zero__mpi_all_reduce, ZERO__F(broadcast) zero__mpi_broadcast,
+    ZERO__F(barrier) zero__mpi_barrier
 };
 
 /* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). The one-rank
@@ -4644,8 +4689,9 @@ static zero_result zero__nccl_barrier(zero_comm *c, int timeout_ms) {
 }
 
 static const zero__comm_vt zero__nccl_vt = {
-    zero__nccl_all_gather, zero__nccl_reduce_scatter, zero__nccl_all_reduce,
-    zero__nccl_broadcast, zero__nccl_barrier
+    ZERO__F(all_gather) zero__nccl_all_gather, ZERO__F(reduce_scatter) zero__nccl_reduce_scatter,
+    ZERO__F(all_reduce) zero__nccl_all_reduce, ZERO__F(broadcast) zero__nccl_broadcast,
+    ZERO__F(barrier) zero__nccl_barrier
 };
 
 static void zero__nccl_destroy(zero_comm *c) {
@@ -5604,6 +5650,7 @@ typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t h
 
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
+    ctx->tier.vt->free(ctx);
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
                       ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
@@ -5617,9 +5664,6 @@ static void zero__free_arenas(zero_ctx *ctx) {
         if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
         else ctx->dev->free(ctx, dbufs[i]);
     }
-    if (ctx->tier.hgrad) ctx->dev->host_free(ctx, ctx->tier.hgrad);
-    if (ctx->tier.hparam) ctx->dev->host_free(ctx, ctx->tier.hparam);
-    ctx->tier.hgrad = ctx->tier.hparam = NULL;
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->arena.param = ctx->arena.grad = NULL;
     ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
@@ -5827,9 +5871,6 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
     return r;
 }
 
-static int zero__has_master(const zero_ctx *ctx) { return ctx->arena.master || (ctx->tier.off && ctx->tier.off->has_master); }
-/* the stage-3 param shard lives in the tier's blocks (offload_params = NVMe) */
-static int zero__offp(const zero_ctx *ctx) { return ctx->tier.off && ctx->tier.off->params; }
 /* Stage 3: where module mi's shard starts in the param arena (elements). With the params
    on NVMe the arena holds the frozen modules' shards alone (they have no block in the
    tier), packed in module order; a trainable module's shard is in the tier's blocks. */
@@ -5886,6 +5927,36 @@ static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     return ZERO_OK;
 }
 
+/* ---- the tiers behind zero__tier_vt (declared in >>structs) ------------------------------ */
+static float *zero__mem_state(zero_ctx *ctx, int which) {
+    return which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
+}
+static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
+static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
+static int zero__mem_has_master(const zero_ctx *ctx) { return ctx->arena.master != NULL; }
+static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
+static zero_result zero__mem_step(zero_ctx *ctx, float gscale) { return ctx->dev->optimizer(ctx, gscale); }
+static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
+    (void)fn;
+    return zero__dev_get_f32(ctx, out, zero__mem_state(ctx, which) + idx, ZERO_F32, n);
+}
+static zero_result zero__mem_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
+    (void)fn;
+    return zero__dev_put_f32(ctx, zero__mem_state(ctx, which) + idx, ZERO_F32, in, n);
+}
+static zero_result zero__mem_flush(zero_ctx *ctx, const char *fn) { (void)ctx; (void)fn; return ZERO_OK; }
+static int64_t zero__mem_run(const zero_ctx *ctx, int64_t idx) { (void)ctx; (void)idx; return INT64_MAX; }
+static zero_result zero__mem_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
+    (void)idx; (void)n; (void)dst;
+    return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "internal: a param gather from a tier without params");
+}
+static const zero__tier_vt zero__tier_mem = {
+    ZERO__F(name) "memory", ZERO__F(build) zero__mem_build, ZERO__F(free) zero__mem_free,
+    ZERO__F(has_master) zero__mem_has_master, ZERO__F(holds_params) zero__mem_holds_params,
+    ZERO__F(step) zero__mem_step, ZERO__F(read) zero__mem_read, ZERO__F(write) zero__mem_write,
+    ZERO__F(flush) zero__mem_flush, ZERO__F(blocked) 0, ZERO__F(run) zero__mem_run, ZERO__F(gather) zero__mem_gather
+};
+
 /* zero_build: files created, preallocated and filled with zero states (slot 0) */
 static zero_result zero__off_build(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
@@ -5904,7 +5975,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     }
     zero__off_geom(d, tstate, &K, &G, &bb, &nb);
-    if (nb == 0) return ZERO_OK;        /* no optimizer state to offload */
+    if (nb == 0) { ctx->tier.vt = &zero__tier_mem; return ZERO_OK; }    /* no optimizer state to offload */
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
     if (!(o = (zero__off *)zero__raw_alloc(a, sizeof *o)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
@@ -6131,14 +6202,6 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
                       "zero_step: the offloaded optimizer pass failed on another rank; step undone");
 }
 
-/* the checkpoint's tier access (>>ckpt): how many state elements from idx on lie in
-   idx's tier block, so a checkpoint moves each part of a window from one cached block
-   (each block read once, not once per part); no limit when the state is in memory */
-static int64_t zero__off_run(const zero_ctx *ctx, int64_t idx) {
-    if (!ctx->tier.off) return INT64_MAX;
-    return ctx->tier.off->G - idx % ctx->tier.off->G;
-}
-
 /* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
    memory, the CPU's fused pass (the same code and bits as the CPU device's) updates the
    host master and moments and narrows the new params into host memory, and they go back
@@ -6172,6 +6235,61 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     if ((r = zero__seg_copy(ctx, 1, ctx->tier.hgrad, ge, ctx->arena.grad, ge, adt)) != ZERO_OK) return r;
     zero__apply_optimizer(ctx, gscale, hp, ctx->tier.hgrad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 1);
     return zero__seg_copy(ctx, 0, hp, pe, ctx->arena.param, pe, pdt);
+}
+
+/* host: the arenas of the master and moments are in pinned host memory (zero__cat_tier);
+   the tier adds the host copies of the gradient shard and of the new params */
+static zero_result zero__host_build(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    int64_t ts = d->stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.shard_trainable, gb, pb;
+    if (ctx->lay.shard_trainable <= 0) return ZERO_OK;
+    gb = ts * (int64_t)zero__esize(d->grad_accum_dtype);
+    pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
+    ctx->tier.hgrad = ctx->dev->host_alloc(ctx, gb);
+    if (pb) ctx->tier.hparam = ctx->dev->host_alloc(ctx, pb);
+    if (!ctx->tier.hgrad || (pb && !ctx->tier.hparam))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
+                          (long long)(gb + pb));
+    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
+    return ZERO_OK;
+}
+static void zero__host_free(zero_ctx *ctx) {
+    if (ctx->tier.hgrad) ctx->dev->host_free(ctx, ctx->tier.hgrad);
+    if (ctx->tier.hparam) ctx->dev->host_free(ctx, ctx->tier.hparam);
+    ctx->tier.hgrad = ctx->tier.hparam = NULL;
+}
+static zero_result zero__host_step(zero_ctx *ctx, float gscale) {
+    return ctx->tier.hgrad ? zero__dev_offload_step(ctx, gscale) : ZERO_OK;   /* no hgrad: nothing to train */
+}
+static const zero__tier_vt zero__tier_host = {
+    ZERO__F(name) "host", ZERO__F(build) zero__host_build, ZERO__F(free) zero__host_free,
+    ZERO__F(has_master) zero__mem_has_master, ZERO__F(holds_params) zero__mem_holds_params,
+    ZERO__F(step) zero__host_step, ZERO__F(read) zero__mem_read, ZERO__F(write) zero__mem_write,
+    ZERO__F(flush) zero__mem_flush, ZERO__F(blocked) 0, ZERO__F(run) zero__mem_run, ZERO__F(gather) zero__mem_gather
+};
+
+/* nvme: the blocks of zero__off (an optimizer state of no element has none: then the
+   context runs on the mem tier) */
+static int zero__nvme_has_master(const zero_ctx *ctx) { return ctx->arena.master || ctx->tier.off->has_master; }
+static int zero__nvme_holds_params(const zero_ctx *ctx) { return ctx->tier.off->params; }
+static int64_t zero__nvme_run(const zero_ctx *ctx, int64_t idx) { return ctx->tier.off->G - idx % ctx->tier.off->G; }
+static zero_result zero__nvme_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
+    return zero__off_rw(ctx, which, idx, n, out, NULL, fn);
+}
+static zero_result zero__nvme_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
+    return zero__off_rw(ctx, which, idx, n, NULL, in, fn);
+}
+static const zero__tier_vt zero__tier_nvme = {
+    ZERO__F(name) "nvme", ZERO__F(build) zero__off_build, ZERO__F(free) zero__off_free,
+    ZERO__F(has_master) zero__nvme_has_master, ZERO__F(holds_params) zero__nvme_holds_params,
+    ZERO__F(step) zero__off_apply, ZERO__F(read) zero__nvme_read, ZERO__F(write) zero__nvme_write,
+    ZERO__F(flush) zero__off_flush, ZERO__F(blocked) 1, ZERO__F(run) zero__nvme_run, ZERO__F(gather) zero__offp_gather
+};
+
+static const zero__tier_vt *zero__tier_pick(const zero_desc *d) {
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) return &zero__tier_nvme;
+    return zero__dev_offload(d) ? &zero__tier_host : &zero__tier_mem;
 }
 
 /* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
@@ -6208,13 +6326,13 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     zero_result r;
     if (ctx->arena.master && !m->frozen)
         r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->train_off / N, per * 4);
-    else if (zero__has_master(ctx) && !m->frozen) {
-        if ((r = zero__off_rw(ctx, 0, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+    else if (ctx->tier.vt->has_master(ctx) && !m->frozen) {
+        if ((r = ctx->tier.vt->read(ctx, 0, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
-    } else if (zero__offp(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
-        if ((r = zero__off_rw(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, NULL, "gather")) != ZERO_OK) {
+    } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
+        if ((r = ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
             zero__all_gather(ctx, mine, buf, per, ZERO_F32);
             snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
             return r;
@@ -6249,8 +6367,8 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
         zero_result r, rr = ZERO_OK, rc = ZERO_OK;
-        if (zero__offp(ctx) && !m->frozen)    /* the shard from NVMe; on failure the others still get their gather */
-            rr = zero__offp_gather(ctx, m->train_off / N, per, mine);
+        if (ctx->tier.vt->holds_params(ctx) && !m->frozen)    /* on failure the others still get their gather */
+            rr = ctx->tier.vt->gather(ctx, m->train_off / N, per, mine);
         else
             rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->arena.param, zero__pshard(ctx, t->a), pdt),
                                 per * (int64_t)zero__esize(pdt));
@@ -6752,35 +6870,27 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
    module's shard, which has no block, stays in the arena). */
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
 static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
-    const float *src;
-    if (ctx->tier.off) return zero__off_rw(ctx, which, idx, n, buf, NULL, fn);
-    src = which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
-    return zero__dev_get_f32(ctx, buf, src + idx, ZERO_F32, n);
+    return ctx->tier.vt->read(ctx, which, idx, n, buf, fn);
 }
 static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
                                         const char *fn) {
-    float *dst;
-    if (ctx->tier.off) return zero__off_rw(ctx, which, idx, n, NULL, buf, fn);
-    dst = which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
-    return zero__dev_put_f32(ctx, dst + idx, ZERO_F32, buf, n);
+    return ctx->tier.vt->write(ctx, which, idx, n, buf, fn);
 }
 /* writes back what the state writes left in the tier's buffer, so its errors surface here */
-static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
-    return ctx->tier.off ? zero__off_flush(ctx, fn) : ZERO_OK;
-}
+static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) { return ctx->tier.vt->flush(ctx, fn); }
 static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
-    return zero__offp(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
+    return ctx->tier.vt->holds_params(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
 }
 static zero_result zero__ck_param_read(zero_ctx *ctx, int pi, int64_t o, int64_t n, float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
-        return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, NULL, fn);
+        return ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_get_f32(ctx, buf, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
 }
 static zero_result zero__ck_param_write(zero_ctx *ctx, int pi, int64_t o, int64_t n, const float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
-        return zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, NULL, buf, fn);
+        return ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
 }
 
@@ -7166,7 +7276,7 @@ static void zero__ck_cleanup(const char *dir, uint64_t gen) {
    b, -1: none) or the params, hashed into h (when not NULL), written at pos */
 static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t si, int64_t o, int64_t c, int64_t pos,
                         float *buf, zero__ck_hash *h, zero_result *r, int *err) {
-    if (q > 0 || (si >= 0 && zero__has_master(ctx))) *r = zero__ck_state_read(ctx, q, si + o, c, buf, "zero_save");
+    if (q > 0 || (si >= 0 && ctx->tier.vt->has_master(ctx))) *r = zero__ck_state_read(ctx, q, si + o, c, buf, "zero_save");
     else *r = zero__ck_param_read(ctx, p, b + o, c, buf, "zero_save");
     if (*r != ZERO_OK) return 0;
     if (h) zero__ck_hash_add(h, buf, (size_t)c * 4);
@@ -7229,7 +7339,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         si = zero__ck_state_idx(ctx, i, b);
         zero__ck_hash_init(&hw);
         zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
-        if (!ctx->tier.off) {    /* in memory: part by part, each hashed in file order */
+        if (!ctx->tier.vt->blocked) {    /* in memory: part by part, each hashed in file order */
             for (q = 0; q <= kp && ok; q++)
                 for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
                     c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
@@ -7241,7 +7351,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
                checksum must follow all of m, is hashed afterwards, read back from the shard */
             for (o = 0; o < n && ok; o += c) {
                 c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (si >= 0 && zero__off_run(ctx, si + o) < c) c = zero__off_run(ctx, si + o);
+                if (si >= 0 && ctx->tier.vt->run(ctx, si + o) < c) c = ctx->tier.vt->run(ctx, si + o);
                 for (q = 0; q <= kp && ok; q++)
                     ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
                                       q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
@@ -7530,7 +7640,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
         if (tier && x < sb && sb - x < c) c = sb - x;
         if (tier && x >= sb && x < se) {
             if (se - x < c) c = se - x;
-            if (zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, rg->param, x));
+            if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x));
         }
         if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
         if ((r = zero__ck_param_write(ctx, rg->param, x, c, bw, "zero_load")) != ZERO_OK) break;
@@ -7538,7 +7648,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
         t = x + c < se ? x + c : se;
         if (!state || s >= t) continue;
         si = zero__ck_state_idx(ctx, rg->param, s);
-        if (zero__has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
+        if (ctx->tier.vt->has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
         for (k = 1; k <= K && r == ZERO_OK; k++) {
             rr = zero__ck_pread(fd, bm, (size_t)(t - s) * 4, rg->offset + ((int64_t)k * n + s - rg->begin) * 4);
             if (rr != 1) break;
@@ -7697,12 +7807,12 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
     const zero__module_rec *m = &ctx->modules[mi];
     int j;
     zero_result r;
-    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)))))
+    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)))))
         return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
-        if (zero__has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
+        if (ctx->tier.vt->has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
             r = zero__ck_state_read(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
         else
             r = zero__ck_param_read(ctx, j, 0, pr->numel, buf + pr->offset, "zero_export_safetensors");
@@ -7973,8 +8083,8 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
         int held, state, tier;
         zero__ck_need(ctx, i, &b, &e_);
         held = zero__ck_has_state(ctx, i, &sb, &se);
-        state = zero__has_master(ctx) && held;
-        tier = held && ctx->tier.off && (state || zero__ck_param_in_tier(ctx, i));
+        state = ctx->tier.vt->has_master(ctx) && held;
+        tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
         for (o = b; o < e_ && local == ZERO_OK; o += c) {
             int64_t s, t;
             /* on the NVMe tier a chunk stays in one block: the param area and the master of
@@ -7983,7 +8093,7 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
             if (tier && o < sb && sb - o < c) c = sb - o;
             if (tier && o >= sb && o < se) {
                 if (se - o < c) c = se - o;
-                if (zero__off_run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = zero__off_run(ctx, zero__ck_state_idx(ctx, i, o));
+                if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o));
             }
             s = o > sb ? o : sb;
             t = o + c < se ? o + c : se;
@@ -8252,6 +8362,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->salt = zero__next_salt();
     ctx->opt.simd = zero__simd_pick();
     ctx->dev = zero__dev_pick(d.device);
+    ctx->tier.vt = &zero__tier_mem;         /* until zero_build picks the planned tier */
     if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
         zero__raw_free(&d.allocator, ctx);
         return r;
@@ -8341,7 +8452,6 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     }
     zero__pool_free(ctx->opt.pool, a);
     zero__trace_free(ctx);
-    zero__off_free(ctx);
     zero__free_arenas(ctx);
     if (ctx->dev) ctx->dev->fini(ctx);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
@@ -8641,14 +8751,15 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
     }
-    r = zero__off_build(ctx);
+    ctx->tier.vt = zero__tier_pick(d);
+    r = ctx->tier.vt->build(ctx);
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
         double v = r != ZERO_OK;
         zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
         if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
             r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
                                                 "zero_build: another rank could not create its offload files");
-            zero__off_free(ctx);
+            ctx->tier.vt->free(ctx);
         }
     }
     if (r != ZERO_OK) {
@@ -8666,23 +8777,7 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
             if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
     }
     zero__make_segments(ctx);
-    if (zero__dev_offload(d) && ctx->lay.shard_trainable > 0) {
-        int64_t ts = d->stage == 0 ? z.trainable : ctx->lay.shard_trainable;
-        int64_t gb = ts * (int64_t)zero__esize(d->grad_accum_dtype), pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
-        ctx->tier.hgrad = ctx->dev->host_alloc(ctx, gb);
-        if (pb) ctx->tier.hparam = ctx->dev->host_alloc(ctx, pb);
-        if (!ctx->tier.hgrad || (pb && !ctx->tier.hparam)) {
-            zero__pool_free(ctx->opt.pool, &d->allocator);
-            ctx->opt.pool = NULL;
-            zero__free_arenas(ctx);
-            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                              "zero_build: out of pinned host memory for the offloaded optimizer (%lld bytes)",
-                              (long long)(gb + pb));
-        }
-        ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += gb + pb;
-    }
     if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
-        zero__off_free(ctx);
         zero__pool_free(ctx->opt.pool, &d->allocator);
         ctx->opt.pool = NULL;
         zero__free_arenas(ctx);
@@ -8896,12 +8991,8 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
-        if (ctx->tier.hgrad) {
-            if ((r = zero__dev_offload_step(ctx, (float)(inv * clip))) != ZERO_OK) return r;
-        } else if (!ctx->tier.off) {
-            if ((r = ctx->dev->optimizer(ctx, (float)(inv * clip))) != ZERO_OK) return r;
-        } else if ((r = zero__off_apply(ctx, (float)(inv * clip))) != ZERO_OK) {
-            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are back: gather as before */
+        if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
+            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are as they were: gather as before */
             return r;
         }
         zero__trace_add(ctx, 2, "optimizer", NULL, t0);
@@ -9233,19 +9324,16 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
-    else if (zero__offp(ctx) && !m->frozen && s < e)
-        r = zero__off_rw(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
-                         "zero_param_set_f32");
+    else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
+        r = ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
+                                "zero_param_set_f32");
     else if (s < e)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
                               values + (s - pr->offset), e - s);
     if (r != ZERO_OK) return r;
-    if (ctx->arena.master && !m->frozen && s < e)
-        return zero__dev_put_f32(ctx, ctx->arena.master + zero__state_index(ctx, m, s, lo), ZERO_F32, values + (s - pr->offset),
-                                 e - s);
-    else if (zero__has_master(ctx) && !m->frozen && s < e)
-        return zero__off_rw(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, NULL, values + (s - pr->offset),
-                            "zero_param_set_f32");
+    if (ctx->tier.vt->has_master(ctx) && !m->frozen && s < e)
+        return ctx->tier.vt->write(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
+                                   "zero_param_set_f32");
     return ZERO_OK;
 }
 
@@ -9260,7 +9348,7 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
     pdt = d->param_dtype;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !zero__has_master(ctx)));
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
         if (!local) {
             /* a transient buffer of one module in device memory, outside the plan: this is
                not a training-step call */
@@ -9275,12 +9363,9 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
             if (pr->module != i) continue;
             if (!local)
                 r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
-            else if (ctx->arena.master && !m->frozen)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, ctx->arena.master + m->train_off + pr->offset, ZERO_F32,
-                                      pr->numel);
-            else if (zero__has_master(ctx) && !m->frozen)
-                r = zero__off_rw(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset, NULL,
-                                 "zero_gather_params_f32");
+            else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
+                r = ctx->tier.vt->read(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset,
+                                       "zero_gather_params_f32");
             else
                 r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt),
                                       pdt, pr->numel);
