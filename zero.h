@@ -1,21 +1,51 @@
 /* zero.h - v0.1.0 - ZeRO (Zero Redundancy Optimizer) training engine in one C header. MIT licence at the end.
 
-   zero.h trains models whose weights, gradients and optimizer states do not fit
-   on one device by partitioning them across N data-parallel ranks (ZeRO stages
-   1-3), reducing gradients in buckets while the backward pass continues, and
-   gathering stage-3 parameters on demand. Your program keeps its own forward and
-   backward code (llm.c style); zero.h owns the memory of the model states, the
-   collectives and the optimizer.
+   zero.h trains models whose weights, gradients and optimizer states do not fit on one
+   device by partitioning them across N data-parallel ranks (ZeRO stages 1-3), reducing
+   gradients in buckets while the backward pass continues, and gathering stage-3
+   parameters on demand. It can keep the optimizer states and parameters in host memory or
+   on NVMe (ZeRO-Offload, ZeRO-Infinity) and store one huge layer as tiles. Your program
+   keeps its own forward and backward code (llm.c style); zero.h owns the memory of the
+   model states, the collectives and the optimizer, and tells you before you start how
+   many bytes each rank will use.
 
-   DO THIS in exactly one C or C++ file, before the #include:
+   TABLE OF CONTENTS
+     DO THIS
+     THE SHORTEST COMPLETE PROGRAM
+     STEP BY STEP        1 a communicator   2 the zero_desc   3 modules and params
+                         4 build            5 the training loop
+                         6 save and load    7 clean up
+     CONFIGURATION MACROS
+     ENVIRONMENT VARIABLES
+     ON STAGES
+     ON GRADIENTS
+     ON BUCKETS
+     ON PREFETCH
+     ON THE OPTIMIZER
+     ON MEMORY
+     ON OFFLOAD
+     ON TILING
+     ON COMMUNICATORS
+     ON DEVICES
+     ON CHECKPOINTS
+     ON TRACING
+     ERRORS
+     MEMORY OVERRIDES
+     LOGGING
+     WHAT IT DOES NOT DO
+     LICENCE             at the end of the file
 
-       #define ZERO_IMPLEMENTATION
-       #include "zero.h"
+   DO THIS
+     in exactly one C or C++ file, before the #include:
 
-   and include zero.h without the define everywhere else. Build with pthreads
-   (-pthread). Nothing else is needed for the CPU device.
+         #define ZERO_IMPLEMENTATION
+         #include "zero.h"
 
-   THE SHORTEST COMPLETE PROGRAM (one rank, one linear layer y = w.x):
+     and include zero.h without the define everywhere else. Link with -pthread and -lm.
+     Nothing else is needed for the CPU device; the other backends are switched on by the
+     CONFIGURATION MACROS.
+
+   THE SHORTEST COMPLETE PROGRAM (one rank on the CPU, one linear layer y = w.x)
 
        zero_desc d = {0};
        d.stage = 3; d.param_dtype = ZERO_F32; d.optim.lr = 0.1;
@@ -38,9 +68,107 @@
        }
        zero_destroy(z);
 
-   Several ranks in one process: zero_run_local(4, fn, user) runs fn on four threads,
-   each with its own zero_comm endpoint; pass it as desc.comm to zero_create. One
-   context per endpoint at a time: for two models, make two groups.
+     Every fallible call above returns a zero_result (or NULL); a real program checks each
+     one (ERRORS).
+
+   STEP BY STEP
+     --- 1. Make one communicator endpoint per rank (or none: a world of one).
+         Ranks as threads of one process (one machine, no launcher):
+
+             zero_result train(zero_comm *comm, int rank, void *user) { ... steps 2-7 ... }
+             zero_run_local(4, train, user);   // 4 threads; the lowest failing rank's result
+
+         zero_run_local makes and destroys the endpoints. With threads of your own:
+         zero_group_create(&g, N), then zero_comm_local(&c, g, rank) on each thread. One rank
+         per process under mpirun, srun or torchrun: zero_comm_from_env(&c, NULL). See ON
+         COMMUNICATORS. zero_comm_rank(c) and zero_comm_size(c) say where you are.
+
+     --- 2. Describe the trainer in a zero_desc and create a context. A field left 0 takes its
+         default, so name only what you change:
+
+             zero_desc d = {0};
+             d.comm = comm;                    // NULL: a world of one
+             d.stage = 3;                      // 0..3, default 0 (ON STAGES)
+             d.optim.lr = 3e-4;                // AdamW unless d.optim.type = ZERO_OPTIM_SGD
+             zero_ctx *z;
+             if (zero_create(&z, &d) != ZERO_OK) fprintf(stderr, "%s\n", zero_last_error(NULL));
+
+         The fields, by concern (each one's default is beside it in zero_desc below):
+             what       stage (ON STAGES)
+             where      comm, device, cuda_stream (ON DEVICES)
+             precision  param_dtype (default ZERO_BF16), grad_dtype, grad_accum_dtype
+                        (ON GRADIENTS)
+             the step   accum_steps (micro-batches per step), optim, clip_norm, loss_scale,
+                        loss_scale_init, loss_scale_window, loss_scale_min, cpu_threads
+                        (ON THE OPTIMIZER)
+             comms      bucket_bytes (ON BUCKETS), timeout_ms (every collective; 120 s)
+             stage 3    max_live_bytes, prefetch_bytes, persist_bytes, reuse_distance
+                        (ON PREFETCH); align_elems (ON STAGES)
+             memory     device_bytes_cap, host_bytes_cap (ON MEMORY); offload_optimizer,
+                        offload_params, offload (ON OFFLOAD)
+             hooks      allocator (MEMORY OVERRIDES), logger (LOGGING)
+         zero_query_desc(z) returns the values in effect. One context per endpoint at a time:
+         for two models, make two groups.
+
+     --- 3. Register the model, in the same order on every rank. A module is the unit that
+         is gathered, released and reduced together (a layer); a param is a named tensor of
+         a module:
+
+             zero_module_desc md = {0}; md.name = "block0";   // unique; .frozen = 1: not trained
+             zero_module blk; zero_add_module(z, &md, &blk);
+             zero_param_desc pd = {0}; pd.name = "w";          // unique within its module
+             pd.ndim = 2; pd.shape[0] = 256; pd.shape[1] = 64; // up to ZERO_MAX_DIMS dims
+             zero_param w; zero_add_param(z, blk, &pd, &w);    // .no_decay = 1: biases, norms
+
+         Handles are small ids; a stale or another context's handle is
+         ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at once is registered as
+         tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
+         rank will use (ON MEMORY).
+
+     --- 4. Build and initialize. zero_build(z) is collective: it checks that every rank
+         registered the same model (else ZERO_ERR_MISMATCH on every rank), plans every
+         buffer, checks the caps and allocates everything at once. Nothing can be registered
+         after it (ZERO_ERR_ALREADY_BUILT), and a training call before it is
+         ZERO_ERR_NOT_BUILT. Then set the params on every rank: zero_param_set_f32(z, p,
+         values) takes the param's full fp32 values in a host array, the same on every rank
+         (each rank keeps its part; not collective). Or load them (step 6).
+
+     --- 5. Train. A step is accum_steps micro-batches, then zero_step:
+
+             for each micro-batch:
+               forward:  for m in modules:
+                           zero_fetch(z, m); ... read zero_param_data(z, p) ...; zero_release(z, m);
+               backward: for m in reversed(modules):
+                           zero_fetch(z, m); ... add into zero_param_grad(z, p) ...;
+                           zero_release(z, m); zero_grads_ready(z, m);
+             r = zero_step(z);                 // collective: ZERO_OK or ZERO_STEP_SKIPPED
+
+         zero_fetch makes a module's params readable (stage 3: waits for its all-gather;
+         stages 0-2: nothing to do) and zero_release lets them go. zero_param_data points at a
+         param's values in param_dtype (stage 3: between fetch and release only; else NULL,
+         ZERO_ERR_NOT_FETCHED). zero_param_grad points at the buffer you ADD the param's
+         gradient into (ON GRADIENTS). zero_grads_ready(z, m) says module m's gradients of
+         this micro-batch are complete: once per trainable module and micro-batch (a no-op for
+         a frozen one); its reduction starts in the background (ON BUCKETS). zero_step waits
+         for the reductions and updates the params (ON THE OPTIMIZER); every module must be
+         released (else ZERO_ERR_STATE) and ready (else ZERO_ERR_GRADS_NOT_READY). With f16,
+         multiply your loss by zero_loss_scale(z). zero_stats_get(z, &s) gives steps taken and
+         skipped, the last gradient norm, bytes sent per collective and the prefetch counters.
+
+     --- 6. Save and load, between steps (collective; ON CHECKPOINTS):
+
+             zero_save(z, "ckpt");             // sharded, atomic, checksummed
+             zero_load(z, "ckpt");             // at any stage and world size; exact resume
+             zero_export_safetensors(z, "model.safetensors", ZERO_BF16);   // or ZERO_F32
+             zero_load_safetensors(z, "model.safetensors");                // weights only
+
+         zero_gather_params_f32(z, out) (collective) fills a host array of zero_num_params(z)
+         floats with every param in fp32, in registration order.
+
+     --- 7. Clean up: zero_device_free what you took with zero_device_alloc, zero_destroy(z),
+         then the communicator: zero_comm_destroy(c) for an endpoint you made (after the last
+         context that used it) and zero_group_destroy(g) for a group. zero_run_local cleans up
+         its own endpoints and group.
 
    CONFIGURATION MACROS (define before the implementation include)
 
@@ -48,11 +176,22 @@
        ZERO_STATIC           give every public function static linkage
        ZERO_API              override the linkage of public functions
        ZERO_MALLOC(sz,u) / ZERO_FREE(p,u)   replace malloc/free (define both or none)
-       ZERO_CUDA             the CUDA device and NCCL (make CUDA=1: link zero_kernels.o, cudart, cuBLAS, NCCL)
+       ZERO_CUDA             the CUDA device and NCCL: compile zero_kernels.cu with nvcc and
+                             -fmad=false (which keeps the CPU's bits), link it with cudart,
+                             cuBLAS and NCCL (make CUDA=1 does all of this)
        ZERO_MPI              the MPI communicator (build with mpicc; Open MPI or MPICH)
-       ZERO_CBLAS            GEMMs of the tiled linear through cblas_sgemm (link a CBLAS)
-       ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; see ON OFFLOAD)
+       ZERO_CBLAS            the tiled linear's GEMMs through cblas_sgemm (link a CBLAS)
+       ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
+                             adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+
+   ENVIRONMENT VARIABLES (all optional)
+
+       ZERO_IO=uring|threads          the NVMe tier's I/O engine, read at zero_build (ON OFFLOAD)
+       ZERO_SIMD=scalar|avx2|avx512   caps the CPU optimizer's SIMD path, read at zero_create
+       ZERO_RENDEZVOUS_PORT           NCCL: the port of the rendezvous (ON COMMUNICATORS)
+       ZERO_RENDEZVOUS_TIMEOUT_MS     NCCL: how long ranks wait for each other; default 300000
+       the launchers' variables       read by zero_comm_from_env (ON COMMUNICATORS)
 
    ON STAGES
        stage 0   plain data parallel: every rank holds everything; gradients are
@@ -63,14 +202,14 @@
        stage 1   fp32 master weights and optimizer moments are partitioned.
        stage 2   + gradients: each module's gradient is reduce-scattered straight
                  into the rank's gradient shard.
-       stage 3   + parameters: zero_fetch all-gathers a module into the gather
-                 arena, zero_release frees it (see ON PREFETCH).
+       stage 3   + parameters: zero_fetch all-gathers a module, zero_release lets it
+                 go (ON PREFETCH).
      Per-rank model-state bytes, bf16 params and grads with AdamW (Psi params, N ranks):
      16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N. With f32 params the fp32
      master copy is the parameter itself and takes no extra bytes.
-     Every module's flat span is padded to a multiple of N * align_elems elements and
-     every parameter inside it starts at a multiple of align_elems; rank r owns the
-     slice [r*S/N, (r+1)*S/N) of every module. "Padding" below means exactly this.
+     Every module's flat span is padded to a multiple of N * align_elems elements (default
+     16) and every parameter inside it starts at a multiple of align_elems; rank r owns the
+     slice [r*S/N, (r+1)*S/N) of every module.
 
    ON GRADIENTS
      zero_param_grad returns a buffer in grad_dtype that holds zeros at the start of
@@ -80,336 +219,343 @@
      micro-batches (the sum is taken in fp32 and divided by N * accum_steps *
      loss_scale inside the fused optimizer pass). grad_accum_dtype = ZERO_F32 keeps
      the accumulated gradients (full buffers in stages 0-1, shards in stages 2-3)
-     in fp32 instead of grad_dtype.
+     in fp32 instead of grad_dtype. A frozen module has no gradient buffer (NULL,
+     ZERO_ERR_STATE).
 
    ON BUCKETS
-     zero_grads_ready(m) queues module m for reduction. Queued modules are reduced
-     together once they hold bucket_bytes of gradients or the micro-batch's last
-     module is ready; the reductions run on the comm stream (a worker thread on the
-     CPU device) while your backward pass continues. Stages 0-1 reduce on the last
-     micro-batch of a step only; stages 2-3 on every micro-batch.
-
-   ON DEVICES
-     desc.device says where the arenas (params, grads, master, moments, gradient staging,
-     the stage-3 gather arena) live and where the optimizer runs:
-       ZERO_DEVICE_CPU   (the default) host memory; the caller's thread computes.
-       ZERO_DEVICE_CUDA  (a ZERO_CUDA build) the memory of the device that is current on
-                         the calling thread at zero_create (cudaSetDevice first). Without
-                         a GPU zero_create returns ZERO_ERR_NO_DEVICE; in a build without
-                         ZERO_CUDA, ZERO_ERR_UNSUPPORTED.
-       ZERO_DEVICE_EMU   the CPU, but device memory is mapped so that the host cannot touch
-                         it: a test device. It proves that zero.h reaches device memory only
-                         through its device operations, as the GPU requires, and gives the
-                         CPU device's results bit for bit (tests/test_device.c).
-     On CUDA and EMU, zero_param_data, zero_param_grad, the tiled linear's x, y, dy, dx and
-     zero_sgemm's matrices are device pointers: compute with your kernels, or move data with
-     zero_copy(ctx, dst, src, bytes) (any direction; done when it returns).
-     CUDA streams: zero.h orders its compute-side work (zeroing gradient buffers, the
-     optimizer, casts, cuBLAS GEMMs) on desc.cuda_stream, the stream your kernels run on
-     (NULL: the legacy default stream), and its collectives on a non-blocking comm stream of
-     its own. Each comm task first waits for an event recorded on your stream when it was
-     issued (the comm thread waits, not the device), so a reduction never reads gradients
-     your kernels are still writing and a prefetch never overwrites a module they still read; zero_fetch returns once the module's gather
-     is complete on the device; zero_step synchronizes your stream once (the gradient norm
-     comes to the host). No call synchronizes the whole device. The kernels are in
-     zero_kernels.cu: the fused optimizer over chunks of this rank's segments (the ZERO_HD
-     element functions below, compiled with -fmad=false so every element equals the CPU's),
-     the blockwise sum of squares (the same double as the CPU), the fp32 summing/cast kernel
-     the collectives use, bias kernels, int8 block quantization. Arenas are allocated once
-     at zero_build; the optimizer's and the norm's tables too (counted in the plan under
-     device buffers). Communicators: the local comm works on device memory (ranks as
-     threads of one process on one GPU: how stages 1-3 at 2-4 ranks run on a single GPU;
-     device copies and the summing kernel, in the CPU's order), NCCL across GPUs (see ON
-     COMMUNICATORS); MPI moves host memory and is refused with a device.
-     ZeRO-Offload on a device: offload_optimizer = ZERO_OFFLOAD_HOST keeps the fp32 master
-     (also for f32 params) and the moments in pinned host memory; at zero_step the gradient
-     shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
-     bits) updates them and narrows the new params into another pinned copy, which goes back
-     to the device; segments that advance in lockstep move as one copy (the plan counts both
-     copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the grads stay on the device). Not yet on
-     CUDA/EMU: the NVMe tier and offload_params (ZERO_ERR_UNSUPPORTED).
-
-   ON OFFLOAD
-     desc.offload_optimizer puts the fp32 master weights and the optimizer moments
-     (and, on a GPU, the host copy of the gradient shard) on another tier:
-     ZERO_OFFLOAD_HOST (host memory) or ZERO_OFFLOAD_NVME (files); desc.offload_params
-     = ZERO_OFFLOAD_HOST does the same for the params (NVMe: stage 3, see below). On the
-     CPU device host and device memory are the same RAM: the optimizer already runs on
-     the CPU, and the host tier changes only where zero_plan_get and zero_stats_get
-     count the bytes (ZERO_TIER_HOST) and which cap applies (host_bytes_cap, checked at
-     zero_build like device_bytes_cap). Every mode gives bitwise the same params as the
-     same run without offload.
-     The NVMe tier (ZeRO-Infinity): at zero_build each rank creates one preallocated
-     file per directory in offload.nvme_dirs (up to ZERO_MAX_NVME_DIRS; sub-groups are
-     striped across them), opened with O_DIRECT (a filesystem that refuses it, such as
-     tmpfs, gets buffered I/O and an INFO log line, OFFLOAD_BUFFERED), and removed at
-     zero_destroy. The rank's optimizer state is cut into sub-groups sized so that three
-     of them fit offload.buffer_bytes (default 64 MiB; at least 1024 elements each);
-     those three 4 KiB-aligned host buffers are all the memory the tier uses (the plan
-     counts them under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; master and moments under
-     ZERO_TIER_NVME). zero_step streams the sub-groups through them: it reads sub-group
-     i+1 while the fused CPU pass computes i and sub-group i-1 is written. The reads
-     and writes go in chunks of at least 1 MiB, offload.queue_depth (default 16) of them
-     in flight: built with ZERO_IO_URING (the Makefile adds it and -luring when liburing
-     is installed), through an io_uring ring of that depth served by one thread; else,
-     or when the kernel refuses io_uring (old kernel, a container's seccomp filter:
-     an INFO log line, OFFLOAD_ENGINE), through a pool of that many threads doing
-     pread/pwrite. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build
-     forces one engine (any other value fails zero_build with ZERO_ERR_INVALID_ARG).
-     Every block ends with a checksum (and its index and slot), verified on every read:
-     a mismatch or a short file is ZERO_ERR_CORRUPT naming the file and offset; an OS
-     error (ENOSPC, EIO, ...) is ZERO_ERR_IO naming the file. Each block has two slots
-     on disk: a step reads one and writes the other and switches only after every rank
-     succeeded; the written blocks also keep the params as they were, so a failed step
-     (on any rank) puts the params back and returns the error on every rank, with the
-     optimizer state, the gradients and the step count unchanged. A missing, read-only
-     or full directory fails zero_build with ZERO_ERR_IO naming the path. The files
-     take 2 x (master + moments + old params) bytes, rounded to blocks.
-     zero_save, zero_load and zero_load_safetensors stream between the tier's blocks and
-     the files, never staging the state (or, with the params on NVMe, the param shard)
-     in memory (see ON CHECKPOINTS); zero_export_safetensors, zero_param_set_f32 and
-     zero_gather_params_f32 also read and write the tier block by block.
-     Params on NVMe (stage 3; desc.offload_params = ZERO_OFFLOAD_NVME needs
-     offload_optimizer = ZERO_OFFLOAD_NVME, other stages get ZERO_ERR_UNSUPPORTED): the
-     rank's param shard of the trainable modules has no arena; it lives in the same
-     blocks, where the old params
-     would be, as the current params. The stage-3 gather of a module reads its slice
-     (the param areas of the blocks it spans, each with a checksum of its own, a
-     mismatch ZERO_ERR_CORRUPT naming the file) on the comm stream before the
-     all-gather, so a prefetched module's read overlaps your compute like its gather;
-     one block's param area is buffered for the gathers (ZERO_TIER_HOST,
-     ZERO_CAT_BUFFERS) and the shard counts under ZERO_TIER_NVME, ZERO_CAT_PARAMS. The
-     optimizer updates the params in the block it streams and writes them to the other
-     slot with the states, so a failed step keeps the old slot's params. A failed read
-     at a fetch fails that zero_fetch (and the comm stream, like a failed collective).
-     Frozen modules have no optimizer state, hence no block: their shards stay in memory,
-     in an arena of the frozen modules' shards alone (the plan counts it under
-     ZERO_TIER_DEVICE, ZERO_CAT_PARAMS; only the trainable shards count under
-     ZERO_TIER_NVME), which their gathers, zero_param_set_f32 and the checkpoints use.
-     Checkpoints and safetensors work as without offload: the weights a save writes
-     are the master (or, with f32 params, the blocks' param areas), and a load writes the
-     param areas and the master of each block in one pass.
-     The nvme_dirs strings must stay valid until zero_build.
+     zero_grads_ready(z, m) queues module m for reduction. Queued modules are reduced
+     together once they hold bucket_bytes of gradients (default 16 MiB) or the
+     micro-batch's last module is ready; the reductions run on the context's comm stream
+     (on the CPU device, a thread of its own) while your backward pass continues. Stages
+     0-1 reduce on the last micro-batch of a step only; stages 2-3 on every micro-batch.
+     In stages 2-3 (and whenever grad_accum_dtype differs from grad_dtype) a module's
+     gradient buffer is taken from a staging area of 2 x bucket_bytes (at least the
+     largest module) at its first zero_param_grad of the micro-batch and given back once
+     it is reduced: call zero_grads_ready for a module before opening many others, or a
+     full staging area is ZERO_ERR_OVER_CAP (raise bucket_bytes). zero_stats_get's
+     peak_staging_bytes tells the most it held.
 
    ON PREFETCH (stage 3)
-     The first step records the order of zero_fetch calls; at its zero_step every
-     rank checks that the others recorded the same order (a divergence is
-     ZERO_ERR_MISMATCH naming the first differing module, never a hang). From the
-     second step on, each zero_fetch and zero_release issues the all-gathers of the
-     next modules in that order, up to prefetch_bytes ahead, so the gather of a
-     module usually runs on the comm stream while you compute the one before.
-     Gathered modules live in one arena sized at zero_build: max_live_bytes for
-     prefetched and kept modules plus room for the largest module in use, so the
-     gathered bytes never exceed max_live_bytes plus the modules in use, and a
-     steady-state step allocates nothing. Modules of at most persist_bytes stay
-     gathered between fetches (in a region of their own, re-gathered once after each
-     step). A released module whose next fetch is within reuse_distance fetches is
-     kept instead of freed. If a step fetches in another order (dynamic control
-     flow), that step falls back to fetching on demand, with a warning; the result
-     is the same. zero_stats_get counts hits (the gather was issued before the
-     fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
+     The first step records the order of zero_fetch calls; at its zero_step every rank
+     checks that the others recorded the same order (a divergence is ZERO_ERR_MISMATCH
+     naming the first differing module, never a hang). From the second step on, each
+     zero_fetch and zero_release issues the all-gathers of the next modules in that order,
+     up to prefetch_bytes ahead (default max_live_bytes; < 0: off), so the gather of a
+     module usually runs while you compute the one before. Gathered modules live in one
+     arena sized at zero_build: max_live_bytes (default: the largest module) for
+     prefetched and kept modules plus room for the largest module in use, so a
+     steady-state step allocates nothing. Modules of at most persist_bytes stay gathered
+     between fetches (re-gathered once after each step). A released module whose next
+     fetch is within reuse_distance fetches is kept instead of freed. If a step fetches
+     in another order (dynamic control flow), that step fetches on demand, with a
+     warning; the result is the same. zero_stats_get counts hits (the gather was issued
+     before the fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
+     zero_param_set_f32 at stage 3: the next zero_fetch of the module sees the new values;
+     a module fetched right now keeps the values it was gathered with until released.
+
+   ON THE OPTIMIZER
+     zero_step waits for the reductions, computes the global gradient norm from the
+     shards (one small all-reduce that also carries the non-finite flag), and runs
+     one fused pass: unscale, clip (clip_norm; 0: off), AdamW or SGD with momentum,
+     dampening and Nesterov (PyTorch's semantics; desc.optim), narrow to the param dtype.
+     Non-finite gradients skip the step on every rank and zero_step returns
+     ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
+     (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
+     (not below loss_scale_min), and it doubles after loss_scale_window clean steps;
+     loss_scale > 0 is a static scale.
+     On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
+     alone; the others start at zero_build, sleep between steps and stop at
+     zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64;
+     a portable C loop elsewhere; ZERO_SIMD caps the path) and gives bitwise-identical
+     results on every path and thread count. The norm too is the same double at every
+     stage, world size, path and thread count.
+
+   ON MEMORY
+     zero_build plans every buffer before allocating any. zero_plan_get returns the plan
+     (also before zero_build) and zero_estimate(desc, world_size, num_modules,
+     module_numels, &plan) computes it from sizes alone: bytes per rank by tier
+     (ZERO_TIER_DEVICE, _HOST, _NVME) and category (ZERO_CAT_PARAMS, _GRADS, _MASTER,
+     _OPTIM, _BUFFERS). After zero_build, zero_stats_get reports exactly the planned
+     bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
+     ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
+     (examples/zero_estimate.c) prints the plan from the command line.
+
+   ON OFFLOAD
+     Two fields say where the model states live; desc.offload configures the NVMe tier.
+       offload_optimizer = ZERO_OFFLOAD_HOST  fp32 master weights and optimizer moments in
+                                              host memory (on a GPU: see ON DEVICES)
+       offload_optimizer = ZERO_OFFLOAD_NVME  the same in files (ZeRO-Infinity); needs
+                                              offload.nvme_dirs[0]
+       offload_params = ZERO_OFFLOAD_HOST     the params in host memory
+       offload_params = ZERO_OFFLOAD_NVME     the stage-3 param shard in the same files;
+                                              needs stage 3 and offload_optimizer NVMe
+     On CUDA and EMU only offload_optimizer = ZERO_OFFLOAD_HOST is there yet. What is not
+     supported is ZERO_ERR_UNSUPPORTED at zero_create, with a sentence. Every mode gives
+     bitwise the same params as the same run without offload. On the CPU device host and
+     device memory are the same RAM: the host tier changes only where zero_plan_get and
+     zero_stats_get count the bytes (ZERO_TIER_HOST) and which cap applies
+     (host_bytes_cap instead of device_bytes_cap).
+
+     --- The NVMe tier. At zero_build each rank creates one preallocated file in each
+     directory of offload.nvme_dirs (NULL-terminated, at most ZERO_MAX_NVME_DIRS; the state
+     is striped across them; the strings must stay valid until zero_build), and removes
+     them at zero_destroy. They take about 2 x (master + moments + params) bytes per rank.
+     A missing, read-only or full directory fails zero_build with ZERO_ERR_IO naming the
+     path. Files are opened with O_DIRECT; a filesystem that refuses it (tmpfs) gets
+     buffered I/O and an INFO log line (OFFLOAD_BUFFERED).
+     zero_step streams the rank's state through three host buffers that share
+     offload.buffer_bytes (default 64 MiB; pieces of at least 1024 elements): while the
+     fused CPU pass updates one piece, the next is read and the one before written. The
+     plan counts the buffers under ZERO_TIER_HOST, ZERO_CAT_BUFFERS and master and moments
+     under ZERO_TIER_NVME. offload.queue_depth requests (default 16, at most 256) are in
+     flight: through io_uring in a ZERO_IO_URING build, else (or when the kernel refuses
+     io_uring, as a container's seccomp filter may: an INFO log line, OFFLOAD_ENGINE)
+     through that many I/O threads. ZERO_IO=uring or ZERO_IO=threads in the environment at
+     zero_build forces one (another value: ZERO_ERR_INVALID_ARG).
+     Failures: everything read is checked against its checksum; a mismatch or a short file
+     is ZERO_ERR_CORRUPT naming the file and offset, an OS error (ENOSPC, EIO, ...)
+     ZERO_ERR_IO naming the file. A step that fails on any rank returns the error on every
+     rank and leaves the params, optimizer state, gradients and step count as they were.
+
+     --- Params on NVMe. The stage-3 gather of a module first reads the rank's slice from
+     the files, so a prefetched module's read overlaps your compute like its gather; a
+     failed read fails that zero_fetch like a failed collective (ERRORS). The shard counts
+     under ZERO_TIER_NVME, ZERO_CAT_PARAMS, plus one block of it buffered under
+     ZERO_TIER_HOST, ZERO_CAT_BUFFERS. Frozen modules have no optimizer state: their shards
+     stay in memory (ZERO_TIER_DEVICE, ZERO_CAT_PARAMS).
+
+     --- Everything else works as without offload: zero_save, zero_load, the safetensors
+     calls, zero_param_set_f32 and zero_gather_params_f32 stream between the files and
+     the tier block by block, never holding the state in memory.
 
    ON TILING
-     zero_tiled_linear_add registers y = x W^T + b as T modules, each a block of
-     consecutive output rows (T given, or derived from tile_bytes; T need not divide
-     out_features). zero_tiled_linear_forward and _backward fetch, compute and
-     release one tile at a time, so with stage 3 at most the tile in use and the
-     prefetched next one are gathered, and with bucket_bytes at most a tile each
-     of gradient staging is resident. The GEMM is the CPU device's cache-blocked
-     SGEMM, which accumulates every output in order over k, so any tile count gives
-     the same bits as one tile (with ZERO_CBLAS, cblas_sgemm: equal to rounding).
-     The backward pass visits tiles in forward order and calls zero_grads_ready for
-     each tile itself.
+     zero_tiled_linear_add(z, &desc, &tl) registers y = x W^T + b (W [out_features,
+     in_features]) as T modules "<name>.tile<t>", each a block of consecutive output rows
+     with params "w" [rows, in_features] and "b" (desc.bias). T is desc.tiles, or derived
+     from desc.tile_bytes (the largest tile of W in bytes); it need not divide
+     out_features; zero_tiled_linear_tiles(z, tl) tells it. zero_tiled_linear_set_f32 sets
+     W and b from full host arrays. zero_tiled_linear_forward (x [rows, in] -> y [rows,
+     out]) and zero_tiled_linear_backward (adds dW and db into the tiles' gradients, calls
+     zero_grads_ready for each tile itself, and writes dx unless it is NULL) fetch,
+     compute and release one tile at a time, so at stage 3 at most the tile in use and the
+     prefetched next one are gathered, and with bucket_bytes at most a tile each of
+     gradient staging is resident. The CPU's SGEMM accumulates every output in order over
+     k, so any tile count gives the same bits as one tile (with ZERO_CBLAS: equal to
+     rounding). zero_sgemm(z, ...) is that GEMM for your own layers (a built context with a
+     tiled linear; cuBLAS on the CUDA device).
 
    ON COMMUNICATORS
-     A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Local:
-     zero_run_local (or zero_group_create + zero_comm_local) gives N ranks as threads of
-     one process. MPI (ZERO_MPI): one rank per process, started by a launcher:
+     A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Every
+     collective has a timeout (desc.timeout_ms): a rank that never arrives is named in a
+     ZERO_ERR_TIMEOUT and ranks that call different collectives get ZERO_ERR_MISMATCH,
+     never a hang. The three kinds all add in fp32 in rank order, so they give bitwise the
+     same results:
+       local  N ranks as threads of one process (STEP BY STEP 1), on host or device memory
+              (ranks sharing one GPU); zero_group_set_link(g, latency_us, gbytes_per_s)
+              models a slower link, for overlap experiments (call it before the ranks start)
+       mpi    (ZERO_MPI) one rank per process; host memory only (the CPU device)
+       nccl   (ZERO_CUDA) one GPU per rank, with desc.device = ZERO_DEVICE_CUDA: a process
+              per GPU, or zero_run_nccl(N, fn, user), thread r on GPU r; at most 64 ranks
+
+     --- A process per rank, from a launcher:
+
          zero_comm *c; zero_comm_from_env(&c, NULL);   // before zero_create
          ... desc.comm = c; train; zero_destroy ...
          zero_comm_destroy(c);                          // finalizes MPI if it initialized it
          $ mpicc -DZERO_MPI ... -o train && mpirun -np 4 ./train
-     zero_comm_from_env reads what launchers set: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's
-     mpirun), PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun), then
-     RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun), in that order. With
-     none set it returns a world of one (local; backend "mpi" makes that an error whose
-     sentence lists the variables); a launcher that started one process also gives a
-     world of one. An MPI launcher in a build without ZERO_MPI gives ZERO_ERR_UNSUPPORTED,
-     and so do torchrun-style variables without ZERO_CUDA (they mean NCCL, which needs a
-     CUDA build); half-set or malformed variables give ZERO_ERR_INVALID_ARG naming the
-     variable.
-     NCCL (ZERO_CUDA): one GPU per rank. Under torchrun (auto, WORLD_SIZE > 1) or with
-     backend "nccl", zero_comm_from_env picks GPU LOCAL_RANK (or the MPI launcher's local
-     rank), rank 0 makes the ncclUniqueId and a small TCP rendezvous hands it to the
-     others: rank 0 listens at MASTER_ADDR:MASTER_PORT (SO_REUSEADDR, every interface),
-     the others connect, retrying until it does (with ZERO_MPI under an MPI launcher, MPI
-     carries the id instead). A torchrun whose agent serves its own TCPStore at
-     MASTER_PORT (it exports TORCHELASTIC_USE_AGENT_STORE=True, as recent torchruns do)
-     leaves MASTER_PORT + 1 to the rendezvous; ZERO_RENDEZVOUS_PORT, the same on every
-     rank, overrides the port. Its timeout, and ncclCommInitRank's, is
-     ZERO_RENDEZVOUS_TIMEOUT_MS (default 300000): ranks that never come are named
-     ("rank(s) 2, 3 never connected to 10.0.0.1:29500 within 300000 ms",
-     ZERO_ERR_TIMEOUT); another WORLD_SIZE, a rank claimed twice or another zero.h
-     version is ZERO_ERR_MISMATCH on every rank that connected; a bad MASTER_ADDR or
-     MASTER_PORT is ZERO_ERR_INVALID_ARG; no GPU is ZERO_ERR_NO_DEVICE. zero_run_nccl(N,
-     fn, user) runs N ranks as threads of one process, one per GPU.
-     The NCCL comm is non-blocking: every call returns at once and the calling thread
-     polls until done or timeout_ms, then aborts the communicator (ncclCommAbort), so a
-     lost rank is ZERO_ERR_TIMEOUT naming the collective, never a hang; the endpoint is
-     then broken (later calls fail fast). Each collective starts with a small header
-     all-gather, so ranks that call different collectives get ZERO_ERR_MISMATCH, as on
-     the other comms. NCCL never sums: a reduce-scatter is an all-to-all (ncclSend/
-     ncclRecv) and the fp32 sum in rank order that the local comm takes, so NCCL and
-     local runs give bitwise-identical results (at most 64 ranks). Host pointers are
-     staged through pinned memory. Collectives run on the endpoint's own stream, or on
-     c->cuda_stream when the caller sets it; the endpoint keeps a device scratch that
-     grows in the first step to the largest all-to-all (N x count elements) and never
-     shrinks (c->scratch_bytes counts it), plus as much pinned host memory.
-     zero.h calls MPI from the context's comm-stream thread, so it initializes MPI with
+
+     The backend: NULL or "auto" (MPI under an MPI launcher, NCCL under torchrun in a
+     ZERO_CUDA build, else a world of one), "mpi" (a launcher is required), "nccl" or
+     "local". The variables, in this order: OMPI_COMM_WORLD_RANK/SIZE (Open MPI's mpirun),
+     PMI_RANK/PMI_SIZE (MPICH, Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun),
+     RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT (torchrun). None set, or a launcher
+     that started one process: a world of one ("mpi" makes the first an error whose
+     sentence lists the variables). An MPI launcher without ZERO_MPI, or torchrun's
+     variables without ZERO_CUDA (they mean NCCL), is ZERO_ERR_UNSUPPORTED; half-set or
+     malformed variables are ZERO_ERR_INVALID_ARG naming the variable.
+
+     --- MPI. zero.h calls MPI from a thread of its own, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
      works if you make no MPI calls of your own while a context lives). It works on a dup
-     of MPI_COMM_WORLD, so your own MPI traffic does not mix with it. MPI never sums:
-     a reduce-scatter moves the inputs' slices (all-to-all) and adds them in fp32 in rank
-     order like the local comm, so MPI and local runs give bitwise-identical results.
-     Failures: every MPI collective starts with a header exchange (what each rank is
-     calling), then moves data with nonblocking MPI calls polled until timeout_ms. A rank
-     that never arrives is named ("rank(s) 2 never arrived": ZERO_ERR_TIMEOUT); ranks
-     that call different collectives get ZERO_ERR_MISMATCH; an MPI error is
-     ZERO_ERR_COMM. After any of these the endpoint is broken (later calls fail fast)
-     and zero_comm_destroy skips MPI_Finalize, which would wait for the lost rank: print
-     the message and exit non-zero. Open MPI's mpirun itself ends the whole job as soon
-     as one process dies or exits non-zero (its notice names the rank); with
+     of MPI_COMM_WORLD, so your own traffic does not mix with it, and moves at most INT_MAX
+     bytes per rank and call (ZERO_ERR_UNSUPPORTED). A lost rank is named ("rank(s) 2
+     never arrived", ZERO_ERR_TIMEOUT); an MPI error is ZERO_ERR_COMM. After either the
+     endpoint is broken (later calls fail fast) and zero_comm_destroy skips MPI_Finalize,
+     which would wait for the lost rank: print the message and exit non-zero. Open MPI's
+     mpirun ends the whole job as soon as one process dies or exits non-zero; with
      --mca orte_abort_on_non_zero_status 0 the survivors live on, time out and report.
-     The MPI comm moves at most INT_MAX bytes per rank and call (ZERO_ERR_UNSUPPORTED).
 
-   ON THE OPTIMIZER AND LOSS SCALING
-     zero_step waits for the reductions, computes the global gradient norm from the
-     shards (one small all-reduce that also carries the non-finite flag), and runs
-     one fused pass: unscale, clip, AdamW or SGD (PyTorch's semantics), narrow to the
-     param dtype. Non-finite gradients skip the step on every rank and zero_step
-     returns ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by
-     default: multiply your loss by zero_loss_scale(); an overflow halves it, and it
-     doubles after loss_scale_window clean steps.
-     On the CPU the fused pass runs on cpu_threads threads (desc.cpu_threads; 0 means 1,
-     the calling thread alone): cpu_threads - 1 workers start at zero_build, sleep
-     between steps and stop at zero_destroy; each takes a contiguous, cache-line
-     aligned chunk of the rank's shard. It uses AVX-512 or AVX2 when the CPU has them
-     (GCC/clang on x86-64; a portable C loop elsewhere) and gives bitwise-identical
-     results on every path and thread count. ZERO_SIMD=scalar|avx2|avx512 in the
-     environment caps the path (read at zero_create). The norm's sum of squares is
-     taken in double in a fixed blockwise order, so it too is the same double at every
-     stage, world size, path and thread count.
+     --- NCCL. The GPU is LOCAL_RANK (or the MPI launcher's local rank). Rank 0 hands
+     NCCL's id to the others through a small TCP rendezvous: it listens on the port (every
+     interface), the others connect to MASTER_ADDR and retry until it does; a ZERO_MPI
+     build under an MPI launcher passes the id through MPI instead. The port is
+     MASTER_PORT, or MASTER_PORT + 1 under a torchrun whose agent serves its own store
+     there (it exports TORCHELASTIC_USE_AGENT_STORE=True, as recent torchruns do);
+     ZERO_RENDEZVOUS_PORT, the same on every rank, overrides it. The rendezvous and NCCL's
+     setup wait ZERO_RENDEZVOUS_TIMEOUT_MS (default 300000), then name the missing ranks
+     ("rank(s) 2, 3 never connected to 10.0.0.1:29500 within 300000 ms",
+     ZERO_ERR_TIMEOUT); another WORLD_SIZE, a rank claimed twice or another zero.h version
+     is ZERO_ERR_MISMATCH on every rank that connected; a bad MASTER_ADDR or MASTER_PORT
+     is ZERO_ERR_INVALID_ARG; no GPU is ZERO_ERR_NO_DEVICE. A collective past timeout_ms
+     aborts the communicator (ZERO_ERR_TIMEOUT naming the collective; the endpoint is then
+     broken). Memory: each endpoint keeps a device scratch buffer that grows in the first
+     step to the largest reduce-scatter's input (N x its element count) and never shrinks,
+     plus as much pinned host memory.
 
-   ON MEMORY
-     zero_build plans every buffer before allocating any; zero_plan_get returns the
-     plan (also before zero_build) and zero_estimate computes it from sizes alone.
-     After zero_build, zero_stats_get reports exactly the planned bytes. A plan over
-     device_bytes_cap or host_bytes_cap fails zero_build with ZERO_ERR_OVER_CAP.
-     A steady-state step allocates nothing.
+   ON DEVICES
+     desc.device says where the arenas (params, grads, master, moments, gradient staging,
+     the stage-3 gather arena) live and where the optimizer runs:
+       ZERO_DEVICE_CPU   (the default) host memory; the CPU computes.
+       ZERO_DEVICE_CUDA  (a ZERO_CUDA build) the memory of the GPU that is current on the
+                         calling thread at zero_create (cudaSetDevice first). Without a GPU
+                         zero_create returns ZERO_ERR_NO_DEVICE; in a build without
+                         ZERO_CUDA, ZERO_ERR_UNSUPPORTED.
+       ZERO_DEVICE_EMU   a test device (POSIX): the CPU, with device memory mapped so that
+                         the host cannot touch it. A program that runs on it reaches device
+                         memory only the way a GPU allows, and it gives the CPU device's
+                         results bit for bit.
+     On CUDA and EMU, zero_param_data, zero_param_grad, the tiled linear's x, y, dy, dx and
+     zero_sgemm's matrices are device pointers: compute on them with your kernels, move
+     data with zero_copy(z, dst, src, bytes) (any direction; done when it returns), take
+     memory for activations with zero_device_alloc, and use zero_gelu, zero_gelu_backward
+     and zero_softmax_xent, small fp32 helpers that run on the context's device.
+     zero_param_set_f32, zero_tiled_linear_set_f32 and zero_gather_params_f32 take host
+     arrays. Every arena is allocated at zero_build (the plan counts the device's own
+     tables under device buffers). The optimizer, the gradient norm and the reductions
+     give the CPU's bits; GEMMs (cuBLAS) are equal to rounding.
+
+     --- CUDA streams. zero.h orders its compute-side work (zeroing gradient buffers, the
+     optimizer, casts, cuBLAS GEMMs) on desc.cuda_stream, the stream your kernels run on
+     (NULL: the legacy default stream). Its collectives run on a stream of its own, each
+     after the work you queued on your stream before the call that issued it: a reduction
+     never reads gradients your kernels are still writing, and a prefetch never
+     overwrites a module they still read. zero_fetch returns once the module's gather is
+     complete on the device; zero_step synchronizes your stream once (the gradient norm
+     comes to the host). No call synchronizes the whole device.
+
+     --- Ranks on GPUs: the local comm (threads sharing one GPU: how stages 1-3 run at 2-4
+     ranks on a single GPU) or NCCL across GPUs (ON COMMUNICATORS). MPI moves host memory
+     only and is refused with a device (ZERO_ERR_UNSUPPORTED).
+
+     --- ZeRO-Offload on a GPU: offload_optimizer = ZERO_OFFLOAD_HOST keeps the fp32 master
+     (also for f32 params) and the moments in pinned host memory. At zero_step the gradient
+     shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
+     bits) updates master and moments, and the new params go back to the device. The plan
+     counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
+     the device. The NVMe tier and offload_params are not there yet on CUDA or EMU.
 
    ON CHECKPOINTS
-     zero_save(ctx, dir) and zero_load(ctx, dir) are collective and run between steps
-     (nothing fetched, no gradients pending). Every rank writes its own shard file,
-     dir/rank<R>.g<G>, in parallel: a checksummed header (generation, step count,
-     loss-scale state), then for each param the elements [begin, end) that its
-     slice of the module holds, as fp32 weights (the master copy, or the params widened
-     when there is none) followed by the fp32 moments (AdamW m and v, SGD momentum).
-     Rank 0 then writes dir/manifest, a text file: format version, generation, stage,
-     world size, dtypes, optimizer, step count, loss-scale state, every module and
-     param (name, shape), every shard file and, for every record, its param, global
-     element range, byte offset and two 64-bit checksums (weights, moments); its last
-     line is the checksum of everything above it. The layout is keyed by param and
-     element range, not by the padded arenas, so a checkpoint saved at (stage s, N
-     ranks) loads at any (stage s', M ranks): each rank reads only the records that
-     overlap what it holds (weights; moments only where it holds optimizer state).
-     Loading restores master weights, params, moments, step count and loss scale, so
-     training continues bit for bit, at every stage and offload mode.
-     Memory: both stream, in chunks of at most 16384 elements, checksummed on the way:
-     zero_save with one chunk buffer, zero_load (two passes, below) with two. Neither
-     holds a record, let alone the state: with the state on the NVMe tier, data moves
-     between the tier's blocks (in its own buffers) and the files, a chunk never spans
-     two tier blocks, so zero_save reads each block once and zero_load reads and writes
-     each once, and a save or load takes about 64 / 128 KiB of host memory per rank plus
-     the manifest (tests/test_ckpt.c measures both with a counting allocator and the
-     tier's counters, with the stage-3 param shard on NVMe too: its param areas move in
-     the same block reads and writes).
-     At stage 3 a load also drops the modules gathered between steps (persistent,
-     prefetched, kept: they hold the old values) and gathers them again, so a context
-     that trained before loading continues exactly like a fresh one.
-     Atomicity: files are written under temporary names, fsynced and renamed; the
-     manifest goes last (after every rank's shard is durable) and its rename is the
-     commit point. Shards carry the save's generation in their names, so a save killed
-     half-way leaves the previous checkpoint loadable; stale generations are removed
-     after the commit.
-     A save that fails (ENOSPC, EIO, a read-only directory; any rank, the shard or the
-     manifest) returns ZERO_ERR_IO on every rank, each message naming the failing rank,
-     file and cause (worlds up to 32; above, the others say how many ranks failed); its
-     temporaries and shards are removed, the checkpoint already in the directory stays
-     loadable, and the trainer's state is untouched (training may go on). All checkpoint and safetensors file I/O goes through the file-ops hook
-     of the NVMe tier (zero__fops), which the tests use to provoke these faults.
-     zero_load is all-or-nothing: a first pass reads the manifest and every record it
-     needs and checks their checksums before changing anything, and the ranks agree
-     (one small all-reduce), so a bad file fails every rank with the same code:
+     zero_save(z, dir) and zero_load(z, dir) are collective and run after zero_build,
+     between steps (nothing fetched, no gradients pending; else ZERO_ERR_STATE). A
+     checkpoint is a directory: a text manifest from rank 0 and one shard file per rank
+     (rank<R>.g<G>, G the save's generation) that holds every param's fp32 weights (the
+     master copy, or the params widened when there is none) and the optimizer moments,
+     keyed by param and element range and checksummed. So a checkpoint saved at (stage s,
+     N ranks) loads at any (stage s', M ranks), and a load restores master weights, params,
+     moments, step count and loss scale: training continues bit for bit, at every stage and
+     offload mode (at stage 3 the modules kept gathered between steps are gathered again).
+     Both stream: a save takes about 64 KiB and a load about 128 KiB of host memory per
+     rank, plus the manifest, also with the states (and params) on the NVMe tier.
+
+     --- Atomicity. Files are written under temporary names, fsynced and renamed; the
+     manifest goes last, once every rank's shard is durable, and its rename is the commit
+     point. A save killed half-way leaves the previous checkpoint loadable; older
+     generations are removed after the commit. A directory belongs to one saver at a time;
+     shards are little-endian.
+
+     --- Failures. A save that fails (ENOSPC, EIO, a read-only directory; on any rank, in a
+     shard or the manifest) returns ZERO_ERR_IO on every rank, each message naming the
+     failing rank, file and cause (in worlds up to 32; above, how many ranks failed); its
+     files are removed, the checkpoint already in the directory stays loadable, and the
+     trainer's state is untouched (training may go on).
+     zero_load is all-or-nothing: it reads and checks everything it needs before changing
+     anything, and the ranks agree, so a bad checkpoint fails every rank with the same code:
      ZERO_ERR_CORRUPT (checksum, truncation, parse), ZERO_ERR_VERSION (a newer format),
      ZERO_ERR_IO (a missing file, an OS error), ZERO_ERR_MISMATCH (another model or
-     optimizer). The message names the file. A second pass reads the records again
-     into the params, master and moments (or the NVMe tier); an OS error there (a file
-     changed or removed between the passes, a failing tier) returns the error on every
-     rank with the state partly loaded: load again.
-     zero_export_safetensors(ctx, path, ZERO_F32 or ZERO_BF16) writes "module.param"
-     tensors from rank 0 (memory: one module); zero_load_safetensors sets the params
-     (and master, on the NVMe tier too) from such a file, each rank streaming its
-     ranges; optimizer state and step count are left alone. examples/zero_ckpt.c
-     (build/zero_ckpt) prints, verifies and exports checkpoints without a trainer.
-     Shards are little-endian; a directory belongs to one saver at a time.
+     optimizer); the message names the file. Only an OS error after the check (a file
+     changed or removed meanwhile, a failing NVMe tier) leaves the state partly loaded,
+     with the error on every rank: load again.
+
+     --- Safetensors. zero_export_safetensors(z, path, ZERO_F32 or ZERO_BF16) writes every
+     param as a "module.param" tensor, from rank 0 (memory: one module);
+     zero_load_safetensors(z, path) sets the params (and master weights) from such a file,
+     each rank reading its ranges; optimizer state and step count are left alone.
+
+     --- Inspecting a checkpoint without a trainer (no context, no communicator):
+         zero_ckpt_open(dir, alloc_or_NULL, &ck)   opens dir and reads its manifest
+         zero_ckpt_info(ck, &info)                 fills a zero_ckpt_info: what was saved
+         zero_ckpt_param(ck, i, &param_info)       describes the i-th saved param
+         zero_ckpt_verify(ck)                      reads every shard and checks every
+                                                   checksum and element range
+         zero_ckpt_export(ck, path)                writes the consolidated weights as one
+                                                   safetensors file
+         zero_ckpt_close(ck)
+     They validate exactly like zero_load and fail with the same codes. examples/zero_ckpt.c
+     (build/zero_ckpt info | verify | export) is a tool made of these calls alone.
 
    ON TRACING
-     zero_trace_enable(ctx, max_events) turns on a per-rank timeline: it allocates
-     max_events * 64 bytes at once (outside the plan; call it any time after
-     zero_create) and from then on the library records spans on tracks ("threads"):
-       compute    zero_trace_begin(ctx, name) / zero_trace_end(ctx) around your own
-                  work (they nest; both are no-ops while tracing is off), and
-                  "fetch wait <module>" where zero_fetch waits for a stage-3 gather
-       comm       every collective the comm stream runs: "all-gather <module>",
-                  "reduce <module>", "gather params <module>", "all-reduce", ...
+     zero_trace_enable(z, max_events) turns on a per-rank timeline: it allocates
+     max_events * 64 bytes at once (outside the plan; any time after zero_create), and from
+     then on zero.h records spans on tracks:
+       compute    zero_trace_begin(z, name) / zero_trace_end(z) around your own work (they
+                  nest; no-ops while tracing is off), and "fetch wait <module>" where
+                  zero_fetch waits for a stage-3 gather
+       comm       every collective: "all-gather <module>", "reduce <module>", "all-reduce"...
        optimizer  the fused optimizer pass of zero_step
-       nvme       the NVMe tier's block reads and writes ("nvme read", "nvme write":
-                  from submission to the last byte, recorded by the I/O threads)
-     Recording is lock-free (one atomic add) and thread-safe; events past
-     max_events are dropped (zero_trace_count tells how many were asked for). With
-     tracing off each hook is one NULL test. zero_trace_save(ctx, path) is
-     collective: every rank's events are all-gathered to rank 0, which writes one
-     Trace Event Format JSON file ({"traceEvents":[{"ph":"X","pid":rank,"tid":track,
-     "ts","dur" in microseconds of one CLOCK_MONOTONIC},...]}); every rank returns
-     rank 0's result (ZERO_ERR_IO when the file cannot be written); while it runs
-     each rank holds world_size x (the largest rank's count) events. Events stay
-     recorded, so it can be called again. Open the file at https://ui.perfetto.dev
-     or chrome://tracing. Before zero_trace_enable it is ZERO_ERR_STATE. Call
-     zero_trace_begin / zero_trace_end from the rank's own thread (the one that
-     calls zero_fetch); the library's own hooks are safe from any thread.
+       nvme       the NVMe tier's block reads and writes
+     Recording is lock-free and thread-safe; with tracing off each hook is one NULL test.
+     Events past max_events are dropped (zero_trace_count tells how many were asked for).
+     zero_trace_save(z, path) is collective: rank 0 writes every rank's events as one
+     Trace Event Format JSON file (pid: the rank, tid: the track, microseconds of
+     CLOCK_MONOTONIC); every rank returns rank 0's result (ZERO_ERR_IO when the file cannot
+     be written); while it runs each rank holds world_size x the largest rank's event count.
+     Events stay recorded, so it can be called again; before zero_trace_enable it is
+     ZERO_ERR_STATE. Open the file at https://ui.perfetto.dev or chrome://tracing. Call
+     zero_trace_begin / _end from the rank's own thread (the one that calls zero_fetch).
      examples/train_gpt.c --trace FILE.json shows all of it.
 
    ERRORS
-     Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1),
-     or a negative ZERO_ERR_*. zero_result_str names a code, zero_last_error(ctx)
-     gives the full sentence (zero_last_error(NULL): the calling thread's last one).
-     Functions returning pointers return NULL on error and set the message. Nothing
-     calls exit or abort on bad input. Every collective has a timeout (timeout_ms):
-     a rank that never arrives gives ZERO_ERR_TIMEOUT, never a hang.
+     Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1), or a
+     negative ZERO_ERR_* (the list, each with its meaning, is the zero_result enum below).
+     zero_result_str names a code, zero_last_error(z) gives the full sentence
+     (zero_last_error(NULL): the calling thread's last one, also for zero_create and the
+     communicator calls). Functions returning pointers return NULL on error and set the
+     message. Nothing calls exit or abort on bad input. A rank that never arrives at a
+     collective gives ZERO_ERR_TIMEOUT, never a hang. A collective that fails (a timeout,
+     ranks calling different collectives, a communicator error, a failed NVMe read at a
+     fetch) leaves the context's comm stream failed: every later call that waits for it
+     returns that error, so print the message and destroy the context. Failed saves,
+     loads rejected by their check and failed NVMe steps are not of this kind: they leave
+     the state as it was (ON CHECKPOINTS, ON OFFLOAD).
 
    MEMORY OVERRIDES
-     Host memory comes from desc.allocator {alloc, free, user_data} when set, else
-     ZERO_MALLOC/ZERO_FREE, else malloc/free. Returned memory is re-aligned inside.
+     A context's host memory comes from desc.allocator {alloc, free, user_data} when set,
+     else ZERO_MALLOC/ZERO_FREE, else malloc/free; zero.h aligns inside what it gets.
+     Groups and endpoints (made before any zero_desc) use ZERO_MALLOC/ZERO_FREE or
+     malloc/free. On the CUDA device, device and pinned host memory come from the CUDA
+     runtime. Allocation failure is ZERO_ERR_OUT_OF_MEMORY.
+
+   LOGGING
+     zero.h is silent unless desc.logger.func is set. It is called as
+         func(user_data, level, item, rank, message)
+     for every message up to desc.logger.level (ZERO_LOG_ERROR, _WARN, _INFO, _DEBUG;
+     default ZERO_LOG_WARN). item is a zero_log_item, ZERO_LOGITEM_<NAME> from the
+     ZERO_LOG_ITEMS list below, so a program (or a test) can tell which message fired;
+     zero_log_item_str(item) names it. The failures of a context and of zero_create are
+     logged at ZERO_LOG_ERROR as well as returned; INFO gives the plan's totals at
+     zero_build (BUILT) and the NVMe tier's fallbacks (OFFLOAD_BUFFERED, OFFLOAD_ENGINE).
+     Debug items come from the comm-stream thread: make func thread-safe.
 
    WHAT IT DOES NOT DO (yet)
-     No autograd: you write forward and backward. The CUDA device and the NCCL
+     No autograd: you write forward and backward. Data parallelism only (no tensor or
+     pipeline parallelism); AdamW and SGD only. The CUDA device and the NCCL
      communicator have not yet run on a GPU in our CI (they are built there, and the
-     engine's device path is tested through the EMU device); with the CUDA device only
-     the host tier of offload_optimizer is there. torchrun-style launches need a CUDA
-     build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI.
-     Offload: params on NVMe at stages 0-2 (ZERO_OFFLOAD_HOST there); the io_uring
-     engine does not register its buffers.
-     POSIX threads only (Linux, macOS); no Windows threads yet.
+     engine's device path is tested through the EMU device and a CUDA test double); with
+     the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
+     offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
+     takes mpirun or srun with ZERO_MPI. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST
+     at stages 0-2); the io_uring engine does not register its buffers. POSIX threads
+     only (Linux, macOS); no Windows yet.
 */
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED
