@@ -40,14 +40,16 @@ static void bad_arg(const char *opt, const char *msg, const char *val) {
     exit(2);
 }
 
-// s is a decimal number: [+-]digits[.digits][e[+-]digits], nothing else (strtod alone
-// would also take 0x10, 0x1p4, inf, nan and leading blanks)
+// s is a decimal number: [+-]digits[.digits][e[+-]digits] (7.5e9, .5e2), nothing else
+// (strtod alone would also take 0x10, 0x1p4, inf, nan and leading blanks)
 static int is_decimal(const char *s) {
     const char *p = s;
     if (*p == '+' || *p == '-') p++;
-    if (*p < '0' || *p > '9') return 0;
+    const char *digits = p;
     while (*p >= '0' && *p <= '9') p++;
-    if (*p == '.') { p++; while (*p >= '0' && *p <= '9') p++; }
+    if (*p == '.') p++;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
     if (*p == 'e' || *p == 'E') {
         p++;
         if (*p == '+' || *p == '-') p++;
