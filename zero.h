@@ -8738,9 +8738,12 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     int i;
     if (!desc || !out || (num_modules > 0 && !module_numels))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
-    if (world_size < 1 || world_size > ZERO__MAX_RANKS || num_modules < 1)
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_estimate: world_size %d and num_modules %d must be positive", world_size, num_modules);
+                          "zero_estimate: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
+    if (num_modules < 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_estimate: num_modules is %d; it must be at least 1", num_modules);
     d = *desc;
     if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
     memset(&z, 0, sizeof z);

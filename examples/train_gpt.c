@@ -27,6 +27,7 @@ Build and run:
     build/train_gpt --stage 2 --ranks 2 --steps 50 --plot gpt.svg --trace gpt.json
 */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>    // defines: errno, ERANGE
 #include <math.h>     // defines: expf, logf, tanhf, sqrtf, sqrt, log, cos, sin
 #include <stdint.h>   // defines: uint64_t, int64_t
 #include <stdio.h>    // defines: printf, fprintf, fopen, fread, fclose, snprintf
@@ -975,26 +976,58 @@ static void bad_arg(const char *msg, const char *opt, const char *val) {
     exit(2);
 }
 
+// s is written in decimal: [+-]digits, and with frac also [.digits][e[+-]digits] (3e-3,
+// .003); nothing else (strtod alone would take 0x10, 0x1p-8, inf, nan and leading
+// blanks; strtoull a blank and a minus sign)
+static int is_decimal(const char *s, int sign, int frac) {
+    const char *p = s;
+    if (sign && (*p == '+' || *p == '-')) p++;
+    const char *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    if (frac && *p == '.') p++;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
+    if (frac && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return *p == '\0';
+}
+
+// an integer in [lo, hi], in decimal (010 is ten)
 static long parse_long(const char *opt, const char *s, long lo, long hi) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+    int ok = is_decimal(s, 1, 0);
+    long v = ok ? strtol(s, NULL, 10) : 0;
+    if (!ok || v < lo || v > hi) {   // (an overflow saturates, out of range)
         char msg[96];
-        snprintf(msg, sizeof msg, "expects an integer in [%ld, %ld]", lo, hi);
+        snprintf(msg, sizeof msg, "expects a decimal integer in [%ld, %ld]", lo, hi);
         bad_arg(msg, opt, s);
     }
     return v;
 }
 
+// a number in [lo, hi], in decimal (3e-3, 0.003)
 static float parse_float(const char *opt, const char *s, double lo, double hi) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= lo && v <= hi)) {
+    int ok = is_decimal(s, 1, 1);
+    double v = ok ? strtod(s, NULL) : 0.0;
+    if (!ok || !(v >= lo && v <= hi)) {
         char msg[96];
-        snprintf(msg, sizeof msg, "expects a number in [%g, %g]", lo, hi);
+        snprintf(msg, sizeof msg, "expects a decimal number in [%g, %g]", lo, hi);
         bad_arg(msg, opt, s);
     }
     return (float)v;
+}
+
+// a non-negative integer below 2^64, in decimal
+static uint64_t parse_seed(const char *opt, const char *s) {
+    int ok = is_decimal(s, 0, 0);
+    errno = 0;
+    unsigned long long v = ok ? strtoull(s, NULL, 10) : 0;
+    if (!ok || errno == ERANGE || v > UINT64_MAX)
+        bad_arg("expects a non-negative decimal integer below 2^64", opt, s);
+    return (uint64_t)v;
 }
 
 static unsigned char *read_file(const char *path, int64_t *len) {
@@ -1053,11 +1086,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--data")) c->data = v;
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
-        else if (!strcmp(o, "--seed")) {
-            char *end;
-            c->seed = strtoull(v, &end, 10);
-            if (*v == '\0' || *v == '-' || *end != '\0') bad_arg("expects a non-negative integer", o, v);
-        } else if (!strcmp(o, "--dtype")) {
+        else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
+        else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
             else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) c->dtype = ZERO_F16;

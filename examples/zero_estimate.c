@@ -14,22 +14,24 @@ ZeRO paper's Table 1 (120 GB, 31.4 GB, 16.6 GB, 1.9 GB for stages 0..3).
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
 #include <stdio.h>    // defines: printf, fprintf
-#include <stdlib.h>   // defines: strtod, strtol, malloc, free, exit
+#include <stdlib.h>   // defines: strtod, malloc, free, exit
 #include <string.h>   // defines: strcmp
 #define ZERO_IMPLEMENTATION
-#include "../zero.h"  // defines: zero_estimate, zero_plan, zero_desc, zero_last_error
+#include "../zero.h"  // defines: zero_estimate, zero_plan, zero_desc, zero_last_error, ZERO__MAX_RANKS
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: zero_estimate --params P --ranks N --stage S [--dtype bf16|f16|f32] [--align A] [--modules M]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
-        "  --ranks N     data-parallel ranks (>= 1)\n"
+        "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
         "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW states are fp32\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
         "  --modules M   modules splitting P as evenly as possible (default 1; stage 2-3 buffers\n"
         "                hold whole modules, so one module makes buffer_bytes look large)\n"
-        "prints model_state_bytes_per_rank= first, then the bytes per category, one key=value a line\n");
+        "numbers are decimal (0x10 is refused, 010 is ten)\n"
+        "prints model_state_bytes_per_rank= first, then the bytes per category, one key=value a line\n",
+        ZERO__MAX_RANKS);
 }
 
 static void bad_arg(const char *opt, const char *msg, const char *val) {
@@ -38,14 +40,36 @@ static void bad_arg(const char *opt, const char *msg, const char *val) {
     exit(2);
 }
 
-// a whole number in [lo, hi]; accepts 7.5e9 (strtod) but not 7.5 or 1e30
-static int64_t parse_count(const char *opt, const char *s, int64_t lo, int64_t hi) {
-    char *end;
-    double v = strtod(s, &end);
-    if (*s == '\0' || *end != '\0' || !(v >= (double)lo && v <= (double)hi) || v != floor(v)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "expects a whole number in [%lld, %lld]", (long long)lo, (long long)hi);
-        bad_arg(opt, msg, s);
+// s is a decimal number: [+-]digits[.digits][e[+-]digits] (7.5e9, .5e2), nothing else
+// (strtod alone would also take 0x10, 0x1p4, inf, nan and leading blanks)
+static int is_decimal(const char *s) {
+    const char *p = s;
+    if (*p == '+' || *p == '-') p++;
+    const char *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == '.') p++;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return *p == '\0';
+}
+
+// a whole number in [lo, hi], written in decimal; accepts 7.5e9 and 010 (ten) but not
+// 7.5, 1e30 or 0x10. what names the unit in the "at most" message ("" for none).
+static int64_t parse_count(const char *opt, const char *s, int64_t lo, int64_t hi, const char *what) {
+    if (!is_decimal(s)) bad_arg(opt, "expects a decimal whole number such as 64 or 7.5e9", s);
+    double v = strtod(s, NULL);
+    if (v != floor(v)) bad_arg(opt, "expects a whole number", s);
+    if (!(v >= (double)lo && v <= (double)hi)) {
+        if (v < (double)lo) fprintf(stderr, "zero_estimate: %s %s: must be at least %lld\n", opt, s, (long long)lo);
+        else fprintf(stderr, "zero_estimate: %s %s: at most %lld%s\n", opt, s, (long long)hi, what);
+        usage(stderr);
+        exit(2);
     }
     return (int64_t)v;
 }
@@ -61,11 +85,11 @@ int main(int argc, char **argv) {
         const char *v = argv[++i];
         // 2^53: every larger double is a whole number, and the planner's byte counts
         // (16 per parameter) must stay far from int64 overflow
-        if (!strcmp(o, "--params")) params = parse_count(o, v, 1, (int64_t)1 << 53);
-        else if (!strcmp(o, "--ranks")) ranks = parse_count(o, v, 1, 1 << 20);
-        else if (!strcmp(o, "--stage")) stage = parse_count(o, v, 0, 3);
-        else if (!strcmp(o, "--align")) align = parse_count(o, v, 1, 1 << 20);
-        else if (!strcmp(o, "--modules")) modules = parse_count(o, v, 1, 1 << 24);
+        if (!strcmp(o, "--params")) params = parse_count(o, v, 1, (int64_t)1 << 53, " parameters");
+        else if (!strcmp(o, "--ranks")) ranks = parse_count(o, v, 1, ZERO__MAX_RANKS, " ranks (zero.h's limit)");
+        else if (!strcmp(o, "--stage")) stage = parse_count(o, v, 0, 3, "");
+        else if (!strcmp(o, "--align")) align = parse_count(o, v, 1, 1 << 20, " elements");
+        else if (!strcmp(o, "--modules")) modules = parse_count(o, v, 1, 1 << 24, " modules");
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
