@@ -939,6 +939,62 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype);
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
+/* checkpoint inspection, without a context: zero_ckpt_open reads dir/manifest through the
+   checks zero_load makes (a checkpoint it opens, zero_load reads; one it refuses,
+   zero_load refuses) and each shard file's size and header; the others read it. Failures
+   return a code, and zero_last_error(NULL) names the file and, for a bad record or
+   range, the param ('module.param') and its element range. */
+typedef struct zero_ckpt zero_ckpt;             /* an opened checkpoint directory */
+struct zero_ckpt_info {                         /* a struct tag, like struct stat: zero_ckpt_info is the function */
+    int format_version;
+    uint64_t generation;
+    int stage, world_size;                      /* of the save */
+    zero_dtype param_dtype, grad_dtype, grad_accum_dtype;
+    zero_optim_type optimizer;                  /* ZERO_OPTIM_ADAMW or ZERO_OPTIM_SGD */
+    int moments;                                /* fp32 moment arrays a trainable element has: AdamW 2, SGD 0 or 1 */
+    int64_t steps, skipped_steps, good_steps;   /* optimizer steps applied, skipped; loss-scale clean steps */
+    float loss_scale;
+    int num_modules, num_params, num_files, num_ranges;
+    int64_t numel;                              /* elements of all params */
+    int64_t trainable_numel;                    /* elements of the params of trainable modules */
+    int64_t total_bytes;                        /* the shard files' bytes, all together */
+};
+typedef struct zero_ckpt_module_info {
+    const char *name;                           /* valid until zero_ckpt_close */
+    int frozen;
+    int num_params;
+} zero_ckpt_module_info;
+typedef struct zero_ckpt_param_info {
+    const char *name, *module;                  /* valid until zero_ckpt_close */
+    int module_index;
+    int frozen;                                 /* its module is frozen: weights only, no moments */
+    zero_dtype dtype;                           /* the param dtype it trained in (the checkpoint holds fp32) */
+    int ndim;
+    int64_t shape[ZERO_MAX_DIMS];
+    int64_t numel;
+} zero_ckpt_param_info;
+typedef struct zero_ckpt_file_info {
+    const char *name;                           /* in the directory ("rank<R>.g<G>"); valid until zero_ckpt_close */
+    int rank;
+    int64_t bytes;
+    int num_ranges;                             /* records: one per param slice the rank held */
+} zero_ckpt_file_info;
+/* alloc: host memory for the manifest and buffers; NULL: ZERO_MALLOC / malloc */
+ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out);
+ZERO_API void zero_ckpt_close(zero_ckpt *ck);
+ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out);
+ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out);   /* 0 <= i < num_modules */
+ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out);     /* 0 <= i < num_params */
+ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out);       /* 0 <= i < num_files */
+/* Reads every shard whole, streamed (64 KiB of buffer), and checks every record's
+   checksums (weights: the fp32 master or the params; moments). ZERO_ERR_CORRUPT names the
+   first bad record and counts the others. */
+ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck);
+/* The weights as safetensors ("module.param", fp32), like zero_export_safetensors of the
+   saved state, byte for byte. It checks every checksum of the checkpoint (moments too) as
+   it streams, into path.tmp renamed to path at the end: a failure leaves no file. */
+ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *safetensors_path);
+ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *safetensors_path, zero_dtype dtype); /* F32, BF16 */
 
 /* memory-centric tiling: y = x W^T + b with W [out, in] registered as `tiles`
    modules of consecutive rows ("<name>.tile<t>", params "w" [rows, in] and "b");
@@ -7057,7 +7113,7 @@ typedef struct zero__ck_range {
 typedef struct zero__ck_manifest {
     char *text;                     /* the file, names point into it */
     int version, stage, world, moments, nmod, nparam, nfile, nrange;
-    zero_dtype pdt;
+    zero_dtype pdt, gdt, gadt;      /* param, grad, grad_accum dtypes */
     zero_optim_type optim;
     uint64_t gen;
     int64_t steps, skipped, good_steps;
@@ -7127,6 +7183,14 @@ static int zero__ck_kw(zero__ck_cur *c, const char *key, char **rest) {
     *rest = l;
     return 1;
 }
+/* the lines left: a count in the manifest ("ranges N") is at most this, so no array is
+   sized from a number the file cannot back */
+static int64_t zero__ck_lines_left(const zero__ck_cur *c) {
+    const char *p = c->p;
+    int64_t n = 0;
+    while (p < c->end && (p = (const char *)memchr(p, '\n', (size_t)(c->end - p))) != NULL) { n++; p++; }
+    return n;
+}
 
 static zero_dtype zero__ck_dtype(const char *s) {
     int t;
@@ -7135,10 +7199,168 @@ static zero_dtype zero__ck_dtype(const char *s) {
     return ZERO_DTYPE_DEFAULT;
 }
 
+static int64_t zero__ck_range_bytes(const zero__ck_manifest *m, const zero__ck_range *r) {
+    return (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
+}
+
+/* qsort orders for zero__ck_validate (arrays of pointers, so no context is needed) */
+static int zero__ck_cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+static int zero__ck_cmp_param(const void *a, const void *b) {
+    const zero__ck_param *p = *(const zero__ck_param *const *)a, *q = *(const zero__ck_param *const *)b;
+    return p->module != q->module ? (p->module < q->module ? -1 : 1) : strcmp(p->name, q->name);
+}
+static int zero__ck_cmp_range(const void *a, const void *b) {
+    const zero__ck_range *p = *(const zero__ck_range *const *)a, *q = *(const zero__ck_range *const *)b;
+    if (p->param != q->param) return p->param < q->param ? -1 : 1;
+    return p->begin < q->begin ? -1 : p->begin > q->begin;
+}
+
+/* A record that is not where zero_save puts it: name the record it overlaps, if any. */
+static void zero__ck_misplaced(const zero__ck_manifest *m, const zero__ck_range *r, int64_t want, const char *path,
+                               char *msg, size_t msgn) {
+    const zero__ck_param *p = &m->params[r->param];
+    int64_t bytes = zero__ck_range_bytes(m, r);
+    int j;
+    for (j = 0; j < m->nrange; j++) {
+        const zero__ck_range *o = &m->ranges[j];
+        if (o == r || o->rank != r->rank || o->offset >= r->offset + bytes ||
+            r->offset >= o->offset + zero__ck_range_bytes(m, o))
+            continue;
+        snprintf(msg, msgn, "%.200s: param '%s.%s' elements [%lld, %lld) of rank %d: its record, bytes [%lld, %lld) "
+                 "of %s, overlaps the record of param '%s.%s' elements [%lld, %lld)", path, m->mods[p->module].name,
+                 p->name, (long long)r->begin, (long long)r->end, r->rank, (long long)r->offset,
+                 (long long)(r->offset + bytes), m->files[r->rank].name, m->mods[m->params[o->param].module].name,
+                 m->params[o->param].name, (long long)o->begin, (long long)o->end);
+        return;
+    }
+    snprintf(msg, msgn, "%.200s: param '%s.%s' elements [%lld, %lld) of rank %d: its record is at byte %lld of "
+             "%s, not at %lld (after the header, a file's records lie back to back)", path, m->mods[p->module].name,
+             p->name, (long long)r->begin, (long long)r->end, r->rank, (long long)r->offset, m->files[r->rank].name,
+             (long long)want);
+}
+
+/* The manifest as a whole, after each line was read: what zero_load and zero_ckpt_open
+   rely on (both read manifests through zero__ck_read_manifest, so they refuse the same):
+   the optimizer's moment count; module names unique, param names unique in a module;
+   no param larger than the shard files could hold; each file's records back to back from
+   its header to its last byte, in manifest order, as zero_save writes them (so a record
+   can neither lie outside its file nor point at another record's bytes); each param's
+   records cover its elements exactly once. Messages name the param and the range. */
+static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_manifest *m, const char *path, char *msg,
+                                     size_t msgn) {
+    const void **ix;
+    int64_t *next, data = 0;
+    int i, j, n = m->nmod > m->nparam ? m->nmod : m->nparam;
+    zero_result res = ZERO_ERR_CORRUPT;
+    if (m->optim == ZERO_OPTIM_SGD ? m->moments > 1 : m->moments != 2) {
+        snprintf(msg, msgn, "%.300s: optimizer %s with %d moment(s)", path, m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+                 m->moments);
+        return ZERO_ERR_CORRUPT;
+    }
+    for (i = 0; i < m->nfile; i++) {    /* the bytes after the headers (capped: only compared) */
+        int64_t d = m->files[i].bytes - ZERO__CK_HEADER, room = ((int64_t)1 << 52) - data;
+        data += d < room ? d : room;
+    }
+    for (i = 0; i < m->nparam; i++) {
+        const zero__ck_param *p = &m->params[i];
+        char shape[ZERO_MAX_DIMS * 22 + 2];
+        size_t l = 0;
+        int k;
+        if (p->numel <= data / 4) continue;
+        for (k = 0; k < p->ndim; k++)
+            l += (size_t)snprintf(shape + l, sizeof shape - l, "%s%lld", k ? ", " : "", (long long)p->shape[k]);
+        snprintf(msg, msgn, "%.200s: param '%s.%s' has shape [%s], elements [0, %lld): more fp32 weights than "
+                 "the shard files hold (%lld bytes after their headers)", path, m->mods[p->module].name, p->name, shape,
+                 (long long)p->numel, (long long)data);
+        return ZERO_ERR_CORRUPT;
+    }
+    if (m->nrange > n) n = m->nrange;
+    ix = (const void **)zero__raw_alloc(a, sizeof *ix * (size_t)(n + 1));
+    next = (int64_t *)zero__raw_alloc(a, sizeof *next * (size_t)m->nfile);
+    if (!ix || !next) {
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        res = ZERO_ERR_OUT_OF_MEMORY;
+        goto out;
+    }
+    /* names: sorted, neighbours differ */
+    for (i = 0; i < m->nmod; i++) ix[i] = m->mods[i].name;
+    qsort(ix, (size_t)m->nmod, sizeof *ix, zero__ck_cmp_name);
+    for (i = 1; i < m->nmod; i++)
+        if (strcmp((const char *)ix[i - 1], (const char *)ix[i]) == 0) {
+            snprintf(msg, msgn, "%.300s: two modules are named '%s'", path, (const char *)ix[i]);
+            goto out;
+        }
+    for (i = 0; i < m->nparam; i++) ix[i] = &m->params[i];
+    qsort(ix, (size_t)m->nparam, sizeof *ix, zero__ck_cmp_param);
+    for (i = 1; i < m->nparam; i++)
+        if (zero__ck_cmp_param(&ix[i - 1], &ix[i]) == 0) {
+            const zero__ck_param *p = (const zero__ck_param *)ix[i];
+            snprintf(msg, msgn, "%.300s: module '%s' has two params named '%s'", path, m->mods[p->module].name,
+                     p->name);
+            goto out;
+        }
+    /* the files: each record where the one before it in the same file ends */
+    for (i = 0; i < m->nfile; i++) next[i] = ZERO__CK_HEADER;
+    for (i = 0; i < m->nrange; i++) {
+        const zero__ck_range *r = &m->ranges[i];
+        const zero__ck_param *p = &m->params[r->param];
+        int64_t bytes = zero__ck_range_bytes(m, r);
+        if (r->offset > m->files[r->rank].bytes - bytes) {
+            snprintf(msg, msgn, "%.200s: param '%s.%s' elements [%lld, %lld) of rank %d: its record, bytes [%lld, %lld), "
+                     "lies outside %s (%lld bytes)", path, m->mods[p->module].name, p->name, (long long)r->begin,
+                     (long long)r->end, r->rank, (long long)r->offset, (long long)r->offset + bytes, m->files[r->rank].name,
+                     (long long)m->files[r->rank].bytes);
+            goto out;
+        }
+        if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); goto out; }
+        next[r->rank] += bytes;
+    }
+    for (i = 0; i < m->nfile; i++)
+        if (next[i] != m->files[i].bytes) {
+            snprintf(msg, msgn, "%.300s: %s has %lld bytes, its records end at byte %lld", path, m->files[i].name,
+                     (long long)m->files[i].bytes, (long long)next[i]);
+            goto out;
+        }
+    /* the params: sorted by (param, begin), each record begins where the one before ended */
+    for (i = 0; i < m->nrange; i++) ix[i] = &m->ranges[i];
+    qsort(ix, (size_t)m->nrange, sizeof *ix, zero__ck_cmp_range);
+    for (i = 0, j = 0; i < m->nparam; i++) {
+        const zero__ck_param *p = &m->params[i];
+        const zero__ck_range *prev = NULL;
+        int64_t at = 0;
+        for (; j < m->nrange && ((const zero__ck_range *)ix[j])->param == i; j++) {
+            const zero__ck_range *r = (const zero__ck_range *)ix[j];
+            if (r->begin < at) {
+                snprintf(msg, msgn, "%.200s: param '%s.%s': the records of elements [%lld, %lld) (rank %d) and "
+                         "[%lld, %lld) (rank %d) overlap", path, m->mods[p->module].name, p->name, (long long)prev->begin,
+                         (long long)prev->end, prev->rank, (long long)r->begin, (long long)r->end, r->rank);
+                goto out;
+            }
+            if (r->begin > at) break;
+            at = r->end;
+            prev = r;
+        }
+        if (at != p->numel) {
+            const zero__ck_range *r = j < m->nrange ? (const zero__ck_range *)ix[j] : NULL;
+            int64_t to = r && r->param == i ? r->begin : p->numel;
+            snprintf(msg, msgn, "%.200s: param '%s.%s': no record holds its elements [%lld, %lld) (of [0, %lld))", path,
+                     m->mods[p->module].name, p->name, (long long)at, (long long)to, (long long)p->numel);
+            goto out;
+        }
+    }
+    res = ZERO_OK;
+out:
+    zero__raw_free(a, ix);
+    zero__raw_free(a, next);
+    return res;
+}
+
 /* Reads and checks dir/manifest. On failure returns the code and writes a sentence
    naming the file into msg. The checks: complete lines, a known version (checked
    first: a newer format may change everything after it), the checksum line, every
-   number in range, ranges inside their params and files. */
+   number in range, ranges inside their params; then zero__ck_validate. */
 static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
                                           char *msg, size_t msgn) {
     char path[4096], *rest, *w;
@@ -7208,8 +7430,8 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     if (!zero__ck_kv(&c, "world", 1, ZERO__MAX_RANKS, &v)) goto bad;
     m->world = (int)v;
     if (!zero__ck_kw(&c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || zero__ck_dtype(rest) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_dtype", &rest) || (m->gdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
+    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || (m->gadt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
     if (!zero__ck_kw(&c, "optimizer", &rest)) goto bad;
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
@@ -7225,8 +7447,8 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
         if (*e || !(d > 0) || d > 3.4e38) goto bad;
         m->loss_scale = (float)d;
     }
-    if (!zero__ck_kv(&c, "good_steps", 0, INT64_MAX, &m->good_steps)) goto bad;
-    if (!zero__ck_kv(&c, "modules", 1, 1 << 20, &v)) goto bad;
+    if (!zero__ck_kv(&c, "good_steps", 0, INT32_MAX, &m->good_steps)) goto bad;     /* an i32 in the shards */
+    if (!zero__ck_kv(&c, "modules", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
     m->nmod = (int)v;
     if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) goto oom;
     for (i = 0; i < m->nmod; i++) {
@@ -7234,7 +7456,7 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
         m->mods[i].frozen = (int)v;
         m->mods[i].name = rest;
     }
-    if (!zero__ck_kv(&c, "params", 1, 1 << 20, &v)) goto bad;
+    if (!zero__ck_kv(&c, "params", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
     m->nparam = (int)v;
     if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) goto oom;
     for (i = 0; i < m->nparam; i++) {
@@ -7262,12 +7484,11 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
         m->files[i].rank = i;
         m->files[i].name = rest;
     }
-    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX, &v)) goto bad;
+    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(&c)) goto bad;
     m->nrange = (int)v;
     if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) goto oom;
     for (i = 0; i < m->nrange; i++) {
         zero__ck_range *r = &m->ranges[i];
-        int64_t bytes;
         if (!zero__ck_kw(&c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) goto bad;
         r->param = (int)v;
         if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) goto bad;
@@ -7277,10 +7498,13 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
             !zero__ck_u64(&rest, &r->msum) || *rest)
             goto bad;
-        bytes = (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
-        if (r->offset > m->files[r->rank].bytes - bytes) goto bad;
     }
     if (c.p != c.end) goto bad;
+    /* each line is well formed; now the whole (layout, coverage, names) */
+    if ((i = zero__ck_validate(a, m, path, msg, msgn)) != ZERO_OK) {
+        zero__ck_manifest_free(a, m);
+        return (zero_result)i;
+    }
     return ZERO_OK;
 bad:
     zero__ck_manifest_free(a, m);
@@ -7293,10 +7517,6 @@ oom:
     zero__ck_manifest_free(a, m);
     snprintf(msg, msgn, "%.300s: out of memory", path);
     return ZERO_ERR_OUT_OF_MEMORY;
-}
-
-static int64_t zero__ck_range_bytes(const zero__ck_manifest *m, const zero__ck_range *r) {
-    return (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
 }
 
 /* Opens a shard file and checks its size and header. */
@@ -7354,6 +7574,7 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     int i;
     if ((r = zero__check_built(ctx, fn)) != ZERO_OK) return r;
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
+    if (!*path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: path is empty", fn);
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].fetched || ctx->modules[i].ready)
             return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
@@ -7735,17 +7956,26 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
     return ZERO_OK;
 }
 
+/* What zero__ck_verify_range hands its weights to as it reads them (zero_ckpt_export):
+   elements [o, o+n) of the record (o counted from its begin); a failure writes msg. The
+   record's checksums are known only after its last chunk: a sink must be able to undo. */
+typedef zero_result (*zero__ck_sink)(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n,
+                                     char *msg, size_t msgn);
+
 /* Reads one record's weights (and its moments when `moments`) ZERO__CK_CHUNK elements
-   at a time into buf, checking each part's checksum. */
+   at a time into buf, checking each part's checksum; the weights also go to sink (when
+   not NULL) on the way. */
 static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
-                                         int moments, float *buf, char *msg, size_t msgn) {
+                                         int moments, float *buf, zero__ck_sink sink, void *user, char *msg, size_t msgn) {
     int64_t n = r->end - r->begin, total = moments ? zero__ck_range_bytes(m, r) / 4 : n, o;
     zero__ck_hash hw, hm;
+    int wrong_w, wrong_m;
     zero__ck_hash_init(&hw);
     zero__ck_hash_init(&hm);
     for (o = 0; o < total; o += ZERO__CK_CHUNK) {
         int64_t c = total - o < ZERO__CK_CHUNK ? total - o : ZERO__CK_CHUNK, cw = o < n ? (n - o < c ? n - o : c) : 0;
         int rr = zero__ck_pread(fd, buf, (size_t)c * 4, r->offset + o * 4);
+        zero_result sr;
         if (rr != 1) {
             snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
                      rr == 0 ? "truncated" : "read error", (long long)(r->offset + o * 4));
@@ -7753,11 +7983,15 @@ static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifes
         }
         zero__ck_hash_add(&hw, buf, (size_t)cw * 4);
         zero__ck_hash_add(&hm, buf + cw, (size_t)(c - cw) * 4);
+        if (sink && cw > 0 && (sr = sink(user, r, o, buf, cw, msg, msgn)) != ZERO_OK) return sr;
     }
-    if (zero__ck_hash_end(&hw) != r->sum || (total > n && zero__ck_hash_end(&hm) != r->msum)) {
-        snprintf(msg, msgn, "%.300s/%s: checksum mismatch in '%s' elements [%lld, %lld) at offset %lld", dir,
-                 m->files[r->rank].name, m->params[r->param].name, (long long)r->begin, (long long)r->end,
-                 (long long)r->offset);
+    wrong_w = zero__ck_hash_end(&hw) != r->sum;
+    wrong_m = total > n && zero__ck_hash_end(&hm) != r->msum;
+    if (wrong_w || wrong_m) {
+        const zero__ck_param *p = &m->params[r->param];
+        snprintf(msg, msgn, "%.200s/%s: checksum mismatch in the %s of param '%s.%s' elements [%lld, %lld) "
+                 "(the record at offset %lld)", dir, m->files[r->rank].name, wrong_w ? "weights" : "moments",
+                 m->mods[p->module].name, p->name, (long long)r->begin, (long long)r->end, (long long)r->offset);
         return ZERO_ERR_CORRUPT;
     }
     return ZERO_OK;
@@ -7822,7 +8056,7 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero__ck_manifest m;
     char msg[ZERO__MSG] = "";
     zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, i, k;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, k;
     float *bw = NULL;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
     a = &ctx->desc.allocator;
@@ -7836,33 +8070,22 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
         if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
         else for (k = 0; k < m.world; k++) fds[k] = -1;
     }
-    /* which records overlap what this rank holds; every element must be covered */
-    if (local == ZERO_OK) {
-        int64_t *covered = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)ctx->num_params + 8);
-        if (!covered) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) covered[i] = 0;
-        for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
-            const zero__ck_range *rg = &m.ranges[k];
-            int64_t b, e;
-            covered[rg->param] += rg->end - rg->begin;
-            zero__ck_need(ctx, rg->param, &b, &e);
-            if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-                mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-                need[nneed++] = k;
-            }
+    /* which records overlap what this rank holds (zero__ck_validate: they cover every
+       element once) */
+    for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
+        const zero__ck_range *rg = &m.ranges[k];
+        int64_t b, e;
+        zero__ck_need(ctx, rg->param, &b, &e);
+        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
+            mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+            need[nneed++] = k;
         }
-        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++)
-            if (covered[i] != ctx->params[i].numel) {
-                local = ZERO_ERR_CORRUPT;
-                snprintf(msg, sizeof msg, "%.300s/manifest: the ranges of '%s' cover %lld of its %lld elements", dir,
-                         ctx->params[i].name, (long long)covered[i], (long long)ctx->params[i].numel);
-            }
-        zero__raw_free(a, covered);
     }
     for (k = 0; local == ZERO_OK && k < nneed; k++) {
         const zero__ck_range *rg = &m.ranges[need[k]];
         if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK) local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, msg, sizeof msg);
+        if (local == ZERO_OK)
+            local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, NULL, NULL, msg, sizeof msg);
     }
     if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
     r = zero__ck_agree(ctx, "zero_load", local, msg);
@@ -9726,6 +9949,288 @@ ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) 
     return r;
 }
 #endif
+
+/* ---- inspection: zero_ckpt_* ---------------------------------------------------------
+   zero_ckpt_*: a checkpoint directory read without a context (examples/zero_ckpt.c). The
+   manifest goes through zero__ck_read_manifest, as in zero_load, so both accept and refuse
+   the same checkpoints; the records are read and checked by zero__ck_verify_range, as in
+   zero_load's first pass, one ZERO__CK_CHUNK at a time. */
+struct zero_ckpt {
+    zero_allocator alloc;           /* the caller's hooks; zeroed: ZERO_MALLOC / ZERO_FREE */
+    char *dir;
+    zero__ck_manifest m;
+    int64_t numel, trainable, bytes;
+};
+
+ZERO_API void zero_ckpt_close(zero_ckpt *ck) {
+    zero_allocator a;
+    if (!ck) return;
+    a = ck->alloc;
+    zero__ck_manifest_free(&a, &ck->m);
+    zero__raw_free(&a, ck->dir);
+    zero__raw_free(&a, ck);
+}
+
+ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out) {
+    zero_allocator a;
+    zero_ckpt *ck;
+    char msg[ZERO__MSG] = "";
+    zero_result r;
+    int i, fd;
+    if (out) *out = NULL;
+    if (!dir || !out)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_open: dir and out must not be NULL");
+    if (!*dir)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_ckpt_open: the checkpoint directory path is empty");
+    if (strlen(dir) > 3500)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_ckpt_open: the checkpoint directory path is longer than 3500 bytes");
+    if (alloc && !alloc->alloc != !alloc->free)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_ckpt_open: alloc->alloc and alloc->free must be set together");
+    memset(&a, 0, sizeof a);
+    if (alloc) a = *alloc;
+    if (!(ck = (zero_ckpt *)zero__raw_alloc(&a, sizeof *ck)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    memset(ck, 0, sizeof *ck);
+    ck->alloc = a;
+    if (!(ck->dir = zero__strdup(&a, dir))) {
+        zero_ckpt_close(ck);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    }
+    r = zero__ck_read_manifest(&ck->alloc, dir, &ck->m, msg, sizeof msg);
+    /* every shard's size (the manifest's sizes bound everything read or written later) and header */
+    for (i = 0; r == ZERO_OK && i < ck->m.nfile; i++) {
+        r = zero__ck_open_shard(dir, &ck->m, i, &fd, msg, sizeof msg);
+        if (fd >= 0) zero__ck_close(fd);
+        ck->bytes += ck->m.files[i].bytes;
+    }
+    if (r != ZERO_OK) {
+        zero_ckpt_close(ck);
+        return zero__fail(NULL, r, ZERO_LOGITEM_CKPT, "zero_ckpt_open: %s", msg);
+    }
+    for (i = 0; i < ck->m.nparam; i++) {
+        ck->numel += ck->m.params[i].numel;
+        if (!ck->m.mods[ck->m.params[i].module].frozen) ck->trainable += ck->m.params[i].numel;
+    }
+    *out = ck;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) {
+    const zero__ck_manifest *m;
+    if (!ck || !out)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_info: ck and out must not be NULL");
+    m = &ck->m;
+    memset(out, 0, sizeof *out);
+    out->format_version = m->version;
+    out->generation = m->gen;
+    out->stage = m->stage;
+    out->world_size = m->world;
+    out->param_dtype = m->pdt;
+    out->grad_dtype = m->gdt;
+    out->grad_accum_dtype = m->gadt;
+    out->optimizer = m->optim;
+    out->moments = m->moments;
+    out->steps = m->steps;
+    out->skipped_steps = m->skipped;
+    out->good_steps = m->good_steps;
+    out->loss_scale = m->loss_scale;
+    out->num_modules = m->nmod;
+    out->num_params = m->nparam;
+    out->num_files = m->nfile;
+    out->num_ranges = m->nrange;
+    out->numel = ck->numel;
+    out->trainable_numel = ck->trainable;
+    out->total_bytes = ck->bytes;
+    return ZERO_OK;
+}
+
+/* ck, out and 0 <= i < n, or a failure naming fn */
+static zero_result zero__ck_index(const zero_ckpt *ck, const void *out, int i, int n, const char *fn, const char *what) {
+    if (!ck || !out)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and out must not be NULL", fn);
+    if (i < 0 || i >= n)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: %s %d of %d", fn, what, i, n);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
+    zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nmod : 0, "zero_ckpt_module", "module");
+    int k;
+    if (r != ZERO_OK) return r;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.mods[i].name;
+    out->frozen = ck->m.mods[i].frozen;
+    for (k = 0; k < ck->m.nparam; k++) out->num_params += ck->m.params[k].module == i;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out) {
+    zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nparam : 0, "zero_ckpt_param", "param");
+    const zero__ck_param *p;
+    if (r != ZERO_OK) return r;
+    p = &ck->m.params[i];
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->module = ck->m.mods[p->module].name;
+    out->module_index = p->module;
+    out->frozen = ck->m.mods[p->module].frozen;
+    out->dtype = ck->m.pdt;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->numel = p->numel;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out) {
+    zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nfile : 0, "zero_ckpt_file", "file");
+    int k;
+    if (r != ZERO_OK) return r;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.files[i].name;
+    out->rank = ck->m.files[i].rank;
+    out->bytes = ck->m.files[i].bytes;
+    for (k = 0; k < ck->m.nrange; k++) out->num_ranges += ck->m.ranges[k].rank == i;
+    return ZERO_OK;
+}
+
+/* Every shard's header, then every record in manifest order (a file's records in file
+   order), weights and moments, each checked; the weights also go to sink. With a sink
+   it stops at the first failure; without one it reads on past bad records and files and
+   counts them. Reports the first failure under fn's name. */
+static zero_result zero__ck_scan(zero_ckpt *ck, const char *fn, zero__ck_sink sink, void *user) {
+    const zero__ck_manifest *m = &ck->m;
+    char msg[ZERO__MSG] = "", first[ZERO__MSG] = "";
+    zero_result r, res = ZERO_OK;
+    float *buf = (float *)zero__raw_alloc(&ck->alloc, (size_t)ZERO__CK_CHUNK * 4);
+    unsigned char *bad = (unsigned char *)zero__raw_alloc(&ck->alloc, (size_t)m->nfile);
+    int i, fd = -1, cur = -1;
+    int64_t more = 0;
+    if (!buf || !bad) {
+        zero__raw_free(&ck->alloc, buf);
+        zero__raw_free(&ck->alloc, bad);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (i = 0; i < m->nfile && (res == ZERO_OK || !sink); i++) {
+        r = zero__ck_open_shard(ck->dir, m, i, &fd, msg, sizeof msg);
+        if (fd >= 0) zero__ck_close(fd);
+        fd = -1;
+        bad[i] = r != ZERO_OK;
+        if (r != ZERO_OK && res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
+        else if (r != ZERO_OK) more++;
+    }
+    for (i = 0; i < m->nrange && (res == ZERO_OK || !sink); i++) {
+        const zero__ck_range *rg = &m->ranges[i];
+        if (bad[rg->rank]) continue;
+        r = ZERO_OK;
+        if (rg->rank != cur) {      /* zero_save lists a file's records together: each file opens once */
+            if (fd >= 0) zero__ck_close(fd);
+            fd = -1;
+            cur = rg->rank;
+            if ((r = zero__ck_open_shard(ck->dir, m, cur, &fd, msg, sizeof msg)) != ZERO_OK) bad[cur] = 1;
+        }
+        if (r == ZERO_OK) r = zero__ck_verify_range(ck->dir, m, rg, fd, 1, buf, sink, user, msg, sizeof msg);
+        if (r == ZERO_OK) continue;
+        if (res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
+        else more++;
+        if (r != ZERO_ERR_CORRUPT) break;       /* an OS error: the rest would fail the same way */
+    }
+    if (fd >= 0) zero__ck_close(fd);
+    zero__raw_free(&ck->alloc, buf);
+    zero__raw_free(&ck->alloc, bad);
+    if (res == ZERO_OK) return ZERO_OK;
+    if (more) return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s (and %lld more bad records or files)", fn, first,
+                                (long long)more);
+    return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s", fn, first);
+}
+
+ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck) {
+    if (!ck) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_verify: ck is NULL");
+    return zero__ck_scan(ck, "zero_ckpt_verify", NULL, NULL);
+}
+
+/* zero_ckpt_export's sink: the checked weights at their place in the output */
+typedef struct zero__ck_out { int fd; zero_dtype dt; const int64_t *data_off; const char *tmp; } zero__ck_out;
+static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
+                                     size_t msgn) {
+    const zero__ck_out *s = (const zero__ck_out *)user;
+    int64_t es = (int64_t)zero_dtype_size(s->dt);
+    if (zero__st_write_values(s->fd, w, n, s->dt, s->data_off[r->param] + (r->begin + o) * es)) return ZERO_OK;
+    snprintf(msg, msgn, "%.300s: write failed: %s", s->tmp, strerror(errno));
+    return ZERO_ERR_IO;
+}
+
+ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *path, zero_dtype dtype) {
+    static const char *fn = "zero_ckpt_export";
+    const zero__ck_manifest *m;
+    const zero_allocator *a;
+    zero__st_tensor *ts = NULL;
+    int64_t *data_off = NULL, hlen = 0, off;
+    char tmp[4096], *hdr = NULL;
+    unsigned char lenb[8];
+    zero__ck_out s;
+    zero_result r = ZERO_OK;
+    int i, ok;
+    if (!ck || !path)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and path must not be NULL", fn);
+    if (!*path) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is empty", fn);
+    if (dtype != ZERO_F32 && dtype != ZERO_BF16)
+        return zero__fail(NULL, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE, "%s: dtype must be ZERO_F32 or ZERO_BF16",
+                          fn);
+    if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", ""))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is too long", fn);
+    m = &ck->m;
+    a = &ck->alloc;
+    /* the layout: zero_export_safetensors's (params in order, one header writer) */
+    ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)m->nparam);
+    data_off = (int64_t *)zero__raw_alloc(a, sizeof *data_off * (size_t)m->nparam);
+    for (i = 0; ts && i < m->nparam; i++) {
+        ts[i].module = m->mods[m->params[i].module].name;
+        ts[i].name = m->params[i].name;
+        ts[i].ndim = m->params[i].ndim;
+        ts[i].shape = m->params[i].shape;
+        ts[i].numel = m->params[i].numel;
+    }
+    if (ts && data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, &hlen);
+    if (!hdr) {
+        r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+        goto out;
+    }
+    off = 8 + hlen;
+    for (i = 0; i < m->nparam; i++) { data_off[i] = off; off += m->params[i].numel * (int64_t)zero_dtype_size(dtype); }
+    if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
+        goto out;
+    }
+    s.dt = dtype;
+    s.data_off = data_off;
+    s.tmp = tmp;
+    for (i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    if (!zero__ck_pwrite(s.fd, lenb, 8, 0) || !zero__ck_pwrite(s.fd, hdr, (size_t)hlen, 8))
+        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, tmp, strerror(errno));
+    /* every record's weights and moments checked, the weights written on the way */
+    if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
+    ok = r == ZERO_OK && fsync(s.fd) == 0;
+    if (zero__ck_close(s.fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (!ok) {
+        int e = errno;
+        (void)unlink(tmp);
+        if (r == ZERO_OK)
+            r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path, strerror(e));
+    }
+out:
+    zero__raw_free(a, ts);
+    zero__raw_free(a, data_off);
+    zero__raw_free(a, hdr);
+    return r;
+}
+
+ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *path) {
+    return zero_ckpt_export_as(ck, path, ZERO_F32);
+}
 
 #endif /* ZERO_IMPLEMENTATION */
 
