@@ -1273,11 +1273,11 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
      >>comm       local (threads), mpi, the TCP rendezvous, nccl, the launcher bootstrap
      >>io         the NVMe tier's files: io_uring engine, thread fallback
      >>plan       sizes, tiers, the memory planner, desc defaults, handles
-     >>build      arenas and optimizer segments
-     >>offload    the tiers behind zero__tier_vt: none, host, nvme
+     >>offload    the tiers behind zero__tier_vt: mem, host (ZeRO-Offload), nvme (-Infinity)
+     >>build      zero_build: the ranks agree on the model, the plan is allocated
      >>schedule   the comm stream's tasks; stage 3's fetch, prefetch, release, recorded order
      >>grads      the staging ring and buckets
-     >>optim      the step: norm, loss scale, the fused pass, the gather back
+     >>optim      zero_step: norm, loss scale, the tier's fused pass, the gather back
      >>tiling     tiled linear layers
      >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
      >>public     the public functions */
@@ -5783,104 +5783,7 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
     return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
 }
 
-/* >>build ---------------------------------------------------------------------------- */
-static uint64_t zero__fnv(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
-    return h;
-}
-static uint64_t zero__model_hash(const zero_ctx *ctx) {
-    uint64_t h = 14695981039346656037ull;
-    int64_t cfg[8];
-    int i;
-    cfg[0] = ctx->desc.stage; cfg[1] = ctx->desc.param_dtype; cfg[2] = ctx->desc.grad_dtype;
-    cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
-    cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
-    h = zero__fnv(h, cfg, sizeof cfg);
-    for (i = 0; i < ctx->num_modules; i++) {
-        h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
-        h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
-    }
-    for (i = 0; i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        h = zero__fnv(h, p->name, strlen(p->name) + 1);
-        h = zero__fnv(h, &p->module, sizeof p->module);
-        h = zero__fnv(h, &p->ndim, sizeof p->ndim);
-        h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
-        h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
-    }
-    return h;
-}
-
-/* an arena, zero-filled: in host memory for a category on the host tier (pinned on CUDA),
-   else in device memory (on the CPU device both are host memory through the allocator
-   hooks); zero__free_arenas frees it by the same rule */
-static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
-    void *p;
-    if (bytes <= 0) return NULL;
-    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
-    if (!p) { *ok = 0; return NULL; }
-    ctx->lay.bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
-    return p;
-}
-
-/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
-   state this rank holds: all of it in stage 0, its slice of the span otherwise;
-   *lo is where that region starts. Empty when *s >= *e. */
-
-static void zero__make_segments(zero_ctx *ctx) {
-    int N = ctx->world, i;
-    ctx->lay.num_segs = 0;
-    for (i = 0; i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        const zero__module_rec *m = &ctx->modules[p->module];
-        int64_t lo, s, e;
-        zero__segment *sg;
-        zero__param_region(ctx, p, &lo, &s, &e);
-        if (m->frozen || s >= e) continue;
-        sg = &ctx->lay.segs[ctx->lay.num_segs++];
-        sg->n = e - s;
-        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
-        sg->state_idx = zero__state_index(ctx, m, s, lo);
-        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
-        sg->decay = !p->no_decay;
-    }
-}
-
-typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t hash; } zero__build_rec;
-
-static void zero__free_arenas(zero_ctx *ctx) {
-    const zero_allocator *a = &ctx->desc.allocator;
-    ctx->tier.vt->free(ctx);
-    /* the arenas (zero__arena) with their categories, which say where they were allocated */
-    void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
-                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
-    static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
-                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
-    void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
-                     ctx->opt.norm_part };
-    size_t i;
-    for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
-        if (!dbufs[i]) continue;
-        if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
-        else ctx->dev->free(ctx, dbufs[i]);
-    }
-    for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
-    ctx->arena.param = ctx->arena.grad = NULL;
-    ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
-    ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
-    ctx->sched.free_off = ctx->sched.free_len = NULL;
-    ctx->sched.order = ctx->grads.bucket = NULL;
-    ctx->sched.len = ctx->sched.cap = ctx->sched.nfree = 0;
-    ctx->tile.w = ctx->tile.g = ctx->tile.gemm_ws = NULL;
-    ctx->lay.segs = NULL;
-    ctx->grads.recs = NULL;
-    ctx->opt.norm_part = NULL;
-    memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
-}
-
-/* >>offload: optimizer states on the NVMe tier ------------------------------------------
+/* >>offload: the tiers behind zero__tier_vt (mem, host, nvme), and the NVMe tier's blocks -----
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
        [K arrays of G floats][G old params, param dtype][padding][64-byte trailer]
@@ -6494,6 +6397,271 @@ static const zero__tier_vt *zero__tier_pick(const zero_desc *d) {
     return zero__dev_offload(d) ? &zero__tier_host : &zero__tier_mem;
 }
 
+/* >>build ---------------------------------------------------------------------------- */
+static uint64_t zero__fnv(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+    return h;
+}
+static uint64_t zero__model_hash(const zero_ctx *ctx) {
+    uint64_t h = 14695981039346656037ull;
+    int64_t cfg[8];
+    int i;
+    cfg[0] = ctx->desc.stage; cfg[1] = ctx->desc.param_dtype; cfg[2] = ctx->desc.grad_dtype;
+    cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
+    cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
+    h = zero__fnv(h, cfg, sizeof cfg);
+    for (i = 0; i < ctx->num_modules; i++) {
+        h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
+        h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
+    }
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        h = zero__fnv(h, p->name, strlen(p->name) + 1);
+        h = zero__fnv(h, &p->module, sizeof p->module);
+        h = zero__fnv(h, &p->ndim, sizeof p->ndim);
+        h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
+    }
+    return h;
+}
+
+/* an arena, zero-filled: in host memory for a category on the host tier (pinned on CUDA),
+   else in device memory (on the CPU device both are host memory through the allocator
+   hooks); zero__free_arenas frees it by the same rule */
+static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
+    void *p;
+    if (bytes <= 0) return NULL;
+    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
+    if (!p) { *ok = 0; return NULL; }
+    ctx->lay.bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
+    return p;
+}
+
+/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
+   state this rank holds: all of it in stage 0, its slice of the span otherwise;
+   *lo is where that region starts. Empty when *s >= *e. */
+
+static void zero__make_segments(zero_ctx *ctx) {
+    int N = ctx->world, i;
+    ctx->lay.num_segs = 0;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const zero__module_rec *m = &ctx->modules[p->module];
+        int64_t lo, s, e;
+        zero__segment *sg;
+        zero__param_region(ctx, p, &lo, &s, &e);
+        if (m->frozen || s >= e) continue;
+        sg = &ctx->lay.segs[ctx->lay.num_segs++];
+        sg->n = e - s;
+        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->state_idx = zero__state_index(ctx, m, s, lo);
+        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
+        sg->decay = !p->no_decay;
+    }
+}
+
+typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t hash; } zero__build_rec;
+
+static void zero__free_arenas(zero_ctx *ctx) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    ctx->tier.vt->free(ctx);
+    /* the arenas (zero__arena) with their categories, which say where they were allocated */
+    void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
+                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
+    static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
+                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
+    void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
+                     ctx->opt.norm_part };
+    size_t i;
+    for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
+        if (!dbufs[i]) continue;
+        if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
+        else ctx->dev->free(ctx, dbufs[i]);
+    }
+    for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
+    ctx->arena.param = ctx->arena.grad = NULL;
+    ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
+    ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
+    ctx->sched.free_off = ctx->sched.free_len = NULL;
+    ctx->sched.order = ctx->grads.bucket = NULL;
+    ctx->sched.len = ctx->sched.cap = ctx->sched.nfree = 0;
+    ctx->tile.w = ctx->tile.g = ctx->tile.gemm_ws = NULL;
+    ctx->lay.segs = NULL;
+    ctx->grads.recs = NULL;
+    ctx->opt.norm_part = NULL;
+    memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
+}
+
+/* zero_build after its argument checks: every rank checks the others registered the same
+   model, then the plan is allocated */
+static zero_result zero__build(zero_ctx *ctx) {
+    zero__sizes z;
+    zero__build_rec mine, *all;
+    zero_result local = ZERO_OK, r;
+    zero_desc *d;
+    int64_t (*b)[ZERO_CAT_NUM];
+    int k, ok = 1;
+    d = &ctx->desc;
+    memset(&z, 0, sizeof z);
+    if (ctx->num_modules == 0)
+        local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
+    else
+        local = zero__layout(ctx, &z);
+    /* Every rank shows the others its model (a hash) and whether its own checks
+       passed, so a rank with a different or broken model stops every rank here
+       with a message, instead of leaving the others in a later collective. */
+    memset(&mine, 0, sizeof mine);
+    mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
+    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
+    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
+    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
+    if (r == ZERO_OK && local == ZERO_OK) {
+        for (k = 0; k < ctx->world; k++) {
+            if (all[k].status != ZERO_OK) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
+                               k, zero_result_str((zero_result)all[k].status));
+                break;
+            }
+            if (all[k].hash != all[0].hash) {
+                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                               "zero_build: rank %d registered a different model or config than rank 0 "
+                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
+                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
+                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
+                break;
+            }
+        }
+    }
+    zero__raw_free(&d->allocator, all);
+    if (local != ZERO_OK) return local;
+    if (r != ZERO_OK) return r;
+
+    zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
+    b = ctx->lay.plan.bytes;
+    if (d->device_bytes_cap) {
+        int64_t dev = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
+        if (dev > d->device_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
+                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
+                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
+                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
+    }
+    if (d->host_bytes_cap) {
+        int64_t host = 0;
+        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
+        if (host > d->host_bytes_cap)
+            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
+                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
+                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
+                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
+                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
+    }
+
+    ctx->lay.staging_mode = zero__staging_mode(d);
+    ctx->lay.shard_padded = z.padded / ctx->world;
+    ctx->lay.shard_trainable = z.trainable / ctx->world;
+    ctx->lay.max_span = z.max_span;
+    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
+    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
+    ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
+    ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
+    if (d->optim.type == ZERO_OPTIM_SGD) {
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
+    } else {
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+    }
+    if (ctx->lay.staging_mode && z.trainable > 0) {
+        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);
+        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (d->stage == 3) {
+        ctx->sched.max_live = zero__max_live(d, &z);
+        ctx->sched.prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->sched.max_live;
+        ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z.max_span);
+        ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->sched.persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (z.tile_elems) {
+        ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        ctx->tile.g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+        if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
+            ctx->tile.gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
+            if (ctx->tile.gemm_ws) ctx->lay.bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
+            else ok = 0;
+        }
+    }
+    /* bookkeeping (not model state; a few bytes per module and param) */
+    ctx->grads.rec_cap = z.num_trainable + 1;
+    ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
+    ctx->grads.bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->lay.segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
+    ctx->sched.free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->sched.free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->opt.norm_blocks = 0;
+    for (k = 0; k < ctx->num_modules; k++)
+        if (!ctx->modules[k].frozen)
+            ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    ctx->opt.norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
+    if (!ok || !ctx->grads.recs || !ctx->grads.bucket || !ctx->lay.segs || !ctx->sched.free_off || !ctx->sched.free_len || !ctx->opt.norm_part) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->lay.plan.total_bytes);
+    }
+    if (!(ctx->opt.pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
+    }
+    ctx->tier.vt = zero__tier_pick(d);
+    r = ctx->tier.vt->build(ctx);
+    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
+        double v = r != ZERO_OK;
+        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
+            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                                "zero_build: another rank could not create its offload files");
+            ctx->tier.vt->free(ctx);
+        }
+    }
+    if (r != ZERO_OK) {
+        zero__pool_free(ctx->opt.pool, &d->allocator);
+        ctx->opt.pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
+    }
+    ctx->sched.nfree = ctx->sched.arena_bytes > 0;
+    ctx->sched.free_off[0] = 0;
+    ctx->sched.free_len[0] = ctx->sched.arena_bytes;
+    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
+        int64_t off = 0;
+        for (k = 0; k < ctx->num_modules; k++)
+            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
+    }
+    zero__make_segments(ctx);
+    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
+        zero__pool_free(ctx->opt.pool, &d->allocator);
+        ctx->opt.pool = NULL;
+        zero__free_arenas(ctx);
+        return r;
+    }
+    ctx->lay.num_trainable = z.num_trainable;
+    ctx->built = 1;
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
+              "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
+              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->lay.plan.model_state_bytes,
+              (long long)b[0][ZERO_CAT_BUFFERS]);
+    return ZERO_OK;
+}
+
 /* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
 /* ---- tasks: what the comm stream runs ----------------------------------------------- */
 
@@ -6873,6 +7041,85 @@ static void zero__end_step(zero_ctx *ctx) {
     ctx->grads.total_ready = 0;
 }
 
+
+/* zero_step on a built context: wait for the reductions, the gradient norm (with the
+   non-finite flag) in one all-reduce, loss scale and clipping inside the tier's fused
+   pass, then (stages 1-2) the params gathered back */
+static zero_result zero__step(zero_ctx *ctx) {
+    const zero_desc *d;
+    zero_result r;
+    double total = 0.0, inv, norm, clip = 1.0;
+    int i;
+    d = &ctx->desc;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        if (!m->frozen && m->ready != d->accum_steps)
+            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                              "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
+                              m->name, m->ready, d->accum_steps);
+        if (d->stage == 3 && m->fetched)
+            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
+                              "zero_step: module '%s' is still fetched; release it before the step", m->name);
+    }
+    zero__flush(ctx);
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    if (d->stage == 3) {
+        if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
+        if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
+    }
+    if (d->stage == 0) {
+        for (i = 0; i < ctx->world; i++) {
+            double v;
+            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
+            total += v;
+        }
+    } else {
+        double v;
+        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
+        total = v;
+    }
+    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
+    norm = sqrt(total) * inv;
+    ctx->opt.grad_norm = norm;
+    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
+        float old = ctx->opt.loss_scale;
+        zero__end_step(ctx);
+        ctx->opt.skipped++;
+        if (ctx->opt.dynamic_scale) {
+            ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
+            ctx->opt.good_steps = 0;
+        }
+        if (d->stage == 3) zero__stage3_step_start(ctx);
+        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
+                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
+                   (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
+        return ZERO_STEP_SKIPPED;
+    }
+    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
+    {
+        double t0 = zero__trace_t0(ctx);
+        if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
+            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are as they were: gather as before */
+            return r;
+        }
+        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
+    }
+    if (d->stage == 1 || d->stage == 2) {
+        for (i = 0; i < ctx->num_modules; i++)
+            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
+        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    }
+    zero__end_step(ctx);
+    if (d->stage == 3) zero__stage3_step_start(ctx);
+    ctx->opt.steps++;
+    if (ctx->opt.dynamic_scale && ++ctx->opt.good_steps >= d->loss_scale_window) {
+        ctx->opt.loss_scale *= 2.0f;
+        ctx->opt.good_steps = 0;
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->opt.loss_scale);
+    }
+    return ZERO_OK;
+}
 
 /* >>tiling -----------------------------------------------------------------------------
    Memory-centric tiling: one linear layer cut into tiles, each tile a module of its own,
@@ -7858,67 +8105,6 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
     return ZERO_OK;
 }
 
-ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local = ZERO_OK;
-    uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
-    int stride, i, failed = 0;
-    int64_t bytes;
-    if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    for (i = 0; i < ctx->num_params; i++)
-        if (strchr(ctx->params[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (strchr(ctx->modules[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    if (local != ZERO_OK)
-        return zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: a module or param name contains a newline");
-    /* the generation: rank 0 picks one above every file in the directory */
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
-    }
-    if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
-    gen = g[0];
-    stride = 2 * ctx->num_params + 2;
-    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
-    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
-    if (!mine || !all) {
-        zero__raw_free(a, mine); zero__raw_free(a, all);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
-    }
-    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
-    if (local == ZERO_OK) {
-        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
-        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
-    }
-    mine[0] = (uint64_t)(int64_t)local;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
-    if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
-    /* every shard is durable (each rank fsynced before the all-gather): commit */
-    if (ctx->rank == 0 && !failed) {
-        zero__ck_fsync_dir(dir);
-        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-        else zero__ck_cleanup(dir, gen);
-    }
-    zero__raw_free(a, mine);
-    zero__raw_free(a, all);
-    r = zero__ck_agree(ctx, "zero_save", local, msg);
-    /* No manifest names this generation (a shard failed, or the manifest did; not a
-       broken communicator, after which rank 0 may have committed): remove this rank's
-       shard, so a failed save leaves the directory as it was. */
-    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
-        char nm[64], path[4096];
-        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
-    }
-    return r;
-}
-
 /* ---- load ------------------------------------------------------------------------- */
 /* The manifest's model must be this context's: the same modules (name, frozen) and
    params (module, name, shape) in the same order, and the same optimizer state. */
@@ -8045,79 +8231,6 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
     return r;
 }
 
-/* Two passes over the records this rank needs, with memory bounded by two chunks: the
-   first reads and checks every one (checksums), the ranks agree, and only then the
-   second reads them again into the params, master and moments (the NVMe tier's blocks
-   directly). So a bad file changes nothing; an OS error in the second pass (the file
-   changed under us, the tier failed) leaves the state partly loaded, and every rank
-   returns it. */
-ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    zero__ck_manifest m;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, k;
-    float *bw = NULL;
-    if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
-    if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
-    if (local == ZERO_OK) {
-        fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
-        need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
-        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        else for (k = 0; k < m.world; k++) fds[k] = -1;
-    }
-    /* which records overlap what this rank holds (zero__ck_validate: they cover every
-       element once) */
-    for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
-        const zero__ck_range *rg = &m.ranges[k];
-        int64_t b, e;
-        zero__ck_need(ctx, rg->param, &b, &e);
-        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-            mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-            need[nneed++] = k;
-        }
-    }
-    for (k = 0; local == ZERO_OK && k < nneed; k++) {
-        const zero__ck_range *rg = &m.ranges[need[k]];
-        if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK)
-            local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, NULL, NULL, msg, sizeof msg);
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load", local, msg);
-    if (r == ZERO_OK) {
-        for (k = 0; local == ZERO_OK && k < nneed; k++) {
-            const zero__ck_range *rg = &m.ranges[need[k]];
-            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
-        }
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load", local, msg);
-        if (r == ZERO_OK) {
-            ctx->opt.steps = m.steps;
-            ctx->opt.skipped = m.skipped;
-            ctx->opt.loss_scale = m.loss_scale;
-            ctx->opt.good_steps = (int)m.good_steps;
-        }
-    }
-    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
-    zero__raw_free(a, bw);
-    zero__raw_free(a, fds);
-    zero__raw_free(a, need);
-    zero__raw_free(a, mom);
-    zero__ck_manifest_free(a, &m);
-    return r;
-}
-
 
 /* ---- safetensors ------------------------------------------------------------------
    8-byte little-endian header length N, a JSON header of N bytes (padded with spaces
@@ -8188,84 +8301,6 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
         if (r != ZERO_OK) return r;
     }
     return ZERO_OK;
-}
-
-ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
-    const zero_allocator *a;
-    zero__st_tensor *ts = NULL;
-    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
-    zero_result r, local = ZERO_OK;
-    float *buf = NULL;
-    int64_t hlen = 0, off;
-    int fd = -1, i, j;
-    uint64_t le;
-    unsigned char lenb[8];
-    if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
-    if (dtype != ZERO_F32 && dtype != ZERO_BF16)
-        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
-                          "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
-    a = &ctx->desc.allocator;
-    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
-    if (ctx->rank == 0) {
-        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
-        for (i = 0; ts && i < ctx->num_params; i++) {
-            ts[i].module = ctx->modules[ctx->params[i].module].name;
-            ts[i].name = ctx->params[i].name;
-            ts[i].ndim = ctx->params[i].ndim;
-            ts[i].shape = ctx->params[i].shape;
-            ts[i].numel = ctx->params[i].numel;
-        }
-        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
-        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        if (local == ZERO_OK) {
-            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
-            }
-        }
-        if (local == ZERO_OK) {
-            le = (uint64_t)hlen;
-            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
-            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
-        }
-    }
-    /* module by module (memory: one module span): every rank takes part in the
-       gathers, rank 0 writes each of the module's params at its offset */
-    for (i = 0; i < ctx->num_modules; i++) {
-        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
-        if (ctx->rank != 0 || local != ZERO_OK) continue;
-        off = 8 + hlen;
-        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-            off += pr->numel * (int64_t)zero_dtype_size(dtype);
-        }
-    }
-    zero__raw_free(a, buf);
-    zero__raw_free(a, ts);
-    zero__raw_free(a, hdr);
-    if (r != ZERO_OK) {
-        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
-        return r;
-    }
-    if (fd >= 0) {
-        int ok = local == ZERO_OK && fsync(fd) == 0;
-        if (zero__ck_close(fd) != 0) ok = 0;
-        if (ok && rename(tmp, path) != 0) ok = 0;
-        if (!ok) {
-            (void)unlink(tmp);
-            if (local == ZERO_OK) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
-    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
 }
 
 typedef struct zero__st_entry {
@@ -8379,126 +8414,89 @@ static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const
     return NULL;
 }
 
-/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
-   the ranks agree, then each reads only the elements it holds. Sets params (and the
-   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
-ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "", *hdr = NULL;
-    zero__st_entry *ents = NULL;
-    const zero__st_entry **map = NULL;
-    zero_result r, local = ZERO_OK;
-    unsigned char lenb[8], *raw = NULL;
-    float *vals = NULL;
-    int64_t hlen = 0, fsize = 0;
-    int fd = -1, nent = 0, i, k, rr;
-    struct stat st;
-    if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
-    } else {
-        fsize = (int64_t)st.st_size;
-        rr = zero__ck_pread(fd, lenb, 8, 0);
-        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
-        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
-        }
-    }
-    if (local == ZERO_OK) {
-        int cap = (int)(hlen / 16) + 1;
-        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
-        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
-        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
-        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        if (!hdr || !ents || !map || !raw || !vals) {
-            local = ZERO_ERR_OUT_OF_MEMORY;
-            snprintf(msg, sizeof msg, "out of memory");
-        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
-        }
-    }
-    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        const char *mn = ctx->modules[p->module].name;
-        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
-        int same = e && e->ndim == p->ndim;
-        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
-        if (!same) {
-            local = ZERO_ERR_MISMATCH;
-            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
-                     e ? "has a different shape" : "");
-        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero_dtype_size(e->dt) ||
-                   e->end > fsize - 8 - hlen) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
-                     p->name);
-        } else {
-            map[i] = e;
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
-       holds it) the master, on the NVMe tier block by block */
-    local = ZERO_OK;
-    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__st_entry *e = map[i];
-        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero_dtype_size(e->dt);
-        int held, state, tier;
-        zero__ck_need(ctx, i, &b, &e_);
-        held = zero__ck_has_state(ctx, i, &sb, &se);
-        state = ctx->tier.vt->has_master(ctx) && held;
-        tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
-        for (o = b; o < e_ && local == ZERO_OK; o += c) {
-            int64_t s, t;
-            /* on the NVMe tier a chunk stays in one block: the param area and the master of
-               a chunk are written to the block cached once */
-            c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK;
-            if (tier && o < sb && sb - o < c) c = sb - o;
-            if (tier && o >= sb && o < se) {
-                if (se - o < c) c = se - o;
-                if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o));
-            }
-            s = o > sb ? o : sb;
-            t = o + c < se ? o + c : se;
-            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
-            if (rr != 1) {
-                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
-                break;
-            }
-            zero_to_f32(vals, raw, e->dt, c);
-            local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
-            if (local == ZERO_OK && state && s < t)
-                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
-                                             "zero_load_safetensors");
-            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
-        }
-    }
-    if (r == ZERO_OK) {
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    }
-    zero__raw_free(a, raw);
-    zero__raw_free(a, vals);
-    if (fd >= 0) zero__ck_close(fd);
-    zero__raw_free(a, hdr);
-    zero__raw_free(a, ents);
-    zero__raw_free(a, map);
-    return r;
+
+/* ---- inspection: zero_ckpt_* ---------------------------------------------------------
+   zero_ckpt_*: a checkpoint directory read without a context (examples/zero_ckpt.c). The
+   manifest goes through zero__ck_read_manifest, as in zero_load, so both accept and refuse
+   the same checkpoints; the records are read and checked by zero__ck_verify_range, as in
+   zero_load's first pass, one ZERO__CK_CHUNK at a time. */
+struct zero_ckpt {
+    zero_allocator alloc;           /* the caller's hooks; zeroed: ZERO_MALLOC / ZERO_FREE */
+    char *dir;
+    zero__ck_manifest m;
+    int64_t numel, trainable, bytes;
+};
+
+/* ck, out and 0 <= i < n, or a failure naming fn */
+static zero_result zero__ck_index(const zero_ckpt *ck, const void *out, int i, int n, const char *fn, const char *what) {
+    if (!ck || !out)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and out must not be NULL", fn);
+    if (i < 0 || i >= n)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: %s %d of %d", fn, what, i, n);
+    return ZERO_OK;
 }
 
+/* Every shard's header, then every record in manifest order (a file's records in file
+   order), weights and moments, each checked; the weights also go to sink. With a sink
+   it stops at the first failure; without one it reads on past bad records and files and
+   counts them. Reports the first failure under fn's name. */
+static zero_result zero__ck_scan(zero_ckpt *ck, const char *fn, zero__ck_sink sink, void *user) {
+    const zero__ck_manifest *m = &ck->m;
+    char msg[ZERO__MSG] = "", first[ZERO__MSG] = "";
+    zero_result r, res = ZERO_OK;
+    float *buf = (float *)zero__raw_alloc(&ck->alloc, (size_t)ZERO__CK_CHUNK * 4);
+    unsigned char *bad = (unsigned char *)zero__raw_alloc(&ck->alloc, (size_t)m->nfile);
+    int i, fd = -1, cur = -1;
+    int64_t more = 0;
+    if (!buf || !bad) {
+        zero__raw_free(&ck->alloc, buf);
+        zero__raw_free(&ck->alloc, bad);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    for (i = 0; i < m->nfile && (res == ZERO_OK || !sink); i++) {
+        r = zero__ck_open_shard(ck->dir, m, i, &fd, msg, sizeof msg);
+        if (fd >= 0) zero__ck_close(fd);
+        fd = -1;
+        bad[i] = r != ZERO_OK;
+        if (r != ZERO_OK && res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
+        else if (r != ZERO_OK) more++;
+    }
+    for (i = 0; i < m->nrange && (res == ZERO_OK || !sink); i++) {
+        const zero__ck_range *rg = &m->ranges[i];
+        if (bad[rg->rank]) continue;
+        r = ZERO_OK;
+        if (rg->rank != cur) {      /* zero_save lists a file's records together: each file opens once */
+            if (fd >= 0) zero__ck_close(fd);
+            fd = -1;
+            cur = rg->rank;
+            if ((r = zero__ck_open_shard(ck->dir, m, cur, &fd, msg, sizeof msg)) != ZERO_OK) bad[cur] = 1;
+        }
+        if (r == ZERO_OK) r = zero__ck_verify_range(ck->dir, m, rg, fd, 1, buf, sink, user, msg, sizeof msg);
+        if (r == ZERO_OK) continue;
+        if (res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
+        else more++;
+        if (r != ZERO_ERR_CORRUPT) break;       /* an OS error: the rest would fail the same way */
+    }
+    if (fd >= 0) zero__ck_close(fd);
+    zero__raw_free(&ck->alloc, buf);
+    zero__raw_free(&ck->alloc, bad);
+    if (res == ZERO_OK) return ZERO_OK;
+    if (more) return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s (and %lld more bad records or files)", fn, first,
+                                (long long)more);
+    return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s", fn, first);
+}
+
+/* zero_ckpt_export's sink: the checked weights at their place in the output */
+typedef struct zero__ck_out { int fd; zero_dtype dt; const int64_t *data_off; const char *tmp; } zero__ck_out;
+
+static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
+                                     size_t msgn) {
+    const zero__ck_out *s = (const zero__ck_out *)user;
+    int64_t es = (int64_t)zero_dtype_size(s->dt);
+    if (zero__st_write_values(s->fd, w, n, s->dt, s->data_off[r->param] + (r->begin + o) * es)) return ZERO_OK;
+    snprintf(msg, msgn, "%.300s: write failed: %s", s->tmp, strerror(errno));
+    return ZERO_ERR_IO;
+}
 
 /* >>public -------------------------------------------------------------------------------
    The public functions, on top of everything above. */
@@ -8996,173 +8994,13 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     zero__plan_compute(&d, world_size, &z, out);
     return ZERO_OK;
 }
+/* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
-    zero__sizes z;
-    zero__build_rec mine, *all;
-    zero_result local = ZERO_OK, r;
-    zero_desc *d;
-    int64_t (*b)[ZERO_CAT_NUM];
-    int k, ok = 1;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
     if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
-    d = &ctx->desc;
-    memset(&z, 0, sizeof z);
-    if (ctx->num_modules == 0)
-        local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
-    else
-        local = zero__layout(ctx, &z);
-    /* Every rank shows the others its model (a hash) and whether its own checks
-       passed, so a rank with a different or broken model stops every rank here
-       with a message, instead of leaving the others in a later collective. */
-    memset(&mine, 0, sizeof mine);
-    mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
-    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
-    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
-    if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
-    if (r == ZERO_OK && local == ZERO_OK) {
-        for (k = 0; k < ctx->world; k++) {
-            if (all[k].status != ZERO_OK) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
-                               k, zero_result_str((zero_result)all[k].status));
-                break;
-            }
-            if (all[k].hash != all[0].hash) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d registered a different model or config than rank 0 "
-                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
-                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
-                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
-                break;
-            }
-        }
-    }
-    zero__raw_free(&d->allocator, all);
-    if (local != ZERO_OK) return local;
-    if (r != ZERO_OK) return r;
-
-    zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
-    b = ctx->lay.plan.bytes;
-    if (d->device_bytes_cap) {
-        int64_t dev = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
-        if (dev > d->device_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
-                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
-                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
-                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
-    }
-    if (d->host_bytes_cap) {
-        int64_t host = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
-        if (host > d->host_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
-                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
-                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
-                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
-    }
-
-    ctx->lay.staging_mode = zero__staging_mode(d);
-    ctx->lay.shard_padded = z.padded / ctx->world;
-    ctx->lay.shard_trainable = z.trainable / ctx->world;
-    ctx->lay.max_span = z.max_span;
-    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
-    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
-    ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
-    ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
-    if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
-    } else {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-    }
-    if (ctx->lay.staging_mode && z.trainable > 0) {
-        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);
-        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes, ZERO_CAT_BUFFERS, &ok);
-    }
-    if (d->stage == 3) {
-        ctx->sched.max_live = zero__max_live(d, &z);
-        ctx->sched.prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->sched.max_live;
-        ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z.max_span);
-        ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, &ok);
-        ctx->sched.persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
-    }
-    if (z.tile_elems) {
-        ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        ctx->tile.g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
-            ctx->tile.gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
-            if (ctx->tile.gemm_ws) ctx->lay.bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
-            else ok = 0;
-        }
-    }
-    /* bookkeeping (not model state; a few bytes per module and param) */
-    ctx->grads.rec_cap = z.num_trainable + 1;
-    ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
-    ctx->grads.bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
-    ctx->lay.segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
-    ctx->sched.free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->sched.free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->opt.norm_blocks = 0;
-    for (k = 0; k < ctx->num_modules; k++)
-        if (!ctx->modules[k].frozen)
-            ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
-    ctx->opt.norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
-    if (!ok || !ctx->grads.recs || !ctx->grads.bucket || !ctx->lay.segs || !ctx->sched.free_off || !ctx->sched.free_len || !ctx->opt.norm_part) {
-        zero__free_arenas(ctx);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->lay.plan.total_bytes);
-    }
-    if (!(ctx->opt.pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
-        zero__free_arenas(ctx);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
-    }
-    ctx->tier.vt = zero__tier_pick(d);
-    r = ctx->tier.vt->build(ctx);
-    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
-        double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
-        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
-            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                                "zero_build: another rank could not create its offload files");
-            ctx->tier.vt->free(ctx);
-        }
-    }
-    if (r != ZERO_OK) {
-        zero__pool_free(ctx->opt.pool, &d->allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
-        return r;
-    }
-    ctx->sched.nfree = ctx->sched.arena_bytes > 0;
-    ctx->sched.free_off[0] = 0;
-    ctx->sched.free_len[0] = ctx->sched.arena_bytes;
-    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
-        int64_t off = 0;
-        for (k = 0; k < ctx->num_modules; k++)
-            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
-    }
-    zero__make_segments(ctx);
-    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
-        zero__pool_free(ctx->opt.pool, &d->allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
-        return r;
-    }
-    ctx->lay.num_trainable = z.num_trainable;
-    ctx->built = 1;
-    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
-              "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
-              d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->lay.plan.model_state_bytes,
-              (long long)b[0][ZERO_CAT_BUFFERS]);
-    return ZERO_OK;
+    return zero__build(ctx);
 }
+/* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     zero__module_rec *m;
     zero_result r;
@@ -9309,85 +9147,15 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
     return ZERO_OK;
 }
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
-    const zero_desc *d;
     zero_result r;
-    double total = 0.0, inv, norm, clip = 1.0;
-    int i;
     if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
-    d = &ctx->desc;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        if (!m->frozen && m->ready != d->accum_steps)
-            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
-                              "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
-                              m->name, m->ready, d->accum_steps);
-        if (d->stage == 3 && m->fetched)
-            return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
-                              "zero_step: module '%s' is still fetched; release it before the step", m->name);
-    }
-    zero__flush(ctx);
-    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    if (d->stage == 3) {
-        if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
-        if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
-    }
-    if (d->stage == 0) {
-        for (i = 0; i < ctx->world; i++) {
-            double v;
-            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
-            total += v;
-        }
-    } else {
-        double v;
-        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
-        total = v;
-    }
-    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
-    norm = sqrt(total) * inv;
-    ctx->opt.grad_norm = norm;
-    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
-        float old = ctx->opt.loss_scale;
-        zero__end_step(ctx);
-        ctx->opt.skipped++;
-        if (ctx->opt.dynamic_scale) {
-            ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
-            ctx->opt.good_steps = 0;
-        }
-        if (d->stage == 3) zero__stage3_step_start(ctx);
-        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
-                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
-                   (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
-        return ZERO_STEP_SKIPPED;
-    }
-    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
-    {
-        double t0 = zero__trace_t0(ctx);
-        if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
-            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are as they were: gather as before */
-            return r;
-        }
-        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
-    }
-    if (d->stage == 1 || d->stage == 2) {
-        for (i = 0; i < ctx->num_modules; i++)
-            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
-        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    }
-    zero__end_step(ctx);
-    if (d->stage == 3) zero__stage3_step_start(ctx);
-    ctx->opt.steps++;
-    if (ctx->opt.dynamic_scale && ++ctx->opt.good_steps >= d->loss_scale_window) {
-        ctx->opt.loss_scale *= 2.0f;
-        ctx->opt.good_steps = 0;
-        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->opt.loss_scale);
-    }
-    return ZERO_OK;
+    return zero__step(ctx);
 }
 
 ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->opt.loss_scale : 0.0f; }
 
 
+/* ---- GEMM, tiling and the trainer helpers ------------------------------------------- */
 ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
     zero_result r;
@@ -9568,6 +9336,7 @@ ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogit
 }
 
 
+/* ---- tracing ------------------------------------------------------------------------ */
 ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
     struct zero__trace *tr;
     int64_t bytes;
@@ -9791,6 +9560,7 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     return ZERO_OK;
 }
 
+/* ---- communicators from a launcher's environment ------------------------------------ */
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
     static const zero__launcher launchers[] = {
         { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
@@ -9950,18 +9720,340 @@ ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) 
 }
 #endif
 
-/* ---- inspection: zero_ckpt_* ---------------------------------------------------------
-   zero_ckpt_*: a checkpoint directory read without a context (examples/zero_ckpt.c). The
-   manifest goes through zero__ck_read_manifest, as in zero_load, so both accept and refuse
-   the same checkpoints; the records are read and checked by zero__ck_verify_range, as in
-   zero_load's first pass, one ZERO__CK_CHUNK at a time. */
-struct zero_ckpt {
-    zero_allocator alloc;           /* the caller's hooks; zeroed: ZERO_MALLOC / ZERO_FREE */
-    char *dir;
-    zero__ck_manifest m;
-    int64_t numel, trainable, bytes;
-};
+/* ---- checkpoints and safetensors ---------------------------------------------------- */
+ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = ZERO_OK;
+    uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
+    int stride, i, failed = 0;
+    int64_t bytes;
+    if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    for (i = 0; i < ctx->num_params; i++)
+        if (strchr(ctx->params[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strchr(ctx->modules[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
+    if (local != ZERO_OK)
+        return zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: a module or param name contains a newline");
+    /* the generation: rank 0 picks one above every file in the directory */
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
+    }
+    if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
+    gen = g[0];
+    stride = 2 * ctx->num_params + 2;
+    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
+    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
+    if (!mine || !all) {
+        zero__raw_free(a, mine); zero__raw_free(a, all);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
+    }
+    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
+    if (local == ZERO_OK) {
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
+        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
+    }
+    mine[0] = (uint64_t)(int64_t)local;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
+    if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
+    /* every shard is durable (each rank fsynced before the all-gather): commit */
+    if (ctx->rank == 0 && !failed) {
+        zero__ck_fsync_dir(dir);
+        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+        else zero__ck_cleanup(dir, gen);
+    }
+    zero__raw_free(a, mine);
+    zero__raw_free(a, all);
+    r = zero__ck_agree(ctx, "zero_save", local, msg);
+    /* No manifest names this generation (a shard failed, or the manifest did; not a
+       broken communicator, after which rank 0 may have committed): remove this rank's
+       shard, so a failed save leaves the directory as it was. */
+    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
+        char nm[64], path[4096];
+        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+    }
+    return r;
+}
 
+/* Two passes over the records this rank needs, with memory bounded by two chunks: the
+   first reads and checks every one (checksums), the ranks agree, and only then the
+   second reads them again into the params, master and moments (the NVMe tier's blocks
+   directly). So a bad file changes nothing; an OS error in the second pass (the file
+   changed under us, the tier failed) leaves the state partly loaded, and every rank
+   returns it. */
+ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a;
+    zero__ck_manifest m;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local;
+    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, k;
+    float *bw = NULL;
+    if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
+    if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
+    if (local == ZERO_OK) {
+        fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
+        need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
+        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
+        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        else for (k = 0; k < m.world; k++) fds[k] = -1;
+    }
+    /* which records overlap what this rank holds (zero__ck_validate: they cover every
+       element once) */
+    for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
+        const zero__ck_range *rg = &m.ranges[k];
+        int64_t b, e;
+        zero__ck_need(ctx, rg->param, &b, &e);
+        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
+            mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+            need[nneed++] = k;
+        }
+    }
+    for (k = 0; local == ZERO_OK && k < nneed; k++) {
+        const zero__ck_range *rg = &m.ranges[need[k]];
+        if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
+        if (local == ZERO_OK)
+            local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, NULL, NULL, msg, sizeof msg);
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load", local, msg);
+    if (r == ZERO_OK) {
+        for (k = 0; local == ZERO_OK && k < nneed; k++) {
+            const zero__ck_range *rg = &m.ranges[need[k]];
+            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
+        }
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load", local, msg);
+        if (r == ZERO_OK) {
+            ctx->opt.steps = m.steps;
+            ctx->opt.skipped = m.skipped;
+            ctx->opt.loss_scale = m.loss_scale;
+            ctx->opt.good_steps = (int)m.good_steps;
+        }
+    }
+    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
+    zero__raw_free(a, bw);
+    zero__raw_free(a, fds);
+    zero__raw_free(a, need);
+    zero__raw_free(a, mom);
+    zero__ck_manifest_free(a, &m);
+    return r;
+}
+
+ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+    const zero_allocator *a;
+    zero__st_tensor *ts = NULL;
+    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
+    zero_result r, local = ZERO_OK;
+    float *buf = NULL;
+    int64_t hlen = 0, off;
+    int fd = -1, i, j;
+    uint64_t le;
+    unsigned char lenb[8];
+    if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
+    if (dtype != ZERO_F32 && dtype != ZERO_BF16)
+        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
+    a = &ctx->desc.allocator;
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
+    if (ctx->rank == 0) {
+        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
+        for (i = 0; ts && i < ctx->num_params; i++) {
+            ts[i].module = ctx->modules[ctx->params[i].module].name;
+            ts[i].name = ctx->params[i].name;
+            ts[i].ndim = ctx->params[i].ndim;
+            ts[i].shape = ctx->params[i].shape;
+            ts[i].numel = ctx->params[i].numel;
+        }
+        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
+        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
+        if (local == ZERO_OK) {
+            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
+            }
+        }
+        if (local == ZERO_OK) {
+            le = (uint64_t)hlen;
+            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
+            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
+        }
+    }
+    /* module by module (memory: one module span): every rank takes part in the
+       gathers, rank 0 writes each of the module's params at its offset */
+    for (i = 0; i < ctx->num_modules; i++) {
+        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
+        if (ctx->rank != 0 || local != ZERO_OK) continue;
+        off = 8 + hlen;
+        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+            off += pr->numel * (int64_t)zero_dtype_size(dtype);
+        }
+    }
+    zero__raw_free(a, buf);
+    zero__raw_free(a, ts);
+    zero__raw_free(a, hdr);
+    if (r != ZERO_OK) {
+        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
+        return r;
+    }
+    if (fd >= 0) {
+        int ok = local == ZERO_OK && fsync(fd) == 0;
+        if (zero__ck_close(fd) != 0) ok = 0;
+        if (ok && rename(tmp, path) != 0) ok = 0;
+        if (!ok) {
+            (void)unlink(tmp);
+            if (local == ZERO_OK) {
+                local = ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+            }
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
+    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+}
+
+/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
+   the ranks agree, then each reads only the elements it holds. Sets params (and the
+   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
+ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    char msg[ZERO__MSG] = "", *hdr = NULL;
+    zero__st_entry *ents = NULL;
+    const zero__st_entry **map = NULL;
+    zero_result r, local = ZERO_OK;
+    unsigned char lenb[8], *raw = NULL;
+    float *vals = NULL;
+    int64_t hlen = 0, fsize = 0;
+    int fd = -1, nent = 0, i, k, rr;
+    struct stat st;
+    if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
+    a = &ctx->desc.allocator;
+    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
+    } else {
+        fsize = (int64_t)st.st_size;
+        rr = zero__ck_pread(fd, lenb, 8, 0);
+        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
+        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
+        }
+    }
+    if (local == ZERO_OK) {
+        int cap = (int)(hlen / 16) + 1;
+        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
+        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
+        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
+        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+        if (!hdr || !ents || !map || !raw || !vals) {
+            local = ZERO_ERR_OUT_OF_MEMORY;
+            snprintf(msg, sizeof msg, "out of memory");
+        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
+        }
+    }
+    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const char *mn = ctx->modules[p->module].name;
+        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
+        int same = e && e->ndim == p->ndim;
+        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
+        if (!same) {
+            local = ZERO_ERR_MISMATCH;
+            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
+                     e ? "has a different shape" : "");
+        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero_dtype_size(e->dt) ||
+                   e->end > fsize - 8 - hlen) {
+            local = ZERO_ERR_CORRUPT;
+            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
+                     p->name);
+        } else {
+            map[i] = e;
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
+       holds it) the master, on the NVMe tier block by block */
+    local = ZERO_OK;
+    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
+        const zero__st_entry *e = map[i];
+        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero_dtype_size(e->dt);
+        int held, state, tier;
+        zero__ck_need(ctx, i, &b, &e_);
+        held = zero__ck_has_state(ctx, i, &sb, &se);
+        state = ctx->tier.vt->has_master(ctx) && held;
+        tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
+        for (o = b; o < e_ && local == ZERO_OK; o += c) {
+            int64_t s, t;
+            /* on the NVMe tier a chunk stays in one block: the param area and the master of
+               a chunk are written to the block cached once */
+            c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK;
+            if (tier && o < sb && sb - o < c) c = sb - o;
+            if (tier && o >= sb && o < se) {
+                if (se - o < c) c = se - o;
+                if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o));
+            }
+            s = o > sb ? o : sb;
+            t = o + c < se ? o + c : se;
+            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
+            if (rr != 1) {
+                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
+                break;
+            }
+            zero_to_f32(vals, raw, e->dt, c);
+            local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
+            if (local == ZERO_OK && state && s < t)
+                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
+                                             "zero_load_safetensors");
+            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
+    }
+    if (r == ZERO_OK) {
+        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+            local = r;
+            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+        }
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    }
+    zero__raw_free(a, raw);
+    zero__raw_free(a, vals);
+    if (fd >= 0) zero__ck_close(fd);
+    zero__raw_free(a, hdr);
+    zero__raw_free(a, ents);
+    zero__raw_free(a, map);
+    return r;
+}
+
+/* ---- checkpoint inspection ------------------------------------------------------------ */
 ZERO_API void zero_ckpt_close(zero_ckpt *ck) {
     zero_allocator a;
     if (!ck) return;
@@ -10047,15 +10139,6 @@ ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *
     return ZERO_OK;
 }
 
-/* ck, out and 0 <= i < n, or a failure naming fn */
-static zero_result zero__ck_index(const zero_ckpt *ck, const void *out, int i, int n, const char *fn, const char *what) {
-    if (!ck || !out)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and out must not be NULL", fn);
-    if (i < 0 || i >= n)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: %s %d of %d", fn, what, i, n);
-    return ZERO_OK;
-}
-
 ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nmod : 0, "zero_ckpt_module", "module");
     int k;
@@ -10096,70 +10179,9 @@ ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_i
     return ZERO_OK;
 }
 
-/* Every shard's header, then every record in manifest order (a file's records in file
-   order), weights and moments, each checked; the weights also go to sink. With a sink
-   it stops at the first failure; without one it reads on past bad records and files and
-   counts them. Reports the first failure under fn's name. */
-static zero_result zero__ck_scan(zero_ckpt *ck, const char *fn, zero__ck_sink sink, void *user) {
-    const zero__ck_manifest *m = &ck->m;
-    char msg[ZERO__MSG] = "", first[ZERO__MSG] = "";
-    zero_result r, res = ZERO_OK;
-    float *buf = (float *)zero__raw_alloc(&ck->alloc, (size_t)ZERO__CK_CHUNK * 4);
-    unsigned char *bad = (unsigned char *)zero__raw_alloc(&ck->alloc, (size_t)m->nfile);
-    int i, fd = -1, cur = -1;
-    int64_t more = 0;
-    if (!buf || !bad) {
-        zero__raw_free(&ck->alloc, buf);
-        zero__raw_free(&ck->alloc, bad);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
-    }
-    for (i = 0; i < m->nfile && (res == ZERO_OK || !sink); i++) {
-        r = zero__ck_open_shard(ck->dir, m, i, &fd, msg, sizeof msg);
-        if (fd >= 0) zero__ck_close(fd);
-        fd = -1;
-        bad[i] = r != ZERO_OK;
-        if (r != ZERO_OK && res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
-        else if (r != ZERO_OK) more++;
-    }
-    for (i = 0; i < m->nrange && (res == ZERO_OK || !sink); i++) {
-        const zero__ck_range *rg = &m->ranges[i];
-        if (bad[rg->rank]) continue;
-        r = ZERO_OK;
-        if (rg->rank != cur) {      /* zero_save lists a file's records together: each file opens once */
-            if (fd >= 0) zero__ck_close(fd);
-            fd = -1;
-            cur = rg->rank;
-            if ((r = zero__ck_open_shard(ck->dir, m, cur, &fd, msg, sizeof msg)) != ZERO_OK) bad[cur] = 1;
-        }
-        if (r == ZERO_OK) r = zero__ck_verify_range(ck->dir, m, rg, fd, 1, buf, sink, user, msg, sizeof msg);
-        if (r == ZERO_OK) continue;
-        if (res == ZERO_OK) { res = r; snprintf(first, sizeof first, "%s", msg); }
-        else more++;
-        if (r != ZERO_ERR_CORRUPT) break;       /* an OS error: the rest would fail the same way */
-    }
-    if (fd >= 0) zero__ck_close(fd);
-    zero__raw_free(&ck->alloc, buf);
-    zero__raw_free(&ck->alloc, bad);
-    if (res == ZERO_OK) return ZERO_OK;
-    if (more) return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s (and %lld more bad records or files)", fn, first,
-                                (long long)more);
-    return zero__fail(NULL, res, ZERO_LOGITEM_CKPT, "%s: %s", fn, first);
-}
-
 ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck) {
     if (!ck) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_verify: ck is NULL");
     return zero__ck_scan(ck, "zero_ckpt_verify", NULL, NULL);
-}
-
-/* zero_ckpt_export's sink: the checked weights at their place in the output */
-typedef struct zero__ck_out { int fd; zero_dtype dt; const int64_t *data_off; const char *tmp; } zero__ck_out;
-static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
-                                     size_t msgn) {
-    const zero__ck_out *s = (const zero__ck_out *)user;
-    int64_t es = (int64_t)zero_dtype_size(s->dt);
-    if (zero__st_write_values(s->fd, w, n, s->dt, s->data_off[r->param] + (r->begin + o) * es)) return ZERO_OK;
-    snprintf(msg, msgn, "%.300s: write failed: %s", s->tmp, strerror(errno));
-    return ZERO_ERR_IO;
 }
 
 ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *path, zero_dtype dtype) {
