@@ -896,7 +896,7 @@ static void readonly_dir_chmod(void) {
     static cfg c;
     char dir[1100];
     zero_result r;
-    if (geteuid() == 0) { fprintf(stderr, "SKIP readonly_dir_chmod: running as root\n"); return; }
+    if (geteuid() == 0) { test_skip("running as root"); return; }
     snprintf(dir, sizeof dir, "%s/ro", tmpdir);
     if (!CHECK(mkdir(dir, 0555) == 0, "mkdir %s: %s", dir, strerror(errno))) return;
     base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
@@ -1255,7 +1255,7 @@ int main(void) {
     {
         char bin[256];
         if (have_cli(bin, sizeof bin)) TEST_RUN(cli);
-        else fprintf(stderr, "SKIP cli: %s not built\n", bin);
+        else { test_begin("cli"); test_skip("%s not built", bin); test_end(); }
     }
     rm_rf(tmpdir);
     return test_summary();

@@ -627,7 +627,11 @@ int main(void) {
         TEST_RUN(cuda_vs_cpu);
         TEST_RUN(cuda_tiled_close);
         TEST_RUN(cuda_checkpoint);
-    } else printf("SKIP cuda_vs_cpu, cuda_tiled_close, cuda_checkpoint: no GPU\n");
+    } else {
+        static const char *const cases[] = { "cuda_vs_cpu", "cuda_tiled_close", "cuda_checkpoint" };
+        int i;
+        for (i = 0; i < 3; i++) { test_begin("%s", cases[i]); test_skip("no GPU"); test_end(); }
+    }
 #endif
     return test_summary();
 }

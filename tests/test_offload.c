@@ -425,7 +425,7 @@ static void test_dir_readonly(void) {
     zero_result r;
     snprintf(dir, sizeof dir, "%s/ro", tmpdir);
     mkdir(dir, 0500);
-    if (access(dir, W_OK) == 0) { rmdir(dir); printf("# read-only dir writable (root): skipped\n"); return; }
+    if (access(dir, W_OK) == 0) { rmdir(dir); test_skip("a read-only directory is writable here (root)"); return; }
     c.opt_tier = ZERO_OFFLOAD_NVME;
     c.dirs[0] = dir;
     r = zero_run_local(1, train, &c);
