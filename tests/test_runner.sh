@@ -20,7 +20,7 @@ fail() { echo "FAIL $1: $2"; failed=1; }
 fake() { printf '#!/bin/sh\n%s\n' "$2" >"$T/$1"; chmod +x "$T/$1"; }
 fake pass       'echo "PASS one"; echo "noise"; echo "PASS two"'
 fake skip_only  'echo "SKIP no_gpu: no GPU here"; exit 0'
-fake crash      'echo "PASS before_crash"; kill -SEGV $$'
+fake crash      'echo "PASS before_crash"; ulimit -c 0; kill -SEGV $$'     # no core file in the repository
 fake crash_exit 'echo "some output"; exit 3'
 fake silent     'echo "nothing to count"; exit 0'
 fake fails      'echo "PASS a"; echo "FAIL b: broken"; echo "SKIP c: not here"; exit 1'
