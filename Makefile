@@ -2,7 +2,8 @@
 #
 #   make              examples/*.c -> build/<name>, tests/test_*.c -> build/test_*
 #   make test         the above + build/asan/test_* (ASan+UBSan) + build/tsan/test_* (TSan),
-#                     then tests/run_tests.sh (last line: "N passed, N failed"; exit 1 on failures;
+#                     then tests/run_tests.sh (last line: "N passed, N failed, N skipped"; a SKIP
+#                     is a test that could not run here, not a pass; exit 1 on failures;
 #                     VERBOSE=1 shows all test output, logs in build/logs/, ZERO_RUN_TIMEOUT=300)
 #   make run          build/train_gpt $(RUN_ARGS): the tiny GPT at stage 3 on 4 ranks (~2 min)
 #   make bench        tests/bench/*.c -> build/bench_<name> (a leading "bench_" is not doubled)

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # tests/run_tests.sh - runs zero.h's test binaries and test scripts, counts the results.
 #
-#   tests/run_tests.sh [VARIANT...]     VARIANT: plain asan tsan cuda scripts
-#                                       (default: plain asan tsan scripts)
+#   tests/run_tests.sh [VARIANT | PROGRAM ...]   VARIANT: plain asan tsan cuda scripts
+#                                                (default: plain asan tsan scripts)
+#   PROGRAM: a path with a slash in it (build/test_ckpt, tests/test_mpi.sh; relative to the
+#   repository root) is run as one test program under the same protocol (a .sh through
+#   bash), labelled by that path: `tests/run_tests.sh build/test_ckpt` runs just that one.
 #
-# Protocol: a test program prints "PASS <name>" or "FAIL <name>: <detail>" lines on stdout
-# (other lines are allowed) and exits non-zero if any of its tests failed.
-#   - every PASS / FAIL line counts as one passed / failed test;
+# Protocol: a test program prints "PASS <name>", "FAIL <name>: <detail>" or
+# "SKIP <name>: <reason>" lines on stdout (other lines are allowed) and exits non-zero if
+# any of its tests failed. SKIP is for a test that did not run (no compiler, no MPI build,
+# no GPU, running as root): it is neither a pass nor a failure.
+#   - every PASS / FAIL / SKIP line counts as one passed / failed / skipped test;
 #   - a program that exits non-zero (crash, sanitizer report, timeout) without printing a
 #     FAIL line counts as one failure: "<variant>/<binary> crashed (exit N)";
-#   - a program that exits 0 without printing any PASS or FAIL line counts as one failure;
+#   - a program that exits 0 without printing any PASS, FAIL or SKIP line counts as one
+#     failure;
 #   - a tests/test_*.c whose binary is missing (it failed to build) counts as one failure.
 # Programs run one at a time from the repository root, under `timeout $ZERO_RUN_TIMEOUT`
 # (300 s), each with a fresh private TMPDIR. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
 # which names the hung case) defaults to 15 s less, so it fires before the runner's kill.
 # Test scripts tests/test_*.sh follow the same protocol (tests/test_gpu.sh is left to
 # `make test-gpu`).
-# Output: FAIL lines, a one-line summary per program, and the tail of a failing program's
-# output; VERBOSE=1 prints everything. Full logs: build/logs/. The last line is always
-# "N passed, N failed"; the exit status is 1 when anything failed.
+# Output: FAIL and SKIP lines, a one-line summary per program, and the tail of a failing
+# program's output; VERBOSE=1 prints everything. Full logs: $BUILD/logs/. The last line is
+# always "N passed, N failed, N skipped"; the exit status is 1 when anything failed.
 
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -43,10 +49,11 @@ fi
 
 total_pass=0
 total_fail=0
+total_skip=0
 
 now() { date +%s.%N; }
 
-# run_one LABEL KIND COMMAND...   KIND: bin or script
+# run_one LABEL COMMAND...
 run_one() {
     local label=$1; shift
     local log="$LOGS/${label//\//_}.log"
@@ -58,13 +65,14 @@ run_one() {
     t1=$(now)
     rm -rf "$tmp"
 
-    local npass nfail
+    local npass nfail nskip
     npass=$(grep -c '^PASS ' "$log")
     nfail=$(grep -c '^FAIL ' "$log")
+    nskip=$(grep -c '^SKIP ' "$log")
     if [ "$VERBOSE" = 1 ]; then
         sed "s|^|  |" "$log"
     else
-        grep '^FAIL ' "$log" | sed "s|^FAIL |FAIL $label: |"
+        grep -E '^(FAIL|SKIP) ' "$log" | sed -E "s#^(FAIL|SKIP) #\1 $label: #"
     fi
     local note=""
     if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
@@ -72,18 +80,19 @@ run_one() {
         elif [ "$rc" -gt 128 ]; then note=", SIG$(kill -l $((rc - 128)) 2>/dev/null)"; fi
         echo "FAIL $label crashed (exit $rc$note)"
         nfail=1
-    elif [ "$rc" -eq 0 ] && [ "$npass" -eq 0 ] && [ "$nfail" -eq 0 ]; then
-        echo "FAIL $label printed no PASS or FAIL line"
+    elif [ "$rc" -eq 0 ] && [ "$npass" -eq 0 ] && [ "$nfail" -eq 0 ] && [ "$nskip" -eq 0 ]; then
+        echo "FAIL $label printed no PASS, FAIL or SKIP line"
         nfail=1
     fi
-    if [ "$nfail" -gt 0 ] && [ "$VERBOSE" != 1 ] && grep -qv -e '^PASS ' -e '^FAIL ' "$log"; then
-        echo "  --- last lines of $log (PASS/FAIL lines left out) ---"
-        grep -v -e '^PASS ' -e '^FAIL ' "$log" | tail -n 40 | sed 's|^|  |'
+    if [ "$nfail" -gt 0 ] && [ "$VERBOSE" != 1 ] && grep -qv -E '^(PASS|FAIL|SKIP) ' "$log"; then
+        echo "  --- last lines of $log (PASS/FAIL/SKIP lines left out) ---"
+        grep -v -E '^(PASS|FAIL|SKIP) ' "$log" | tail -n 40 | sed 's|^|  |'
     fi
-    printf '%s: %d passed, %d failed (%.1fs)\n' "$label" "$npass" "$nfail" \
+    printf '%s: %d passed, %d failed, %d skipped (%.1fs)\n' "$label" "$npass" "$nfail" "$nskip" \
         "$(echo "$t0 $t1" | awk '{ print $2 - $1 }')"
     total_pass=$((total_pass + npass))
     total_fail=$((total_fail + nfail))
+    total_skip=$((total_skip + nskip))
 }
 
 run_variant() {
@@ -101,7 +110,7 @@ run_variant() {
         if [ "$variant" = plain ]; then label=$name; else label=$variant/$name; fi
         if [ ! -x "$dir/$name" ]; then
             echo "FAIL $label not built ($dir/$name missing: see the compiler errors above)"
-            echo "$label: 0 passed, 1 failed"
+            echo "$label: 0 passed, 1 failed, 0 skipped"
             total_fail=$((total_fail + 1))
             continue
         fi
@@ -119,11 +128,26 @@ run_scripts() {
     done
 }
 
+# run_program PATH: one test program named on the command line (a .sh through bash)
+run_program() {
+    local path=$1
+    if [ ! -f "$path" ]; then
+        echo "FAIL $path not found"
+        echo "$path: 0 passed, 1 failed, 0 skipped"
+        total_fail=$((total_fail + 1))
+    elif [ "${path%.sh}" != "$path" ]; then run_one "$path" bash "$path"
+    else run_one "$path" "$path"; fi
+}
+
 variants=("$@")
 [ ${#variants[@]} -gt 0 ] || variants=(plain asan tsan scripts)
 for v in "${variants[@]}"; do
-    if [ "$v" = scripts ]; then run_scripts; else run_variant "$v"; fi
+    case $v in
+        scripts) run_scripts ;;
+        */*) run_program "$v" ;;
+        *) run_variant "$v" ;;
+    esac
 done
 
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -1,9 +1,9 @@
 /* tests/test.h - the smallest test harness that the zero.h tests share.
 
    Protocol (a runner counts lines): every test case prints exactly one line on
-   stdout, "PASS <name>" or "FAIL <name>: <file:line: detail>", and test_summary()
-   returns the exit code (non-zero if any case failed). Details of every failed
-   CHECK also go to stderr.
+   stdout, "PASS <name>", "FAIL <name>: <file:line: detail>" or "SKIP <name>: <reason>",
+   and test_summary() returns the exit code (non-zero if any case failed). Details of
+   every failed CHECK also go to stderr.
 
        static void my_test(void) { CHECK(1 + 1 == 2, "arithmetic broke: %d", 1 + 1); }
        int main(void) {
@@ -16,6 +16,10 @@
    CHECK is an expression (1 if it held, 0 if not), so "if (!CHECK(...)) return;"
    stops a test at its first broken precondition. CHECK may be called from any
    thread (rank threads of zero_run_local): the state is guarded by a mutex.
+
+   A case that cannot run here (no GPU, running as root) calls test_skip("reason")
+   and returns: its line is "SKIP <name>: <reason>", never PASS. A case that is not
+   started at all is reported the same way: test_begin(...); test_skip(...); test_end().
 
    A watchdog (alarm) turns a hang into "FAIL <name>: watchdog ..." and exit 1;
    its limit is ZERO_TEST_TIMEOUT seconds (default 600, 0 = off).
@@ -47,11 +51,12 @@ typedef struct test__state {
     pthread_mutex_t mu;
     char name[192];                 /* the running case ("" between cases) */
     char first[768];                /* its first failure, for the FAIL line */
+    char skip[256];                 /* why it did not run ("" when it ran), for the SKIP line */
     int case_failures;
-    int passed, failed;
+    int passed, failed, skipped;
 } test__state;
 
-static test__state test__s = { PTHREAD_MUTEX_INITIALIZER, "", "", 0, 0, 0 };
+static test__state test__s = { PTHREAD_MUTEX_INITIALIZER, "", "", "", 0, 0, 0, 0 };
 
 TEST__UNUSED TEST__PRINTF(3, 4)
 static int test__fail(const char *file, int line, const char *fmt, ...) {
@@ -101,15 +106,32 @@ static void test_begin(const char *fmt, ...) {
     va_end(ap);
     test__s.case_failures = 0;
     test__s.first[0] = 0;
+    test__s.skip[0] = 0;
     pthread_mutex_unlock(&test__s.mu);
 }
 
-/* Prints the case's line; returns 1 if it passed. */
+/* test_skip(fmt, ...): the running case did not run here; test_end prints
+   "SKIP <name>: <reason>" (FAIL still wins if a CHECK failed before). */
+TEST__UNUSED TEST__PRINTF(1, 2)
+static void test_skip(const char *fmt, ...) {
+    va_list ap;
+    pthread_mutex_lock(&test__s.mu);
+    va_start(ap, fmt);
+    vsnprintf(test__s.skip, sizeof test__s.skip, fmt, ap);
+    va_end(ap);
+    if (!test__s.skip[0]) snprintf(test__s.skip, sizeof test__s.skip, "skipped");
+    pthread_mutex_unlock(&test__s.mu);
+}
+
+/* Prints the case's line; returns 1 if it passed or was skipped. */
 TEST__UNUSED static int test_end(void) {
     int ok;
     pthread_mutex_lock(&test__s.mu);
     ok = test__s.case_failures == 0;
-    if (ok) {
+    if (ok && test__s.skip[0]) {
+        printf("SKIP %s: %s\n", test__s.name, test__s.skip);
+        test__s.skipped++;
+    } else if (ok) {
         printf("PASS %s\n", test__s.name);
         test__s.passed++;
     } else {
@@ -145,12 +167,12 @@ TEST__UNUSED static int test_free_port(void) {
 }
 #endif
 
-/* Summary on stderr (stdout carries only PASS/FAIL lines); the program's exit code. */
+/* Summary on stderr (stdout carries only PASS/FAIL/SKIP lines); the program's exit code. */
 TEST__UNUSED static int test_summary(void) {
     int failed;
     pthread_mutex_lock(&test__s.mu);
     failed = test__s.failed;
-    fprintf(stderr, "%d passed, %d failed\n", test__s.passed, test__s.failed);
+    fprintf(stderr, "%d passed, %d failed, %d skipped\n", test__s.passed, test__s.failed, test__s.skipped);
     pthread_mutex_unlock(&test__s.mu);
     alarm(0);
     return failed ? 1 : 0;

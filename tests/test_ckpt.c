@@ -9,6 +9,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <math.h>
 #include <errno.h>
@@ -87,17 +88,9 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
     zero_result r;
     int i, p;
     float init[64];
-    memset(&d, 0, sizeof d);
-    d.comm = comm;
-    d.stage = c->stage;
-    d.param_dtype = c->dtype;
-    d.optim.type = c->optim;
-    d.optim.lr = 0.01;
-    d.optim.weight_decay = 0.01;
-    d.optim.momentum = 0.9;
+    fx_desc(&d, comm, c->stage, c->dtype, c->optim, 0.01);
     d.loss_scale_window = 3;
     d.loss_scale_init = 1024;
-    d.timeout_ms = 20000;
     d.offload_optimizer = c->offload;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = tmpdir;
@@ -105,23 +98,13 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     *out = z;
     for (i = 0; i < NMOD; i++) {
-        zero_module_desc md;
         static const char *names[NMOD] = { "emb", "mid", "head" };
-        memset(&md, 0, sizeof md);
-        md.name = names[i];
-        md.frozen = i == 1 && c->frozen1;
-        if ((r = zero_add_module(z, &md, &mod[i])) != ZERO_OK) return r;
+        if ((r = fx_module(z, names[i], i == 1 && c->frozen1, &mod[i])) != ZERO_OK) return r;
     }
-    for (p = 0; p < 5; p++) {
-        zero_param_desc pd;
-        memset(&pd, 0, sizeof pd);
-        pd.name = pname[p];
-        pd.ndim = shapes[p][1] ? 2 : 1;
-        pd.shape[0] = shapes[p][0] + (c->wide && p == 3);
-        pd.shape[1] = shapes[p][1];
-        pd.no_decay = pd.ndim == 1;
-        if ((r = zero_add_param(z, mod[pmod[p]], &pd, &P[p])) != ZERO_OK) return r;
-    }
+    for (p = 0; p < 5; p++)     /* 1-D params (biases) are not decayed */
+        if ((r = fx_param(z, mod[pmod[p]], pname[p], shapes[p][0] + (c->wide && p == 3), shapes[p][1], shapes[p][1] == 0,
+                          &P[p])) != ZERO_OK)
+            return r;
     if ((r = zero_build(z)) != ZERO_OK) return r;
     for (p = 0; p < 5; p++) {
         int64_t k;
@@ -896,7 +879,7 @@ static void readonly_dir_chmod(void) {
     static cfg c;
     char dir[1100];
     zero_result r;
-    if (geteuid() == 0) { fprintf(stderr, "SKIP readonly_dir_chmod: running as root\n"); return; }
+    if (geteuid() == 0) { test_skip("running as root"); return; }
     snprintf(dir, sizeof dir, "%s/ro", tmpdir);
     if (!CHECK(mkdir(dir, 0555) == 0, "mkdir %s: %s", dir, strerror(errno))) return;
     base_cfg(&c, 2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW);
@@ -1255,7 +1238,7 @@ int main(void) {
     {
         char bin[256];
         if (have_cli(bin, sizeof bin)) TEST_RUN(cli);
-        else fprintf(stderr, "SKIP cli: %s not built\n", bin);
+        else { test_begin("cli"); test_skip("%s not built", bin); test_end(); }
     }
     rm_rf(tmpdir);
     return test_summary();

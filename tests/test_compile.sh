@@ -2,7 +2,8 @@
 # tests/test_compile.sh - zero.h compiles cleanly as C99 and C++11, with gcc and clang:
 # declarations only (-c), with ZERO_IMPLEMENTATION (linked, run: zero_create/zero_destroy
 # must give ZERO_OK) and under ZERO_STATIC. One PASS/FAIL line per variant; a compiler
-# that is not installed is reported as SKIP (not counted). Run from the repository root.
+# that is not installed is reported as SKIP (counted as skipped, not passed). Run from the
+# repository root.
 set -u
 OUT=${BUILD:-build}/compile
 mkdir -p "$OUT"

@@ -14,7 +14,7 @@
 #     within 1e-4 (relative), with and without --offload-optimizer cpu;
 #   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error.
 # ZERO_CUDA_MOCK_LEAKS=1 makes every run fail if device or pinned memory was never freed.
-# Where the CUDA headers or libnccl are missing there is nothing to build: one PASS line says so.
+# Where the CUDA headers or libnccl are missing there is nothing to build: one SKIP line says so.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -23,7 +23,7 @@ LOG=$BUILD/logs/cuda_mock_build.log
 
 # the Makefile's own detection of the CUDA headers and libnccl (CUDA_HOME, NCCL_LIBDIR)
 if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)" != 1 ]; then
-    echo "PASS cuda_mock_not_checked_no_cuda_headers_or_libnccl"
+    echo "SKIP cuda_mock: the CUDA headers or libnccl are missing (make mock-available), nothing to build"
     exit 0
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \

@@ -16,6 +16,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <math.h>
 #include <fcntl.h>
@@ -47,11 +48,6 @@ typedef struct cfg {
     zero_result fail_r;
     char fail_msg[512];
 } cfg;
-
-static float frand(uint64_t *s) {
-    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
 
 /* reads a param (device memory) as fp32 on the host */
 static zero_result get_param(zero_ctx *z, zero_param p, zero_dtype dt, float *out, int64_t n) {
@@ -97,52 +93,27 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     float W0[D1 * D0], B0[D1], WM[D2 * D1], BM[D2], W2[D3 * D2], B2[D3];
     float *dv_h1 = NULL, *dv_h2 = NULL, *dv_dh2 = NULL, *dv_dh1 = NULL;   /* the tiled layer's tensors, on the device */
 
-    memset(&d, 0, sizeof d);
-    d.comm = comm;
+    fx_desc(&d, comm, c->stage, c->dtype, c->optim, 0.02);
     d.device = c->device;
-    d.stage = c->stage;
-    d.param_dtype = c->dtype;
     d.accum_steps = c->accum;
-    d.optim.type = c->optim;
-    d.optim.lr = 0.02;
-    d.optim.weight_decay = 0.01;
-    d.optim.momentum = 0.9;
     d.clip_norm = 1.0f;
-    d.timeout_ms = 20000;
     d.bucket_bytes = 256;           /* several buckets */
     d.offload_optimizer = c->offload;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
-    {
-        zero_module_desc md;
-        zero_param_desc pd;
-        memset(&md, 0, sizeof md);
-        memset(&pd, 0, sizeof pd);
-        md.name = "l0";
-        if ((r = zero_add_module(z, &md, &m0)) != ZERO_OK) goto done;
-        pd.name = "w"; pd.ndim = 2; pd.shape[0] = D1; pd.shape[1] = D0;
-        if ((r = zero_add_param(z, m0, &pd, &w0)) != ZERO_OK) goto done;
-        pd.name = "b"; pd.ndim = 1; pd.shape[0] = D1; pd.no_decay = 1;
-        if ((r = zero_add_param(z, m0, &pd, &b0)) != ZERO_OK) goto done;
-        if (c->tiled) {
-            zero_tiled_linear_desc td;
-            memset(&td, 0, sizeof td);
-            td.name = "mid"; td.in_features = D1; td.out_features = D2; td.bias = 1; td.tiles = 3;
-            if ((r = zero_tiled_linear_add(z, &td, &tl)) != ZERO_OK) goto done;
-        } else {
-            md.name = "mid";
-            if ((r = zero_add_module(z, &md, &mm)) != ZERO_OK) goto done;
-            pd.name = "w"; pd.ndim = 2; pd.shape[0] = D2; pd.shape[1] = D1; pd.no_decay = 0;
-            if ((r = zero_add_param(z, mm, &pd, &wm)) != ZERO_OK) goto done;
-            pd.name = "b"; pd.ndim = 1; pd.shape[0] = D2; pd.no_decay = 1;
-            if ((r = zero_add_param(z, mm, &pd, &bm)) != ZERO_OK) goto done;
-        }
-        md.name = "l2";
-        if ((r = zero_add_module(z, &md, &m2)) != ZERO_OK) goto done;
-        pd.name = "w"; pd.ndim = 2; pd.shape[0] = D3; pd.shape[1] = D2; pd.no_decay = 0;
-        if ((r = zero_add_param(z, m2, &pd, &w2)) != ZERO_OK) goto done;
-        pd.name = "b"; pd.ndim = 1; pd.shape[0] = D3; pd.no_decay = 1;
-        if ((r = zero_add_param(z, m2, &pd, &b2)) != ZERO_OK) goto done;
-    }
+    if ((r = fx_module(z, "l0", 0, &m0)) != ZERO_OK || (r = fx_param(z, m0, "w", D1, D0, 0, &w0)) != ZERO_OK ||
+        (r = fx_param(z, m0, "b", D1, 0, 1, &b0)) != ZERO_OK)
+        goto done;
+    if (c->tiled) {
+        zero_tiled_linear_desc td;
+        memset(&td, 0, sizeof td);
+        td.name = "mid"; td.in_features = D1; td.out_features = D2; td.bias = 1; td.tiles = 3;
+        if ((r = zero_tiled_linear_add(z, &td, &tl)) != ZERO_OK) goto done;
+    } else if ((r = fx_module(z, "mid", 0, &mm)) != ZERO_OK || (r = fx_param(z, mm, "w", D2, D1, 0, &wm)) != ZERO_OK ||
+               (r = fx_param(z, mm, "b", D2, 0, 1, &bm)) != ZERO_OK)
+        goto done;
+    if ((r = fx_module(z, "l2", 0, &m2)) != ZERO_OK || (r = fx_param(z, m2, "w", D3, D2, 0, &w2)) != ZERO_OK ||
+        (r = fx_param(z, m2, "b", D3, 0, 1, &b2)) != ZERO_OK)
+        goto done;
     if ((r = zero_build(z)) != ZERO_OK) goto done;
     {
         zero_plan pl;
@@ -154,12 +125,12 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
             for (t = 0, c->host_bytes = 0; t < 1; t++)
                 for (k2 = 0; k2 < ZERO_CAT_NUM; k2++) c->host_bytes += pl.bytes[ZERO_TIER_HOST][k2];
     }
-    for (i = 0; i < D1 * D0; i++) W0[i] = frand(&seed) * 0.4f;
-    for (i = 0; i < D1; i++) B0[i] = frand(&seed) * 0.1f;
-    for (i = 0; i < D2 * D1; i++) WM[i] = frand(&seed) * 0.3f;
-    for (i = 0; i < D2; i++) BM[i] = frand(&seed) * 0.1f;
-    for (i = 0; i < D3 * D2; i++) W2[i] = frand(&seed) * 0.3f;
-    for (i = 0; i < D3; i++) B2[i] = frand(&seed) * 0.1f;
+    for (i = 0; i < D1 * D0; i++) W0[i] = fx_frand(&seed) * 0.4f;
+    for (i = 0; i < D1; i++) B0[i] = fx_frand(&seed) * 0.1f;
+    for (i = 0; i < D2 * D1; i++) WM[i] = fx_frand(&seed) * 0.3f;
+    for (i = 0; i < D2; i++) BM[i] = fx_frand(&seed) * 0.1f;
+    for (i = 0; i < D3 * D2; i++) W2[i] = fx_frand(&seed) * 0.3f;
+    for (i = 0; i < D3; i++) B2[i] = fx_frand(&seed) * 0.1f;
     if ((r = zero_param_set_f32(z, w0, W0)) != ZERO_OK || (r = zero_param_set_f32(z, b0, B0)) != ZERO_OK ||
         (r = zero_param_set_f32(z, w2, W2)) != ZERO_OK || (r = zero_param_set_f32(z, b2, B2)) != ZERO_OK)
         goto done;
@@ -184,7 +155,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
             float ls = zero_loss_scale(z);
             for (i = 0; i < per; i++) {
                 uint64_t s = 1000003u * (uint64_t)(step + 1) + (uint64_t)(first + i) * 7919u;
-                for (k = 0; k < D0; k++) x[i * D0 + k] = frand(&s);
+                for (k = 0; k < D0; k++) x[i * D0 + k] = fx_frand(&s);
                 for (j = 0; j < D3; j++) t[i * D3 + j] = sinf(x[i * D0 + j] + x[i * D0 + j + 1]);
             }
             /* forward */
@@ -398,15 +369,12 @@ static void emu_is_strict(void) {
         zero_ctx *z;
         zero_module m;
         zero_param p;
-        zero_module_desc md;
-        zero_param_desc pd;
         volatile float v;
-        memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+        memset(&d, 0, sizeof d);
         d.device = ZERO_DEVICE_EMU;
         d.param_dtype = ZERO_F32;
-        md.name = "m"; pd.name = "p"; pd.ndim = 1; pd.shape[0] = 16;
-        if (zero_create(&z, &d) != ZERO_OK || zero_add_module(z, &md, &m) != ZERO_OK ||
-            zero_add_param(z, m, &pd, &p) != ZERO_OK || zero_build(z) != ZERO_OK)
+        if (zero_create(&z, &d) != ZERO_OK || fx_module(z, "m", 0, &m) != ZERO_OK ||
+            fx_param(z, m, "p", 16, 0, 0, &p) != ZERO_OK || zero_build(z) != ZERO_OK)
             _exit(3);
         {   /* the fault's report (from a sanitizer, if any) is expected: keep it out of the log */
             int devnull = open("/dev/null", O_WRONLY);
@@ -428,16 +396,13 @@ static void copy_checks(void) {
     zero_ctx *z = NULL;
     zero_module m;
     zero_param p;
-    zero_module_desc md;
-    zero_param_desc pd;
     float in[40], out[40];
     int i;
-    memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+    memset(&d, 0, sizeof d);
     d.device = ZERO_DEVICE_EMU;
     d.param_dtype = ZERO_F32;
-    md.name = "m"; pd.name = "p"; pd.ndim = 1; pd.shape[0] = 40;
-    if (!CHECK(zero_create(&z, &d) == ZERO_OK && zero_add_module(z, &md, &m) == ZERO_OK &&
-               zero_add_param(z, m, &pd, &p) == ZERO_OK && zero_build(z) == ZERO_OK, "%s", zero_last_error(z))) {
+    if (!CHECK(zero_create(&z, &d) == ZERO_OK && fx_module(z, "m", 0, &m) == ZERO_OK &&
+               fx_param(z, m, "p", 40, 0, 0, &p) == ZERO_OK && zero_build(z) == ZERO_OK, "%s", zero_last_error(z))) {
         zero_destroy(z);
         return;
     }
@@ -627,7 +592,11 @@ int main(void) {
         TEST_RUN(cuda_vs_cpu);
         TEST_RUN(cuda_tiled_close);
         TEST_RUN(cuda_checkpoint);
-    } else printf("SKIP cuda_vs_cpu, cuda_tiled_close, cuda_checkpoint: no GPU\n");
+    } else {
+        static const char *const cases[] = { "cuda_vs_cpu", "cuda_tiled_close", "cuda_checkpoint" };
+        int i;
+        for (i = 0; i < 3; i++) { test_begin("%s", cases[i]); test_skip("no GPU"); test_end(); }
+    }
 #endif
     return test_summary();
 }

@@ -9,6 +9,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <math.h>
 
@@ -40,15 +41,10 @@ typedef struct run_cfg {
 
 #define MAXP 512
 
-static float frand(uint64_t *s) {     /* xorshift, uniform in [-1, 1) */
-    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-
 static void sample(int step, int i, float *x, float *y) {
     uint64_t s = 0x9e3779b97f4a7c15ull ^ ((uint64_t)step * 1000003u + (uint64_t)i * 7919u + 1u);
     int k, j;
-    for (k = 0; k < D_IN; k++) x[k] = frand(&s);
+    for (k = 0; k < D_IN; k++) x[k] = fx_frand(&s);
     for (j = 0; j < D_OUT; j++) {
         float a = 0;
         for (k = 0; k < D_IN; k++) a += x[k] * (float)((j + 1) * (k % 3 + 1)) * 0.1f;
@@ -78,41 +74,26 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     int per = BATCH / (cfg->world * cfg->accum), l, step, a, i, j, k;
     uint64_t seed = 42;
 
-    memset(&d, 0, sizeof d);
-    d.comm = comm;
-    d.stage = cfg->stage;
-    d.param_dtype = cfg->dtype;
+    fx_desc(&d, comm, cfg->stage, cfg->dtype, cfg->optim, cfg->optim == ZERO_OPTIM_SGD ? 0.05 : 0.01);
     d.grad_accum_dtype = cfg->accum_dtype;
     d.accum_steps = cfg->accum;
-    d.optim.type = cfg->optim;
-    d.optim.lr = cfg->optim == ZERO_OPTIM_SGD ? 0.05 : 0.01;
-    d.optim.weight_decay = 0.01;
-    d.optim.momentum = 0.9;
     d.clip_norm = cfg->clip;
     d.bucket_bytes = cfg->bucket_bytes;
-    d.timeout_ms = 20000;
     if (cfg->probe_overlap) { d.logger.func = on_log; d.logger.user_data = cfg; d.logger.level = ZERO_LOG_DEBUG; }
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (l = 0; l < NLAYERS; l++) {
-        zero_module_desc md;
-        zero_param_desc pd;
         char name[32];
-        memset(&md, 0, sizeof md);
         snprintf(name, sizeof name, "layer%d", l);
-        md.name = name;
-        md.frozen = l == 0 && cfg->frozen0;
-        if ((r = zero_add_module(z, &md, &mod[l])) != ZERO_OK) goto done;
-        memset(&pd, 0, sizeof pd);
-        pd.name = "w"; pd.ndim = 2; pd.shape[0] = dims[l + 1]; pd.shape[1] = dims[l];
-        if ((r = zero_add_param(z, mod[l], &pd, &W[l])) != ZERO_OK) goto done;
-        pd.name = "b"; pd.ndim = 1; pd.shape[0] = dims[l + 1]; pd.shape[1] = 0; pd.no_decay = 1;
-        if ((r = zero_add_param(z, mod[l], &pd, &B[l])) != ZERO_OK) goto done;
+        if ((r = fx_module(z, name, l == 0 && cfg->frozen0, &mod[l])) != ZERO_OK ||
+            (r = fx_param(z, mod[l], "w", dims[l + 1], dims[l], 0, &W[l])) != ZERO_OK ||
+            (r = fx_param(z, mod[l], "b", dims[l + 1], 0, 1, &B[l])) != ZERO_OK)
+            goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
     for (l = 0; l < NLAYERS; l++) {                  /* same init on every rank */
         float scale = 1.0f / sqrtf((float)dims[l]);
-        for (i = 0; i < dims[l + 1] * dims[l]; i++) w[l][i] = frand(&seed) * scale;
-        for (i = 0; i < dims[l + 1]; i++) b[l][i] = frand(&seed) * 0.1f;
+        for (i = 0; i < dims[l + 1] * dims[l]; i++) w[l][i] = fx_frand(&seed) * scale;
+        for (i = 0; i < dims[l + 1]; i++) b[l][i] = fx_frand(&seed) * 0.1f;
         if ((r = zero_param_set_f32(z, W[l], w[l])) != ZERO_OK) goto done;
         if ((r = zero_param_set_f32(z, B[l], b[l])) != ZERO_OK) goto done;
     }
@@ -301,8 +282,8 @@ static void vs_world1(zero_dtype dt, int world, int stage) {
         int l, k, off = 0;
         for (l = 0; l < NLAYERS; l++) {
             float scale = 1.0f / sqrtf((float)dims[l]);
-            for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = frand(&seed) * scale;
-            for (k = 0; k < dims[l + 1]; k++) init[off++] = frand(&seed) * 0.1f;
+            for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = fx_frand(&seed) * scale;
+            for (k = 0; k < dims[l + 1]; k++) init[off++] = fx_frand(&seed) * 0.1f;
         }
     }
     for (i = 0; i < n; i++) {
@@ -324,8 +305,8 @@ static void frozen_module(int world) {
     int64_t n0 = dims[1] * dims[0] + dims[1];
     for (l = 0; l < NLAYERS; l++) {
         float scale = 1.0f / sqrtf((float)dims[l]);
-        for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = frand(&seed) * scale;
-        for (k = 0; k < dims[l + 1]; k++) init[off++] = frand(&seed) * 0.1f;
+        for (k = 0; k < dims[l + 1] * dims[l]; k++) init[off++] = fx_frand(&seed) * scale;
+        for (k = 0; k < dims[l + 1]; k++) init[off++] = fx_frand(&seed) * 0.1f;
     }
     memset(&c, 0, sizeof c);
     c.world = world; c.accum = 1; c.dtype = ZERO_F32; c.frozen0 = 1;

@@ -23,6 +23,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <math.h>
 
@@ -113,18 +114,10 @@ static int model_make(model *mo, const zero_desc *d, int nm, const int64_t *size
     if (!CHECK(r == ZERO_OK, "zero_create: %s: %s", zero_result_str(r), zero_last_error(NULL))) return 0;
     mo->nm = nm;
     for (int i = 0; i < nm; i++) {
-        zero_module_desc md;
-        zero_param_desc pd;
-        memset(&md, 0, sizeof md);
-        memset(&pd, 0, sizeof pd);
-        md.name = mnames[i];
-        pd.name = "w";
-        pd.ndim = 1;
-        pd.shape[0] = sizes[i];
         mo->n[i] = sizes[i];
-        r = zero_add_module(mo->z, &md, &mo->m[i]);
+        r = fx_module(mo->z, mnames[i], 0, &mo->m[i]);
         if (!CHECK(r == ZERO_OK, "zero_add_module: %s: %s", zero_result_str(r), zero_last_error(mo->z))) return 0;
-        r = zero_add_param(mo->z, mo->m[i], &pd, &mo->p[i]);
+        r = fx_param(mo->z, mo->m[i], "w", sizes[i], 0, 0, &mo->p[i]);
         if (!CHECK(r == ZERO_OK, "zero_add_param: %s: %s", zero_result_str(r), zero_last_error(mo->z))) return 0;
     }
     return 1;

@@ -10,7 +10,9 @@
 #   4. train_mlp --device cuda at stage 3 on 2 ranks: it learns, and its loss matches the
 #      same device path on the CPU (--device emu) to within cuBLAS's rounding.
 # Without a GPU it says so and exits 0 having run nothing. Every program's output is
-# kept in build/logs/gpu_*.log; the last line is "N passed, N failed".
+# kept in build/logs/gpu_*.log; the last line is "N passed, N failed, N skipped". SKIP
+# lines are counted as skipped, but a program that runs nothing here (only SKIP lines:
+# CUDA sees no GPU although nvidia-smi does) is a failure: this is the run that needs one.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -26,21 +28,21 @@ t0=$(date +%s)
 if ! make -j"$(nproc)" CUDA=1 "$BUILD/cuda/zero_kernels.o" "$BUILD/cuda/test_device" "$BUILD/cuda/train_mlp" \
         "$BUILD/train_mlp" ${gpu_progs[@]+"${gpu_progs[@]}"} >"$BUILD/logs/gpu_build.log" 2>&1; then
     tail -n 30 "$BUILD/logs/gpu_build.log"
-    echo "test_gpu: make CUDA=1 failed"; echo "0 passed, 1 failed"; exit 1
+    echo "test_gpu: make CUDA=1 failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1
 fi
 echo "test_gpu: built in $(( $(date +%s) - t0 )) s"
 
-pass=0 fail=0
-run() {   # run NAME CMD...: counts its PASS/FAIL lines; a crash or silence is one failure
+pass=0 fail=0 skip=0
+run() {   # run NAME CMD...: counts its PASS/FAIL/SKIP lines; a crash or no PASS/FAIL is one failure
     local name=$1; shift
-    local log="$BUILD/logs/gpu_$name.log" rc np nf
+    local log="$BUILD/logs/gpu_$name.log" rc np nf ns
     timeout -k 5 240 "$@" >"$log" 2>&1; rc=$?
-    np=$(grep -c '^PASS ' "$log"); nf=$(grep -c '^FAIL ' "$log")
+    np=$(grep -c '^PASS ' "$log"); nf=$(grep -c '^FAIL ' "$log"); ns=$(grep -c '^SKIP ' "$log")
     grep -E '^(FAIL |SKIP|ratio=|[a-z_]+_GBps=|adamw|copy)' "$log" | sed "s|^|  $name: |"
     if [ "$rc" -ne 0 ] && [ "$nf" -eq 0 ]; then echo "FAIL $name: exit $rc"; tail -n 15 "$log"; nf=1; fi
     if [ "$rc" -eq 0 ] && [ "$np" -eq 0 ] && [ "$nf" -eq 0 ]; then echo "FAIL $name: no PASS or FAIL line"; nf=1; fi
-    echo "$name: $np passed, $nf failed"
-    pass=$((pass + np)); fail=$((fail + nf))
+    echo "$name: $np passed, $nf failed, $ns skipped"
+    pass=$((pass + np)); fail=$((fail + nf)); skip=$((skip + ns))
 }
 run test_device "$BUILD/cuda/test_device"
 for p in ${gpu_progs[@]+"${gpu_progs[@]}"}; do run "$(basename "$p")" "$p"; done
@@ -61,5 +63,5 @@ else
     fail=$((fail + 1))
 fi
 echo "test_gpu: $(( $(date +%s) - t0 )) s in all"
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]

@@ -16,7 +16,7 @@
 # times out and it reports "rank(s) 2 never arrived"; mpirun itself then does not exit after
 # a SIGKILLed rank, so that case runs under `timeout`.
 # Without mpicc the tests were not built: one line says so (a FAIL when ZERO_REQUIRE_MPI=1,
-# as in CI, which installs Open MPI; otherwise a PASS named mpi_not_built_skipped).
+# as in CI, which installs Open MPI; otherwise "SKIP mpi_not_built", counted as skipped).
 set -u
 B=${BUILD:-build}
 T=$(mktemp -d "${TMPDIR:-/tmp}/zero-mpi.XXXXXX")
@@ -29,8 +29,7 @@ if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || [ ! -x "$B/mpi/train_mlp"
     why="mpicc/mpirun not found or $B/mpi/{train_mlp,mpi_ranks} not built: the MPI tests were NOT run"
     why="$why (apt-get install openmpi-bin libopenmpi-dev, then make)"
     if [ "${ZERO_REQUIRE_MPI:-0}" = 1 ]; then echo "FAIL mpi_not_built: $why"; exit 1; fi
-    echo "mpi: $why"
-    echo "PASS mpi_not_built_skipped"
+    echo "SKIP mpi_not_built: $why"
     exit 0
 fi
 

@@ -15,6 +15,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -109,7 +110,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     int64_t i, base = 0, maxn = 0, pbytes = 0, numel = 0;
     int slot = 0;
     counting cnt = { 0, 0 };
-    memset(&d, 0, sizeof d);
+    fx_desc(&d, comm, c->stage, c->dtype, c->optim, 0.01);
     d.allocator.alloc = count_alloc;
     d.allocator.free = count_free;
     d.allocator.user_data = &cnt;
@@ -117,15 +118,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     d.logger.func = engine_log;
     d.logger.user_data = c;
     d.logger.level = ZERO_LOG_INFO;
-    d.comm = comm;
-    d.stage = c->stage;
-    d.param_dtype = c->dtype;
-    d.optim.type = c->optim;
-    d.optim.lr = 0.01;
-    d.optim.momentum = 0.9;
-    d.optim.weight_decay = 0.01;
     d.clip_norm = 1.0f;
-    d.timeout_ms = 20000;
     d.cpu_threads = 2;
     d.offload_optimizer = c->opt_tier;
     d.offload_params = c->par_tier;
@@ -135,22 +128,12 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     for (k = 0; k < 3; k++) d.offload.nvme_dirs[k] = c->dirs[k];
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (m = 0; m < nmod; m++) {
-        zero_module_desc md;
         char name[16];
-        memset(&md, 0, sizeof md);
         snprintf(name, sizeof name, "m%d", m);
-        md.name = name;
-        md.frozen = (c->frozen >> m) & 1u;
-        if ((r = zero_add_module(z, &md, &mod[m])) != ZERO_OK) goto done;
+        if ((r = fx_module(z, name, (int)((c->frozen >> m) & 1u), &mod[m])) != ZERO_OK) goto done;
         for (k = 0; k < 2; k++) {
-            zero_param_desc pd;
-            memset(&pd, 0, sizeof pd);
-            pd.name = k ? "b" : "w";
-            pd.ndim = 1;
-            pd.shape[0] = psize(c, m, k);
-            pd.no_decay = k;
             if (psize(c, m, k) > maxn) maxn = psize(c, m, k);
-            if ((r = zero_add_param(z, mod[m], &pd, &P[m][k])) != ZERO_OK) goto done;
+            if ((r = fx_param(z, mod[m], k ? "b" : "w", psize(c, m, k), 0, k, &P[m][k])) != ZERO_OK) goto done;
         }
     }
     if (rank == 0) zero_plan_get(z, &c->plan);
@@ -425,7 +408,7 @@ static void test_dir_readonly(void) {
     zero_result r;
     snprintf(dir, sizeof dir, "%s/ro", tmpdir);
     mkdir(dir, 0500);
-    if (access(dir, W_OK) == 0) { rmdir(dir); printf("# read-only dir writable (root): skipped\n"); return; }
+    if (access(dir, W_OK) == 0) { rmdir(dir); test_skip("a read-only directory is writable here (root)"); return; }
     c.opt_tier = ZERO_OFFLOAD_NVME;
     c.dirs[0] = dir;
     r = zero_run_local(1, train, &c);

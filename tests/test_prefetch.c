@@ -11,6 +11,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #define MAXL 32
 #define MAXN 400
@@ -93,16 +94,11 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if (c->count_allocs) { d.allocator.alloc = counting_alloc; d.allocator.free = counting_free; d.allocator.user_data = &ra; }
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (i = 0; i < c->layers; i++) {
-        zero_module_desc md;
-        zero_param_desc pd;
         char name[32];
-        memset(&md, 0, sizeof md);
         snprintf(name, sizeof name, "m%d", i);
-        md.name = name;
-        if ((r = zero_add_module(z, &md, &mod[i])) != ZERO_OK) goto done;
-        memset(&pd, 0, sizeof pd);
-        pd.name = "w"; pd.ndim = 1; pd.shape[0] = layer_numel(i);
-        if ((r = zero_add_param(z, mod[i], &pd, &par[i])) != ZERO_OK) goto done;
+        if ((r = fx_module(z, name, 0, &mod[i])) != ZERO_OK ||
+            (r = fx_param(z, mod[i], "w", layer_numel(i), 0, 0, &par[i])) != ZERO_OK)
+            goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
     for (i = 0; i < c->layers; i++) {
@@ -216,13 +212,9 @@ static zero_result set_rank(zero_comm *comm, int rank, void *user) {
     d.timeout_ms = 20000;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (k = 0; k < 3; k++) {
-        zero_module_desc md;
-        zero_param_desc pd;
         char name[16];
-        memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
         snprintf(name, sizeof name, "m%d", k);
-        md.name = name; pd.name = "w"; pd.ndim = 1; pd.shape[0] = 96;
-        if ((r = zero_add_module(z, &md, &m[k])) != ZERO_OK || (r = zero_add_param(z, m[k], &pd, &w[k])) != ZERO_OK)
+        if ((r = fx_module(z, name, 0, &m[k])) != ZERO_OK || (r = fx_param(z, m[k], "w", 96, 0, 0, &w[k])) != ZERO_OK)
             goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
@@ -302,16 +294,13 @@ static zero_result link_rank(zero_comm *comm, int rank, void *user) {
     zero_desc d;
     zero_ctx *z = NULL;
     zero_module m;
-    zero_module_desc md;
-    zero_param_desc pd;
     zero_param p;
     double t0;
-    memset(&d, 0, sizeof d); memset(&md, 0, sizeof md); memset(&pd, 0, sizeof pd);
+    memset(&d, 0, sizeof d);
     d.comm = comm;
-    md.name = "m"; pd.name = "w"; pd.ndim = 1; pd.shape[0] = 10;
     if ((j->r[rank] = zero_create(&z, &d)) != ZERO_OK) return j->r[rank];
-    zero_add_module(z, &md, &m);
-    zero_add_param(z, m, &pd, &p);
+    fx_module(z, "m", 0, &m);
+    fx_param(z, m, "w", 10, 0, 0, &p);
     t0 = test_now_ms();
     j->r[rank] = zero_build(z);                 /* one all-gather of the model check */
     j->build_ms[rank] = test_now_ms() - t0;

@@ -5,6 +5,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #include <math.h>
 
@@ -12,11 +13,6 @@
 #define OUT 53
 #define BATCH 12
 #define STEPS 8
-
-static float frand(uint64_t *s) {
-    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
-    return (float)((*s >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
 
 /* a context that only serves zero_sgemm: one tiled linear, built */
 static zero_ctx *gemm_ctx(void) {
@@ -54,9 +50,9 @@ static void sgemm_matches_reference(void) {
                     float *C = (float *)malloc(sizeof(float) * (size_t)(M * ldc));
                     float *C0 = (float *)malloc(sizeof(float) * (size_t)(M * ldc));
                     double worst = 0;
-                    for (i = 0; i < (ta ? K : M) * lda; i++) A[i] = frand(&seed);
-                    for (i = 0; i < (tb ? N : K) * ldb; i++) B[i] = frand(&seed);
-                    for (i = 0; i < M * ldc; i++) C[i] = C0[i] = frand(&seed);
+                    for (i = 0; i < (ta ? K : M) * lda; i++) A[i] = fx_frand(&seed);
+                    for (i = 0; i < (tb ? N : K) * ldb; i++) B[i] = fx_frand(&seed);
+                    for (i = 0; i < M * ldc; i++) C[i] = C0[i] = fx_frand(&seed);
                     zero_sgemm(z, ta, tb, M, N, K, A, lda, B, ldb, acc, C, ldc);
                     for (i = 0; i < M; i++)
                         for (j = 0; j < N; j++) {
@@ -86,8 +82,8 @@ static void sgemm_k_split_bitwise(void) {
     uint64_t seed = 3;
     int i;
     if (!CHECK(z != NULL, "no context")) return;
-    for (i = 0; i < M * K; i++) A[i] = frand(&seed);
-    for (i = 0; i < K * N; i++) B[i] = frand(&seed);
+    for (i = 0; i < M * K; i++) A[i] = fx_frand(&seed);
+    for (i = 0; i < K * N; i++) B[i] = fx_frand(&seed);
     zero_sgemm(z, 0, 0, M, N, K, A, K, B, N, 0, C1, N);
     zero_sgemm(z, 0, 0, M, N, 300, A, K, B, N, 0, C2, N);
     zero_sgemm(z, 0, 0, M, N, 257, A + 300, K, B + 300 * N, N, 1, C2, N);
@@ -106,8 +102,8 @@ static void sgemm_paths_bitwise(void) {
     static const char *paths[3] = { "scalar", "avx2", "avx512" };
     uint64_t seed = 11;
     int i, p;
-    for (i = 0; i < K * M; i++) A[i] = frand(&seed);
-    for (i = 0; i < N * K; i++) B[i] = frand(&seed);
+    for (i = 0; i < K * M; i++) A[i] = fx_frand(&seed);
+    for (i = 0; i < N * K; i++) B[i] = fx_frand(&seed);
     for (p = 0; p < 3; p++) {
         zero_ctx *z;
         setenv("ZERO_SIMD", paths[p], 1);
@@ -159,12 +155,12 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if ((r = zero_tiled_linear_add(z, &td, &tl)) != ZERO_OK) goto done;
     if ((r = zero_build(z)) != ZERO_OK) goto done;
     if (rank == 0) j->tiles_used = zero_tiled_linear_tiles(z, tl);
-    for (i = 0; i < in * out; i++) w0[i] = frand(&seed) / sqrtf((float)in);
-    for (i = 0; i < out; i++) b0[i] = frand(&seed) * 0.1f;
+    for (i = 0; i < in * out; i++) w0[i] = fx_frand(&seed) / sqrtf((float)in);
+    for (i = 0; i < out; i++) b0[i] = fx_frand(&seed) * 0.1f;
     if ((r = zero_tiled_linear_set_f32(z, tl, w0, b0)) != ZERO_OK) goto done;
     for (step = 0; step < j->steps; step++) {
         uint64_t ds = 1000 + (uint64_t)step * 7919 + (uint64_t)rank * 104729;
-        for (i = 0; i < per * in; i++) x[i] = frand(&ds);
+        for (i = 0; i < per * in; i++) x[i] = fx_frand(&ds);
         if ((r = zero_tiled_linear_forward(z, tl, x, per, y)) != ZERO_OK) goto done;
         for (i = 0; i < per; i++)                        /* d(mean 0.5 (y - sin(i+k))^2) */
             for (k = 0; k < out; k++)
@@ -232,7 +228,7 @@ static void tiles_bitwise(int stage, int world, zero_dtype dt) {
         uint64_t seed = 99;
         double moved = 0;
         int i;
-        for (i = 0; i < IN * OUT; i++) moved += fabs(ref.W[i] - frand(&seed) / sqrtf((float)IN));
+        for (i = 0; i < IN * OUT; i++) moved += fabs(ref.W[i] - fx_frand(&seed) / sqrtf((float)IN));
         CHECK(moved > 1e-3, "weights did not move");
     }
 }

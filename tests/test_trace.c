@@ -8,6 +8,7 @@
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
 #include "test.h"
+#include "fixture.h"
 
 #define NL 3
 #define NE 100
@@ -54,13 +55,9 @@ static zero_result train_rank(zero_comm *comm, int rank, void *user) {
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (l = 0; l < NL; l++) {
         char name[32];
-        zero_module_desc md = {0};
-        zero_param_desc pd = {0};
         snprintf(name, sizeof name, "layer%d", l);
-        md.name = name;
-        pd.name = "w"; pd.ndim = 1; pd.shape[0] = NE;
-        if ((r = zero_add_module(z, &md, &m[l])) != ZERO_OK) goto out;
-        if ((r = zero_add_param(z, m[l], &pd, &p[l])) != ZERO_OK) goto out;
+        if ((r = fx_module(z, name, 0, &m[l])) != ZERO_OK || (r = fx_param(z, m[l], "w", NE, 0, 0, &p[l])) != ZERO_OK)
+            goto out;
     }
     if (j->path && (r = zero_trace_enable(z, j->max_events)) != ZERO_OK) goto out;
     if ((r = zero_build(z)) != ZERO_OK) goto out;

@@ -7,7 +7,7 @@
    events over 20 repetitions after a warm-up; the best repetition counts. Prints the
    AdamW bandwidth with other chunk sizes for information, then with ZERO__KCHUNK both
    bandwidths, a PASS line when adamw / copy >= 0.8 (FAIL otherwise), and last `ratio=<x>`.
-   Without a GPU it prints "SKIP: no GPU" and exits 0. */
+   Without a GPU it prints "SKIP gpu_bench_adamw: no GPU" and exits 0. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
@@ -90,7 +90,7 @@ int main(void) {
     double bw_opt, bw_copy, ratio;
     const size_t copy_bytes = (size_t)1 << 30;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP: no GPU\n");
+        printf("SKIP gpu_bench_adamw: no GPU\n");
         return 0;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);

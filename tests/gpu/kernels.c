@@ -14,7 +14,7 @@
    Within a tolerance (CUDA's tanhf / expf / logf differ from glibc's by an ulp or two, and the
    row sum is a tree): zero__k_gelu_fwd / _bwd (|d| <= 1e-5 (1 + |ref|)), zero__k_xent
    (|d| <= 1e-5 (1 + |ref|)) vs examples/train_mlp.c's formulas.
-   Without a GPU it prints "SKIP: no GPU" and exits 0. */
+   Without a GPU it prints "SKIP gpu_kernels: no GPU" and exits 0. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
@@ -515,7 +515,7 @@ static void test_stream(void) {
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP: no GPU\n");
+        printf("SKIP gpu_kernels: no GPU\n");
         return 0;
     }
     test_init();

@@ -6,7 +6,7 @@
    from zero_comm_from_env(&c, "nccl") with torchrun's variables. With two or more GPUs:
    a mismatch (different tags) and a timeout (one rank skips a collective: the others
    must return ZERO_ERR_TIMEOUT within timeout_ms). Built by make CUDA=1 as
-   build/cuda/gpu_nccl; "SKIP: no GPU" and exit 0 without a GPU. */
+   build/cuda/gpu_nccl; "SKIP gpu_nccl: no GPU" and exit 0 without a GPU. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>   // defines: setenv
 #define TEST_SOCKETS
@@ -277,7 +277,7 @@ static void bad_world(int ngpu) {
 int main(void) {
     int ngpu = 0, all = 0;
     if (cudaGetDeviceCount(&all) != cudaSuccess || all <= 0) {
-        printf("SKIP: no GPU\n");
+        printf("SKIP gpu_nccl: no GPU\n");
         return 0;
     }
     ngpu = all > 8 ? 8 : all;
