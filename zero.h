@@ -482,15 +482,24 @@
      each rank reading its ranges; optimizer state and step count are left alone.
 
      --- Inspecting a checkpoint without a trainer (no context, no communicator):
-         zero_ckpt_open(dir, alloc_or_NULL, &ck)   opens dir and reads its manifest
-         zero_ckpt_info(ck, &info)                 fills a zero_ckpt_info: what was saved
-         zero_ckpt_param(ck, i, &param_info)       describes the i-th saved param
-         zero_ckpt_verify(ck)                      reads every shard and checks every
-                                                   checksum and element range
-         zero_ckpt_export(ck, path)                writes the consolidated weights as one
-                                                   safetensors file
-         zero_ckpt_close(ck)
-     They validate exactly like zero_load and fail with the same codes. examples/zero_ckpt.c
+         zero_ckpt *ck;
+         zero_ckpt_open(dir, NULL, &ck);            reads and checks dir's manifest and the
+                                                    size and header of every shard file
+         struct zero_ckpt_info info;
+         zero_ckpt_info(ck, &info);                 what was saved: stage, world size, dtypes,
+                                                    optimizer, step count, counts, bytes
+         zero_ckpt_module(ck, i, &module_info);     the i-th module (name, frozen)
+         zero_ckpt_param(ck, i, &param_info);       the i-th param (name, module, shape)
+         zero_ckpt_file(ck, i, &file_info);         the i-th shard file
+         zero_ckpt_verify(ck);                      reads every record, checks every checksum
+         zero_ckpt_export(ck, path);                the consolidated weights as one
+                                                    safetensors file (zero_ckpt_export_as
+                                                    for ZERO_BF16); every checksum is checked
+                                                    as it goes, and a failure leaves no file
+         zero_ckpt_close(ck);
+     zero_ckpt_open refuses what zero_load refuses (the same check of the manifest: every
+     param's ranges inside their files, back to back, each element once), with
+     ZERO_ERR_CORRUPT and a message naming the param and the range. examples/zero_ckpt.c
      (build/zero_ckpt info | verify | export) is a tool made of these calls alone.
 
    ON TRACING
@@ -1138,7 +1147,7 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
 
 /* What one optimizer step needs besides the pointers: dtypes, hyperparameters, and the
    factor the widened gradient is multiplied by (1/(N*accum*loss_scale) * clip). The CPU
-   kernels (>>cpu) and the CUDA ones (zero__k_opt) take this same struct. */
+   kernels (>>kernels) and the CUDA ones (zero__k_opt) take this same struct. */
 typedef struct zero__optk {
     int opt, adt, pdt, decay;
     float gscale;
@@ -1146,7 +1155,7 @@ typedef struct zero__optk {
     zero__sgd_hp sh;
 } zero__optk;
 
-/* a gradient-norm block's 8 lane sums, combined (the definition is in >>cpu above
+/* a gradient-norm block's 8 lane sums, combined (the definition is in >>kernels above
    zero__sumsq_scalar; zero__k_sumsq computes the same lanes) */
 ZERO_HD static inline double zero__lanes_sum(const double *l) {
     return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
@@ -1231,7 +1240,7 @@ int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sd
 /* int8 block quantization of x (xdt), blocks of `block` elements (the last may be short):
    scales[b] = zero__q8_scale(absmax), q[i] = zero__q8(x[i], scales[i / block]); and back:
    x[i] = zero__dq8(q[i], scales[i / block]) stored as xdt. Bitwise as zero__quantize_i8 /
-   zero__dequantize_i8 (>>cpu). */
+   zero__dequantize_i8 (>>kernels). */
 int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream);
 int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream);
 /* small fp32 row-major kernels for the tiled linear and the example trainers */
@@ -1412,7 +1421,7 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
 #define ZERO__MAX_RANKS 4096
 #define ZERO__F64 100                  /* internal dtype code for double scalars */
-#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>cpu) */
+#define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>kernels) */
 
 typedef enum zero__task_kind {
     ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
@@ -1441,7 +1450,7 @@ typedef struct zero__stream {
     char err_msg[ZERO__MSG];
 } zero__stream;
 
-/* The device's operations (>>device: ops, after >>tiling). The engine reaches the memory
+/* The device's operations (>>device). The engine reaches the memory
    of the arenas (params, grads, master, moments, gradient staging, the gather arena,
    tiles) only through these, never by dereferencing it, so one engine drives the CPU,
    the CUDA device and the EMU device (CPU memory the host cannot touch, which proves
@@ -1469,7 +1478,7 @@ typedef struct zero__dev_vt {
     /* out (rdt) = [out +] sum over k in order of ins[k] (sdt), in fp32 (zero__sum_into) */
     zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                             int64_t count, int accumulate);
-    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>optim) */
+    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>kernels) */
     zero_result (*optimizer)(zero_ctx *ctx, float gscale);       /* the fused pass over the segments */
     zero_result (*gemm)(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
@@ -2748,7 +2757,7 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
     return ZERO_OK;
 }
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
-   in >>cpu above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
+   in >>kernels above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
    stages their own, so the global norm is the same double, summed in rank order, at
    every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
    added in order, so the thread count does not change the result either. */
@@ -3612,8 +3621,10 @@ static zero_result zero__local_link(zero_comm *c, int64_t bytes, zero_result r) 
     return r;
 }
 
-/* the local comm's data movement (declared in >>comm): its context's device, or plain
-   memory for an endpoint no context uses */
+/* The local comm moves data with its context's device: device copies and the summing
+   kernel on CUDA (ranks as threads sharing one GPU), memcpy and zero__sum_into on the
+   CPU, in the same rank order, so the sums are the same bits; an endpoint no context
+   uses moves plain memory. */
 static zero_result zero__comm_copy(zero_comm *c, void *dst, const void *src, int64_t bytes) {
     if (c->ctx) return c->ctx->dev->copy(c->ctx, ZERO__S_COMM, dst, src, bytes);
     if (bytes > 0) memcpy(dst, src, (size_t)bytes);
