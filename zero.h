@@ -1363,6 +1363,9 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #  endif
 #  include <immintrin.h>
 #  include <cpuid.h>
+#  if !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 #  define ZERO__INLINE static inline __attribute__((always_inline))
@@ -2458,9 +2461,6 @@ ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int
     if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
     return zero__sumsq_avx512_t(g, n, ZERO_F16);
 }
-#  if !defined(__clang__)
-#    pragma GCC diagnostic pop
-#  endif
 #endif /* ZERO__X86 */
 #undef ZERO__OPT_INST
 

@@ -49,4 +49,13 @@ check impl_cpp_gxx     run  g++     "${CXX11[@]}" tests/compile/impl_cpp.cpp
 check impl_cpp_clangxx run  clang++ "${CXX11[@]}" tests/compile/impl_cpp.cpp
 check static_c_gcc     run  gcc     "${C99[@]}" tests/compile/static_c.c
 check static_c_clang   run  clang   "${C99[@]}" tests/compile/static_c.c
+# the includer's system headers first (strict C99 then hides POSIX names: zero.h's shims)
+check after_stdio_c_gcc   run gcc   "${C99[@]}" tests/compile/impl_c_after_stdio.c
+check after_stdio_c_clang run clang "${C99[@]}" tests/compile/impl_c_after_stdio.c
+# the backend tables: designated initializers from C++20, positional (and -Wpedantic clean) before
+CXX20=(-std=c++20 -O2 -g -Wall -Wextra -Werror -I. -pthread)
+check impl_cpp20_gxx         run g++     "${CXX20[@]}" tests/compile/impl_cpp.cpp
+check impl_cpp20_clangxx     run clang++ "${CXX20[@]}" tests/compile/impl_cpp.cpp
+check impl_cpp_pedantic_gxx  run g++     "${CXX11[@]}" -Wpedantic tests/compile/impl_cpp.cpp
+check impl_cpp_pedantic_clangxx run clang++ "${CXX11[@]}" -Wpedantic tests/compile/impl_cpp.cpp
 exit $failed
