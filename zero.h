@@ -6073,7 +6073,7 @@ static const zero__tier_vt zero__tier_mem = {
     ZERO__F(flush) zero__mem_flush, ZERO__F(blocked) 0, ZERO__F(run) zero__mem_run, ZERO__F(gather) zero__mem_gather
 };
 
-/* zero_build: files created, preallocated and filled with zero states (slot 0) */
+/* the nvme tier's build: files created, preallocated and filled with zero states (slot 0) */
 static zero_result zero__off_build(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
     const zero_allocator *a = &d->allocator;
@@ -6083,7 +6083,6 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     static uint32_t seq = 0;
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
-    if (d->offload_optimizer != ZERO_OFFLOAD_NVME) return ZERO_OK;
     if (d->offload_params == ZERO_OFFLOAD_NVME) {
         /* the param arena zero_build allocated holds the frozen modules' shards (in memory,
            ZERO_TIER_DEVICE as planned); zero__arena counted it under the params' tier */
