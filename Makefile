@@ -5,7 +5,7 @@
 #                     then tests/run_tests.sh (last line: "N passed, N failed, N skipped"; a SKIP
 #                     is a test that could not run here, not a pass; exit 1 on failures;
 #                     VERBOSE=1 shows all test output, logs in build/logs/, ZERO_RUN_TIMEOUT=300)
-#   make run          build/train_gpt $(RUN_ARGS): the tiny GPT at stage 3 on 4 ranks (~2 min)
+#   make run          build/train_gpt $(RUN_ARGS): the tiny GPT at stage 3 on 4 ranks (1-2 min)
 #   make bench        tests/bench/*.c -> build/bench_<name> (a leading "bench_" is not doubled)
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,

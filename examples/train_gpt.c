@@ -14,7 +14,7 @@ It trains on --data FILE, by default on this library's own source, zero.h, so it
 runs anywhere: every step each rank reads its share of the global batch, sequences
 of --seq bytes from positions drawn from (seed, step, sample index). The loss starts
 at ln 256 = 5.55 nats per byte; `make run` (stage 3, 4 ranks as threads) brings it
-under 2.5 in about two minutes on two cores. At the end it samples text, prints a
+under 2.5 in a minute or two on two cores. At the end it samples text, prints a
 table of the per-rank memory this run planned beside what stages 0-3 need (from the
 planner), and the line `final loss=... tokens_per_s=... model_state_bytes_per_rank=...`
 (loss: the mean over the last 10 steps, in nats per byte).
