@@ -3653,7 +3653,6 @@ static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *
     return r2 != ZERO_OK ? r2 : r;
 }
 
-
 static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                               int64_t count, int accumulate, int timeout_ms) {
     zero__slot s;
@@ -4491,7 +4490,6 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
     return r;
 }
 
-
 /* ---- comm: nccl ----------------------------------------------------------------------
    GPUs over NCCL (ZERO_CUDA): one endpoint per GPU, from zero_comm_from_env (one
    process per GPU; rank 0's ncclUniqueId reaches the others through the TCP
@@ -5136,7 +5134,6 @@ typedef struct zero__launcher {
     int mpi;                        /* started by an MPI-capable launcher */
 } zero__launcher;
 
-
 static zero_result zero__local_world_of_one(zero_comm **out) {
     zero_group *g = NULL;
     zero_result r;
@@ -5145,7 +5142,6 @@ static zero_result zero__local_world_of_one(zero_comm **out) {
     (*out)->owns_group = 1;
     return ZERO_OK;
 }
-
 
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
@@ -5835,7 +5831,6 @@ typedef struct zero__off {
    runs to the block's end, trailer included */
 static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
 
-
 static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__iobatch *b, int64_t blk, const char *what) {
     int i, f = 0;
     for (i = 0; i < o->ndirs; i++) if (o->fd[i] == b->fd) f = i;
@@ -6226,7 +6221,6 @@ static void zero__off_part(void *arg, int part, int nparts) {
         j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
     }
 }
-
 
 /* The streamed optimizer pass: read block i+1 while computing block i and writing
    block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
@@ -6916,7 +6910,6 @@ static int zero__reused_soon(const zero_ctx *ctx, int mi, int dist) {
     return 0;
 }
 
-
 /* The step's end for stage 3: gathered copies are stale once the optimizer has run.
    Before the optimizer, the first step's order is checked across ranks. */
 static zero_result zero__schedule_check(zero_ctx *ctx) {
@@ -6967,7 +6960,6 @@ static void zero__stage3_step_start(zero_ctx *ctx) {
         if (ctx->modules[i].persistent) zero__issue_gather(ctx, i);
     zero__prefetch(ctx);
 }
-
 
 /* >>grads: staging ring, buckets --------------------------------------------------------
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
@@ -7040,9 +7032,8 @@ static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     return idx;
 }
 
-
-/* >>optim ------------------------------------------------------------------------------ */
-
+/* >>optim ------------------------------------------------------------------------------
+   zero_step: the step's end (gradients cleared for the next one) and its body. */
 static void zero__end_step(zero_ctx *ctx) {
     int i;
     if (ctx->desc.stage < 2 && !ctx->lay.staging_mode)      /* an error here shows at the next sync */
@@ -7050,7 +7041,6 @@ static void zero__end_step(zero_ctx *ctx) {
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
     ctx->grads.total_ready = 0;
 }
-
 
 /* zero_step on a built context: wait for the reductions, the gradient norm (with the
    non-finite flag) in one all-reduce, loss scale and clipping inside the tier's fused
@@ -7140,7 +7130,6 @@ static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn
 }
 static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
 
-
 static zero_param zero__tile_param(const zero_ctx *ctx, const zero__tiled *t, int k, int bias) {
     zero_param p;
     p.id = zero__handle(ctx, t->first_param + k * (1 + t->bias) + bias);
@@ -7151,7 +7140,6 @@ static zero_module zero__tile_module(const zero_ctx *ctx, const zero__tiled *t, 
     m.id = zero__handle(ctx, t->first_module + k);
     return m;
 }
-
 
 /* fetch tile k and give its weights as fp32 (the gathered tile itself when params are f32) */
 static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k, zero_result *r) {
@@ -7164,7 +7152,6 @@ static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k,
         != ZERO_OK) return NULL;
     return ctx->tile.w;
 }
-
 
 /* >>ckpt ------------------------------------------------------------------------------
    Sharded checkpoints and safetensors. A checkpoint directory holds one shard file per
@@ -8241,7 +8228,6 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
     return r;
 }
 
-
 /* ---- safetensors ------------------------------------------------------------------
    8-byte little-endian header length N, a JSON header of N bytes (padded with spaces
    to a multiple of 8), then the raw tensors in header order. Names are "module.param". */
@@ -8423,7 +8409,6 @@ static const zero__st_entry *zero__st_find(const zero__st_entry *e, int n, const
             return &e[i];
     return NULL;
 }
-
 
 /* ---- inspection: zero_ckpt_* ---------------------------------------------------------
    zero_ckpt_*: a checkpoint directory read without a context (examples/zero_ckpt.c). The
@@ -9164,7 +9149,6 @@ ZERO_API zero_result zero_step(zero_ctx *ctx) {
 
 ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->opt.loss_scale : 0.0f; }
 
-
 /* ---- GEMM, tiling and the trainer helpers ------------------------------------------- */
 ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                                 int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc) {
@@ -9345,7 +9329,6 @@ ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogit
     return rows == 0 ? ZERO_OK : ctx->dev->xent(ctx, loss, dlogits, logits, labels, rows, classes, dscale);
 }
 
-
 /* ---- tracing ------------------------------------------------------------------------ */
 ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
     struct zero__trace *tr;
@@ -9402,7 +9385,6 @@ ZERO_API int64_t zero_trace_count(const zero_ctx *ctx) {
     n = __atomic_load_n(&ctx->trace->count, __ATOMIC_RELAXED);
     return n;
 }
-
 
 ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
     const zero_allocator *a;
@@ -10265,7 +10247,6 @@ ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *path) {
 }
 
 #endif /* ZERO_IMPLEMENTATION */
-
 
 /*
 ------------------------------------------------------------------------------
