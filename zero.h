@@ -1514,7 +1514,8 @@ typedef struct zero__tier_vt {
     void (*free)(zero_ctx *ctx);                                 /* idempotent */
     int (*has_master)(const zero_ctx *ctx);                      /* an fp32 master apart from the params */
     int (*holds_params)(const zero_ctx *ctx);                    /* the stage-3 shard of trainable modules */
-    zero_result (*step)(zero_ctx *ctx, float gscale);            /* the fused pass; on failure nothing changed */
+    zero_result (*step)(zero_ctx *ctx, float gscale);            /* the fused pass (nvme: agreed by every rank,
+                                                                    undone on failure) */
     zero_result (*read)(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn);
     zero_result (*write)(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn);
     zero_result (*flush)(zero_ctx *ctx, const char *fn);         /* writes back what writes left buffered */
@@ -5546,6 +5547,9 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
             p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
     }
 }
+/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
+   state this rank holds: all of it in stage 0, its slice of the span otherwise;
+   *lo is where that region starts. Empty when *s >= *e. */
 static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
     const zero__module_rec *m = &ctx->modules[p->module];
     int64_t per = m->span / ctx->world;
@@ -6380,7 +6384,7 @@ static const zero__tier_vt zero__tier_host = {
 
 /* nvme: the blocks of zero__off (an optimizer state of no element has none: then the
    context runs on the mem tier) */
-static int zero__nvme_has_master(const zero_ctx *ctx) { return ctx->arena.master || ctx->tier.off->has_master; }
+static int zero__nvme_has_master(const zero_ctx *ctx) { return ctx->tier.off->has_master; }
 static int zero__nvme_holds_params(const zero_ctx *ctx) { return ctx->tier.off->params; }
 static int64_t zero__nvme_run(const zero_ctx *ctx, int64_t idx) { return ctx->tier.off->G - idx % ctx->tier.off->G; }
 static zero_result zero__nvme_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
@@ -6443,10 +6447,6 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
     return p;
 }
 
-/* The part [*s, *e) of param p (positions in its module's span) whose optimizer
-   state this rank holds: all of it in stage 0, its slice of the span otherwise;
-   *lo is where that region starts. Empty when *s >= *e. */
-
 static void zero__make_segments(zero_ctx *ctx) {
     int N = ctx->world, i;
     ctx->lay.num_segs = 0;
@@ -6470,7 +6470,6 @@ typedef struct zero__build_rec { int64_t status, nmod, nparam, numel; uint64_t h
 
 static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
-    ctx->tier.vt->free(ctx);
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
                       ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
@@ -6479,6 +6478,8 @@ static void zero__free_arenas(zero_ctx *ctx) {
     void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
                      ctx->opt.norm_part };
     size_t i;
+    ctx->tier.vt->free(ctx);
+    ctx->tier.vt = &zero__tier_mem;     /* nothing is left in a tier: no op reaches its freed state */
     for (i = 0; i < sizeof dbufs / sizeof dbufs[0]; i++) {
         if (!dbufs[i]) continue;
         if (zero__cat_tier(&ctx->desc, dcats[i]) == ZERO_TIER_HOST) ctx->dev->host_free(ctx, dbufs[i]);
@@ -6633,7 +6634,6 @@ static zero_result zero__build(zero_ctx *ctx) {
         if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
             r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
                                                 "zero_build: another rank could not create its offload files");
-            ctx->tier.vt->free(ctx);
         }
     }
     if (r != ZERO_OK) {
@@ -7100,7 +7100,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     {
         double t0 = zero__trace_t0(ctx);
         if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
-            if (d->stage == 3) zero__stage3_step_start(ctx);   /* the params are as they were: gather as before */
+            if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
             return r;
         }
         zero__trace_add(ctx, 2, "optimizer", NULL, t0);
@@ -7552,10 +7552,10 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
         const zero__ck_param *p = &m->params[r->param];
         int64_t bytes = zero__ck_range_bytes(m, r);
         if (r->offset > m->files[r->rank].bytes - bytes) {
-            snprintf(msg, msgn, "%.200s: param '%s.%s' elements [%lld, %lld) of rank %d: its record, bytes [%lld, %lld), "
-                     "lies outside %s (%lld bytes)", path, m->mods[p->module].name, p->name, (long long)r->begin,
-                     (long long)r->end, r->rank, (long long)r->offset, (long long)r->offset + bytes, m->files[r->rank].name,
-                     (long long)m->files[r->rank].bytes);
+            snprintf(msg, msgn, "%.200s: param '%s.%s' elements [%lld, %lld) of rank %d: its record, %lld bytes at "
+                     "offset %lld, lies outside %s (%lld bytes)", path, m->mods[p->module].name, p->name,
+                     (long long)r->begin, (long long)r->end, r->rank, (long long)bytes, (long long)r->offset,
+                     m->files[r->rank].name, (long long)m->files[r->rank].bytes);
             goto out;
         }
         if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); goto out; }
@@ -7728,7 +7728,9 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
         m->files[i].rank = i;
         m->files[i].name = rest;
     }
-    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(&c)) goto bad;
+    /* a range line is "range" and seven numbers, the offset at least 64: 21 bytes or more */
+    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(&c) || v > (c.end - c.p) / 21)
+        goto bad;
     m->nrange = (int)v;
     if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) goto oom;
     for (i = 0; i < m->nrange; i++) {

@@ -403,6 +403,20 @@ static int bad_outside_file(const char *dir, char *param, char *range) {
     free(m.body);
     return ok;
 }
+/* the last record of a file at offset INT64_MAX: refused without overflowing its end */
+static int bad_offset_max(const char *dir, char *param, char *range) {
+    manifest m;
+    int ok = read_manifest(dir, &m);
+    if (ok) {
+        rec nr = m.r[m.nrec - 1];
+        nr.offset = INT64_MAX;
+        ok = edit_rec(&m, &m.r[m.nrec - 1], &nr) && reseal(dir, &m);
+        full_name(param, 64, nr.param);
+        range_str(range, 64, &nr);
+    }
+    free(m.body);
+    return ok;
+}
 /* AdamW with one moment (zero_load said "another optimizer"; now the manifest itself is refused) */
 static int bad_moments(const char *dir, char *param, char *range) {
     manifest m;
@@ -435,6 +449,7 @@ static const bad_case bad_cases[] = {
     { "bad_moment_sum", bad_moment_sum, ZERO_OK, ZERO_ERR_CORRUPT },
     { "bad_param_overlap", bad_param_overlap, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_outside_file", bad_outside_file, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
+    { "bad_offset_max", bad_offset_max, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_moments", bad_moments, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_two_modules", bad_two_modules, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
 };
