@@ -811,6 +811,8 @@ typedef struct zero_desc {
 typedef struct zero_module_desc {
     const char *name;               /* required; unique */
     int frozen;                     /* 1: no gradients, no optimizer state */
+    int shared;                     /* 1: used in several places of the model (a tied weight): its
+                                       gradient may be added in several windows of a micro-batch */
 } zero_module_desc;
 
 typedef struct zero_param_desc {
@@ -901,6 +903,15 @@ ZERO_API int zero_world_size(const zero_ctx *ctx);
 /* registration (before zero_build) */
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out);
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module m, const zero_param_desc *desc, zero_param *out);
+/* A tied param (a weight used in two places: GPT-2's output layer is its token embedding):
+   module m uses `target`, a param of another module, under `name`. No storage of its own:
+   its handle reads, writes and adds into target's values and gradient, so zero_param_data,
+   zero_param_grad and zero_param_set_f32 on either handle reach the same tensor; it is not
+   in zero_num_params, gathers or checkpoints. zero_fetch(m) also fetches target's module
+   (zero_release lets it go), and target's gradient is reduced once its own module and every
+   module that ties to it have called zero_grads_ready. (ON GRADIENTS: shared modules.) */
+ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module m, const char *name, zero_param target,
+                                         zero_param *out);
 
 /* planning and building */
 ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out);
@@ -1601,8 +1612,22 @@ typedef struct zero__module_rec {
     int live;                       /* the span at goff holds (or is being gathered with) current values */
     int persistent, prefetched, kept;
     int ready;                      /* zero_grads_ready calls this step */
-    int staged;                     /* staging record index for the open micro-batch, -1: none */
+    int staged;                     /* staging record index for the open micro-batch, -1: none,
+                                       ZERO__STAGED_OWN: open in its own slot (shared) */
+    /* shared (tied) modules: the gradient has a staging slot of its own, not the ring */
+    int shared;                     /* zero_module_desc.shared, or a tied param's owner */
+    int tie_users;                  /* modules other than this one that use its params */
+    int calls;                      /* zero_grads_ready calls this step (ready: reductions queued) */
+    int64_t shared_off;             /* its slot: bytes after the ring */
+    uint64_t shared_ticket;         /* the slot's last reduce task */
 } zero__module_rec;
+
+/* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
+typedef struct zero__tie {
+    char *name;
+    int module, target;
+} zero__tie;
+#define ZERO__STAGED_OWN (-2)
 
 /* One run of optimizer work: part of one param that lies in this rank's region.
    Indices are elements into the arenas. */
@@ -1624,6 +1649,7 @@ typedef struct zero__tiled {
 typedef struct zero__sizes {        /* what the planner needs */
     int64_t numel, padded, trainable, max_span, max_train_span, persist_bytes;
     int64_t tile_elems;             /* largest tile of any tiled linear (0: none) */
+    int64_t shared_bytes;           /* staging slots of shared trainable modules (staging mode) */
     int num_trainable;
     int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
 } zero__sizes;
@@ -1643,6 +1669,8 @@ struct zero_ctx {
     int num_modules, cap_modules;
     zero__tiled *tiled;
     int num_tiled, cap_tiled;
+    zero__tie *ties;                /* zero_add_tied_param; handles past the params' (zero__param_index) */
+    int num_ties, cap_ties;
 
     struct {                        /* what zero_build laid out (>>plan, >>build) */
         zero_plan plan;
@@ -5624,7 +5652,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
     else
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
-    if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z);
+    if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
@@ -5740,11 +5768,22 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
     memset(z, 0, sizeof *z);
     if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
+    /* tied params: the owner counts the trainable modules that use them (each once) */
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].tie_users = 0;
+    for (i = 0; i < ctx->num_ties; i++) {
+        int u = ctx->ties[i].module, o = ctx->params[ctx->ties[i].target].module, k, seen = 0;
+        for (k = 0; k < i; k++)
+            seen |= ctx->ties[k].module == u && ctx->params[ctx->ties[k].target].module == o;
+        if (u != o && !seen) ctx->modules[o].tie_users++;
+        if (u != o) ctx->modules[o].shared = 1;
+    }
     for (i = 0; i < ctx->num_modules; i++) {
         zero__module_rec *m = &ctx->modules[i];
         if (m->used == 0)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "module '%s' has no parameters", m->name);
+                              "module '%s' has no parameters%s", m->name,
+                              ctx->num_ties ? " of its own (tied params do not count: put a tie in a module that "
+                                              "has params, next to where it is used)" : "");
         if (m->used > INT64_MAX / 4 - unit)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "module '%s' is too large", m->name);
@@ -5757,7 +5796,12 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         if (!m->frozen) {
             toff += m->span;
             z->num_trainable++;
-            if (m->span > z->max_train_span) z->max_train_span = m->span;
+            if (m->shared && zero__staging_mode(&ctx->desc)) {     /* a slot of its own after the ring */
+                m->shared_off = z->shared_bytes;
+                z->shared_bytes += zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN);
+            } else if (m->span > z->max_train_span) {
+                z->max_train_span = m->span;    /* the ring holds any other module's gradient whole */
+            }
         }
         if (m->span > z->max_span) z->max_span = m->span;
         m->persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->span) <= ctx->desc.persist_bytes;
@@ -5790,7 +5834,12 @@ static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const
 static int zero__module_index(zero_ctx *ctx, zero_module m, const char *fn) {
     return zero__handle_index(ctx, m.id, ctx->num_modules, "module", fn);
 }
+/* a tied param's handle counts down from the top of the index space and names its target */
+#define ZERO__TIE_INDEX(t) (0xffffe - (t))
 static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) {
+    int i = (int)(p.id & 0xfffffu) - 1, t = ZERO__TIE_INDEX(i);
+    if (ctx && (p.id >> 20) == ctx->salt && i >= ctx->num_params && t >= 0 && t < ctx->num_ties)
+        return ctx->ties[t].target;
     return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
 }
 
@@ -6423,6 +6472,12 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
     for (i = 0; i < ctx->num_modules; i++) {
         h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
         h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
+        h = zero__fnv(h, &ctx->modules[i].shared, sizeof(int));
+    }
+    for (i = 0; i < ctx->num_ties; i++) {
+        h = zero__fnv(h, ctx->ties[i].name, strlen(ctx->ties[i].name) + 1);
+        h = zero__fnv(h, &ctx->ties[i].module, sizeof(int));
+        h = zero__fnv(h, &ctx->ties[i].target, sizeof(int));
     }
     for (i = 0; i < ctx->num_params; i++) {
         const zero__param_rec *p = &ctx->params[i];
@@ -6585,8 +6640,8 @@ static zero_result zero__build(zero_ctx *ctx) {
         ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
     }
     if (ctx->lay.staging_mode && z.trainable > 0) {
-        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);
-        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);     /* then the shared modules' slots */
+        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes + z.shared_bytes, ZERO_CAT_BUFFERS, &ok);
     }
     if (d->stage == 3) {
         ctx->sched.max_live = zero__max_live(d, &z);
@@ -6961,6 +7016,81 @@ static void zero__stage3_step_start(zero_ctx *ctx) {
     zero__prefetch(ctx);
 }
 
+/* The owner of tie i when it is one of module mi's ties into another module, counted at
+   its first such tie only; else -1. (The modules whose params mi uses, each once.) */
+static int zero__tie_owner(const zero_ctx *ctx, int mi, int i) {
+    int o = ctx->params[ctx->ties[i].target].module, k;
+    if (ctx->ties[i].module != mi || o == mi) return -1;
+    for (k = 0; k < i; k++)
+        if (ctx->ties[k].module == mi && ctx->params[ctx->ties[k].target].module == o) return -1;
+    return o;
+}
+
+/* zero_fetch of one module (not its tied params' owners) */
+static zero_result zero__fetch(zero_ctx *ctx, int mi) {
+    zero__module_rec *m;
+    zero_result r;
+    int64_t b;
+    m = &ctx->modules[mi];
+    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
+    zero__record_fetch(ctx, mi);
+    b = zero__gbytes(&ctx->desc, m->span);
+    if (m->live) {
+        if (ctx->sched.active) ctx->sched.hits++;
+        if (m->prefetched) ctx->sched.pending_bytes -= b;
+    } else {
+        if (ctx->sched.active) ctx->sched.misses++;
+        if (!m->persistent) {
+            int64_t off;
+            int i;
+            /* make room: drop kept and prefetched modules, those needed last first */
+            while ((off = zero__garena_alloc(ctx, b)) < 0) {
+                int victim = -1;
+                for (i = 0; i < ctx->num_modules; i++)
+                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
+                if (victim < 0)
+                    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                                      "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
+                                      "module) is full of modules in use; release one first or raise max_live_bytes",
+                                      m->name, (long long)ctx->sched.arena_bytes, (long long)ctx->sched.max_live);
+                if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
+            }
+            m->goff = off;
+        }
+        zero__issue_gather(ctx, mi);
+    }
+    m->prefetched = m->kept = 0;
+    if (m->gticket) {
+        double t0 = ctx->sched.active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
+        r = zero__wait(ctx, m->gticket);
+        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
+        if (ctx->sched.active) ctx->sched.wait_ms += zero__now_ms() - t0;
+        if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
+        m->gticket = 0;
+    }
+    m->fetched = 1;
+    if (!m->persistent) ctx->sched.inuse_bytes += b;
+    zero__prefetch(ctx);
+    return ZERO_OK;
+}
+
+/* zero_release of one fetched module */
+static zero_result zero__release(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    zero_result r;
+    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
+    if (!m->persistent) ctx->sched.inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
+    if (m->persistent) {
+        /* stays gathered until the step changes the parameters */
+    } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
+        m->kept = 1;
+    } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
+        return r;
+    }
+    zero__prefetch(ctx);
+    return ZERO_OK;
+}
+
 /* >>grads: staging ring, buckets --------------------------------------------------------
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
@@ -6982,8 +7112,11 @@ static void zero__flush(zero_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->grads.bucket_len; i++) {
         int mi = ctx->grads.bucket[3 * i], micro = ctx->grads.bucket[3 * i + 1], rec = ctx->grads.bucket[3 * i + 2];
-        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, rec >= 0 ? ctx->grads.recs[rec].off : 0, NULL, NULL);
+        int64_t off = rec >= 0 ? ctx->grads.recs[rec].off
+                    : rec == ZERO__STAGED_OWN ? ctx->grads.ring_bytes + ctx->modules[mi].shared_off : 0;
+        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, off, NULL, NULL);
         if (rec >= 0) ctx->grads.recs[rec].ticket = t;
+        if (rec == ZERO__STAGED_OWN) ctx->modules[mi].shared_ticket = t;
     }
     ctx->grads.bucket_len = 0;
     ctx->grads.bucket_fill = 0;
@@ -7019,17 +7152,110 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
     }
 }
 
-static int zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
+/* Opens module mi's gradient buffer for this micro-batch (once; later calls find it open):
+   its byte offset in ctx->grads.ring, or -1 with *res set. A shared module's slot lies
+   after the ring: it waits for the slot's previous reduction, never for other modules. */
+static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     zero__module_rec *m = &ctx->modules[mi];
+    int64_t bytes = zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), off;
     int idx;
-    if (m->staged >= 0) return m->staged;
-    idx = zero__staging_alloc(ctx, zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), res);
-    if (idx == -1)
-        *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
-                   "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
-                   "for a module before opening many others, or raise bucket_bytes", (long long)ctx->grads.ring_bytes);
-    if (idx >= 0) m->staged = idx;
-    return idx;
+    if (m->staged >= 0) return ctx->grads.recs[m->staged].off;
+    if (m->shared) {
+        off = ctx->grads.ring_bytes + m->shared_off;
+        if (m->staged == ZERO__STAGED_OWN) return off;
+        if (m->shared_ticket) {
+            zero__flush(ctx);           /* its last reduction may still be in the open bucket */
+            if ((*res = zero__wait(ctx, m->shared_ticket)) != ZERO_OK) return -1;
+            m->shared_ticket = 0;
+        }
+        if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grads.ring + off, bytes)) != ZERO_OK) return -1;
+        m->staged = ZERO__STAGED_OWN;
+        return off;
+    }
+    idx = zero__staging_alloc(ctx, bytes, res);
+    if (idx == -1) {
+        /* the oldest open module blocks the ring: name it, and say what helps */
+        int i, old = -1;
+        for (i = 0; i < ctx->num_modules && ctx->grads.rec_count > 0; i++)
+            if (ctx->modules[i].staged == ctx->grads.rec_head) old = i;
+        if (old >= 0 && old != mi && !ctx->modules[old].fetched)
+            *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                       "gradient staging (%lld bytes) is full: module '%s' was released with its gradients open and "
+                       "without zero_grads_ready; if its gradient comes in several windows of a micro-batch (a tied "
+                       "weight), register it with zero_module_desc.shared = 1 (or use zero_add_tied_param)",
+                       (long long)ctx->grads.ring_bytes, ctx->modules[old].name);
+        else
+            *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
+                       "gradient staging (%lld bytes) is full of modules whose gradients are open; call zero_grads_ready "
+                       "for a module before opening many others, or raise bucket_bytes", (long long)ctx->grads.ring_bytes);
+    }
+    if (idx < 0) return -1;
+    m->staged = idx;
+    return ctx->grads.recs[idx].off;
+}
+
+/* Module mi's gradient of one more micro-batch is complete: into the bucket (stages 2-3,
+   or the step's last micro-batch), flushed when full or when every module is in */
+static zero_result zero__module_ready(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    zero_result r = ZERO_OK;
+    int rec = -1;
+    if (ctx->lay.staging_mode) {
+        /* a rank that wrote no gradient still takes part in the reduction, with zeros */
+        if (zero__open_staging(ctx, mi, &r) < 0) return r;
+        rec = m->staged;
+        m->staged = -1;
+    }
+    m->ready++;
+    ctx->grads.total_ready++;
+    if (ctx->lay.staging_mode || m->ready == ctx->desc.accum_steps) {
+        if (ctx->grads.bucket_len == ctx->num_modules) zero__flush(ctx);
+        ctx->grads.bucket[3 * ctx->grads.bucket_len] = mi;
+        ctx->grads.bucket[3 * ctx->grads.bucket_len + 1] = m->ready;
+        ctx->grads.bucket[3 * ctx->grads.bucket_len + 2] = rec;
+        ctx->grads.bucket_len++;
+        ctx->grads.bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    }
+    if (ctx->grads.bucket_fill >= ctx->desc.bucket_bytes || ctx->grads.total_ready % ctx->lay.num_trainable == 0) zero__flush(ctx);
+    return ZERO_OK;
+}
+
+/* module mi uses a tied param of another trainable module */
+static int zero__uses_ties(const zero_ctx *ctx, int mi) {
+    int i;
+    for (i = 0; i < ctx->num_ties; i++) {
+        int o = ctx->params[ctx->ties[i].target].module;
+        if (ctx->ties[i].module == mi && o != mi && !ctx->modules[o].frozen) return 1;
+    }
+    return 0;
+}
+
+/* the micro-batches whose gradient of module o is complete: its own zero_grads_ready
+   calls, and as many of every module that uses its params (zero_add_tied_param) */
+static int zero__tie_complete(const zero_ctx *ctx, int o) {
+    int n = ctx->modules[o].calls, i;
+    if (!ctx->modules[o].tie_users) return n;
+    for (i = 0; i < ctx->num_ties; i++) {
+        int u = ctx->ties[i].module;
+        if (u != o && ctx->params[ctx->ties[i].target].module == o && ctx->modules[u].calls < n) n = ctx->modules[u].calls;
+    }
+    return n;
+}
+
+/* zero_grads_ready(mi) after its checks: mi's own reduction, and that of every module
+   whose tied params mi uses once all their users are in */
+static zero_result zero__grads_ready(zero_ctx *ctx, int mi) {
+    zero_result r;
+    int i;
+    ctx->modules[mi].calls++;
+    for (i = -1; i < ctx->num_ties; i++) {
+        int o = i < 0 ? mi : ctx->params[ctx->ties[i].target].module;
+        if (i >= 0 && (ctx->ties[i].module != mi || o == mi)) continue;
+        if (ctx->modules[o].frozen) continue;
+        while (ctx->modules[o].ready < zero__tie_complete(ctx, o))
+            if ((r = zero__module_ready(ctx, o)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
 }
 
 /* >>optim ------------------------------------------------------------------------------
@@ -7038,7 +7264,7 @@ static void zero__end_step(zero_ctx *ctx) {
     int i;
     if (ctx->desc.stage < 2 && !ctx->lay.staging_mode)      /* an error here shows at the next sync */
         (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = 0;
     ctx->grads.total_ready = 0;
 }
 
@@ -7053,10 +7279,15 @@ static zero_result zero__step(zero_ctx *ctx) {
     d = &ctx->desc;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        if (!m->frozen && m->ready != d->accum_steps)
+        if (!m->frozen && m->calls != d->accum_steps)
             return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
                               "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
-                              m->name, m->ready, d->accum_steps);
+                              m->name, m->calls, d->accum_steps);
+        if (!m->frozen && m->ready != d->accum_steps)
+            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                              "zero_step: module '%s' has tied params whose users have not all called "
+                              "zero_grads_ready %d times this step (its gradient is complete when they have)",
+                              m->name, d->accum_steps);
         if (d->stage == 3 && m->fetched)
             return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
                               "zero_step: module '%s' is still fetched; release it before the step", m->name);
@@ -8823,6 +9054,8 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     zero__raw_free(a, ctx->params);
     zero__raw_free(a, ctx->modules);
     zero__raw_free(a, ctx->tiled);
+    for (i = 0; i < ctx->num_ties; i++) zero__raw_free(a, ctx->ties[i].name);
+    zero__raw_free(a, ctx->ties);
     if (ctx->own_group) {
         zero_comm_destroy(ctx->comm);
         zero_group_destroy(ctx->own_group);
@@ -8864,10 +9097,21 @@ ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc
     if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
     m->frozen = desc->frozen != 0;
+    m->shared = desc->shared != 0;
     m->goff = -1;
     m->staged = -1;
     out->id = zero__handle(ctx, ctx->num_modules++);
     return ZERO_OK;
+}
+
+/* module mi has a param or a tied param of that name */
+static int zero__param_named(const zero_ctx *ctx, int mi, const char *name) {
+    int i;
+    for (i = 0; i < ctx->num_params; i++)
+        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, name) == 0) return 1;
+    for (i = 0; i < ctx->num_ties; i++)
+        if (ctx->ties[i].module == mi && strcmp(ctx->ties[i].name, name) == 0) return 1;
+    return 0;
 }
 
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
@@ -8896,14 +9140,17 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_p
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "zero_add_param('%s'): the element count overflows", desc->name);
     }
-    for (i = 0; i < ctx->num_params; i++)
-        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, desc->name) == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
+    if (zero__param_named(ctx, mi, desc->name))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
     off = zero__align_up(m->used, ctx->desc.align_elems);
     if (off > ((int64_t)1 << 52) - numel)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
+    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): too many params (the limit is %d, tied ones included)",
+                          desc->name, ZERO__TIE_INDEX(0));
     if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
     p = &ctx->params[ctx->num_params];
@@ -8919,6 +9166,52 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_p
     p->no_decay = desc->no_decay != 0;
     m->used = off + numel;
     out->id = zero__handle(ctx, ctx->num_params++);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const char *name, zero_param target,
+                                        zero_param *out) {
+    zero__tie *t;
+    int mi, ti, o, i;
+    if (!ctx || !name || !out)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_tied_param: ctx, name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_tied_param('%s'): the model cannot change after zero_build", name);
+    if ((mi = zero__module_index(ctx, mod, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if ((ti = zero__param_index(ctx, target, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    o = ctx->params[ti].module;
+    if (zero__param_named(ctx, mi, name))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
+    /* one level only: an owner uses no ties, a user owns no tied-to params (no chains, no cycles) */
+    for (i = 0; i < ctx->num_ties; i++) {
+        int u = ctx->ties[i].module, uo = ctx->params[ctx->ties[i].target].module;
+        if (u == uo || mi == o) continue;
+        if (u == o)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_tied_param('%s.%s'): module '%s' uses tied params itself, so its params cannot "
+                              "be tied to (tie every user to the param's own module instead)",
+                              ctx->modules[mi].name, name, ctx->modules[o].name);
+        if (uo == mi)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_tied_param('%s.%s'): module '%s' owns params other modules are tied to, so it "
+                              "cannot use tied params itself", ctx->modules[mi].name, name, ctx->modules[mi].name);
+    }
+    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_tied_param('%s'): too many params (the limit is %d, tied ones included)",
+                          name, ZERO__TIE_INDEX(0));
+    if (!zero__grow(ctx, (void **)&ctx->ties, &ctx->cap_ties, ctx->num_ties, sizeof *t))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
+    t = &ctx->ties[ctx->num_ties];
+    if (!(t->name = zero__strdup(&ctx->desc.allocator, name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
+    t->module = mi;
+    t->target = ti;
+    out->id = zero__handle(ctx, ZERO__TIE_INDEX(ctx->num_ties++));
     return ZERO_OK;
 }
 
@@ -8999,77 +9292,41 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
 }
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
     zero_result r;
-    int64_t b;
-    int mi;
+    int mi, i, k;
     if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
-    zero__record_fetch(ctx, mi);
-    b = zero__gbytes(&ctx->desc, m->span);
-    if (m->live) {
-        if (ctx->sched.active) ctx->sched.hits++;
-        if (m->prefetched) ctx->sched.pending_bytes -= b;
-    } else {
-        if (ctx->sched.active) ctx->sched.misses++;
-        if (!m->persistent) {
-            int64_t off;
-            int i;
-            /* make room: drop kept and prefetched modules, those needed last first */
-            while ((off = zero__garena_alloc(ctx, b)) < 0) {
-                int victim = -1;
-                for (i = 0; i < ctx->num_modules; i++)
-                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
-                if (victim < 0)
-                    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
-                                      "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
-                                      "module) is full of modules in use; release one first or raise max_live_bytes",
-                                      m->name, (long long)ctx->sched.arena_bytes, (long long)ctx->sched.max_live);
-                if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
-            }
-            m->goff = off;
+    /* first the modules whose params mi uses through ties, then mi; on failure the
+       owners fetched so far are let go */
+    for (i = 0; i < ctx->num_ties; i++) {
+        int o = zero__tie_owner(ctx, mi, i);
+        if (o >= 0 && (r = zero__fetch(ctx, o)) != ZERO_OK) break;
+    }
+    if (r == ZERO_OK) r = zero__fetch(ctx, mi);
+    if (r != ZERO_OK)
+        for (k = i - 1; k >= 0; k--) {
+            int o = zero__tie_owner(ctx, mi, k);
+            if (o >= 0) (void)zero__release(ctx, o);
         }
-        zero__issue_gather(ctx, mi);
-    }
-    m->prefetched = m->kept = 0;
-    if (m->gticket) {
-        double t0 = ctx->sched.active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
-        r = zero__wait(ctx, m->gticket);
-        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
-        if (ctx->sched.active) ctx->sched.wait_ms += zero__now_ms() - t0;
-        if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
-        m->gticket = 0;
-    }
-    m->fetched = 1;
-    if (!m->persistent) ctx->sched.inuse_bytes += b;
-    zero__prefetch(ctx);
-    return ZERO_OK;
+    return r;
 }
 
 ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
-    zero_result r;
-    int mi;
+    zero_result r, r2;
+    int mi, i;
     if ((r = zero__check_built(ctx, "zero_release")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_release")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (m->fetched == 0)
+    if (ctx->modules[mi].fetched == 0)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_release('%s'): the module is not fetched", m->name);
-    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
-    if (!m->persistent) ctx->sched.inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
-    if (m->persistent) {
-        /* stays gathered until the step changes the parameters */
-    } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
-        m->kept = 1;
-    } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
-        return r;
+                          "zero_release('%s'): the module is not fetched", ctx->modules[mi].name);
+    r = zero__release(ctx, mi);
+    for (i = ctx->num_ties - 1; i >= 0; i--) {     /* then the owners of its tied params */
+        int o = zero__tie_owner(ctx, mi, i);
+        if (o >= 0 && ctx->modules[o].fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
     }
-    zero__prefetch(ctx);
-    return ZERO_OK;
+    return r;
 }
+
 ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
     const zero__param_rec *pr;
     const zero__module_rec *m;
@@ -9092,7 +9349,8 @@ ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
     const zero__param_rec *pr;
     const zero__module_rec *m;
     zero_result r;
-    int pi, idx;
+    int64_t off;
+    int pi;
     if (zero__check_built(ctx, "zero_param_grad") != ZERO_OK) return NULL;
     if ((pi = zero__param_index(ctx, p, "zero_param_grad")) < 0) return NULL;
     pr = &ctx->params[pi];
@@ -9109,39 +9367,23 @@ ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
         return NULL;
     }
     if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
-    if ((idx = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
-    return ctx->grads.ring + ctx->grads.recs[idx].off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
+    return ctx->grads.ring + off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
 }
 
 ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
     zero__module_rec *m;
     zero_result r;
-    int mi, rec = -1;
+    int mi;
     if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
     m = &ctx->modules[mi];
-    if (m->frozen) return ZERO_OK;
-    if (m->ready >= ctx->desc.accum_steps)
+    if (m->frozen && !zero__uses_ties(ctx, mi)) return ZERO_OK;
+    if (m->calls >= ctx->desc.accum_steps)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
                           m->name, ctx->desc.accum_steps);
-    if (ctx->lay.staging_mode) {
-        /* a rank that wrote no gradient still takes part in the reduction, with zeros */
-        if ((rec = zero__open_staging(ctx, mi, &r)) < 0) return r;
-        m->staged = -1;
-    }
-    m->ready++;
-    ctx->grads.total_ready++;
-    if (ctx->lay.staging_mode || m->ready == ctx->desc.accum_steps) {
-        if (ctx->grads.bucket_len == ctx->num_modules) zero__flush(ctx);
-        ctx->grads.bucket[3 * ctx->grads.bucket_len] = mi;
-        ctx->grads.bucket[3 * ctx->grads.bucket_len + 1] = m->ready;
-        ctx->grads.bucket[3 * ctx->grads.bucket_len + 2] = rec;
-        ctx->grads.bucket_len++;
-        ctx->grads.bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
-    }
-    if (ctx->grads.bucket_fill >= ctx->desc.bucket_bytes || ctx->grads.total_ready % ctx->lay.num_trainable == 0) zero__flush(ctx);
-    return ZERO_OK;
+    return zero__grads_ready(ctx, mi);
 }
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
     zero_result r;
