@@ -5,9 +5,13 @@ The model is GPT-2 shaped, at toy size: token and position embeddings, L transfo
 blocks (pre-norm: layer norm, causal multi-head self-attention, residual; layer norm,
 MLP with GELU, residual), a final layer norm and an output layer over the 256 byte
 values. Each block is one zero.h module (its 12 params are fetched, released and
-reduced together); the embeddings and the final norm are modules of their own; the
-output layer is a tiled linear (zero_tiled_linear_*, whose GEMMs are zero_sgemm);
-the blocks' matmuls are axpy loops here. Forward and backward are written
+reduced together); the embeddings and the final norm are modules of their own. The
+output layer is the token embedding, as in GPT-2: the final norm's module holds a tied
+param "head" that is embed.wte (zero_add_tied_param), so fetching it fetches the
+embedding too, and wte's gradient comes in two windows of the backward pass (the
+output layer first, the embedding last), reduced once both are in. --untie gives the
+output layer weights of its own, a tiled linear (zero_tiled_linear_*, whose GEMMs are
+zero_sgemm). The blocks' matmuls are axpy loops here. Forward and backward are written
 by hand (the math of llm.c's CPU reference train_gpt2.c, in our own code).
 
 It trains on --data FILE, by default on this library's own source, zero.h, so it
@@ -48,6 +52,7 @@ Build and run:
 
 typedef struct {
     int stage, ranks, steps, accum, layers, dim, heads, seq, batch, quiet;
+    int untie;                   // the output layer has weights of its own (a tiled linear)
     zero_dtype dtype;
     float lr;
     uint64_t seed;
@@ -292,14 +297,15 @@ typedef struct {
     int rank, per, L, C, NH, T;
     zero_module embed_mod, lnf_mod, *block_mod;
     zero_param wte, wpe, lnfw, lnfb, *bp;         // bp[l * NPARAM + k]
-    zero_tiled_linear head;
+    zero_param headw;                            // tied: lnf's "head", which is wte
+    zero_tiled_linear head;                      // --untie: the output layer's own weights
     int64_t pn[NPARAM];                          // numel of each block param
     int64_t block_numel;
     float *w, *g;                                // f32 copy of the fetched module's params, its grads
     float *resid;                                // [L + 1][BT * C]: the input of each block, then lnf's
     block_acts *acts;
     float *lnf, *lnf_mean, *lnf_rstd, *logits;
-    float *dres, *dtmp, *dqkv, *d4c, *datt_row, *wt, *doutT;   // wt, doutT: matmul scratch
+    float *dres, *dtmp, *dqkv, *d4c, *datt_row, *wt, *doutT, *dbias;   // wt, doutT, dbias: matmul scratch
     int *tokens, *targets;
 } trainer;
 
@@ -314,7 +320,8 @@ static zero_result add_param(trainer *t, zero_module m, const char *name, int nd
     return ZERO_OK;
 }
 
-// Registers the model: embed, block0..L-1, lnf, and the tiled head (module per tile).
+// Registers the model: embed, block0..L-1, lnf with the output layer tied to wte (or,
+// --untie, the tiled head: a module per tile).
 static zero_result register_model(trainer *t) {
     int C = t->C, L = t->L;
     char name[32];
@@ -342,6 +349,10 @@ static zero_result register_model(trainer *t) {
     ZCHECK(zero_add_module(t->z, &md, &t->lnf_mod));
     ZCHECK(add_param(t, t->lnf_mod, "w", 1, C, 0, 1, &t->lnfw));
     ZCHECK(add_param(t, t->lnf_mod, "b", 1, C, 0, 1, &t->lnfb));
+    if (!t->cfg->untie) {
+        ZCHECK(zero_add_tied_param(t->z, t->lnf_mod, "head", t->wte, &t->headw));
+        return ZERO_OK;
+    }
     zero_tiled_linear_desc hd = {0};
     hd.name = "head"; hd.in_features = C; hd.out_features = VOCAB; hd.tiles = 2;
     ZCHECK(zero_tiled_linear_add(t->z, &hd, &t->head));
@@ -373,8 +384,10 @@ static zero_result build_model(trainer *t) {
     ZCHECK(zero_param_set_f32(t->z, t->lnfw, buf));
     memset(buf, 0, (size_t)C * sizeof(float));
     ZCHECK(zero_param_set_f32(t->z, t->lnfb, buf));
-    fill_normal(buf, (int64_t)VOCAB * C, 0.02f, &s);
-    ZCHECK(zero_tiled_linear_set_f32(t->z, t->head, buf, NULL));
+    if (t->cfg->untie) {
+        fill_normal(buf, (int64_t)VOCAB * C, 0.02f, &s);
+        ZCHECK(zero_tiled_linear_set_f32(t->z, t->head, buf, NULL));
+    }
     return ZERO_OK;
 }
 
@@ -459,14 +472,21 @@ static zero_result forward(trainer *t, int B, int T, const int *targets, float g
     }
 
     const float *xf = t->resid + (int64_t)L * t->per * t->T * C;
-    zero_param fp[2] = { t->lnfw, t->lnfb };
+    zero_param fp[3] = { t->lnfw, t->lnfb, t->headw };
+    int tied = !t->cfg->untie;
     span(t, "forward", "lnf+head");
-    ZCHECK(zero_fetch(t->z, t->lnf_mod));
-    ZCHECK(load_params(t, fp, 2, p));
+    ZCHECK(zero_fetch(t->z, t->lnf_mod));           // tied: embed (wte) is fetched with it
+    ZCHECK(load_params(t, fp, 2 + tied, p));
     layernorm_forward(t->lnf, t->lnf_mean, t->lnf_rstd, xf, p[0], p[1], BT, C);
     ZCHECK(zero_release(t->z, t->lnf_mod));
-    if (last_only) ZCHECK(zero_tiled_linear_forward(t->z, t->head, t->lnf + (int64_t)(BT - 1) * C, 1, t->logits));
-    else ZCHECK(zero_tiled_linear_forward(t->z, t->head, t->lnf, BT, t->logits));
+    const float *hin = last_only ? t->lnf + (int64_t)(BT - 1) * C : t->lnf;
+    if (tied) {                                     // logits = lnf wte^T
+        memset(t->logits, 0, (size_t)(last_only ? 1 : BT) * VOCAB * sizeof(float));
+        transpose(t->wt, p[2], VOCAB, C);
+        gemm_acc(t->logits, hin, C, t->wt, last_only ? 1 : BT, C, VOCAB);
+    } else {
+        ZCHECK(zero_tiled_linear_forward(t->z, t->head, hin, last_only ? 1 : BT, t->logits));
+    }
     zero_trace_end(t->z);
     if (!targets) return ZERO_OK;
 
@@ -491,18 +511,23 @@ static zero_result backward(trainer *t, int B, int T) {
     float *p[NPARAM], *gp[NPARAM];
     size_t actb = (size_t)BT * C * sizeof(float);
 
-    // head (the tiled linear adds its gradients and marks its tiles ready), then lnf
+    // the output layer, then lnf. Tied: its gradient goes into wte's (the "head" param),
+    // whose other half the embedding adds at the end; untied: the tiled linear adds its
+    // gradients and marks its tiles ready
     span(t, "backward", "lnf+head");
+    zero_param fp[3] = { t->lnfw, t->lnfb, t->headw };
+    int tied = !t->cfg->untie;
     memset(t->dtmp, 0, actb);
-    ZCHECK(zero_tiled_linear_backward(t->z, t->head, t->lnf, t->logits, BT, t->dtmp));
-    zero_param fp[2] = { t->lnfw, t->lnfb };
+    if (!tied) ZCHECK(zero_tiled_linear_backward(t->z, t->head, t->lnf, t->logits, BT, t->dtmp));
     ZCHECK(zero_fetch(t->z, t->lnf_mod));
-    ZCHECK(load_params(t, fp, 2, p));
-    zero_grads_f32(t, fp, 2, gp);
+    ZCHECK(load_params(t, fp, 2 + tied, p));
+    zero_grads_f32(t, fp, 2 + tied, gp);
+    if (tied)   // dlnf += dlogits wte; dwte_head = dlogits^T lnf (db: scratch, unused)
+        matmul_backward(t->dtmp, gp[2], t->dbias, t->doutT, t->logits, t->lnf, p[2], BT, C, VOCAB);
     memset(t->dres, 0, actb);
     layernorm_backward(t->dres, gp[0], gp[1], t->dtmp, t->resid + (int64_t)L * t->per * t->T * C, p[0],
                        t->lnf_mean, t->lnf_rstd, BT, C);
-    ZCHECK(store_grads(t, fp, 2, gp));
+    ZCHECK(store_grads(t, fp, 2 + tied, gp));
     ZCHECK(zero_release(t->z, t->lnf_mod));
     ZCHECK(zero_grads_ready(t->z, t->lnf_mod));
     zero_trace_end(t->z);
@@ -740,6 +765,18 @@ static zero_result train(trainer *t) {
         zero_result r = zero_trace_save(t->z, c->trace);
         if (r < 0) { fprintf(stderr, "train_gpt: --trace %s: %s\n", c->trace, zero_last_error(t->z)); return r; }
     }
+    // a digest of the trained params' bits (zero_gather_params_f32 is collective): equal
+    // digests are bitwise-equal models, whatever the stage or the offload tier
+    uint64_t phash = 14695981039346656037ull;
+    {
+        int64_t n = zero_num_params(t->z);
+        float *all = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+        zero_result r = all && n > 0 ? zero_gather_params_f32(t->z, all) : ZERO_ERR_OUT_OF_MEMORY;
+        if (r < 0) { fprintf(stderr, "train_gpt: rank %d: zero_gather_params_f32: %s\n", rank, zero_last_error(t->z)); free(all); return r; }
+        const unsigned char *b = (const unsigned char *)all;
+        for (int64_t i = 0; i < n * 4; i++) phash = (phash ^ b[i]) * 1099511628211ull;
+        free(all);
+    }
     ZCHECK(sample_text(t));
     if (rank == 0) {
         zero_stats st;
@@ -760,11 +797,11 @@ static zero_result train(trainer *t) {
         smooth /= nlast;
         printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
                "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
-               "peak_gathered_bytes=%lld\n",
+               "peak_gathered_bytes=%lld params_hash=%016llx tied=%d\n",
                smooth, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
                (long long)zero_num_params(t->z), (double)t->sh->losses[0], loss, c->stage, c->ranks, dtype_name(c->dtype),
                c->steps, secs, fetches ? (double)st_train.prefetch_hits / (double)fetches : 0.0,
-               (long long)st_train.peak_gathered_bytes);
+               (long long)st_train.peak_gathered_bytes, (unsigned long long)phash, !c->untie);
         fflush(stdout);
     }
     return ZERO_OK;
@@ -786,7 +823,7 @@ static void trainer_free(trainer *t) {
         }
     free(t->acts); free(t->block_mod); free(t->bp); free(t->w); free(t->g); free(t->resid);
     free(t->lnf); free(t->lnf_mean); free(t->lnf_rstd); free(t->logits);
-    free(t->dres); free(t->dtmp); free(t->dqkv); free(t->d4c); free(t->datt_row); free(t->wt); free(t->doutT);
+    free(t->dres); free(t->dtmp); free(t->dqkv); free(t->d4c); free(t->datt_row); free(t->wt); free(t->doutT); free(t->dbias);
     free(t->tokens); free(t->targets);
     zero_destroy(t->z);
 }
@@ -820,6 +857,8 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     int ok = 1, C = t->C, L = t->L;
     int64_t BT = (int64_t)t->per * t->T, maxw = (int64_t)12 * C * C + 13 * C;
     if ((int64_t)(VOCAB + t->T) * C > maxw) maxw = (int64_t)(VOCAB + t->T) * C;
+    if ((int64_t)(VOCAB + 2) * C > maxw) maxw = (int64_t)(VOCAB + 2) * C;     // lnf and the tied head
+    int64_t wide = 4 * C > VOCAB ? 4 * C : VOCAB;                          // matmul scratch width
     t->block_mod = (zero_module *)calloc((size_t)L, sizeof(zero_module));
     t->bp = (zero_param *)calloc((size_t)L * NPARAM, sizeof(zero_param));
     t->acts = (block_acts *)calloc((size_t)L, sizeof(block_acts));
@@ -848,8 +887,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     t->dqkv = (float *)alloc_f32(BT * 3 * C, &ok);
     t->d4c = (float *)alloc_f32(BT * 4 * C, &ok);
     t->datt_row = (float *)alloc_f32(t->T, &ok);
-    t->wt = (float *)alloc_f32((int64_t)4 * C * C, &ok);
-    t->doutT = (float *)alloc_f32(BT * 4 * C, &ok);
+    t->wt = (float *)alloc_f32(wide * C, &ok);
+    t->doutT = (float *)alloc_f32(BT * wide, &ok);
+    t->dbias = (float *)alloc_f32(VOCAB, &ok);
     if (!ok) {
         fprintf(stderr, "train_gpt: rank %d: out of memory\n", rank);
         trainer_free(t);
@@ -964,6 +1004,7 @@ static void usage(FILE *f) {
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
         "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
         "                     (default gpt_trace.json)\n"
+        "  --untie            give the output layer its own weights (default: tied to the token embedding)\n"
         "  --quiet            print only the final line\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
         "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
@@ -1062,6 +1103,7 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(o, "--untie")) { c->untie = 1; continue; }
         if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];

@@ -59,6 +59,34 @@ for s in 0 1 2 3; do
     done
 done
 
+# tied output layer (the default): at each world size 1-4 every stage trains bitwise the
+# same params (params_hash); --untie too, and it is another model
+cp zero.h "$T/data.txt" 2>/dev/null || cp "$(dirname "$B")/zero.h" "$T/data.txt"
+HASH=(--layers 1 --dim 16 --heads 2 --seq 16 --batch 12 --steps 3 --quiet --seed 2 --plot none --trace none --data "$T/data.txt")
+hash_of() { printf '%s\n' "$1" | tail -n 1 | sed -n 's/.* params_hash=\([0-9a-f]*\).*/\1/p'; }
+for n in 1 2 3 4; do
+    ref=; bad=
+    for s in 0 1 2 3; do
+        out=$("$B/train_gpt" "${HASH[@]}" --stage $s --ranks $n 2>&1); rc=$?
+        h=$(hash_of "$out")
+        if [ $rc -ne 0 ] || [ -z "$h" ] || ! printf '%s' "$out" | grep -q ' tied=1'; then bad="stage $s: exit $rc: $(printf '%s' "$out" | tail -n 2)"; break; fi
+        [ -z "$ref" ] && ref=$h
+        [ "$h" != "$ref" ] && { bad="stage $s params_hash=$h, stage 0 $ref"; break; }
+    done
+    if [ -z "$bad" ]; then pass gpt_tied_stages_ranks$n; else fail gpt_tied_stages_ranks$n "$bad"; fi
+    [ $n = 2 ] && tied2=$ref
+done
+# accumulation and the offload tiers, tied: stage 3 with 2 micro-batches equals stage 2's
+a=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 2 --ranks 2 --accum 2 2>&1)")
+b=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offload-optimizer nvme --offload-params nvme --nvme-dir "$T" 2>&1)")
+c=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offload-optimizer cpu 2>&1)")
+if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then pass gpt_tied_accum_offload
+else fail gpt_tied_accum_offload "params_hash stage 2: '$a', stage 3 nvme: '$b', stage 3 cpu: '$c'"; fi
+u0=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 0 --ranks 2 --untie 2>&1)")
+u3=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --untie 2>&1)")
+if [ -n "$u0" ] && [ "$u0" = "$u3" ] && [ "$u0" != "${tied2:-}" ]; then pass gpt_untie
+else fail gpt_untie "params_hash stage 0 '$u0', stage 3 '$u3', tied '${tied2:-}'"; fi
+
 # the default output: progress lines, the sample, the memory table, then the final line last
 out=$("$B/train_gpt" --layers 1 --dim 16 --heads 2 --seq 16 --batch 8 --steps 4 --ranks 2 --plot none --trace none 2>&1); rc=$?
 if [ $rc -ne 0 ]; then fail gpt_output "exit $rc: $out"
