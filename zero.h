@@ -120,8 +120,13 @@
              pd.ndim = 2; pd.shape[0] = 256; pd.shape[1] = 64; // up to ZERO_MAX_DIMS dims
              zero_param w; zero_add_param(z, blk, &pd, &w);    // .no_decay = 1: biases, norms
 
-         Handles are small ids; a stale or another context's handle is
-         ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at once is registered as
+         A weight used in two places (GPT-2's output layer is its token embedding) is
+         registered once and tied where else it is used:
+
+             zero_add_tied_param(z, lnf, "head", wte, &head);  // lnf uses embed's wte as "head"
+
+         (ON GRADIENTS: tied weights). Handles are small ids; a stale or another context's
+         handle is ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at once is registered as
          tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
          rank will use (ON MEMORY).
 
@@ -222,6 +227,23 @@
      in fp32 instead of grad_dtype. A frozen module has no gradient buffer (NULL,
      ZERO_ERR_STATE).
 
+     --- Tied weights. A weight whose gradient comes in several windows of one micro-batch
+     (the output layer's part first, the embedding's last) is a shared module's. Two ways
+     to say so, both planned at zero_build:
+       zero_add_tied_param(z, user, "head", wte, &head)   module `user` uses wte as "head":
+            zero_fetch(user) fetches wte's module too, zero_param_grad(head) is wte's
+            gradient, and wte's module is reduced once it and every module tied to it have
+            called zero_grads_ready (in either order). The tie has no storage: zero_num_params,
+            gathers, checkpoints and safetensors hold wte once. One level: an owner uses no
+            ties, a user owns nothing tied to, and a module needs a param of its own.
+       md.shared = 1                                       the module itself is fetched
+            again later in the backward pass and adds more to its gradient; call
+            zero_grads_ready once, after its last window.
+     A shared module's gradient has a staging slot of its own (its span in grad_dtype,
+     ZERO_CAT_BUFFERS) instead of the staging ring, so it stays open across the backward
+     pass without holding up the others. The results are bitwise those of adding both
+     parts by hand in one window, in the same order.
+
    ON BUCKETS
      zero_grads_ready(z, m) queues module m for reduction. Queued modules are reduced
      together once they hold bucket_bytes of gradients (default 16 MiB) or the
@@ -232,7 +254,8 @@
      gradient buffer is taken from a staging area of 2 x bucket_bytes (at least the
      largest module) at its first zero_param_grad of the micro-batch and given back once
      it is reduced: call zero_grads_ready for a module before opening many others, or a
-     full staging area is ZERO_ERR_OVER_CAP (raise bucket_bytes). zero_stats_get's
+     full staging area is ZERO_ERR_OVER_CAP (raise bucket_bytes; a module released with
+     its gradient open is named: tie it, ON GRADIENTS). zero_stats_get's
      peak_staging_bytes tells the most it held.
 
    ON PREFETCH (stage 3)
