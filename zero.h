@@ -949,8 +949,9 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
 /* (stage 3: the next zero_fetch of the module sees the new values; a module fetched right
    now keeps the values it was gathered with until it is released) */
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
-/* The flat order of the two calls above and below: every param in registration order, back
-   to back, unpadded (STEP BY STEP 3). zero_param_offset: where p starts in it (-1: bad handle). */
+/* The flat order (zero_gather_params_f32's, zero_set_params_f32's): every param in
+   registration order, back to back, unpadded (STEP BY STEP 3). zero_param_offset: where p
+   starts in it (-1: bad handle). */
 ZERO_API int64_t zero_param_offset(const zero_ctx *ctx, zero_param p);
 /* Every param from one host array of zero_num_params floats in the flat order, the inverse
    of zero_gather_params_f32: zero_param_set_f32 on each param (not collective; the same

@@ -490,7 +490,7 @@ static void test_stack_errors(void) {
     for (l = 0; l < L; l++) CHECK(h[l].id == 0, "out[%d] set on a failure", l);
     /* a module that cannot take another element: 16 params of 2^48 fill its 2^52 */
     for (k = 0; k < 16; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "f%d", k);
         CHECK(fx_param(z, big, name, (int64_t)1 << 48, 0, 0, &q) == ZERO_OK, "filling 'big': %s", zero_last_error(z));
     }
@@ -562,6 +562,49 @@ static void test_stack_oom(void) {
         CHECK(zero_set_params_f32(z, all) == ZERO_OK && zero_gather_params_f32(z, got) == ZERO_OK &&
               memcmp(all, got, sizeof all) == 0, "set / gather after the failures: %s", zero_last_error(z));
     }
+    zero_destroy(z);
+}
+
+/* the edges: a stack of one, a stack of ZERO_MAX_DIMS dimensions, a 1-D stack, each slice
+   set and read back through its own module */
+static void test_stack_edges(void) {
+    zero_ctx *z = new_ctx(NULL);
+    zero_module a, b[2], c3[3];
+    zero_param one, deep[2], flat[3];
+    zero_param_desc pd;
+    float all[2 * 6 + 2 * 256 + 3], got[2 * 6 + 2 * 256 + 3];
+    int k, n = 0;
+    if (!CHECK(z != NULL, "zero_create failed")) return;
+    CHECK(fx_module(z, "a", 0, &a) == ZERO_OK && fx_module(z, "b0", 0, &b[0]) == ZERO_OK &&
+          fx_module(z, "b1", 0, &b[1]) == ZERO_OK, "modules");
+    for (k = 0; k < 3; k++) c3[k] = k == 0 ? a : k == 1 ? b[0] : b[1];
+    memset(&pd, 0, sizeof pd);
+    pd.name = "one"; pd.ndim = 3; pd.shape[0] = 1; pd.shape[1] = 2; pd.shape[2] = 6;
+    CHECK(zero_add_param_stack(z, &a, 1, &pd, &one) == ZERO_OK, "a stack of one: %s", zero_last_error(z));
+    CHECK(zero_param_numel(z, one) == 12 && zero_param_offset(z, one) == 0, "the stack of one");
+    pd.name = "deep"; pd.ndim = ZERO_MAX_DIMS; pd.shape[0] = 2;
+    for (k = 1; k < ZERO_MAX_DIMS; k++) pd.shape[k] = k == 1 ? 4 : 2;      /* slices [4, 2, ..., 2]: 256 */
+    CHECK(zero_add_param_stack(z, b, 2, &pd, deep) == ZERO_OK, "a %d-D stack: %s", ZERO_MAX_DIMS, zero_last_error(z));
+    CHECK(zero_param_numel(z, deep[0]) == 256 && zero_param_offset(z, deep[1]) == 12 + 256, "the %d-D stack",
+          ZERO_MAX_DIMS);
+    memset(&pd, 0, sizeof pd);
+    pd.name = "flat"; pd.ndim = 1; pd.shape[0] = 3; pd.shape[1] = 99;   /* ignored past ndim */
+    CHECK(zero_add_param_stack(z, c3, 3, &pd, flat) == ZERO_OK, "a 1-D stack: %s", zero_last_error(z));
+    for (k = 0; k < 3; k++)
+        CHECK(zero_param_numel(z, flat[k]) == 1 && zero_param_offset(z, flat[k]) == 12 + 512 + k, "flat[%d]", k);
+    if (!CHECK(zero_build(z) == ZERO_OK, "zero_build: %s", zero_last_error(z))) goto done;
+    n = (int)zero_num_params(z);
+    CHECK(n == (int)(sizeof all / sizeof all[0]), "%d elements", n);
+    for (k = 0; k < n; k++) all[k] = (float)k;
+    CHECK(zero_set_params_f32(z, all) == ZERO_OK, "set: %s", zero_last_error(z));
+    /* module b1 holds deep[1] and flat[2]: the buffer's [12 + 256, 12 + 512) and [12 + 514] */
+    if (CHECK(zero_fetch(z, b[1]) == ZERO_OK, "fetch")) {
+        const float *d1 = (const float *)zero_param_data(z, deep[1]), *f2 = (const float *)zero_param_data(z, flat[2]);
+        CHECK(d1 && f2 && memcmp(d1, all + 12 + 256, 256 * 4) == 0 && f2[0] == all[12 + 514], "b1's slices");
+        CHECK(zero_release(z, b[1]) == ZERO_OK, "release");
+    }
+    CHECK(zero_gather_params_f32(z, got) == ZERO_OK && memcmp(got, all, sizeof all) == 0, "gather");
+done:
     zero_destroy(z);
 }
 
@@ -762,6 +805,7 @@ int main(void) {
     TEST_RUN(test_stack_no_decay);
     TEST_RUN(test_stack_errors);
     TEST_RUN(test_stack_oom);
+    TEST_RUN(test_stack_edges);
     TEST_RUN(test_call_errors);
     for (s = 0; s <= 3; s++)
         for (w = 0; w < 2; w++)
