@@ -954,8 +954,8 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* coll
    starts in it (-1: bad handle). */
 ZERO_API int64_t zero_param_offset(const zero_ctx *ctx, zero_param p);
 /* Every param from one host array of zero_num_params floats in the flat order, the inverse
-   of zero_gather_params_f32: zero_param_set_f32 on each param (not collective; the same
-   array on every rank) */
+   of zero_gather_params_f32: zero_param_set_f32 on each param in turn, up to the first
+   failure (not collective; the same array on every rank) */
 ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all);
 
 /* training */
