@@ -130,13 +130,35 @@
          tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
          rank will use (ON MEMORY).
 
+         A tensor you keep stacked, [L, ...] with slice l belonging to layer l, is one call:
+
+             zero_module layer[L];                            // added with zero_add_module
+             zero_param_desc qd = {0}; qd.name = "qkvw";
+             qd.ndim = 3; qd.shape[0] = L; qd.shape[1] = 3*C; qd.shape[2] = C;
+             zero_param qkvw[L]; zero_add_param_stack(z, layer, L, &qd, qkvw);
+
+         registers param "qkvw" of shape [3C, C] (shape[1..]; [1] for a 1-D [L] tensor) in
+         each module layer[l], handle qkvw[l]. shape[0] must be L and the modules distinct;
+         all or nothing: a failure registers no slice.
+
+         The flat order: every param in the order of the zero_add_param calls (not of the
+         modules), back to back and unpadded, a stack's L slices one after the other, so
+         that the stack lies in it as [L, ...]. zero_param_offset(z, p) says where p starts;
+         zero_num_params(z) is its length. Register your tensors in the order your program
+         keeps them in one contiguous buffer (llm.c's GPT-2: wte, wpe, then ln1w [L, C],
+         ln1b [L, C], qkvw [L, 3C, C], ..., each a stack over the L layers, then lnfw, lnfb)
+         and the flat order is that buffer's layout: zero_set_params_f32 loads the model
+         from it (step 4), zero_gather_params_f32 saves it into it (step 6), and
+         zero_ckpt_read_f32 fills it from a checkpoint (ON CHECKPOINTS).
+
      --- 4. Build and initialize. zero_build(z) is collective: it checks that every rank
          registered the same model (else ZERO_ERR_MISMATCH on every rank), plans every
          buffer, checks the caps and allocates everything at once. Nothing can be registered
          after it (ZERO_ERR_ALREADY_BUILT), and a training call before it is
          ZERO_ERR_NOT_BUILT. Then set the params on every rank: zero_param_set_f32(z, p,
          values) takes the param's full fp32 values in a host array, the same on every rank
-         (each rank keeps its part; not collective). Or load them (step 6).
+         (each rank keeps its part; not collective); zero_set_params_f32(z, all) does that
+         for every param from one array in the flat order (step 3). Or load them (step 6).
 
      --- 5. Train. A step is accum_steps micro-batches, then zero_step:
 
@@ -168,7 +190,8 @@
              zero_load_safetensors(z, "model.safetensors");                // weights only
 
          zero_gather_params_f32(z, out) (collective) fills a host array of zero_num_params(z)
-         floats with every param in fp32, in registration order.
+         floats with every param in fp32, in the flat order (step 3): the inverse of
+         zero_set_params_f32.
 
      --- 7. Clean up: zero_device_free what you took with zero_device_alloc, zero_destroy(z),
          then the communicator: zero_comm_destroy(c) for an endpoint you made (after the last
@@ -519,11 +542,17 @@
                                                     safetensors file (zero_ckpt_export_as
                                                     for ZERO_BF16); every checksum is checked
                                                     as it goes, and a failure leaves no file
+         zero_ckpt_read_f32(ck, buf);               the same weights, fp32, into your
+                                                    buf[info.numel] in the flat order
+                                                    (STEP BY STEP 3), checksums checked
          zero_ckpt_close(ck);
      zero_ckpt_open refuses what zero_load refuses (the same check of the manifest: every
      param's ranges inside their files, back to back, each element once), with
      ZERO_ERR_CORRUPT and a message naming the param and the range. examples/zero_ckpt.c
      (build/zero_ckpt info | verify | export) is a tool made of these calls alone.
+     A checkpoint lists the params in the saver's registration order: zero_ckpt_param(ck,
+     i, ...) is the i-th param of the flat order, so zero_ckpt_read_f32 gives the buffer
+     zero_gather_params_f32 gave at the save.
 
    ON TRACING
      zero_trace_enable(z, max_events) turns on a per-rank timeline: it allocates
@@ -935,6 +964,11 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module m, const zero_par
    module that ties to it have called zero_grads_ready. (ON GRADIENTS: shared modules.) */
 ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module m, const char *name, zero_param target,
                                          zero_param *out);
+/* A stacked tensor [n, ...] split along its first axis: slice i becomes param desc->name of
+   modules[i] with shape desc->shape[1..] ([1] for a 1-D [n] tensor), handle out[i]. The n
+   params are consecutive in the flat order; desc->shape[0] must be n. All or nothing. */
+ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
+                                          const zero_param_desc *desc, zero_param *out);
 
 /* planning and building */
 ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out);
@@ -949,6 +983,14 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
 /* (stage 3: the next zero_fetch of the module sees the new values; a module fetched right
    now keeps the values it was gathered with until it is released) */
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
+/* The flat order (zero_gather_params_f32's, zero_set_params_f32's): every param in
+   registration order, back to back, unpadded (STEP BY STEP 3). zero_param_offset: where p
+   starts in it (-1: bad handle). */
+ZERO_API int64_t zero_param_offset(const zero_ctx *ctx, zero_param p);
+/* Every param from one host array of zero_num_params floats in the flat order, the inverse
+   of zero_gather_params_f32: zero_param_set_f32 on each param in turn, up to the first
+   failure (not collective; the same array on every rank) */
+ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all);
 
 /* training */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module m);
@@ -1038,6 +1080,10 @@ ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck);
    it streams, into path.tmp renamed to path at the end: a failure leaves no file. */
 ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *safetensors_path);
 ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *safetensors_path, zero_dtype dtype); /* F32, BF16 */
+/* The weights into out[info.numel], fp32, in the saver's flat order (zero_ckpt_param's
+   order, the registration order): what zero_gather_params_f32 gave at the save. Every
+   checksum is checked; on a failure out's contents are unspecified. */
+ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out);
 
 /* memory-centric tiling: y = x W^T + b with W [out, in] registered as `tiles`
    modules of consecutive rows ("<name>.tile<t>", params "w" [rows, in] and "b");
@@ -9238,6 +9284,91 @@ ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const c
     return ZERO_OK;
 }
 
+/* the params registered after the first `keep` taken back (zero_add_param_stack's undo):
+   each was the last of its module, so the module ends where its param before it ends */
+static void zero__params_truncate(zero_ctx *ctx, int keep) {
+    while (ctx->num_params > keep) {
+        const zero__param_rec *p = &ctx->params[--ctx->num_params];
+        zero__module_rec *m = &ctx->modules[p->module];
+        int j;
+        m->used = 0;
+        for (j = ctx->num_params - 1; j >= 0; j--)
+            if (ctx->params[j].module == p->module) { m->used = ctx->params[j].offset + ctx->params[j].numel; break; }
+        zero__raw_free(&ctx->desc.allocator, p->name);
+    }
+}
+
+ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
+                                          const zero_param_desc *desc, zero_param *out) {
+    static const char *fn = "zero_add_param_stack";
+    zero_param_desc slice;
+    zero_result r;
+    int i, j, mi, keep;
+    int64_t numel = 1, total;
+    if (!ctx || !modules || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "%s: ctx, modules, desc, desc->name and out must not be NULL", fn);
+    for (i = 0; i < n; i++) out[i].id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "%s('%s'): the model cannot change after zero_build", fn, desc->name);
+    if (n < 1)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): ndim is %d; it must be 1..%d", fn, desc->name, desc->ndim, ZERO_MAX_DIMS);
+    if (desc->shape[0] != n)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): shape[0] is %lld but %d modules were given; the first axis is split one slice "
+                          "per module", fn, desc->name, (long long)desc->shape[0], n);
+    /* the slice: shape[1..], or [1] for a 1-D tensor */
+    memset(&slice, 0, sizeof slice);
+    slice.name = desc->name;
+    slice.no_decay = desc->no_decay;
+    slice.ndim = desc->ndim > 1 ? desc->ndim - 1 : 1;
+    slice.shape[0] = 1;
+    for (i = 1; i < desc->ndim; i++) slice.shape[i - 1] = desc->shape[i];
+    for (i = 0; i < slice.ndim; i++) {
+        if (slice.shape[i] <= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): shape[%d] is %lld; sizes must be positive", fn, desc->name, i + 1,
+                              (long long)slice.shape[i]);
+        if (!zero__mul(numel, slice.shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): a slice's element count overflows", fn, desc->name);
+    }
+    if (!zero__mul(numel, n, &total))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): the element count overflows", fn, desc->name);
+    for (i = 0; i < n; i++) {
+        const zero__module_rec *m;
+        if ((mi = zero__module_index(ctx, modules[i], fn)) < 0) return ZERO_ERR_INVALID_HANDLE;
+        m = &ctx->modules[mi];
+        for (j = 0; j < i; j++)
+            if (modules[j].id == modules[i].id)
+                return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                                  "%s('%s'): modules[%d] and modules[%d] are both module '%s'; each slice needs a "
+                                  "module of its own", fn, desc->name, j, i, m->name);
+        if (zero__param_named(ctx, mi, desc->name))
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: module '%s' (modules[%d]) already has a param named '%s'", fn, m->name, i,
+                              desc->name);
+        if (zero__align_up(m->used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);
+    }
+    /* checked; only running out of memory can fail now, and that takes back the slices added */
+    keep = ctx->num_params;
+    for (i = 0; i < n; i++)
+        if ((r = zero_add_param(ctx, modules[i], &slice, &out[i])) != ZERO_OK) {
+            zero__params_truncate(ctx, keep);
+            for (j = 0; j < n; j++) out[j].id = 0;
+            return r;
+        }
+    return ZERO_OK;
+}
+
 ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p) {
     int i;
     if (!ctx || (i = zero__param_index(ctx, p, "zero_param_numel")) < 0) return -1;
@@ -9249,6 +9380,11 @@ ZERO_API int64_t zero_num_params(const zero_ctx *ctx) {
     if (!ctx) return -1;
     for (i = 0; i < ctx->num_params; i++) n += ctx->params[i].numel;
     return n;
+}
+ZERO_API int64_t zero_param_offset(const zero_ctx *ctx, zero_param p) {
+    int i;
+    if (!ctx || (i = zero__param_index(ctx, p, "zero_param_offset")) < 0) return -1;
+    return ctx->params[i].out_offset;
 }
 
 ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
@@ -9774,6 +9910,21 @@ ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
     }
     if (tmp) ctx->dev->free(ctx, tmp);
     return r;
+}
+
+ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all) {
+    zero_result r;
+    zero_param p;
+    int i;
+    if ((r = zero__check_built(ctx, "zero_set_params_f32")) != ZERO_OK) return r;
+    if (!all) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_set_params_f32: all is NULL");
+    /* param by param, so every stage, tier and device takes its own path, and nothing is
+       copied whole */
+    for (i = 0; i < ctx->num_params; i++) {
+        p.id = zero__handle(ctx, i);
+        if ((r = zero_param_set_f32(ctx, p, all + ctx->params[i].out_offset)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
 }
 
 ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
@@ -10511,6 +10662,36 @@ out:
 
 ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *path) {
     return zero_ckpt_export_as(ck, path, ZERO_F32);
+}
+
+/* zero_ckpt_read_f32's sink: the checked weights at their place in the flat order */
+typedef struct zero__ck_flat { float *out; const int64_t *param_off; } zero__ck_flat;
+
+static zero_result zero__ck_flat_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
+                                      size_t msgn) {
+    const zero__ck_flat *s = (const zero__ck_flat *)user;
+    (void)msg;
+    (void)msgn;
+    memcpy(s->out + s->param_off[r->param] + r->begin + o, w, (size_t)n * 4);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out) {
+    zero__ck_flat s;
+    int64_t *off, o = 0;
+    zero_result r;
+    int i;
+    if (!ck || !out)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_read_f32: ck and out must not be NULL");
+    /* the manifest lists the params in the saver's registration order: the flat order */
+    if (!(off = (int64_t *)zero__raw_alloc(&ck->alloc, sizeof *off * (size_t)ck->m.nparam)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_read_f32: out of memory");
+    for (i = 0; i < ck->m.nparam; i++) { off[i] = o; o += ck->m.params[i].numel; }
+    s.out = out;
+    s.param_off = off;
+    r = zero__ck_scan(ck, "zero_ckpt_read_f32", zero__ck_flat_sink, &s);
+    zero__raw_free(&ck->alloc, off);
+    return r;
 }
 
 #endif /* ZERO_IMPLEMENTATION */
