@@ -6981,17 +6981,23 @@ static zero_result zero__drop(zero_ctx *ctx, int mi) {
 }
 
 /* Issue the gathers of the next scheduled modules, within both budgets. When no
-   module is in use, the very next one may also take the in-use allowance (the
-   arena's room for the largest module): that is where the forward pass turns into
-   the backward pass, releasing a module that is fetched again right away. */
+   module is in use, the next ones may also take the in-use allowance (the arena's
+   room for the largest module), as many in a row as fit in it: that is where the
+   forward pass turns into the backward pass, releasing a module (or a module and the
+   owner of its tied params, fetched with it) that is fetched again right away. */
 static void zero__prefetch(zero_ctx *ctx) {
     int j;
+    int64_t room;
     if (!ctx->sched.active || ctx->sched.off_pos || ctx->sched.prefetch_budget < 0) return;
+    room = ctx->sched.inuse_bytes == 0 ? zero__gbytes(&ctx->desc, ctx->lay.max_span) : 0;
     for (j = ctx->sched.pos; j < ctx->sched.len; j++) {
         int mi = ctx->sched.order[j];
         zero__module_rec *m = &ctx->modules[mi];
         int64_t b = zero__gbytes(&ctx->desc, m->span), off;
-        int next_in_use = j == ctx->sched.pos && ctx->sched.inuse_bytes == 0;
+        int next_in_use = 0;
+        if (!m->persistent) {           /* the allowance is for the next modules in a row only */
+            if (b <= room) { next_in_use = 1; room -= b; } else room = 0;
+        }
         if (m->live) continue;
         if (!m->persistent) {
             if (!next_in_use && ctx->sched.pending_bytes + b > ctx->sched.prefetch_budget) break;
@@ -7143,7 +7149,8 @@ static zero_result zero__fetch(zero_ctx *ctx, int mi) {
     return ZERO_OK;
 }
 
-/* zero_release of one fetched module */
+/* zero_release of one fetched module; the caller issues the prefetch after it (once for
+   a module and the owners of its tied params, released together) */
 static zero_result zero__release(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
     zero_result r;
@@ -7156,7 +7163,6 @@ static zero_result zero__release(zero_ctx *ctx, int mi) {
     } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
         return r;
     }
-    zero__prefetch(ctx);
     return ZERO_OK;
 }
 
@@ -9483,6 +9489,7 @@ ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
         int o = zero__tie_owner(ctx, mi, i);
         if (o >= 0 && ctx->modules[o].fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
     }
+    zero__prefetch(ctx);
     return r;
 }
 

@@ -293,6 +293,10 @@ static void test_equivalence(void) {
                                       "params differ from stage 0 at element %lld", (long long)at);
                             if (stage == 3 && mode == TIE_API)
                                 CHECK(c.owner_fetched_ok, "fetching 'final' did not fetch 'embed' (or releasing kept it)");
+                            if (stage == 3)     /* the owner fetched with its user is gathered ahead too */
+                                CHECK(c.stats.prefetch_misses == 0 && c.stats.prefetch_hits > 0,
+                                      "prefetch: %lld hits, %lld misses after the first step",
+                                      (long long)c.stats.prefetch_hits, (long long)c.stats.prefetch_misses);
                             CHECK(memcmp(c.plan.bytes, c.stats.bytes, sizeof c.plan.bytes) == 0 &&
                                   c.plan.total_bytes == c.stats.total_bytes,
                                   "allocated %lld bytes, planned %lld", (long long)c.stats.total_bytes,
@@ -305,6 +309,24 @@ static void test_equivalence(void) {
                 }
                 free(ref0.out);
             }
+}
+
+/* stage 3, blocks larger than embed + final (train_gpt's shape): the user and the owner
+   released together at the end of the forward pass are gathered again ahead of the
+   backward pass's first fetch (no miss after the first step) */
+static void test_prefetch_tied(void) {
+    int mode;
+    for (mode = TIE_API; mode <= TIE_REFETCH; mode++) {
+        cfg c = base_cfg(mode, 3, 2, ZERO_BF16, 1);
+        c.V = 8; c.steps = 4;
+        test_begin("tied_prefetch_%s", mode_name[mode]);
+        run(&c);
+        if (CHECK(c.fail == ZERO_OK, "failed: %s (%s)", zero_result_str(c.fail), c.msg))
+            CHECK(c.stats.prefetch_misses == 0 && c.stats.prefetch_hits > 0, "prefetch: %lld hits, %lld misses",
+                  (long long)c.stats.prefetch_hits, (long long)c.stats.prefetch_misses);
+        test_end();
+        free(c.out);
+    }
 }
 
 /* the owner's zero_grads_ready before its user's window: its reduction waits for the user */
@@ -477,6 +499,7 @@ int main(void) {
     test_errors();
     test_equivalence();
     test_head_last();
+    test_prefetch_tied();
     test_tiers();
     test_large();
     return test_summary();
