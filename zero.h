@@ -125,9 +125,11 @@
 
              zero_add_tied_param(z, lnf, "head", wte, &head);  // lnf uses embed's wte as "head"
 
-         (ON GRADIENTS: tied weights). Handles are small ids; a stale or another context's
-         handle is ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at once is registered as
-         tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
+         (ON GRADIENTS: tied weights). Names are 1-255 bytes without control characters,
+         quotes or backslashes (they go into checkpoints and safetensors keys, where
+         "module.param" must be unique too). Handles are small ids; a stale or another
+         context's handle is ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at
+         once is registered as tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
          rank will use (ON MEMORY).
 
          A tensor you keep stacked, [L, ...] with slice l belonging to layer l, is one call:
@@ -9151,8 +9153,47 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
 }
 ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
 ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
+/* A module or param name is a line of the checkpoint's manifest and part of a safetensors
+   JSON key: not empty, at most 255 bytes, no control characters, quotes or backslashes */
+static zero_result zero__name_check(zero_ctx *ctx, const char *fn, const char *kind, const char *name) {
+    const unsigned char *c;
+    size_t n = strlen(name);
+    if (n == 0 || n > 255)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: the %s name is %s; names are 1 to 255 bytes", fn, kind, n ? "longer than 255 bytes" : "empty");
+    for (c = (const unsigned char *)name; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || *c == '"' || *c == '\\')
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: the %s name '%.64s' has a %s at byte %d; names are written into checkpoint "
+                              "manifests and safetensors keys, which take no control characters, quotes or backslashes",
+                              fn, kind, name, *c == '"' ? "quote" : *c == '\\' ? "backslash" : "control character",
+                              (int)((const char *)c - name));
+    return ZERO_OK;
+}
+
+/* module mi's param `name` would be saved as the same "module.param" safetensors key as
+   another param's (module "a.b" param "c" and module "a" param "b.c"): its index, or -1 */
+static int zero__key_clash(const zero_ctx *ctx, int mi, const char *name) {
+    const char *mn = ctx->modules[mi].name;
+    size_t lm = strlen(mn), ln = strlen(name);
+    int i;
+    if (!strchr(mn, '.') && !strchr(name, '.')) return -1;     /* a clash needs a dot in both pairs */
+    for (i = 0; i < ctx->num_params; i++) {
+        const char *m2 = ctx->modules[ctx->params[i].module].name, *n2 = ctx->params[i].name;
+        size_t l2 = strlen(m2);
+        if (ctx->params[i].module == mi || l2 + 1 + strlen(n2) != lm + 1 + ln) continue;
+        if (l2 < lm ? memcmp(m2, mn, l2) == 0 && mn[l2] == '.' && memcmp(mn + l2 + 1, n2, lm - l2 - 1) == 0 &&
+                          n2[lm - l2 - 1] == '.' && strcmp(n2 + (lm - l2), name) == 0
+                    : memcmp(mn, m2, lm) == 0 && m2[lm] == '.' && memcmp(m2 + lm + 1, name, l2 - lm - 1) == 0 &&
+                          name[l2 - lm - 1] == '.' && strcmp(name + (l2 - lm), n2) == 0)
+            return i;
+    }
+    return -1;
+}
+
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
     zero__module_rec *m;
+    zero_result r;
     int i;
     if (!ctx || !desc || !out || !desc->name)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
@@ -9161,6 +9202,7 @@ ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc
     if (ctx->built)
         return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
                           "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
+    if ((r = zero__name_check(ctx, "zero_add_module", "module", desc->name)) != ZERO_OK) return r;
     for (i = 0; i < ctx->num_modules; i++)
         if (strcmp(ctx->modules[i].name, desc->name) == 0)
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
@@ -9192,6 +9234,7 @@ static int zero__param_named(const zero_ctx *ctx, int mi, const char *name) {
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
     zero__param_rec *p;
     zero__module_rec *m;
+    zero_result r;
     int mi, i;
     int64_t numel = 1, off;
     if (!ctx || !desc || !out || !desc->name)
@@ -9215,9 +9258,14 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_p
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "zero_add_param('%s'): the element count overflows", desc->name);
     }
+    if ((r = zero__name_check(ctx, "zero_add_param", "param", desc->name)) != ZERO_OK) return r;
     if (zero__param_named(ctx, mi, desc->name))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
+    if ((i = zero__key_clash(ctx, mi, desc->name)) >= 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param: '%s.%s' would be saved under the same safetensors key as '%s.%s'",
+                          m->name, desc->name, ctx->modules[ctx->params[i].module].name, ctx->params[i].name);
     off = zero__align_up(m->used, ctx->desc.align_elems);
     if (off > ((int64_t)1 << 52) - numel)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
@@ -9247,6 +9295,7 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_p
 ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const char *name, zero_param target,
                                         zero_param *out) {
     zero__tie *t;
+    zero_result r;
     int mi, ti, o, i;
     if (!ctx || !name || !out)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
@@ -9258,6 +9307,7 @@ ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const c
     if ((mi = zero__module_index(ctx, mod, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if ((ti = zero__param_index(ctx, target, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
     o = ctx->params[ti].module;
+    if ((r = zero__name_check(ctx, "zero_add_tied_param", "param", name)) != ZERO_OK) return r;
     if (zero__param_named(ctx, mi, name))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
@@ -9318,6 +9368,7 @@ ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modu
     if (ctx->built)
         return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
                           "%s('%s'): the model cannot change after zero_build", fn, desc->name);
+    if ((r = zero__name_check(ctx, fn, "param", desc->name)) != ZERO_OK) return r;
     if (n < 1)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
@@ -9360,6 +9411,10 @@ ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modu
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "%s: module '%s' (modules[%d]) already has a param named '%s'", fn, m->name, i,
                               desc->name);
+        if ((j = zero__key_clash(ctx, mi, desc->name)) >= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
+                              desc->name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
         if (zero__align_up(m->used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);

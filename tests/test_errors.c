@@ -375,6 +375,53 @@ static void null_add_param_name(void) {
     if (small(&mo, 0)) EXPECT(zero_add_param(mo.z, mo.m[0], &pd, &p), ZERO_ERR_INVALID_ARG, mo.z);
     model_free(&mo);
 }
+/* names are manifest lines and safetensors keys: refused at registration, not at the save */
+static void bad_names(void) {
+    static const char *bad[] = { "", "a\nb", "tab\there", "q\"uote", "back\\slash", "del\x7f" };
+    char longname[300];
+    model mo;
+    zero_module m;
+    zero_param p;
+    zero_module_desc md;
+    zero_param_desc pd;
+    size_t k;
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    if (!small(&mo, 0)) { model_free(&mo); return; }
+    for (k = 0; k <= sizeof bad / sizeof bad[0]; k++) {
+        const char *name = k < sizeof bad / sizeof bad[0] ? bad[k] : longname;
+        memset(&md, 0, sizeof md); md.name = name;
+        EXPECT(zero_add_module(mo.z, &md, &m), ZERO_ERR_INVALID_ARG, mo.z);
+        pdesc(&pd, 1, 4, 1); pd.name = name;
+        EXPECT(zero_add_param(mo.z, mo.m[0], &pd, &p), ZERO_ERR_INVALID_ARG, mo.z);
+        CHECK(strstr(zero_last_error(mo.z), "name") != NULL, "message: %s", zero_last_error(mo.z));
+        EXPECT(zero_add_tied_param(mo.z, mo.m[0], name, mo.p[0], &p), ZERO_ERR_INVALID_ARG, mo.z);
+    }
+    CHECK(zero_num_params(mo.z) == 8, "a refused name registered something: %lld elements", (long long)zero_num_params(mo.z));
+    model_free(&mo);
+}
+/* module "a.b" param "c" and module "a" param "b.c" are both the key "a.b.c" */
+static void safetensors_key_clash(void) {
+    model mo;
+    zero_module a, ab;
+    zero_param p;
+    zero_param_desc pd;
+    int order;
+    for (order = 0; order < 2; order++) {
+        if (!small(&mo, 0)) { model_free(&mo); return; }
+        if (CHECK(fx_module(mo.z, "a", 0, &a) == ZERO_OK && fx_module(mo.z, "a.b", 0, &ab) == ZERO_OK, "modules")) {
+            pdesc(&pd, 1, 4, 1);
+            pd.name = order ? "c" : "b.c";
+            CHECK(zero_add_param(mo.z, order ? ab : a, &pd, &p) == ZERO_OK, "%s", zero_last_error(mo.z));
+            pd.name = order ? "b.c" : "c";
+            EXPECT(zero_add_param(mo.z, order ? a : ab, &pd, &p), ZERO_ERR_INVALID_ARG, mo.z);
+            CHECK(strstr(zero_last_error(mo.z), "same safetensors key") != NULL, "message: %s", zero_last_error(mo.z));
+            pd.name = "b.d";                    /* a.b.d: no clash */
+            CHECK(zero_add_param(mo.z, a, &pd, &p) == ZERO_OK, "a.b.d: %s", zero_last_error(mo.z));
+        }
+        model_free(&mo);
+    }
+}
 static void null_plan_get_out(void) {
     model mo;
     if (small(&mo, 0)) EXPECT(zero_plan_get(mo.z, NULL), ZERO_ERR_INVALID_ARG, mo.z);
@@ -1183,6 +1230,8 @@ int main(void) {
     TEST_RUN(null_add_param_desc);
     TEST_RUN(null_add_param_out);
     TEST_RUN(null_add_param_name);
+    TEST_RUN(bad_names);
+    TEST_RUN(safetensors_key_clash);
     TEST_RUN(null_plan_get_out);
     TEST_RUN(null_stats_get_out);
     TEST_RUN(null_estimate_desc);
