@@ -224,16 +224,26 @@
 
    ON BUCKETS
      zero_grads_ready(z, m) queues module m for reduction. Queued modules are reduced
-     together once they hold bucket_bytes of gradients (default 16 MiB) or the
-     micro-batch's last module is ready; the reductions run on the context's comm stream
-     (on the CPU device, a thread of its own) while your backward pass continues. Stages
-     0-1 reduce on the last micro-batch of a step only; stages 2-3 on every micro-batch.
+     together once they hold bucket_bytes of gradients or the micro-batch's last module
+     is ready; the reductions run on the context's comm stream (on the CPU device, a
+     thread of its own) while your backward pass continues. Stages 0-1 reduce on the
+     last micro-batch of a step only; stages 2-3 on every micro-batch.
+     The default bucket_bytes scales with the model: with G the gradient bytes of the
+     trainable modules (their padded elements x the size of grad_dtype),
+
+         bucket_bytes = min(16 MiB, G / 8), rounded down to a multiple of 64 (at least 64)
+
+     so a small model's backward pass is about 8 buckets and a model of more than 64M
+     trainable bf16 params keeps 16 MiB buckets. zero_build sets it (zero_query_desc
+     says 0 before, the value after); zero_plan_get and zero_estimate use it before. A
+     value you set is used as it is.
      In stages 2-3 (and whenever grad_accum_dtype differs from grad_dtype) a module's
-     gradient buffer is taken from a staging area of 2 x bucket_bytes (at least the
-     largest module) at its first zero_param_grad of the micro-batch and given back once
-     it is reduced: call zero_grads_ready for a module before opening many others, or a
-     full staging area is ZERO_ERR_OVER_CAP (raise bucket_bytes). zero_stats_get's
-     peak_staging_bytes tells the most it held.
+     gradient buffer is taken from a staging area of 2 x bucket_bytes (at most all the
+     trainable gradients, and at least the largest trainable module, whose gradient is
+     staged whole; by default G / 4 or that module) at its first zero_param_grad of the
+     micro-batch and given back once it is reduced: call zero_grads_ready for a module
+     before opening many others, or a full staging area is ZERO_ERR_OVER_CAP (raise
+     bucket_bytes). zero_stats_get's peak_staging_bytes tells the most it held.
 
    ON PREFETCH (stage 3)
      The first step records the order of zero_fetch calls; at its zero_step every rank
@@ -244,7 +254,9 @@
      module usually runs while you compute the one before. Gathered modules live in one
      arena sized at zero_build: max_live_bytes (default: the largest module) for
      prefetched and kept modules plus room for the largest module in use, so a
-     steady-state step allocates nothing. Modules of at most persist_bytes stay gathered
+     steady-state step allocates nothing. zero_query_desc gives the max_live_bytes and
+     prefetch_bytes in effect after zero_build. A lower max_live_bytes trades prefetch
+     for memory (ON MEMORY: when stage 3 needs less than stage 2). Modules of at most persist_bytes stay gathered
      between fetches (re-gathered once after each step). A released module whose next
      fetch is within reuse_distance fetches is kept instead of freed. If a step fetches
      in another order (dynamic control flow), that step fetches on demand, with a
@@ -279,6 +291,24 @@
      bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
      ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
      (examples/zero_estimate.c) prints the plan from the command line.
+     The buffers scale with the model (ON BUCKETS, ON PREFETCH), so with N >= 2 ranks
+     and the defaults the per-rank total (states + buffers, plan.total_bytes) falls, not
+     strictly, from stage 0 to 3 when the modules are small beside the model:
+       0 -> 1  always: the buffers are the same and stage 1 shards master and moments
+       1 -> 2  when the largest trainable module is at most (1 - 1/N) of the trainable
+               elements: the staging area (G / 4, or that module) then fits in the
+               gradients stage 2 shards away, (1 - 1/N) G
+       2 -> 3  when 2 x the largest module's param bytes (each rounded up to 64), plus
+               the modules kept by persist_bytes, are at most the params stage 3 shards
+               away, (1 - 1/N) x the param bytes: the largest module at most about 3/8
+               of the model at N = 4, 1/4 at N = 2, 1/2 at large N
+     A model of many similar modules (a transformer's blocks) falls at any size. One or
+     two big modules cannot (for 2 -> 3, a max_live_bytes below the largest module
+     helps if you never hold two big modules fetched at once), nor can anything at N = 1, where nothing is sharded and stages 2-3 only add
+     buffers, nor a toy of a few hundred params, where the 64-byte rounding of each
+     buffer outweighs what sharding saves. A tiled linear's buffers are the same at
+     every stage. build/zero_estimate cuts --params into at most 32 equal modules by
+     default, so its total_bytes_per_rank falls from stage 0 to 3 at N >= 2.
 
    ON OFFLOAD
      Two fields say where the model states live; desc.offload configures the NVMe tier.
@@ -784,10 +814,13 @@ typedef struct zero_desc {
     zero_dtype grad_dtype;          /* default: param_dtype */
     zero_dtype grad_accum_dtype;    /* default: grad_dtype; ZERO_F32 keeps gradients in fp32 */
     int accum_steps;                /* micro-batches per step; default 1 */
-    int64_t bucket_bytes;           /* gradient bytes reduced together; default 16 MiB */
+    int64_t bucket_bytes;           /* gradient bytes reduced together; default min(16 MiB, the trainable
+                                       gradient bytes / 8), set at zero_build (ON BUCKETS) */
     int64_t align_elems;            /* param alignment inside a module; default 16 */
-    int64_t max_live_bytes;         /* stage 3: bytes of prefetched and kept modules; default: the largest module */
-    int64_t prefetch_bytes;         /* stage 3: gather ahead up to this; default max_live_bytes; <0: off */
+    int64_t max_live_bytes;         /* stage 3: bytes of prefetched and kept modules; default: the largest
+                                       module, set at zero_build */
+    int64_t prefetch_bytes;         /* stage 3: gather ahead up to this; default max_live_bytes (set at
+                                       zero_build); <0: off */
     int64_t persist_bytes;          /* stage 3: modules this small stay gathered; default 0: none */
     int reuse_distance;             /* stage 3: keep a module fetched again within this many fetches; default 0 */
     zero_optim_desc optim;
@@ -5474,9 +5507,19 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
 static int zero__staging_mode(const zero_desc *d) {
     return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
 }
+/* bucket_bytes, or its default from the model (ON BUCKETS): an eighth of the trainable
+   elements' gradient bytes, rounded down to ZERO__ALIGN, within [ZERO__ALIGN, 16 MiB].
+   An eighth keeps the staging ring (two buckets) within the gradient bytes stage 2
+   shards away at any N >= 2, so a small model's ring stays small beside its states. */
+static int64_t zero__bucket_bytes(const zero_desc *d, int64_t trainable) {
+    int64_t b;
+    if (d->bucket_bytes > 0) return d->bucket_bytes;
+    b = trainable * (int64_t)zero_dtype_size(d->grad_dtype) / 8 / ZERO__ALIGN * ZERO__ALIGN;
+    return b < ZERO__ALIGN ? ZERO__ALIGN : b > ((int64_t)16 << 20) ? (int64_t)16 << 20 : b;
+}
 static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
     int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
-    int64_t want = 2 * d->bucket_bytes, all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
+    int64_t want = 2 * zero__bucket_bytes(d, z->trainable), all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
     int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
     if (want > all) want = all;
     want = zero__align_up(want, ZERO__ALIGN);
@@ -5715,7 +5758,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
     d->accum_steps = ZERO__DEF(d->accum_steps, 1);
-    d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
+    /* bucket_bytes 0 stays 0 until zero_build: its default depends on the model */
     d->align_elems = ZERO__DEF(d->align_elems, 16);
     o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
     o->lr = ZERO__DEF(o->lr, 1e-3);
@@ -8993,9 +9036,15 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
 }
 /* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
+    zero_result r;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
     if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
-    return zero__build(ctx);
+    if ((r = zero__build(ctx)) != ZERO_OK) return r;
+    /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
+    ctx->desc.bucket_bytes = zero__bucket_bytes(&ctx->desc, ctx->lay.plan.trainable_padded);
+    if (ctx->desc.stage == 3 && !ctx->desc.max_live_bytes) ctx->desc.max_live_bytes = ctx->sched.max_live;
+    if (ctx->desc.stage == 3 && !ctx->desc.prefetch_bytes) ctx->desc.prefetch_bytes = ctx->sched.prefetch_budget;
+    return ZERO_OK;
 }
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
