@@ -910,6 +910,7 @@ static int write_svg(const char *path, const shared_state *sh) {
             for (int k = 0; k < ZERO_CAT_NUM; k++) tot += (double)sh->plan_bytes[s][tr][k];
         if (tot > maxb) maxb = tot;
     }
+    maxb *= 1.08;   // room above the tallest bar for its label, below the title
     fprintf(f, "<text x=\"%g\" y=\"%g\">per-rank memory by stage (%d ranks, planner), MB</text>\n", bx, by - 8, c->ranks);
     fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#888\"/>\n", bx - 10, by + bh, bx + 4 * (bw + gap), by + bh);
     for (int s = 0; s <= 3; s++) {
