@@ -254,9 +254,7 @@
      module usually runs while you compute the one before. Gathered modules live in one
      arena sized at zero_build: max_live_bytes (default: the largest module) for
      prefetched and kept modules plus room for the largest module in use, so a
-     steady-state step allocates nothing. zero_query_desc gives the max_live_bytes and
-     prefetch_bytes in effect after zero_build. A lower max_live_bytes trades prefetch
-     for memory (ON MEMORY: when stage 3 needs less than stage 2). Modules of at most persist_bytes stay gathered
+     steady-state step allocates nothing. Modules of at most persist_bytes stay gathered
      between fetches (re-gathered once after each step). A released module whose next
      fetch is within reuse_distance fetches is kept instead of freed. If a step fetches
      in another order (dynamic control flow), that step fetches on demand, with a
@@ -264,6 +262,9 @@
      before the fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
      zero_param_set_f32 at stage 3: the next zero_fetch of the module sees the new values;
      a module fetched right now keeps the values it was gathered with until released.
+     zero_query_desc gives the max_live_bytes and prefetch_bytes in effect after
+     zero_build. A lower max_live_bytes trades prefetch for memory (ON MEMORY says when
+     stage 3 needs less than stage 2).
 
    ON THE OPTIMIZER
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -295,20 +296,21 @@
      and the defaults the per-rank total (states + buffers, plan.total_bytes) falls, not
      strictly, from stage 0 to 3 when the modules are small beside the model:
        0 -> 1  always: the buffers are the same and stage 1 shards master and moments
-       1 -> 2  when the largest trainable module is at most (1 - 1/N) of the trainable
-               elements: the staging area (G / 4, or that module) then fits in the
-               gradients stage 2 shards away, (1 - 1/N) G
+       1 -> 2  when the largest trainable module's gradient bytes (rounded up to 64)
+               are at most (1 - 1/N) G, the gradients stage 2 shards away: the staging
+               area (G / 4, or that module) then fits in them
        2 -> 3  when 2 x the largest module's param bytes (each rounded up to 64), plus
                the modules kept by persist_bytes, are at most the params stage 3 shards
                away, (1 - 1/N) x the param bytes: the largest module at most about 3/8
                of the model at N = 4, 1/4 at N = 2, 1/2 at large N
      A model of many similar modules (a transformer's blocks) falls at any size. One or
      two big modules cannot (for 2 -> 3, a max_live_bytes below the largest module
-     helps if you never hold two big modules fetched at once), nor can anything at N = 1, where nothing is sharded and stages 2-3 only add
-     buffers, nor a toy of a few hundred params, where the 64-byte rounding of each
-     buffer outweighs what sharding saves. A tiled linear's buffers are the same at
-     every stage. build/zero_estimate cuts --params into at most 32 equal modules by
-     default, so its total_bytes_per_rank falls from stage 0 to 3 at N >= 2.
+     helps if you never hold two big modules fetched at once), nor can anything at
+     N = 1, where nothing is sharded and stages 2-3 only add buffers, nor a toy of a few
+     hundred params, where the 64-byte rounding of each buffer outweighs what sharding
+     saves. A tiled linear's buffers are the same at every stage. build/zero_estimate
+     cuts --params into at most 32 modules (equal but the last) by default, so its
+     total_bytes_per_rank falls from stage 0 to 3 at N >= 2.
 
    ON OFFLOAD
      Two fields say where the model states live; desc.offload configures the NVMe tier.
@@ -5519,7 +5521,8 @@ static int64_t zero__bucket_bytes(const zero_desc *d, int64_t trainable) {
 }
 static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
     int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
-    int64_t want = 2 * zero__bucket_bytes(d, z->trainable), all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
+    int64_t want = 2 * zero__bucket_bytes(d, z->trainable);
+    int64_t all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
     int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
     if (want > all) want = all;
     want = zero__align_up(want, ZERO__ALIGN);

@@ -9,8 +9,8 @@ of P parameters trained on N ranks at ZeRO stage S, from sizes alone (zero_estim
 
 The model is a stack of modules, as a real one is (a module is what stage 3
 gathers and stage 2 stages whole, so the largest module sizes those buffers). By
-default P is cut into at most 32 modules of equal size, a multiple of N * align,
-and a last one that takes the rest, so the padding is that of one module.
+default P is cut into at most 32 modules: equal ones of a multiple of N * align
+elements and a last one that takes the rest, so the padding is that of one module.
 --modules M splits P into M modules as evenly as possible instead (one module:
 the buffers hold the whole model, and stages 2-3 need more than stage 1).
 --align defaults to 1 here (the library's default is 16), so that the only padding
