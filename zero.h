@@ -7011,9 +7011,11 @@ static void zero__stage3_step_start(zero_ctx *ctx) {
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
    task that read them is done (its ticket), so the ring needs no lock. */
+/* where a record goes depends on the records before it only, never on which of them are
+   retired yet (an empty ring too starts at head), so every rank lays the ring out alike */
 static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
     int64_t head = ctx->grads.head, cap = ctx->grads.ring_bytes, tail;
-    if (ctx->grads.rec_count == 0) { *off = 0; return bytes <= cap; }
+    if (ctx->grads.rec_count == 0) { *off = cap - head >= bytes ? head : 0; return bytes <= cap; }
     tail = ctx->grads.recs[ctx->grads.rec_head].off;
     if (head > tail) {
         if (cap - head >= bytes) { *off = head; return 1; }
@@ -7056,11 +7058,15 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
             if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grads.ring + off, bytes)) != ZERO_OK) return -2;
             return idx;
         }
-        if (ctx->grads.bucket_len) { zero__flush(ctx); continue; }
+        /* full: wait for the reductions in flight first, and flush the queued bucket only
+           when none is left. Whether a reduction is done yet differs between ranks, so a
+           flush decided by it would queue the reduce tasks at a different place among a
+           stage-3 prefetch's gathers on each rank: the collectives would not match */
         if (ctx->grads.rec_count > 0 && ctx->grads.recs[ctx->grads.rec_head].ticket) {
             if ((*res = zero__wait(ctx, ctx->grads.recs[ctx->grads.rec_head].ticket)) != ZERO_OK) return -2;
             continue;
         }
+        if (ctx->grads.bucket_len) { zero__flush(ctx); continue; }
         return -1;
     }
 }
