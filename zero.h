@@ -271,16 +271,27 @@
 
    ON BUCKETS
      zero_grads_ready(z, m) queues module m for reduction. Queued modules are reduced
-     together once they hold bucket_bytes of gradients (default 16 MiB) or the
-     micro-batch's last module is ready; the reductions run on the context's comm stream
-     (on the CPU device, a thread of its own) while your backward pass continues. Stages
-     0-1 reduce on the last micro-batch of a step only; stages 2-3 on every micro-batch.
+     together once they hold bucket_bytes of gradients or the micro-batch's last module
+     is ready; the reductions run on the context's comm stream (on the CPU device, a
+     thread of its own) while your backward pass continues. Stages 0-1 reduce on the
+     last micro-batch of a step only; stages 2-3 on every micro-batch.
+     The default bucket_bytes scales with the model: with G the gradient bytes of the
+     trainable modules (their padded elements x the size of grad_dtype),
+
+         bucket_bytes = min(16 MiB, G / 8), rounded down to a multiple of 64 (at least 64)
+
+     so a small model's backward pass is about 8 buckets and a model of more than 64M
+     trainable bf16 params keeps 16 MiB buckets. zero_build sets it (zero_query_desc
+     says 0 before, the value after); zero_plan_get and zero_estimate use it before. A
+     value you set is used as it is.
      In stages 2-3 (and whenever grad_accum_dtype differs from grad_dtype) a module's
-     gradient buffer is taken from a staging area of 2 x bucket_bytes (at least the
-     largest module) at its first zero_param_grad of the micro-batch and given back once
-     it is reduced: call zero_grads_ready for a module before opening many others, or a
-     full staging area is ZERO_ERR_OVER_CAP (raise bucket_bytes; a module released with
-     its gradient open is named: tie it, ON GRADIENTS). zero_stats_get's
+     gradient buffer is taken from a staging area of 2 x bucket_bytes (at most all the
+     trainable gradients, and at least the largest trainable module, whose gradient is
+     staged whole; by default G / 4 or that module) at its first zero_param_grad of the
+     micro-batch and given back once it is reduced: call zero_grads_ready for a module
+     before opening many others, or a full staging area is ZERO_ERR_OVER_CAP (raise
+     bucket_bytes; a module released with its gradient open is named: tie it, ON
+     GRADIENTS). A shared module's gradient has a slot of its own instead. zero_stats_get's
      peak_staging_bytes tells the most it held.
 
    ON PREFETCH (stage 3)
@@ -300,6 +311,9 @@
      before the fetch), misses, bytes fetched ahead, peak gathered bytes and time waited.
      zero_param_set_f32 at stage 3: the next zero_fetch of the module sees the new values;
      a module fetched right now keeps the values it was gathered with until released.
+     zero_query_desc gives the max_live_bytes and prefetch_bytes in effect after
+     zero_build. A lower max_live_bytes trades prefetch for memory (ON MEMORY says when
+     stage 3 needs less than stage 2).
 
    ON THE OPTIMIZER
      zero_step waits for the reductions, computes the global gradient norm from the
@@ -327,6 +341,25 @@
      bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
      ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
      (examples/zero_estimate.c) prints the plan from the command line.
+     The buffers scale with the model (ON BUCKETS, ON PREFETCH), so with N >= 2 ranks
+     and the defaults the per-rank total (states + buffers, plan.total_bytes) falls, not
+     strictly, from stage 0 to 3 when the modules are small beside the model:
+       0 -> 1  always: the buffers are the same and stage 1 shards master and moments
+       1 -> 2  when the largest trainable module's gradient bytes (rounded up to 64)
+               are at most (1 - 1/N) G, the gradients stage 2 shards away: the staging
+               area (G / 4, or that module) then fits in them
+       2 -> 3  when 2 x the largest module's param bytes (each rounded up to 64), plus
+               the modules kept by persist_bytes, are at most the params stage 3 shards
+               away, (1 - 1/N) x the param bytes: the largest module at most about 3/8
+               of the model at N = 4, 1/4 at N = 2, 1/2 at large N
+     A model of many similar modules (a transformer's blocks) falls at any size. One or
+     two big modules cannot (for 2 -> 3, a max_live_bytes below the largest module
+     helps if you never hold two big modules fetched at once), nor can anything at
+     N = 1, where nothing is sharded and stages 2-3 only add buffers, nor a toy of a few
+     hundred params, where the 64-byte rounding of each buffer outweighs what sharding
+     saves. A tiled linear's buffers are the same at every stage. build/zero_estimate
+     cuts --params into at most 32 modules (equal but the last) by default, so its
+     total_bytes_per_rank falls from stage 0 to 3 at N >= 2.
 
    ON OFFLOAD
      Two fields say where the model states live; desc.offload configures the NVMe tier.
@@ -838,10 +871,13 @@ typedef struct zero_desc {
     zero_dtype grad_dtype;          /* default: param_dtype */
     zero_dtype grad_accum_dtype;    /* default: grad_dtype; ZERO_F32 keeps gradients in fp32 */
     int accum_steps;                /* micro-batches per step; default 1 */
-    int64_t bucket_bytes;           /* gradient bytes reduced together; default 16 MiB */
+    int64_t bucket_bytes;           /* gradient bytes reduced together; default min(16 MiB, the trainable
+                                       gradient bytes / 8), set at zero_build (ON BUCKETS) */
     int64_t align_elems;            /* param alignment inside a module; default 16 */
-    int64_t max_live_bytes;         /* stage 3: bytes of prefetched and kept modules; default: the largest module */
-    int64_t prefetch_bytes;         /* stage 3: gather ahead up to this; default max_live_bytes; <0: off */
+    int64_t max_live_bytes;         /* stage 3: bytes of prefetched and kept modules; default: the largest
+                                       module, set at zero_build */
+    int64_t prefetch_bytes;         /* stage 3: gather ahead up to this; default max_live_bytes (set at
+                                       zero_build); <0: off */
     int64_t persist_bytes;          /* stage 3: modules this small stay gathered; default 0: none */
     int reuse_distance;             /* stage 3: keep a module fetched again within this many fetches; default 0 */
     zero_optim_desc optim;
@@ -1699,6 +1735,7 @@ typedef struct zero__tie {
     int module, target;
 } zero__tie;
 #define ZERO__STAGED_OWN (-2)
+#define ZERO__QUEUED (~(uint64_t)0)     /* a shared slot's reduction is in the bucket, not yet enqueued */
 
 /* One run of optimizer work: part of one param that lies in this rank's region.
    Indices are elements into the arenas. */
@@ -5573,9 +5610,20 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
 static int zero__staging_mode(const zero_desc *d) {
     return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
 }
+/* bucket_bytes, or its default from the model (ON BUCKETS): an eighth of the trainable
+   elements' gradient bytes, rounded down to ZERO__ALIGN, within [ZERO__ALIGN, 16 MiB].
+   An eighth keeps the staging ring (two buckets) within the gradient bytes stage 2
+   shards away at any N >= 2, so a small model's ring stays small beside its states. */
+static int64_t zero__bucket_bytes(const zero_desc *d, int64_t trainable) {
+    int64_t b;
+    if (d->bucket_bytes > 0) return d->bucket_bytes;
+    b = trainable * (int64_t)zero_dtype_size(d->grad_dtype) / 8 / ZERO__ALIGN * ZERO__ALIGN;
+    return b < ZERO__ALIGN ? ZERO__ALIGN : b > ((int64_t)16 << 20) ? (int64_t)16 << 20 : b;
+}
 static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
     int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
-    int64_t want = 2 * d->bucket_bytes, all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
+    int64_t want = 2 * zero__bucket_bytes(d, z->trainable);
+    int64_t all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
     int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
     if (want > all) want = all;
     want = zero__align_up(want, ZERO__ALIGN);
@@ -5814,7 +5862,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->grad_dtype = ZERO__DEF(d->grad_dtype, d->param_dtype);
     d->grad_accum_dtype = ZERO__DEF(d->grad_accum_dtype, d->grad_dtype);
     d->accum_steps = ZERO__DEF(d->accum_steps, 1);
-    d->bucket_bytes = ZERO__DEF(d->bucket_bytes, (int64_t)16 << 20);
+    /* bucket_bytes 0 stays 0 until zero_build: its default depends on the model */
     d->align_elems = ZERO__DEF(d->align_elems, 16);
     o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
     o->lr = ZERO__DEF(o->lr, 1e-3);
@@ -7172,9 +7220,11 @@ static zero_result zero__release(zero_ctx *ctx, int mi) {
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
    task that read them is done (its ticket), so the ring needs no lock. */
+/* where a record goes depends on the records before it only, never on which of them are
+   retired yet (an empty ring too starts at head), so every rank lays the ring out alike */
 static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
     int64_t head = ctx->grads.head, cap = ctx->grads.ring_bytes, tail;
-    if (ctx->grads.rec_count == 0) { *off = 0; return bytes <= cap; }
+    if (ctx->grads.rec_count == 0) { *off = cap - head >= bytes ? head : 0; return bytes <= cap; }
     tail = ctx->grads.recs[ctx->grads.rec_head].off;
     if (head > tail) {
         if (cap - head >= bytes) { *off = head; return 1; }
@@ -7220,11 +7270,15 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
             if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grads.ring + off, bytes)) != ZERO_OK) return -2;
             return idx;
         }
-        if (ctx->grads.bucket_len) { zero__flush(ctx); continue; }
+        /* full: wait for the reductions in flight first, and flush the queued bucket only
+           when none is left. Whether a reduction is done yet differs between ranks, so a
+           flush decided by it would queue the reduce tasks at a different place among a
+           stage-3 prefetch's gathers on each rank: the collectives would not match */
         if (ctx->grads.rec_count > 0 && ctx->grads.recs[ctx->grads.rec_head].ticket) {
             if ((*res = zero__wait(ctx, ctx->grads.recs[ctx->grads.rec_head].ticket)) != ZERO_OK) return -2;
             continue;
         }
+        if (ctx->grads.bucket_len) { zero__flush(ctx); continue; }
         return -1;
     }
 }
@@ -7240,8 +7294,8 @@ static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     if (m->shared) {
         off = ctx->grads.ring_bytes + m->shared_off;
         if (m->staged == ZERO__STAGED_OWN) return off;
-        if (m->shared_ticket) {
-            zero__flush(ctx);           /* its last reduction may still be in the open bucket */
+        if (m->shared_ticket) {         /* its last reduction reads the slot: let it finish */
+            if (m->shared_ticket == ZERO__QUEUED) zero__flush(ctx);     /* still in the open bucket */
             if ((*res = zero__wait(ctx, m->shared_ticket)) != ZERO_OK) return -1;
             m->shared_ticket = 0;
         }
@@ -7282,6 +7336,7 @@ static zero_result zero__module_ready(zero_ctx *ctx, int mi) {
         if (zero__open_staging(ctx, mi, &r) < 0) return r;
         rec = m->staged;
         m->staged = -1;
+        if (rec == ZERO__STAGED_OWN) m->shared_ticket = ZERO__QUEUED;  /* zero__flush gives the ticket */
     }
     m->ready++;
     ctx->grads.total_ready++;
@@ -9506,9 +9561,15 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
 }
 /* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
+    zero_result r;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
     if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
-    return zero__build(ctx);
+    if ((r = zero__build(ctx)) != ZERO_OK) return r;
+    /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
+    ctx->desc.bucket_bytes = zero__bucket_bytes(&ctx->desc, ctx->lay.plan.trainable_padded);
+    if (ctx->desc.stage == 3 && !ctx->desc.max_live_bytes) ctx->desc.max_live_bytes = ctx->sched.max_live;
+    if (ctx->desc.stage == 3 && !ctx->desc.prefetch_bytes) ctx->desc.prefetch_bytes = ctx->sched.prefetch_budget;
+    return ZERO_OK;
 }
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {

@@ -950,6 +950,7 @@ static int write_svg(const char *path, const shared_state *sh) {
             for (int k = 0; k < ZERO_CAT_NUM; k++) tot += (double)sh->plan_bytes[s][tr][k];
         if (tot > maxb) maxb = tot;
     }
+    maxb *= 1.08;   // room above the tallest bar for its label, below the title
     fprintf(f, "<text x=\"%g\" y=\"%g\">per-rank memory by stage (%d ranks, planner), MB</text>\n", bx, by - 8, c->ranks);
     fprintf(f, "<line x1=\"%g\" y1=\"%g\" x2=\"%g\" y2=\"%g\" stroke=\"#888\"/>\n", bx - 10, by + bh, bx + 4 * (bw + gap), by + bh);
     for (int s = 0; s <= 3; s++) {
@@ -994,8 +995,8 @@ static void usage(FILE *f) {
         "  --steps K          optimizer steps (default 600)\n"
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
-        "  --layers L         transformer blocks (default 2)\n"
-        "  --dim C            channels (default 64)\n"
+        "  --layers L         transformer blocks (default 4)\n"
+        "  --dim C            channels (default 48)\n"
         "  --heads H          attention heads; divides --dim (default 4)\n"
         "  --seq T            sequence length in bytes (default 64)\n"
         "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32)\n"
@@ -1095,7 +1096,7 @@ static unsigned char *read_file(const char *path, int64_t *len) {
 int main(int argc, char **argv) {
     static shared_state sh;
     config *c = &sh.cfg;
-    c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 2; c->dim = 64; c->heads = 4;
+    c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 4; c->dim = 48; c->heads = 4;
     c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
     c->plot = "gpt.svg"; c->trace = "gpt_trace.json";
 

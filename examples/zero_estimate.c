@@ -4,12 +4,21 @@ of P parameters trained on N ranks at ZeRO stage S, from sizes alone (zero_estim
 
     build/zero_estimate --params 7.5e9 --ranks 64 --stage 1
     model_state_bytes_per_rank=31406250000
+    total_bytes_per_rank=31406250000
     ...
 
-The model is M modules (default 1) splitting P as evenly as possible. --align
-defaults to 1 here (the library's default is 16), so that the only padding is each
-module rounded up to a multiple of N: then P = 7.5e9, N = 64, bf16 reproduces the
-ZeRO paper's Table 1 (120 GB, 31.4 GB, 16.6 GB, 1.9 GB for stages 0..3).
+The model is a stack of modules, as a real one is (a module is what stage 3
+gathers and stage 2 stages whole, so the largest module sizes those buffers). By
+default P is cut into at most 32 modules: equal ones of a multiple of N * align
+elements and a last one that takes the rest, so the padding is that of one module.
+--modules M splits P into M modules as evenly as possible instead (one module:
+the buffers hold the whole model, and stages 2-3 need more than stage 1).
+--align defaults to 1 here (the library's default is 16), so that the only padding
+is modules rounded up to a multiple of N: then P = 7.5e9, N = 64, bf16 reproduces
+the ZeRO paper's Table 1 (120 GB, 31.4 GB, 16.6 GB, 1.9 GB for stages 0..3).
+total_bytes_per_rank adds the buffers at the library's defaults (ON BUCKETS,
+ON PREFETCH, ON MEMORY in zero.h): with the default split and N >= 2 it falls
+from stage 0 to 3.
 */
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
@@ -27,10 +36,12 @@ static void usage(FILE *f) {
         "  --stage S     ZeRO stage 0..3\n"
         "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW states are fp32\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
-        "  --modules M   modules splitting P as evenly as possible (default 1; stage 2-3 buffers\n"
+        "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
+        "                of a multiple of N*A elements, the last one the rest; stage 2-3 buffers\n"
         "                hold whole modules, so one module makes buffer_bytes look large)\n"
         "numbers are decimal (0x10 is refused, 010 is ten)\n"
-        "prints model_state_bytes_per_rank= first, then the bytes per category, one key=value a line\n",
+        "prints model_state_bytes_per_rank= first, total_bytes_per_rank= (with the buffers)\n"
+        "second, then the bytes per category, one key=value a line\n",
         ZERO__MAX_RANKS);
 }
 
@@ -75,7 +86,7 @@ static int64_t parse_count(const char *opt, const char *s, int64_t lo, int64_t h
 }
 
 int main(int argc, char **argv) {
-    int64_t params = -1, ranks = -1, stage = -1, align = 1, modules = 1;
+    int64_t params = -1, ranks = -1, stage = -1, align = 1, modules = 0;   // 0: the default split
     zero_dtype dtype = ZERO_BF16;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -100,6 +111,12 @@ int main(int argc, char **argv) {
     if (params < 0) bad_arg("--params", "is required", NULL);
     if (ranks < 0) bad_arg("--ranks", "is required", NULL);
     if (stage < 0) bad_arg("--stage", "is required", NULL);
+    int64_t chunk = 0;          // the default split: modules of chunk elements, the last the rest
+    if (modules == 0) {
+        int64_t unit = ranks * align, per = (params + 31) / 32;
+        chunk = (per + unit - 1) / unit * unit;
+        modules = (params + chunk - 1) / chunk;
+    }
     if (modules > params) {
         fprintf(stderr, "zero_estimate: --modules %lld is more than --params %lld (a module needs a parameter)\n",
                 (long long)modules, (long long)params);
@@ -109,8 +126,9 @@ int main(int argc, char **argv) {
 
     int64_t *numels = (int64_t *)malloc((size_t)modules * sizeof(int64_t));
     if (!numels) { fprintf(stderr, "zero_estimate: out of memory\n"); return 1; }
-    for (int64_t m = 0; m < modules; m++)   // P split as evenly as possible: the first P % M get one more
-        numels[m] = params / modules + (m < params % modules ? 1 : 0);
+    for (int64_t m = 0; m < modules; m++)   // --modules: as evenly as possible, the first P % M get one more
+        numels[m] = chunk ? (m < modules - 1 ? chunk : params - chunk * (modules - 1))
+                          : params / modules + (m < params % modules ? 1 : 0);
 
     zero_desc d = {0};
     d.stage = (int)stage;
@@ -130,6 +148,7 @@ int main(int argc, char **argv) {
     for (int t = 0; t < ZERO_TIER_NUM; t++)
         for (int c = 0; c < ZERO_CAT_NUM; c++) cat[c] += plan.bytes[t][c];
     printf("model_state_bytes_per_rank=%lld\n", (long long)plan.model_state_bytes);
+    printf("total_bytes_per_rank=%lld\n", (long long)plan.total_bytes);
     printf("params_bytes=%lld\n", (long long)cat[ZERO_CAT_PARAMS]);
     printf("grads_bytes=%lld\n", (long long)cat[ZERO_CAT_GRADS]);
     printf("master_bytes=%lld\n", (long long)cat[ZERO_CAT_MASTER]);

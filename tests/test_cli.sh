@@ -2,7 +2,8 @@
 # tests/test_cli.sh - the examples' command-line numbers: zero_estimate's --ranks limit
 # (zero.h's ZERO__MAX_RANKS, 4096) and its message, and decimal-only numbers in
 # zero_estimate, train_mlp and train_gpt (0x10, 0x1p-8, inf, ' 5', ' -1' refused with a
-# message naming the option and the value, exit 2, before any training; 010 is ten).
+# message naming the option and the value, exit 2, before any training; 010 is ten), and
+# zero_estimate's total_bytes_per_rank falling from stage 0 to 3 (P = 1e5 and 1e9, 4 ranks).
 # Valid runs still print what they did. One PASS/FAIL line per case; a few seconds.
 # Run from the repository root after `make` (build/zero_estimate, build/train_mlp,
 # build/train_gpt; BUILD=dir for another build).
@@ -84,6 +85,26 @@ first=$(printf '%s\n' "$out" | head -n 1)
 if [ $rc = 0 ] && [ "$first" = model_state_bytes_per_rank=31406250000 ] &&
    printf '%s\n' "$out" | grep -qx 'params=7500000000'; then pass est_valid_table1
 else fail est_valid_table1 "exit $rc, first line '$first'"; fi
+
+# total_bytes_per_rank (states + buffers) is printed second and equals total_bytes; with the
+# default module split it falls, not strictly, from stage 0 to 3 (ON MEMORY in zero.h)
+for P in 1e5 1e9; do
+    prev= ok=1 msg=
+    for s in 0 1 2 3; do
+        out=$("${E[@]}" --params $P --ranks 4 --stage $s 2>&1); rc=$?
+        v=$(printf '%s\n' "$out" | sed -n '2s/^total_bytes_per_rank=\([0-9][0-9]*\)$/\1/p')
+        t=$(printf '%s\n' "$out" | sed -n 's/^total_bytes=\([0-9][0-9]*\)$/\1/p')
+        if [ $rc != 0 ] || [ -z "$v" ] || [ "$v" != "$t" ]; then ok=0; msg="stage $s: exit $rc, line 2 '$v', total_bytes '$t'"; break; fi
+        if [ -n "$prev" ] && [ "$v" -gt "$prev" ]; then ok=0; msg="stage $s: $v > stage $((s - 1)): $prev"; fi
+        msg="$msg $v"; prev=$v
+    done
+    if [ $ok = 1 ]; then pass "est_total_falls_$P"; else fail "est_total_falls_$P" "$msg"; fi
+done
+# one module (--modules 1): the buffers hold the whole model and stage 3 needs more than stage 2
+a=$("${E[@]}" --params 1e5 --ranks 4 --stage 2 --modules 1 | sed -n 's/^total_bytes_per_rank=//p')
+b=$("${E[@]}" --params 1e5 --ranks 4 --stage 3 --modules 1 | sed -n 's/^total_bytes_per_rank=//p')
+if [ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ]; then pass est_one_module_no_fall
+else fail est_one_module_no_fall "stage 2 '$a', stage 3 '$b'"; fi
 
 # ---- train_mlp and train_gpt -------------------------------------------------------------
 MLP=("$B/train_mlp" --hidden 16 --layers 2 --batch 8 --quiet)

@@ -2,7 +2,8 @@
 # tests/test_gpt.sh - examples/train_gpt end to end at tiny sizes: every stage at 2 and 3
 # ranks gives the final line in its format, a trace that is valid JSON with events
 # from every rank on the compute, comm and optimizer tracks, and a well-formed SVG;
-# the loss falls; zero.h is found beside the executable from another directory; bad
+# the loss falls; the default size's memory picture falls from stage 0 to 3; zero.h is
+# found beside the executable from another directory; bad
 # options (offload, a missing --data) fail with a message. One PASS/FAIL line per
 # case. Run from the repository root after `make` (build/train_gpt); needs python3
 # for the JSON and XML checks.
@@ -145,6 +146,22 @@ for args in "--dim 10 --heads 4" "--batch 5 --ranks 2" "--stage 4" "--dtype f64"
     if [ $rc -ne 2 ]; then fail gpt_bad_args "$args: exit $rc: $out"; ok=0; break; fi
 done
 [ $ok = 1 ] && pass gpt_bad_args
+
+# the memory picture at the default size: per-rank bytes (the bars' titles, summed per
+# stage) fall, not strictly, from stage 0 to 3 (the buffers scale with the model)
+out=$("$B/train_gpt" --steps 2 --quiet --plot "$T/mem.svg" --trace none 2>&1); rc=$?
+if [ $rc -ne 0 ]; then fail gpt_plot_memory_falls "exit $rc: $(printf '%s' "$out" | tail -n 2)"
+elif msg=$(python3 - "$T/mem.svg" <<'PY' 2>&1
+import re, sys
+tot = [0, 0, 0, 0]
+for s, v in re.findall(r"<title>stage (\d) \w+ \w+: (\d+) bytes</title>", open(sys.argv[1]).read()):
+    tot[int(s)] += int(v)
+assert all(tot), "a stage has no bars: %s" % tot
+assert tot[0] >= tot[1] >= tot[2] >= tot[3], "per-rank bytes of stages 0-3: %s" % tot
+print(" ".join(map(str, tot)))
+PY
+); then pass gpt_plot_memory_falls
+else fail gpt_plot_memory_falls "$msg"; fi
 
 # an unwritable trace path is an error, not a crash
 out=$("$B/train_gpt" "${TINY[@]}" --ranks 2 --trace /nonexistent-dir/t.json --plot none 2>&1); rc=$?

@@ -12,6 +12,17 @@
      bytes_f32_*       f32 params: no master copy.
      estimate_*        zero_estimate for one module of Ψ elements follows the formulas,
                        and equals the plan of a context with the same modules.
+     fall_*            zero_estimate's total_bytes (states + buffers) per rank falls, not
+                       strictly, from stage 0 to 3 with the default buffers, for models
+                       of 1e3..1e11 params of many modules (32 equal, GPT-like, uneven)
+                       at N = 2..64 and four dtype setups, wherever ON MEMORY says it
+                       does (the test checks that it says so for these shapes); one or
+                       two big modules: stage 3 needs more than stage 2, as documented.
+     bucket_default    the defaults that scale with the model (ON BUCKETS): bucket_bytes
+                       = min(16 MiB, G/8) in the plan and in zero_query_desc after
+                       zero_build (0 before), max_live_bytes / prefetch_bytes = the
+                       largest module; explicit values kept; 16 MiB buckets (a 32 MiB
+                       ring) for a 1e9-param model.
      comm_*            comm_elems per step (fetch/forward/backward/grads_ready/step):
                        stage 0: 2Ψ(N-1)/N of gradient traffic (all-reduce, or the
                        reduce-scatter + all-gather it is built from); stages 1-2:
@@ -420,6 +431,162 @@ done:
     return ZERO_OK;
 }
 
+/* ---- the fall from stage 0 to 3 (ON MEMORY) ------------------------------------------- */
+static int64_t align64(int64_t x) { return roundup(x, 64); }
+
+enum { SH_BLOCKS32, SH_GPT, SH_UNEVEN, SH_ONE, SH_TWO, SH_NUM };
+static const char *SHAPE_NAME[SH_NUM] = { "blocks32", "gpt", "uneven", "one", "two" };
+
+/* P elements cut into modules of a shape; returns the count (at most 40) */
+static int shape_numels(int sh, int64_t P, int64_t *n) {
+    int k, m = 0;
+    switch (sh) {
+    case SH_BLOCKS32:                   /* 32 equal blocks */
+        for (k = 0; k < 32; k++) n[m++] = P / 32 + (k < P % 32);
+        return m;
+    case SH_GPT: {                      /* an embedding of P/5, 8 blocks, a final norm, a tied head */
+        int64_t norm = P / 1000 + 1, rest = P - P / 5 - norm;
+        n[m++] = P / 5;
+        for (k = 0; k < 8; k++) n[m++] = rest / 8 + (k < rest % 8);
+        n[m++] = norm;
+        return m;
+    }
+    case SH_UNEVEN: {                   /* 12 modules of 1, 2, ..., 12 parts (the largest 12/78) */
+        int64_t used = 0;
+        for (k = 1; k <= 12; k++) { n[m] = k < 12 ? P * k / 78 : P - used; used += n[m++]; }
+        return m;
+    }
+    case SH_ONE: n[m++] = P; return m;
+    default: n[m++] = P / 2; n[m++] = P - P / 2; return m;
+    }
+}
+
+static void fall_case(variant v, zero_dtype pdt, int sh, int64_t P, int N) {
+    int64_t n[40], tot[4], largest = 0, psz, gsz, T, Pp;
+    zero_plan pl[4];
+    zero_desc d;
+    int m = shape_numels(sh, P, n), s, c12, c23;
+    for (s = 0; s < 4; s++) {
+        zero_result r;
+        variant_desc(&d, v, s, NULL);
+        if (pdt) d.param_dtype = pdt;
+        r = zero_estimate(&d, N, m, n, &pl[s]);
+        if (!CHECK(r == ZERO_OK, "zero_estimate(P %lld, N %d, stage %d): %s: %s", (long long)P, N, s,
+                   zero_result_str(r), zero_last_error(NULL))) return;
+        tot[s] = pl[s].total_bytes;
+    }
+    /* the conditions ON MEMORY states, from the sizes (align_elems 16: spans of N*16) */
+    for (s = 0; s < m; s++) if (roundup(n[s], 16 * N) > largest) largest = roundup(n[s], 16 * N);
+    psz = pdt == ZERO_F16 ? 2 : v == V_F32 ? 4 : 2;
+    gsz = v == V_F32 ? 4 : 2;                       /* grad_dtype follows param_dtype */
+    T = pl[0].trainable_padded; Pp = pl[0].numel_padded;
+    c12 = align64(largest * gsz) <= (T - T / N) * gsz;
+    c23 = 2 * align64(largest * psz) <= (Pp - Pp / N) * psz;
+    CHECK(tot[0] >= tot[1], "P %lld N %d: stage 0 %lld < stage 1 %lld", (long long)P, N, (long long)tot[0],
+          (long long)tot[1]);
+    if (c12)
+        CHECK(tot[1] >= tot[2], "P %lld N %d: stage 1 %lld < stage 2 %lld (largest module %lld of %lld)",
+              (long long)P, N, (long long)tot[1], (long long)tot[2], (long long)largest, (long long)T);
+    if (c12 && c23)
+        CHECK(tot[2] >= tot[3], "P %lld N %d: stage 2 %lld < stage 3 %lld (largest module %lld of %lld)",
+              (long long)P, N, (long long)tot[2], (long long)tot[3], (long long)largest, (long long)Pp);
+    if (sh == SH_ONE || sh == SH_TWO) {             /* ON MEMORY: one or two big modules cannot */
+        CHECK(!c23 && tot[3] > tot[2], "P %lld N %d %s: stage 3 %lld <= stage 2 %lld", (long long)P, N,
+              SHAPE_NAME[sh], (long long)tot[3], (long long)tot[2]);
+    } else {                                        /* many modules: the conditions hold */
+        CHECK(c12 && c23, "P %lld N %d %s: the ON MEMORY conditions do not hold (largest %lld, model %lld)",
+              (long long)P, N, SHAPE_NAME[sh], (long long)largest, (long long)Pp);
+    }
+}
+
+static void test_fall(int sh) {
+    static const double sizes[] = { 1e3, 1e4, 1e5, 834000, 1e6, 1e7, 1e8, 1e9, 1e11 };
+    static const int worlds[] = { 2, 3, 4, 8, 64 };
+    for (int i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
+        for (int w = 0; w < (int)(sizeof worlds / sizeof worlds[0]); w++) {
+            if ((sh == SH_BLOCKS32 || sh == SH_GPT || sh == SH_UNEVEN) && sizes[i] < 32.0 * 16 * worlds[w])
+                continue;                           /* a toy: modules below one padding unit */
+            fall_case(V_BF16, (zero_dtype)0, sh, (int64_t)sizes[i], worlds[w]);
+            fall_case(V_F32, (zero_dtype)0, sh, (int64_t)sizes[i], worlds[w]);
+            fall_case(V_ACCUM_F32, (zero_dtype)0, sh, (int64_t)sizes[i], worlds[w]);
+            fall_case(V_BF16, ZERO_F16, sh, (int64_t)sizes[i], worlds[w]);
+        }
+}
+
+static int64_t bucket_formula(int64_t T, int64_t gsz) {
+    int64_t b = T * gsz / 8 / 64 * 64;
+    return b < 64 ? 64 : b > ((int64_t)16 << 20) ? (int64_t)16 << 20 : b;
+}
+
+static void test_bucket_default(void) {
+    zero_desc d, q;
+    zero_plan pl, est;
+    zero_stats st;
+    model mo;
+    int64_t T, max_span = 0, all, ring, n[1000];
+    int stage;
+    for (stage = 2; stage <= 3; stage++) {
+        variant_desc(&d, V_BF16, stage, NULL);
+        if (!model_make(&mo, &d, 0)) { zero_destroy(mo.z); return; }
+        q = zero_query_desc(mo.z);
+        CHECK(q.bucket_bytes == 0 && q.max_live_bytes == 0 && q.prefetch_bytes == 0, "before zero_build: bucket %lld "
+              "max_live %lld prefetch %lld, want 0 (set at zero_build)", (long long)q.bucket_bytes,
+              (long long)q.max_live_bytes, (long long)q.prefetch_bytes);
+        if (!CHECK(zero_plan_get(mo.z, &pl) == ZERO_OK && zero_build(mo.z) == ZERO_OK, "plan/build: %s",
+                   zero_last_error(mo.z))) { zero_destroy(mo.z); return; }
+        T = pl.trainable_padded;
+        max_span = 0;
+        for (int k = 0; k < NUM_MODS; k++)
+            if (module_padded(&MODEL[k], 1, 16) > max_span) max_span = module_padded(&MODEL[k], 1, 16);
+        q = zero_query_desc(mo.z);
+        CHECK(q.bucket_bytes == bucket_formula(T, 2), "stage %d: bucket_bytes %lld, want min(16 MiB, G/8) = %lld",
+              stage, (long long)q.bucket_bytes, (long long)bucket_formula(T, 2));
+        ring = align64(2 * bucket_formula(T, 2)) > align64(max_span * 2) ? align64(2 * bucket_formula(T, 2))
+                                                                      : align64(max_span * 2);
+        CHECK(cat_sum(pl.bytes, ZERO_CAT_BUFFERS) == ring + (stage == 3 ? 2 * align64(max_span * 2) : 0),
+              "stage %d: buffers %lld, want the ring %lld%s", stage, (long long)cat_sum(pl.bytes, ZERO_CAT_BUFFERS),
+              (long long)ring, stage == 3 ? " + 2 x the largest module" : "");
+        if (stage == 3)
+            CHECK(q.max_live_bytes == align64(max_span * 2) && q.prefetch_bytes == q.max_live_bytes,
+                  "max_live %lld prefetch %lld, want the largest module %lld", (long long)q.max_live_bytes,
+                  (long long)q.prefetch_bytes, (long long)align64(max_span * 2));
+        else
+            CHECK(q.max_live_bytes == 0 && q.prefetch_bytes == 0, "stage 2 set max_live/prefetch");
+        CHECK(zero_stats_get(mo.z, &st) == ZERO_OK && tables_equal(pl.bytes, st.bytes, &(int){0}, &(int){0}),
+              "stage %d: stats after zero_build differ from the plan", stage);
+        zero_destroy(mo.z);
+    }
+    /* explicit values are kept, as before: a 32 MiB ring capped at all the gradients */
+    variant_desc(&d, V_BF16, 3, NULL);
+    d.bucket_bytes = (int64_t)16 << 20; d.max_live_bytes = 100;
+    if (!model_make(&mo, &d, 0)) { zero_destroy(mo.z); return; }
+    if (CHECK(zero_build(mo.z) == ZERO_OK && zero_plan_get(mo.z, &pl) == ZERO_OK, "build: %s", zero_last_error(mo.z))) {
+        all = pl.trainable_padded * 2 + NUM_MODS * 64;
+        ring = align64(all) > align64(max_span * 2) ? align64(all) : align64(max_span * 2);
+        CHECK(cat_sum(pl.bytes, ZERO_CAT_BUFFERS) == ring + 128 + align64(max_span * 2),
+              "explicit: buffers %lld, want %lld", (long long)cat_sum(pl.bytes, ZERO_CAT_BUFFERS),
+              (long long)(ring + 128 + align64(max_span * 2)));
+        q = zero_query_desc(mo.z);
+        CHECK(q.bucket_bytes == (int64_t)16 << 20 && q.max_live_bytes == 100 && q.prefetch_bytes == 128,
+              "explicit: bucket %lld max_live %lld prefetch %lld", (long long)q.bucket_bytes,
+              (long long)q.max_live_bytes, (long long)q.prefetch_bytes);
+    }
+    zero_destroy(mo.z);
+    /* a large model keeps 16 MiB buckets: 1000 modules of 1e6, stage 2, 4 ranks */
+    for (int k = 0; k < 1000; k++) n[k] = 1000000;
+    variant_desc(&d, V_BF16, 2, NULL);
+    if (CHECK(zero_estimate(&d, 4, 1000, n, &est) == ZERO_OK, "estimate 1e9"))
+        CHECK(cat_sum(est.bytes, ZERO_CAT_BUFFERS) == (int64_t)32 << 20, "1e9 params: staging %lld, want 2 x 16 MiB",
+              (long long)cat_sum(est.bytes, ZERO_CAT_BUFFERS));
+    /* below 64M params the bucket is G/8: 100 modules of 1e5 */
+    for (int k = 0; k < 100; k++) n[k] = 100000;
+    if (CHECK(zero_estimate(&d, 4, 100, n, &est) == ZERO_OK, "estimate 1e7"))
+        CHECK(cat_sum(est.bytes, ZERO_CAT_BUFFERS) == 2 * bucket_formula(est.trainable_padded, 2) &&
+              bucket_formula(est.trainable_padded, 2) < (int64_t)16 << 20,
+              "1e7 params: staging %lld, want 2 x G/8 = %lld", (long long)cat_sum(est.bytes, ZERO_CAT_BUFFERS),
+              (long long)(2 * bucket_formula(est.trainable_padded, 2)));
+}
+
 /* ---- driver --------------------------------------------------------------------------- */
 static void run_world(int world, zero_rank_fn fn, job *j) {
     zero_result r = zero_run_local(world, fn, j);
@@ -452,6 +619,12 @@ int main(void) {
             }
         }
     }
+    for (int sh = 0; sh < SH_NUM; sh++) {
+        test_begin("fall_%s", SHAPE_NAME[sh]);
+        test_fall(sh);
+        test_end();
+    }
+    TEST_RUN(test_bucket_default);
     for (int stage = 0; stage <= 3; stage++) {
         for (int world = 1; world <= 4; world++) {
             job j;
