@@ -41,9 +41,18 @@
          #define ZERO_IMPLEMENTATION
          #include "zero.h"
 
-     and include zero.h without the define everywhere else. Link with -pthread and -lm.
-     Nothing else is needed for the CPU device; the other backends are switched on by the
-     CONFIGURATION MACROS.
+     and include zero.h without the define everywhere else. Compile and link with -pthread,
+     link with -lm. Nothing else is needed for the CPU device; the other backends are
+     switched on by the CONFIGURATION MACROS.
+
+     Your flags are yours: -O2, -O3, -Ofast, -ffast-math, -march=native, GNU or ISO mode,
+     gcc or clang, C or C++ all give the same bits. The implementation pins its own
+     floating-point rules (no contraction into FMAs, no reassociation, no reciprocals, NaN
+     and infinity honoured) with per-region pragmas, tests non-finite values on their bit
+     patterns, and defines no feature-test macro in your file (M_PI and the rest of your
+     mode's names stay as your flags make them). It refuses to compile (#error) where it
+     cannot pin them: clang before 11, or another compiler with __FAST_MATH__. In strict
+     ISO mode (-std=c99/c11) on glibc it needs POSIX.1b, which -pthread gives.
 
    THE SHORTEST COMPLETE PROGRAM (one rank on the CPU, one linear layer y = w.x)
 
@@ -656,11 +665,6 @@
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED
 
-/* the implementation uses POSIX threads and clocks; ask for them if nobody has */
-#if defined(ZERO_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_WIN32)
-#  define _POSIX_C_SOURCE 200809L
-#endif
-
 #include <stddef.h>
 #include <stdint.h>
 
@@ -1181,6 +1185,72 @@ ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n)
 #  define ZERO_HD
 #endif
 
+/* The floating-point rules of everything below (this block and the implementation) do not
+   follow the includer's flags: ZERO__FP_PIN_BEGIN / ZERO__FP_PIN_END bracket the code and
+   restore the includer's rules after it. Inside: IEEE operations in source order, no
+   contraction into FMAs (gcc's -ffp-contract=fast is the GNU-mode default), no
+   reassociation or reciprocals, NaN, infinity and signed zeros honoured (-ffast-math and
+   -Ofast turn all of these off). GCC: push_options + optimize, which it applies to each
+   function defined in the bracket, intrinsics inlined into them included (checked by
+   disassembly: no vfmadd, x != x kept, x / 3 kept a division). Clang: float_control +
+   fp contract; its intrinsics, though, are functions of its headers that keep the
+   includer's flags when inlined, so the vector kernels use operators (>>kernels).
+   nvcc builds zero_kernels.cu with -fmad=false and the host's -ffp-contract=off. */
+#if defined(__CUDACC__)
+#  define ZERO__FP_PIN_BEGIN
+#  define ZERO__FP_PIN_END
+#elif defined(__clang__)
+#  if (defined(__apple_build_version__) && __clang_major__ < 13) || __clang_major__ < 11
+#    error "zero.h: this clang has no #pragma float_control (clang 11+ has), so zero.h cannot pin its floating-point rules; use a newer clang or gcc"
+#  endif
+#  if defined(__FAST_MATH__) && (defined(__FMA__) || !defined(__x86_64__))
+#    error "zero.h: clang's -ffast-math (or -Ofast) fuses multiply-adds into FMAs in its back end whatever zero.h's pragmas say, and this build has FMA everywhere (-mfma, -march=..., or not x86-64); compile the file that defines ZERO_IMPLEMENTATION without one of the two (your other files may keep both)"
+#  endif
+#  define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)")
+#  define ZERO__FP_PIN_END _Pragma("float_control(pop)")
+#elif defined(__GNUC__) && !defined(__INTEL_COMPILER)
+#  define ZERO__FP_PIN_BEGIN _Pragma("GCC push_options") \
+       _Pragma("GCC optimize(\"no-fast-math\", \"no-unsafe-math-optimizations\", \"no-associative-math\", \"no-reciprocal-math\", \"no-finite-math-only\", \"signed-zeros\", \"trapping-math\", \"no-cx-limited-range\", \"fp-contract=off\")")
+#  define ZERO__FP_PIN_END _Pragma("GCC pop_options")
+#else
+#  if defined(__FAST_MATH__)
+#    error "zero.h: this compiler cannot be told to keep IEEE rules in zero.h's code under fast math; build the file that defines ZERO_IMPLEMENTATION without it"
+#  endif
+#  define ZERO__FP_PIN_BEGIN
+#  define ZERO__FP_PIN_END
+#endif
+ZERO__FP_PIN_BEGIN
+
+/* Clang (14 at least) marks every square root it emits "fast" even inside
+   float_control(precise), and under -ffast-math x86 then computes a float square root
+   from an rsqrt estimate (not correctly rounded); there the instruction is spelt out. */
+#if defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__) && \
+    (defined(__FAST_MATH__) || (defined(__FINITE_MATH_ONLY__) && __FINITE_MATH_ONLY__))
+#  define ZERO__SQRT_ASM 1
+#endif
+/* zero__nf / zero__nfd: a product kept apart from the add it feeds. Clang's
+   -ffp-contract=fast (which -ffast-math and -Ofast set) fuses a multiply and an add into an
+   FMA in its back end whatever the pragmas say, in every function compiled for FMA: the
+   AVX-512 kernels (and the scalar tails inlined into them) always. An empty asm makes the
+   product a value of its own. GCC obeys its optimize pragma; elsewhere the identity. */
+#if defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+ZERO_HD static inline float zero__nf(float x) { __asm__("" : "+x"(x)); return x; }
+ZERO_HD static inline double zero__nfd(double x) { __asm__("" : "+x"(x)); return x; }
+#else
+#  define zero__nf(x) (x)
+#  define zero__nfd(x) (x)
+#endif
+
+ZERO_HD static inline float zero__sqrtf(float x) {
+#if defined(ZERO__SQRT_ASM)
+    float r;
+    __asm__("sqrtss %1, %0" : "=x"(r) : "x"(x));
+    return r;
+#else
+    return sqrtf(x);
+#endif
+}
+
 ZERO_HD static inline uint32_t zero__f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 ZERO_HD static inline float zero__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -1236,11 +1306,11 @@ typedef struct zero__adamw_hp {
 
 ZERO_HD static inline void zero__adamw_elem(float *p, float *m, float *v, float g,
                                             const zero__adamw_hp *h, int decay) {
-    float pp = decay ? *p * h->decay_mul : *p;
-    float mm = *m * h->beta1 + h->one_minus_beta1 * g;
-    float vv = *v * h->beta2 + h->one_minus_beta2 * g * g;
-    float denom = sqrtf(vv) / h->bc2_sqrt + h->eps;
-    *p = pp + h->neg_step_size * mm / denom;
+    float pp = decay ? zero__nf(*p * h->decay_mul) : *p;
+    float mm = zero__nf(*m * h->beta1) + zero__nf(h->one_minus_beta1 * g);
+    float vv = zero__nf(*v * h->beta2) + zero__nf(zero__nf(h->one_minus_beta2 * g) * g);
+    float denom = zero__sqrtf(vv) / h->bc2_sqrt + h->eps;
+    *p = pp + zero__nf(h->neg_step_size * mm) / denom;
     *m = mm;
     *v = vv;
 }
@@ -1254,13 +1324,13 @@ typedef struct zero__sgd_hp {
 
 ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const zero__sgd_hp *h, int decay) {
     float pp = *p, d = g;
-    if (decay && h->weight_decay != 0.0f) d = d + h->weight_decay * pp;
+    if (decay && h->weight_decay != 0.0f) d = d + zero__nf(h->weight_decay * pp);
     if (buf) {
-        float b = h->first ? d : *buf * h->momentum + h->one_minus_dampening * d;
+        float b = h->first ? d : zero__nf(*buf * h->momentum) + zero__nf(h->one_minus_dampening * d);
         *buf = b;
-        d = h->nesterov ? d + h->momentum * b : b;
+        d = h->nesterov ? d + zero__nf(h->momentum * b) : b;
     }
-    *p = pp + h->neg_lr * d;
+    *p = pp + zero__nf(h->neg_lr * d);
 }
 
 /* What one optimizer step needs besides the pointers: dtypes, hyperparameters, and the
@@ -1379,6 +1449,7 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 }
 #endif
 #endif /* ZERO_CUDA || __CUDACC__ */
+ZERO__FP_PIN_END
 #endif /* ZERO__MATH_DEFINED */
 
 /* ==================================================================================
@@ -1530,6 +1601,14 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #ifdef ZERO_IO_URING
 #  include <liburing.h>
 #endif
+/* no feature-test macro is defined for the includer (-pthread gives glibc's POSIX.1c and 1b
+   in strict ISO mode; the shims above cover the later names) */
+#if defined(__GLIBC__) && !defined(__USE_POSIX199309)
+#  error "zero.h: the implementation needs POSIX.1b (clock_gettime): compile with -pthread, or define _POSIX_C_SOURCE 200809L before your first #include"
+#endif
+/* the implementation's floating-point rules are its own, whatever the flags (see the
+   element-wise math block); ZERO__FP_PIN_END at the end of the implementation */
+ZERO__FP_PIN_BEGIN
 
 /* >>structs ----------------------------------------------------------------------------
    The engine's shared types: the tasks and streams, the device and comm tables, the
@@ -2284,6 +2363,14 @@ static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t co
    environment caps it (tests and benchmarks compare paths with it). */
 
 enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
+
+/* 1 when x is neither infinite nor NaN, read from its bits: a compiler told
+   -ffinite-math-only may fold isfinite() to 1, and a NaN gradient would then be applied */
+static int zero__finite64(double x) {
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
+}
 static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
 
 /* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
@@ -2297,12 +2384,12 @@ ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p
     int64_t i;
     if (opt == ZERO_OPTIM_SGD) {
         for (i = lo; i < hi; i++) {
-            zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__ld(g, i, adt) * k->gscale, &k->sh, k->decay);
+            zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__nf(zero__ld(g, i, adt) * k->gscale), &k->sh, k->decay);
             if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
         }
     } else {
         for (i = lo; i < hi; i++) {
-            zero__adamw_elem(&w[i], &m[i], &v[i], zero__ld(g, i, adt) * k->gscale, &k->ah, k->decay);
+            zero__adamw_elem(&w[i], &m[i], &v[i], zero__nf(zero__ld(g, i, adt) * k->gscale), &k->ah, k->decay);
             if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
         }
     }
@@ -2353,7 +2440,7 @@ typedef double (*zero__sumsq_fn)(const void *g, int64_t n, int adt);
 ZERO__INLINE void zero__sumsq_tail(const void *g, int64_t j, int64_t n, double *lanes, int adt) {
     for (; j < n; j++) {
         double x = (double)zero__ld(g, j, adt);
-        lanes[j & 7] += x * x;
+        lanes[j & 7] += zero__nfd(x * x);
     }
 }
 static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
@@ -2365,9 +2452,28 @@ static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
 }
 
 #if defined(ZERO__X86)
+/* The vector arithmetic is written with operators (GNU vector extensions), not with the
+   add/mul/div intrinsics: clang's intrinsics are inline functions of its headers, compiled
+   under the includer's flags (-ffast-math: fusable into FMAs, divisions by a loop
+   invariant turned into reciprocals) and inlined with those flags kept, while an operator
+   here is compiled under ZERO__FP_PIN_BEGIN (GCC recompiles an inlined intrinsic under its
+   caller's options; clang does not). Square roots: zero__vsqrt8/16 (see zero__sqrtf). */
+#define ZERO__VADD(a, b) ((a) + (b))
+#define ZERO__VDIV(a, b) ((a) / (b))
+/* products through zero__nf8 / nf16 / nf4d / nf8d (see zero__nf): ZERO__VMUL for floats,
+   ZERO__VMULD for doubles, each section defining them for its width */
+#if defined(__clang__)
+#  define ZERO__NF_ASM(x, c) __asm__("" : "+" c(x))
+#else
+#  define ZERO__NF_ASM(x, c) (void)0
+#endif
 /* ---- AVX2 (+F16C): 8 lanes ---- */
 #define ZERO__AVX2_ATTR __attribute__((target("avx2,f16c")))
 #define ZERO__AVX2_INLINE static inline __attribute__((always_inline, target("avx2,f16c")))
+ZERO__AVX2_INLINE __m256 zero__nf8(__m256 x) { ZERO__NF_ASM(x, "x"); return x; }
+ZERO__AVX2_INLINE __m256d zero__nf4d(__m256d x) { ZERO__NF_ASM(x, "x"); return x; }
+#define ZERO__VMUL(a, b) zero__nf8((a) * (b))
+#define ZERO__VMULD(a, b) zero__nf4d((a) * (b))
 /* Software prefetch ZERO__AHEAD elements ahead on every stream: the optimizer's long
    dependency chains (sqrt, two divisions) keep fewer loads in flight than a plain copy
    does, and the hardware prefetcher alone left ~8% of the bandwidth unused (bench_optim).
@@ -2375,6 +2481,14 @@ static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
 #define ZERO__AHEAD 512
 #define ZERO__PREFETCH(ptr, i, es) _mm_prefetch((const char *)(ptr) + ((i) + ZERO__AHEAD) * (int64_t)(es), _MM_HINT_T0)
 
+ZERO__AVX2_INLINE __m256 zero__vsqrt8(__m256 x) {
+#if defined(ZERO__SQRT_ASM)
+    __asm__("vsqrtps %1, %0" : "=x"(x) : "x"(x));
+    return x;
+#else
+    return _mm256_sqrt_ps(x);
+#endif
+}
 ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
     __m256i x;
     if (adt == ZERO_F32) return _mm256_loadu_ps((const float *)g + i);
@@ -2385,7 +2499,7 @@ ZERO__AVX2_INLINE __m256 zero__avx2_ld(const void *g, int64_t i, int adt) {
         __m256i ax = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff));
         __m256i e = _mm256_srli_epi32(ax, 10), sh = _mm256_slli_epi32(ax, 13);
         __m256i r = _mm256_add_epi32(sh, _mm256_set1_epi32(0x38000000));
-        __m256i sub = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(ax), _mm256_set1_ps(5.9604644775390625e-8f)));
+        __m256i sub = _mm256_castps_si256(ZERO__VMUL(_mm256_cvtepi32_ps(ax), _mm256_set1_ps(5.9604644775390625e-8f)));
         r = _mm256_blendv_epi8(r, _mm256_or_si256(sh, _mm256_set1_epi32(0x7f800000)),
                                _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0x1f)));
         r = _mm256_blendv_epi8(r, sub, _mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
@@ -2429,14 +2543,14 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
             if (m) ZERO__PREFETCH(m, i, 4);
             if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
             pp = _mm256_loadu_ps(w + i);
-            d = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
-            if (use_wd) d = _mm256_add_ps(d, _mm256_mul_ps(wd, pp));
+            d = ZERO__VMUL(zero__avx2_ld(g, i, adt), gs);
+            if (use_wd) d = ZERO__VADD(d, ZERO__VMUL(wd, pp));
             if (m) {
-                __m256 b = h->first ? d : _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), mu), _mm256_mul_ps(omd, d));
+                __m256 b = h->first ? d : (__m256)ZERO__VADD(ZERO__VMUL(_mm256_loadu_ps(m + i), mu), ZERO__VMUL(omd, d));
                 _mm256_storeu_ps(m + i, b);
-                d = h->nesterov ? _mm256_add_ps(d, _mm256_mul_ps(mu, b)) : b;
+                d = h->nesterov ? (__m256)ZERO__VADD(d, ZERO__VMUL(mu, b)) : b;
             }
-            pp = _mm256_add_ps(pp, _mm256_mul_ps(nlr, d));
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
             _mm256_storeu_ps(w + i, pp);
             if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
         }
@@ -2451,13 +2565,13 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
             ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
             ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
             if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            gg = _mm256_mul_ps(zero__avx2_ld(g, i, adt), gs);
+            gg = ZERO__VMUL(zero__avx2_ld(g, i, adt), gs);
             __m256 pp = _mm256_loadu_ps(w + i);
-            __m256 mm = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), b1), _mm256_mul_ps(omb1, gg));
-            __m256 vv = _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(v + i), b2), _mm256_mul_ps(_mm256_mul_ps(omb2, gg), gg));
-            __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vv), bc2), eps);
-            if (k->decay) pp = _mm256_mul_ps(pp, dm);
-            pp = _mm256_add_ps(pp, _mm256_div_ps(_mm256_mul_ps(nss, mm), den));
+            __m256 mm = ZERO__VADD(ZERO__VMUL(_mm256_loadu_ps(m + i), b1), ZERO__VMUL(omb1, gg));
+            __m256 vv = ZERO__VADD(ZERO__VMUL(_mm256_loadu_ps(v + i), b2), ZERO__VMUL(ZERO__VMUL(omb2, gg), gg));
+            __m256 den = ZERO__VADD(ZERO__VDIV(zero__vsqrt8(vv), bc2), eps);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VDIV(ZERO__VMUL(nss, mm), den));
             _mm256_storeu_ps(w + i, pp);
             _mm256_storeu_ps(m + i, mm);
             _mm256_storeu_ps(v + i, vv);
@@ -2475,8 +2589,8 @@ ZERO__AVX2_INLINE double zero__sumsq_avx2_t(const void *g, int64_t n, int adt) {
     for (; j + 8 <= n; j += 8) {        /* a0: lanes 0-3, a1: lanes 4-7 */
         __m256 x = zero__avx2_ld(g, j, adt);
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1));
-        a0 = _mm256_add_pd(a0, _mm256_mul_pd(lo, lo));
-        a1 = _mm256_add_pd(a1, _mm256_mul_pd(hi, hi));
+        a0 = ZERO__VADD(a0, ZERO__VMULD(lo, lo));
+        a1 = ZERO__VADD(a1, ZERO__VMULD(hi, hi));
     }
     _mm256_storeu_pd(lanes, a0);
     _mm256_storeu_pd(lanes + 4, a1);
@@ -2492,7 +2606,21 @@ ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt
 /* ---- AVX-512F: 16 lanes ---- */
 #define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
 #define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
+ZERO__AVX512_INLINE __m512 zero__nf16(__m512 x) { ZERO__NF_ASM(x, "v"); return x; }
+ZERO__AVX512_INLINE __m512d zero__nf8d(__m512d x) { ZERO__NF_ASM(x, "v"); return x; }
+#undef ZERO__VMUL
+#undef ZERO__VMULD
+#define ZERO__VMUL(a, b) zero__nf16((a) * (b))
+#define ZERO__VMULD(a, b) zero__nf8d((a) * (b))
 
+ZERO__AVX512_INLINE __m512 zero__vsqrt16(__m512 x) {
+#if defined(ZERO__SQRT_ASM)
+    __asm__("vsqrtps %1, %0" : "=v"(x) : "v"(x));
+    return x;
+#else
+    return _mm512_sqrt_ps(x);
+#endif
+}
 ZERO__AVX512_INLINE __m512 zero__avx512_ld(const void *g, int64_t i, int adt) {
     __m512i x;
     if (adt == ZERO_F32) return _mm512_loadu_ps((const float *)g + i);
@@ -2503,7 +2631,7 @@ ZERO__AVX512_INLINE __m512 zero__avx512_ld(const void *g, int64_t i, int adt) {
         __m512i ax = _mm512_and_si512(x, _mm512_set1_epi32(0x7fff));
         __m512i e = _mm512_srli_epi32(ax, 10), sh = _mm512_slli_epi32(ax, 13);
         __m512i r = _mm512_add_epi32(sh, _mm512_set1_epi32(0x38000000));
-        __m512i sub = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(ax), _mm512_set1_ps(5.9604644775390625e-8f)));
+        __m512i sub = _mm512_castps_si512(ZERO__VMUL(_mm512_cvtepi32_ps(ax), _mm512_set1_ps(5.9604644775390625e-8f)));
         r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(0x1f)), r,
                                     _mm512_or_si512(sh, _mm512_set1_epi32(0x7f800000)));
         r = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), r, sub);
@@ -2539,14 +2667,14 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
             if (m) ZERO__PREFETCH(m, i, 4);
             if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
             pp = _mm512_loadu_ps(w + i);
-            d = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
-            if (use_wd) d = _mm512_add_ps(d, _mm512_mul_ps(wd, pp));
+            d = ZERO__VMUL(zero__avx512_ld(g, i, adt), gs);
+            if (use_wd) d = ZERO__VADD(d, ZERO__VMUL(wd, pp));
             if (m) {
-                __m512 b = h->first ? d : _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), mu), _mm512_mul_ps(omd, d));
+                __m512 b = h->first ? d : (__m512)ZERO__VADD(ZERO__VMUL(_mm512_loadu_ps(m + i), mu), ZERO__VMUL(omd, d));
                 _mm512_storeu_ps(m + i, b);
-                d = h->nesterov ? _mm512_add_ps(d, _mm512_mul_ps(mu, b)) : b;
+                d = h->nesterov ? (__m512)ZERO__VADD(d, ZERO__VMUL(mu, b)) : b;
             }
-            pp = _mm512_add_ps(pp, _mm512_mul_ps(nlr, d));
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
             _mm512_storeu_ps(w + i, pp);
             if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
         }
@@ -2561,13 +2689,13 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
             ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(v, i, 4);
             ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
             if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
-            gg = _mm512_mul_ps(zero__avx512_ld(g, i, adt), gs);
+            gg = ZERO__VMUL(zero__avx512_ld(g, i, adt), gs);
             __m512 pp = _mm512_loadu_ps(w + i);
-            __m512 mm = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), b1), _mm512_mul_ps(omb1, gg));
-            __m512 vv = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(v + i), b2), _mm512_mul_ps(_mm512_mul_ps(omb2, gg), gg));
-            __m512 den = _mm512_add_ps(_mm512_div_ps(_mm512_sqrt_ps(vv), bc2), eps);
-            if (k->decay) pp = _mm512_mul_ps(pp, dm);
-            pp = _mm512_add_ps(pp, _mm512_div_ps(_mm512_mul_ps(nss, mm), den));
+            __m512 mm = ZERO__VADD(ZERO__VMUL(_mm512_loadu_ps(m + i), b1), ZERO__VMUL(omb1, gg));
+            __m512 vv = ZERO__VADD(ZERO__VMUL(_mm512_loadu_ps(v + i), b2), ZERO__VMUL(ZERO__VMUL(omb2, gg), gg));
+            __m512 den = ZERO__VADD(ZERO__VDIV(zero__vsqrt16(vv), bc2), eps);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VDIV(ZERO__VMUL(nss, mm), den));
             _mm512_storeu_ps(w + i, pp);
             _mm512_storeu_ps(m + i, mm);
             _mm512_storeu_ps(v + i, vv);
@@ -2586,8 +2714,8 @@ ZERO__AVX512_INLINE double zero__sumsq_avx512_t(const void *g, int64_t n, int ad
         __m512 x = zero__avx512_ld(g, j, adt);
         __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));
         __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
-        acc = _mm512_add_pd(acc, _mm512_mul_pd(lo, lo));
-        acc = _mm512_add_pd(acc, _mm512_mul_pd(hi, hi));
+        acc = ZERO__VADD(acc, ZERO__VMULD(lo, lo));
+        acc = ZERO__VADD(acc, ZERO__VMULD(hi, hi));
     }
     _mm512_storeu_pd(lanes, acc);
     zero__sumsq_tail(g, j, n, lanes, adt);
@@ -2598,6 +2726,8 @@ ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int
     if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
     return zero__sumsq_avx512_t(g, n, ZERO_F16);
 }
+#undef ZERO__VMUL
+#undef ZERO__VMULD
 #endif /* ZERO__X86 */
 #undef ZERO__OPT_INST
 
@@ -7445,7 +7575,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
     ctx->opt.grad_norm = norm;
-    if (!isfinite(norm)) {              /* a non-finite element anywhere makes the sum non-finite */
+    if (!zero__finite64(norm)) {        /* a non-finite element anywhere makes the sum non-finite */
         float old = ctx->opt.loss_scale;
         zero__end_step(ctx);
         ctx->opt.skipped++;
@@ -7543,21 +7673,27 @@ typedef struct zero__ck_hash { uint64_t h, n; unsigned char tail[8]; int nt; } z
 static void zero__ck_hash_init(zero__ck_hash *s) { s->h = 14695981039346656037ull; s->n = 0; s->nt = 0; }
 static void zero__ck_hash_add(zero__ck_hash *s, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
+    size_t have = (size_t)s->nt, take;   /* 0..7 bytes of a word wait in tail */
     uint64_t w;
     s->n += n;
-    while (s->nt > 0 && s->nt < 8 && n > 0) { s->tail[s->nt++] = *p++; n--; }
-    if (s->nt == 8) {
+    if (have > 0) {                      /* complete the waiting word first */
+        take = n < 8 - have ? n : 8 - have;
+        memcpy(s->tail + have, p, take);
+        p += take;
+        n -= take;
+        have += take;
+        if (have < 8) { s->nt = (int)have; return; }
         memcpy(&w, s->tail, 8);
         s->h = (s->h ^ w) * 1099511628211ull;
         s->h ^= s->h >> 32;
-        s->nt = 0;
     }
     for (; n >= 8; p += 8, n -= 8) {
         memcpy(&w, p, 8);
         s->h = (s->h ^ w) * 1099511628211ull;
         s->h ^= s->h >> 32;
     }
-    while (n > 0) { s->tail[s->nt++] = *p++; n--; }
+    memcpy(s->tail, p, n);               /* n < 8 */
+    s->nt = (int)n;
 }
 static uint64_t zero__ck_hash_end(const zero__ck_hash *s) {
     uint64_t h = s->h;
@@ -10817,6 +10953,7 @@ ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out) {
     return r;
 }
 
+ZERO__FP_PIN_END   /* the includer's floating-point rules again (>>platform) */
 #endif /* ZERO_IMPLEMENTATION */
 
 /*
