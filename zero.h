@@ -45,14 +45,21 @@
      link with -lm. Nothing else is needed for the CPU device; the other backends are
      switched on by the CONFIGURATION MACROS.
 
-     Your flags are yours: -O2, -O3, -Ofast, -ffast-math, -march=native, GNU or ISO mode,
-     gcc or clang, C or C++ all give the same bits. The implementation pins its own
-     floating-point rules (no contraction into FMAs, no reassociation, no reciprocals, NaN
-     and infinity honoured) with per-region pragmas, tests non-finite values on their bit
-     patterns, and defines no feature-test macro in your file (M_PI and the rest of your
-     mode's names stay as your flags make them). It refuses to compile (#error) where it
-     cannot pin them: clang before 11, or another compiler with __FAST_MATH__. In strict
-     ISO mode (-std=c99/c11) on glibc it needs POSIX.1b, which -pthread gives.
+     Your flags are yours: -O2, -O3, -Ofast, -ffast-math, GNU or ISO mode, gcc or clang,
+     C or C++ give the same bits on every SIMD path (tests/test_flags.sh checks them all).
+     The implementation pins its own floating-point rules: IEEE operations in source
+     order, no contraction into FMAs, no reassociation or reciprocals, NaN and infinity
+     honoured (gcc: #pragma GCC optimize; clang: #pragma float_control, with its vector
+     kernels written so its back end cannot fuse them); it tests non-finite gradients on
+     their bit patterns; its kernels clear the flush-to-zero / denormals-are-zero bits that
+     -Ofast's startup code sets, while they run. It defines no feature-test macro in your
+     file, so M_PI and the rest of your mode's names stay as your flags make them; in strict
+     ISO mode (-std=c99/c11) on glibc it needs POSIX.1b, which -pthread gives. Where it
+     cannot pin the rules it refuses to compile (#error): clang before 11; clang with
+     -ffast-math or -Ofast together with FMA in every function (-mfma, -march=haswell or
+     later, non-x86 targets); another compiler under __FAST_MATH__. Not detectable, so
+     avoid it: clang with -ffp-contract=fast given on its own together with -mfma (the
+     optimizer and the norm stay exact; the CPU device's GEMM and GELU may fuse).
 
    THE SHORTEST COMPLETE PROGRAM (one rank on the CPU, one linear layer y = w.x)
 
@@ -223,6 +230,8 @@
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+     No feature-test macro (_POSIX_C_SOURCE, _GNU_SOURCE) is needed or defined by zero.h;
+     define one yourself if your own code wants it. Compiler flags: any (DO THIS).
 
    ENVIRONMENT VARIABLES (all optional)
 
@@ -2363,6 +2372,7 @@ static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t co
    environment caps it (tests and benchmarks compare paths with it). */
 
 enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
+static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
 
 /* 1 when x is neither infinite nor NaN, read from its bits: a compiler told
    -ffinite-math-only may fold isfinite() to 1, and a NaN gradient would then be applied */
@@ -2371,7 +2381,26 @@ static int zero__finite64(double x) {
     memcpy(&u, &x, sizeof u);
     return (u & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
 }
-static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
+
+/* An includer linked with -Ofast or -ffast-math gets crtfastmath, which sets the x86
+   MXCSR's flush-to-zero and denormals-are-zero bits for the whole process (and its new
+   threads): subnormal gradients, moments and decayed weights would then become 0. The
+   kernels (each optimizer loop, the norm's blocks, the reductions' sums) clear the two
+   bits while they run and put them back. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#  define ZERO__MXCSR_FAST 0x8040u          /* FTZ (bit 15) | DAZ (bit 6) */
+static unsigned zero__fpenv_enter(void) {
+    unsigned c = __builtin_ia32_stmxcsr();
+    if (c & ZERO__MXCSR_FAST) __builtin_ia32_ldmxcsr(c & ~ZERO__MXCSR_FAST);
+    return c;
+}
+static void zero__fpenv_leave(unsigned c) {
+    if (c & ZERO__MXCSR_FAST) __builtin_ia32_ldmxcsr(c);
+}
+#else
+static unsigned zero__fpenv_enter(void) { return 0; }
+static void zero__fpenv_leave(unsigned c) { (void)c; }
+#endif
 
 /* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
    master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
@@ -2426,7 +2455,9 @@ ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p
 #define ZERO__OPT_INST(P, ATTR, NAME, OPT, ADT, PDT)                                                   \
     ATTR static void zero__opt_##P##_##NAME(const zero__optk *k, const void *g, void *p, float *w,      \
                                             float *m, float *v, int64_t lo, int64_t hi) {              \
+        unsigned fpenv = zero__fpenv_enter();                                                          \
         zero__opt_##P##_t(k, g, p, w, m, v, lo, hi, OPT, ADT, PDT);                                    \
+        zero__fpenv_leave(fpenv);                                                                      \
     }
 ZERO__OPT_INSTANCES(scalar, )
 
@@ -2913,6 +2944,7 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
     float acc[256];
     int64_t base, i;
     int k;
+    unsigned fpenv = zero__fpenv_enter();
     for (base = 0; base < count; base += 256) {
         int64_t n = count - base < 256 ? count - base : 256;
         for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
@@ -2922,6 +2954,7 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
             for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
         for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
     }
+    zero__fpenv_leave(fpenv);
 }
 #define ZERO__MR 4
 #define ZERO__NR 16
@@ -3035,6 +3068,7 @@ static void zero__norm_part(void *arg, int part, int nparts) {
     const zero_ctx *ctx = j->ctx;
     int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
     int64_t lo, hi, first = 0;
+    unsigned fpenv = zero__fpenv_enter();
     zero__chunk(ctx->opt.norm_blocks, part, nparts, &lo, &hi);
     for (i = 0; i < ctx->num_modules && first < hi; i++) {
         const zero__module_rec *m = &ctx->modules[i];
@@ -3047,6 +3081,7 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         }
         first += nb;
     }
+    zero__fpenv_leave(fpenv);
 }
 
 /* grads: the grad arena as the host sees it (the CPU device: itself; EMU: its alias) */

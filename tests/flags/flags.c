@@ -15,6 +15,10 @@
    zero_add_f32 and zero_param_set_f32, so the includer-side flags cannot change them and
    every difference comes from zero.h itself.
 
+   The last param's first SUBN weights start subnormal and get no gradient, so they only
+   decay: -Ofast and -ffast-math link crtfastmath, which turns on flush-to-zero for the
+   process, and zero.h's kernels must still keep them (and the digest sees it).
+
    It also checks, in every build, that a NaN and an infinite gradient are caught
    (ZERO_STEP_SKIPPED, params bitwise untouched: -ffinite-math-only must not fold the
    check away), and in GNU mode that the includer's M_PI is still declared after the
@@ -36,6 +40,7 @@ static const double flags_pi = M_PI;   /* "'M_PI' undeclared" when zero.h forced
 #define STEPS 6
 #define NAN_STEP 2                     /* a NaN gradient at this step, an inf at the next */
 #define NP 4
+#define SUBN 8                         /* p3's first elements: subnormal, no gradient */
 
 /* the model: module 0 = {w 37x29, b 37 (no decay)}, module 1 = {w 4099}, module 2 = {e 70} */
 static const int64_t p_numel[NP] = { 37 * 29, 37, 4099, 70 };
@@ -124,6 +129,8 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
         int64_t off = 0, j;
         for (i = 0; i < NP; i++) {
             for (j = 0; j < p_numel[i]; j++) g[off + j] = small(ival(99, (uint64_t)i, (uint64_t)j, 120));
+            if (i == NP - 1)           /* subnormal weights that only decay (zero gradient below) */
+                for (j = 0; j < SUBN; j++) g[off + j] = bits_f32(0x00400000u + (uint32_t)j * 0x1234u);
             if ((r = zero_param_set_f32(z, par[i], g + off)) != ZERO_OK) goto out;
             off += p_numel[i];
         }
@@ -135,6 +142,7 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
         int m;
         for (off = 0, i = 0; i < NP; off += p_numel[i], i++)
             for (j = 0; j < p_numel[i]; j++) g[off + j] = small(ival((uint64_t)step, (uint64_t)(rank * NP + i), (uint64_t)j, 127));
+        for (j = 0; j < SUBN; j++) g[TOTAL - p_numel[NP - 1] + j] = 0.0f;
         if (step == NAN_STEP && rank == 1) g[1100] = bits_f32(0x7fc00000u);       /* NaN in p1 (b) */
         if (step == NAN_STEP + 1 && rank == 0) g[3000] = bits_f32(0xff800000u);   /* -inf in p2 */
         if (step == NAN_STEP || step == NAN_STEP + 1)
