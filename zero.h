@@ -1366,18 +1366,20 @@ ZERO_HD static inline double zero__lanes_sum(const double *l) {
    value is never silently turned into finite ones. A nonzero block whose absmax is below
    127 * 2^-149 (the scale underflows to 0) quantizes to zeros. The absmax is a max (NaN
    wins), so it does not depend on the order its elements are visited in. */
+/* (NaN and infinity are told from the bits, which no -ffinite-math-only can fold away) */
 ZERO_HD static inline float zero__q8_absmax(float m, float x) {   /* the running absmax, m >= 0 or NaN */
     float a = fabsf(x);
-    if (m != m) return m;
-    return (a > m || a != a) ? a : m;
+    if ((zero__f32_bits(m) & 0x7fffffffu) > 0x7f800000u) return m;
+    return (a > m || (zero__f32_bits(a) & 0x7fffffffu) > 0x7f800000u) ? a : m;
 }
 ZERO_HD static inline float zero__q8_scale(float absmax) {
-    if (!(absmax <= 3.40282347e+38f)) return zero__bits_f32(0x7fc00000u);   /* NaN or inf */
+    if ((zero__f32_bits(absmax) & 0x7fffffffu) >= 0x7f800000u) return zero__bits_f32(0x7fc00000u);   /* NaN or inf */
     return absmax / 127.0f;
 }
 ZERO_HD static inline int8_t zero__q8(float x, float scale) {
     float r;
-    if (!(scale > 0.0f)) return 0;                                         /* 0 or NaN */
+    uint32_t sb = zero__f32_bits(scale);
+    if (sb == 0u || sb > 0x7f800000u) return 0;                            /* 0 or NaN (or negative) */
     r = rintf(x / scale);                                                  /* the default rounding: half to even */
     if (r > 127.0f) r = 127.0f;
     if (r < -127.0f) r = -127.0f;
