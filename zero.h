@@ -3255,11 +3255,19 @@ static zero_result zero__cuda_init(zero_ctx *ctx) {
     }
     return ZERO_OK;
 }
+/* zeroed on the compute stream and waited for: a plain cudaMemset runs on the legacy
+   default stream, which a non-blocking desc.cuda_stream does not wait for, so it could
+   land after the first values written into the arena (zero_param_set_f32) */
 static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
+    zero__cuda *cu = zero__cu(ctx);
     void *p = NULL;
-    cudaSetDevice(zero__cu(ctx)->device);
+    cudaSetDevice(cu->device);
     if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    if (cudaMemset(p, 0, (size_t)bytes) != cudaSuccess) { cudaFree(p); return NULL; }
+    if (cudaMemsetAsync(p, 0, (size_t)bytes, cu->compute) != cudaSuccess || cudaStreamSynchronize(cu->compute) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 static void zero__cuda_free(zero_ctx *ctx, void *p) {
@@ -3318,12 +3326,16 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     }
     cu->nchunks = nch;
     cu->nblk = ctx->opt.norm_blocks;
+    /* the copies run on the compute stream, where the kernels that read the tables run (a
+       cudaMemcpy from pageable memory may return before its legacy-stream DMA lands, and a
+       non-blocking desc.cuda_stream does not wait for that stream), then are waited for */
     cudaSetDevice(cu->device);
     if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
-        e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
+        e = (int)cudaMemcpyAsync(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice, cu->compute);
     if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
-        (e = (int)cudaMemcpy(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice)) == 0)
+        (e = (int)cudaMemcpyAsync(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice, cu->compute)) == 0)
         e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
+    if (e == 0) e = (int)cudaStreamSynchronize(cu->compute);
     zero__raw_free(&ctx->desc.allocator, ch);
     zero__raw_free(&ctx->desc.allocator, bl);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
