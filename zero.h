@@ -4609,6 +4609,9 @@ static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *pha
     for (;;) {
         ncclResult_t ar = ncclSuccess;
         cudaError_t e = cudaStreamQuery(s);
+        /* not-ready is no error, but the runtime leaves it as the thread's last error, and
+           the next kernel launch (zero__k_sum_into returns cudaGetLastError) would report it */
+        if (e == cudaErrorNotReady) (void)cudaGetLastError();
         if (e != cudaSuccess && e != cudaErrorNotReady) return zero__nccl_cuda(m, kind, "the stream", e);
         if (ncclCommGetAsyncError(m->comm, &ar) != ncclSuccess) ar = ncclInternalError;
         if (ar != ncclSuccess && ar != ncclInProgress)
@@ -4688,6 +4691,13 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
         m->broken = 1;
         return ZERO_ERR_COMM;
     }
+    /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
+       stream); zero_create would be the earlier place to check (>>public) */
+    if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
+                               "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
+                               zero__coll_name(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
+                               zero__cu(c->ctx)->device, m->device);
     if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
     m->seq++;
     mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
@@ -4822,15 +4832,20 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
     }
     if (n > 1) {
-        ncclResult_t nr = ncclGroupStart();
-        for (k = 0; k < n && nr == ncclSuccess; k++) {
-            if (k == me) continue;
-            nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-            if (nr == ncclSuccess || nr == ncclInProgress)
-                nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-            if (nr == ncclInProgress) nr = ncclSuccess;
+        ncclResult_t nr = ncclGroupStart(), ne;
+        if (nr == ncclSuccess) {
+            for (k = 0; k < n && nr == ncclSuccess; k++) {
+                if (k == me) continue;
+                nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+                if (nr == ncclSuccess || nr == ncclInProgress)
+                    nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+                if (nr == ncclInProgress) nr = ncclSuccess;
+            }
+            /* the group is closed even after a failed call: one left open would take in the
+               next collective (the communicator is aborted on the failure anyway) */
+            ne = ncclGroupEnd();
+            if (nr == ncclSuccess) nr = ne;
         }
-        nr = nr == ncclSuccess ? ncclGroupEnd() : nr;
         if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
     }
     for (k = 0; k < n; k++) ins[k] = k == me ? dsend + (int64_t)me * piece : slices + (int64_t)k * piece;
