@@ -158,14 +158,15 @@ static int mock_in_dev(const void *p, size_t n, int pinned_ok, const char *what)
 /* ---- devices ----
    ZERO_CUDA_MOCK_DEVICES=N: N devices (default 1; their memory is all one, the current
    device is per thread, for the checks that compare devices); 0: none (cudaErrorNoDevice);
-   -1: a driver older than the runtime (cudaErrorInsufficientDriver, which is not "no GPU") */
+   -1: a GPU whose driver does not match the runtime (cudaErrorSystemDriverMismatch, which is
+   not "no GPU") */
 static __thread int mock_cur_dev;
 static int mock_devices(void) {
     const char *e = getenv("ZERO_CUDA_MOCK_DEVICES");
     return e && e[0] ? atoi(e) : 1;
 }
 static cudaError_t mock_no_device(void) {
-    return mock_devices() < 0 ? cudaErrorInsufficientDriver : cudaErrorNoDevice;
+    return mock_devices() < 0 ? cudaErrorSystemDriverMismatch : cudaErrorNoDevice;
 }
 cudaError_t cudaGetDeviceCount(int *count) {
     if (!count) return mock_ret(cudaErrorInvalidValue);
@@ -740,6 +741,7 @@ const char *cudaGetErrorName(cudaError_t error) {
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorSystemDriverMismatch: return "cudaErrorSystemDriverMismatch";
     default: return "cudaErrorUnknown";
     }
 }
@@ -755,6 +757,7 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorSystemDriverMismatch: return "system has unsupported display driver / cuda driver combination";
     default: return "unknown error (cuda_mock)";
     }
 }
