@@ -400,7 +400,9 @@
      aborts the communicator (ZERO_ERR_TIMEOUT naming the collective; the endpoint is then
      broken). Memory: each endpoint keeps a device scratch buffer that grows in the first
      step to the largest reduce-scatter's input (N x its element count) and never shrinks,
-     plus as much pinned host memory.
+     plus as much pinned host memory. The communicator's GPU must be the context's (the
+     device current at zero_create): another is ZERO_ERR_INVALID_ARG at the first
+     collective (zero_build), naming both GPUs.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -431,7 +433,10 @@
      never reads gradients your kernels are still writing, and a prefetch never
      overwrites a module they still read. zero_fetch returns once the module's gather is
      complete on the device; zero_step synchronizes your stream once (the gradient norm
-     comes to the host). No call synchronizes the whole device.
+     comes to the host). No call synchronizes the whole device. desc.cuda_stream may be
+     a cudaStreamNonBlocking stream (PyTorch's side streams are): zero.h never leaves work
+     on the legacy default stream that yours would have to wait for (zero_build zeroes the
+     arenas and copies its tables on your stream, and waits for them).
 
      --- Ranks on GPUs: the local comm (threads sharing one GPU: how stages 1-3 run at 2-4
      ranks on a single GPU) or NCCL across GPUs (ON COMMUNICATORS). MPI moves host memory

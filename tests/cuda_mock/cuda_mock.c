@@ -2,10 +2,10 @@
    launchers (zero__k_*), so that zero.h's CUDA device (>>device: ops under ZERO_CUDA) runs on a
    machine without a GPU. `make build/mock/<name>` links it, instead of zero_kernels.o, libcudart
    and libcublas, into a ZERO_CUDA build of tests/<name>.c or examples/<name>.c (run by
-   tests/test_cuda_mock.sh). It is never linked into anything outside build/mock/.
+   tests/test_cuda_mock.sh; build/mock-tsan/ under TSan). It is never linked into anything
+   outside those.
 
    What it models:
-   - one device (ZERO_CUDA_MOCK_DEVICES=0 in the environment: none, for the NO_DEVICE path);
    - device memory is host memory (aligned, filled with 0xff bytes on cudaMalloc, so code that
      reads memory it never wrote sees NaNs), kept in a registry: cudaPointerGetAttributes tells
      device from pinned host from plain host memory; a free of an unknown pointer, a double free,
@@ -13,8 +13,14 @@
      match its pointers or that runs past a device allocation, and a kernel or GEMM given memory
      that is not device (or pinned) memory are reported on stderr ("cuda_mock: ...") and fail
      with the error a GPU would give (cudaErrorInvalidValue / cudaErrorIllegalAddress);
-   - streams and events are small objects checked on every use; everything executes at issue,
-     so every stream is always idle (synchronous execution is one legal schedule);
+   - streams and events are small objects checked on every use. Two modes: synchronous
+     (the default: everything executes at issue, so every stream is always idle, one legal
+     schedule) and asynchronous, adversarial (ZERO_CUDA_MOCK_ASYNC=1: a worker thread per
+     stream runs its queue later, after random seeded delays, with the runtime's ordering
+     between streams, events and the legacy default stream, not-ready queries, and memory
+     that reads as NaN bytes until its producer ran: see "streams, events and the
+     asynchronous mode" below);
+   - ZERO_CUDA_MOCK_DEVICES: how many devices (0: none; -1: a driver/runtime mismatch);
    - cublasSgemm is a plain column-major loop, each dot product summed in order of k;
    - the zero__k_* launchers compute exactly what zero.h's kernel ABI documents, element by
      element through the shared ZERO_HD math (zero__ld / zero__st, zero__adamw_elem,
