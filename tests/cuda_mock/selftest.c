@@ -101,8 +101,8 @@ static int all_ff(const void *p, size_t n) {
 
 /* cudaStreamQuery / cudaEventQuery: not ready while work is queued, left as the last error */
 static void async_query(void) {
-    cudaStream_t s;
-    cudaEvent_t e;
+    cudaStream_t s = NULL;
+    cudaEvent_t e = NULL;
     CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess && cudaEventCreate(&e) == cudaSuccess, "create");
     CHECK(cudaLaunchHostFunc(s, hold, NULL) == cudaSuccess && cudaEventRecord(e, s) == cudaSuccess, "queue");
     CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "cudaStreamQuery of a busy stream is not cudaErrorNotReady");
@@ -118,9 +118,9 @@ static void async_query(void) {
 
 /* a stream waits for an event of another; without the wait it does not */
 static void async_events(void) {
-    float h[256], back[256], *a, *b;
-    cudaStream_t s1, s2;
-    cudaEvent_t e;
+    float h[256], back[256], *a = NULL, *b = NULL;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    cudaEvent_t e = NULL;
     int i;
     for (i = 0; i < 256; i++) h[i] = (float)i;
     CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess && cudaMalloc((void **)&b, sizeof h) == cudaSuccess, "malloc");
@@ -151,8 +151,8 @@ static void async_events(void) {
 
 /* the legacy default stream waits for blocking streams (and they for it), not for non-blocking ones */
 static void async_legacy(void) {
-    float h[64], back[64], *a;
-    cudaStream_t blk, nb;
+    float h[64], back[64], *a = NULL;
+    cudaStream_t blk = NULL, nb = NULL;
     int i;
     for (i = 0; i < 64; i++) h[i] = 1.0f + (float)i;
     CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess, "malloc");
@@ -179,8 +179,8 @@ static void async_legacy(void) {
 /* pageable sources are staged (reusable at return); pinned destinations are garbage until
    the copy ran */
 static void async_copies(void) {
-    float h[64], *pin, *a;
-    cudaStream_t s;
+    float h[64], *pin = NULL, *a = NULL;
+    cudaStream_t s = NULL;
     int i;
     for (i = 0; i < 64; i++) h[i] = 2.0f * (float)i;
     CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess && cudaMallocHost((void **)&pin, sizeof h) == cudaSuccess, "alloc");
