@@ -91,7 +91,10 @@ endif
 # ---- CUDA (CUDA=1) -------------------------------------------------------------------
 comma := ,
 CUDA ?= 0
-GPU_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90
+# sm_80 and sm_90 machine code, and compute_90 PTX that the driver compiles for a newer GPU
+# (without it a newer GPU gets "no kernel image is available for execution on the device")
+GPU_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+            -gencode arch=compute_90,code=compute_90
 # -fmad=false: the kernels must round exactly like the CPU path (-ffp-contract=off).
 NVCCFLAGS ?= -std=c++17 -O3 -g -lineinfo -fmad=false $(GPU_ARCH) -Werror all-warnings \
              -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off
@@ -152,7 +155,7 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test sanitize run bench test-gpu clean mock-available
+.PHONY: all test sanitize run bench test-gpu clean mock-available gpu-arch
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -172,6 +175,9 @@ bench: $(BENCHES) $(BENCH_CUDA) $(BENCH_MPI)
 # prints 1 when build/mock/ can be built (tests/test_cuda_mock.sh asks)
 mock-available:
 	@echo $(MOCK_OK)
+# prints GPU_ARCH (tests/test_cuda_mock.sh checks that it embeds PTX)
+gpu-arch:
+	@echo $(GPU_ARCH)
 
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
@@ -180,7 +186,7 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- rules ---------------------------------------------------------------------------
-$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi $(BUILD)/mock:
+$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi $(BUILD)/mock $(BUILD)/mock-tsan:
 	@mkdir -p $@
 
 $(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS) | $(BUILD)
@@ -249,8 +255,28 @@ $(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUIL
 $(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+# build/mock-tsan/<name>: the same programs and the double under ThreadSanitizer (with
+# ZERO_CUDA_MOCK_ASYNC=1 the double's stream workers race with host reads that come
+# before their producer finished); tests/test_cuda_mock.sh runs a few when ZERO_MOCK_TSAN=1
+MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o
+$(MOCK_TSAN_OBJ): $(MOCK_SRC) $(DEPS) | $(BUILD)/mock-tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -c -o $@ $<
+
+$(BUILD)/mock-tsan/%: tests/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+$(BUILD)/mock-tsan/%: examples/%.c $(MOCK_TSAN_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock-tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
+$(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 else
-$(BUILD)/mock/%:
+$(BUILD)/mock/% $(BUILD)/mock-tsan/%:
 	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h,nccl.h} and libnccl.so (NCCL_LIBDIR=)"; exit 1
 endif
 

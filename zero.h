@@ -499,7 +499,9 @@
      aborts the communicator (ZERO_ERR_TIMEOUT naming the collective; the endpoint is then
      broken). Memory: each endpoint keeps a device scratch buffer that grows in the first
      step to the largest reduce-scatter's input (N x its element count) and never shrinks,
-     plus as much pinned host memory.
+     plus as much pinned host memory. The communicator's GPU must be the context's (the
+     device current at zero_create): another is ZERO_ERR_INVALID_ARG at the first
+     collective (zero_build), naming both GPUs.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -530,7 +532,10 @@
      never reads gradients your kernels are still writing, and a prefetch never
      overwrites a module they still read. zero_fetch returns once the module's gather is
      complete on the device; zero_step synchronizes your stream once (the gradient norm
-     comes to the host). No call synchronizes the whole device.
+     comes to the host). No call synchronizes the whole device. desc.cuda_stream may be
+     a cudaStreamNonBlocking stream (PyTorch's side streams are): zero.h never leaves work
+     on the legacy default stream that yours would have to wait for (zero_build zeroes the
+     arenas and copies its tables on your stream, and waits for them).
 
      --- Ranks on GPUs: the local comm (threads sharing one GPU: how stages 1-3 run at 2-4
      ranks on a single GPU) or NCCL across GPUs (ON COMMUNICATORS). MPI moves host memory
@@ -3558,11 +3563,19 @@ static zero_result zero__cuda_init(zero_ctx *ctx) {
     }
     return ZERO_OK;
 }
+/* zeroed on the compute stream and waited for: a plain cudaMemset runs on the legacy
+   default stream, which a non-blocking desc.cuda_stream does not wait for, so it could
+   land after the first values written into the arena (zero_param_set_f32) */
 static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
+    zero__cuda *cu = zero__cu(ctx);
     void *p = NULL;
-    cudaSetDevice(zero__cu(ctx)->device);
+    cudaSetDevice(cu->device);
     if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    if (cudaMemset(p, 0, (size_t)bytes) != cudaSuccess) { cudaFree(p); return NULL; }
+    if (cudaMemsetAsync(p, 0, (size_t)bytes, cu->compute) != cudaSuccess || cudaStreamSynchronize(cu->compute) != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 static void zero__cuda_free(zero_ctx *ctx, void *p) {
@@ -3621,12 +3634,16 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     }
     cu->nchunks = nch;
     cu->nblk = ctx->opt.norm_blocks;
+    /* the copies run on the compute stream, where the kernels that read the tables run (a
+       cudaMemcpy from pageable memory may return before its legacy-stream DMA lands, and a
+       non-blocking desc.cuda_stream does not wait for that stream), then are waited for */
     cudaSetDevice(cu->device);
     if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
-        e = (int)cudaMemcpy(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice);
+        e = (int)cudaMemcpyAsync(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice, cu->compute);
     if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
-        (e = (int)cudaMemcpy(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice)) == 0)
+        (e = (int)cudaMemcpyAsync(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice, cu->compute)) == 0)
         e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
+    if (e == 0) e = (int)cudaStreamSynchronize(cu->compute);
     zero__raw_free(&ctx->desc.allocator, ch);
     zero__raw_free(&ctx->desc.allocator, bl);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
@@ -4900,6 +4917,9 @@ static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *pha
     for (;;) {
         ncclResult_t ar = ncclSuccess;
         cudaError_t e = cudaStreamQuery(s);
+        /* not-ready is no error, but the runtime leaves it as the thread's last error, and
+           the next kernel launch (zero__k_sum_into returns cudaGetLastError) would report it */
+        if (e == cudaErrorNotReady) (void)cudaGetLastError();
         if (e != cudaSuccess && e != cudaErrorNotReady) return zero__nccl_cuda(m, kind, "the stream", e);
         if (ncclCommGetAsyncError(m->comm, &ar) != ncclSuccess) ar = ncclInternalError;
         if (ar != ncclSuccess && ar != ncclInProgress)
@@ -4979,6 +4999,13 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
         m->broken = 1;
         return ZERO_ERR_COMM;
     }
+    /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
+       stream); zero_create would be the earlier place to check (>>public) */
+    if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
+                               "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
+                               zero__coll_name(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
+                               zero__cu(c->ctx)->device, m->device);
     if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
     m->seq++;
     mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
@@ -5113,15 +5140,20 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
     }
     if (n > 1) {
-        ncclResult_t nr = ncclGroupStart();
-        for (k = 0; k < n && nr == ncclSuccess; k++) {
-            if (k == me) continue;
-            nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-            if (nr == ncclSuccess || nr == ncclInProgress)
-                nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-            if (nr == ncclInProgress) nr = ncclSuccess;
+        ncclResult_t nr = ncclGroupStart(), ne;
+        if (nr == ncclSuccess) {
+            for (k = 0; k < n && nr == ncclSuccess; k++) {
+                if (k == me) continue;
+                nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+                if (nr == ncclSuccess || nr == ncclInProgress)
+                    nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+                if (nr == ncclInProgress) nr = ncclSuccess;
+            }
+            /* the group is closed even after a failed call: one left open would take in the
+               next collective (the communicator is aborted on the failure anyway) */
+            ne = ncclGroupEnd();
+            if (nr == ncclSuccess) nr = ne;
         }
-        nr = nr == ncclSuccess ? ncclGroupEnd() : nr;
         if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
     }
     for (k = 0; k < n; k++) ins[k] = k == me ? dsend + (int64_t)me * piece : slices + (int64_t)k * piece;

@@ -3,16 +3,26 @@
 # is a ZERO_CUDA build linked against tests/cuda_mock/cuda_mock.c, a test double of the CUDA
 # runtime, cuBLAS and the zero__k_* kernel launchers that runs on the CPU (its GEMM sums in
 # order of k; every other kernel gives the CPU path's bits). So the CUDA device's host code
-# (>>device: ops, ZERO_CUDA) runs here:
+# (>>device: ops, ZERO_CUDA) runs here, in both of the double's modes: synchronous (every op
+# runs at issue; lines "PASS mock_...") and asynchronous, adversarial (ZERO_CUDA_MOCK_ASYNC=1:
+# a worker thread per stream, random delays, destinations and unfinished copies read as
+# NaN bytes, not-ready queries; lines "PASS mock_async_..."):
 #   - build/mock/cuda_mock_selftest: the double's own checks (tests/cuda_mock/selftest.c);
 #   - build/mock/test_device: cuda_vs_cpu (the CUDA device against the CPU device, bitwise,
 #     every stage at worlds 1-4, ZeRO-Offload), cuda_checkpoint, and cuda_refused (zero_create
 #     must succeed); with ZERO_CUDA_MOCK_DEVICES=0 the mock reports no device: NO_DEVICE;
 #   - build/mock/gpu_kernels: tests/gpu/kernels.c, every launcher against its CPU reference;
+#   - build/mock/cuda_mock_streams: a non-blocking desc.cuda_stream (PyTorch's side
+#     streams), bitwise against the CPU device (async: three seeds);
 #   - build/mock/train_mlp --device cuda (cuBLAS GEMMs, the GELU / loss kernels) against
 #     build/train_mlp --device emu with the same arguments: the final losses must agree
 #     within 1e-4 (relative), with and without --offload-optimizer cpu;
 #   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error.
+# Once: build/mock/cuda_mock_nccl (the NCCL comm's host side on a one-process NCCL
+# stand-in, async), a driver/runtime mismatch (ZERO_CUDA_MOCK_DEVICES=-1) is a FAIL of
+# tests/gpu, not a SKIP, and GPU_ARCH embeds PTX. With ZERO_MOCK_TSAN=1 also
+# build/mock-tsan/ (the double and the programs under ThreadSanitizer, async mode; slow
+# to build, so a SKIP line otherwise).
 # ZERO_CUDA_MOCK_LEAKS=1 makes every run fail if device or pinned memory was never freed.
 # Where the CUDA headers or libnccl are missing there is nothing to build: one SKIP line says so.
 set -u
@@ -27,7 +37,8 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
     exit 0
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
-        "$BUILD/mock/cuda_mock_selftest" "$BUILD/train_mlp" >"$LOG" 2>&1; then
+        "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/cuda_mock_nccl" \
+        "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
@@ -36,32 +47,94 @@ export ZERO_CUDA_MOCK_LEAKS=1
 fails=0
 fail() { echo "FAIL $1"; fails=$((fails + 1)); }
 
-# 1. test_device with one (mock) device: its CUDA cases' PASS lines and every FAIL line are ours
-#    (its CPU and EMU cases are make test's build/test_device)
-out=$("$BUILD/mock/test_device" 2>&1); rc=$?
-printf '%s\n' "$out" | grep -E '^(PASS cuda_|FAIL )' | sed 's/^\(PASS\|FAIL\) /\1 mock_device_/'
-if ! printf '%s\n' "$out" | grep -q '^PASS cuda_vs_cpu$'; then
-    fail "mock_device_cuda_vs_cpu_ran: cuda_vs_cpu did not pass with the mock device (exit $rc)"
-    printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
-elif [ "$rc" -ne 0 ]; then
-    fail "mock_device_exit: build/mock/test_device exited $rc"
-    printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
-fi
+# every check of one mode of the double; P: the prefix of its lines
+mode_checks() {
+    local P=$1 seeds=$2
+    # 1. test_device with one (mock) device: its CUDA cases' PASS lines and every FAIL line are ours
+    #    (its CPU and EMU cases are make test's build/test_device)
+    out=$("$BUILD/mock/test_device" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS cuda_|FAIL )' | sed "s/^\\(PASS\\|FAIL\\) /\\1 ${P}device_/"
+    if ! printf '%s\n' "$out" | grep -q '^PASS cuda_vs_cpu$'; then
+        fail "${P}device_cuda_vs_cpu_ran: cuda_vs_cpu did not pass with the mock device (exit $rc)"
+        printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
+    elif [ "$rc" -ne 0 ]; then
+        fail "${P}device_exit: build/mock/test_device exited $rc"
+        printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
+    fi
 
-# 0. the double's own checks: the misuse it refuses, the semantics zero.h relies on
-out=$("$BUILD/mock/cuda_mock_selftest" 2>/dev/null); rc=$?
-printf '%s\n' "$out" | grep -E '^(PASS|FAIL) ' | sed 's/^\(PASS\|FAIL\) /\1 mock_selftest_/'
-[ "$rc" -eq 0 ] || fail "mock_selftest: build/mock/cuda_mock_selftest exited $rc"
+    # 0. the double's own checks: the misuse it refuses, the semantics zero.h relies on
+    out=$("$BUILD/mock/cuda_mock_selftest" 2>/dev/null); rc=$?
+    #    (its asynchronous checks: in the async mode; the sync mode's SKIP of them is not shown)
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | grep -v '^SKIP async:' |
+        sed "s/^\\(PASS\\|FAIL\\|SKIP\\) /\\1 ${P}selftest_/"
+    [ "$rc" -eq 0 ] || fail "${P}selftest: build/mock/cuda_mock_selftest exited $rc"
 
-# 1b. the double itself: tests/gpu/kernels.c (every zero__k_* launcher against its CPU reference,
-#     on a GPU) run against the mock's launchers
-out=$("$BUILD/mock/gpu_kernels" 2>&1); rc=$?
-if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
-    echo "PASS mock_kernels_vs_cpu_reference ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
-else
-    fail "mock_kernels_vs_cpu_reference: build/mock/gpu_kernels (exit $rc)"
-    printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 20
-fi
+    # 1b. the double itself: tests/gpu/kernels.c (every zero__k_* launcher against its CPU reference,
+    #     on a GPU) run against the mock's launchers
+    out=$("$BUILD/mock/gpu_kernels" 2>&1); rc=$?
+    if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
+        echo "PASS ${P}kernels_vs_cpu_reference ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
+    else
+        fail "${P}kernels_vs_cpu_reference: build/mock/gpu_kernels (exit $rc)"
+        printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 20
+    fi
+
+    # 3. train_mlp: the CUDA device path against the EMU device path
+    final_loss() { sed -n 's/^final loss=\([^ ]*\).*/\1/p' | tail -n 1; }
+    train_vs_emu() {
+        local name=$1; shift
+        local a b
+        a=$("$BUILD/mock/train_mlp" --device cuda "$@" --quiet 2>"$BUILD/logs/cuda_mock_$P$name.err")
+        local ra=$?
+        b=$("$BUILD/train_mlp" --device emu "$@" --quiet 2>/dev/null)
+        local rb=$?
+        la=$(printf '%s\n' "$a" | final_loss); lb=$(printf '%s\n' "$b" | final_loss)
+        if [ "$ra" -ne 0 ] || [ "$rb" -ne 0 ] || [ -z "$la" ] || [ -z "$lb" ]; then
+            fail "${P}train_$name: exit cuda $ra emu $rb; $(printf '%s\n' "$a" | tail -n 2) $(tail -n 3 "$BUILD/logs/cuda_mock_$P$name.err")"
+        elif awk -v a="$la" -v b="$lb" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; exit !(d <= 1e-4 * s + 1e-6) }'; then
+            echo "PASS ${P}train_$name"
+        else
+            fail "${P}train_$name: final loss cuda $la vs emu $lb"
+        fi
+    }
+    ARGS="--stage 3 --ranks 2 --steps 20 --hidden 96 --layers 3 --batch 24 --clip 1.0 --wd 0.01"
+    train_vs_emu stage3_ranks2 $ARGS
+    train_vs_emu stage3_ranks2_offload $ARGS --offload-optimizer cpu
+    train_vs_emu stage0_ranks3_f16_sgd --stage 0 --ranks 3 --steps 10 --hidden 40 --layers 2 --batch 24 --dtype f16 --optim sgd
+    train_vs_emu stage2_ranks2_accum2 --stage 2 --ranks 2 --steps 10 --hidden 200 --layers 2 --batch 24 --accum 2 --accum-dtype f32
+
+    # 4. faults: ZERO_CUDA_MOCK_FAIL=NAME:N makes the Nth call of NAME fail. Every one must end
+    #    train_mlp with an error that names it (exit 1: no crash, no hang, nothing leaked).
+    #    cudaEventRecord: zero__cuda_mark cannot return an error; task_begin must report it.
+    #    (cudaMemcpy: zero.h no longer calls it; cudaMemcpyAsync:1 is zero_build's first copy)
+    FA="--stage 3 --ranks 2 --steps 3 --hidden 40 --layers 2 --batch 8 --quiet --clip 1"
+    for f in cudaMalloc:1 cudaMalloc:9 cudaStreamCreateWithFlags:2 cudaEventCreateWithFlags:3 cublasCreate:1 \
+             cudaMemcpyAsync:1 cudaMemcpyAsync:5 cudaMemsetAsync:2 cudaStreamSynchronize:17 cudaEventRecord:1 \
+             cudaEventRecord:7 cudaEventSynchronize:5 cublasSgemm:5 zero__k_opt:1 zero__k_sumsq:1 \
+             zero__k_sum_into:5 zero__k_bias_add:1 zero__k_bias_grad:1 zero__k_gelu_bwd:1 zero__k_xent:5; do
+        out=$(ZERO_CUDA_MOCK_FAIL=$f timeout -k 5 60 "$BUILD/mock/train_mlp" --device cuda $FA 2>&1); rc=$?
+        if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'MOCK_FAIL' &&
+           printf '%s\n' "$out" | grep -q -e 'CUDA: .*failed' -e 'out of memory' -e 'cublas.* failed' &&
+           ! printf '%s\n' "$out" | grep -q 'cuda_mock_leaks'; then
+            echo "PASS ${P}fault_$f"
+        else
+            fail "${P}fault_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
+        fi
+    done
+
+    # 5. a non-blocking caller stream (desc.cuda_stream), bitwise against the CPU device
+    for seed in $seeds; do
+        out=$(ZERO_CUDA_MOCK_SEED=$seed timeout -k 5 300 "$BUILD/mock/cuda_mock_streams" 2>&1); rc=$?
+        if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
+            echo "PASS ${P}nonblocking_stream_seed$seed ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
+        else
+            fail "${P}nonblocking_stream_seed$seed: build/mock/cuda_mock_streams (exit $rc)"
+            printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 10
+        fi
+    done
+}
+ZERO_CUDA_MOCK_ASYNC=0 mode_checks mock_ 1
+ZERO_CUDA_MOCK_ASYNC=1 mode_checks mock_async_ "1 2 3"
 
 # 2. no device: cuda_refused must see ZERO_ERR_NO_DEVICE, cuda_vs_cpu is skipped
 out=$(ZERO_CUDA_MOCK_DEVICES=0 "$BUILD/mock/test_device" 2>&1); rc=$?
@@ -73,45 +146,49 @@ else
     printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 20
 fi
 
-# 3. train_mlp: the CUDA device path against the EMU device path
-final_loss() { sed -n 's/^final loss=\([^ ]*\).*/\1/p' | tail -n 1; }
-train_vs_emu() {
-    local name=$1; shift
-    local a b
-    a=$("$BUILD/mock/train_mlp" --device cuda "$@" --quiet 2>"$BUILD/logs/cuda_mock_$name.err")
-    local ra=$?
-    b=$("$BUILD/train_mlp" --device emu "$@" --quiet 2>/dev/null)
-    local rb=$?
-    la=$(printf '%s\n' "$a" | final_loss); lb=$(printf '%s\n' "$b" | final_loss)
-    if [ "$ra" -ne 0 ] || [ "$rb" -ne 0 ] || [ -z "$la" ] || [ -z "$lb" ]; then
-        fail "mock_train_$name: exit cuda $ra emu $rb; $(printf '%s\n' "$a" | tail -n 2) $(tail -n 3 "$BUILD/logs/cuda_mock_$name.err")"
-    elif awk -v a="$la" -v b="$lb" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; exit !(d <= 1e-4 * s + 1e-6) }'; then
-        echo "PASS mock_train_$name"
-    else
-        fail "mock_train_$name: final loss cuda $la vs emu $lb"
-    fi
-}
-ARGS="--stage 3 --ranks 2 --steps 20 --hidden 96 --layers 3 --batch 24 --clip 1.0 --wd 0.01"
-train_vs_emu stage3_ranks2 $ARGS
-train_vs_emu stage3_ranks2_offload $ARGS --offload-optimizer cpu
-train_vs_emu stage0_ranks3_f16_sgd --stage 0 --ranks 3 --steps 10 --hidden 40 --layers 2 --batch 24 --dtype f16 --optim sgd
-train_vs_emu stage2_ranks2_accum2 --stage 2 --ranks 2 --steps 10 --hidden 200 --layers 2 --batch 24 --accum 2 --accum-dtype f32
+# 2b. a driver/runtime mismatch is not "no GPU": tests/gpu must FAIL, not SKIP and pass
+out=$(ZERO_CUDA_MOCK_DEVICES=-1 "$BUILD/mock/gpu_kernels" 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q '^FAIL gpu_kernels_cuda: .*DriverMismatch' &&
+   ! printf '%s\n' "$out" | grep -q '^SKIP '; then
+    echo "PASS mock_driver_mismatch_fails"
+else
+    fail "mock_driver_mismatch_fails: with ZERO_CUDA_MOCK_DEVICES=-1 gpu_kernels exited $rc: $(printf '%s\n' "$out" | head -n 2)"
+fi
 
-# 4. faults: ZERO_CUDA_MOCK_FAIL=NAME:N makes the Nth call of NAME fail. Every one must end
-#    train_mlp with an error that names it (exit 1: no crash, no hang, nothing leaked).
-#    cudaEventRecord: zero__cuda_mark cannot return an error; task_begin must report it.
-FA="--stage 3 --ranks 2 --steps 3 --hidden 40 --layers 2 --batch 8 --quiet --clip 1"
-for f in cudaMalloc:1 cudaMalloc:9 cudaStreamCreateWithFlags:2 cudaEventCreateWithFlags:3 cublasCreate:1 \
-         cudaMemcpy:2 cudaMemcpyAsync:5 cudaMemsetAsync:2 cudaStreamSynchronize:17 cudaEventRecord:1 \
-         cudaEventRecord:7 cudaEventSynchronize:5 cublasSgemm:5 zero__k_opt:1 zero__k_sumsq:1 \
-         zero__k_sum_into:5 zero__k_bias_add:1 zero__k_bias_grad:1 zero__k_gelu_bwd:1 zero__k_xent:5; do
-    out=$(ZERO_CUDA_MOCK_FAIL=$f timeout -k 5 60 "$BUILD/mock/train_mlp" --device cuda $FA 2>&1); rc=$?
-    if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'MOCK_FAIL' &&
-       printf '%s\n' "$out" | grep -q -e 'CUDA: .*failed' -e 'out of memory' -e 'cublas.* failed' &&
-       ! printf '%s\n' "$out" | grep -q 'cuda_mock_leaks'; then
-        echo "PASS mock_fault_$f"
+# 6. the NCCL comm's host side over a one-process NCCL stand-in, on the async double
+out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 300 "$BUILD/mock/cuda_mock_nccl" 2>&1); rc=$?
+printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed 's/^\(PASS\|FAIL\|SKIP\) /\1 mock_nccl_/'
+if [ "$rc" -ne 0 ]; then
+    fail "mock_nccl: build/mock/cuda_mock_nccl exited $rc"
+    printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 10
+fi
+
+# 7. GPU_ARCH embeds PTX (code=compute_NN), so a GPU newer than its SASS targets still runs
+arch=$(make --no-print-directory -s BUILD="$BUILD" gpu-arch 2>/dev/null)
+if printf '%s\n' "$arch" | grep -q 'code=compute_[0-9]'; then
+    echo "PASS mock_gpu_arch_ptx"
+else
+    fail "mock_gpu_arch_ptx: GPU_ARCH embeds no PTX (no code=compute_NN): $arch"
+fi
+
+# 8. ThreadSanitizer over the async double (ZERO_MOCK_TSAN=1: slow to build)
+if [ "${ZERO_MOCK_TSAN:-0}" = 1 ]; then
+    if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
+            "$BUILD/mock-tsan/cuda_mock_nccl" "$BUILD/mock-tsan/train_mlp" >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
+        fail "mock_tsan_build: see $BUILD/logs/cuda_mock_tsan_build.log"
     else
-        fail "mock_fault_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
+        for prog in test_device cuda_mock_streams cuda_mock_nccl "train_mlp --device cuda $ARGS --quiet"; do
+            name=${prog%% *}
+            out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 600 "$BUILD/mock-tsan/"$prog 2>&1); rc=$?
+            if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
+                echo "PASS mock_tsan_$name"
+            else
+                fail "mock_tsan_$name: exit $rc"
+                printf '%s\n' "$out" | grep -E -A8 -e '^FAIL ' -e 'WARNING: ThreadSanitizer' | head -n 30
+            fi
+        done
     fi
-done
+else
+    echo "SKIP mock_tsan: the double under ThreadSanitizer runs with ZERO_MOCK_TSAN=1 (build/mock-tsan/)"
+fi
 [ "$fails" -eq 0 ]

@@ -13,6 +13,8 @@
 # kept in build/logs/gpu_*.log; the last line is "N passed, N failed, N skipped". SKIP
 # lines are counted as skipped, but a program that runs nothing here (only SKIP lines:
 # CUDA sees no GPU although nvidia-smi does) is a failure: this is the run that needs one.
+# So is a test_device whose CUDA cases did not run, and a tests/gpu program that cannot
+# use the GPU for another reason than "no device" (a driver/runtime mismatch: gpu.h).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -45,6 +47,12 @@ run() {   # run NAME CMD...: counts its PASS/FAIL/SKIP lines; a crash or no PASS
     pass=$((pass + np)); fail=$((fail + nf)); skip=$((skip + ns))
 }
 run test_device "$BUILD/cuda/test_device"
+# test_device passes on its CPU and EMU cases alone: here its CUDA cases must have run
+if ! grep -q '^PASS cuda_vs_cpu$' "$BUILD/logs/gpu_test_device.log"; then
+    echo "FAIL test_device_cuda_ran: nvidia-smi sees a GPU but test_device's CUDA cases did not pass or were skipped:"
+    grep -E '^(SKIP|FAIL) cuda' "$BUILD/logs/gpu_test_device.log" | head -n 5
+    fail=$((fail + 1))
+fi
 for p in ${gpu_progs[@]+"${gpu_progs[@]}"}; do run "$(basename "$p")" "$p"; done
 
 # train_mlp on the GPU vs the same device path on the CPU

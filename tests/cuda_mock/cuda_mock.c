@@ -2,10 +2,10 @@
    launchers (zero__k_*), so that zero.h's CUDA device (>>device: ops under ZERO_CUDA) runs on a
    machine without a GPU. `make build/mock/<name>` links it, instead of zero_kernels.o, libcudart
    and libcublas, into a ZERO_CUDA build of tests/<name>.c or examples/<name>.c (run by
-   tests/test_cuda_mock.sh). It is never linked into anything outside build/mock/.
+   tests/test_cuda_mock.sh; build/mock-tsan/ under TSan). It is never linked into anything
+   outside those.
 
    What it models:
-   - one device (ZERO_CUDA_MOCK_DEVICES=0 in the environment: none, for the NO_DEVICE path);
    - device memory is host memory (aligned, filled with 0xff bytes on cudaMalloc, so code that
      reads memory it never wrote sees NaNs), kept in a registry: cudaPointerGetAttributes tells
      device from pinned host from plain host memory; a free of an unknown pointer, a double free,
@@ -13,8 +13,14 @@
      match its pointers or that runs past a device allocation, and a kernel or GEMM given memory
      that is not device (or pinned) memory are reported on stderr ("cuda_mock: ...") and fail
      with the error a GPU would give (cudaErrorInvalidValue / cudaErrorIllegalAddress);
-   - streams and events are small objects checked on every use; everything executes at issue,
-     so every stream is always idle (synchronous execution is one legal schedule);
+   - streams and events are small objects checked on every use. Two modes: synchronous
+     (the default: everything executes at issue, so every stream is always idle, one legal
+     schedule) and asynchronous, adversarial (ZERO_CUDA_MOCK_ASYNC=1: a worker thread per
+     stream runs its queue later, after random seeded delays, with the runtime's ordering
+     between streams, events and the legacy default stream, not-ready queries, and memory
+     that reads as NaN bytes until its producer ran: see "streams, events and the
+     asynchronous mode" below);
+   - ZERO_CUDA_MOCK_DEVICES: how many devices (0: none; -1: a driver/runtime mismatch);
    - cublasSgemm is a plain column-major loop, each dot product summed in order of k;
    - the zero__k_* launchers compute exactly what zero.h's kernel ABI documents, element by
      element through the shared ZERO_HD math (zero__ld / zero__st, zero__adamw_elem,
@@ -32,6 +38,8 @@
 #include <cublas_v2.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,36 +161,124 @@ static int mock_in_dev(const void *p, size_t n, int pinned_ok, const char *what)
     return 1;
 }
 
-/* ---- devices ---- */
+/* ---- devices ----
+   ZERO_CUDA_MOCK_DEVICES=N: N devices (default 1; their memory is all one, the current
+   device is per thread, for the checks that compare devices); 0: none (cudaErrorNoDevice);
+   -1: a GPU whose driver does not match the runtime (cudaErrorSystemDriverMismatch, which is
+   not "no GPU") */
+static __thread int mock_cur_dev;
 static int mock_devices(void) {
     const char *e = getenv("ZERO_CUDA_MOCK_DEVICES");
     return e && e[0] ? atoi(e) : 1;
 }
+static cudaError_t mock_no_device(void) {
+    return mock_devices() < 0 ? cudaErrorSystemDriverMismatch : cudaErrorNoDevice;
+}
 cudaError_t cudaGetDeviceCount(int *count) {
     if (!count) return mock_ret(cudaErrorInvalidValue);
     *count = mock_devices();
-    if (*count <= 0) { *count = 0; return mock_ret(cudaErrorNoDevice); }
+    if (*count <= 0) { *count = 0; return mock_ret(mock_no_device()); }
     return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int *device) {
     if (!device) return mock_ret(cudaErrorInvalidValue);
-    if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
-    *device = 0;
+    if (mock_devices() <= 0) return mock_ret(mock_no_device());
+    *device = mock_cur_dev;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-    if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
-    if (device != 0) return mock_ret(cudaErrorInvalidDevice);
+    if (mock_devices() <= 0) return mock_ret(mock_no_device());
+    if (device < 0 || device >= mock_devices()) return mock_ret(cudaErrorInvalidDevice);
+    mock_cur_dev = device;
     return cudaSuccess;
 }
 
-/* ---- streams and events ---- */
+/* ---- the two modes ----
+   Synchronous (the default): every op runs at issue, on the calling thread, so every
+   stream is always idle (one legal schedule). Asynchronous (ZERO_CUDA_MOCK_ASYNC=1): each
+   stream is a worker thread that runs its queue in order, each op after a random delay
+   (ZERO_CUDA_MOCK_SEED, default 1; ZERO_CUDA_MOCK_DELAY_US, the most, default 200), as a
+   GPU may: see "the asynchronous mode" below. */
+static int mock_async_on, mock_delay_us = 200;
+static unsigned long mock_seed = 1;
+static pthread_once_t mock_once = PTHREAD_ONCE_INIT;
+static void mock_read_env(void) {
+    const char *e = getenv("ZERO_CUDA_MOCK_ASYNC");
+    mock_async_on = e && e[0] && strcmp(e, "0") != 0;
+    if ((e = getenv("ZERO_CUDA_MOCK_SEED")) && e[0]) mock_seed = strtoul(e, NULL, 10);
+    if ((e = getenv("ZERO_CUDA_MOCK_DELAY_US")) && e[0]) mock_delay_us = atoi(e) < 0 ? 0 : atoi(e);
+}
+static int mock_async(void) {
+    pthread_once(&mock_once, mock_read_env);
+    return mock_async_on;
+}
+
+/* ---- streams, events and the asynchronous mode ----
+   An op (a kernel, a copy, a memset, an event record, a wait) is queued on its stream with
+   a sequence number (s->issued); the stream's worker runs its ops in order, each once the
+   ops it depends on (by (stream, seq)) are done, and counts them (s->done). The
+   dependencies are the runtime's:
+   - the legacy default stream (NULL, cudaStreamLegacy; cudaStreamPerThread is taken as it)
+     waits for the work queued before on every blocking stream (cudaStreamCreate, or flags
+     cudaStreamDefault), and every blocking stream's op waits for the legacy stream's work
+     queued before it; a cudaStreamNonBlocking stream does neither;
+   - cudaEventRecord queues a marker: the event completes when the marker has run;
+     cudaStreamWaitEvent queues a marker that waits for the event's (its last record at
+     the time of the call; never recorded: no wait);
+   - cudaStreamQuery / cudaEventQuery: cudaErrorNotReady while work is queued, left as the
+     thread's last error (cudaGetLastError returns and clears it) as the runtime does;
+   - memory (the CUDA docs, "API synchronization behavior"): cudaMemcpy from pageable host
+     memory to the device first waits for the legacy stream, snapshots the source into a
+     staging buffer and returns before the copy runs; cudaMemcpy from pinned memory, to the
+     host (pageable or pinned) and host to host returns once the copy ran; device to device
+     returns at once; cudaMemcpyAsync from pageable memory snapshots the source and returns,
+     into pageable memory it returns once the copy ran, with pinned memory on both ends or
+     device to device it returns at once; cudaMemset (device memory) is queued on the legacy
+     stream; cudaFree / cudaFreeHost first wait for every stream (cudaDeviceSynchronize),
+     then fill the memory with 0xff bytes (NaNs) before freeing it;
+   - a copy or memset fills its destination with 0xff bytes when it starts and writes the
+     data after a second random delay, so reading device or pinned memory before its
+     producer finished gives NaN bits (never-written device or pinned memory is 0xff too);
+   - a kernel whose arguments are bad is refused at launch (its launcher's return value);
+     a fault found while it runs (a chunk table that points outside the arenas) is sticky,
+     like a GPU's: every later synchronizing call returns it.
+   The host thread and the workers share one mutex and condition variable. */
 #define MOCK_STREAM_MAGIC 0x5354524dU
 #define MOCK_EVENT_MAGIC 0x4556544dU
-struct CUstream_st { unsigned magic; unsigned flags; };
-struct CUevent_st { unsigned magic; unsigned flags; int recorded; };
+typedef int (*mock_run_fn)(void *args);
+typedef struct mock_dep { struct CUstream_st *s; uint64_t seq; } mock_dep;
+typedef struct mock_op {
+    struct mock_op *next;
+    uint64_t seq;
+    mock_run_fn run;                /* NULL: a marker */
+    void *args;                     /* malloc'd, freed when it has run */
+    int ndeps;
+    mock_dep *deps;                 /* malloc'd */
+} mock_op;
+struct CUstream_st {
+    unsigned magic, flags;
+    int legacy;
+    uint64_t issued, done;          /* ops queued, ops run (both count from 1) */
+    mock_op *head, *tail;
+    pthread_t worker;
+    int started, quit;
+    unsigned long long rng;
+    struct CUstream_st *next_live;  /* the list of live streams (the legacy one is not in it) */
+};
+struct CUevent_st { unsigned magic; unsigned flags; struct CUstream_st *s; uint64_t seq; };
 
-/* NULL (the legacy default stream) and cudaStreamPerThread are always valid */
+static pthread_mutex_t mock_qmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mock_qcv = PTHREAD_COND_INITIALIZER;
+static struct CUstream_st mock_legacy = { MOCK_STREAM_MAGIC, 0, 1, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL };
+static struct CUstream_st *mock_live;       /* live streams, under mock_qmu */
+static struct CUstream_st *mock_dead;       /* destroyed streams: kept, ops may name them in deps */
+static unsigned mock_nstreams;
+static cudaError_t mock_sticky;             /* a fault while an op ran: every later sync returns it */
+
+static struct CUstream_st *mock_st(cudaStream_t s) {
+    return !s || s == cudaStreamLegacy || s == cudaStreamPerThread ? &mock_legacy : s;
+}
+/* NULL (the legacy default stream), cudaStreamLegacy and cudaStreamPerThread are always valid */
 static int mock_stream_ok(cudaStream_t s, const char *what) {
     if (!s || s == cudaStreamPerThread || s == cudaStreamLegacy) return 1;
     if (s->magic != MOCK_STREAM_MAGIC) {
@@ -198,45 +294,211 @@ static int mock_event_ok(cudaEvent_t e, const char *what) {
     }
     return 1;
 }
+static cudaError_t mock_sticky_get(void) {
+    cudaError_t e;
+    pthread_mutex_lock(&mock_qmu);
+    e = mock_sticky;
+    pthread_mutex_unlock(&mock_qmu);
+    return e;
+}
+
+static unsigned mock_rand(struct CUstream_st *s) {     /* xorshift64*, the worker's own */
+    s->rng ^= s->rng >> 12; s->rng ^= s->rng << 25; s->rng ^= s->rng >> 27;
+    return (unsigned)((s->rng * 2685821657736338717ULL) >> 33);
+}
+static void mock_delay(struct CUstream_st *s) {
+    unsigned r = mock_rand(s), us;
+    struct timespec ts;
+    if (mock_delay_us == 0 || (r & 3) == 0) return;                /* a quarter: none */
+    us = (r >> 2) % (unsigned)mock_delay_us;
+    if ((r & 0xf0) == 0) us *= 4;                                    /* now and then: longer */
+    ts.tv_sec = us / 1000000;
+    ts.tv_nsec = (long)(us % 1000000) * 1000L;
+    nanosleep(&ts, NULL);
+}
+/* the worker's delay is also used inside copies (between the poison and the data) */
+static __thread struct CUstream_st *mock_cur_worker;
+static void mock_mid_delay(void) { if (mock_cur_worker) mock_delay(mock_cur_worker); }
+
+static int mock_deps_done(const mock_op *op) {
+    int i;
+    for (i = 0; i < op->ndeps; i++)
+        if (op->deps[i].s->done < op->deps[i].seq) return 0;
+    return 1;
+}
+static void *mock_worker(void *p) {
+    struct CUstream_st *s = (struct CUstream_st *)p;
+    mock_cur_worker = s;
+    pthread_mutex_lock(&mock_qmu);
+    for (;;) {
+        mock_op *op;
+        int e = 0;
+        while (!s->head && !s->quit) pthread_cond_wait(&mock_qcv, &mock_qmu);
+        if (!s->head) break;
+        op = s->head;
+        while (!mock_deps_done(op)) pthread_cond_wait(&mock_qcv, &mock_qmu);
+        pthread_mutex_unlock(&mock_qmu);
+        mock_delay(s);
+        if (op->run) e = op->run(op->args);
+        pthread_mutex_lock(&mock_qmu);
+        if (e && !mock_sticky) mock_sticky = (cudaError_t)e;
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        s->done = op->seq;
+        pthread_cond_broadcast(&mock_qcv);
+        free(op->args);
+        free(op->deps);
+        free(op);
+    }
+    pthread_mutex_unlock(&mock_qmu);
+    return NULL;
+}
+/* under mock_qmu: the stream's worker, started on its first op */
+static int mock_start(struct CUstream_st *s) {
+    if (s->started) return 1;
+    s->rng = (unsigned long long)mock_seed * 0x9E3779B97F4A7C15ULL + (unsigned long long)(++mock_nstreams) * 7919ULL + 1;
+    if (pthread_create(&s->worker, NULL, mock_worker, s) != 0) return 0;
+    s->started = 1;
+    return 1;
+}
+/* queues run(args) on s (args: n bytes, copied); extra: one more dependency or NULL.
+   Returns the op's seq (0: out of memory). Synchronous mode: runs it now; *err its result. */
+static uint64_t mock_submit(cudaStream_t stream, mock_run_fn run, const void *args, size_t n, const mock_dep *extra,
+                            int *err) {
+    struct CUstream_st *s = mock_st(stream), *o;
+    mock_op *op;
+    uint64_t seq;
+    int nd = 0;
+    *err = 0;
+    if (!mock_async()) {
+        if (run) *err = run((void *)(uintptr_t)args);
+        return 1;
+    }
+    if (!(op = (mock_op *)calloc(1, sizeof *op))) return 0;
+    if (n && !(op->args = malloc(n))) { free(op); return 0; }
+    if (n) memcpy(op->args, args, n);
+    op->run = run;
+    pthread_mutex_lock(&mock_qmu);
+    op->deps = (mock_dep *)malloc(sizeof *op->deps * (mock_nstreams + 2));
+    if (!op->deps || !mock_start(s)) {
+        pthread_mutex_unlock(&mock_qmu);
+        free(op->deps); free(op->args); free(op);
+        return 0;
+    }
+    if (s->legacy) {                    /* the legacy stream waits for every blocking stream */
+        for (o = mock_live; o; o = o->next_live)
+            if (!(o->flags & cudaStreamNonBlocking) && o->issued > o->done) {
+                op->deps[nd].s = o; op->deps[nd].seq = o->issued; nd++;
+            }
+    } else if (!(s->flags & cudaStreamNonBlocking) && mock_legacy.issued > mock_legacy.done) {
+        op->deps[nd].s = &mock_legacy; op->deps[nd].seq = mock_legacy.issued; nd++;
+    }
+    if (extra && extra->s && extra->s->done < extra->seq) op->deps[nd++] = *extra;
+    op->ndeps = nd;
+    seq = op->seq = ++s->issued;        /* op is the worker's once the lock is let go */
+    if (s->tail) s->tail->next = op;
+    else s->head = op;
+    s->tail = op;
+    pthread_cond_broadcast(&mock_qcv);
+    pthread_mutex_unlock(&mock_qmu);
+    return seq;
+}
+/* waits until s has run op seq (async mode) */
+static void mock_wait(struct CUstream_st *s, uint64_t seq) {
+    pthread_mutex_lock(&mock_qmu);
+    while (s->done < seq) pthread_cond_wait(&mock_qcv, &mock_qmu);
+    pthread_mutex_unlock(&mock_qmu);
+}
+/* waits for everything queued so far on every stream */
+static void mock_drain_all(void) {
+    struct CUstream_st *o;
+    if (!mock_async()) return;
+    pthread_mutex_lock(&mock_qmu);
+    for (;;) {
+        int busy = mock_legacy.done < mock_legacy.issued;
+        for (o = mock_live; o && !busy; o = o->next_live) busy = o->done < o->issued;
+        if (!busy) break;
+        pthread_cond_wait(&mock_qcv, &mock_qmu);
+    }
+    pthread_mutex_unlock(&mock_qmu);
+}
+/* queues a marker on s and waits for it: everything s (and, for the legacy stream, every
+   blocking stream) had queued is done */
+static cudaError_t mock_sync_stream(cudaStream_t stream) {
+    int e;
+    uint64_t seq;
+    if (!mock_async()) return mock_sticky_get();
+    if (!(seq = mock_submit(stream, NULL, NULL, 0, NULL, &e))) return cudaErrorMemoryAllocation;
+    mock_wait(mock_st(stream), seq);
+    return mock_sticky_get();
+}
+
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags) {
     cudaStream_t s;
     if (mock_inject("cudaStreamCreateWithFlags")) return mock_ret(cudaErrorMemoryAllocation);
     if (!pStream || (flags & ~(unsigned)cudaStreamNonBlocking)) return mock_ret(cudaErrorInvalidValue);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
-    if (!(s = (cudaStream_t)malloc(sizeof *s))) return mock_ret(cudaErrorMemoryAllocation);
+    if (!(s = (cudaStream_t)calloc(1, sizeof *s))) return mock_ret(cudaErrorMemoryAllocation);
     s->magic = MOCK_STREAM_MAGIC;
     s->flags = flags;
+    pthread_mutex_lock(&mock_qmu);
+    s->next_live = mock_live;
+    mock_live = s;
+    pthread_mutex_unlock(&mock_qmu);
     *pStream = s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreate(cudaStream_t *pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
+/* the runtime returns at once and releases the stream when its work is done; here the
+   work is waited for, the worker stopped, and the stream kept (dead) for other ops' deps */
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    struct CUstream_st **pp;
+    int started;
     if (!stream || !mock_stream_ok(stream, "cudaStreamDestroy")) return mock_ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mock_qmu);
+    while (stream->done < stream->issued) pthread_cond_wait(&mock_qcv, &mock_qmu);
+    for (pp = &mock_live; *pp; pp = &(*pp)->next_live)
+        if (*pp == stream) { *pp = stream->next_live; break; }
+    stream->quit = 1;
     stream->magic = 0;
-    free(stream);
+    started = stream->started;
+    stream->next_live = mock_dead;
+    mock_dead = stream;
+    pthread_cond_broadcast(&mock_qcv);
+    pthread_mutex_unlock(&mock_qmu);
+    if (started) pthread_join(stream->worker, NULL);
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     if (mock_inject("cudaStreamSynchronize")) return mock_ret(cudaErrorLaunchFailure);
-    return mock_stream_ok(stream, "cudaStreamSynchronize") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
+    if (!mock_stream_ok(stream, "cudaStreamSynchronize")) return mock_ret(cudaErrorInvalidResourceHandle);
+    return mock_ret(mock_sync_stream(stream));
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-    return mock_stream_ok(stream, "cudaStreamQuery") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
+    struct CUstream_st *s = mock_st(stream);
+    cudaError_t e;
+    if (!mock_stream_ok(stream, "cudaStreamQuery")) return mock_ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mock_qmu);
+    e = mock_sticky ? mock_sticky : s->done < s->issued ? cudaErrorNotReady : cudaSuccess;
+    pthread_mutex_unlock(&mock_qmu);
+    return mock_ret(e);         /* not-ready too is left as the last error, as the runtime does */
 }
 cudaError_t cudaDeviceSynchronize(void) {
-    return mock_devices() > 0 ? cudaSuccess : mock_ret(cudaErrorNoDevice);
+    if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
+    mock_drain_all();
+    return mock_ret(mock_sticky_get());
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     cudaEvent_t e;
     if (mock_inject("cudaEventCreateWithFlags")) return mock_ret(cudaErrorMemoryAllocation);
     if (!event) return mock_ret(cudaErrorInvalidValue);
-    if (!(e = (cudaEvent_t)malloc(sizeof *e))) return mock_ret(cudaErrorMemoryAllocation);
+    if (!(e = (cudaEvent_t)calloc(1, sizeof *e))) return mock_ret(cudaErrorMemoryAllocation);
     e->magic = MOCK_EVENT_MAGIC;
     e->flags = flags;
-    e->recorded = 0;
     *event = e;
     return cudaSuccess;
 }
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (!mock_event_ok(event, "cudaEventDestroy")) return mock_ret(cudaErrorInvalidResourceHandle);
     event->magic = 0;
@@ -244,20 +506,62 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    int e;
+    uint64_t seq;
     if (mock_inject("cudaEventRecord")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_event_ok(event, "cudaEventRecord") || !mock_stream_ok(stream, "cudaEventRecord"))
         return mock_ret(cudaErrorInvalidResourceHandle);
-    event->recorded = 1;
+    if (!(seq = mock_submit(stream, NULL, NULL, 0, NULL, &e))) return mock_ret(cudaErrorMemoryAllocation);
+    pthread_mutex_lock(&mock_qmu);
+    event->s = mock_async() ? mock_st(stream) : NULL;
+    event->seq = seq;
+    pthread_mutex_unlock(&mock_qmu);
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    struct CUstream_st *s;
+    uint64_t seq;
     if (mock_inject("cudaEventSynchronize")) return mock_ret(cudaErrorLaunchFailure);
-    return mock_event_ok(event, "cudaEventSynchronize") ? cudaSuccess : mock_ret(cudaErrorInvalidResourceHandle);
+    if (!mock_event_ok(event, "cudaEventSynchronize")) return mock_ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mock_qmu);
+    s = event->s; seq = event->seq;
+    pthread_mutex_unlock(&mock_qmu);
+    if (s) mock_wait(s, seq);
+    return mock_ret(mock_sticky_get());
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    cudaError_t e;
+    if (!mock_event_ok(event, "cudaEventQuery")) return mock_ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mock_qmu);
+    e = mock_sticky ? mock_sticky : event->s && event->s->done < event->seq ? cudaErrorNotReady : cudaSuccess;
+    pthread_mutex_unlock(&mock_qmu);
+    return mock_ret(e);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    mock_dep d;
+    int e;
     (void)flags;
     if (!mock_stream_ok(stream, "cudaStreamWaitEvent") || !mock_event_ok(event, "cudaStreamWaitEvent"))
         return mock_ret(cudaErrorInvalidResourceHandle);
+    pthread_mutex_lock(&mock_qmu);
+    d.s = event->s; d.seq = event->seq;
+    pthread_mutex_unlock(&mock_qmu);
+    if (!mock_submit(stream, NULL, NULL, 0, &d, &e)) return mock_ret(cudaErrorMemoryAllocation);
+    return cudaSuccess;
+}
+typedef struct mock_hostfn_args { cudaHostFn_t fn; void *user; } mock_hostfn_args;
+static int mock_run_hostfn(void *p) {
+    mock_hostfn_args *a = (mock_hostfn_args *)p;
+    a->fn(a->user);
+    return 0;
+}
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData) {
+    mock_hostfn_args a;
+    int e;
+    if (!fn) return mock_ret(cudaErrorInvalidValue);
+    if (!mock_stream_ok(stream, "cudaLaunchHostFunc")) return mock_ret(cudaErrorInvalidResourceHandle);
+    a.fn = fn; a.user = userData;
+    if (!mock_submit(stream, mock_run_hostfn, &a, sizeof a, NULL, &e)) return mock_ret(cudaErrorMemoryAllocation);
     return cudaSuccess;
 }
 
@@ -275,7 +579,11 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 }
 static cudaError_t mock_free(void *p, int kind, const char *what) {
     int found;
+    char *s = NULL;
+    size_t len = 0;
     if (!p) return cudaSuccess;
+    mock_drain_all();                   /* cudaFree synchronizes: nothing queued may still use p */
+    if (mock_find(p, &s, &len) == kind && s == (char *)p) memset(p, 0xff, len);     /* poisoned */
     found = mock_unregister(p, kind);
     if (found == kind) { free(p); return cudaSuccess; }
     if (found == MOCK_DEV) mock_say("%s: %p is device memory (cudaFree frees it)", what, p);
@@ -298,19 +606,55 @@ cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
 cudaError_t cudaMallocHost(void **ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
 cudaError_t cudaFreeHost(void *ptr) { return mock_free(ptr, MOCK_PINNED, "cudaFreeHost"); }
 
+/* a copy or memset, run by a stream's worker (or at issue in synchronous mode): in async
+   mode the destination reads as 0xff bytes for a while before the data lands */
+typedef struct mock_mem_args {
+    char *dst;
+    const char *src;                /* NULL: a memset of value */
+    void *staged;                   /* owned snapshot of a pageable source, or NULL */
+    size_t n;
+    int value;
+} mock_mem_args;
+static int mock_run_mem(void *p) {
+    mock_mem_args *a = (mock_mem_args *)p;
+    const char *src = a->staged ? (const char *)a->staged : a->src;
+    if (mock_cur_worker && (!src || src + a->n <= a->dst || a->dst + a->n <= src)) {
+        memset(a->dst, 0xff, a->n);
+        mock_mid_delay();
+    }
+    if (src) memmove(a->dst, src, a->n);
+    else memset(a->dst, a->value, a->n);
+    free(a->staged);
+    a->staged = NULL;
+    return 0;
+}
+/* queues a memory op on stream; wait: return only once it ran */
+static cudaError_t mock_mem_op(cudaStream_t stream, mock_mem_args *a, int wait) {
+    int e;
+    uint64_t seq = mock_submit(stream, mock_run_mem, a, sizeof *a, NULL, &e);
+    if (!seq) { free(a->staged); return cudaErrorMemoryAllocation; }
+    if (wait && mock_async()) mock_wait(mock_st(stream), seq);
+    return (cudaError_t)e;
+}
+
+static cudaError_t mock_memset(void *devPtr, int value, size_t count, cudaStream_t stream, const char *what) {
+    mock_mem_args a;
+    if (count == 0) return cudaSuccess;
+    if (!mock_in_dev(devPtr, count, 0, what)) return mock_ret(cudaErrorInvalidValue);
+    memset(&a, 0, sizeof a);
+    a.dst = (char *)devPtr; a.n = count; a.value = value;
+    return mock_ret(mock_mem_op(stream, &a, 0));
+}
 cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
     if (mock_inject("cudaMemset")) return mock_ret(cudaErrorLaunchFailure);
-    if (count == 0) return cudaSuccess;
-    if (!mock_in_dev(devPtr, count, 0, "cudaMemset")) return mock_ret(cudaErrorInvalidValue);
-    memset(devPtr, value, count);
-    return cudaSuccess;
+    return mock_memset(devPtr, value, count, NULL, "cudaMemset");
 }
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
     if (mock_inject("cudaMemsetAsync")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_stream_ok(stream, "cudaMemsetAsync")) return mock_ret(cudaErrorInvalidResourceHandle);
-    return cudaMemset(devPtr, value, count);
+    return mock_memset(devPtr, value, count, stream, "cudaMemsetAsync");
 }
-/* a pointer's side: 1 device, 0 host (pinned or not); a device pointer's range is checked */
+/* a pointer's kind (MOCK_DEV, MOCK_PINNED, 0: pageable host); a device pointer's range is checked */
 static int mock_side(const void *p, size_t n, const char *what, int *bad) {
     char *s = NULL;
     size_t len = 0;
@@ -319,34 +663,62 @@ static int mock_side(const void *p, size_t n, const char *what, int *bad) {
         mock_say("%s: %p + %llu bytes runs past the end of its device allocation", what, p, (unsigned long long)n);
         *bad = 1;
     }
-    return kind == MOCK_DEV;
+    return kind;
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
-    int bad = 0, dd, sd;
-    if (mock_inject("cudaMemcpy")) return mock_ret(cudaErrorLaunchFailure);
+/* cudaMemcpy (sync = 1) and cudaMemcpyAsync: checks, then the host synchronization the
+   runtime documents (see above) */
+static cudaError_t mock_memcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream,
+                               int sync, const char *what) {
+    int bad = 0, dk, sk, dd, sd, wait;
+    char wd[64], ws[64];
+    mock_mem_args a;
     if (count == 0) return cudaSuccess;
     if (!dst || !src) return mock_ret(cudaErrorInvalidValue);
-    dd = mock_side(dst, count, "cudaMemcpy (dst)", &bad);
-    sd = mock_side(src, count, "cudaMemcpy (src)", &bad);
+    snprintf(wd, sizeof wd, "%s (dst)", what);
+    snprintf(ws, sizeof ws, "%s (src)", what);
+    dk = mock_side(dst, count, wd, &bad);
+    sk = mock_side(src, count, ws, &bad);
+    dd = dk == MOCK_DEV;
+    sd = sk == MOCK_DEV;
     if (!bad && kind != cudaMemcpyDefault) {
         int want_d = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
         int want_s = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
         if (kind != cudaMemcpyHostToHost && kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
             kind != cudaMemcpyDeviceToDevice) bad = 1;
         else if (dd != want_d || sd != want_s) {
-            fprintf(stderr, "cuda_mock: cudaMemcpy kind %d but dst %p is %s memory and src %p is %s memory\n", (int)kind,
+            fprintf(stderr, "cuda_mock: %s kind %d but dst %p is %s memory and src %p is %s memory\n", what, (int)kind,
                     dst, dd ? "device" : "host", src, sd ? "device" : "host");
             bad = 1;
         }
     }
     if (bad) return mock_ret(cudaErrorInvalidValue);
-    memmove(dst, src, count);
-    return cudaSuccess;
+    memset(&a, 0, sizeof a);
+    a.dst = (char *)dst; a.src = (const char *)src; a.n = count;
+    if (!mock_async()) return mock_ret(mock_mem_op(stream, &a, 0));
+    if (sk == 0 && dd) {                        /* pageable -> device: staged */
+        if (sync) mock_sync_stream(stream);     /* cudaMemcpy: "a stream sync is performed before" */
+        if (!(a.staged = malloc(count))) return mock_ret(cudaErrorMemoryAllocation);
+        memcpy(a.staged, src, count);
+        wait = 0;
+    } else if (!dd && !sd) {
+        wait = 1;                               /* host to host: fully synchronous */
+    } else if (dk == 0) {
+        wait = 1;                               /* into pageable memory: returns once it is there */
+    } else if (sync) {
+        wait = !(dd && sd);                     /* cudaMemcpy: only device to device returns at once */
+    } else {
+        wait = 0;                               /* pinned or device on both ends: asynchronous */
+    }
+    return mock_ret(mock_mem_op(stream, &a, wait));
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind) {
+    if (mock_inject("cudaMemcpy")) return mock_ret(cudaErrorLaunchFailure);
+    return mock_memcpy(dst, src, count, kind, NULL, 1, "cudaMemcpy");
 }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
     if (mock_inject("cudaMemcpyAsync")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_stream_ok(stream, "cudaMemcpyAsync")) return mock_ret(cudaErrorInvalidResourceHandle);
-    return cudaMemcpy(dst, src, count, kind);
+    return mock_memcpy(dst, src, count, kind, stream, 0, "cudaMemcpyAsync");
 }
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr) {
     int kind;
@@ -374,6 +746,8 @@ const char *cudaGetErrorName(cudaError_t error) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorSystemDriverMismatch: return "cudaErrorSystemDriverMismatch";
     default: return "cudaErrorUnknown";
     }
 }
@@ -388,6 +762,8 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorSystemDriverMismatch: return "system has unsupported display driver / cuda driver combination";
     default: return "unknown error (cuda_mock)";
     }
 }
@@ -426,13 +802,34 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) 
     handle->stream = streamId;
     return CUBLAS_STATUS_SUCCESS;
 }
+typedef struct mock_gemm_args {
+    int ta, tb, m, n, k, lda, ldb, ldc;
+    float al, be;
+    const float *A, *B;
+    float *C;
+} mock_gemm_args;
+static int mock_run_gemm(void *p) {
+    const mock_gemm_args *a = (const mock_gemm_args *)p;
+    int i, j, l;
+    for (j = 0; j < a->n; j++)
+        for (i = 0; i < a->m; i++) {
+            float s = 0.0f;
+            for (l = 0; l < a->k; l++) {
+                float x = a->ta ? a->A[l + (size_t)i * a->lda] : a->A[i + (size_t)l * a->lda];
+                float y = a->tb ? a->B[j + (size_t)l * a->ldb] : a->B[l + (size_t)j * a->ldb];
+                s += x * y;
+            }
+            a->C[i + (size_t)j * a->ldc] = a->be == 0.0f ? a->al * s : a->al * s + a->be * a->C[i + (size_t)j * a->ldc];
+        }
+    return 0;
+}
 /* C = alpha op(A) op(B) + beta C, column-major; beta == 0: C is not read */
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float *alpha, const float *A, int lda, const float *B, int ldb,
                               const float *beta, float *C, int ldc) {
-    int i, j, l, ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+    int ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N, e;
     int arows = ta ? k : m, brows = tb ? n : k, acols = ta ? m : k, bcols = tb ? k : n;
-    float al, be;
+    mock_gemm_args a;
     if (!mock_blas_ok(handle, "cublasSgemm")) return CUBLAS_STATUS_NOT_INITIALIZED;
     if (mock_inject("cublasSgemm")) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (!mock_stream_ok(handle->stream, "cublasSgemm")) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -441,235 +838,333 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
         ldc < (m > 1 ? m : 1) || !alpha || !beta)
         return CUBLAS_STATUS_INVALID_VALUE;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-    /* the default pointer mode: alpha and beta on the host */
-    al = *alpha;
-    be = *beta;
     if ((k > 0 && (!mock_in_dev(A, ((size_t)(acols - 1) * (size_t)lda + (size_t)arows) * sizeof(float), 1, "cublasSgemm (A)") ||
                    !mock_in_dev(B, ((size_t)(bcols - 1) * (size_t)ldb + (size_t)brows) * sizeof(float), 1, "cublasSgemm (B)"))) ||
         !mock_in_dev(C, ((size_t)(n - 1) * (size_t)ldc + (size_t)m) * sizeof(float), 1, "cublasSgemm (C)"))
         return CUBLAS_STATUS_EXECUTION_FAILED;
-    for (j = 0; j < n; j++)
-        for (i = 0; i < m; i++) {
-            float s = 0.0f;
-            for (l = 0; l < k; l++) {
-                float a = ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda];
-                float b = tb ? B[j + (size_t)l * ldb] : B[l + (size_t)j * ldb];
-                s += a * b;
-            }
-            C[i + (size_t)j * ldc] = be == 0.0f ? al * s : al * s + be * C[i + (size_t)j * ldc];
-        }
-    return CUBLAS_STATUS_SUCCESS;
+    memset(&a, 0, sizeof a);
+    a.ta = ta; a.tb = tb; a.m = m; a.n = n; a.k = k; a.lda = lda; a.ldb = ldb; a.ldc = ldc;
+    a.al = *alpha;                      /* the default pointer mode: alpha and beta on the host, read now */
+    a.be = *beta;
+    a.A = A; a.B = B; a.C = C;
+    if (!mock_submit(handle->stream, mock_run_gemm, &a, sizeof a, NULL, &e)) return CUBLAS_STATUS_ALLOC_FAILED;
+    return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- the kernel launchers (zero.h: "the CUDA kernels' C ABI") ---- */
+/* ---- the kernel launchers (zero.h: "the CUDA kernels' C ABI") ----
+   Each checks its arguments at launch (the errors a launch gives), copies them (kernel
+   arguments are by value) and queues the kernel's body on the stream; like zero_kernels.cu
+   it then returns cudaGetLastError(), so an error some earlier call left as the thread's
+   last error (not-ready included) is what the launch reports. A refused launch returns
+   its error and leaves the last error alone (the real launchers return before any CUDA
+   call, or consume the launch's error with that cudaGetLastError). */
 static int mock_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
 static size_t mock_es(int dt) { return dt == ZERO_F32 ? 4 : 2; }
 /* a launch: the stream must be live; the kernel's memory must be device memory */
 static int mock_launch(void *stream, const char *what) {
     return mock_stream_ok((cudaStream_t)stream, what);
 }
-#define MOCK_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)mock_ret(cudaErrorIllegalAddress); } while (0)
+#define MOCK_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)(cudaErrorIllegalAddress); } while (0)
+#define MOCK_RUN_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)cudaErrorIllegalAddress; } while (0)
 #define MOCK_STREAM(s, what) do {                                                    \
-        if (!mock_launch((s), (what))) return (int)mock_ret(cudaErrorInvalidResourceHandle); \
-        if (mock_inject(what)) return (int)mock_ret(cudaErrorLaunchFailure);               \
+        if (!mock_launch((s), (what))) return (int)(cudaErrorInvalidResourceHandle); \
+        if (mock_inject(what)) return (int)(cudaErrorLaunchFailure);               \
     } while (0)
+/* queues body(args) on stream; the launcher's result */
+static int mock_kernel(void *stream, mock_run_fn body, const void *args, size_t n) {
+    int e;
+    if (!mock_submit((cudaStream_t)stream, body, args, n, NULL, &e)) return (int)(cudaErrorMemoryAllocation);
+    if (e) return (int)((cudaError_t)e);
+    return (int)cudaGetLastError();
+}
 
-int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
-                void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
+typedef struct mock_opt_args {
+    zero__optk k;
+    const zero__kchunk *chunks;
+    int64_t nchunks;
+    const void *grad_base;
+    void *param_base;
+    float *master, *opt_m, *opt_v;
+} mock_opt_args;
+static int mock_run_opt(void *p) {
+    const mock_opt_args *a = (const mock_opt_args *)p;
+    const zero__optk *k = &a->k;
     int64_t c, i;
-    if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !mock_dtype_ok(k->adt) ||
-        !mock_dtype_ok(k->pdt))
-        return (int)mock_ret(cudaErrorInvalidValue);
-    if (nchunks == 0) return 0;
-    if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
-        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
-        return (int)mock_ret(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_opt");
-    MOCK_MEM(chunks, (size_t)nchunks * sizeof *chunks, "zero__k_opt (chunks)");
-    for (c = 0; c < nchunks; c++) {
-        const zero__kchunk ch = chunks[c];
-        const void *g = (const char *)grad_base + ch.grad_idx * (int64_t)mock_es(k->adt);
-        float *w = master ? master + ch.state_idx : (float *)param_base + ch.param_idx;
-        void *p = (char *)param_base + ch.param_idx * (int64_t)mock_es(k->pdt);
-        float *m = opt_m ? opt_m + ch.state_idx : NULL;
-        float *v = k->opt == ZERO_OPTIM_ADAMW ? opt_v + ch.state_idx : NULL;
-        if (ch.n < 0 || ch.n > ZERO__KCHUNK) return (int)mock_ret(cudaErrorIllegalAddress);
+    for (c = 0; c < a->nchunks; c++) {
+        const zero__kchunk ch = a->chunks[c];
+        const void *g = (const char *)a->grad_base + ch.grad_idx * (int64_t)mock_es(k->adt);
+        float *w = a->master ? a->master + ch.state_idx : (float *)a->param_base + ch.param_idx;
+        void *pp = (char *)a->param_base + ch.param_idx * (int64_t)mock_es(k->pdt);
+        float *m = a->opt_m ? a->opt_m + ch.state_idx : NULL;
+        float *v = k->opt == ZERO_OPTIM_ADAMW ? a->opt_v + ch.state_idx : NULL;
+        if (ch.n < 0 || ch.n > ZERO__KCHUNK) return (int)cudaErrorIllegalAddress;
         if (ch.n == 0) continue;
-        MOCK_MEM(g, (size_t)ch.n * mock_es(k->adt), "zero__k_opt (gradients)");
-        MOCK_MEM(w, (size_t)ch.n * 4, master ? "zero__k_opt (master)" : "zero__k_opt (params)");
-        if (k->pdt != ZERO_F32) MOCK_MEM(p, (size_t)ch.n * mock_es(k->pdt), "zero__k_opt (params)");
-        if (m) MOCK_MEM(m, (size_t)ch.n * 4, "zero__k_opt (m)");
-        if (v) MOCK_MEM(v, (size_t)ch.n * 4, "zero__k_opt (v)");
+        MOCK_RUN_MEM(g, (size_t)ch.n * mock_es(k->adt), "zero__k_opt (gradients)");
+        MOCK_RUN_MEM(w, (size_t)ch.n * 4, a->master ? "zero__k_opt (master)" : "zero__k_opt (params)");
+        if (k->pdt != ZERO_F32) MOCK_RUN_MEM(pp, (size_t)ch.n * mock_es(k->pdt), "zero__k_opt (params)");
+        if (m) MOCK_RUN_MEM(m, (size_t)ch.n * 4, "zero__k_opt (m)");
+        if (v) MOCK_RUN_MEM(v, (size_t)ch.n * 4, "zero__k_opt (v)");
         for (i = 0; i < ch.n; i++) {        /* zero__opt_scalar_t with decay = ch.decay */
             float gg = zero__ld(g, i, k->adt) * k->gscale;
             if (k->opt == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, &k->sh, ch.decay);
             else zero__adamw_elem(&w[i], &m[i], &v[i], gg, &k->ah, ch.decay);
-            if (k->pdt != ZERO_F32) zero__st(p, i, k->pdt, w[i]);
+            if (k->pdt != ZERO_F32) zero__st(pp, i, k->pdt, w[i]);
         }
     }
     return 0;
 }
+int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
+                void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
+    mock_opt_args a;
+    if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !mock_dtype_ok(k->adt) ||
+        !mock_dtype_ok(k->pdt))
+        return (int)(cudaErrorInvalidValue);
+    if (nchunks == 0) return 0;
+    if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
+        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
+        return (int)(cudaErrorInvalidValue);
+    MOCK_STREAM(stream, "zero__k_opt");
+    MOCK_MEM(chunks, (size_t)nchunks * sizeof *chunks, "zero__k_opt (chunks)");
+    a.k = *k; a.chunks = chunks; a.nchunks = nchunks; a.grad_base = grad_base; a.param_base = param_base;
+    a.master = master; a.opt_m = opt_m; a.opt_v = opt_v;
+    return mock_kernel(stream, mock_run_opt, &a, sizeof a);
+}
 
-int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream) {
+typedef struct mock_sumsq_args { const void *g; int adt; const zero__knblk *blk; int64_t nblk; double *out; } mock_sumsq_args;
+static int mock_run_sumsq(void *p) {
+    const mock_sumsq_args *a = (const mock_sumsq_args *)p;
     int64_t b, j;
-    if (!mock_dtype_ok(adt) || nblk < 0) return (int)mock_ret(cudaErrorInvalidValue);
+    for (b = 0; b < a->nblk; b++) {
+        const zero__knblk bk = a->blk[b];
+        double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
+        if (bk.n > 0) MOCK_RUN_MEM((const char *)a->g + bk.idx * (int64_t)mock_es(a->adt), (size_t)bk.n * mock_es(a->adt),
+                                   "zero__k_sumsq (gradients)");
+        for (j = 0; j < bk.n; j++) {        /* element j into lane j % 8, in order */
+            double x = (double)zero__ld(a->g, bk.idx + j, a->adt);
+            lanes[j & 7] += x * x;
+        }
+        a->out[b] = zero__lanes_sum(lanes);
+    }
+    return 0;
+}
+int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream) {
+    mock_sumsq_args a;
+    if (!mock_dtype_ok(adt) || nblk < 0) return (int)(cudaErrorInvalidValue);
     if (nblk == 0) return 0;
-    if (!g || !blk || !out) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!g || !blk || !out) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_sumsq");
     MOCK_MEM(blk, (size_t)nblk * sizeof *blk, "zero__k_sumsq (blocks)");
     MOCK_MEM(out, (size_t)nblk * sizeof *out, "zero__k_sumsq (out)");
-    for (b = 0; b < nblk; b++) {
-        const zero__knblk bk = blk[b];
-        double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-        if (bk.n > 0) MOCK_MEM((const char *)g + bk.idx * (int64_t)mock_es(adt), (size_t)bk.n * mock_es(adt),
-                               "zero__k_sumsq (gradients)");
-        for (j = 0; j < bk.n; j++) {        /* element j into lane j % 8, in order */
-            double x = (double)zero__ld(g, bk.idx + j, adt);
-            lanes[j & 7] += x * x;
-        }
-        out[b] = zero__lanes_sum(lanes);
+    a.g = g; a.adt = adt; a.blk = blk; a.nblk = nblk; a.out = out;
+    return mock_kernel(stream, mock_run_sumsq, &a, sizeof a);
+}
+
+typedef struct mock_sum_args {
+    void *out;
+    int rdt, nin, sdt, accumulate;
+    const void *ins[ZERO__K_MAXIN];
+    int64_t count;
+} mock_sum_args;
+static int mock_run_sum(void *p) {
+    const mock_sum_args *a = (const mock_sum_args *)p;
+    int64_t i;
+    int k;
+    for (i = 0; i < a->count; i++) {        /* element-wise: every input read before out is written */
+        float acc = zero__ld(a->ins[0], i, a->sdt);
+        for (k = 1; k < a->nin; k++) acc += zero__ld(a->ins[k], i, a->sdt);
+        if (a->accumulate) acc = zero__ld(a->out, i, a->rdt) + acc;
+        zero__st(a->out, i, a->rdt, acc);
     }
     return 0;
 }
-
 int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
                      void *stream) {
-    int64_t i;
+    mock_sum_args a;
     int k;
     if (!mock_dtype_ok(rdt) || !mock_dtype_ok(sdt) || nin < 1 || nin > ZERO__K_MAXIN || count < 0 || !ins)
-        return (int)mock_ret(cudaErrorInvalidValue);
+        return (int)(cudaErrorInvalidValue);
     if (count == 0) return 0;
-    if (!out) return (int)mock_ret(cudaErrorInvalidValue);
-    for (k = 0; k < nin; k++) if (!ins[k]) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!out) return (int)(cudaErrorInvalidValue);
+    for (k = 0; k < nin; k++) if (!ins[k]) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_sum_into");
     MOCK_MEM(out, (size_t)count * mock_es(rdt), "zero__k_sum_into (out)");
     for (k = 0; k < nin; k++) MOCK_MEM(ins[k], (size_t)count * mock_es(sdt), "zero__k_sum_into (an input)");
-    for (i = 0; i < count; i++) {           /* element-wise: every input read before out is written */
-        float acc = zero__ld(ins[0], i, sdt);
-        for (k = 1; k < nin; k++) acc += zero__ld(ins[k], i, sdt);
-        if (accumulate) acc = zero__ld(out, i, rdt) + acc;
-        zero__st(out, i, rdt, acc);
+    memset(&a, 0, sizeof a);
+    a.out = out; a.rdt = rdt; a.nin = nin; a.sdt = sdt; a.accumulate = accumulate; a.count = count;
+    for (k = 0; k < nin; k++) a.ins[k] = ins[k];
+    return mock_kernel(stream, mock_run_sum, &a, sizeof a);
+}
+
+typedef struct mock_q8_args { int8_t *q; float *scales; void *x; int xdt, block; int64_t n; } mock_q8_args;
+static int mock_run_quant(void *p) {
+    const mock_q8_args *a = (const mock_q8_args *)p;
+    int64_t b, i, nb = (a->n + a->block - 1) / a->block;
+    for (b = 0; b < nb; b++) {
+        int64_t lo = b * a->block, hi = a->n - lo < a->block ? a->n : lo + a->block;
+        float m = 0.0f, s;
+        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(a->x, i, a->xdt));
+        a->scales[b] = s = zero__q8_scale(m);
+        for (i = lo; i < hi; i++) a->q[i] = zero__q8(zero__ld(a->x, i, a->xdt), s);
     }
     return 0;
 }
-
 int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream) {
-    int64_t b, i, nb;
-    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)mock_ret(cudaErrorInvalidValue);
+    mock_q8_args a;
+    int64_t nb;
+    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)(cudaErrorInvalidValue);
     if (n == 0) return 0;
-    if (!q || !scales || !x) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!q || !scales || !x) return (int)(cudaErrorInvalidValue);
     nb = (n + block - 1) / block;
     MOCK_STREAM(stream, "zero__k_quantize_i8");
     MOCK_MEM(q, (size_t)n, "zero__k_quantize_i8 (q)");
     MOCK_MEM(scales, (size_t)nb * 4, "zero__k_quantize_i8 (scales)");
     MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_quantize_i8 (x)");
-    for (b = 0; b < nb; b++) {
-        int64_t lo = b * block, hi = n - lo < block ? n : lo + block;
-        float m = 0.0f, s;
-        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(x, i, xdt));
-        scales[b] = s = zero__q8_scale(m);
-        for (i = lo; i < hi; i++) q[i] = zero__q8(zero__ld(x, i, xdt), s);
-    }
+    a.q = q; a.scales = scales; a.x = (void *)(uintptr_t)x; a.xdt = xdt; a.block = block; a.n = n;
+    return mock_kernel(stream, mock_run_quant, &a, sizeof a);
+}
+static int mock_run_dequant(void *p) {
+    const mock_q8_args *a = (const mock_q8_args *)p;
+    int64_t i;
+    for (i = 0; i < a->n; i++) zero__st(a->x, i, a->xdt, zero__dq8(a->q[i], a->scales[i / a->block]));
     return 0;
 }
-
 int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream) {
-    int64_t i;
-    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)mock_ret(cudaErrorInvalidValue);
+    mock_q8_args a;
+    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)(cudaErrorInvalidValue);
     if (n == 0) return 0;
-    if (!q || !scales || !x) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!q || !scales || !x) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_dequantize_i8");
     MOCK_MEM(q, (size_t)n, "zero__k_dequantize_i8 (q)");
     MOCK_MEM(scales, (size_t)((n + block - 1) / block) * 4, "zero__k_dequantize_i8 (scales)");
     MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_dequantize_i8 (x)");
-    for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
-    return 0;
+    a.q = (int8_t *)(uintptr_t)q; a.scales = (float *)(uintptr_t)scales; a.x = x; a.xdt = xdt; a.block = block; a.n = n;
+    return mock_kernel(stream, mock_run_dequant, &a, sizeof a);
 }
 
-int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols, void *stream) {
+typedef struct mock_bias_args { float *y; const float *dy; void *b; int bdt; int64_t ld, rows, cols; } mock_bias_args;
+static int mock_run_bias_add(void *p) {
+    const mock_bias_args *a = (const mock_bias_args *)p;
     int64_t r, c;
-    if (!mock_dtype_ok(bdt) || rows < 0 || cols < 0 || ldy < cols) return (int)mock_ret(cudaErrorInvalidValue);
+    for (r = 0; r < a->rows; r++)
+        for (c = 0; c < a->cols; c++) a->y[r * a->ld + c] += zero__ld(a->b, c, a->bdt);
+    return 0;
+}
+int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols, void *stream) {
+    mock_bias_args a;
+    if (!mock_dtype_ok(bdt) || rows < 0 || cols < 0 || ldy < cols) return (int)(cudaErrorInvalidValue);
     if (rows == 0 || cols == 0) return 0;
-    if (!y || !b) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!y || !b) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_bias_add");
     MOCK_MEM(y, (size_t)((rows - 1) * ldy + cols) * 4, "zero__k_bias_add (y)");
     MOCK_MEM(b, (size_t)cols * mock_es(bdt), "zero__k_bias_add (b)");
-    for (r = 0; r < rows; r++)
-        for (c = 0; c < cols; c++) y[r * ldy + c] += zero__ld(b, c, bdt);
+    memset(&a, 0, sizeof a);
+    a.y = y; a.b = (void *)(uintptr_t)b; a.bdt = bdt; a.ld = ldy; a.rows = rows; a.cols = cols;
+    return mock_kernel(stream, mock_run_bias_add, &a, sizeof a);
+}
+static int mock_run_bias_grad(void *p) {
+    const mock_bias_args *a = (const mock_bias_args *)p;
+    int64_t r, c;
+    for (c = 0; c < a->cols; c++) {
+        float s = 0.0f;
+        for (r = 0; r < a->rows; r++) s += a->dy[r * a->ld + c];
+        zero__st(a->b, c, a->bdt, zero__ld(a->b, c, a->bdt) + s);
+    }
     return 0;
 }
-
 int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t cols, void *stream) {
-    int64_t r, c;
-    if (!mock_dtype_ok(gdt) || rows < 0 || cols < 0 || ld < cols) return (int)mock_ret(cudaErrorInvalidValue);
+    mock_bias_args a;
+    if (!mock_dtype_ok(gdt) || rows < 0 || cols < 0 || ld < cols) return (int)(cudaErrorInvalidValue);
     if (cols == 0) return 0;
-    if (!gb || (rows > 0 && !dy)) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!gb || (rows > 0 && !dy)) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_bias_grad");
     MOCK_MEM(gb, (size_t)cols * mock_es(gdt), "zero__k_bias_grad (gb)");
     if (rows > 0) MOCK_MEM(dy, (size_t)((rows - 1) * ld + cols) * 4, "zero__k_bias_grad (dy)");
-    for (c = 0; c < cols; c++) {
-        float s = 0.0f;
-        for (r = 0; r < rows; r++) s += dy[r * ld + c];
-        zero__st(gb, c, gdt, zero__ld(gb, c, gdt) + s);
+    memset(&a, 0, sizeof a);
+    a.b = gb; a.bdt = gdt; a.dy = dy; a.ld = ld; a.rows = rows; a.cols = cols;
+    return mock_kernel(stream, mock_run_bias_grad, &a, sizeof a);
+}
+
+typedef struct mock_gelu_args { float *out; const float *x, *dy; int64_t n; } mock_gelu_args;
+static int mock_run_gelu(void *p) {
+    const mock_gelu_args *a = (const mock_gelu_args *)p;
+    int64_t i;
+    for (i = 0; i < a->n; i++) {
+        float xi = a->x[i];
+        a->out[i] = zero__gelu(xi, zero__gelu_th(xi));
     }
     return 0;
 }
-
 int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream) {
-    int64_t i;
-    if (n < 0) return (int)mock_ret(cudaErrorInvalidValue);
+    mock_gelu_args a;
+    if (n < 0) return (int)(cudaErrorInvalidValue);
     if (n == 0) return 0;
-    if (!y || !x) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!y || !x) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_gelu_fwd");
     MOCK_MEM(y, (size_t)n * 4, "zero__k_gelu_fwd (y)");
     MOCK_MEM(x, (size_t)n * 4, "zero__k_gelu_fwd (x)");
-    for (i = 0; i < n; i++) {
-        float xi = x[i];
-        y[i] = zero__gelu(xi, zero__gelu_th(xi));
+    a.out = y; a.x = x; a.dy = NULL; a.n = n;
+    return mock_kernel(stream, mock_run_gelu, &a, sizeof a);
+}
+static int mock_run_gelu_bwd(void *p) {
+    const mock_gelu_args *a = (const mock_gelu_args *)p;
+    int64_t i;
+    for (i = 0; i < a->n; i++) {
+        float xi = a->x[i];
+        a->out[i] = a->dy[i] * zero__gelu_grad(xi, zero__gelu_th(xi));
     }
     return 0;
 }
-
 int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream) {
-    int64_t i;
-    if (n < 0) return (int)mock_ret(cudaErrorInvalidValue);
+    mock_gelu_args a;
+    if (n < 0) return (int)(cudaErrorInvalidValue);
     if (n == 0) return 0;
-    if (!dx || !x || !dy) return (int)mock_ret(cudaErrorInvalidValue);
+    if (!dx || !x || !dy) return (int)(cudaErrorInvalidValue);
     MOCK_STREAM(stream, "zero__k_gelu_bwd");
     MOCK_MEM(dx, (size_t)n * 4, "zero__k_gelu_bwd (dx)");
     MOCK_MEM(x, (size_t)n * 4, "zero__k_gelu_bwd (x)");
     MOCK_MEM(dy, (size_t)n * 4, "zero__k_gelu_bwd (dy)");
-    for (i = 0; i < n; i++) {
-        float xi = x[i];
-        dx[i] = dy[i] * zero__gelu_grad(xi, zero__gelu_th(xi));
-    }
-    return 0;
+    a.out = dx; a.x = x; a.dy = dy; a.n = n;
+    return mock_kernel(stream, mock_run_gelu_bwd, &a, sizeof a);
 }
 
-int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
-                 int64_t classes, float dscale, void *stream) {
-    int64_t r, c;
-    if (rows < 0 || classes < 0) return (int)mock_ret(cudaErrorInvalidValue);
-    if (rows == 0) return 0;
-    if (classes == 0 || !loss || !dlogits || !logits || !labels) return (int)mock_ret(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_xent");
-    MOCK_MEM(loss, (size_t)rows * 4, "zero__k_xent (loss)");
-    MOCK_MEM(dlogits, (size_t)(rows * classes) * 4, "zero__k_xent (dlogits)");
-    MOCK_MEM(logits, (size_t)(rows * classes) * 4, "zero__k_xent (logits)");
-    MOCK_MEM(labels, (size_t)rows * 4, "zero__k_xent (labels)");
-    for (r = 0; r < rows; r++) {
-        const float *l = logits + r * classes;
-        float *d = dlogits + r * classes, mx = l[0], sum = 0.0f, inv, l_label;
-        const int32_t label = labels[r];
+typedef struct mock_xent_args {
+    float *loss, *dlogits;
+    const float *logits;
+    const int32_t *labels;
+    int64_t rows, classes;
+    float dscale;
+} mock_xent_args;
+static int mock_run_xent(void *p) {
+    const mock_xent_args *a = (const mock_xent_args *)p;
+    int64_t r, c, classes = a->classes;
+    for (r = 0; r < a->rows; r++) {
+        const float *l = a->logits + r * classes;
+        float *d = a->dlogits + r * classes, mx = l[0], sum = 0.0f, inv, l_label;
+        const int32_t label = a->labels[r];
         const int ok = label >= 0 && label < classes;
         l_label = ok ? l[label] : 0.0f;     /* read before d (which may be l) is written */
         for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
         for (c = 0; c < classes; c++) sum += expf(l[c] - mx);
         inv = 1.0f / sum;
-        loss[r] = ok ? zero__xent_loss(sum, l_label, mx) : zero__bits_f32(0x7fc00000u);
-        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(expf(l[c] - mx), inv, c == label, dscale);
+        a->loss[r] = ok ? zero__xent_loss(sum, l_label, mx) : zero__bits_f32(0x7fc00000u);
+        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(expf(l[c] - mx), inv, c == label, a->dscale);
     }
     return 0;
+}
+int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
+                 int64_t classes, float dscale, void *stream) {
+    mock_xent_args a;
+    if (rows < 0 || classes < 0) return (int)(cudaErrorInvalidValue);
+    if (rows == 0) return 0;
+    if (classes == 0 || !loss || !dlogits || !logits || !labels) return (int)(cudaErrorInvalidValue);
+    MOCK_STREAM(stream, "zero__k_xent");
+    MOCK_MEM(loss, (size_t)rows * 4, "zero__k_xent (loss)");
+    MOCK_MEM(dlogits, (size_t)(rows * classes) * 4, "zero__k_xent (dlogits)");
+    MOCK_MEM(logits, (size_t)(rows * classes) * 4, "zero__k_xent (logits)");
+    MOCK_MEM(labels, (size_t)rows * 4, "zero__k_xent (labels)");
+    a.loss = loss; a.dlogits = dlogits; a.logits = logits; a.labels = labels; a.rows = rows; a.classes = classes;
+    a.dscale = dscale;
+    return mock_kernel(stream, mock_run_xent, &a, sizeof a);
 }
 
 /* ZERO_CUDA_MOCK_LEAKS=1: at exit, device or pinned memory never freed (zero_destroy frees

@@ -1,12 +1,17 @@
 /* tests/cuda_mock/selftest.c - the CUDA test double's own checks (build/mock/cuda_mock_selftest,
    run by tests/test_cuda_mock.sh): the misuse it must refuse (and report on stderr) the way a
-   GPU would, and the semantics zero.h relies on (pointer attributes, cuBLAS's beta == 0). */
+   GPU would, and the semantics zero.h relies on (pointer attributes, cuBLAS's beta == 0);
+   with ZERO_CUDA_MOCK_ASYNC=1 the asynchronous mode's: not-ready queries and the last
+   error, events, the legacy stream's ordering, staged pageable copies. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_KERNELS
 #include "../../zero.h"
 #include "../test.h"
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 static void memory(void) {
     void *d = NULL, *h = NULL;
@@ -77,6 +82,123 @@ static void gemm(void) {
     (void)cudaGetLastError();
 }
 
+/* ---- the asynchronous mode (ZERO_CUDA_MOCK_ASYNC=1) ---- */
+static int async_on(void) {
+    const char *e = getenv("ZERO_CUDA_MOCK_ASYNC");
+    return e && e[0] && strcmp(e, "0") != 0;
+}
+static void CUDART_CB hold(void *user) {         /* keeps a stream busy for 30 ms */
+    struct timespec ts = { 0, 30 * 1000 * 1000 };
+    (void)user;
+    nanosleep(&ts, NULL);
+}
+static int all_ff(const void *p, size_t n) {
+    const unsigned char *c = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) if (c[i] != 0xff) return 0;
+    return 1;
+}
+
+/* cudaStreamQuery / cudaEventQuery: not ready while work is queued, left as the last error */
+static void async_query(void) {
+    cudaStream_t s = NULL;
+    cudaEvent_t e = NULL;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess && cudaEventCreate(&e) == cudaSuccess, "create");
+    CHECK(cudaLaunchHostFunc(s, hold, NULL) == cudaSuccess && cudaEventRecord(e, s) == cudaSuccess, "queue");
+    CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "cudaStreamQuery of a busy stream is not cudaErrorNotReady");
+    CHECK(cudaPeekAtLastError() == cudaErrorNotReady && cudaGetLastError() == cudaErrorNotReady &&
+          cudaGetLastError() == cudaSuccess, "not-ready is left as the last error, and cleared by cudaGetLastError");
+    CHECK(cudaEventQuery(e) == cudaErrorNotReady && cudaGetLastError() == cudaErrorNotReady, "cudaEventQuery");
+    CHECK(cudaEventSynchronize(e) == cudaSuccess && cudaEventQuery(e) == cudaSuccess && cudaStreamQuery(s) == cudaSuccess,
+          "done after cudaEventSynchronize");
+    cudaEventDestroy(e);
+    cudaStreamDestroy(s);
+    (void)cudaGetLastError();
+}
+
+/* a stream waits for an event of another; without the wait it does not */
+static void async_events(void) {
+    float h[256], back[256], *a = NULL, *b = NULL;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    cudaEvent_t e = NULL;
+    int i;
+    for (i = 0; i < 256; i++) h[i] = (float)i;
+    CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess && cudaMalloc((void **)&b, sizeof h) == cudaSuccess, "malloc");
+    CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess &&
+          cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess && cudaEventCreate(&e) == cudaSuccess, "create");
+    /* a <- h on s1 (held first), then b <- a on s2 after the event: b must be h */
+    CHECK(cudaLaunchHostFunc(s1, hold, NULL) == cudaSuccess, "hold");
+    CHECK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, s1) == cudaSuccess, "H2D");
+    CHECK(cudaEventRecord(e, s1) == cudaSuccess && cudaStreamWaitEvent(s2, e, 0) == cudaSuccess, "record, wait");
+    CHECK(cudaMemcpyAsync(b, a, sizeof h, cudaMemcpyDeviceToDevice, s2) == cudaSuccess, "D2D");
+    CHECK(cudaMemcpy(back, b, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "D2H");
+    CHECK(cudaStreamSynchronize(s2) == cudaSuccess, "sync");
+    CHECK(cudaMemcpyAsync(back, b, sizeof back, cudaMemcpyDeviceToHost, s2) == cudaSuccess, "D2H into pageable");
+    CHECK(memcmp(back, h, sizeof h) == 0, "cudaStreamWaitEvent was not honoured (or a D2H into pageable memory "
+          "returned before it finished): %g %g", back[0], back[255]);
+    /* without the wait: s2 runs at once and reads what a held before (all 0xff here) */
+    CHECK(cudaMemset(a, 0xff, sizeof h) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess, "reset");
+    CHECK(cudaLaunchHostFunc(s1, hold, NULL) == cudaSuccess, "hold");
+    CHECK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, s1) == cudaSuccess, "H2D");
+    CHECK(cudaMemcpyAsync(back, a, sizeof h, cudaMemcpyDeviceToHost, s2) == cudaSuccess, "D2H");
+    CHECK(all_ff(back, sizeof back), "an unordered stream saw another stream's later copy");
+    cudaDeviceSynchronize();
+    cudaEventDestroy(e);
+    cudaStreamDestroy(s1); cudaStreamDestroy(s2);
+    cudaFree(a); cudaFree(b);
+    (void)cudaGetLastError();
+}
+
+/* the legacy default stream waits for blocking streams (and they for it), not for non-blocking ones */
+static void async_legacy(void) {
+    float h[64], back[64], *a = NULL;
+    cudaStream_t blk = NULL, nb = NULL;
+    int i;
+    for (i = 0; i < 64; i++) h[i] = 1.0f + (float)i;
+    CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess, "malloc");
+    CHECK(cudaStreamCreate(&blk) == cudaSuccess && cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking) == cudaSuccess,
+          "streams");
+    /* blocking: a memset on the legacy stream after a held copy on blk runs after it */
+    CHECK(cudaLaunchHostFunc(blk, hold, NULL) == cudaSuccess, "hold");
+    CHECK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, blk) == cudaSuccess, "H2D on blk");
+    CHECK(cudaMemset(a, 0, sizeof h) == cudaSuccess, "memset on the legacy stream");
+    CHECK(cudaMemcpy(back, a, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "D2H");
+    CHECK(back[0] == 0.0f && back[63] == 0.0f, "the legacy stream did not wait for a blocking stream: %g", back[0]);
+    /* non-blocking: the same on nb lands after the legacy memset */
+    CHECK(cudaLaunchHostFunc(nb, hold, NULL) == cudaSuccess, "hold");
+    CHECK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, nb) == cudaSuccess, "H2D on nb");
+    CHECK(cudaMemset(a, 0, sizeof h) == cudaSuccess, "memset on the legacy stream");
+    CHECK(cudaStreamSynchronize(NULL) == cudaSuccess && cudaStreamSynchronize(nb) == cudaSuccess, "syncs");
+    CHECK(cudaMemcpy(back, a, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "D2H");
+    CHECK(back[0] == 1.0f && back[63] == 64.0f, "the legacy stream waited for a non-blocking stream: %g", back[0]);
+    cudaStreamDestroy(blk); cudaStreamDestroy(nb);
+    cudaFree(a);
+    (void)cudaGetLastError();
+}
+
+/* pageable sources are staged (reusable at return); pinned destinations are garbage until
+   the copy ran */
+static void async_copies(void) {
+    float h[64], *pin = NULL, *a = NULL;
+    cudaStream_t s = NULL;
+    int i;
+    for (i = 0; i < 64; i++) h[i] = 2.0f * (float)i;
+    CHECK(cudaMalloc((void **)&a, sizeof h) == cudaSuccess && cudaMallocHost((void **)&pin, sizeof h) == cudaSuccess, "alloc");
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    CHECK(cudaLaunchHostFunc(s, hold, NULL) == cudaSuccess, "hold");
+    CHECK(cudaMemcpyAsync(a, h, sizeof h, cudaMemcpyHostToDevice, s) == cudaSuccess, "H2D from pageable");
+    for (i = 0; i < 64; i++) h[i] = -1.0f;      /* reused at once: the copy took its snapshot */
+    for (i = 0; i < 64; i++) pin[i] = 5.0f;
+    CHECK(cudaMemcpyAsync(pin, a, sizeof h, cudaMemcpyDeviceToHost, s) == cudaSuccess, "D2H into pinned");
+    CHECK(cudaStreamQuery(s) == cudaErrorNotReady, "the D2H into pinned memory did not return before it ran");
+    (void)cudaGetLastError();
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess, "sync");
+    CHECK(pin[0] == 0.0f && pin[63] == 126.0f, "a pageable source was not staged at issue: %g %g", pin[0], pin[63]);
+    cudaStreamDestroy(s);
+    cudaFree(a); cudaFreeHost(pin);
+    (void)cudaGetLastError();
+}
+
 int main(void) {
     int n = -1;
     test_init();
@@ -88,5 +210,13 @@ int main(void) {
     TEST_RUN(streams);
     TEST_RUN(kernels);
     TEST_RUN(gemm);
+    if (async_on()) {
+        TEST_RUN(async_query);
+        TEST_RUN(async_events);
+        TEST_RUN(async_legacy);
+        TEST_RUN(async_copies);
+    } else {
+        printf("SKIP async: the asynchronous mode's checks need ZERO_CUDA_MOCK_ASYNC=1\n");
+    }
     return test_summary();
 }

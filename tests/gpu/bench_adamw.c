@@ -7,11 +7,13 @@
    events over 20 repetitions after a warm-up; the best repetition counts. Prints the
    AdamW bandwidth with other chunk sizes for information, then with ZERO__KCHUNK both
    bandwidths, a PASS line when adamw / copy >= 0.8 (FAIL otherwise), and last `ratio=<x>`.
-   Without a GPU it prints "SKIP gpu_bench_adamw: no GPU" and exits 0. */
+   Without a GPU it prints "SKIP gpu_bench_adamw: no GPU" and exits 0; a CUDA error other
+   than "no device" is a FAIL (tests/gpu/gpu.h). */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
 #include <cuda_runtime_api.h>   // defines: cudaMalloc, cudaMemcpyAsync, cudaEvent*
+#include "gpu.h"
 
 #define REPS 20
 
@@ -89,10 +91,7 @@ int main(void) {
     float ms_opt = 0, ms_copy;
     double bw_opt, bw_copy, ratio;
     const size_t copy_bytes = (size_t)1 << 30;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP gpu_bench_adamw: no GPU\n");
-        return 0;
-    }
+    if ((ndev = gpu_count("gpu_bench_adamw")) <= 0) return ndev < 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     memset(&o, 0, sizeof o);
     o.k.opt = ZERO_OPTIM_ADAMW;

@@ -14,12 +14,14 @@
    Within a tolerance (CUDA's tanhf / expf / logf differ from glibc's by an ulp or two, and the
    row sum is a tree): zero__k_gelu_fwd / _bwd (|d| <= 1e-5 (1 + |ref|)), zero__k_xent
    (|d| <= 1e-5 (1 + |ref|)) vs examples/train_mlp.c's formulas.
-   Without a GPU it prints "SKIP gpu_kernels: no GPU" and exits 0. */
+   Without a GPU it prints "SKIP gpu_kernels: no GPU" and exits 0; a CUDA error other than
+   "no device" is a FAIL (tests/gpu/gpu.h). */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
 #include "../test.h"
 #include <cuda_runtime_api.h>   // defines: cudaMalloc, cudaMemcpy, cudaDeviceSynchronize
+#include "gpu.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd32(void) {
@@ -513,11 +515,8 @@ static void test_stream(void) {
 }
 
 int main(void) {
-    int ndev = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("SKIP gpu_kernels: no GPU\n");
-        return 0;
-    }
+    int ndev = gpu_count("gpu_kernels");
+    if (ndev <= 0) return ndev < 0;
     test_init();
     test_opt();
     TEST_RUN(test_opt_refuses);

@@ -6,13 +6,15 @@
    from zero_comm_from_env(&c, "nccl") with torchrun's variables. With two or more GPUs:
    a mismatch (different tags) and a timeout (one rank skips a collective: the others
    must return ZERO_ERR_TIMEOUT within timeout_ms). Built by make CUDA=1 as
-   build/cuda/gpu_nccl; "SKIP gpu_nccl: no GPU" and exit 0 without a GPU. */
+   build/cuda/gpu_nccl; "SKIP gpu_nccl: no GPU" and exit 0 without a GPU (a CUDA error other
+   than "no device" is a FAIL: tests/gpu/gpu.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>   // defines: setenv
 #define TEST_SOCKETS
 #include "../test.h"
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
+#include "gpu.h"
 
 #define COUNT 1000            /* elements per rank's slice (not a multiple of anything nice) */
 #define F64N 5
@@ -45,13 +47,18 @@ static void fill(void *p, int dt, int64_t n, int rank, int salt) {
     for (int64_t i = 0; i < n; i++) zero__st(p, i, dt, value(rank, i, salt));
 }
 
-/* device or host buffer of bytes, filled from host src (may be NULL) */
+/* device or host buffer of bytes, filled from host src (may be NULL); waited for: the
+   fill runs on the legacy default stream, which the communicator's non-blocking stream
+   does not wait for (a pageable cudaMemcpy may return before its copy lands) */
 static void *buf(int gpu, size_t bytes, const void *src) {
     void *p = NULL;
     if (gpu) {
         if (cudaMalloc(&p, bytes) != cudaSuccess) return NULL;
-        if (src) cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice);
-        else cudaMemset(p, 0, bytes);
+        if ((src ? cudaMemcpy(p, src, bytes, cudaMemcpyHostToDevice) : cudaMemset(p, 0, bytes)) != cudaSuccess ||
+            cudaDeviceSynchronize() != cudaSuccess) {
+            cudaFree(p);
+            return NULL;
+        }
     } else {
         p = calloc(1, bytes);
         if (p && src) memcpy(p, src, bytes);
@@ -276,10 +283,7 @@ static void bad_world(int ngpu) {
 
 int main(void) {
     int ngpu = 0, all = 0;
-    if (cudaGetDeviceCount(&all) != cudaSuccess || all <= 0) {
-        printf("SKIP gpu_nccl: no GPU\n");
-        return 0;
-    }
+    if ((all = gpu_count("gpu_nccl")) <= 0) return all < 0;
     ngpu = all > 8 ? 8 : all;
     test_init();
     TEST_RUN(from_env_world_of_one);
