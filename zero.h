@@ -7862,7 +7862,8 @@ static zero_result zero__stash_get(zero_ctx *ctx, int s, void *dst) {
             zero__ab_wait(ctx, &st->bufs[i], a->name);
             zero__stash_reap(ctx);
         }
-        if (st->bufs[i].state != ZERO__AB_WRITE && (r = zero__act_verify(ctx, i, s)) != ZERO_OK) {
+        /* bytes read are checked; bytes put (a write in flight, done or failed) are what was put */
+        if (!st->bufs[i].b.write && (r = zero__act_verify(ctx, i, s)) != ZERO_OK) {
             zero__ab_detach(ctx, i);
             st->bufs[i].state = ZERO__AB_FREE;
             return r;
