@@ -898,7 +898,7 @@ typedef struct zero_desc {
     zero_offload_tier offload_optimizer;    /* master + moments (+ grads' host copy); default none */
     zero_offload_tier offload_params;       /* params; default none (nvme: stage 3, with offload_optimizer nvme) */
     zero_offload_tier offload_activations;  /* the activation stash (ON ACTIVATIONS); default none: in memory */
-    int64_t act_live_bytes;         /* nvme stash: bytes of its staging buffers; default 4 x the largest slot
+    int64_t act_live_bytes;         /* nvme stash: bytes of its staging buffers; default 2 x the largest slot
                                        (rounded up to 4 KiB with its 64-byte trailer), set at zero_build */
     zero_offload_desc offload;
     zero_allocator allocator;
@@ -5797,7 +5797,7 @@ static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
 #define ZERO__ACT_TRAILER 64
 static int64_t zero__act_area(int64_t bytes) { return zero__align_up(bytes + ZERO__ACT_TRAILER, ZERO__IO_ALIGN); }
 static int zero__act_nbuf(const zero_desc *d, const zero__sizes *z) {
-    int64_t live = d->act_live_bytes ? d->act_live_bytes : 4 * z->act_max, n;
+    int64_t live = d->act_live_bytes ? d->act_live_bytes : 2 * z->act_max, n;
     if (z->num_acts == 0 || z->act_max == 0) return 0;
     n = live / z->act_max;
     if (n > z->num_acts) n = z->num_acts;
@@ -7814,9 +7814,11 @@ static zero_result zero__stash_put(zero_ctx *ctx, int s, const void *src) {
             else st->bufs[i].state = ZERO__AB_FREE;
         }
         if (i < 0 && (i = zero__stash_acquire(ctx, a->name)) < 0) {
-            if ((r = zero__stash_failed(ctx, "zero_act_put")) != ZERO_OK) return r;
+            st->fail_slot = -1;             /* reported here */
             return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                              "zero_act_put('%s'): every staging buffer keeps the bytes of a failed write", a->name);
+                              "zero_act_put('%s'): not stashed: every staging buffer keeps the bytes of a failed write "
+                              "to %s (%s); take them with zero_act_get", a->name, st->path[a->dir],
+                              st->fail_err > 0 ? strerror(st->fail_err) : "a short write");
         }
         if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, st->bufs[i].p, src, a->bytes)) != ZERO_OK) return r;
         a->gen++;
@@ -7852,9 +7854,10 @@ static zero_result zero__stash_get(zero_ctx *ctx, int s, void *dst) {
         if ((i = a->buf) < 0) {             /* only in its file: read it now */
             hit = 0;
             if ((i = zero__stash_acquire(ctx, a->name)) < 0) {
-                if ((r = zero__stash_failed(ctx, "zero_act_get")) != ZERO_OK) return r;
+                st->fail_slot = -1;
                 return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                  "zero_act_get('%s'): every staging buffer keeps the bytes of a failed write", a->name);
+                                  "zero_act_get('%s'): no staging buffer to read into: each keeps the bytes of a failed "
+                                  "write to %s; take those first", a->name, st->path[a->dir]);
             }
             zero__ab_issue(ctx, i, s, 0);
         }
