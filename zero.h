@@ -7788,6 +7788,12 @@ static void zero__stash_ahead(zero_ctx *ctx) {
                 (b->state == ZERO__AB_HELD && (b->slot < 0 || ctx->act.recs[b->slot].state != ZERO__ACT_PUT)))
                 pick = i;
         }
+        for (i = 0; i < st->nbuf && pick < 0; i++)    /* else a buffer whose bytes were taken, its write still running */
+            if (st->bufs[i].state == ZERO__AB_WRITE && st->bufs[i].slot < 0) {
+                zero__ab_wait(ctx, &st->bufs[i], ctx->act.recs[s].name);
+                zero__stash_reap(ctx);
+                if (st->bufs[i].state == ZERO__AB_HELD) pick = i;
+            }
         if (pick < 0) return;
         zero__ab_detach(ctx, pick);
         zero__ab_issue(ctx, pick, s, 0);

@@ -723,7 +723,7 @@ static void print_memory_table(const shared_state *sh, const config *c) {
     printf("per-rank memory, %d ranks, %s params (the planner, zero_plan_get; * = this run, stage %d)\n",
            c->ranks, dtype_name(c->dtype), c->stage);
     printf("  stage ");
-    for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%10s", cat[k]);
+    for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%12s", cat[k]);
     printf("%13s%12s%10s%10s\n", "model_state", "device", "host", "nvme");
     for (int s = 0; s <= 3; s++) {
         int64_t tiers[ZERO_TIER_NUM];
@@ -733,7 +733,7 @@ static void print_memory_table(const shared_state *sh, const config *c) {
             int64_t v = 0;
             for (int tr = 0; tr < ZERO_TIER_NUM; tr++) v += sh->plan_bytes[s][tr][k];
             fmt_bytes(b, sizeof b, (double)v);
-            printf("%10s", b);
+            printf("%12s", b);
         }
         int64_t ms = 0;
         for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
