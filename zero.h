@@ -10134,6 +10134,10 @@ ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_ac
                               "zero_estimate_activations: slot %d has %lld bytes", i, (long long)act_bytes[i]);
         zero__act_size(&z, act_bytes[i]);
     }
+    if (d.offload_activations == ZERO_OFFLOAD_NVME && d.act_live_bytes && d.act_live_bytes < z.act_max)
+        return zero__fail(NULL, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                          "zero_estimate_activations: act_live_bytes %lld is less than the largest slot's %lld bytes "
+                          "(its bytes and trailer rounded up to 4 KiB)", (long long)d.act_live_bytes, (long long)z.act_max);
     memset(add, 0, sizeof add);
     zero__act_plan(&d, &z, add);
     for (t = 0; t < ZERO_TIER_NUM; t++)

@@ -210,6 +210,14 @@ if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -Eq '^ +stage .* activations +mo
    printf '%s\n' "$out" | grep -q '^activations checkpoint=1 offload=none stash_device_bytes=[1-9]' &&
    printf '%s\n' "$out" | tail -n 1 | grep -Eq "$FINAL_RE"; then pass gpt_memory_table_activations
 else fail gpt_memory_table_activations "exit $rc: $out"; fi
+# zero_estimate plans the stash train_gpt allocates: 3 slots of (batch/ranks) x seq x dim floats
+out=$("$B/train_gpt" "${TINY[@]}" "${ACT[@]}" --offload-activations nvme --nvme-dir "$T" --stage 3 --ranks 2 \
+      --plot none --trace none 2>&1)
+got=$(printf '%s\n' "$out" | sed -n 's/.* stash_host_bytes=\([0-9]*\) stash_nvme_bytes=\([0-9]*\).*/\1 \2/p')
+est=$("$B/zero_estimate" --params 14224 --ranks 2 --stage 3 --acts 3 --act-bytes $((6 * 16 * 16 * 4)) \
+      --offload-activations nvme 2>&1 | sed -n 's/^activation_\(host\|nvme\)_bytes=//p' | tr '\n' ' ')
+if [ -n "$got" ] && [ "$got " = "$est" ]; then pass gpt_estimate_activations
+else fail gpt_estimate_activations "train_gpt's stash host/nvme bytes '$got', zero_estimate '$est'"; fi
 out=$("$B/train_gpt" "${TINY[@]}" --offload-activations disk 2>&1); rc=$?
 if [ $rc -eq 2 ]; then pass gpt_offload_activations_bad_tier; else fail gpt_offload_activations_bad_tier "exit $rc: $out"; fi
 

@@ -301,6 +301,19 @@ static void test_misuse(void) {
         CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG, "nvme without a directory");
         d.offload_activations = (zero_offload_tier)9;
         CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG, "a bad tier");
+        {   /* the estimate refuses what zero_build refuses */
+            zero_plan p;
+            memset(&p, 0, sizeof p);
+            desc_for(&d, NULL, &c);
+            CHECK(zero_estimate_activations(&d, NS, slot_bytes, &p) == ZERO_ERR_OVER_CAP, "estimate: act_live_bytes too small");
+            CHECK(zero_estimate_activations(&d, NS, NULL, &p) == ZERO_ERR_INVALID_ARG, "estimate: NULL sizes");
+            c.live = 0;
+            desc_for(&d, NULL, &c);
+            CHECK(zero_estimate_activations(&d, 1, &slot_bytes[4], &p) == ZERO_OK &&
+                  p.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS] == 4096 && p.total_bytes == 8192,
+                  "estimate of one 1-byte slot: nvme %lld, total %lld", (long long)p.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS],
+                  (long long)p.total_bytes);
+        }
     }
     CHECK(count_files(tmpdir) == 0, "files left behind");
 }
