@@ -25,6 +25,7 @@
      ON MEMORY
      ON OFFLOAD
      ON TILING
+     ON ACTIVATIONS
      ON COMMUNICATORS
      ON DEVICES
      ON CHECKPOINTS
@@ -105,7 +106,8 @@
              stage 3    max_live_bytes, prefetch_bytes, persist_bytes, reuse_distance
                         (ON PREFETCH); align_elems (ON STAGES)
              memory     device_bytes_cap, host_bytes_cap (ON MEMORY); offload_optimizer,
-                        offload_params, offload (ON OFFLOAD)
+                        offload_params, offload (ON OFFLOAD); offload_activations,
+                        act_live_bytes (ON ACTIVATIONS)
              hooks      allocator (MEMORY OVERRIDES), logger (LOGGING)
          zero_query_desc(z) returns the values in effect. One context per endpoint at a time:
          for two models, make two groups.
@@ -337,7 +339,8 @@
      (also before zero_build) and zero_estimate(desc, world_size, num_modules,
      module_numels, &plan) computes it from sizes alone: bytes per rank by tier
      (ZERO_TIER_DEVICE, _HOST, _NVME) and category (ZERO_CAT_PARAMS, _GRADS, _MASTER,
-     _OPTIM, _BUFFERS). After zero_build, zero_stats_get reports exactly the planned
+     _OPTIM, _BUFFERS, _ACTIVATIONS: the activation stash, ON ACTIVATIONS; model_state_bytes
+     counts neither buffers nor activations). After zero_build, zero_stats_get reports exactly the planned
      bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
      ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
      (examples/zero_estimate.c) prints the plan from the command line.
@@ -424,6 +427,53 @@
      k, so any tile count gives the same bits as one tile (with ZERO_CBLAS: equal to
      rounding). zero_sgemm(z, ...) is that GEMM for your own layers (a built context with a
      tiled linear; cuBLAS on the CUDA device).
+
+   ON ACTIVATIONS
+     Once the model states are partitioned, the activations kept for the backward pass fill
+     memory. The usual remedy is checkpointing: keep only each layer's input and recompute
+     the layer in the backward pass. zero.h keeps those inputs for you, in planned memory, in
+     host memory or on NVMe (ZeRO-R), and brings them back ahead of the backward pass:
+       1 before zero_build register a slot per checkpoint:
+             zero_act a; zero_act_add(z, "block3.in", bytes, &a);    // unique names
+       2 in the forward pass, per micro-batch: zero_act_put(z, a, x) copies the bytes in
+         (x: device memory, as zero_copy's; it returns at once, the write continues);
+       3 in the backward pass: zero_act_get(z, a, x) gives them back, once per put.
+     Where the slots live is desc.offload_activations:
+       ZERO_OFFLOAD_NONE  (default) one arena in device memory holds every slot
+       ZERO_OFFLOAD_HOST  the same arena in host memory (pinned on CUDA)
+       ZERO_OFFLOAD_NVME  a file per directory of offload.nvme_dirs (slots striped across
+                          them, created at zero_build, removed at zero_destroy): each slot
+                          its bytes and a 64-byte trailer with a checksum, in a 4 KiB-aligned
+                          area, written and read through act_live_bytes of staging buffers in
+                          host memory (default 2 x the largest area; at least one area, else
+                          zero_build fails with ZERO_ERR_OVER_CAP), by the NVMe tier's I/O
+                          engine (ON OFFLOAD: io_uring or threads, O_DIRECT or buffered)
+     The plan counts them under ZERO_CAT_ACTIVATIONS (none: device tier; host: host; nvme:
+     the files under ZERO_TIER_NVME and the staging buffers under ZERO_TIER_HOST);
+     zero_estimate_activations(desc, n, bytes, &plan) adds the same to a zero_estimate plan.
+     A steady-state step allocates nothing. On NVMe a put copies into a free staging buffer
+     (waiting for an older write when all are busy) and queues the write; a buffer keeps its
+     bytes after the write until it is needed, so the last layers' inputs are usually still
+     there when the backward pass starts. The first step records the order of the gets;
+     from the second step on, each zero_act_get queues reads of the next slots in that
+     order into the free buffers while you compute, as stage 3 prefetches (ON PREFETCH).
+     Another order is a warning (ACT_ORDER_CHANGED) and on-demand reads for that step,
+     never wrong bytes. zero_stats_get counts act_hits (the bytes were in memory or being
+     read ahead), act_misses (read on demand), bytes written and read, and the time waited;
+     the trace shows the transfers on the "activations" track.
+     Misuse is a result code naming the slot: a second put before the get, a second get, a
+     get with nothing put (ZERO_ERR_STATE); zero_step fails with ZERO_ERR_STATE naming a slot
+     put and never asked for, dropping it (a get of it then says "used after the step"). A
+     slot's bytes live from its put to its get within one step. A write that fails (ENOSPC,
+     EIO) keeps the bytes in their staging buffer until zero_act_get takes them, and the
+     next zero_act_put or zero_act_get returns ZERO_ERR_IO naming the file and slot, once
+     (its own work done); a put that finds every buffer so kept is refused (ZERO_ERR_IO,
+     "not stashed": your bytes are still yours). A read that fails its checksum is
+     ZERO_ERR_CORRUPT. A full disk at zero_build is ZERO_ERR_IO naming the path.
+     Recomputation is yours: recompute with the same code and the results are bitwise those
+     of keeping the activations (examples/train_gpt.c --checkpoint-activations
+     --offload-activations nvme). On the CUDA device the copies into and out of the staging
+     buffers are synchronous on your stream (desc.cuda_stream) for now.
 
    ON COMMUNICATORS
      A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Every
@@ -599,6 +649,8 @@
        comm       every collective: "all-gather <module>", "reduce <module>", "all-reduce"...
        optimizer  the fused optimizer pass of zero_step
        nvme       the NVMe tier's block reads and writes
+       activations  the activation stash's file writes and reads ("act write", "act read"),
+                  and "act wait <slot>" on the compute track where a get or put waits
      Recording is lock-free and thread-safe; with tracing off each hook is one NULL test.
      Events past max_events are dropped (zero_trace_count tells how many were asked for).
      zero_trace_save(z, path) is collective: rank 0 writes every rank's events as one
@@ -649,9 +701,11 @@
      engine's device path is tested through the EMU device and a CUDA test double); with
      the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
      offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
-     takes mpirun or srun with ZERO_MPI. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST
-     at stages 0-2); the io_uring engine does not register its buffers. POSIX threads
-     only (Linux, macOS); no Windows yet.
+     takes mpirun or srun with ZERO_MPI. The activation stash copies on the CUDA device
+     synchronously (through pinned staging; the file I/O overlaps), and it has not yet run
+     on a GPU either. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at stages 0-2);
+     the io_uring engine does not register its buffers. POSIX threads only (Linux,
+     macOS); no Windows yet.
 */
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED

@@ -147,7 +147,7 @@ static void roundtrip(zero_offload_tier tier, zero_device_type dev, int world) {
     run_cfg c = base(tier, world);
     zero_result r;
     int64_t mem = 0, file = 0, maxa = 0;
-    test_begin("roundtrip_%s_%s_world%d%s%s", tn[tier], dev == ZERO_DEVICE_EMU ? "emu" : "cpu", world,
+    test_begin("roundtrip_%s_%s_world%d%s%s", tn[tier], dev == ZERO_DEVICE_EMU ? "emu" : dev == ZERO_DEVICE_CUDA ? "cuda" : "cpu", world,
                tier == ZERO_OFFLOAD_NVME ? "_" : "", tier == ZERO_OFFLOAD_NVME ? engine : "");
     c.device = dev;
     r = zero_run_local(world, run_rank, &c);
@@ -433,6 +433,11 @@ int main(void) {
     roundtrip(ZERO_OFFLOAD_NONE, ZERO_DEVICE_CPU, 1);
     roundtrip(ZERO_OFFLOAD_HOST, ZERO_DEVICE_CPU, 2);
     roundtrip(ZERO_OFFLOAD_NONE, ZERO_DEVICE_EMU, 1);
+#ifdef ZERO_CUDA        /* make build/mock/test_stash: the CUDA device on the CUDA test double */
+    roundtrip(ZERO_OFFLOAD_NONE, ZERO_DEVICE_CUDA, 1);
+    roundtrip(ZERO_OFFLOAD_HOST, ZERO_DEVICE_CUDA, 1);
+    roundtrip(ZERO_OFFLOAD_NVME, ZERO_DEVICE_CUDA, 1);
+#endif
     TEST_RUN(test_misuse);
     for (int k = 0; k < 2; k++) {
         engine = k ? "uring" : "threads";
