@@ -25,6 +25,7 @@
      ON MEMORY
      ON OFFLOAD
      ON TILING
+     ON ACTIVATIONS
      ON COMMUNICATORS
      ON DEVICES
      ON CHECKPOINTS
@@ -121,7 +122,8 @@
              stage 3    max_live_bytes, prefetch_bytes, persist_bytes, reuse_distance
                         (ON PREFETCH); align_elems (ON STAGES)
              memory     device_bytes_cap, host_bytes_cap (ON MEMORY); offload_optimizer,
-                        offload_params, offload (ON OFFLOAD)
+                        offload_params, offload (ON OFFLOAD); offload_activations,
+                        act_live_bytes (ON ACTIVATIONS)
              hooks      allocator (MEMORY OVERRIDES), logger (LOGGING)
          zero_query_desc(z) returns the values in effect. One context per endpoint at a time:
          for two models, make two groups.
@@ -355,7 +357,8 @@
      (also before zero_build) and zero_estimate(desc, world_size, num_modules,
      module_numels, &plan) computes it from sizes alone: bytes per rank by tier
      (ZERO_TIER_DEVICE, _HOST, _NVME) and category (ZERO_CAT_PARAMS, _GRADS, _MASTER,
-     _OPTIM, _BUFFERS). After zero_build, zero_stats_get reports exactly the planned
+     _OPTIM, _BUFFERS, _ACTIVATIONS: the activation stash, ON ACTIVATIONS; model_state_bytes
+     counts neither buffers nor activations). After zero_build, zero_stats_get reports exactly the planned
      bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
      ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
      (examples/zero_estimate.c) prints the plan from the command line.
@@ -442,6 +445,53 @@
      k, so any tile count gives the same bits as one tile (with ZERO_CBLAS: equal to
      rounding). zero_sgemm(z, ...) is that GEMM for your own layers (a built context with a
      tiled linear; cuBLAS on the CUDA device).
+
+   ON ACTIVATIONS
+     Once the model states are partitioned, the activations kept for the backward pass fill
+     memory. The usual remedy is checkpointing: keep only each layer's input and recompute
+     the layer in the backward pass. zero.h keeps those inputs for you, in planned memory, in
+     host memory or on NVMe (ZeRO-R), and brings them back ahead of the backward pass:
+       1 before zero_build register a slot per checkpoint:
+             zero_act a; zero_act_add(z, "block3.in", bytes, &a);    // unique names
+       2 in the forward pass, per micro-batch: zero_act_put(z, a, x) copies the bytes in
+         (x: device memory, as zero_copy's; it returns at once, the write continues);
+       3 in the backward pass: zero_act_get(z, a, x) gives them back, once per put.
+     Where the slots live is desc.offload_activations:
+       ZERO_OFFLOAD_NONE  (default) one arena in device memory holds every slot
+       ZERO_OFFLOAD_HOST  the same arena in host memory (pinned on CUDA)
+       ZERO_OFFLOAD_NVME  a file per directory of offload.nvme_dirs (slots striped across
+                          them, created at zero_build, removed at zero_destroy): each slot
+                          its bytes and a 64-byte trailer with a checksum, in a 4 KiB-aligned
+                          area, written and read through act_live_bytes of staging buffers in
+                          host memory (default 2 x the largest area; at least one area, else
+                          zero_build fails with ZERO_ERR_OVER_CAP), by the NVMe tier's I/O
+                          engine (ON OFFLOAD: io_uring or threads, O_DIRECT or buffered)
+     The plan counts them under ZERO_CAT_ACTIVATIONS (none: device tier; host: host; nvme:
+     the files under ZERO_TIER_NVME and the staging buffers under ZERO_TIER_HOST);
+     zero_estimate_activations(desc, n, bytes, &plan) adds the same to a zero_estimate plan.
+     A steady-state step allocates nothing. On NVMe a put copies into a free staging buffer
+     (waiting for an older write when all are busy) and queues the write; a buffer keeps its
+     bytes after the write until it is needed, so the last layers' inputs are usually still
+     there when the backward pass starts. The first step records the order of the gets;
+     from the second step on, each zero_act_get queues reads of the next slots in that
+     order into the free buffers while you compute, as stage 3 prefetches (ON PREFETCH).
+     Another order is a warning (ACT_ORDER_CHANGED) and on-demand reads for that step,
+     never wrong bytes. zero_stats_get counts act_hits (the bytes were in memory or being
+     read ahead), act_misses (read on demand), bytes written and read, and the time waited;
+     the trace shows the transfers on the "activations" track.
+     Misuse is a result code naming the slot: a second put before the get, a second get, a
+     get with nothing put (ZERO_ERR_STATE); zero_step fails with ZERO_ERR_STATE naming a slot
+     put and never asked for, dropping it (a get of it then says "used after the step"). A
+     slot's bytes live from its put to its get within one step. A write that fails (ENOSPC,
+     EIO) keeps the bytes in their staging buffer until zero_act_get takes them, and the
+     next zero_act_put or zero_act_get returns ZERO_ERR_IO naming the file and slot, once
+     (its own work done); a put that finds every buffer so kept is refused (ZERO_ERR_IO,
+     "not stashed": your bytes are still yours). A read that fails its checksum is
+     ZERO_ERR_CORRUPT. A full disk at zero_build is ZERO_ERR_IO naming the path.
+     Recomputation is yours: recompute with the same code and the results are bitwise those
+     of keeping the activations (examples/train_gpt.c --checkpoint-activations
+     --offload-activations nvme). On the CUDA device the copies into and out of the staging
+     buffers are synchronous on your stream (desc.cuda_stream) for now.
 
    ON COMMUNICATORS
      A zero_comm is one rank's endpoint; desc.comm takes it (NULL: a world of one). Every
@@ -622,6 +672,8 @@
        comm       every collective: "all-gather <module>", "reduce <module>", "all-reduce"...
        optimizer  the fused optimizer pass of zero_step
        nvme       the NVMe tier's block reads and writes
+       activations  the activation stash's file writes and reads ("act write", "act read"),
+                  and "act wait <slot>" on the compute track where a get or put waits
      Recording is lock-free and thread-safe; with tracing off each hook is one NULL test.
      Events past max_events are dropped (zero_trace_count tells how many were asked for).
      zero_trace_save(z, path) is collective: rank 0 writes every rank's events as one
@@ -672,9 +724,11 @@
      engine's device path is tested through the EMU device and a CUDA test double); with
      the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
      offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
-     takes mpirun or srun with ZERO_MPI. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST
-     at stages 0-2); the io_uring engine does not register its buffers. POSIX threads
-     only (Linux, macOS); no Windows yet.
+     takes mpirun or srun with ZERO_MPI. The activation stash copies on the CUDA device
+     synchronously (through pinned staging; the file I/O overlaps), and it has not yet run
+     on a GPU either. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at stages 0-2);
+     the io_uring engine does not register its buffers. POSIX threads only (Linux,
+     macOS); no Windows yet.
 */
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED
@@ -756,6 +810,7 @@ typedef enum zero_category {        /* an index into byte tables */
     ZERO_CAT_MASTER,                /* fp32 master weights (0 when params are f32) */
     ZERO_CAT_OPTIM,                 /* optimizer moments */
     ZERO_CAT_BUFFERS,               /* gradient staging, stage-3 gather arena */
+    ZERO_CAT_ACTIVATIONS,           /* the activation stash (zero_act_*: ON ACTIVATIONS) */
     ZERO_CAT_NUM
 } zero_category;
 
@@ -815,7 +870,9 @@ typedef enum zero_log_level {
     X(BUILT,                "built") \
     X(SCHEDULE_MISMATCH,    "ranks fetched modules in different orders") \
     X(SCHEDULE_CHANGED,     "the fetch order changed: fetching on demand this step") \
-    X(REDUCED,              "a module's gradients were reduced (debug; logged from the comm stream)")
+    X(REDUCED,              "a module's gradients were reduced (debug; logged from the comm stream)") \
+    X(ACT_MISUSE,           "an activation handle used out of sequence") \
+    X(ACT_ORDER_CHANGED,    "the activation order changed: reading on demand this step")
 
 typedef enum zero_log_item {
 #define ZERO__X(name, text) ZERO_LOGITEM_##name,
@@ -830,6 +887,7 @@ typedef struct zero_group zero_group;   /* a local world: N ranks as threads of 
 typedef struct zero_comm zero_comm;     /* one rank's endpoint of a communicator */
 typedef struct zero_module { uint32_t id; } zero_module;
 typedef struct zero_param { uint32_t id; } zero_param;
+typedef struct zero_act { uint32_t id; } zero_act;      /* a slot of the activation stash */
 
 #define ZERO_MAX_DIMS 8
 
@@ -911,6 +969,9 @@ typedef struct zero_desc {
     int64_t host_bytes_cap;         /* 0: no cap */
     zero_offload_tier offload_optimizer;    /* master + moments (+ grads' host copy); default none */
     zero_offload_tier offload_params;       /* params; default none (nvme: stage 3, with offload_optimizer nvme) */
+    zero_offload_tier offload_activations;  /* the activation stash (ON ACTIVATIONS); default none: in memory */
+    int64_t act_live_bytes;         /* nvme stash: bytes of its staging buffers; default 2 x the largest slot
+                                       (rounded up to 4 KiB with its 64-byte trailer), set at zero_build */
     zero_offload_desc offload;
     zero_allocator allocator;
     zero_logger logger;
@@ -960,6 +1021,12 @@ typedef struct zero_stats {
     int64_t peak_gathered_bytes;    /* most bytes ever in the gather arena */
     int64_t peak_staging_bytes;     /* most bytes of gradient staging in use (stages 2-3) */
     double fetch_wait_ms;           /* time zero_fetch spent waiting for gathers */
+    /* the activation stash (ON ACTIVATIONS); hits and misses from the second step on */
+    int64_t act_hits;               /* zero_act_get calls whose bytes were in memory or being read ahead */
+    int64_t act_misses;             /* zero_act_get calls that read their slot on demand */
+    int64_t act_bytes_written;      /* bytes written to the stash's files */
+    int64_t act_bytes_read;         /* bytes read back from them */
+    double act_wait_ms;             /* time zero_act_get / zero_act_put waited for the stash's I/O */
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -1031,6 +1098,15 @@ ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out);
 ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
                                    const int64_t *module_numels, zero_plan *out);
 ZERO_API zero_result zero_build(zero_ctx *ctx);     /* collective: checks every rank's model */
+
+/* the activation stash (ON ACTIVATIONS): slots registered before zero_build, filled in the
+   forward pass, read back in the backward pass; src and dst are device memory (zero_copy's) */
+ZERO_API zero_result zero_act_add(zero_ctx *ctx, const char *name, int64_t bytes, zero_act *out);
+ZERO_API zero_result zero_act_put(zero_ctx *ctx, zero_act a, const void *src);   /* copies bytes in; returns at once */
+ZERO_API zero_result zero_act_get(zero_ctx *ctx, zero_act a, void *dst);         /* the bytes back, once per put */
+/* adds the stash of num_acts slots of act_bytes[i] bytes to a plan from zero_estimate (same desc) */
+ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
+                                               zero_plan *plan);
 
 /* parameters */
 ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p);   /* -1 for a bad handle */
@@ -1493,6 +1569,7 @@ ZERO__FP_PIN_END
      >>grads      the staging ring and buckets
      >>optim      zero_step: norm, loss scale, the tier's fused pass, the gather back
      >>tiling     tiled linear layers
+     >>stash      the activation stash: slots in memory or in files, read ahead for the backward pass
      >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
      >>public     the public functions */
 
@@ -1855,7 +1932,19 @@ typedef struct zero__sizes {        /* what the planner needs */
     int64_t shared_bytes;           /* staging slots of shared trainable modules (staging mode) */
     int num_trainable;
     int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
+    int num_acts;                   /* activation stash slots (>>stash) */
+    int64_t act_mem, act_file, act_max; /* their bytes in memory (64-aligned), in files (4 KiB areas), the largest area */
 } zero__sizes;
+typedef struct zero__act_rec {      /* a stash slot (zero_act_add; >>stash) */
+    char *name;
+    int64_t bytes;
+    int64_t off;                    /* in the memory arena, or in file `dir` (nvme) */
+    int dir;
+    int state;                      /* ZERO__ACT_EMPTY, _PUT (bytes held), _TAKEN (zero_act_get done) */
+    int buf;                        /* nvme: the staging buffer holding its bytes; -1: none */
+    int64_t put_step;               /* the step of its last put */
+    uint64_t gen;                   /* puts so far: sealed into the trailer */
+} zero__act_rec;
 struct zero_ctx {
     zero_desc desc;                 /* effective values */
     zero_comm *comm;
@@ -1935,6 +2024,11 @@ struct zero_ctx {
         int64_t calls[ZERO_COLL_NUM], elems[ZERO_COLL_NUM], bytes[ZERO_COLL_NUM];
     } traffic;
     struct zero__trace *trace;      /* zero_trace_enable; NULL: off (>>trace) */
+    struct {                        /* the activation stash (>>stash) */
+        zero__act_rec *recs;        /* zero_act_add */
+        int num, cap;
+        struct zero__stash *st;     /* zero_build's buffers, files and schedule; NULL: none */
+    } act;
 };
 
 /* >>base -------------------------------------------------------------------------------
@@ -2116,8 +2210,8 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);   /* defi
    clock for every rank of the machine. */
 #define ZERO__TRACE_NAME 48
 #define ZERO__TRACE_DEPTH 32
-enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_NUM };
-static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme" };
+enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_ACT, ZERO__TRACK_NUM };
+static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme", "activations" };
 
 typedef struct zero__trace_event {   /* 64 bytes */
     double ts, dur;                  /* microseconds */
@@ -5527,6 +5621,7 @@ typedef struct zero__iobatch {      /* the requests of one block; err: the first
     zero_ctx *trace_ctx;            /* tracing: the I/O thread that finishes the batch records it */
     double trace_t0;
     int write;
+    int act;                        /* the activation stash's (>>stash): traced on its own track */
 } zero__iobatch;
 
 typedef struct zero__ioreq {
@@ -5554,7 +5649,8 @@ typedef struct zero__iopool {
 static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd, int64_t err_off) {
     if (err && !b->err) { b->err = err; b->err_off = err_off; b->fd = fd; }
     if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
-        zero__trace_add(b->trace_ctx, 3, b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
+        zero__trace_add(b->trace_ctx, b->act ? ZERO__TRACK_ACT : ZERO__TRACK_NVME,
+                        b->act ? (b->write ? "act write" : "act read") : b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
     pthread_cond_broadcast(&io->done);
 }
 
@@ -5948,6 +6044,36 @@ static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
 #endif
 }
 
+/* The activation stash (>>stash): with offload_activations none or host every slot has its
+   bytes in memory; with nvme each slot has a 4 KiB-aligned area in the files (its bytes and a
+   64-byte trailer) and act_live_bytes of staging buffers, each the largest area, in host memory. */
+#define ZERO__ACT_TRAILER 64
+static int64_t zero__act_area(int64_t bytes) { return zero__align_up(bytes + ZERO__ACT_TRAILER, ZERO__IO_ALIGN); }
+static int zero__act_nbuf(const zero_desc *d, const zero__sizes *z) {
+    int64_t live = d->act_live_bytes ? d->act_live_bytes : 2 * z->act_max, n;
+    if (z->num_acts == 0 || z->act_max == 0) return 0;
+    n = live / z->act_max;
+    if (n > z->num_acts) n = z->num_acts;
+    return n < 1 ? 1 : (int)n;
+}
+static void zero__act_plan(const zero_desc *d, const zero__sizes *z, int64_t (*b)[ZERO_CAT_NUM]) {
+    if (z->num_acts == 0) return;
+    if (d->offload_activations == ZERO_OFFLOAD_NVME) {
+        b[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS] += z->act_file;
+        b[ZERO_TIER_HOST][ZERO_CAT_ACTIVATIONS] += (int64_t)zero__act_nbuf(d, z) * z->act_max;
+    } else {
+        b[d->offload_activations == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_DEVICE][ZERO_CAT_ACTIVATIONS] += z->act_mem;
+    }
+}
+/* a slot's sizes added to z */
+static void zero__act_size(zero__sizes *z, int64_t bytes) {
+    int64_t area = zero__act_area(bytes);
+    z->num_acts++;
+    z->act_mem += zero__align_up(bytes, ZERO__ALIGN);
+    z->act_file += area;
+    if (area > z->act_max) z->act_max = area;
+}
+
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
@@ -5979,10 +6105,11 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     zero__offload_plan(d, world, z, p);
     if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
         b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
+    zero__act_plan(d, z, b);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
             p->total_bytes += b[t][c];
-            if (c != ZERO_CAT_BUFFERS) p->model_state_bytes += b[t][c];
+            if (c != ZERO_CAT_BUFFERS && c != ZERO_CAT_ACTIVATIONS) p->model_state_bytes += b[t][c];
         }
 }
 
@@ -6042,6 +6169,13 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->device == ZERO_DEVICE_EMU)
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
 #endif
+    if ((int)d->offload_activations < 0 || d->offload_activations >= ZERO_OFFLOAD_NUM || d->act_live_bytes < 0)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "an activation option is out of range (offload_activations=%d act_live_bytes=%lld)",
+                             (int)d->offload_activations, (long long)d->act_live_bytes);
+    if (d->offload_activations == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "offload_activations is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
     if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
         (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
@@ -6129,6 +6263,7 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
     z->padded = poff;
     z->trainable = toff;
     z->dev_tables = zero__dev_tables(ctx);
+    for (i = 0; i < ctx->act.num; i++) zero__act_size(z, ctx->act.recs[i].bytes);
     for (i = 0; i < ctx->num_tiled; i++) {
         const zero__tiled *t = &ctx->tiled[i];
         int64_t rows = (t->out + t->tiles - 1) / t->tiles;
@@ -7713,6 +7848,476 @@ static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k,
     if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile.w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
         != ZERO_OK) return NULL;
     return ctx->tile.w;
+}
+
+/* >>stash: the activation stash: slots put in the forward pass, read back for the backward --
+   Each slot registered by zero_act_add has a place planned at zero_build (>>plan,
+   zero__act_plan). offload_activations none or host: one arena holds every slot (device or
+   host memory) and put / get are copies. nvme: a slot's bytes and a 64-byte trailer
+   (checksum, slot, generation, magic) go to a 4 KiB-aligned area of a file in
+   offload.nvme_dirs (slots striped over the directories) through a few staging buffers
+   (act_live_bytes, each the largest area) and the I/O engine of >>io. A buffer is
+   free, writing, reading, held (its slot's bytes, no I/O in flight) or failed (a write
+   that failed: the bytes stay until zero_act_get takes them). zero_act_put copies into a
+   buffer, seals it and queues the write; zero_act_get takes the bytes from a buffer that
+   still holds them (the write cache or a read ahead: a hit) or reads them on demand (a
+   miss). The first step records the order of the gets; from the second step on, each get
+   queues reads of the next slots in that order into the free buffers, so the backward
+   pass finds them read. A slot is read ahead only while it holds a put not yet taken, so
+   a changed order costs misses (and a warning), never wrong bytes. */
+enum { ZERO__ACT_EMPTY = 0, ZERO__ACT_PUT, ZERO__ACT_TAKEN, ZERO__ACT_DROPPED };
+enum { ZERO__AB_FREE = 0, ZERO__AB_WRITE, ZERO__AB_READ, ZERO__AB_HELD, ZERO__AB_FAILED };
+#define ZERO__ACT_MAGIC 0x5a45524f41435431ull   /* "ZEROACT1" */
+
+typedef struct zero__actbuf {
+    char *p;                        /* the largest area's bytes, 4 KiB-aligned */
+    int state;                      /* ZERO__AB_* */
+    int slot;                       /* whose bytes it holds; -1: none (stale) */
+    int io_slot;                    /* whose transfer it runs or ran (messages) */
+    uint64_t used;                  /* the stash's clock at its last use (least recently used goes first) */
+    zero__iobatch b;
+} zero__actbuf;
+
+struct zero__stash {
+    char *mem;                      /* none / host: every slot's bytes */
+    int ndirs, fd[ZERO_MAX_NVME_DIRS];
+    char path[ZERO_MAX_NVME_DIRS][512];
+    char *raw;                      /* nvme: the staging buffers' allocation (host memory, pinned on CUDA) */
+    zero__actbuf *bufs;
+    int nbuf;
+    int64_t area, chunk;
+    zero__iopool io;
+    int io_started;
+    uint64_t clock;
+    int *order;                     /* the gets of the first step, slot indices */
+    int len, cap, overflow, active, pos, off;
+    int64_t step;                   /* zero_steps since zero_build */
+    int fail_slot, fail_err;        /* a failed write not yet reported: its slot (-1: none), errno (-1: short) */
+    int64_t fail_off;
+    int64_t hits, misses, written, read;
+    double wait_ms;
+};
+
+static int zero__act_index(zero_ctx *ctx, zero_act a, const char *fn) {
+    return zero__handle_index(ctx, a.id, ctx ? ctx->act.num : 0, "activation", fn);
+}
+
+/* the buffer's I/O has finished (no lock needed by the caller) */
+static int zero__ab_idle(struct zero__stash *st, zero__actbuf *b) {
+    int pend;
+    pthread_mutex_lock(&st->io.mu);
+    pend = b->b.pending;
+    pthread_mutex_unlock(&st->io.mu);
+    return pend == 0;
+}
+
+/* finished transfers: a write leaves its buffer held (or failed), a read held */
+static void zero__stash_reap(zero_ctx *ctx) {
+    struct zero__stash *st = ctx->act.st;
+    int i;
+    for (i = 0; i < st->nbuf; i++) {
+        zero__actbuf *b = &st->bufs[i];
+        if ((b->state != ZERO__AB_WRITE && b->state != ZERO__AB_READ) || !zero__ab_idle(st, b)) continue;
+        if (b->state == ZERO__AB_WRITE && b->b.err) {
+            b->state = b->slot >= 0 ? ZERO__AB_FAILED : ZERO__AB_FREE;     /* taken already: nothing to keep */
+            if (st->fail_slot < 0) { st->fail_slot = b->io_slot; st->fail_err = b->b.err; st->fail_off = b->b.err_off; }
+        } else {
+            b->state = ZERO__AB_HELD;
+        }
+    }
+}
+
+static void zero__ab_wait(zero_ctx *ctx, zero__actbuf *b, const char *why) {
+    struct zero__stash *st = ctx->act.st;
+    double t0 = zero__now_ms(), tt = zero__trace_t0(ctx);
+    if (zero__ab_idle(st, b)) return;
+    zero__io_wait(&st->io, &b->b);
+    st->wait_ms += zero__now_ms() - t0;
+    zero__trace_add(ctx, ZERO__TRACK_COMPUTE, "act wait", why, tt);
+}
+
+/* forgets what buffer i holds (the slot's bytes are in its file) */
+static void zero__ab_detach(zero_ctx *ctx, int i) {
+    zero__actbuf *b = &ctx->act.st->bufs[i];
+    if (b->slot >= 0 && ctx->act.recs[b->slot].buf == i) ctx->act.recs[b->slot].buf = -1;
+    b->slot = -1;
+}
+
+/* a buffer to fill, waiting for I/O when every one is busy: a free one, else one whose
+   bytes nobody needs, else the least recently used held one, else the oldest transfer's.
+   -1 when every buffer keeps the bytes of a failed write (ZERO_ERR_IO). */
+static int zero__stash_acquire(zero_ctx *ctx, const char *why) {
+    struct zero__stash *st = ctx->act.st;
+    for (;;) {
+        int i, best = -1, busy = -1;
+        zero__stash_reap(ctx);
+        for (i = 0; i < st->nbuf; i++) {
+            zero__actbuf *b = &st->bufs[i];
+            if (b->state == ZERO__AB_FREE) { best = i; break; }
+            if (b->state == ZERO__AB_HELD) {
+                if (b->slot < 0 || ctx->act.recs[b->slot].state != ZERO__ACT_PUT) { best = i; break; }
+                if (best < 0 || b->used < st->bufs[best].used) best = i;
+            } else if (b->state == ZERO__AB_WRITE || b->state == ZERO__AB_READ) {
+                if (busy < 0 || b->used < st->bufs[busy].used) busy = i;
+            }
+        }
+        if (best >= 0) {
+            zero__ab_detach(ctx, best);
+            st->bufs[best].state = ZERO__AB_FREE;
+            return best;
+        }
+        if (busy < 0) return -1;
+        zero__ab_wait(ctx, &st->bufs[busy], why);
+    }
+}
+
+static void zero__ab_issue(zero_ctx *ctx, int i, int slot, int write) {
+    struct zero__stash *st = ctx->act.st;
+    zero__actbuf *b = &st->bufs[i];
+    const zero__act_rec *a = &ctx->act.recs[slot];
+    memset(&b->b, 0, sizeof b->b);
+    b->b.write = write;
+    b->b.act = 1;
+    if ((b->b.trace_t0 = zero__trace_t0(ctx)) > 0) b->b.trace_ctx = ctx;
+    b->state = write ? ZERO__AB_WRITE : ZERO__AB_READ;
+    b->slot = b->io_slot = slot;
+    b->used = ++st->clock;
+    ctx->act.recs[slot].buf = i;
+    zero__io_submit(&st->io, &b->b, st->fd[a->dir], write, b->p, zero__act_area(a->bytes), a->off, st->chunk);
+    if (write) st->written += zero__act_area(a->bytes); else st->read += zero__act_area(a->bytes);
+}
+
+static void zero__act_seal(const zero__act_rec *a, int slot, char *p) {
+    uint64_t t[4];
+    t[1] = (uint64_t)slot; t[2] = a->gen; t[3] = ZERO__ACT_MAGIC;
+    t[0] = zero__blk_sum(p, a->bytes, (uint64_t)slot * 0x9e3779b97f4a7c15ull + a->gen);
+    memcpy(p + zero__act_area(a->bytes) - ZERO__ACT_TRAILER, t, sizeof t);
+}
+
+/* the bytes in buffer i are slot's current ones */
+static zero_result zero__act_verify(zero_ctx *ctx, int i, int slot) {
+    struct zero__stash *st = ctx->act.st;
+    const zero__act_rec *a = &ctx->act.recs[slot];
+    const zero__actbuf *b = &st->bufs[i];
+    uint64_t t[4];
+    if (b->b.err)
+        return zero__fail(ctx, b->b.err == -1 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                          "zero_act_get('%s'): reading %s at offset %lld failed: %s", a->name, st->path[a->dir],
+                          (long long)b->b.err_off, b->b.err == -1 ? "short file" : strerror(b->b.err));
+    memcpy(t, b->p + zero__act_area(a->bytes) - ZERO__ACT_TRAILER, sizeof t);
+    if (t[3] != ZERO__ACT_MAGIC || t[1] != (uint64_t)slot || t[2] != a->gen ||
+        t[0] != zero__blk_sum(b->p, a->bytes, (uint64_t)slot * 0x9e3779b97f4a7c15ull + a->gen))
+        return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
+                          "zero_act_get('%s'): the bytes read from %s at offset %lld fail their checksum", a->name,
+                          st->path[a->dir], (long long)a->off);
+    return ZERO_OK;
+}
+
+/* a failed write not yet reported, as ZERO_ERR_IO (once) */
+static zero_result zero__stash_failed(zero_ctx *ctx, const char *fn) {
+    struct zero__stash *st = ctx->act.st;
+    const zero__act_rec *a;
+    if (!st || st->fail_slot < 0) return ZERO_OK;
+    a = &ctx->act.recs[st->fail_slot];
+    st->fail_slot = -1;
+    return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                      "%s: writing activation '%s' to %s at offset %lld failed: %s (its bytes stay in memory until "
+                      "zero_act_get takes them)", fn, a->name, st->path[a->dir], (long long)st->fail_off,
+                      st->fail_err == -1 ? "short write" : strerror(st->fail_err));
+}
+
+/* reads of the next slots in the recorded order, into buffers nobody needs */
+static void zero__stash_ahead(zero_ctx *ctx) {
+    struct zero__stash *st = ctx->act.st;
+    int k;
+    if (!st->active || st->off || st->nbuf == 0) return;
+    zero__stash_reap(ctx);
+    for (k = st->pos; k < st->len; k++) {
+        int s = st->order[k], i, pick = -1;
+        if (ctx->act.recs[s].state != ZERO__ACT_PUT || ctx->act.recs[s].buf >= 0) continue;
+        for (i = 0; i < st->nbuf && pick < 0; i++) {
+            const zero__actbuf *b = &st->bufs[i];
+            if (b->state == ZERO__AB_FREE ||
+                (b->state == ZERO__AB_HELD && (b->slot < 0 || ctx->act.recs[b->slot].state != ZERO__ACT_PUT)))
+                pick = i;
+        }
+        for (i = 0; i < st->nbuf && pick < 0; i++)    /* else a buffer whose bytes were taken, its write still running */
+            if (st->bufs[i].state == ZERO__AB_WRITE && st->bufs[i].slot < 0) {
+                zero__ab_wait(ctx, &st->bufs[i], ctx->act.recs[s].name);
+                zero__stash_reap(ctx);
+                if (st->bufs[i].state == ZERO__AB_HELD) pick = i;
+            }
+        if (pick < 0) return;
+        zero__ab_detach(ctx, pick);
+        zero__ab_issue(ctx, pick, s, 0);
+    }
+}
+
+static zero_result zero__stash_put(zero_ctx *ctx, int s, const void *src) {
+    struct zero__stash *st = ctx->act.st;
+    zero__act_rec *a = &ctx->act.recs[s];
+    zero_result r;
+    int i;
+    if (st->mem) {
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, st->mem + a->off, src, a->bytes)) != ZERO_OK) return r;
+    } else {
+        for (i = 0; i < st->nbuf; i++)      /* the last put's write may still run: two writes of one area never overlap */
+            if (st->bufs[i].state == ZERO__AB_WRITE && st->bufs[i].io_slot == s) zero__ab_wait(ctx, &st->bufs[i], a->name);
+        zero__stash_reap(ctx);
+        if ((i = a->buf) >= 0) {            /* an old transfer of this slot: let it finish, reuse its buffer */
+            if (st->bufs[i].state == ZERO__AB_WRITE || st->bufs[i].state == ZERO__AB_READ)
+                zero__ab_wait(ctx, &st->bufs[i], a->name);
+            zero__stash_reap(ctx);
+            zero__ab_detach(ctx, i);
+            if (st->bufs[i].state == ZERO__AB_FAILED) i = -1;
+            else st->bufs[i].state = ZERO__AB_FREE;
+        }
+        if (i < 0 && (i = zero__stash_acquire(ctx, a->name)) < 0) {
+            st->fail_slot = -1;             /* reported here */
+            return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                              "zero_act_put('%s'): not stashed: every staging buffer keeps the bytes of a failed write "
+                              "to %s (%s); take them with zero_act_get", a->name, st->path[a->dir],
+                              st->fail_err > 0 ? strerror(st->fail_err) : "a short write");
+        }
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, st->bufs[i].p, src, a->bytes)) != ZERO_OK) return r;
+        a->gen++;
+        zero__act_seal(a, s, st->bufs[i].p);
+        zero__ab_issue(ctx, i, s, 1);
+    }
+    a->state = ZERO__ACT_PUT;
+    a->put_step = st->step;
+    return zero__stash_failed(ctx, "zero_act_put");
+}
+
+static zero_result zero__stash_get(zero_ctx *ctx, int s, void *dst) {
+    struct zero__stash *st = ctx->act.st;
+    zero__act_rec *a = &ctx->act.recs[s];
+    zero_result r;
+    int i, hit = 1;
+    if (st->step == 0) {                    /* the first step records the order */
+        if (st->len < st->cap) st->order[st->len++] = s;
+        else st->overflow = 1;
+    } else if (st->active && !st->off) {
+        if (st->pos < st->len && st->order[st->pos] == s) st->pos++;
+        else {
+            st->off = 1;
+            zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_ACT_ORDER_CHANGED,
+                      "zero_act_get('%s'): the activations are asked for in another order than in the first step: "
+                      "reading them on demand this step", a->name);
+        }
+    }
+    if (st->mem) {
+        r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, st->mem + a->off, a->bytes);
+    } else {
+        zero__stash_reap(ctx);
+        if ((i = a->buf) < 0) {             /* only in its file: read it now */
+            hit = 0;
+            if ((i = zero__stash_acquire(ctx, a->name)) < 0) {
+                st->fail_slot = -1;
+                return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                  "zero_act_get('%s'): no staging buffer to read into: each keeps the bytes of a failed "
+                                  "write to %s; take those first", a->name, st->path[a->dir]);
+            }
+            zero__ab_issue(ctx, i, s, 0);
+        }
+        if (st->bufs[i].state == ZERO__AB_READ) {   /* a write in flight already has the bytes in its buffer */
+            zero__ab_wait(ctx, &st->bufs[i], a->name);
+            zero__stash_reap(ctx);
+        }
+        /* bytes read are checked; bytes put (a write in flight, done or failed) are what was put */
+        if (!st->bufs[i].b.write && (r = zero__act_verify(ctx, i, s)) != ZERO_OK) {
+            zero__ab_detach(ctx, i);
+            st->bufs[i].state = ZERO__AB_FREE;
+            return r;
+        }
+        r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, st->bufs[i].p, a->bytes);
+        zero__ab_detach(ctx, i);
+        if (st->bufs[i].state != ZERO__AB_WRITE) st->bufs[i].state = ZERO__AB_FREE;
+    }
+    if (r != ZERO_OK) return r;
+    if (st->active) { if (hit) st->hits++; else st->misses++; }
+    a->state = ZERO__ACT_TAKEN;
+    if (!st->mem) zero__stash_ahead(ctx);
+    return zero__stash_failed(ctx, "zero_act_get");
+}
+
+/* zero_step, before anything else: every slot put this step must have been taken */
+static zero_result zero__stash_step_check(zero_ctx *ctx) {
+    struct zero__stash *st = ctx->act.st;
+    int s, bad = -1, n = 0;
+    if (!st) return ZERO_OK;
+    for (s = 0; s < ctx->act.num; s++) {
+        zero__act_rec *a = &ctx->act.recs[s];
+        if (a->state != ZERO__ACT_PUT) continue;
+        if (bad < 0) bad = s;
+        n++;
+        a->state = ZERO__ACT_DROPPED;
+        if (a->buf >= 0) {
+            int i = a->buf;
+            if (st->bufs[i].state == ZERO__AB_WRITE || st->bufs[i].state == ZERO__AB_READ)
+                zero__ab_wait(ctx, &st->bufs[i], a->name);
+            zero__stash_reap(ctx);
+            zero__ab_detach(ctx, i);
+            if (st->bufs[i].state == ZERO__AB_FAILED) st->bufs[i].state = ZERO__AB_FREE;
+        }
+    }
+    if (bad < 0) return ZERO_OK;
+    return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                      "zero_step: activation '%s' (and %d more) was put and never asked for with zero_act_get; "
+                      "its bytes are dropped", ctx->act.recs[bad].name, n - 1);
+}
+
+/* zero_step, once it applied or skipped the step: the order is recorded after the first */
+static void zero__stash_step_end(zero_ctx *ctx) {
+    struct zero__stash *st = ctx->act.st;
+    int s;
+    if (!st) return;
+    if (st->step == 0 && !st->overflow && st->len > 0) st->active = 1;
+    st->step++;
+    st->pos = 0;
+    st->off = 0;
+    for (s = 0; s < ctx->act.num; s++)
+        if (ctx->act.recs[s].state == ZERO__ACT_TAKEN) ctx->act.recs[s].state = ZERO__ACT_EMPTY;
+}
+
+static void zero__stash_free(zero_ctx *ctx) {
+    struct zero__stash *st = ctx->act.st;
+    const zero_allocator *a = &ctx->desc.allocator;
+    int i;
+    if (!st) return;
+    if (st->io_started) zero__io_stop(&st->io, a);
+    for (i = 0; i < st->ndirs; i++)
+        if (st->fd[i] >= 0) { zero__fops.close(st->fd[i]); unlink(st->path[i]); }
+    if (st->mem) {
+        if (ctx->desc.offload_activations == ZERO_OFFLOAD_HOST) ctx->dev->host_free(ctx, st->mem);
+        else ctx->dev->free(ctx, st->mem);
+    }
+    if (st->raw) ctx->dev->host_free(ctx, st->raw);
+    zero__raw_free(a, st->bufs);
+    zero__raw_free(a, st->order);
+    zero__raw_free(a, st);
+    ctx->act.st = NULL;
+    for (i = 0; i < ZERO_TIER_NUM; i++) ctx->lay.bytes[i][ZERO_CAT_ACTIVATIONS] = 0;
+}
+
+/* the nvme stash's files (one per directory, preallocated) and I/O engine */
+static zero_result zero__stash_files(zero_ctx *ctx, struct zero__stash *st) {
+    const zero_desc *d = &ctx->desc;
+    int64_t fbytes[ZERO_MAX_NVME_DIRS];
+    static uint32_t seq = 0;
+    uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
+    const char *e = getenv("ZERO_IO");
+    int i, nd = 0, depth, why = 0, want, refused = 0;
+    while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
+    st->ndirs = nd;
+    for (i = 0; i < nd; i++) { st->fd[i] = -1; fbytes[i] = 0; }
+    for (i = 0; i < ctx->act.num; i++) {   /* slot i in directory i % nd, areas back to back */
+        zero__act_rec *a = &ctx->act.recs[i];
+        a->dir = i % nd;
+        a->off = fbytes[a->dir];
+        fbytes[a->dir] += zero__act_area(a->bytes);
+    }
+    for (i = 0; i < nd; i++) {
+        int fd, err;
+        if (fbytes[i] == 0) continue;
+        snprintf(st->path[i], sizeof st->path[i], "%s/zero_acts.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
+                 (long)getpid(), (unsigned)id);
+        fd = zero__fops.open(st->path[i], O_RDWR | O_CREAT | O_EXCL | ZERO__O_DIRECT, 0600);
+        if (fd == -EINVAL && ZERO__O_DIRECT != 0) {
+            fd = zero__fops.open(st->path[i], O_RDWR | O_CREAT | O_EXCL, 0600);
+            refused = 1;
+        }
+        if (fd < 0)
+            return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the activation file %s: %s",
+                              st->path[i], strerror(-fd));
+        st->fd[i] = fd;
+        if ((err = zero__fops.allocate(fd, fbytes[i])) != 0)
+            return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                              "zero_build: cannot preallocate %lld bytes for the activation file %s: %s",
+                              (long long)fbytes[i], st->path[i], strerror(-err));
+    }
+    if (refused)
+        zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
+                  "the filesystem of %s refused O_DIRECT: the activation files use buffered I/O", st->path[0]);
+#ifdef ZERO_IO_URING
+    want = 1;
+#else
+    want = 0;
+#endif
+    if (e && *e) {
+        if (strcmp(e, "uring") == 0) want = 1;
+        else if (strcmp(e, "threads") == 0) want = 0;
+        else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                               "zero_build: ZERO_IO=%s: want uring or threads", e);
+    }
+    depth = d->offload.queue_depth < 2 * st->nbuf ? d->offload.queue_depth : 2 * st->nbuf;
+    if (zero__io_start(&st->io, depth, want, &d->allocator, &why) != 0)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: could not start the activation stash's I/O threads");
+    st->io_started = 1;
+    return ZERO_OK;
+}
+
+/* zero_build, after the model states: the stash as planned (zero__act_plan) */
+static zero_result zero__stash_build(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    const zero_allocator *al = &d->allocator;
+    struct zero__stash *st;
+    zero__sizes z;
+    zero_result r = ZERO_OK;
+    int i, tier = d->offload_activations;
+    if (ctx->act.num == 0) return ZERO_OK;
+    memset(&z, 0, sizeof z);
+    for (i = 0; i < ctx->act.num; i++) zero__act_size(&z, ctx->act.recs[i].bytes);
+    if (tier == ZERO_OFFLOAD_NVME && d->act_live_bytes && d->act_live_bytes < z.act_max)
+        return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                          "zero_build: act_live_bytes %lld is less than the largest activation slot's %lld bytes "
+                          "(its bytes and trailer rounded up to 4 KiB)", (long long)d->act_live_bytes, (long long)z.act_max);
+    if (!(st = (struct zero__stash *)zero__raw_alloc(al, sizeof *st)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
+    memset(st, 0, sizeof *st);
+    ctx->act.st = st;
+    st->fail_slot = -1;
+    st->cap = ctx->act.num * d->accum_steps;
+    if (!(st->order = (int *)zero__raw_alloc(al, sizeof(int) * (size_t)st->cap))) r = ZERO_ERR_OUT_OF_MEMORY;
+    for (i = 0; i < ctx->act.num; i++) {
+        zero__act_rec *a = &ctx->act.recs[i];
+        a->state = ZERO__ACT_EMPTY; a->buf = -1; a->gen = 0; a->put_step = -1;
+    }
+    if (r == ZERO_OK && tier != ZERO_OFFLOAD_NVME) {
+        int64_t off = 0;
+        for (i = 0; i < ctx->act.num; i++) {
+            ctx->act.recs[i].off = off;
+            off += zero__align_up(ctx->act.recs[i].bytes, ZERO__ALIGN);
+        }
+        st->mem = (char *)(tier == ZERO_OFFLOAD_HOST ? ctx->dev->host_alloc(ctx, z.act_mem) : ctx->dev->alloc(ctx, z.act_mem));
+        if (!st->mem) r = ZERO_ERR_OUT_OF_MEMORY;
+        else ctx->lay.bytes[tier == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_DEVICE][ZERO_CAT_ACTIVATIONS] += z.act_mem;
+    } else if (r == ZERO_OK) {
+        st->nbuf = zero__act_nbuf(d, &z);
+        st->area = z.act_max;
+        st->chunk = z.act_max < ((int64_t)1 << 20) ? z.act_max : (int64_t)1 << 20;
+        st->bufs = (zero__actbuf *)zero__raw_alloc(al, sizeof *st->bufs * (size_t)st->nbuf);
+        st->raw = (char *)ctx->dev->host_alloc(ctx, (int64_t)st->nbuf * st->area + ZERO__IO_ALIGN);
+        if (!st->bufs || !st->raw) r = ZERO_ERR_OUT_OF_MEMORY;
+        for (i = 0; r == ZERO_OK && i < st->nbuf; i++) {
+            zero__actbuf *b = &st->bufs[i];
+            memset(b, 0, sizeof *b);
+            b->p = (char *)(((uintptr_t)st->raw + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1)) + (int64_t)i * st->area;
+            b->slot = b->io_slot = -1;
+        }
+        if (r == ZERO_OK) {
+            ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_ACTIVATIONS] += (int64_t)st->nbuf * st->area;
+            if ((r = zero__stash_files(ctx, st)) == ZERO_OK) {
+                ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS] += z.act_file;
+                ctx->desc.act_live_bytes = (int64_t)st->nbuf * st->area;
+            }
+        }
+    }
+    if (r == ZERO_ERR_OUT_OF_MEMORY)
+        r = zero__fail(ctx, r, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory for the activation stash");
+    if (r != ZERO_OK) zero__stash_free(ctx);
+    return r;
 }
 
 /* >>ckpt ------------------------------------------------------------------------------
@@ -9384,8 +9989,11 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
     }
     zero__pool_free(ctx->opt.pool, a);
     zero__trace_free(ctx);
+    zero__stash_free(ctx);
     zero__free_arenas(ctx);
     if (ctx->dev) ctx->dev->fini(ctx);
+    for (i = 0; i < ctx->act.num; i++) zero__raw_free(a, ctx->act.recs[i].name);
+    zero__raw_free(a, ctx->act.recs);
     for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
     for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
     zero__raw_free(a, ctx->params);
@@ -9764,18 +10372,131 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     zero__plan_compute(&d, world_size, &z, out);
     return ZERO_OK;
 }
+ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
+                                               zero_plan *plan) {
+    zero_desc d;
+    zero__sizes z;
+    zero_result r;
+    int64_t add[ZERO_TIER_NUM][ZERO_CAT_NUM];
+    int i, t, c;
+    if (!desc || !plan || (num_acts > 0 && !act_bytes))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate_activations: NULL argument");
+    if (num_acts < 0 || num_acts > 0xfffff)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_estimate_activations: num_acts is %d", num_acts);
+    d = *desc;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    memset(&z, 0, sizeof z);
+    for (i = 0; i < num_acts; i++) {
+        if (act_bytes[i] <= 0 || act_bytes[i] > ((int64_t)1 << 48))
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_estimate_activations: slot %d has %lld bytes", i, (long long)act_bytes[i]);
+        zero__act_size(&z, act_bytes[i]);
+    }
+    if (d.offload_activations == ZERO_OFFLOAD_NVME && d.act_live_bytes && d.act_live_bytes < z.act_max)
+        return zero__fail(NULL, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                          "zero_estimate_activations: act_live_bytes %lld is less than the largest slot's %lld bytes "
+                          "(its bytes and trailer rounded up to 4 KiB)", (long long)d.act_live_bytes, (long long)z.act_max);
+    memset(add, 0, sizeof add);
+    zero__act_plan(&d, &z, add);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (c = 0; c < ZERO_CAT_NUM; c++) { plan->bytes[t][c] += add[t][c]; plan->total_bytes += add[t][c]; }
+    return ZERO_OK;
+}
 /* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
     zero_result r;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
     if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
     if ((r = zero__build(ctx)) != ZERO_OK) return r;
+    r = zero__stash_build(ctx);
+    if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none */
+        double v = r != ZERO_OK;
+        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
+            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                                "zero_build: another rank could not create its activation files");
+    }
+    if (r != ZERO_OK) {                     /* undo zero__build */
+        zero__stash_free(ctx);
+        zero__pool_free(ctx->opt.pool, &ctx->desc.allocator);
+        ctx->opt.pool = NULL;
+        zero__free_arenas(ctx);
+        ctx->built = 0;
+        return r;
+    }
     /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
     ctx->desc.bucket_bytes = zero__bucket_bytes(&ctx->desc, ctx->lay.plan.trainable_padded);
     if (ctx->desc.stage == 3 && !ctx->desc.max_live_bytes) ctx->desc.max_live_bytes = ctx->sched.max_live;
     if (ctx->desc.stage == 3 && !ctx->desc.prefetch_bytes) ctx->desc.prefetch_bytes = ctx->sched.prefetch_budget;
     return ZERO_OK;
 }
+/* ---- the activation stash (>>stash) --------------------------------------------------- */
+ZERO_API zero_result zero_act_add(zero_ctx *ctx, const char *name, int64_t bytes, zero_act *out) {
+    zero__act_rec *a;
+    zero_result r;
+    int i;
+    if (!ctx || !name || !out)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_act_add: ctx, name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_act_add('%s'): activation slots are planned at zero_build: add them before it", name);
+    if ((r = zero__name_check(ctx, "zero_act_add", "activation", name)) != ZERO_OK) return r;
+    if (bytes <= 0 || bytes > ((int64_t)1 << 48))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_act_add('%s'): %lld bytes; it must be 1..2^48", name, (long long)bytes);
+    for (i = 0; i < ctx->act.num; i++)
+        if (strcmp(ctx->act.recs[i].name, name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_act_add: an activation named '%s' already exists", name);
+    if (!zero__grow(ctx, (void **)&ctx->act.recs, &ctx->act.cap, ctx->act.num, sizeof *a))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
+    a = &ctx->act.recs[ctx->act.num];
+    memset(a, 0, sizeof *a);
+    if (!(a->name = zero__strdup(&ctx->desc.allocator, name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
+    a->bytes = bytes;
+    a->buf = -1;
+    out->id = zero__handle(ctx, ctx->act.num++);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_act_put(zero_ctx *ctx, zero_act act, const void *src) {
+    zero_result r;
+    int i;
+    if ((r = zero__check_built(ctx, "zero_act_put")) != ZERO_OK) return r;
+    if ((i = zero__act_index(ctx, act, "zero_act_put")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!src) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_act_put('%s'): src is NULL",
+                                ctx->act.recs[i].name);
+    if (ctx->act.recs[i].state == ZERO__ACT_PUT)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_put('%s'): put twice without a zero_act_get between", ctx->act.recs[i].name);
+    return zero__stash_put(ctx, i, src);
+}
+
+ZERO_API zero_result zero_act_get(zero_ctx *ctx, zero_act act, void *dst) {
+    zero_result r;
+    const zero__act_rec *a;
+    int i;
+    if ((r = zero__check_built(ctx, "zero_act_get")) != ZERO_OK) return r;
+    if ((i = zero__act_index(ctx, act, "zero_act_get")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    a = &ctx->act.recs[i];
+    if (!dst) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_act_get('%s'): dst is NULL", a->name);
+    if (a->state == ZERO__ACT_TAKEN)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): already taken; one zero_act_get per zero_act_put", a->name);
+    if (a->state == ZERO__ACT_DROPPED)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): used after the step: its bytes were dropped at zero_step (a slot "
+                          "lives from zero_act_put to zero_act_get within one step)", a->name);
+    if (a->state != ZERO__ACT_PUT)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): nothing was put %s", a->name,
+                          a->put_step >= 0 ? "since its last zero_act_get (used after the step?)" : "yet");
+    return zero__stash_get(ctx, i, dst);
+}
+
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     zero_result r;
@@ -9875,7 +10596,10 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
     zero_result r;
     if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
-    return zero__step(ctx);
+    if ((r = zero__stash_step_check(ctx)) != ZERO_OK) return r;
+    r = zero__step(ctx);
+    if (r == ZERO_OK || r == ZERO_STEP_SKIPPED) zero__stash_step_end(ctx);
+    return r;
 }
 
 ZERO_API float zero_loss_scale(const zero_ctx *ctx) { return ctx ? ctx->opt.loss_scale : 0.0f; }
@@ -10277,7 +11001,7 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (k = 0; k < ZERO_CAT_NUM; k++) {
             out->total_bytes += ctx->lay.bytes[t][k];
-            if (k != ZERO_CAT_BUFFERS) out->model_state_bytes += ctx->lay.bytes[t][k];
+            if (k != ZERO_CAT_BUFFERS && k != ZERO_CAT_ACTIVATIONS) out->model_state_bytes += ctx->lay.bytes[t][k];
         }
     pthread_mutex_lock(&c->stream.mu);
     memcpy(out->comm_calls, ctx->traffic.calls, sizeof out->comm_calls);
@@ -10295,6 +11019,13 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     out->peak_gathered_bytes = ctx->sched.peak_gathered;
     out->peak_staging_bytes = ctx->grads.peak;
     out->fetch_wait_ms = ctx->sched.wait_ms;
+    if (ctx->act.st) {
+        out->act_hits = ctx->act.st->hits;
+        out->act_misses = ctx->act.st->misses;
+        out->act_bytes_written = ctx->act.st->written;
+        out->act_bytes_read = ctx->act.st->read;
+        out->act_wait_ms = ctx->act.st->wait_ms;
+    }
     return ZERO_OK;
 }
 

@@ -59,6 +59,8 @@ typedef struct {
     const char *data, *plot, *trace;
     zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
     const char *nvme_dir;
+    int ckpt;                    // --checkpoint-activations: keep each block's input only, recompute the rest
+    zero_offload_tier offload_acts;   // where those inputs wait for the backward pass (zero_act_*)
 } config;
 
 typedef struct {
@@ -69,6 +71,7 @@ typedef struct {
     double seconds;
     int64_t plan_bytes[4][ZERO_TIER_NUM][ZERO_CAT_NUM];   // per-rank plans of stages 0-3 (rank 0)
     int have_plans;
+    int64_t own_act_bytes;       // activations train_gpt allocates itself (outside the plan), per rank
 } shared_state;
 
 static const char *dtype_name(zero_dtype t) { return t == ZERO_F32 ? "f32" : t == ZERO_F16 ? "f16" : "bf16"; }
@@ -303,7 +306,10 @@ typedef struct {
     int64_t block_numel;
     float *w, *g;                                // f32 copy of the fetched module's params, its grads
     float *resid;                                // [L + 1][BT * C]: the input of each block, then lnf's
-    block_acts *acts;
+                                                 // (--checkpoint-activations: [2][BT * C], ping-pong)
+    block_acts *acts;                            // [L] (--checkpoint-activations: [1], recomputed per block)
+    zero_act *act_in;                            // --checkpoint-activations: block l's input in the stash
+    float *xin;                                  // a block input brought back from the stash
     float *lnf, *lnf_mean, *lnf_rstd, *logits;
     float *dres, *dtmp, *dqkv, *d4c, *datt_row, *wt, *doutT, *dbias;   // wt, doutT, dbias: matmul scratch
     int *tokens, *targets;
@@ -345,6 +351,11 @@ static zero_result register_model(trainer *t) {
             ZCHECK(add_param(t, t->block_mod[l], block_param_names[k], shapes[k][1] ? 2 : 1, shapes[k][0],
                              shapes[k][1], shapes[k][1] == 0, &t->bp[l * NPARAM + k]));
     }
+    if (t->cfg->ckpt)   // block l's input, put in the forward pass and asked for in the backward pass
+        for (int l = 0; l < L; l++) {
+            snprintf(name, sizeof name, "block%d.in", l);
+            ZCHECK(zero_act_add(t->z, name, (int64_t)t->per * t->T * C * (int64_t)sizeof(float), &t->act_in[l]));
+        }
     md.name = "lnf";
     ZCHECK(zero_add_module(t->z, &md, &t->lnf_mod));
     ZCHECK(add_param(t, t->lnf_mod, "w", 1, C, 0, 1, &t->lnfw));
@@ -362,7 +373,7 @@ static zero_result register_model(trainer *t) {
 static zero_result build_model(trainer *t) {
     int C = t->C, L = t->L;
     ZCHECK(register_model(t));
-    if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)8 * (t->cfg->steps + 4) * (t->L + 6) + 4096));
+    if (t->cfg->trace) ZCHECK(zero_trace_enable(t->z, (int64_t)8 * (t->cfg->steps + 4) * (3 * t->L + 6) + 4096));
     ZCHECK(zero_build(t->z));
 
     // GPT-2's init: N(0, 0.02), the residual projections scaled by 1/sqrt(2L), norms 1 and 0.
@@ -429,6 +440,28 @@ static void span(trainer *t, const char *what, const char *mod) {
     zero_trace_begin(t->z, name);
 }
 
+// block l's input x [B*T, C] (resid_at), in the plain layout or ping-pong (--checkpoint-activations)
+static float *resid_at(trainer *t, int l) {
+    return t->resid + (int64_t)(t->cfg->ckpt ? l % 2 : l) * t->per * t->T * t->C;
+}
+
+// One block's forward from its input x with params p, keeping its activations in a; y =
+// NULL stops before the output (the recomputation in the backward pass needs only a).
+static void block_forward(trainer *t, block_acts *a, float **p, const float *x, float *y, int B, int T) {
+    int C = t->C, BT = B * T;
+    layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p[LN1W], p[LN1B], BT, C);
+    matmul_forward(a->qkv, t->wt, a->ln1, p[QKVW], p[QKVB], BT, C, 3 * C);
+    attention_forward(a->atty, a->att, a->qkv, B, T, C, t->NH);
+    matmul_forward(a->res2, t->wt, a->atty, p[ATTPROJW], p[ATTPROJB], BT, C, C);
+    for (int64_t i = 0; i < (int64_t)BT * C; i++) a->res2[i] += x[i];
+    layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[LN2W], p[LN2B], BT, C);
+    matmul_forward(a->fch, t->wt, a->ln2, p[FCW], p[FCB], BT, C, 4 * C);
+    gelu_forward(a->fch_gelu, a->fch_th, a->fch, (int64_t)BT * 4 * C);
+    if (!y) return;
+    matmul_forward(y, t->wt, a->fch_gelu, p[FCPROJW], p[FCPROJB], BT, 4 * C, C);
+    for (int64_t i = 0; i < (int64_t)BT * C; i++) y[i] += a->res2[i];
+}
+
 // Forward over B sequences of T tokens. With targets: returns the summed loss and leaves
 // dlogits (times grad_scale) in t->logits. head_rows_last: only the last position's logits.
 static zero_result forward(trainer *t, int B, int T, const int *targets, float grad_scale, int last_only,
@@ -449,29 +482,22 @@ static zero_result forward(trainer *t, int B, int T, const int *targets, float g
     zero_trace_end(t->z);
 
     for (int l = 0; l < L; l++) {
-        block_acts *a = &t->acts[l];
-        const float *x = t->resid + (int64_t)l * t->per * t->T * C;
-        float *y = t->resid + (int64_t)(l + 1) * t->per * t->T * C;
+        block_acts *a = &t->acts[t->cfg->ckpt ? 0 : l];
+        const float *x = resid_at(t, l);
+        float *y = resid_at(t, l + 1);
         char mname[32];
         snprintf(mname, sizeof mname, "block%d", l);
         span(t, "forward", mname);
+        // a training pass stashes the block's input: the backward pass recomputes the block from it
+        if (t->cfg->ckpt && targets) ZCHECK(zero_act_put(t->z, t->act_in[l], x));
         ZCHECK(zero_fetch(t->z, t->block_mod[l]));
         ZCHECK(load_params(t, t->bp + l * NPARAM, NPARAM, p));
         ZCHECK(zero_release(t->z, t->block_mod[l]));   // everything needed is in t->w now
-        layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p[LN1W], p[LN1B], BT, C);
-        matmul_forward(a->qkv, t->wt, a->ln1, p[QKVW], p[QKVB], BT, C, 3 * C);
-        attention_forward(a->atty, a->att, a->qkv, B, T, C, t->NH);
-        matmul_forward(a->res2, t->wt, a->atty, p[ATTPROJW], p[ATTPROJB], BT, C, C);
-        for (int64_t i = 0; i < (int64_t)BT * C; i++) a->res2[i] += x[i];
-        layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, p[LN2W], p[LN2B], BT, C);
-        matmul_forward(a->fch, t->wt, a->ln2, p[FCW], p[FCB], BT, C, 4 * C);
-        gelu_forward(a->fch_gelu, a->fch_th, a->fch, (int64_t)BT * 4 * C);
-        matmul_forward(y, t->wt, a->fch_gelu, p[FCPROJW], p[FCPROJB], BT, 4 * C, C);
-        for (int64_t i = 0; i < (int64_t)BT * C; i++) y[i] += a->res2[i];
+        block_forward(t, a, p, x, y, B, T);
         zero_trace_end(t->z);
     }
 
-    const float *xf = t->resid + (int64_t)L * t->per * t->T * C;
+    const float *xf = resid_at(t, L);
     zero_param fp[3] = { t->lnfw, t->lnfb, t->headw };
     int tied = !t->cfg->untie;
     span(t, "forward", "lnf+head");
@@ -525,8 +551,7 @@ static zero_result backward(trainer *t, int B, int T) {
     if (tied)   // dlnf += dlogits wte; dwte_head = dlogits^T lnf (db: scratch, unused)
         matmul_backward(t->dtmp, gp[2], t->dbias, t->doutT, t->logits, t->lnf, p[2], BT, C, VOCAB);
     memset(t->dres, 0, actb);
-    layernorm_backward(t->dres, gp[0], gp[1], t->dtmp, t->resid + (int64_t)L * t->per * t->T * C, p[0],
-                       t->lnf_mean, t->lnf_rstd, BT, C);
+    layernorm_backward(t->dres, gp[0], gp[1], t->dtmp, resid_at(t, L), p[0], t->lnf_mean, t->lnf_rstd, BT, C);
     ZCHECK(store_grads(t, fp, 2 + tied, gp));
     ZCHECK(zero_release(t->z, t->lnf_mod));
     ZCHECK(zero_grads_ready(t->z, t->lnf_mod));
@@ -534,13 +559,22 @@ static zero_result backward(trainer *t, int B, int T) {
 
     // t->dres: the gradient wrt the current block's output, becomes that wrt its input
     for (int l = L - 1; l >= 0; l--) {
-        block_acts *a = &t->acts[l];
-        const float *x = t->resid + (int64_t)l * t->per * t->T * C;
+        block_acts *a = &t->acts[t->cfg->ckpt ? 0 : l];
+        const float *x = resid_at(t, l);
         char mname[32];
         snprintf(mname, sizeof mname, "block%d", l);
         span(t, "backward", mname);
+        if (t->cfg->ckpt) {     // the block's input back from the stash (read ahead while block l+1 ran)
+            ZCHECK(zero_act_get(t->z, t->act_in[l], t->xin));
+            x = t->xin;
+        }
         ZCHECK(zero_fetch(t->z, t->block_mod[l]));
         ZCHECK(load_params(t, t->bp + l * NPARAM, NPARAM, p));
+        if (t->cfg->ckpt) {     // recompute its activations: the same code on the same bits
+            span(t, "recompute", mname);
+            block_forward(t, a, p, x, NULL, B, T);
+            zero_trace_end(t->z);
+        }
         zero_grads_f32(t, t->bp + l * NPARAM, NPARAM, gp);
         // MLP: y = res2 + fcproj(gelu(fc(ln2(res2))))
         memset(t->d4c, 0, (size_t)BT * 4 * C * sizeof(float));
@@ -663,7 +697,8 @@ static zero_result stage_plans(trainer *t) {
             tmp.z = NULL;
             tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
             tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
-            if (r >= 0 && (!tmp.block_mod || !tmp.bp)) r = ZERO_ERR_OUT_OF_MEMORY;
+            tmp.act_in = (zero_act *)calloc((size_t)t->L, sizeof(zero_act));
+            if (r >= 0 && (!tmp.block_mod || !tmp.bp || !tmp.act_in)) r = ZERO_ERR_OUT_OF_MEMORY;
             if (r >= 0) r = zero_create(&tmp.z, &d);
             if (r >= 0) r = register_model(&tmp);
             if (r >= 0) r = zero_plan_get(tmp.z, &p);
@@ -673,6 +708,7 @@ static zero_result stage_plans(trainer *t) {
             zero_group_destroy(g);
             free(tmp.block_mod);
             free(tmp.bp);
+            free(tmp.act_in);
             if (r < 0) return r;
         }
         memcpy(t->sh->plan_bytes[s], p.bytes, sizeof p.bytes);
@@ -682,12 +718,12 @@ static zero_result stage_plans(trainer *t) {
 }
 
 static void print_memory_table(const shared_state *sh, const config *c) {
-    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers" };
+    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers", "activations" };
     char b[32];
     printf("per-rank memory, %d ranks, %s params (the planner, zero_plan_get; * = this run, stage %d)\n",
            c->ranks, dtype_name(c->dtype), c->stage);
     printf("  stage ");
-    for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%10s", cat[k]);
+    for (int k = 0; k < ZERO_CAT_NUM; k++) printf("%12s", cat[k]);
     printf("%13s%12s%10s%10s\n", "model_state", "device", "host", "nvme");
     for (int s = 0; s <= 3; s++) {
         int64_t tiers[ZERO_TIER_NUM];
@@ -697,7 +733,7 @@ static void print_memory_table(const shared_state *sh, const config *c) {
             int64_t v = 0;
             for (int tr = 0; tr < ZERO_TIER_NUM; tr++) v += sh->plan_bytes[s][tr][k];
             fmt_bytes(b, sizeof b, (double)v);
-            printf("%10s", b);
+            printf("%12s", b);
         }
         int64_t ms = 0;
         for (int tr = 0; tr < ZERO_TIER_NUM; tr++)
@@ -707,6 +743,9 @@ static void print_memory_table(const shared_state *sh, const config *c) {
         fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_HOST]); printf("%10s", b);
         fmt_bytes(b, sizeof b, (double)tiers[ZERO_TIER_NVME]); printf("%10s\n", b);
     }
+    fmt_bytes(b, sizeof b, (double)sh->own_act_bytes);
+    printf("  activations: the stash (zero_act_*) above%s; train_gpt's own buffers for them, outside the plan: %s\n",
+           c->ckpt ? "" : " (none: run with --checkpoint-activations)", b);
 }
 
 static int write_svg(const char *path, const shared_state *sh);
@@ -795,6 +834,19 @@ static zero_result train(trainer *t) {
         double smooth = 0.0;
         for (int i = c->steps - nlast; i < c->steps; i++) smooth += t->sh->losses[i];
         smooth /= nlast;
+        if (c->ckpt) {   // the stash's planned bytes by tier, and how well its read-ahead did after the first step
+            static const char *tn[] = { "none", "host", "nvme" };
+            int64_t ah = st_train.act_hits + st_train.act_misses;
+            printf("activations checkpoint=1 offload=%s stash_device_bytes=%lld stash_host_bytes=%lld "
+                   "stash_nvme_bytes=%lld own_bytes=%lld act_hit_rate=%.4f act_hits=%lld act_misses=%lld "
+                   "act_wait_ms=%.1f act_bytes_written=%lld act_bytes_read=%lld\n", tn[c->offload_acts],
+                   (long long)st.bytes[ZERO_TIER_DEVICE][ZERO_CAT_ACTIVATIONS],
+                   (long long)st.bytes[ZERO_TIER_HOST][ZERO_CAT_ACTIVATIONS],
+                   (long long)st.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS], (long long)t->sh->own_act_bytes,
+                   ah ? (double)st_train.act_hits / (double)ah : 0.0, (long long)st_train.act_hits,
+                   (long long)st_train.act_misses, st_train.act_wait_ms, (long long)st_train.act_bytes_written,
+                   (long long)st_train.act_bytes_read);
+        }
         printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
                "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
                "peak_gathered_bytes=%lld params_hash=%016llx tied=%d\n",
@@ -815,13 +867,13 @@ static void *alloc_f32(int64_t n, int *ok) {
 
 static void trainer_free(trainer *t) {
     if (t->acts)
-        for (int l = 0; l < t->L; l++) {
+        for (int l = 0; l < (t->cfg->ckpt ? 1 : t->L); l++) {
             block_acts *a = &t->acts[l];
             float *ps[] = { a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->att, a->atty, a->res2, a->ln2,
                             a->ln2_mean, a->ln2_rstd, a->fch, a->fch_th, a->fch_gelu };
             for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) free(ps[i]);
         }
-    free(t->acts); free(t->block_mod); free(t->bp); free(t->w); free(t->g); free(t->resid);
+    free(t->acts); free(t->block_mod); free(t->bp); free(t->w); free(t->g); free(t->resid); free(t->act_in); free(t->xin);
     free(t->lnf); free(t->lnf_mean); free(t->lnf_rstd); free(t->logits);
     free(t->dres); free(t->dtmp); free(t->dqkv); free(t->d4c); free(t->datt_row); free(t->wt); free(t->doutT); free(t->dbias);
     free(t->tokens); free(t->targets);
@@ -849,6 +901,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    d.offload_activations = c->offload_acts;
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_gpt: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -861,14 +914,17 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     int64_t wide = 4 * C > VOCAB ? 4 * C : VOCAB;                          // matmul scratch width
     t->block_mod = (zero_module *)calloc((size_t)L, sizeof(zero_module));
     t->bp = (zero_param *)calloc((size_t)L * NPARAM, sizeof(zero_param));
-    t->acts = (block_acts *)calloc((size_t)L, sizeof(block_acts));
+    int nacts = c->ckpt ? 1 : L;     // sets of block activations: one, recomputed, when checkpointing
+    t->acts = (block_acts *)calloc((size_t)nacts, sizeof(block_acts));
+    t->act_in = (zero_act *)calloc((size_t)L, sizeof(zero_act));
     t->tokens = (int *)calloc((size_t)BT, sizeof(int));
     t->targets = (int *)calloc((size_t)BT, sizeof(int));
-    if (!t->block_mod || !t->bp || !t->acts || !t->tokens || !t->targets) ok = 0;
+    if (!t->block_mod || !t->bp || !t->acts || !t->act_in || !t->tokens || !t->targets) ok = 0;
     t->w = (float *)alloc_f32(maxw, &ok);
     t->g = (float *)alloc_f32(maxw, &ok);
-    t->resid = (float *)alloc_f32((L + 1) * BT * C, &ok);
-    for (int l = 0; ok && l < L; l++) {
+    t->resid = (float *)alloc_f32((c->ckpt ? 2 : L + 1) * BT * C, &ok);
+    if (c->ckpt) t->xin = (float *)alloc_f32(BT * C, &ok);
+    for (int l = 0; ok && l < nacts; l++) {
         block_acts *a = &t->acts[l];
         a->ln1 = (float *)alloc_f32(BT * C, &ok); a->ln1_mean = (float *)alloc_f32(BT, &ok);
         a->ln1_rstd = (float *)alloc_f32(BT, &ok); a->qkv = (float *)alloc_f32(BT * 3 * C, &ok);
@@ -890,6 +946,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     t->wt = (float *)alloc_f32(wide * C, &ok);
     t->doutT = (float *)alloc_f32(BT * wide, &ok);
     t->dbias = (float *)alloc_f32(VOCAB, &ok);
+    // the activations this file keeps for the backward pass (outside zero.h's plan)
+    int64_t per_block = BT * (7 * C + 3 * 4 * C + 4) + (int64_t)t->per * t->NH * t->T * t->T;
+    if (rank == 0) sh->own_act_bytes = 4 * (nacts * per_block + (c->ckpt ? 3 : L + 1) * BT * C);
     if (!ok) {
         fprintf(stderr, "train_gpt: rank %d: out of memory\n", rank);
         trainer_free(t);
@@ -905,8 +964,8 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
 // pictures: an SVG with the loss curve and the per-rank memory of stages 0-3
 
 static int write_svg(const char *path, const shared_state *sh) {
-    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optimizer", "buffers" };
-    static const char *color[ZERO_CAT_NUM] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#9c755f" };
+    static const char *cat[ZERO_CAT_NUM] = { "params", "grads", "master", "optimizer", "buffers", "activations" };
+    static const char *color[ZERO_CAT_NUM] = { "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#9c755f", "#b07aa1" };
     static const char *tier[ZERO_TIER_NUM] = { "device", "host", "nvme" };
     static const double opacity[ZERO_TIER_NUM] = { 1.0, 0.55, 0.25 };
     const config *c = &sh->cfg;
@@ -1009,7 +1068,11 @@ static void usage(FILE *f) {
         "  --quiet            print only the final line\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
         "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
-        "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n");
+        "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n"
+        "  --checkpoint-activations  keep only each block's input for the backward pass (in zero.h's stash),\n"
+        "                         and recompute the block there (the same bits)\n"
+        "  --offload-activations T   none, host or nvme: where the stash keeps those inputs (implies\n"
+        "                         --checkpoint-activations; default none: in memory)\n");
 }
 
 static void bad_arg(const char *msg, const char *opt, const char *val) {
@@ -1105,6 +1168,7 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
         if (!strcmp(o, "--untie")) { c->untie = 1; continue; }
+        if (!strcmp(o, "--checkpoint-activations")) { c->ckpt = 1; continue; }
         if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];
@@ -1115,6 +1179,12 @@ int main(int argc, char **argv) {
             else if (!strcmp(v, "nvme")) tier = ZERO_OFFLOAD_NVME;
             else bad_arg("expects none, cpu or nvme", o, v);
             if (!strcmp(o, "--offload-params")) c->offload_params = tier; else c->offload_optimizer = tier;
+        } else if (!strcmp(o, "--offload-activations")) {
+            if (!strcmp(v, "none")) c->offload_acts = ZERO_OFFLOAD_NONE;
+            else if (!strcmp(v, "host") || !strcmp(v, "cpu")) c->offload_acts = ZERO_OFFLOAD_HOST;
+            else if (!strcmp(v, "nvme")) c->offload_acts = ZERO_OFFLOAD_NVME;
+            else bad_arg("expects none, host or nvme", o, v);
+            c->ckpt = 1;    // the stash holds the checkpoints
         } else if (!strcmp(o, "--nvme-dir")) c->nvme_dir = v;
         else if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
         else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);

@@ -19,6 +19,11 @@ the ZeRO paper's Table 1 (120 GB, 31.4 GB, 16.6 GB, 1.9 GB for stages 0..3).
 total_bytes_per_rank adds the buffers at the library's defaults (ON BUCKETS,
 ON PREFETCH, ON MEMORY in zero.h): with the default split and N >= 2 it falls
 from stage 0 to 3.
+--acts K --act-bytes B adds an activation stash of K slots of B bytes (a layer's input
+checkpoint each, ON ACTIVATIONS) kept in memory, on the host or on NVMe
+(--offload-activations): zero_estimate_activations; its bytes print as activation_*.
+
+    build/zero_estimate --params 1.3e9 --ranks 8 --stage 3 --acts 24 --act-bytes 8388608 --offload-activations nvme
 */
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
@@ -39,9 +44,12 @@ static void usage(FILE *f) {
         "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
         "                of a multiple of N*A elements, the last one the rest; stage 2-3 buffers\n"
         "                hold whole modules, so one module makes buffer_bytes look large)\n"
+        "  --acts K      activation stash slots per rank (default 0: none), each --act-bytes B bytes\n"
+        "  --offload-activations T  none (in device memory, the default), host or nvme\n"
+        "  --act-live B  with nvme: bytes of the stash's staging buffers (default 2 slots)\n"
         "numbers are decimal (0x10 is refused, 010 is ten)\n"
         "prints model_state_bytes_per_rank= first, total_bytes_per_rank= (with the buffers)\n"
-        "second, then the bytes per category, one key=value a line\n",
+        "second, then the bytes per category, one key=value a line (activation_*: with --acts)\n",
         ZERO__MAX_RANKS);
 }
 
@@ -87,6 +95,8 @@ static int64_t parse_count(const char *opt, const char *s, int64_t lo, int64_t h
 
 int main(int argc, char **argv) {
     int64_t params = -1, ranks = -1, stage = -1, align = 1, modules = 0;   // 0: the default split
+    int64_t acts = 0, act_bytes = 0, act_live = 0;
+    zero_offload_tier act_tier = ZERO_OFFLOAD_NONE;
     zero_dtype dtype = ZERO_BF16;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -101,6 +111,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--stage")) stage = parse_count(o, v, 0, 3, "");
         else if (!strcmp(o, "--align")) align = parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--modules")) modules = parse_count(o, v, 1, 1 << 24, " modules");
+        else if (!strcmp(o, "--acts")) acts = parse_count(o, v, 0, 1 << 20, " slots");
+        else if (!strcmp(o, "--act-bytes")) act_bytes = parse_count(o, v, 1, (int64_t)1 << 48, " bytes");
+        else if (!strcmp(o, "--act-live")) act_live = parse_count(o, v, 1, (int64_t)1 << 52, " bytes");
+        else if (!strcmp(o, "--offload-activations")) {
+            if (!strcmp(v, "none")) act_tier = ZERO_OFFLOAD_NONE;
+            else if (!strcmp(v, "host") || !strcmp(v, "cpu")) act_tier = ZERO_OFFLOAD_HOST;
+            else if (!strcmp(v, "nvme")) act_tier = ZERO_OFFLOAD_NVME;
+            else bad_arg(o, "expects none, host or nvme", v);
+        }
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
@@ -111,6 +130,7 @@ int main(int argc, char **argv) {
     if (params < 0) bad_arg("--params", "is required", NULL);
     if (ranks < 0) bad_arg("--ranks", "is required", NULL);
     if (stage < 0) bad_arg("--stage", "is required", NULL);
+    if (acts > 0 && act_bytes == 0) bad_arg("--act-bytes", "is required with --acts", NULL);
     int64_t chunk = 0;          // the default split: modules of chunk elements, the last the rest
     if (modules == 0) {
         int64_t unit = ranks * align, per = (params + 31) / 32;
@@ -134,9 +154,19 @@ int main(int argc, char **argv) {
     d.stage = (int)stage;
     d.param_dtype = dtype;
     d.align_elems = align;
+    d.offload_activations = act_tier;
+    d.act_live_bytes = act_live;
+    d.offload.nvme_dirs[0] = ".";      // the planner needs a directory for nvme; nothing is created
     zero_plan plan;
     zero_result r = zero_estimate(&d, (int)ranks, (int)modules, numels, &plan);
     free(numels);
+    if (r == ZERO_OK && acts > 0) {     // the stash: acts slots of act_bytes each
+        int64_t *ab = (int64_t *)malloc((size_t)acts * sizeof(int64_t));
+        if (!ab) { fprintf(stderr, "zero_estimate: out of memory\n"); return 1; }
+        for (int64_t k = 0; k < acts; k++) ab[k] = act_bytes;
+        r = zero_estimate_activations(&d, (int)acts, ab, &plan);
+        free(ab);
+    }
     if (r != ZERO_OK) {
         // the arguments were well-formed, so what the planner refuses (a size it
         // cannot represent, say) is still bad input
@@ -157,5 +187,11 @@ int main(int argc, char **argv) {
     printf("total_bytes=%lld\n", (long long)plan.total_bytes);
     printf("params=%lld\n", (long long)plan.numel);
     printf("params_padded=%lld\n", (long long)plan.numel_padded);
+    if (acts > 0) {
+        printf("activation_bytes=%lld\n", (long long)cat[ZERO_CAT_ACTIVATIONS]);
+        printf("activation_device_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_DEVICE][ZERO_CAT_ACTIVATIONS]);
+        printf("activation_host_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_HOST][ZERO_CAT_ACTIVATIONS]);
+        printf("activation_nvme_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS]);
+    }
     return 0;
 }

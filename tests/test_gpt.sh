@@ -168,4 +168,57 @@ out=$("$B/train_gpt" "${TINY[@]}" --ranks 2 --trace /nonexistent-dir/t.json --pl
 if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q 'nonexistent-dir'; then pass gpt_trace_unwritable
 else fail gpt_trace_unwritable "exit $rc: $out"; fi
 
+# activation checkpoints (the block inputs in zero.h's stash, the blocks recomputed in the
+# backward pass) change no bit: every stage, each stash tier, and 2 micro-batches give the
+# params_hash of the plain run; after the first step the NVMe stash's reads were ahead
+ACT=(--layers 3 --checkpoint-activations)
+for s in 0 1 2 3; do
+    ref=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --layers 3 --stage $s --ranks 2 2>&1)")
+    out=$("$B/train_gpt" "${HASH[@]}" "${ACT[@]}" --offload-activations nvme --nvme-dir "$T" --stage $s --ranks 2 2>&1); rc=$?
+    h=$(hash_of "$out")
+    rate=$(printf '%s\n' "$out" | sed -n 's/.* act_hit_rate=\([0-9.]*\).*/\1/p')
+    if [ $rc -ne 0 ] || [ -z "$ref" ] || [ "$h" != "$ref" ]; then
+        fail gpt_ckpt_acts_stage$s "params_hash '$h' vs plain '$ref' (exit $rc): $(printf '%s' "$out" | tail -n 2)"
+    elif ! awk "BEGIN { exit !(${rate:-0} >= 0.95) }"; then fail gpt_ckpt_acts_stage$s "act_hit_rate=${rate:-none}: $out"
+    else pass gpt_ckpt_acts_stage$s; fi
+done
+ref=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --layers 3 --stage 3 --ranks 2 --accum 2 2>&1)")
+bad=
+for tier in none host nvme; do
+    h=$(hash_of "$("$B/train_gpt" "${HASH[@]}" "${ACT[@]}" --offload-activations $tier --nvme-dir "$T" --stage 3 --ranks 2 --accum 2 2>&1)")
+    [ -n "$ref" ] && [ "$h" = "$ref" ] || bad="$bad $tier:'$h'"
+done
+if [ -z "$bad" ]; then pass gpt_ckpt_acts_tiers_accum; else fail gpt_ckpt_acts_tiers_accum "plain '$ref', stash$bad"; fi
+# the stash's traffic is on the trace's activations track of every rank; the memory table and
+# the SVG show the activations as a category of their own
+out=$("$B/train_gpt" "${TINY[@]}" "${ACT[@]}" --offload-activations nvme --nvme-dir "$T" --stage 3 --ranks 2 \
+      --trace "$T/acts.json" --plot "$T/acts.svg" 2>&1); rc=$?
+if [ $rc -ne 0 ]; then fail gpt_trace_activations "exit $rc: $out"
+elif python3 - "$T/acts.json" "$T/acts.svg" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["traceEvents"]
+tracks = {(e["pid"], e["tid"]) for e in d if e.get("ph") == "M" and e["args"].get("name") == "activations"}
+got = {(e["pid"], e["name"]) for e in d if e.get("ph") == "X" and (e["pid"], e["tid"]) in tracks}
+ok = all((r, n) in got for r in (0, 1) for n in ("act write", "act read"))
+svg = open(sys.argv[2]).read()
+sys.exit(0 if ok and "nvme activations:" in svg and "host activations:" in svg else 1)
+PY
+then pass gpt_trace_activations; else fail gpt_trace_activations "no act read/write on the activations track of every rank, or no activations bars"; fi
+out=$("$B/train_gpt" --layers 2 --dim 16 --heads 2 --seq 16 --batch 8 --steps 2 --ranks 2 --plot none --trace none \
+      --checkpoint-activations 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -Eq '^ +stage .* activations +model_state' &&
+   printf '%s\n' "$out" | grep -q '^activations checkpoint=1 offload=none stash_device_bytes=[1-9]' &&
+   printf '%s\n' "$out" | tail -n 1 | grep -Eq "$FINAL_RE"; then pass gpt_memory_table_activations
+else fail gpt_memory_table_activations "exit $rc: $out"; fi
+# zero_estimate plans the stash train_gpt allocates: 3 slots of (batch/ranks) x seq x dim floats
+out=$("$B/train_gpt" "${TINY[@]}" "${ACT[@]}" --offload-activations nvme --nvme-dir "$T" --stage 3 --ranks 2 \
+      --plot none --trace none 2>&1)
+got=$(printf '%s\n' "$out" | sed -n 's/.* stash_host_bytes=\([0-9]*\) stash_nvme_bytes=\([0-9]*\).*/\1 \2/p')
+est=$("$B/zero_estimate" --params 14224 --ranks 2 --stage 3 --acts 3 --act-bytes $((6 * 16 * 16 * 4)) \
+      --offload-activations nvme 2>&1 | sed -n 's/^activation_\(host\|nvme\)_bytes=//p' | tr '\n' ' ')
+if [ -n "$got" ] && [ "$got " = "$est" ]; then pass gpt_estimate_activations
+else fail gpt_estimate_activations "train_gpt's stash host/nvme bytes '$got', zero_estimate '$est'"; fi
+out=$("$B/train_gpt" "${TINY[@]}" --offload-activations disk 2>&1); rc=$?
+if [ $rc -eq 2 ]; then pass gpt_offload_activations_bad_tier; else fail gpt_offload_activations_bad_tier "exit $rc: $out"; fi
+
 exit $failed

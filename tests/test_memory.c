@@ -129,6 +129,7 @@ static void expected_bytes(variant v, int stage, int64_t N, int64_t psi, int64_t
     out[ZERO_CAT_MASTER] = v == V_F32 ? 0 : 4 * (stage >= 1 ? shard : psi);
     out[ZERO_CAT_OPTIM] = 8 * (stage >= 1 ? shard : psi);     /* AdamW m and v, fp32 */
     out[ZERO_CAT_BUFFERS] = -1;                                 /* not a formula */
+    out[ZERO_CAT_ACTIVATIONS] = 0;                              /* no activation stash here */
 }
 
 static int64_t formula_total(int stage, int64_t N, int64_t psi) {      /* the ZeRO table */
@@ -154,7 +155,7 @@ static void check_sums(const char *what, int rank, const int64_t b[ZERO_TIER_NUM
         for (int c = 0; c < ZERO_CAT_NUM; c++) {
             CHECK(b[t][c] >= 0, "rank %d: %s bytes[%d][%d] = %lld < 0", rank, what, t, c, (long long)b[t][c]);
             all += b[t][c];
-            if (c != ZERO_CAT_BUFFERS) ms += b[t][c];
+            if (c != ZERO_CAT_BUFFERS && c != ZERO_CAT_ACTIVATIONS) ms += b[t][c];
         }
     }
     CHECK(model_state == ms, "rank %d: %s model_state_bytes %lld, the table sums to %lld", rank, what,
@@ -165,7 +166,7 @@ static void check_sums(const char *what, int rank, const int64_t b[ZERO_TIER_NUM
 
 static void check_bytes(const char *what, int rank, variant v, int stage, int64_t N, int64_t psi,
                         const int64_t b[ZERO_TIER_NUM][ZERO_CAT_NUM], int64_t model_state) {
-    static const char *cname[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers" };
+    static const char *cname[ZERO_CAT_NUM] = { "params", "grads", "master", "optim", "buffers", "activations" };
     int64_t want[ZERO_CAT_NUM];
     expected_bytes(v, stage, N, psi, want);
     for (int c = 0; c < ZERO_CAT_NUM; c++) {
