@@ -1670,6 +1670,7 @@ struct addrinfo {
 int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res);
 void freeaddrinfo(struct addrinfo *res);
 const char *gai_strerror(int errcode);
+int pthread_condattr_setclock(pthread_condattr_t *attr, clockid_t clock_id);
 #endif
 #if !defined(__cplusplus)
 ssize_t pread(int fd, void *buf, size_t n, off_t off);
@@ -2077,8 +2078,8 @@ static double zero__now_ms(void) {
 
 /* Condition variables wait on CLOCK_MONOTONIC where the platform allows it, so a
    clock change cannot stretch a collective's timeout. */
-#if defined(__APPLE__) || (defined(__GLIBC__) && !defined(__USE_XOPEN2K))
-#  define ZERO__COND_REALTIME 1
+#if defined(__APPLE__)
+#  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock */
 #endif
 static void zero__cond_init(pthread_cond_t *cv) {
 #if defined(ZERO__COND_REALTIME)
@@ -5094,7 +5095,7 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
         return ZERO_ERR_COMM;
     }
     /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
-       stream); zero_create would be the earlier place to check (>>public) */
+       stream); zero_create checks it first, this keeps a later cudaSetDevice honest */
     if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
         return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
                                "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
@@ -5964,7 +5965,7 @@ static int zero__cat_tier(const zero_desc *d, int cat) {
     return ZERO_TIER_DEVICE;
 }
 /* bytes of a category held in memory (device + host) */
-static int64_t zero__pcat(const int64_t (*b)[ZERO_CAT_NUM], int cat) {
+static int64_t zero__pcat(int64_t (*b)[ZERO_CAT_NUM], int cat) {
     return b[ZERO_TIER_DEVICE][cat] + b[ZERO_TIER_HOST][cat];
 }
 
@@ -9940,6 +9941,13 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                                  "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+        }
+        if (zero__cu(ctx)->device != ((zero__nccl_comm *)ctx->comm)->device) {
+            int cd = zero__cu(ctx)->device, nd = ((zero__nccl_comm *)ctx->comm)->device;
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
+                                 "the thread's current device (cudaSetDevice(%d) before zero_create)", nd, cd, nd);
         }
         ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
     }

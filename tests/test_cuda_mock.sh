@@ -38,7 +38,7 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
         "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/cuda_mock_nccl" \
-        "$BUILD/train_mlp" >"$LOG" 2>&1; then
+        "$BUILD/mock/test_stash" "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
@@ -61,6 +61,11 @@ mode_checks() {
         fail "${P}device_exit: build/mock/test_device exited $rc"
         printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 20
     fi
+
+    # 2. the activation stash on the CUDA device (its CUDA cases; every line is ours)
+    out=$("$BUILD/mock/test_stash" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\\(PASS\\|FAIL\\|SKIP\\) /\\1 ${P}stash_/"
+    [ "$rc" -eq 0 ] || fail "${P}stash: build/mock/test_stash exited $rc"
 
     # 0. the double's own checks: the misuse it refuses, the semantics zero.h relies on
     out=$("$BUILD/mock/cuda_mock_selftest" 2>/dev/null); rc=$?

@@ -237,6 +237,7 @@ static void device_mismatch(void) {
         r = zero_build(z);
     msg = zero_last_error(z);
     CHECK(r != ZERO_OK, "a context on GPU 0 with an NCCL communicator on GPU 1 was accepted");
+    CHECK(z == NULL && r == ZERO_ERR_INVALID_ARG, "zero_create itself should refuse it: %s", zero_result_str(r));
     CHECK(r == ZERO_OK || (strstr(msg, "GPU 1") && strstr(msg, "GPU 0")), "message: %s", msg);
     zero_destroy(z);
     zero_comm_destroy(c);
