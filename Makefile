@@ -33,7 +33,9 @@ CC  := $(if $(filter default,$(origin CC)),gcc,$(CC))
 BUILD    ?= build
 # Required flags are kept apart from CFLAGS/CPPFLAGS/LDLIBS, which stay the user's to add to.
 ZERO_CPPFLAGS := -I.
-ZERO_CFLAGS   := -std=c99 -Wall -Wextra -Werror -ffp-contract=off -pthread
+# WERROR= (empty) builds without -Werror: make test-gpu does, on a toolchain we never compiled with
+WERROR        ?= -Werror
+ZERO_CFLAGS   := -std=c99 -Wall -Wextra $(WERROR) -ffp-contract=off -pthread
 ZERO_LDLIBS   := -lm
 CFLAGS        ?= -O2 -g
 # Sanitizer builds keep the warnings but not -Werror: GCC's sanitizer instrumentation
@@ -96,8 +98,8 @@ CUDA ?= 0
 GPU_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90
 # -fmad=false: the kernels must round exactly like the CPU path (-ffp-contract=off).
-NVCCFLAGS ?= -std=c++17 -O3 -g -lineinfo -fmad=false $(GPU_ARCH) -Werror all-warnings \
-             -Xcompiler -Wall,-Wextra,-Werror,-ffp-contract=off
+NVCCFLAGS ?= -std=c++17 -O3 -g -lineinfo -fmad=false $(GPU_ARCH) $(if $(WERROR),-Werror all-warnings) \
+             -Xcompiler -Wall,-Wextra,$(if $(WERROR),-Werror$(comma))-ffp-contract=off
 # CUDA_HOME and NCCL_LIBDIR are found whatever CUDA is: CUDA=1 needs them, and so do the
 # build/mock/ programs (tests/cuda_mock), which use the CUDA headers and libnccl without a GPU.
 # CUDA_HOME: /usr/local/cuda if it has nvcc, else the prefix of the nvcc on PATH.
@@ -105,26 +107,62 @@ ifeq ($(origin CUDA_HOME),undefined)
   CUDA_HOME := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(or $(strip \
                  $(patsubst %/bin/,%,$(dir $(shell command -v nvcc 2>/dev/null)))),/usr/local/cuda))
 endif
-# NCCL is not always beside cudart (here: $(CUDA_HOME)/lib; Debian: the multiarch dir).
-ifeq ($(origin NCCL_LIBDIR),undefined)
-  NCCL_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard \
-                   $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib/libnccl.so \
-                   /usr/lib/x86_64-linux-gnu/libnccl.so /usr/lib64/libnccl.so /usr/local/lib/libnccl.so) \
-                   $(shell ldconfig -p 2>/dev/null | awk '$$1 == "libnccl.so" { print $$NF; exit }'))))
+# NCCL (headers and library), first found of: NCCL_HOME, CUDA_HOME, the system's
+# directories (and ldconfig), the nvidia-nccl-cu* Python package (site-packages/nvidia/nccl/
+# {include,lib}, which has only the versioned libnccl.so.2: linked as -l:libnccl.so.2).
+# Set NCCL_INCDIR and NCCL_LIBDIR to choose; NCCL_FOUND says where they came from.
+nccl_lib_in = $(firstword $(foreach d,$(1),$(wildcard $(d)/libnccl.so $(d)/libnccl.so.2)))
+ifeq ($(origin NCCL_LIBDIR)$(origin NCCL_INCDIR),undefinedundefined)
+  NCCL_CAND := $(if $(NCCL_HOME),$(call nccl_lib_in,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64))
+  NCCL_FOUND := NCCL_HOME=$(NCCL_HOME)
+  NCCL_INCDIR := $(if $(NCCL_CAND),$(NCCL_HOME)/include)
+  ifeq ($(NCCL_CAND),)
+    NCCL_CAND := $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(call nccl_lib_in,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+    NCCL_FOUND := CUDA_HOME=$(CUDA_HOME)
+    NCCL_INCDIR := $(CUDA_HOME)/include
+  endif
+  ifeq ($(NCCL_CAND),)
+    NCCL_CAND := $(if $(wildcard /usr/include/nccl.h),$(or $(call nccl_lib_in,/usr/lib/x86_64-linux-gnu \
+                   /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib),$(shell ldconfig -p 2>/dev/null | \
+                   awk '$$1 == "libnccl.so" || $$1 == "libnccl.so.2" { print $$NF; exit }')))
+    NCCL_FOUND := the system
+    NCCL_INCDIR := /usr/include
+  endif
+  ifeq ($(NCCL_CAND),)
+    NCCL_PY := $(shell python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); \
+                 print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null)
+    NCCL_CAND := $(if $(NCCL_PY),$(call nccl_lib_in,$(NCCL_PY)/lib))
+    NCCL_FOUND := the Python package nvidia-nccl ($(NCCL_PY))
+    NCCL_INCDIR := $(NCCL_PY)/include
+  endif
+  NCCL_LIBDIR := $(patsubst %/,%,$(dir $(NCCL_CAND)))
+  ifeq ($(NCCL_CAND),)
+    NCCL_FOUND := nowhere
+    NCCL_INCDIR :=
+  endif
+else
+  NCCL_INCDIR ?= $(CUDA_HOME)/include
+  NCCL_LIBDIR ?= $(CUDA_HOME)/lib64
+  NCCL_CAND   := $(call nccl_lib_in,$(NCCL_LIBDIR))
+  NCCL_FOUND  := NCCL_INCDIR/NCCL_LIBDIR
 endif
+# -lnccl needs the unversioned libnccl.so; the pip package ships only libnccl.so.2
+NCCL_LINK := $(if $(filter %libnccl.so.2,$(NCCL_CAND)),-l:libnccl.so.2,-lnccl)
+NCCL_SAYS := NCCL from $(NCCL_FOUND): $(or $(NCCL_CAND),libnccl not found) (headers: $(or $(NCCL_INCDIR),none))
 ifeq ($(CUDA),1)
   ifeq ($(origin NVCC),undefined)
     NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null),nvcc)
   endif
   ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
     ifeq ($(NCCL_LIBDIR),)
-      $(error CUDA=1: libnccl.so not found (looked in $(CUDA_HOME)/lib64, $(CUDA_HOME)/lib, /usr/lib/x86_64-linux-gnu, ldconfig -p); set NCCL_LIBDIR=)
+      $(error CUDA=1: libnccl not found (looked under NCCL_HOME, $(CUDA_HOME), the system's directories, ldconfig -p and the nvidia-nccl-cu* Python package); set NCCL_HOME= or NCCL_INCDIR= and NCCL_LIBDIR=)
     endif
+    $(info make CUDA=1: nvcc $(NVCC); $(NCCL_SAYS))
   endif
   CUDA_LIBDIRS  := $(sort $(CUDA_HOME)/lib64 $(NCCL_LIBDIR))
-  CUDA_CPPFLAGS ?= -DZERO_CUDA -I$(CUDA_HOME)/include
+  CUDA_CPPFLAGS ?= -DZERO_CUDA -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME)/include,$(NCCL_INCDIR)),-I$(NCCL_INCDIR))
   CUDA_LDLIBS   ?= $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
-                   -lcudart -lnccl -lcublas -lstdc++
+                   -lcudart $(NCCL_LINK) -lcublas -lstdc++
 endif
 
 CUDA_OBJ      := $(BUILD)/cuda/zero_kernels.o
@@ -138,16 +176,18 @@ CUDA_GPU      := $(patsubst tests/gpu/%.c,$(BUILD)/cuda/gpu_%,$(GPU_SRC))
 
 # ---- the CUDA test double (tests/cuda_mock): build/mock/<name> ----------------------------
 # tests/<name>.c or examples/<name>.c built with ZERO_CUDA against tests/cuda_mock/cuda_mock.c
-# (the CUDA runtime, cuBLAS and the zero__k_* launchers, on the CPU) instead of zero_kernels.o,
-# cudart and cublas, so the CUDA device's host code runs without a GPU; only libnccl is real
-# (zero.h's NCCL region links against it; nothing here calls it). Needs the CUDA headers and
-# libnccl, not nvcc or CUDA=1; never part of `all`: tests/test_cuda_mock.sh builds what it runs.
+# (the CUDA runtime, cuBLAS and the zero__k_* launchers, on the CPU) and tests/cuda_mock/
+# nccl_mock.c (NCCL: ranks as threads on the double's memory) instead of zero_kernels.o,
+# cudart, cublas and libnccl, so the CUDA device's and the NCCL comm's host code run without a
+# GPU. Needs only the CUDA and NCCL headers, not nvcc, a libnccl or CUDA=1; never part of
+# `all`: tests/test_cuda_mock.sh builds what it runs.
+MOCK_NCCL_H   := $(or $(wildcard $(NCCL_INCDIR)/nccl.h),$(wildcard $(CUDA_HOME)/include/nccl.h))
 MOCK_OK       := $(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard \
-                   $(CUDA_HOME)/include/cublas_v2.h),$(wildcard $(CUDA_HOME)/include/nccl.h),$(NCCL_LIBDIR)),1,)
-MOCK_SRC      := tests/cuda_mock/cuda_mock.c
-MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o
-MOCK_CPPFLAGS := -DZERO_CUDA -I$(CUDA_HOME)/include
-MOCK_LDLIBS   := -L$(NCCL_LIBDIR) -Wl,-rpath,$(NCCL_LIBDIR) -lnccl
+                   $(CUDA_HOME)/include/cublas_v2.h),$(MOCK_NCCL_H)),1,)
+MOCK_SRC      := tests/cuda_mock/cuda_mock.c tests/cuda_mock/nccl_mock.c
+MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o
+MOCK_CPPFLAGS := -DZERO_CUDA -I$(CUDA_HOME)/include $(if $(MOCK_NCCL_H),-I$(dir $(MOCK_NCCL_H)))
+MOCK_LDLIBS   :=
 
 ifeq ($(CUDA),1)
   ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS) $(CUDA_GPU)
@@ -234,7 +274,7 @@ $(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildc
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
 ifeq ($(MOCK_OK),1)
-$(MOCK_OBJ): $(MOCK_SRC) $(DEPS) | $(BUILD)/mock
+$(MOCK_OBJ): $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS) | $(BUILD)/mock
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -c -o $@ $<
 
@@ -251,6 +291,11 @@ $(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUIL
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
+# the NCCL comm on the NCCL double (tests/cuda_mock/test_nccl.c -> build/mock/test_nccl)
+$(BUILD)/mock/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
 # tests/gpu/kernels.c on the mock checks the mock's launchers against the CPU references
 $(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
 	@rm -f $@
@@ -259,8 +304,8 @@ $(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu
 # build/mock-tsan/<name>: the same programs and the double under ThreadSanitizer (with
 # ZERO_CUDA_MOCK_ASYNC=1 the double's stream workers race with host reads that come
 # before their producer finished); tests/test_cuda_mock.sh runs a few when ZERO_MOCK_TSAN=1
-MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o
-$(MOCK_TSAN_OBJ): $(MOCK_SRC) $(DEPS) | $(BUILD)/mock-tsan
+MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o
+$(MOCK_TSAN_OBJ): $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS) | $(BUILD)/mock-tsan
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -c -o $@ $<
 
@@ -272,12 +317,16 @@ $(BUILD)/mock-tsan/%: examples/%.c $(MOCK_TSAN_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/m
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 
+$(BUILD)/mock-tsan/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
+	@rm -f $@
+	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+
 $(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
 	@rm -f $@
 	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
 else
 $(BUILD)/mock/% $(BUILD)/mock-tsan/%:
-	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h,nccl.h} and libnccl.so (NCCL_LIBDIR=)"; exit 1
+	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h} and nccl.h ($(NCCL_SAYS))"; exit 1
 endif
 
 # Benchmarks: one rule per source, since tests/bench/x.c and tests/bench/bench_x.c both

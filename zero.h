@@ -938,6 +938,14 @@ typedef enum zero_device_type {     /* where the arenas live and the math runs (
     ZERO_DEVICE_NUM
 } zero_device_type;
 
+typedef enum zero_reduce_mode {     /* how the NCCL communicator sums (ON COMMUNICATORS) */
+    ZERO_REDUCE_EXACT = 0,          /* the default: slices moved by NCCL, summed in fp32 in rank order by
+                                       zero.h's kernel: bitwise the local comm's, at any world size */
+    ZERO_REDUCE_NCCL,               /* ncclReduceScatter / ncclAllReduce: NCCL's order and precision (a
+                                       bf16 ring sums in bf16); faster, not bitwise across world sizes */
+    ZERO_REDUCE_NUM
+} zero_reduce_mode;
+
 typedef struct zero_desc {
     zero_comm *comm;                /* this rank's endpoint; NULL: a world of one */
     zero_device_type device;        /* default: the CPU */
@@ -975,6 +983,8 @@ typedef struct zero_desc {
     zero_offload_desc offload;
     zero_allocator allocator;
     zero_logger logger;
+    zero_reduce_mode reduce_mode;   /* NCCL: ZERO_REDUCE_EXACT (default) or ZERO_REDUCE_NCCL; the
+                                       other communicators always sum exactly */
 } zero_desc;
 
 typedef struct zero_module_desc {
@@ -4948,6 +4958,7 @@ typedef struct zero__nccl_comm {
     int64_t scratch_cap;
     char *pinned;                   /* pinned host staging, grows */
     int64_t pinned_cap;
+    int reduce_mode;                /* zero_reduce_mode: set by zero_create from its desc */
 } zero__nccl_comm;
 
 static cudaStream_t zero__nccl_stream(const zero__nccl_comm *m) {
@@ -5199,7 +5210,13 @@ static zero_result zero__nccl_broadcast(zero_comm *c, void *buf, int64_t bytes, 
     return r;
 }
 
-/* reduce-scatter: the all-to-all of slices, then the fp32 sum in rank order */
+/* NCCL's datatype for a zero dtype that NCCL can sum; -1: none */
+static int zero__nccl_type(int dt) {
+    return dt == ZERO_F32 ? (int)ncclFloat32 : dt == ZERO_BF16 ? (int)ncclBfloat16 : dt == ZERO_F16 ? (int)ncclFloat16 : -1;
+}
+
+/* reduce-scatter: the all-to-all of slices, then the fp32 sum in rank order (ZERO_REDUCE_NCCL:
+   ncclReduceScatter) */
 static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                              int64_t count, int accumulate, int timeout_ms) {
     zero__nccl_comm *m = (zero__nccl_comm *)c;
@@ -5233,6 +5250,23 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         memcpy(pin, send, (size_t)total);
         if (accumulate) memcpy(pin + total, recv, (size_t)rbytes);
         if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
+    }
+    if (n > 1 && m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(sdt) >= 0) {
+        /* NCCL sums (its order and precision) into our slice, or into scratch when the
+           output needs another dtype or accumulation */
+        int direct = sdt == rdt && !accumulate;
+        r = zero__nccl_issued(m, kind, "ncclReduceScatter",
+                              ncclReduceScatter(dsend, direct ? (void *)drecv : (void *)slices, (size_t)count,
+                                                (ncclDataType_t)zero__nccl_type(sdt), ncclSum, m->comm, s),
+                              timeout_ms, dl);
+        if (r != ZERO_OK) return r;
+        ins[0] = slices;
+        if (!direct && (rc = zero__k_sum_into(drecv, rdt, ins, 1, sdt, count, accumulate, (void *)s)) != 0)
+            return zero__nccl_cuda(m, kind, "zero__k_sum_into", (cudaError_t)rc);
+        if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, rbytes)) != ZERO_OK) return r;
+        if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
+        if (host) memcpy(recv, pin + total, (size_t)rbytes);
+        return ZERO_OK;
     }
     if (n > 1) {
         ncclResult_t nr = ncclGroupStart(), ne;
@@ -5310,6 +5344,17 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         }
         if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, buf, all, bytes)) != ZERO_OK) return r;
         return zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "copy back", timeout_ms, dl);
+    } else if (m->reduce_mode == ZERO_REDUCE_NCCL && c->size > 1 && zero__nccl_type(dt) >= 0 &&
+               !zero__nccl_on_host(buf)) {
+        /* NCCL's own all-reduce, in place (its order and precision) */
+        double dl = zero__now_ms() + timeout_ms;
+        zero_result r;
+        if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
+        if (count <= 0) return ZERO_OK;
+        r = zero__nccl_issued(m, ZERO_COLL_ALL_REDUCE, "ncclAllReduce",
+                              ncclAllReduce(buf, buf, (size_t)count, (ncclDataType_t)zero__nccl_type(dt), ncclSum,
+                                            m->comm, zero__nccl_stream(m)), timeout_ms, dl);
+        return r == ZERO_OK ? zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "data", timeout_ms, dl) : r;
     } else {
         /* reduce-scatter + all-gather in place, exactly as the local comm */
         int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
@@ -9935,6 +9980,12 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->rank = ctx->comm->rank;
     ctx->world = ctx->comm->size;
     ctx->desc.comm = ctx->comm;
+    if ((int)d.reduce_mode < 0 || d.reduce_mode >= ZERO_REDUCE_NUM) {
+        zero_destroy(ctx);
+        return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: zero_desc.reduce_mode is %d; use ZERO_REDUCE_EXACT or ZERO_REDUCE_NCCL",
+                             (int)d.reduce_mode);
+    }
 #ifdef ZERO_CUDA
     if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
         if (d.device != ZERO_DEVICE_CUDA) {
@@ -9950,6 +10001,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
                                  "the thread's current device (cudaSetDevice(%d) before zero_create)", nd, cd, nd);
         }
         ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
+        ((zero__nccl_comm *)ctx->comm)->reduce_mode = (int)d.reduce_mode;
     }
 #endif
 #ifdef ZERO_MPI

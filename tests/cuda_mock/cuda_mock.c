@@ -162,14 +162,15 @@ static int mock_in_dev(const void *p, size_t n, int pinned_ok, const char *what)
 }
 
 /* ---- devices ----
-   ZERO_CUDA_MOCK_DEVICES=N: N devices (default 1; their memory is all one, the current
+   ZERO_CUDA_MOCK_DEVICES=N: N devices (default 1, at most 8; their memory is all one, the current
    device is per thread, for the checks that compare devices); 0: none (cudaErrorNoDevice);
    -1: a GPU whose driver does not match the runtime (cudaErrorSystemDriverMismatch, which is
    not "no GPU") */
 static __thread int mock_cur_dev;
 static int mock_devices(void) {
     const char *e = getenv("ZERO_CUDA_MOCK_DEVICES");
-    return e && e[0] ? atoi(e) : 1;
+    int n = e && e[0] ? atoi(e) : 1;
+    return n > 8 ? 8 : n;       /* MOCK_MAX_DEV: the legacy streams below */
 }
 static cudaError_t mock_no_device(void) {
     return mock_devices() < 0 ? cudaErrorSystemDriverMismatch : cudaErrorNoDevice;
@@ -258,6 +259,7 @@ typedef struct mock_op {
 struct CUstream_st {
     unsigned magic, flags;
     int legacy;
+    int dev;                        /* the device current when it was created (the legacy ones: theirs) */
     uint64_t issued, done;          /* ops queued, ops run (both count from 1) */
     mock_op *head, *tail;
     pthread_t worker;
@@ -269,7 +271,13 @@ struct CUevent_st { unsigned magic; unsigned flags; struct CUstream_st *s; uint6
 
 static pthread_mutex_t mock_qmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t mock_qcv = PTHREAD_COND_INITIALIZER;
-static struct CUstream_st mock_legacy = { MOCK_STREAM_MAGIC, 0, 1, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL };
+/* one legacy default stream per device, as the runtime has: a device's work never waits for
+   another's (the NCCL double's ranks, one per device, block in each other's collectives) */
+#define MOCK_MAX_DEV 8
+#define MOCK_LEGACY(d) { MOCK_STREAM_MAGIC, 0, 1, d, 0, 0, NULL, NULL, 0, 0, 0, 0, NULL }
+static struct CUstream_st mock_legacys[MOCK_MAX_DEV] = { MOCK_LEGACY(0), MOCK_LEGACY(1), MOCK_LEGACY(2), MOCK_LEGACY(3),
+                                                         MOCK_LEGACY(4), MOCK_LEGACY(5), MOCK_LEGACY(6), MOCK_LEGACY(7) };
+#define mock_legacy (mock_legacys[mock_cur_dev])
 static struct CUstream_st *mock_live;       /* live streams, under mock_qmu */
 static struct CUstream_st *mock_dead;       /* destroyed streams: kept, ops may name them in deps */
 static unsigned mock_nstreams;
@@ -385,13 +393,13 @@ static uint64_t mock_submit(cudaStream_t stream, mock_run_fn run, const void *ar
         free(op->deps); free(op->args); free(op);
         return 0;
     }
-    if (s->legacy) {                    /* the legacy stream waits for every blocking stream */
+    if (s->legacy) {                    /* the legacy stream waits for every blocking stream of its device */
         for (o = mock_live; o; o = o->next_live)
-            if (!(o->flags & cudaStreamNonBlocking) && o->issued > o->done) {
+            if (o->dev == s->dev && !(o->flags & cudaStreamNonBlocking) && o->issued > o->done) {
                 op->deps[nd].s = o; op->deps[nd].seq = o->issued; nd++;
             }
-    } else if (!(s->flags & cudaStreamNonBlocking) && mock_legacy.issued > mock_legacy.done) {
-        op->deps[nd].s = &mock_legacy; op->deps[nd].seq = mock_legacy.issued; nd++;
+    } else if (!(s->flags & cudaStreamNonBlocking) && mock_legacys[s->dev].issued > mock_legacys[s->dev].done) {
+        op->deps[nd].s = &mock_legacys[s->dev]; op->deps[nd].seq = mock_legacys[s->dev].issued; nd++;
     }
     if (extra && extra->s && extra->s->done < extra->seq) op->deps[nd++] = *extra;
     op->ndeps = nd;
@@ -409,14 +417,14 @@ static void mock_wait(struct CUstream_st *s, uint64_t seq) {
     while (s->done < seq) pthread_cond_wait(&mock_qcv, &mock_qmu);
     pthread_mutex_unlock(&mock_qmu);
 }
-/* waits for everything queued so far on every stream */
+/* waits for everything queued so far on every stream of the current device */
 static void mock_drain_all(void) {
     struct CUstream_st *o;
     if (!mock_async()) return;
     pthread_mutex_lock(&mock_qmu);
     for (;;) {
         int busy = mock_legacy.done < mock_legacy.issued;
-        for (o = mock_live; o && !busy; o = o->next_live) busy = o->done < o->issued;
+        for (o = mock_live; o && !busy; o = o->next_live) busy = o->dev == mock_cur_dev && o->done < o->issued;
         if (!busy) break;
         pthread_cond_wait(&mock_qcv, &mock_qmu);
     }
@@ -441,6 +449,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
     if (!(s = (cudaStream_t)calloc(1, sizeof *s))) return mock_ret(cudaErrorMemoryAllocation);
     s->magic = MOCK_STREAM_MAGIC;
     s->flags = flags;
+    s->dev = mock_cur_dev;
     pthread_mutex_lock(&mock_qmu);
     s->next_live = mock_live;
     mock_live = s;
