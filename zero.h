@@ -5251,7 +5251,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         if (accumulate) memcpy(pin + total, recv, (size_t)rbytes);
         if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
     }
-    if (n > 1 && m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(sdt) >= 0) {
+    if (m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(sdt) >= 0) {
         /* NCCL sums (its order and precision) into our slice, or into scratch when the
            output needs another dtype or accumulation */
         int direct = sdt == rdt && !accumulate;
@@ -5344,7 +5344,7 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         }
         if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, buf, all, bytes)) != ZERO_OK) return r;
         return zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "copy back", timeout_ms, dl);
-    } else if (m->reduce_mode == ZERO_REDUCE_NCCL && c->size > 1 && zero__nccl_type(dt) >= 0 &&
+    } else if (m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(dt) >= 0 &&
                !zero__nccl_on_host(buf)) {
         /* NCCL's own all-reduce, in place (its order and precision) */
         double dl = zero__now_ms() + timeout_ms;

@@ -53,6 +53,7 @@ typedef struct {
     zero_offload_tier offload_optimizer, offload_params;
     const char *nvme_dir;                       // the NVMe tier's directory
     zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
+    int nonblocking_stream;                     // --nonblocking-stream: desc.cuda_stream (ZERO_CUDA builds)
 } config;
 
 typedef struct {
@@ -252,6 +253,7 @@ typedef struct {
     const config *cfg;
     const teacher *teach;
     zero_ctx *z;
+    void *stream;       // --nonblocking-stream: this rank's cudaStream_t (desc.cuda_stream)
     int rank, per;      // per: samples per micro-batch on this rank
     linear *lin;
     float *wf, *wt, *bf;          // f32 copies of the fetched layer: weight [O][I], its transpose, bias
@@ -516,6 +518,9 @@ static void trainer_free(trainer *t) {
     free(t->wf); free(t->wt); free(t->bf); free(t->dw); free(t->db);
     free(t->dcur); free(t->dnext); free(t->dcurT); free(t->labels);
     zero_destroy(t->z);
+#ifdef ZERO_CUDA
+    if (t->stream) cudaStreamDestroy((cudaStream_t)t->stream);
+#endif
 }
 
 static zero_result rank_main(zero_comm *comm, int rank, void *user) {
@@ -544,6 +549,20 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir;
     d.device = c->device;
+#ifdef ZERO_CUDA
+    // the caller's stream: one that does not wait for the legacy default stream, so the
+    // context must order its work on it by itself
+    if (c->nonblocking_stream) {
+        cudaStream_t s = NULL;
+        if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+            fprintf(stderr, "train_mlp: rank %d: cudaStreamCreateWithFlags: %s\n", rank,
+                    cudaGetErrorString(cudaGetLastError()));
+            return ZERO_ERR_DEVICE;
+        }
+        t->stream = s;
+        d.cuda_stream = s;
+    }
+#endif
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_mlp: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -632,6 +651,8 @@ static void usage(FILE *f) {
         "                     layer a one-tile zero_tiled_linear (cuBLAS), zero.h's GELU/loss kernels;\n"
         "                     emu: that device path on the CPU (checkpoints differ from --device cpu's:\n"
         "                     modules fcL.tile0 with params w, b)\n"
+        "  --nonblocking-stream  --device cuda: each rank's work on its own cudaStreamNonBlocking\n"
+        "                     stream (desc.cuda_stream) instead of the legacy default stream\n"
         "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
         "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
         "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
@@ -714,6 +735,14 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(o, "--nonblocking-stream")) {
+#ifdef ZERO_CUDA
+            c->nonblocking_stream = 1;
+            continue;
+#else
+            bad_arg("needs a CUDA build (make CUDA=1: build/cuda/train_mlp)", o, NULL);
+#endif
+        }
         if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];
@@ -786,6 +815,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_mlp: --batch %d must be a multiple of --ranks * --accum = %d\n",
                 c->batch, c->ranks * c->accum);
         usage(stderr);
+        zero_comm_destroy(comm);
+        return 2;
+    }
+    if (c->nonblocking_stream && c->device != ZERO_DEVICE_CUDA) {
+        fprintf(stderr, "train_mlp: --nonblocking-stream needs --device cuda\n");
         zero_comm_destroy(comm);
         return 2;
     }

@@ -17,14 +17,21 @@
 #   - build/mock/train_mlp --device cuda (cuBLAS GEMMs, the GELU / loss kernels) against
 #     build/train_mlp --device emu with the same arguments: the final losses must agree
 #     within 1e-4 (relative), with and without --offload-optimizer cpu;
-#   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error.
-# Once: build/mock/cuda_mock_nccl (the NCCL comm's host side on a one-process NCCL
-# stand-in, async), a driver/runtime mismatch (ZERO_CUDA_MOCK_DEVICES=-1) is a FAIL of
-# tests/gpu, not a SKIP, and GPU_ARCH embeds PTX. With ZERO_MOCK_TSAN=1 also
+#   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error;
+#   - train_mlp --device cuda --nonblocking-stream against --device emu.
+# Once, in the asynchronous mode with 4 mock devices, over the NCCL test double
+# (tests/cuda_mock/nccl_mock.c, linked into every build/mock/ program instead of libnccl):
+# build/mock/test_nccl (the TCP rendezvous across forked processes, stages 0-3 at worlds
+# 1-4 through zero_run_nccl bitwise the CPU device, ZERO_REDUCE_NCCL to rounding, the
+# findings of issue #14, the double's own mismatch/abort checks) and build/mock/gpu_nccl
+# (tests/gpu/nccl.c: every collective at worlds 1-4 bitwise the local comm, a mismatch,
+# a stalled rank -> ZERO_ERR_TIMEOUT within the timeout). Also once: a driver/runtime
+# mismatch (ZERO_CUDA_MOCK_DEVICES=-1) is a FAIL of tests/gpu, not a SKIP, and GPU_ARCH
+# embeds PTX. With ZERO_MOCK_TSAN=1 also
 # build/mock-tsan/ (the double and the programs under ThreadSanitizer, async mode; slow
 # to build, so a SKIP line otherwise).
 # ZERO_CUDA_MOCK_LEAKS=1 makes every run fail if device or pinned memory was never freed.
-# Where the CUDA headers or libnccl are missing there is nothing to build: one SKIP line says so.
+# Where the CUDA or NCCL headers are missing there is nothing to build: one SKIP line says so.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -33,11 +40,11 @@ LOG=$BUILD/logs/cuda_mock_build.log
 
 # the Makefile's own detection of the CUDA headers and libnccl (CUDA_HOME, NCCL_LIBDIR)
 if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)" != 1 ]; then
-    echo "SKIP cuda_mock: the CUDA headers or libnccl are missing (make mock-available), nothing to build"
+    echo "SKIP cuda_mock: the CUDA or NCCL headers are missing (make mock-available), nothing to build"
     exit 0
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
-        "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/cuda_mock_nccl" \
+        "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/test_nccl" "$BUILD/mock/gpu_nccl" \
         "$BUILD/mock/test_stash" "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
@@ -91,7 +98,9 @@ mode_checks() {
         local a b
         a=$("$BUILD/mock/train_mlp" --device cuda "$@" --quiet 2>"$BUILD/logs/cuda_mock_$P$name.err")
         local ra=$?
-        b=$("$BUILD/train_mlp" --device emu "$@" --quiet 2>/dev/null)
+        local e=() x
+        for x in "$@"; do [ "$x" = --nonblocking-stream ] || e+=("$x"); done   # CUDA only
+        b=$("$BUILD/train_mlp" --device emu "${e[@]}" --quiet 2>/dev/null)
         local rb=$?
         la=$(printf '%s\n' "$a" | final_loss); lb=$(printf '%s\n' "$b" | final_loss)
         if [ "$ra" -ne 0 ] || [ "$rb" -ne 0 ] || [ -z "$la" ] || [ -z "$lb" ]; then
@@ -107,6 +116,7 @@ mode_checks() {
     train_vs_emu stage3_ranks2_offload $ARGS --offload-optimizer cpu
     train_vs_emu stage0_ranks3_f16_sgd --stage 0 --ranks 3 --steps 10 --hidden 40 --layers 2 --batch 24 --dtype f16 --optim sgd
     train_vs_emu stage2_ranks2_accum2 --stage 2 --ranks 2 --steps 10 --hidden 200 --layers 2 --batch 24 --accum 2 --accum-dtype f32
+    train_vs_emu stage3_ranks2_nonblocking_stream $ARGS --nonblocking-stream
 
     # 4. faults: ZERO_CUDA_MOCK_FAIL=NAME:N makes the Nth call of NAME fail. Every one must end
     #    train_mlp with an error that names it (exit 1: no crash, no hang, nothing leaked).
@@ -160,13 +170,18 @@ else
     fail "mock_driver_mismatch_fails: with ZERO_CUDA_MOCK_DEVICES=-1 gpu_kernels exited $rc: $(printf '%s\n' "$out" | head -n 2)"
 fi
 
-# 6. the NCCL comm's host side over a one-process NCCL stand-in, on the async double
-out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 300 "$BUILD/mock/cuda_mock_nccl" 2>&1); rc=$?
-printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed 's/^\(PASS\|FAIL\|SKIP\) /\1 mock_nccl_/'
-if [ "$rc" -ne 0 ]; then
-    fail "mock_nccl: build/mock/cuda_mock_nccl exited $rc"
-    printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 10
-fi
+# 6. the NCCL comm over the NCCL double, on the async double with 4 devices (ranks as threads;
+#    the forked-process rendezvous inside test_nccl)
+for prog in test_nccl gpu_nccl; do
+    out=$(ZERO_CUDA_MOCK_ASYNC=1 ZERO_CUDA_MOCK_DEVICES=4 timeout -k 5 300 "$BUILD/mock/$prog" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\\(PASS\\|FAIL\\|SKIP\\) /\\1 mock_nccl_${prog}_/"
+    if [ "$rc" -ne 0 ]; then
+        fail "mock_nccl_$prog: build/mock/$prog exited $rc"
+        printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL) ' | tail -n 10
+    elif ! printf '%s\n' "$out" | grep -q '^PASS '; then
+        fail "mock_nccl_$prog: build/mock/$prog ran nothing"
+    fi
+done
 
 # 7. GPU_ARCH embeds PTX (code=compute_NN), so a GPU newer than its SASS targets still runs
 arch=$(make --no-print-directory -s BUILD="$BUILD" gpu-arch 2>/dev/null)
@@ -179,12 +194,12 @@ fi
 # 8. ThreadSanitizer over the async double (ZERO_MOCK_TSAN=1: slow to build)
 if [ "${ZERO_MOCK_TSAN:-0}" = 1 ]; then
     if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
-            "$BUILD/mock-tsan/cuda_mock_nccl" "$BUILD/mock-tsan/train_mlp" >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
+            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
         fail "mock_tsan_build: see $BUILD/logs/cuda_mock_tsan_build.log"
     else
-        for prog in test_device cuda_mock_streams cuda_mock_nccl "train_mlp --device cuda $ARGS --quiet"; do
+        for prog in test_device cuda_mock_streams test_nccl "train_mlp --device cuda $ARGS --quiet"; do
             name=${prog%% *}
-            out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 600 "$BUILD/mock-tsan/"$prog 2>&1); rc=$?
+            out=$(ZERO_CUDA_MOCK_ASYNC=1 ZERO_CUDA_MOCK_DEVICES=4 timeout -k 5 600 "$BUILD/mock-tsan/"$prog 2>&1); rc=$?
             if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
                 echo "PASS mock_tsan_$name"
             else

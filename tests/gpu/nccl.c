@@ -5,7 +5,11 @@
    pointer collectives (f64 all-reduce, byte all-gather, broadcast). A world of one comes
    from zero_comm_from_env(&c, "nccl") with torchrun's variables. With two or more GPUs:
    a mismatch (different tags) and a timeout (one rank skips a collective: the others
-   must return ZERO_ERR_TIMEOUT within timeout_ms). Built by make CUDA=1 as
+   must return ZERO_ERR_TIMEOUT within timeout_ms). bandwidth_n<N>: desc.reduce_mode's two
+   ways of summing (ZERO_REDUCE_EXACT: send/recv + zero.h's kernel; ZERO_REDUCE_NCCL:
+   ncclReduceScatter / ncclAllReduce), their all-reduce of all-ones exact in both, and
+   their speed (lines <collective>_<mode>_GBps=: NCCL's bus bandwidth, the bytes a rank
+   moves over the links per second; at world 1, the algorithm bandwidth). Built by make CUDA=1 as
    build/cuda/gpu_nccl; "SKIP gpu_nccl: no GPU" and exit 0 without a GPU (a CUDA error other
    than "no device" is a FAIL: tests/gpu/gpu.h). */
 #define _POSIX_C_SOURCE 200809L
@@ -273,6 +277,67 @@ static void timeout(int n) {
     CHECK(test_now_ms() - t0 < 60000, "the whole run took %.0f ms", test_now_ms() - t0);
 }
 
+/* both reduce modes: all-ones sums exactly; then the timing (bus bandwidth) */
+#define BW_ELEMS (4 << 20)    /* 16 MiB of f32 per all-reduce */
+#define BW_ITERS 10
+typedef struct bwjob { int mode; double ar_ms, rs_ms; zero_result r[8]; char err[8][ZERO__MSG]; int bad[8]; } bwjob;
+static zero_result bw_fn(zero_comm *c, int rank, void *user) {
+    bwjob *j = (bwjob *)user;
+    int64_t n = BW_ELEMS - BW_ELEMS % c->size, i;
+    float *d = NULL, *h = (float *)malloc((size_t)n * 4), *out = NULL;
+    zero_result r = ZERO_ERR_OUT_OF_MEMORY;
+    ((zero__nccl_comm *)c)->reduce_mode = j->mode;
+    c->tag = -1;
+    if (!h || cudaMalloc((void **)&d, (size_t)n * 4) != cudaSuccess ||
+        cudaMalloc((void **)&out, (size_t)n * 4 / (size_t)c->size) != cudaSuccess)
+        goto done;
+    for (i = 0; i < n; i++) h[i] = 1.0f;
+    cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice);
+    cudaDeviceSynchronize();
+    if ((r = c->vt->all_reduce(c, d, ZERO_F32, n, TO)) != ZERO_OK) goto done;
+    cudaMemcpy(h, d, (size_t)n * 4, cudaMemcpyDeviceToHost);
+    for (i = 0; i < n; i++)
+        if (h[i] != (float)c->size) { j->bad[rank] = 1; break; }
+    /* timed: the collective returns once its stream work is done */
+    if ((r = c->vt->barrier(c, TO)) != ZERO_OK) goto done;
+    double t0 = test_now_ms();
+    for (int k = 0; k < BW_ITERS && r == ZERO_OK; k++) r = c->vt->all_reduce(c, d, ZERO_F32, n, TO);
+    if (rank == 0) j->ar_ms = (test_now_ms() - t0) / BW_ITERS;
+    if (r == ZERO_OK) r = c->vt->barrier(c, TO);
+    t0 = test_now_ms();
+    for (int k = 0; k < BW_ITERS && r == ZERO_OK; k++)
+        r = c->vt->reduce_scatter(c, d, ZERO_F32, out, ZERO_F32, n / c->size, 0, TO);
+    if (rank == 0) j->rs_ms = (test_now_ms() - t0) / BW_ITERS;
+done:
+    if (r != ZERO_OK) snprintf(j->err[rank], ZERO__MSG, "%s", c->err);
+    j->r[rank] = r;
+    cudaFree(d);
+    cudaFree(out);
+    free(h);
+    return r;
+}
+static void bandwidth(int n) {
+    static bwjob j[2];
+    static const char *names[2] = { "exact", "nccl" };
+    double bytes = (double)(BW_ELEMS - BW_ELEMS % n) * 4.0;
+    /* NCCL's bus bandwidth: all-reduce 2(n-1)/n, reduce-scatter (n-1)/n of the bytes */
+    double far = n > 1 ? 2.0 * (n - 1) / n : 1.0, frs = n > 1 ? (double)(n - 1) / n : 1.0;
+    test_begin("bandwidth_n%d", n);
+    for (int m = 0; m < 2; m++) {
+        memset(&j[m], 0, sizeof j[m]);
+        j[m].mode = m == 0 ? ZERO_REDUCE_EXACT : ZERO_REDUCE_NCCL;
+        zero_result r = zero_run_nccl(n, bw_fn, &j[m]);
+        if (!CHECK(r == ZERO_OK, "reduce_mode %s: %s: %s", names[m], zero_result_str(r), j[m].err[0])) continue;
+        for (int k = 0; k < n; k++)
+            CHECK(!j[m].bad[k], "reduce_mode %s: rank %d: an all-reduce of ones is not %d everywhere", names[m], k, n);
+        printf("all_reduce_%s_GBps=%.1f\n", names[m], bytes * far / (j[m].ar_ms * 1e6));
+        printf("reduce_scatter_%s_GBps=%.1f\n", names[m], bytes * frs / (j[m].rs_ms * 1e6));
+        printf("  (world %d, %.0f MiB f32, %s bandwidth, reduce_mode %s: all_reduce %.3f ms, reduce_scatter %.3f ms)\n",
+               n, bytes / (1 << 20), n > 1 ? "bus" : "algorithm", names[m], j[m].ar_ms, j[m].rs_ms);
+    }
+    test_end();
+}
+
 static void bad_world(int ngpu) {
     zero_result r = zero_run_nccl(ngpu + 1, ops, &jn);
     CHECK(r == ZERO_ERR_INVALID_SIZE && strstr(zero_last_error(NULL), "one rank per GPU"), "%s '%s'",
@@ -287,11 +352,10 @@ int main(void) {
     ngpu = all > 8 ? 8 : all;
     test_init();
     TEST_RUN(from_env_world_of_one);
-    for (int dt = ZERO_F32; dt <= ZERO_F16; dt++) {
-        equal_to_local(1, dt);
-        if (ngpu >= 2) equal_to_local(2, dt);
-        if (ngpu > 2) equal_to_local(ngpu, dt);
-    }
+    for (int dt = ZERO_F32; dt <= ZERO_F16; dt++)
+        for (int n = 1; n <= ngpu; n++)
+            if (n <= 4 || n == ngpu) equal_to_local(n, dt);
+    bandwidth(ngpu);
     test_begin("bad_world");
     bad_world(all);
     test_end();
