@@ -10,9 +10,13 @@
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
-#   make test-gpu     tests/test_gpu.sh, when a GPU is present (a few minutes): builds what it runs
-#                     with CUDA=1, then build/cuda/test_device (CUDA vs CPU device), build/cuda/gpu_*
-#                     (tests/gpu/*.c: kernels vs CPU, NCCL, AdamW bandwidth ratio=), train_mlp --device cuda
+#   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine (under 8 minutes): a
+#                     probe (GPUs, nvcc, compiler, NCCL, cuBLAS), builds what it runs with CUDA=1
+#                     WERROR= on every core, then build/cuda/test_device (CUDA vs CPU device),
+#                     build/cuda/gpu_* (tests/gpu/*.c: kernels vs CPU, NCCL and both reduce modes'
+#                     bandwidth, AdamW bandwidth ratio=), compute-sanitizer's four tools, train_mlp
+#                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu).
+#                     No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets the summary.
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
@@ -153,7 +157,7 @@ ifeq ($(CUDA),1)
   ifeq ($(origin NVCC),undefined)
     NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null),nvcc)
   endif
-  ifneq ($(filter-out clean,$(or $(MAKECMDGOALS),all)),)
+  ifneq ($(filter-out clean gpu-probe gpu-sanitizer,$(or $(MAKECMDGOALS),all)),)
     ifeq ($(NCCL_LIBDIR),)
       $(error CUDA=1: libnccl not found (looked under NCCL_HOME, $(CUDA_HOME), the system's directories, ldconfig -p and the nvidia-nccl-cu* Python package); set NCCL_HOME= or NCCL_INCDIR= and NCCL_LIBDIR=)
     endif
@@ -195,7 +199,7 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test sanitize run bench test-gpu clean mock-available gpu-arch
+.PHONY: all test sanitize run bench test-gpu clean mock-available gpu-arch gpu-probe gpu-sanitizer
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -218,6 +222,23 @@ mock-available:
 # prints GPU_ARCH (tests/test_cuda_mock.sh checks that it embeds PTX)
 gpu-arch:
 	@echo $(GPU_ARCH)
+
+# make test-gpu's probe: the toolchain it builds with, one line each
+CUBLAS_FOUND = $(firstword $(wildcard $(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/lib64/libcublas.so.* \
+                 $(CUDA_HOME)/lib/libcublas.so /usr/lib/x86_64-linux-gnu/libcublas.so))
+gpu-probe:
+	@echo "nvcc: $(NVCC): $$($(NVCC) --version 2>/dev/null | tail -n 2 | head -n 1 || echo not found)"
+	@echo "host compiler: $(CC): $$($(CC) --version 2>/dev/null | head -n 1)"
+	@echo "CUDA_HOME: $(CUDA_HOME); GPU_ARCH: $(GPU_ARCH)"
+	@echo "$(NCCL_SAYS)"
+	@echo "cuBLAS: $(or $(CUBLAS_FOUND),not found under $(CUDA_HOME))"
+# prints the compute-sanitizer make test-gpu runs (empty: none): CUDA_HOME's, PATH's, or the
+# nvidia-cuda-sanitizer-api Python package's (site-packages/nvidia/cuda_sanitizer_api/compute-sanitizer/)
+gpu-sanitizer:
+	@echo $(or $(wildcard $(CUDA_HOME)/bin/compute-sanitizer $(CUDA_HOME)/compute-sanitizer/compute-sanitizer),$(shell \
+	    command -v compute-sanitizer 2>/dev/null),$(wildcard $(shell python3 -c 'import importlib.util as u; \
+	    s = u.find_spec("nvidia.cuda_sanitizer_api"); print(list(s.submodule_search_locations)[0] if s else "")' \
+	    2>/dev/null)/compute-sanitizer/compute-sanitizer))
 
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh

@@ -118,7 +118,8 @@
              the step   accum_steps (micro-batches per step), optim, clip_norm, loss_scale,
                         loss_scale_init, loss_scale_window, loss_scale_min, cpu_threads
                         (ON THE OPTIMIZER)
-             comms      bucket_bytes (ON BUCKETS), timeout_ms (every collective; 120 s)
+             comms      bucket_bytes (ON BUCKETS), timeout_ms (every collective; 120 s),
+                        reduce_mode (NCCL: exact or NCCL's own sums; ON COMMUNICATORS)
              stage 3    max_live_bytes, prefetch_bytes, persist_bytes, reuse_distance
                         (ON PREFETCH); align_elems (ON STAGES)
              memory     device_bytes_cap, host_bytes_cap (ON MEMORY); offload_optimizer,
@@ -550,8 +551,14 @@
      broken). Memory: each endpoint keeps a device scratch buffer that grows in the first
      step to the largest reduce-scatter's input (N x its element count) and never shrinks,
      plus as much pinned host memory. The communicator's GPU must be the context's (the
-     device current at zero_create): another is ZERO_ERR_INVALID_ARG at the first
-     collective (zero_build), naming both GPUs.
+     device current at zero_create): another is ZERO_ERR_INVALID_ARG at zero_create,
+     naming both GPUs. How it sums: desc.reduce_mode = ZERO_REDUCE_EXACT (the default)
+     moves the slices with grouped ncclSend/ncclRecv and adds them in fp32 in rank order
+     with zero.h's kernel, bitwise the local comm at any world size; ZERO_REDUCE_NCCL
+     calls ncclReduceScatter / ncclAllReduce (f32, bf16, f16 on device memory): less
+     scratch and traffic, but NCCL's order and precision (a bf16 ring adds in bf16), so
+     results differ from the local comm's and between world sizes in the last bits;
+     training stays the same to rounding. Host-memory and f64 collectives stay exact.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -4932,7 +4939,10 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
    is an all-to-all of the slices (grouped ncclSend/ncclRecv) into a device scratch of
    N*count elements, then zero__k_sum_into adds them in fp32 in rank order, the sum the
    local comm takes, so both give bitwise-identical results (N <= 64: the kernel's
-   limit). An all-gather and a broadcast move bytes. Host pointers (the engine's small
+   limit). With reduce_mode ZERO_REDUCE_NCCL (zero_create sets it from the desc) the
+   device f32/bf16/f16 reduce-scatter is ncclReduceScatter (into scratch, then
+   zero__k_sum_into casts/accumulates, when the output dtype differs or accumulates) and
+   the all-reduce is ncclAllReduce in place: NCCL's sums, not bitwise. An all-gather and a broadcast move bytes. Host pointers (the engine's small
    scalar collectives, zero_build's model check) are found with cudaPointerGetAttributes
    and staged through pinned host memory and the device scratch; doubles (ZERO__F64) are
    all-gathered and summed on the host in rank order.
