@@ -21,9 +21,10 @@
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
 #                     were not built
-#   make build/mock/NAME  tests/NAME.c or examples/NAME.c with ZERO_CUDA on the CUDA test double
-#                     (tests/cuda_mock/cuda_mock.c: no GPU, no nvcc; the CUDA headers and libnccl);
-#                     make test runs build/mock/test_device and train_mlp through tests/test_cuda_mock.sh
+#   make build/mock/NAME  tests/NAME.c or examples/NAME.c with ZERO_CUDA on the CUDA and NCCL test
+#                     doubles (tests/cuda_mock/cuda_mock.c, nccl_mock.c: no GPU, no nvcc, no libnccl;
+#                     the CUDA and NCCL headers); make test runs build/mock/test_device, test_nccl,
+#                     gpu_nccl, train_mlp, ... through tests/test_cuda_mock.sh
 #   make CBLAS=1      GEMMs through cblas_sgemm (-DZERO_CBLAS, CBLAS_LIBS ?= -lblas); make test
 #                     also builds test_tiling that way (tests/test_cblas.sh) when cblas.h exists
 #   make clean        rm -rf build
