@@ -18,7 +18,9 @@
    - every call (a collective, or a group of ncclSend/ncclRecv closed by ncclGroupEnd) is an
      op queued on the caller's stream with cudaLaunchHostFunc, so it runs when the stream
      gets to it (the asynchronous double's ordering rules apply; in its synchronous mode it
-     runs at issue and blocks the caller until the peers called too). Op k of every rank of
+     runs at issue and blocks the caller until the peers called too, so a peer that never
+     calls holds it until the hang limit: the failure tests run in the asynchronous mode,
+     where the caller polls and aborts at its own timeout, as with NCCL). Op k of every rank of
      a communicator meets op k of the others: they are checked against each other first
      (kind, count, datatype, root, reduction; each ncclSend has its ncclRecv with the same
      bytes) and a mismatch sets ncclInvalidUsage on every rank with a message
