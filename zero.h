@@ -232,6 +232,9 @@
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+       ZERO_STAGE_BYTES      the CUDA device's two pinned staging buffers, bytes each (default
+                             4 MiB; a multiple of 64): zero_param_set_f32, zero_gather_params_f32
+                             and checkpoints move values through them
      No feature-test macro (_POSIX_C_SOURCE, _GNU_SOURCE) is needed or defined by zero.h;
      define one yourself if your own code wants it. Compiler flags: any (DO THIS).
 
@@ -594,9 +597,13 @@
      --- ZeRO-Offload on a GPU: offload_optimizer = ZERO_OFFLOAD_HOST keeps the fp32 master
      (also for f32 params) and the moments in pinned host memory. At zero_step the gradient
      shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
-     bits) updates master and moments, and the new params go back to the device. The plan
-     counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
-     the device. The NVMe tier and offload_params are not there yet on CUDA or EMU.
+     bits) updates master and moments, and the new params go back to the device, pipelined
+     by sub-group (up to 8, each at most 4M elements): while the CPU updates one, the next
+     one's gradients come down and the last one's params go up. The plan counts both host
+     copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on the device.
+     Every CUDA context also holds 2 x ZERO_STAGE_BYTES of pinned staging (ZERO_TIER_HOST,
+     ZERO_CAT_BUFFERS) through which zero_param_set_f32, zero_gather_params_f32 and the
+     checkpoints move values: the copy of one chunk runs while the host converts the next. The NVMe tier and offload_params are not there yet on CUDA or EMU.
 
    ON CHECKPOINTS
      zero_save(z, dir) and zero_load(z, dir) are collective and run after zero_build,
@@ -3766,7 +3773,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     for (i = 0; i < 2; i++)
         if (!cu->stage[i] && !(cu->stage[i] = (unsigned char *)zero__cuda_host_alloc(ctx, ZERO_STAGE_BYTES)))
             return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                              "zero_build: out of pinned host memory for the staging buffers (2 x %lld bytes)",
+                              "zero_build: CUDA: cudaHostAlloc failed for the pinned staging buffers (2 x %lld bytes): out of memory",
                               (long long)ZERO_STAGE_BYTES);
     ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGE_BYTES;
     return ZERO_OK;
@@ -3866,7 +3873,14 @@ static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
 }
 /* The comm thread waits (on the host, not the device) for the compute work queued before
    the task: with the local comm other ranks' streams read this rank's buffers too, and
-   they cannot wait on this rank's events. */
+   they cannot wait on this rank's events. A cudaStreamWaitEvent on the comm stream would
+   not free the thread with NCCL either: each collective first exchanges a header (the
+   mismatch check, zero__nccl_enter) and waits for it on the host, so the thread would
+   block there instead, and that wait's timeout_ms would then count the compute work
+   queued before it; task_end's wait is what makes a finished ticket mean finished device
+   work (zero__wait). Ordering comm tasks on the device needs a comm that says it reads
+   only its own rank's memory on the comm stream, an asynchronous header check, and
+   tickets that complete through events: not here yet. */
 static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
@@ -6966,7 +6980,9 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
    Pieces of consecutive segments whose positions advance in lockstep in both layouts move
    as one copy, so a sub-group makes a few large transfers; the padding between them too,
    but only when the segments are in order in all three layouts (gaps_ok): then a gap holds
-   no other segment's elements, which another sub-group's pass or copy may be using. */
+   no other segment's elements. (Out of order, a gap may hold a later sub-group's elements:
+   its host params being written by the CPU pass while this copy reads them is a race, even
+   where that sub-group's own copy, issued later, leaves the right bits.) */
 #define ZERO__HOST_SUBGROUP ((int64_t)1 << 22)      /* elements: at most 16 MiB of f32 per copy */
 typedef struct zero__hostjob {
     zero_ctx *ctx;
