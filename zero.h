@@ -4054,6 +4054,13 @@ static zero_result zero__dev_fence_wait(zero_ctx *ctx, int slot) {
     (void)ctx; (void)slot;
     return ZERO_OK;
 }
+/* after a pipeline's failure: nothing left in flight, and the first error's message kept */
+static void zero__dev_drain(zero_ctx *ctx) {
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev) { cudaStreamSynchronize(zero__cu(ctx)->compute); cudaGetLastError(); }
+#endif
+    (void)ctx;
+}
 
 /* >>comm ------------------------------------------------------------------------------
    One interface; the local backend (ranks as threads of one process) is here, the MPI
@@ -7081,10 +7088,9 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
         if ((r = zero__host_xfer(ctx, 0, job.lo, job.lo + job.total, hp, ctx->arena.param, pdt, gaps_ok)) != ZERO_OK) break;
     }
 out:
-    {   /* the params in place, and no copy left reading or writing the host buffers */
-        zero_result rs = ctx->dev->sync(ctx, ZERO__S_COMPUTE);
-        return r != ZERO_OK ? r : rs;
-    }
+    /* the params in place, and no copy left reading or writing the host buffers */
+    if (r != ZERO_OK) { zero__dev_drain(ctx); return r; }
+    return ctx->dev->sync(ctx, ZERO__S_COMPUTE);
 }
 
 /* host: the arenas of the master and moments are in pinned host memory (zero__cat_tier);
