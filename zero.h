@@ -598,12 +598,14 @@
      (also for f32 params) and the moments in pinned host memory. At zero_step the gradient
      shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
      bits) updates master and moments, and the new params go back to the device, pipelined
-     by sub-group (up to 8, each at most 4M elements): while the CPU updates one, the next
-     one's gradients come down and the last one's params go up. The plan counts both host
-     copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on the device.
-     Every CUDA context also holds 2 x ZERO_STAGE_BYTES of pinned staging (ZERO_TIER_HOST,
-     ZERO_CAT_BUFFERS) through which zero_param_set_f32, zero_gather_params_f32 and the
-     checkpoints move values: the copy of one chunk runs while the host converts the next. The NVMe tier and offload_params are not there yet on CUDA or EMU.
+     by sub-group (an eighth of the shard, at most 4M elements each): while the CPU updates
+     one, the next one's gradients come down and the last one's params go up. The plan
+     counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
+     the device.
+     The NVMe tier and offload_params are not there yet on CUDA or EMU. Every CUDA context
+     also holds 2 x ZERO_STAGE_BYTES of pinned staging (ZERO_TIER_HOST, ZERO_CAT_BUFFERS)
+     through which zero_param_set_f32, zero_gather_params_f32 and the checkpoints move
+     values: the copy of one chunk runs while the host converts the next.
 
    ON CHECKPOINTS
      zero_save(z, dir) and zero_load(z, dir) are collective and run after zero_build,
@@ -7062,8 +7064,9 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
             gaps_ok = 0;
     }
     if (total <= 0) return ZERO_OK;
-    /* eight sub-groups (a multiple of 64 elements: zero__chunk's cuts stay where they were),
-       fewer elements in each than ZERO__HOST_SUBGROUP */
+    /* an eighth of the shard per sub-group, at most ZERO__HOST_SUBGROUP elements, cut at a
+       multiple of 64 like zero__chunk's cuts (the kernels are element-wise: the same bits
+       however the elements are cut) */
     sub = zero__align_up((total + 7) / 8, 64);
     if (sub > ZERO__HOST_SUBGROUP) sub = ZERO__HOST_SUBGROUP;
     ng = (total + sub - 1) / sub;
