@@ -233,6 +233,9 @@
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+       ZERO_STAGE_BYTES      the CUDA device's two pinned staging buffers, bytes each (default
+                             4 MiB; a multiple of 64): zero_param_set_f32, zero_gather_params_f32
+                             and checkpoints move values through them
      No feature-test macro (_POSIX_C_SOURCE, _GNU_SOURCE) is needed or defined by zero.h;
      define one yourself if your own code wants it. Compiler flags: any (DO THIS).
 
@@ -601,9 +604,15 @@
      --- ZeRO-Offload on a GPU: offload_optimizer = ZERO_OFFLOAD_HOST keeps the fp32 master
      (also for f32 params) and the moments in pinned host memory. At zero_step the gradient
      shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
-     bits) updates master and moments, and the new params go back to the device. The plan
+     bits) updates master and moments, and the new params go back to the device, pipelined
+     by sub-group (an eighth of the shard, at most 4M elements each): while the CPU updates
+     one, the next one's gradients come down and the last one's params go up. The plan
      counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
-     the device. The NVMe tier and offload_params are not there yet on CUDA or EMU.
+     the device.
+     The NVMe tier and offload_params are not there yet on CUDA or EMU. Every CUDA context
+     also holds 2 x ZERO_STAGE_BYTES of pinned staging (ZERO_TIER_HOST, ZERO_CAT_BUFFERS)
+     through which zero_param_set_f32, zero_gather_params_f32 and the checkpoints move
+     values: the copy of one chunk runs while the host converts the next.
 
    ON CHECKPOINTS
      zero_save(z, dir) and zero_load(z, dir) are collective and run after zero_build,
@@ -3589,6 +3598,15 @@ static const zero__dev_vt zero__emu_dev = {
 };
 #endif /* emu */
 
+/* the CUDA device's pinned staging buffers: two of ZERO_STAGE_BYTES each (the includer may
+   define it: a multiple of 64, at least 64) */
+#ifndef ZERO_STAGE_BYTES
+#define ZERO_STAGE_BYTES (4 << 20)
+#endif
+#if (ZERO_STAGE_BYTES) < 64 || (ZERO_STAGE_BYTES) % 64 != 0
+#error "ZERO_STAGE_BYTES must be a multiple of 64, at least 64"
+#endif
+
 /* -- cuda (ZERO_CUDA): arenas in the memory of the thread's current device at
    zero_create; the compute stream is desc.cuda_stream (your kernels' stream), the comm
    stream a non-blocking stream of our own; an event per stream-ring slot orders each
@@ -3608,6 +3626,9 @@ typedef struct zero__cuda {
     zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
     int64_t nblk;                   /* per slice */
     double *bout;                   /* device: the blocks' sums */
+    unsigned char *stage[2];        /* pinned: zero__cuda_put_f32 / get_f32's double buffer */
+    cudaEvent_t xev[2];             /* the copy out of / into stage[i]; the host tier's pipeline */
+    int nxev;
 } zero__cuda;
 
 /* a failed CUDA call: the message goes where the stream's error goes (comm thread) or to
@@ -3638,7 +3659,9 @@ static void zero__cuda_fini(zero_ctx *ctx) {
     cudaFree(cu->chunks);
     cudaFree(cu->blk);
     cudaFree(cu->bout);
+    for (i = 0; i < 2; i++) if (cu->stage[i]) cudaFreeHost(cu->stage[i]);
     for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
+    for (i = 0; i < cu->nxev; i++) cudaEventDestroy(cu->xev[i]);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->comm) cudaStreamDestroy(cu->comm);
     zero__raw_free(&ctx->desc.allocator, cu);
@@ -3665,6 +3688,11 @@ static zero_result zero__cuda_init(zero_ctx *ctx) {
     }
     for (cu->nev = 0; cu->nev < ZERO__STREAM_CAP; cu->nev++)
         if ((e = (int)cudaEventCreateWithFlags(&cu->ev[cu->nev], cudaEventDisableTiming)) != 0) {
+            zero__cuda_fini(ctx);
+            return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
+        }
+    for (cu->nxev = 0; cu->nxev < 2; cu->nxev++)
+        if ((e = (int)cudaEventCreateWithFlags(&cu->xev[cu->nxev], cudaEventDisableTiming)) != 0) {
             zero__cuda_fini(ctx);
             return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
         }
@@ -3706,7 +3734,8 @@ static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
     if (p) cudaFreeHost(p);
 }
 /* the optimizer's chunk table and the norm's block table, built once from the segments
-   (counted in the plan: zero__cuda_table_bytes) */
+   (counted in the plan: zero__cuda_table_bytes), and the pinned staging buffers (counted in
+   the plan under ZERO_TIER_HOST, ZERO_CAT_BUFFERS: 2 * ZERO_STAGE_BYTES) */
 static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__cuda *cu = zero__cu(ctx);
     zero__kchunk *ch;
@@ -3760,6 +3789,12 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__raw_free(&ctx->desc.allocator, bl);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
     ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
+    for (i = 0; i < 2; i++)
+        if (!cu->stage[i] && !(cu->stage[i] = (unsigned char *)zero__cuda_host_alloc(ctx, ZERO_STAGE_BYTES)))
+            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                              "zero_build: CUDA: cudaHostAlloc failed for the pinned staging buffers (2 x %lld bytes): out of memory",
+                              (long long)ZERO_STAGE_BYTES);
+    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGE_BYTES;
     return ZERO_OK;
 }
 static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
@@ -3857,7 +3892,14 @@ static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
 }
 /* The comm thread waits (on the host, not the device) for the compute work queued before
    the task: with the local comm other ranks' streams read this rank's buffers too, and
-   they cannot wait on this rank's events. */
+   they cannot wait on this rank's events. A cudaStreamWaitEvent on the comm stream would
+   not free the thread with NCCL either: each collective first exchanges a header (the
+   mismatch check, zero__nccl_enter) and waits for it on the host, so the thread would
+   block there instead, and that wait's timeout_ms would then count the compute work
+   queued before it; task_end's wait is what makes a finished ticket mean finished device
+   work (zero__wait). Ordering comm tasks on the device needs a comm that says it reads
+   only its own rank's memory on the comm stream, an asynchronous header check, and
+   tickets that complete through events: not here yet. */
 static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
@@ -3870,6 +3912,87 @@ static zero_result zero__cuda_task_end(zero_ctx *ctx) {
 }
 static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
     return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
+}
+
+/* fp32 host values <-> device memory through the pinned double buffer (zero_param_set_f32,
+   zero_gather_params_f32, checkpoints, the mem tier's reads and writes): chunks of
+   ZERO_STAGE_BYTES, each a cudaMemcpyAsync on the compute stream from / into stage[k % 2]
+   and an event xev[k % 2] after it. Put: the host converts chunk k into stage[k % 2] once the
+   copy of chunk k - 2 out of it is done (its event), so the H2D of chunk k - 1 runs while
+   the host converts chunk k. Get: the D2H of chunk k + 1 is issued before the host waits for
+   chunk k and converts it. Both end with nothing in flight (put: the stream is waited for, so
+   the values are in place and an error surfaces here; get: every event was waited for), so
+   the buffers are free for the next call and a failed call leaves none in use either. */
+static zero_result zero__cuda_stage_fail(zero_ctx *ctx, int e, const char *what) {
+    cudaStreamSynchronize(zero__cu(ctx)->compute);  /* nothing may still read or write a buffer */
+    cudaGetLastError();
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, what);
+}
+static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
+    zero__cuda *cu = zero__cu(ctx);
+    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGE_BYTES / es, i, k;
+    int e;
+    for (i = 0, k = 0; i < n; i += per, k++) {
+        int b = (int)(k & 1);
+        int64_t c = n - i < per ? n - i : per;
+        if (k >= 2 && (e = (int)cudaEventSynchronize(cu->xev[b])) != 0)
+            return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
+        zero_from_f32(cu->stage[b], (zero_dtype)dt, src + i, c);
+        if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->stage[b], (size_t)(c * es), cudaMemcpyDefault,
+                                      cu->compute)) != 0)
+            return zero__cuda_stage_fail(ctx, e, "cudaMemcpyAsync (staged, to the device)");
+        if ((e = (int)cudaEventRecord(cu->xev[b], cu->compute)) != 0)
+            return zero__cuda_stage_fail(ctx, e, "cudaEventRecord (a staging buffer)");
+    }
+    if ((e = (int)cudaStreamSynchronize(cu->compute)) != 0)
+        return zero__cuda_stage_fail(ctx, e, "cudaStreamSynchronize after the staged copies");
+    return ZERO_OK;
+}
+static int zero__cuda_stage_issue(zero__cuda *cu, const void *src, int64_t es, int64_t n, int64_t per, int64_t k,
+                                  const char **what) {
+    int64_t i = k * per, c = n - i < per ? n - i : per;
+    int b = (int)(k & 1), e;
+    *what = "cudaMemcpyAsync (staged, to the host)";
+    if ((e = (int)cudaMemcpyAsync(cu->stage[b], (const char *)src + i * es, (size_t)(c * es), cudaMemcpyDefault,
+                                  cu->compute)) != 0)
+        return e;
+    *what = "cudaEventRecord (a staging buffer)";
+    return (int)cudaEventRecord(cu->xev[b], cu->compute);
+}
+static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
+    zero__cuda *cu = zero__cu(ctx);
+    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGE_BYTES / es, nk = (n + per - 1) / per, k;
+    const char *what = "";
+    int e;
+    if (n <= 0) return ZERO_OK;
+    if ((e = zero__cuda_stage_issue(cu, src, es, n, per, 0, &what)) != 0) return zero__cuda_stage_fail(ctx, e, what);
+    for (k = 0; k < nk; k++) {
+        int64_t i = k * per, c = n - i < per ? n - i : per;
+        /* stage[(k + 1) % 2] held chunk k - 1, converted already */
+        if (k + 1 < nk && (e = zero__cuda_stage_issue(cu, src, es, n, per, k + 1, &what)) != 0)
+            return zero__cuda_stage_fail(ctx, e, what);
+        if ((e = (int)cudaEventSynchronize(cu->xev[k & 1])) != 0)
+            return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
+        zero_to_f32(dst + i, cu->stage[k & 1], (zero_dtype)dt, c);
+    }
+    return ZERO_OK;
+}
+/* the host tier's pipeline (>>offload): a copy in flight on the compute stream, an event
+   after it (slot 0 or 1 of xev; the staging calls above leave none in flight), a host wait */
+static zero_result zero__cuda_copy_async(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
+    if (bytes <= 0) return ZERO_OK;
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                          (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, zero__cu(ctx)->compute),
+                          "cudaMemcpyAsync (the offloaded optimizer's pipeline)");
+}
+static zero_result zero__cuda_fence(zero_ctx *ctx, int slot) {
+    zero__cuda *cu = zero__cu(ctx);
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventRecord(cu->xev[slot & 1], cu->compute),
+                          "cudaEventRecord (the offloaded optimizer's pipeline)");
+}
+static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventSynchronize(zero__cu(ctx)->xev[slot & 1]),
+                          "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
 static const zero__dev_vt zero__cuda_dev = {
     ZERO__F(name) "cuda", ZERO__F(host_access) 0, ZERO__F(init) zero__cuda_init, ZERO__F(fini) zero__cuda_fini,
@@ -3895,13 +4018,17 @@ static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
 }
 
 /* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
-   conversion is the CPU's, so every device stores the same bits) */
+   conversion is the CPU's, so every device stores the same bits); on the CUDA device through
+   its pinned double buffer once zero_build made it (zero__cuda_put_f32) */
 #define ZERO__XFER 4096
 static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
     unsigned char buf[ZERO__XFER * 4];
     int64_t i, es = (int64_t)zero__esize(dt);
     zero_result r;
     if (ctx->dev->host_access) { zero_from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_put_f32(ctx, dst, dt, src, n);
+#endif
     for (i = 0; i < n; i += ZERO__XFER) {
         int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
         zero_from_f32(buf, (zero_dtype)dt, src + i, c);
@@ -3914,12 +4041,44 @@ static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src,
     int64_t i, es = (int64_t)zero__esize(dt);
     zero_result r;
     if (ctx->dev->host_access) { zero_to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_get_f32(ctx, dst, src, dt, n);
+#endif
     for (i = 0; i < n; i += ZERO__XFER) {
         int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
         if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
         zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
     }
     return ZERO_OK;
+}
+/* a pipeline's copies (the host tier's step): in flight on the CUDA device until the host
+   waits for a fence recorded after them; done on return on the others */
+static zero_result zero__dev_copy_async(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev) return zero__cuda_copy_async(ctx, dst, src, bytes);
+#endif
+    return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
+}
+static zero_result zero__dev_fence(zero_ctx *ctx, int slot) {
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev) return zero__cuda_fence(ctx, slot);
+#endif
+    (void)ctx; (void)slot;
+    return ZERO_OK;
+}
+static zero_result zero__dev_fence_wait(zero_ctx *ctx, int slot) {
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev) return zero__cuda_fence_wait(ctx, slot);
+#endif
+    (void)ctx; (void)slot;
+    return ZERO_OK;
+}
+/* after a pipeline's failure: nothing left in flight, and the first error's message kept */
+static void zero__dev_drain(zero_ctx *ctx) {
+#ifdef ZERO_CUDA
+    if (ctx->dev == &zero__cuda_dev) { cudaStreamSynchronize(zero__cu(ctx)->compute); cudaGetLastError(); }
+#endif
+    (void)ctx;
 }
 
 /* >>comm ------------------------------------------------------------------------------
@@ -6161,6 +6320,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     zero__offload_plan(d, world, z, p);
     if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
         b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
+    if (d->device == ZERO_DEVICE_CUDA)     /* pinned staging of the host <-> device copies */
+        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGE_BYTES;
     zero__act_plan(d, z, b);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
@@ -6876,36 +7037,118 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
 /* ZeRO-Offload on a device (zero__dev_offload): the gradient shard comes to pinned host
    memory, the CPU's fused pass (the same code and bits as the CPU device's) updates the
    host master and moments and narrows the new params into host memory, and they go back
-   to the device. Segments whose positions advance in lockstep in both layouts move as
-   one copy (padding included), so a step makes a few large transfers, not one per param. */
-static zero_result zero__seg_copy(zero_ctx *ctx, int to_host, void *host, int64_t hes, void *dev_base, int64_t des,
-                                  int dt) {
-    int si = 0;
+   to the device. The state's elements (the segments concatenated, as zero__opt_part cuts
+   them) are cut into sub-groups, pipelined on the CUDA device: while the CPU pass runs on
+   sub-group g, the D2H copy of g + 1's gradients and the H2D copy of g - 1's params are in
+   flight (the compute stream runs them in the order D2H g + 1, H2D g - 1 ... as issued).
+   Pieces of consecutive segments whose positions advance in lockstep in both layouts move
+   as one copy, so a sub-group makes a few large transfers; the padding between them too,
+   but only when the segments are in order in all three layouts (gaps_ok): then a gap holds
+   no other segment's elements. (Out of order, a gap may hold a later sub-group's elements:
+   its host params being written by the CPU pass while this copy reads them is a race, even
+   where that sub-group's own copy, issued later, leaves the right bits.) */
+#define ZERO__HOST_SUBGROUP ((int64_t)1 << 22)      /* elements: at most 16 MiB of f32 per copy */
+typedef struct zero__hostjob {
+    zero_ctx *ctx;
+    zero__optk k;
+    zero__opt_fn fn;
+    int64_t lo, total;              /* the sub-group: [lo, lo + total) of the concatenation */
+    void *params;                   /* host params, indexed like the state */
+} zero__hostjob;
+static void zero__host_part(void *arg, int part, int nparts) {
+    const zero__hostjob *j = (const zero__hostjob *)arg;
+    zero_ctx *ctx = j->ctx;
+    int pdt = j->k.pdt, adt = j->k.adt, si;
+    int64_t lo, hi, off = 0;
+    zero__chunk(j->total, part, nparts, &lo, &hi);
+    lo += j->lo;
+    hi += j->lo;
+    for (si = 0; si < ctx->lay.num_segs && off < hi; off += ctx->lay.segs[si].n, si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
+        void *p;
+        zero__optk k;
+        if (s >= e) continue;
+        k = j->k;
+        k.decay = sg->decay;
+        p = zero__at(j->params, sg->state_idx, pdt);
+        j->fn(&k, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
+              ctx->arena.master ? ctx->arena.master + sg->state_idx : (float *)p,
+              ctx->arena.m ? ctx->arena.m + sg->state_idx : NULL,
+              ctx->arena.v ? ctx->arena.v + sg->state_idx : NULL, s, e);
+    }
+}
+/* the copies of [lo, hi) of the concatenation: gradients to the host or params to the device */
+static zero_result zero__host_xfer(zero_ctx *ctx, int to_host, int64_t lo, int64_t hi, void *host, void *dev_base, int dt,
+                                   int gaps_ok) {
+    int64_t es = (int64_t)zero__esize(dt), off = 0, hs = -1, ds = 0, he = 0;
+    int si;
     zero_result r;
-    while (si < ctx->lay.num_segs) {
-        const zero__segment *a = &ctx->lay.segs[si];
-        int64_t hs = a->state_idx, ds = to_host ? a->grad_idx : a->param_idx, end = a->state_idx + a->n;
-        int sj = si + 1;
-        for (; sj < ctx->lay.num_segs; sj++) {
-            const zero__segment *b = &ctx->lay.segs[sj];
-            if (b->state_idx - hs != (to_host ? b->grad_idx : b->param_idx) - ds) break;
-            end = b->state_idx + b->n;
+    for (si = 0; si <= ctx->lay.num_segs; off += si < ctx->lay.num_segs ? ctx->lay.segs[si].n : 0, si++) {
+        const zero__segment *sg = si < ctx->lay.num_segs ? &ctx->lay.segs[si] : NULL;
+        int64_t s = 0, e = 0, h = 0, d = 0;
+        if (sg) {
+            s = lo - off > 0 ? lo - off : 0;
+            e = hi - off < sg->n ? hi - off : sg->n;
+            if (s >= e) { if (off >= hi) sg = NULL; else continue; }
         }
-        r = to_host ? ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)host + hs * hes, zero__at(dev_base, ds, dt), (end - hs) * des)
-                    : ctx->dev->copy(ctx, ZERO__S_COMPUTE, zero__at(dev_base, ds, dt), (char *)host + hs * hes, (end - hs) * des);
-        if (r != ZERO_OK) return r;
-        si = sj;
+        if (sg) { h = sg->state_idx + s; d = (to_host ? sg->grad_idx : sg->param_idx) + s; }
+        if (hs >= 0 && sg && h - hs == d - ds && (h == he || (gaps_ok && h > he))) { he = h + e - s; continue; }
+        if (hs >= 0) {
+            r = to_host ? zero__dev_copy_async(ctx, (char *)host + hs * es, zero__at(dev_base, ds, dt), (he - hs) * es)
+                        : zero__dev_copy_async(ctx, zero__at(dev_base, ds, dt), (char *)host + hs * es, (he - hs) * es);
+            if (r != ZERO_OK) return r;
+        }
+        if (!sg) break;
+        hs = h; ds = d; he = h + e - s;
     }
     return ZERO_OK;
 }
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
-    int pdt = ctx->desc.param_dtype, adt = ctx->desc.grad_accum_dtype;
-    int64_t ge = (int64_t)zero__esize(adt), pe = (int64_t)zero__esize(pdt);
+    int pdt = ctx->desc.param_dtype, adt = ctx->desc.grad_accum_dtype, si;
     void *hp = pdt == ZERO_F32 ? (void *)ctx->arena.master : ctx->tier.hparam;
-    zero_result r;
-    if ((r = zero__seg_copy(ctx, 1, ctx->tier.hgrad, ge, ctx->arena.grad, ge, adt)) != ZERO_OK) return r;
-    zero__apply_optimizer(ctx, gscale, hp, ctx->tier.hgrad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 1);
-    return zero__seg_copy(ctx, 0, hp, pe, ctx->arena.param, pe, pdt);
+    int64_t total = 0, sub, g, ng;
+    int gaps_ok = 1;
+    zero__hostjob job;
+    zero_result r = ZERO_OK;
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *a = &ctx->lay.segs[si], *b = a + 1;
+        total += a->n;
+        if (si + 1 < ctx->lay.num_segs && (b->state_idx < a->state_idx + a->n || b->grad_idx < a->grad_idx + a->n ||
+                                           b->param_idx < a->param_idx + a->n))
+            gaps_ok = 0;
+    }
+    if (total <= 0) return ZERO_OK;
+    /* an eighth of the shard per sub-group, at most ZERO__HOST_SUBGROUP elements, cut at a
+       multiple of 64 like zero__chunk's cuts (the kernels are element-wise: the same bits
+       however the elements are cut) */
+    sub = zero__align_up((total + 7) / 8, 64);
+    if (sub > ZERO__HOST_SUBGROUP) sub = ZERO__HOST_SUBGROUP;
+    ng = (total + sub - 1) / sub;
+    memset(&job, 0, sizeof job);
+    job.ctx = ctx;
+    job.params = hp;
+    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
+    if ((r = zero__host_xfer(ctx, 1, 0, sub, ctx->tier.hgrad, ctx->arena.grad, adt, gaps_ok)) != ZERO_OK ||
+        (r = zero__dev_fence(ctx, 0)) != ZERO_OK)
+        goto out;
+    for (g = 0; g < ng; g++) {
+        /* fence (g + 1) % 2 was last recorded for g - 1 and waited for */
+        if (g + 1 < ng && ((r = zero__host_xfer(ctx, 1, (g + 1) * sub, (g + 2) * sub, ctx->tier.hgrad, ctx->arena.grad,
+                                                adt, gaps_ok)) != ZERO_OK ||
+                           (r = zero__dev_fence(ctx, (int)((g + 1) & 1))) != ZERO_OK))
+            break;
+        if ((r = zero__dev_fence_wait(ctx, (int)(g & 1))) != ZERO_OK) break;
+        job.lo = g * sub;
+        job.total = total - job.lo < sub ? total - job.lo : sub;
+        /* below ~64K elements waking the pool costs more than it saves */
+        zero__pool_run(ctx->opt.pool, zero__host_part, &job, job.total < 65536);
+        if ((r = zero__host_xfer(ctx, 0, job.lo, job.lo + job.total, hp, ctx->arena.param, pdt, gaps_ok)) != ZERO_OK) break;
+    }
+out:
+    /* the params in place, and no copy left reading or writing the host buffers */
+    if (r != ZERO_OK) { zero__dev_drain(ctx); return r; }
+    return ctx->dev->sync(ctx, ZERO__S_COMPUTE);
 }
 
 /* host: the arenas of the master and moments are in pinned host memory (zero__cat_tier);

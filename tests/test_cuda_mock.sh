@@ -211,4 +211,59 @@ if [ "${ZERO_MOCK_TSAN:-0}" = 1 ]; then
 else
     echo "SKIP mock_tsan: the double under ThreadSanitizer runs with ZERO_MOCK_TSAN=1 (build/mock-tsan/)"
 fi
+# 9. the CUDA device's pipelined copies (tests/cuda_mock/staging.c, ZERO_STAGE_BYTES 256): the pinned
+#    double buffer of set / gather / checkpoints and the ZeRO-Offload step by sub-group, bitwise against
+#    the CPU device; synchronous, then asynchronous with three seeds (and under TSan with ZERO_MOCK_TSAN=1)
+if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/cuda_mock_staging" >>"$LOG" 2>&1; then
+    fail "mock_staging_build: see $LOG"
+else
+    for ms in 0:1 1:1 1:2 1:3; do
+        out=$(ZERO_CUDA_MOCK_ASYNC=${ms%%:*} ZERO_CUDA_MOCK_SEED=${ms##*:} timeout -k 5 300 "$BUILD/mock/cuda_mock_staging" 2>&1); rc=$?
+        name=mock_staging; [ "${ms%%:*}" = 1 ] && name=mock_async_staging_seed${ms##*:}
+        if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
+            echo "PASS $name ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
+        else
+            fail "$name: build/mock/cuda_mock_staging (exit $rc)"
+            printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 10
+        fi
+    done
+fi
+#    their calls under injected faults, as in 4: the staging buffers' cudaHostAlloc, a staged copy and its
+#    event; with --offload-optimizer cpu the pipeline's event wait and copy (numbers checked in both modes)
+for mf in 0:cudaHostAlloc:1 0:cudaMemcpyAsync:8 0:cudaEventRecord:4 1:cudaEventSynchronize:25 1:cudaMemcpyAsync:51; do
+    off=; [ "${mf%%:*}" = 1 ] && off="--offload-optimizer cpu"
+    f=${mf#*:}
+    for mode in 0 1; do
+        out=$(ZERO_CUDA_MOCK_ASYNC=$mode ZERO_CUDA_MOCK_FAIL=$f timeout -k 5 60 "$BUILD/mock/train_mlp" --device cuda \
+              --stage 3 --ranks 2 --steps 3 --hidden 40 --layers 2 --batch 8 --quiet --clip 1 $off 2>&1); rc=$?
+        P=mock_; [ "$mode" = 1 ] && P=mock_async_
+        if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'MOCK_FAIL' && printf '%s\n' "$out" | grep -q 'CUDA: .*failed' &&
+           ! printf '%s\n' "$out" | grep -q 'cuda_mock_leaks'; then
+            echo "PASS ${P}staging_fault_$f${off:+_offload}"
+        else
+            fail "${P}staging_fault_$f${off:+_offload}: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
+        fi
+    done
+done
+#    tests/gpu/bench_staging.c (make test-gpu's set / gather GB/s) as a smoke check: it runs, its values round-trip
+if make --no-print-directory BUILD="$BUILD" "$BUILD/mock/gpu_bench_staging" >>"$LOG" 2>&1 &&
+   out=$(ZERO_CUDA_MOCK_ASYNC=1 ZERO_BENCH_N=100000 timeout -k 5 120 "$BUILD/mock/gpu_bench_staging" 2>&1) &&
+   ! printf '%s\n' "$out" | grep -q '^FAIL ' && printf '%s\n' "$out" | grep -q '^set_f32_GBps='; then
+    echo "PASS mock_async_bench_staging_smoke"
+else
+    fail "mock_async_bench_staging_smoke: $(printf '%s\n' "${out:-}" | grep -v '^PASS ' | tail -n 3 | tr '\n' ' ')"
+fi
+if [ "${ZERO_MOCK_TSAN:-0}" = 1 ]; then
+    if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/cuda_mock_staging" >>"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
+        fail "mock_tsan_staging_build: see $BUILD/logs/cuda_mock_tsan_build.log"
+    else
+        out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 600 "$BUILD/mock-tsan/cuda_mock_staging" 2>&1); rc=$?
+        if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
+            echo "PASS mock_tsan_staging"
+        else
+            fail "mock_tsan_staging: exit $rc"
+            printf '%s\n' "$out" | grep -E -A8 -e '^FAIL ' -e 'WARNING: ThreadSanitizer' | head -n 30
+        fi
+    fi
+fi
 [ "$fails" -eq 0 ]
