@@ -2012,6 +2012,7 @@ struct zero_ctx {
         float loss_scale;
         int dynamic_scale, good_steps;
         double grad_norm;
+        int grads_cleared;          /* this step's pass also cleared the gradients (>>device, >>optim) */
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
@@ -3344,9 +3345,9 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
     return ZERO_OK;
 }
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
-   in >>kernels above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
-   stages their own, so the global norm is the same double, summed in rank order, at
-   every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
+   in >>kernels above zero__sumsq_scalar). Every rank computes its own slice's value this
+   way at every stage (zero_step adds them in rank order in an all-reduce), so the global
+   norm is the same double at every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
    added in order, so the thread count does not change the result either. */
 typedef struct zero__norm_job {
     const zero_ctx *ctx;
@@ -3408,6 +3409,7 @@ typedef struct zero__opt_job {
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
     float *master, *m, *v;
     int by_state;                   /* params and grads are compact host copies indexed like the state */
+    int clear;                      /* zero each gradient right after its use (zero__apply_optimizer_clear) */
 } zero__opt_job;
 
 static void zero__opt_part(void *arg, int part, int nparts) {
@@ -3425,6 +3427,17 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         k = j->k;
         k.decay = sg->decay;
         p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
+        if (j->clear) {     /* a piece at a time, zeroed while its gradients are still in cache */
+            char *g = zero__at(j->grads, sg->grad_idx, adt);
+            int64_t b, be;
+            for (b = s; b < e; b = be) {
+                be = e - b < 8192 ? e : b + 8192;
+                j->fn(&k, g, p, j->master ? j->master + sg->state_idx : (float *)p, j->m ? j->m + sg->state_idx : NULL,
+                      j->v ? j->v + sg->state_idx : NULL, b, be);
+                memset(g + b * (int64_t)zero__esize(adt), 0, (size_t)((be - b) * (int64_t)zero__esize(adt)));
+            }
+            continue;
+        }
         j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
               j->master ? j->master + sg->state_idx : (float *)p,
               j->m ? j->m + sg->state_idx : NULL,
@@ -3462,18 +3475,28 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
 }
 
 /* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                  float *v, int by_state) {
+static void zero__apply_optimizer_x(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
+                                    float *v, int by_state, int clear) {
     zero__opt_job job;
     int si;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
+    job.clear = clear && !by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
     zero__pool_run(ctx->opt.pool, zero__opt_part, &job, job.total < 65536);
 }
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
+                                  float *v, int by_state) {
+    zero__apply_optimizer_x(ctx, gscale, params, grads, master, m, v, by_state, 0);
+}
+/* The pass over the arena's gradients may clear them as it goes, saving zero__end_step
+   a pass of its own: at stage 0 with the gradients accumulated in place, where this
+   rank's segments are every gradient a user can write (the padding around them stays
+   zero: the reductions add zeros there). Returns whether it does. */
+static int zero__pass_clears(const zero_ctx *ctx) { return ctx->desc.stage == 0 && !ctx->lay.staging_mode; }
 
 /* >>device ------------------------------------------------------------------------------
    The devices behind zero__dev_vt (declared in >>structs): cpu, emu and (ZERO_CUDA) cuda. */
@@ -3521,7 +3544,9 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
     return ZERO_OK;
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 0);
+    ctx->opt.grads_cleared = zero__pass_clears(ctx);
+    zero__apply_optimizer_x(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v,
+                            0, ctx->opt.grads_cleared);
     return ZERO_OK;
 }
 static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
@@ -3720,9 +3745,10 @@ static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
     return ZERO_OK;
 }
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
-    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
-                          (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
-                          (float *)zero__emu_tr(ctx->arena.v), 0);
+    ctx->opt.grads_cleared = zero__pass_clears(ctx);
+    zero__apply_optimizer_x(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
+                            (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
+                            (float *)zero__emu_tr(ctx->arena.v), 0, ctx->opt.grads_cleared);
     return ZERO_OK;
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -7940,8 +7966,10 @@ static zero_result zero__grads_ready(zero_ctx *ctx, int mi) {
    zero_step: the step's end (gradients cleared for the next one) and its body. */
 static void zero__end_step(zero_ctx *ctx) {
     int i;
-    if (ctx->desc.stage < 2 && !ctx->lay.staging_mode)      /* an error here shows at the next sync */
+    /* an error here shows at the next sync; the CPU pass may have cleared them already */
+    if (ctx->desc.stage < 2 && !ctx->lay.staging_mode && !ctx->opt.grads_cleared)
         (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
+    ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = 0;
     ctx->grads.total_ready = 0;
 }
@@ -7976,12 +8004,13 @@ static zero_result zero__step(zero_ctx *ctx) {
         if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
-    if (d->stage == 0) {
-        for (i = 0; i < ctx->world; i++) {
-            double v;
-            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
-            total += v;
-        }
+    /* every rank's slice summed from 0.0 in rank order: one rank adds its own; more
+       add theirs in the all-reduce (stage 0 too, whose ranks all hold every slice:
+       reading one slice each costs one tiny collective instead of N slices each) */
+    if (ctx->world == 1) {
+        double v;
+        if ((r = ctx->dev->sumsq(ctx, 0, &v)) != ZERO_OK) return r;
+        total += v;
     } else {
         double v;
         if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
@@ -8008,6 +8037,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
+        ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
         if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
             if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
             return r;

@@ -374,6 +374,13 @@ static zero_result train(int stage, zero_comm *comm, int cpu_threads, int simd, 
         zero_add_f32(zero_param_grad(z, b), d.grad_dtype ? d.grad_dtype : pdt, gr + E2E_N - 1001, 1001);
         if ((r = zero_grads_ready(z, mod)) != ZERO_OK) goto done;
         if ((r = zero_step(z)) != ZERO_OK) goto done;
+        if (stage < 2 && !z->lay.staging_mode) {    /* the next step adds into zeros (stage 0: the pass cleared them) */
+            const unsigned char *g = (const unsigned char *)z->arena.grad;
+            int64_t nb = zero__pcat(z->lay.plan.bytes, ZERO_CAT_GRADS), bi;
+            for (bi = 0; bi < nb && !g[bi]; bi++) {}
+            if (!CHECK(bi == nb, "stage %d step %d: gradient byte %lld of %lld is not cleared", stage, step,
+                       (long long)bi, (long long)nb)) { r = ZERO_ERR_STATE; goto done; }
+        }
     }
     r = zero_gather_params_f32(z, out);     /* collective; every rank writes the same */
     zero_stats_get(z, &st);

@@ -1,12 +1,12 @@
 /* tests/bench/bench_step.c - the whole zero_step against the fused optimizer pass alone,
    on the same state.
 
-   Each configuration (world size 1 and 4 on the local comm, f32 and bf16 params and
+   The CPU device. Each configuration (world size 1 and 4 on the local comm, f32 and bf16 params and
    gradients, AdamW, stage 0 by default) builds one context per rank with M modules
    holding N elements in all, then, best of R repetitions, times on every rank at once
    (a barrier before and after, rank 0's clock):
-     pass  the fused optimizer pass alone (what zero_step runs after the norm), on
-           gradients just written;
+     pass  the fused optimizer pass alone (what zero_step runs after the norm, without
+           the gradients' clearing it may fold in), on gradients just written;
      step  from the gradients just written to zero_step's return: zero_grads_ready for
            every module (the reductions start), then zero_step (it waits for them, takes
            the norm, runs the same pass, clears the gradients).
@@ -92,7 +92,8 @@ static zero_result step_rank(zero_comm *comm, int rank, void *user) {
         write_grads(z, par, len, c->modules, c->dtype, rank, rep);
         pthread_barrier_wait(&c->bar);
         t0 = bench_now_ms();
-        if ((r = z->dev->optimizer(z, 1.0f / (float)world)) != ZERO_OK) goto done;
+        zero__apply_optimizer(z, 1.0f / (float)world, z->arena.param, z->arena.grad, z->arena.master, z->arena.m,
+                              z->arena.v, 0);     /* the pass alone: not the gradients' clearing either */
         pthread_barrier_wait(&c->bar);
         t1 = bench_now_ms();
         /* the pass left the gradients as they were: clear them as a step would, then write */
