@@ -294,7 +294,11 @@
      together once they hold bucket_bytes of gradients or the micro-batch's last module
      is ready; the reductions run on the context's comm stream (on the CPU device, a
      thread of its own) while your backward pass continues. Stages 0-1 reduce on the
-     last micro-batch of a step only; stages 2-3 on every micro-batch.
+     last micro-batch of a step only; stages 2-3 on every micro-batch. On the CPU device
+     a reduction's sum uses the vector units and borrows the cpu_threads pool (ON THE
+     OPTIMIZER), which sleeps during your backward pass, so with cpu_threads > 1 a
+     reduction may briefly run on more cores than the comm thread; one rank reducing in
+     place moves no data at all.
      The default bucket_bytes scales with the model: with G the gradient bytes of the
      trainable modules (their padded elements x the size of grad_dtype),
 
@@ -349,8 +353,11 @@
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64;
      a portable C loop elsewhere; ZERO_SIMD caps the path) and gives bitwise-identical
-     results on every path and thread count. The norm too is the same double at every
-     stage, world size, path and thread count.
+     results on every path and thread count. The norm (each rank reads its own slice of
+     the gradients; the ranks' sums are added in rank order), the reductions' sums and
+     the clearing of the gradients for the next step use the same threads and vector
+     units (at stage 0 the pass clears each gradient right after reading it). The norm
+     too is the same double at every stage, world size, path and thread count.
 
    ON MEMORY
      zero_build plans every buffer before allocating any. zero_plan_get returns the plan
