@@ -16,7 +16,8 @@
 
        build/bench_step [--n ELEMENTS] [--modules M] [--threads T] [--reps R] [--stage S]
                         [--world W] [--dtype f32|bf16]
-       defaults: 16M elements, 8 modules, all online CPUs per rank, 7 repetitions, stage 0,
+       defaults: 16M elements, 8 modules, the online CPUs shared out among the ranks (at
+       least 1 thread each), 7 repetitions, stage 0,
        worlds 1 and 4, both dtypes (--world / --dtype pick one). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
@@ -34,7 +35,7 @@
 
 typedef struct {
     int64_t n;
-    int modules, threads, reps, stage, dtype;
+    int modules, threads, reps, stage, dtype, threads_set;
     pthread_barrier_t bar;
     double pass_ms, step_ms;        /* best, written by rank 0 */
     zero_result err;
@@ -69,7 +70,7 @@ static zero_result step_rank(zero_comm *comm, int rank, void *user) {
     d.stage = c->stage;
     d.param_dtype = (zero_dtype)c->dtype;
     d.grad_dtype = (zero_dtype)c->dtype;
-    d.cpu_threads = c->threads;
+    d.cpu_threads = c->threads_set ? c->threads : c->threads / world > 1 ? c->threads / world : 1;
     d.optim.type = ZERO_OPTIM_ADAMW;
     d.optim.lr = 1e-3;
     d.optim.weight_decay = 0.01;
@@ -131,7 +132,7 @@ int main(int argc, char **argv) {
         if (!v) { fprintf(stderr, "bench_step: %s needs a value\n", argv[a]); return 2; }
         if (!strcmp(argv[a], "--n")) c.n = strtoll(v, NULL, 10);
         else if (!strcmp(argv[a], "--modules")) c.modules = atoi(v);
-        else if (!strcmp(argv[a], "--threads")) c.threads = atoi(v);
+        else if (!strcmp(argv[a], "--threads")) { c.threads = atoi(v); c.threads_set = 1; }
         else if (!strcmp(argv[a], "--reps")) c.reps = atoi(v);
         else if (!strcmp(argv[a], "--stage")) c.stage = atoi(v);
         else if (!strcmp(argv[a], "--world")) { worlds[0] = atoi(v); nw = 1; }
@@ -148,8 +149,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_step: bad options\n");
         return 2;
     }
-    printf("bench_step: %lld elements in %d modules, stage %d, AdamW, %d thread(s) per rank, best of %d\n",
-           (long long)c.n, c.modules, c.stage, c.threads, c.reps);
+    printf("bench_step: %lld elements in %d modules, stage %d, AdamW, %d thread(s)%s, best of %d\n",
+           (long long)c.n, c.modules, c.stage, c.threads, c.threads_set ? " per rank" : " shared out among the ranks",
+           c.reps);
     for (wi = 0; wi < nw; wi++)
         for (di = 0; di < nd; di++) {
             zero_result r;
