@@ -321,6 +321,39 @@ static void test_sum(int level) {
     zero__pool_free(pool, NULL);
 }
 
+/* the comm stream borrows the caller's pool: two threads running jobs on one pool at
+   once (the one that finds it busy works alone) both get every element right */
+typedef struct pool_race { zero__pool *pool; float *in, *out; int64_t n; int rounds; } pool_race;
+static void *pool_race_main(void *arg) {
+    pool_race *p = (pool_race *)arg;
+    const void *ins[2];
+    int r;
+    ins[0] = p->in; ins[1] = p->in;
+    for (r = 0; r < p->rounds; r++) zero__sum_into_k(p->pool, zero__simd_pick(), p->out, ZERO_F32, ins, 2, ZERO_F32, p->n, 0);
+    return NULL;
+}
+static void test_pool_shared(void) {
+    enum { PN = 300000 };
+    zero__pool *pool = zero__pool_create(3, NULL);
+    pool_race a, b;
+    pthread_t t;
+    int64_t i, bad = -1;
+    a.pool = b.pool = pool; a.n = b.n = PN; a.rounds = b.rounds = 50;
+    a.in = (float *)malloc(PN * 4); a.out = (float *)malloc(PN * 4);
+    b.in = (float *)malloc(PN * 4); b.out = (float *)malloc(PN * 4);
+    for (i = 0; i < PN; i++) { a.in[i] = (float)i; b.in[i] = (float)-i * 0.5f; }
+    memset(a.out, 0, PN * 4); memset(b.out, 0, PN * 4);
+    pthread_create(&t, NULL, pool_race_main, &a);
+    pool_race_main(&b);
+    pthread_join(t, NULL);
+    for (i = 0; i < PN && bad < 0; i++)
+        if (a.out[i] != (float)i * 2.0f || b.out[i] != (float)-i) bad = i;
+    CHECK(bad < 0, "element %lld: %g and %g, want %g and %g", (long long)bad, bad < 0 ? 0.0 : (double)a.out[bad],
+          bad < 0 ? 0.0 : (double)b.out[bad], (double)bad * 2.0, (double)-bad);
+    free(a.in); free(a.out); free(b.in); free(b.out);
+    zero__pool_free(pool, NULL);
+}
+
 static void test_simd_knob(void) {
     int best = zero__simd_pick(), l;
     CHECK(zero__simd_supported(ZERO__SIMD_SCALAR), "the scalar path is always there");
@@ -484,6 +517,7 @@ int main(void) {
         test_sum(l);
     }
     TEST_RUN(test_cpu_threads_option);
+    TEST_RUN(test_pool_shared);
     test_threads_and_paths();
     TEST_RUN(test_two_ranks);
     return test_summary();
