@@ -3416,7 +3416,7 @@ typedef struct zero__opt_job {
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
     float *master, *m, *v;
     int by_state;                   /* params and grads are compact host copies indexed like the state */
-    int clear;                      /* zero each gradient right after its use (zero__apply_optimizer_clear) */
+    int clear;                      /* zero each gradient right after its use (zero__pass_clears) */
 } zero__opt_job;
 
 static void zero__opt_part(void *arg, int part, int nparts) {
@@ -3481,23 +3481,21 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     *fn = zero__opt_kernel(ctx->opt.simd, k->opt, k->adt, k->pdt);
 }
 
-/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
-static void zero__apply_optimizer_x(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                    float *v, int by_state, int clear) {
+/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases);
+   over the arena's gradients (by_state 0) with ctx->opt.grads_cleared set, it also clears
+   them as it goes (zero__pass_clears) */
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
+                                  float *v, int by_state) {
     zero__opt_job job;
     int si;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
-    job.clear = clear && !by_state;
+    job.clear = ctx->opt.grads_cleared && !by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
     zero__pool_run(ctx->opt.pool, zero__opt_part, &job, job.total < 65536);
-}
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                  float *v, int by_state) {
-    zero__apply_optimizer_x(ctx, gscale, params, grads, master, m, v, by_state, 0);
 }
 /* The pass over the arena's gradients may clear them as it goes, saving zero__end_step
    a pass of its own: at stage 0 with the gradients accumulated in place, where this
@@ -3552,8 +3550,7 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
     ctx->opt.grads_cleared = zero__pass_clears(ctx);
-    zero__apply_optimizer_x(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v,
-                            0, ctx->opt.grads_cleared);
+    zero__apply_optimizer(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 0);
     return ZERO_OK;
 }
 static zero_result zero__cpu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
@@ -3753,9 +3750,9 @@ static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
 }
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
     ctx->opt.grads_cleared = zero__pass_clears(ctx);
-    zero__apply_optimizer_x(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
-                            (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
-                            (float *)zero__emu_tr(ctx->arena.v), 0, ctx->opt.grads_cleared);
+    zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
+                          (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
+                          (float *)zero__emu_tr(ctx->arena.v), 0);
     return ZERO_OK;
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
