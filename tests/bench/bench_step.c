@@ -1,10 +1,10 @@
 /* tests/bench/bench_step.c - the whole zero_step against the fused optimizer pass alone,
    on the same state.
 
-   The CPU device. Each configuration (world size 1 and 4 on the local comm, f32 and bf16 params and
-   gradients, AdamW, stage 0 by default) builds one context per rank with M modules
-   holding N elements in all, then, best of R repetitions, times on every rank at once
-   (a barrier before and after, rank 0's clock):
+   The CPU device. Each configuration (world size 1 and 4 on the local comm, f32 and
+   bf16 params and gradients, AdamW, stage 0 by default) builds one context per rank
+   with M modules holding N elements in all, then, best of R repetitions (at most 64),
+   times on every rank at once (a barrier before and after, rank 0's clock):
      pass  the fused optimizer pass alone (what zero_step runs after the norm, without
            the gradients' clearing it may fold in), on gradients just written;
      step  from the gradients just written to zero_step's return: zero_grads_ready for
@@ -18,8 +18,8 @@
        build/bench_step [--n ELEMENTS] [--modules M] [--threads T] [--reps R] [--stage S]
                         [--world W] [--dtype f32|bf16]
        defaults: 16M elements, 8 modules, the online CPUs shared out among the ranks (at
-       least 1 thread each), 7 repetitions, stage 0,
-       worlds 1 and 4, both dtypes (--world / --dtype pick one). */
+       least 1 thread each), 7 repetitions, stage 0, worlds 1 and 4, both dtypes
+       (--world / --dtype pick one). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #define ZERO_IMPLEMENTATION
