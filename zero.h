@@ -298,7 +298,11 @@
      together once they hold bucket_bytes of gradients or the micro-batch's last module
      is ready; the reductions run on the context's comm stream (on the CPU device, a
      thread of its own) while your backward pass continues. Stages 0-1 reduce on the
-     last micro-batch of a step only; stages 2-3 on every micro-batch.
+     last micro-batch of a step only; stages 2-3 on every micro-batch. On the CPU device
+     a reduction's sum uses the vector units and borrows the cpu_threads pool (ON THE
+     OPTIMIZER), which sleeps during your backward pass, so with cpu_threads > 1 a
+     reduction may briefly run on more cores than the comm thread; one rank reducing in
+     place moves no data at all.
      The default bucket_bytes scales with the model: with G the gradient bytes of the
      trainable modules (their padded elements x the size of grad_dtype),
 
@@ -353,8 +357,11 @@
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64;
      a portable C loop elsewhere; ZERO_SIMD caps the path) and gives bitwise-identical
-     results on every path and thread count. The norm too is the same double at every
-     stage, world size, path and thread count.
+     results on every path and thread count. The norm (each rank reads its own slice of
+     the gradients; the ranks' sums are added in rank order), the reductions' sums and
+     the clearing of the gradients for the next step use the same threads and vector
+     units (at stage 0 the pass clears each gradient right after reading it). The norm
+     too is the same double at every stage, world size, path and thread count.
 
    ON MEMORY
      zero_build plans every buffer before allocating any. zero_plan_get returns the plan
@@ -2038,6 +2045,7 @@ struct zero_ctx {
         float loss_scale;
         int dynamic_scale, good_steps;
         double grad_norm;
+        int grads_cleared;          /* this step's pass also cleared the gradients (>>device, >>optim) */
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
@@ -2609,6 +2617,62 @@ static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
     else zero__sumsq_tail(g, 0, n, lanes, ZERO_F16);
     return zero__lanes_sum(lanes);
 }
+/* four whole consecutive blocks at once, out[q] = block q's sum, each block exactly as
+   above: a block's lanes are one chain of dependent adds, so the vector paths run four
+   chains side by side to keep the adder busy (one chain ran at half the memory speed) */
+typedef void (*zero__sumsq4_fn)(const void *g, int adt, double *out);
+static void zero__sumsq4_scalar(const void *g, int adt, double *out) {
+    int q;
+    for (q = 0; q < 4; q++) out[q] = zero__sumsq_scalar(zero__at((void *)g, (int64_t)q * ZERO__NORM_BLOCK, adt), ZERO__NORM_BLOCK, adt);
+}
+
+/* The reductions' sum (zero__sum_into, below): elements [lo, hi) of
+   out (rdt) = [out +] ins[0] + ins[1] + ... (sdt), each element summed in fp32 in input
+   order, the stored value added first when accumulating, narrowed once. Element i's
+   result depends on element i of the inputs only, so a path may take any number of
+   elements at a time and the pool may cut the range anywhere: every path and thread
+   count gives the same bits. Each element is read from every input before it is
+   written, so out may be one of the inputs (at the same offset). One instantiation per
+   (sdt, rdt) per path, as for the optimizer loops. */
+typedef void (*zero__sum_fn)(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi, int accumulate);
+ZERO__INLINE void zero__sum_scalar_t(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi, int accumulate,
+                                     int sdt, int rdt) {
+    float acc[256];
+    int64_t base, i;
+    int k;
+    for (base = lo; base < hi; base += 256) {
+        int64_t n = hi - base < 256 ? hi - base : 256;
+        for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
+        for (k = 1; k < nin; k++)
+            for (i = 0; i < n; i++) acc[i] += zero__ld(ins[k], base + i, sdt);
+        if (accumulate)
+            for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
+        for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
+    }
+}
+#define ZERO__SUM_INSTANCES(P, ATTR)                                                                   \
+    ZERO__SUM_INST(P, ATTR, f32_f32, ZERO_F32, ZERO_F32)                                               \
+    ZERO__SUM_INST(P, ATTR, f32_bf16, ZERO_F32, ZERO_BF16)                                             \
+    ZERO__SUM_INST(P, ATTR, f32_f16, ZERO_F32, ZERO_F16)                                               \
+    ZERO__SUM_INST(P, ATTR, bf16_f32, ZERO_BF16, ZERO_F32)                                             \
+    ZERO__SUM_INST(P, ATTR, bf16_bf16, ZERO_BF16, ZERO_BF16)                                           \
+    ZERO__SUM_INST(P, ATTR, bf16_f16, ZERO_BF16, ZERO_F16)                                             \
+    ZERO__SUM_INST(P, ATTR, f16_f32, ZERO_F16, ZERO_F32)                                               \
+    ZERO__SUM_INST(P, ATTR, f16_bf16, ZERO_F16, ZERO_BF16)                                             \
+    ZERO__SUM_INST(P, ATTR, f16_f16, ZERO_F16, ZERO_F16)
+/* the table, indexed [sdt - 1][rdt - 1] */
+#define ZERO__SUM_TABLE(P) {                                                                           \
+    { zero__sum_##P##_f32_f32, zero__sum_##P##_f32_bf16, zero__sum_##P##_f32_f16 },                      \
+    { zero__sum_##P##_bf16_f32, zero__sum_##P##_bf16_bf16, zero__sum_##P##_bf16_f16 },                   \
+    { zero__sum_##P##_f16_f32, zero__sum_##P##_f16_bf16, zero__sum_##P##_f16_f16 } }
+#define ZERO__SUM_INST(P, ATTR, NAME, SDT, RDT)                                                        \
+    ATTR static void zero__sum_##P##_##NAME(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi, \
+                                            int accumulate) {                                          \
+        unsigned fpenv = zero__fpenv_enter();                                                          \
+        zero__sum_##P##_t(out, ins, nin, lo, hi, accumulate, SDT, RDT);                                \
+        zero__fpenv_leave(fpenv);                                                                      \
+    }
+ZERO__SUM_INSTANCES(scalar, )
 
 #if defined(ZERO__X86)
 /* The vector arithmetic is written with operators (GNU vector extensions), not with the
@@ -2761,6 +2825,48 @@ ZERO__AVX2_ATTR static double zero__sumsq_avx2(const void *g, int64_t n, int adt
     if (adt == ZERO_BF16) return zero__sumsq_avx2_t(g, n, ZERO_BF16);
     return zero__sumsq_avx2_t(g, n, ZERO_F16);
 }
+#define ZERO__SQ4_AVX2_STEP(a0, a1, q) do {                                                            \
+        __m256 x = zero__avx2_ld(g, (int64_t)(q) * ZERO__NORM_BLOCK + j, adt);                           \
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(x)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)); \
+        a0 = ZERO__VADD(a0, ZERO__VMULD(lo, lo));                                                      \
+        a1 = ZERO__VADD(a1, ZERO__VMULD(hi, hi));                                                      \
+    } while (0)
+ZERO__AVX2_INLINE void zero__sumsq4_avx2_t(const void *g, int adt, double *out) {
+    double lanes[8];
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, b0 = a0, b1 = a0, c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+    int64_t j;
+    for (j = 0; j < ZERO__NORM_BLOCK; j += 8) {
+        ZERO__SQ4_AVX2_STEP(a0, a1, 0);
+        ZERO__SQ4_AVX2_STEP(b0, b1, 1);
+        ZERO__SQ4_AVX2_STEP(c0, c1, 2);
+        ZERO__SQ4_AVX2_STEP(d0, d1, 3);
+    }
+    _mm256_storeu_pd(lanes, a0); _mm256_storeu_pd(lanes + 4, a1); out[0] = zero__lanes_sum(lanes);
+    _mm256_storeu_pd(lanes, b0); _mm256_storeu_pd(lanes + 4, b1); out[1] = zero__lanes_sum(lanes);
+    _mm256_storeu_pd(lanes, c0); _mm256_storeu_pd(lanes + 4, c1); out[2] = zero__lanes_sum(lanes);
+    _mm256_storeu_pd(lanes, d0); _mm256_storeu_pd(lanes + 4, d1); out[3] = zero__lanes_sum(lanes);
+}
+#undef ZERO__SQ4_AVX2_STEP
+ZERO__AVX2_ATTR static void zero__sumsq4_avx2(const void *g, int adt, double *out) {
+    if (adt == ZERO_F32) zero__sumsq4_avx2_t(g, ZERO_F32, out);
+    else if (adt == ZERO_BF16) zero__sumsq4_avx2_t(g, ZERO_BF16, out);
+    else zero__sumsq4_avx2_t(g, ZERO_F16, out);
+}
+/* the reductions' sum, 8 elements at a time: the same adds in the same order */
+ZERO__AVX2_INLINE void zero__sum_avx2_t(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi,
+                                        int accumulate, int sdt, int rdt) {
+    int64_t i = lo;
+    int k;
+    for (; i + 8 <= hi; i += 8) {
+        __m256 acc = zero__avx2_ld(ins[0], i, sdt);
+        for (k = 1; k < nin; k++) acc = ZERO__VADD(acc, zero__avx2_ld(ins[k], i, sdt));
+        if (accumulate) acc = ZERO__VADD(zero__avx2_ld(out, i, rdt), acc);
+        if (rdt == ZERO_F32) _mm256_storeu_ps((float *)out + i, acc);
+        else zero__avx2_st(out, i, rdt, acc);
+    }
+    zero__sum_scalar_t(out, ins, nin, i, hi, accumulate, sdt, rdt);
+}
+ZERO__SUM_INSTANCES(avx2, ZERO__AVX2_ATTR)
 
 /* ---- AVX-512F: 16 lanes ---- */
 #define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
@@ -2885,10 +2991,53 @@ ZERO__AVX512_ATTR static double zero__sumsq_avx512(const void *g, int64_t n, int
     if (adt == ZERO_BF16) return zero__sumsq_avx512_t(g, n, ZERO_BF16);
     return zero__sumsq_avx512_t(g, n, ZERO_F16);
 }
+#define ZERO__SQ4_AVX512_STEP(acc, q) do {                                                              \
+        __m512 x = zero__avx512_ld(g, (int64_t)(q) * ZERO__NORM_BLOCK + j, adt);                         \
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(x));                                       \
+        __m512d hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));  \
+        acc = ZERO__VADD(acc, ZERO__VMULD(lo, lo));                                                    \
+        acc = ZERO__VADD(acc, ZERO__VMULD(hi, hi));                                                    \
+    } while (0)
+ZERO__AVX512_INLINE void zero__sumsq4_avx512_t(const void *g, int adt, double *out) {
+    double lanes[8];
+    __m512d a = _mm512_setzero_pd(), b = a, c = a, d = a;
+    int64_t j;
+    for (j = 0; j < ZERO__NORM_BLOCK; j += 16) {
+        ZERO__SQ4_AVX512_STEP(a, 0);
+        ZERO__SQ4_AVX512_STEP(b, 1);
+        ZERO__SQ4_AVX512_STEP(c, 2);
+        ZERO__SQ4_AVX512_STEP(d, 3);
+    }
+    _mm512_storeu_pd(lanes, a); out[0] = zero__lanes_sum(lanes);
+    _mm512_storeu_pd(lanes, b); out[1] = zero__lanes_sum(lanes);
+    _mm512_storeu_pd(lanes, c); out[2] = zero__lanes_sum(lanes);
+    _mm512_storeu_pd(lanes, d); out[3] = zero__lanes_sum(lanes);
+}
+#undef ZERO__SQ4_AVX512_STEP
+ZERO__AVX512_ATTR static void zero__sumsq4_avx512(const void *g, int adt, double *out) {
+    if (adt == ZERO_F32) zero__sumsq4_avx512_t(g, ZERO_F32, out);
+    else if (adt == ZERO_BF16) zero__sumsq4_avx512_t(g, ZERO_BF16, out);
+    else zero__sumsq4_avx512_t(g, ZERO_F16, out);
+}
+ZERO__AVX512_INLINE void zero__sum_avx512_t(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi,
+                                            int accumulate, int sdt, int rdt) {
+    int64_t i = lo;
+    int k;
+    for (; i + 16 <= hi; i += 16) {
+        __m512 acc = zero__avx512_ld(ins[0], i, sdt);
+        for (k = 1; k < nin; k++) acc = ZERO__VADD(acc, zero__avx512_ld(ins[k], i, sdt));
+        if (accumulate) acc = ZERO__VADD(zero__avx512_ld(out, i, rdt), acc);
+        if (rdt == ZERO_F32) _mm512_storeu_ps((float *)out + i, acc);
+        else zero__avx512_st(out, i, rdt, acc);
+    }
+    zero__sum_scalar_t(out, ins, nin, i, hi, accumulate, sdt, rdt);
+}
+ZERO__SUM_INSTANCES(avx512, ZERO__AVX512_ATTR)
 #undef ZERO__VMUL
 #undef ZERO__VMULD
 #endif /* ZERO__X86 */
 #undef ZERO__OPT_INST
+#undef ZERO__SUM_INST
 
 static int zero__simd_supported(int level) {
     if (level == ZERO__SIMD_SCALAR) return 1;
@@ -2918,6 +3067,29 @@ static zero__sumsq_fn zero__sumsq_kernel(int level) {
     (void)level;
     return zero__sumsq_scalar;
 }
+static zero__sumsq4_fn zero__sumsq4_kernel(int level) {
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return zero__sumsq4_avx512;
+    if (level == ZERO__SIMD_AVX2) return zero__sumsq4_avx2;
+#endif
+    (void)level;
+    return zero__sumsq4_scalar;
+}
+/* NULL for a dtype outside f32 / bf16 / f16 */
+static zero__sum_fn zero__sum_kernel(int level, int sdt, int rdt) {
+    static const zero__sum_fn scalar[3][3] = ZERO__SUM_TABLE(scalar);
+#if defined(ZERO__X86)
+    static const zero__sum_fn avx2[3][3] = ZERO__SUM_TABLE(avx2);
+    static const zero__sum_fn avx512[3][3] = ZERO__SUM_TABLE(avx512);
+#endif
+    if (sdt < ZERO_F32 || sdt > ZERO_F16 || rdt < ZERO_F32 || rdt > ZERO_F16) return NULL;
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return avx512[sdt - 1][rdt - 1];
+    if (level == ZERO__SIMD_AVX2) return avx2[sdt - 1][rdt - 1];
+#endif
+    (void)level;
+    return scalar[sdt - 1][rdt - 1];
+}
 static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
     static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
 #if defined(ZERO__X86)
@@ -2933,7 +3105,12 @@ static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
 /* ---- the optimizer thread pool ----
    cpu_threads - 1 workers, started at zero_build and parked on a condition variable;
    zero__pool_run wakes them with a new generation number, runs part 0 on the caller
-   and waits until every part is done. Nothing is created or freed per step. */
+   and waits until every part is done. Nothing is created or freed per step.
+   The pool is the caller's threads, idle outside zero_step on the CPU device; the comm
+   stream borrows it for a reduction's sum (zero__sum_into_k), so a run may come from
+   two threads at once: the one that finds the pool busy does all its parts itself.
+   Every job run on the pool gives the same bits at any part count, so that only
+   changes how fast it goes. */
 typedef void (*zero__pool_fn)(void *arg, int part, int nparts);
 typedef struct zero__pool zero__pool;
 typedef struct zero__worker { zero__pool *pool; int part; pthread_t thread; } zero__worker;
@@ -2942,6 +3119,7 @@ struct zero__pool {
     pthread_cond_t work, done;
     zero__worker *workers;
     int nworkers, started, stop, pending;
+    int busy;                       /* a run is in progress (on another thread, maybe) */
     uint64_t gen;
     zero__pool_fn fn;
     void *arg;
@@ -3024,6 +3202,8 @@ static void zero__pool_free(zero__pool *pl, const zero_allocator *a) {
 static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int serial) {
     if (!pl || pl->nworkers == 0 || serial) { fn(arg, 0, 1); return; }
     pthread_mutex_lock(&pl->mu);
+    if (pl->busy) { pthread_mutex_unlock(&pl->mu); fn(arg, 0, 1); return; }
+    pl->busy = 1;
     pl->fn = fn;
     pl->arg = arg;
     pl->pending = pl->nworkers;
@@ -3033,6 +3213,7 @@ static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int seri
     fn(arg, 0, pl->nworkers + 1);
     pthread_mutex_lock(&pl->mu);
     while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    pl->busy = 0;
     pthread_mutex_unlock(&pl->mu);
 }
 
@@ -3064,25 +3245,37 @@ static inline void zero__dequantize_i8(void *x, int xdt, const int8_t *q, const 
     for (i = 0; i < n; i++) zero__st(x, i, xdt, zero__dq8(q[i], scales[i / block]));
 }
 
-/* out[i] = [out[i] +] sum_k in_k[i], in fp32, ranks in order; chunked so the
-   inner loops are simple enough to vectorize. Reads all inputs of a chunk before
-   writing it, so out may alias this rank's own input. */
+/* out[i] = [out[i] +] sum_k in_k[i], in fp32, ranks in order (the kernels above
+   zero__sum_scalar_t: no dtype branch per element), cut into one contiguous part per
+   pool thread (pool may be NULL: the calling thread alone). out may alias one input. */
+typedef struct zero__sum_job {
+    zero__sum_fn fn;
+    void *out;
+    const void *const *ins;
+    int nin, accumulate;
+    int64_t count;
+} zero__sum_job;
+static void zero__sum_part(void *arg, int part, int nparts) {
+    const zero__sum_job *j = (const zero__sum_job *)arg;
+    int64_t lo, hi;
+    zero__chunk(j->count, part, nparts, &lo, &hi);
+    if (lo < hi) j->fn(j->out, j->ins, j->nin, lo, hi, j->accumulate);
+}
+static void zero__sum_into_k(zero__pool *pool, int simd, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                             int64_t count, int accumulate) {
+    zero__sum_job job;
+    if (count <= 0 || nin < 1) return;
+    job.fn = zero__sum_kernel(simd, sdt, rdt);
+    if (!job.fn) return;                /* not a float dtype: the callers never pass one */
+    job.out = out; job.ins = ins; job.nin = nin; job.accumulate = accumulate; job.count = count;
+    /* below ~64K elements read waking the pool costs more than it saves */
+    zero__pool_run(pool, zero__sum_part, &job, count * (nin + accumulate) < 65536);
+}
+/* the same, on the calling thread, the path from ZERO_SIMD and the CPU (the MPI comm's
+   sums and a local comm endpoint that no context uses) */
 static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
                            int64_t count, int accumulate) {
-    float acc[256];
-    int64_t base, i;
-    int k;
-    unsigned fpenv = zero__fpenv_enter();
-    for (base = 0; base < count; base += 256) {
-        int64_t n = count - base < 256 ? count - base : 256;
-        for (i = 0; i < n; i++) acc[i] = zero__ld(ins[0], base + i, sdt);
-        for (k = 1; k < nin; k++)
-            for (i = 0; i < n; i++) acc[i] += zero__ld(ins[k], base + i, sdt);
-        if (accumulate)
-            for (i = 0; i < n; i++) acc[i] = zero__ld(out, base + i, rdt) + acc[i];
-        for (i = 0; i < n; i++) zero__st(out, base + i, rdt, acc[i]);
-    }
-    zero__fpenv_leave(fpenv);
+    zero__sum_into_k(NULL, zero__simd_pick(), out, rdt, ins, nin, sdt, count, accumulate);
 }
 #define ZERO__MR 4
 #define ZERO__NR 16
@@ -3185,11 +3378,17 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
     return ZERO_OK;
 }
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
-   in >>kernels above zero__sumsq_scalar). Stage 0 computes every rank's value this way, the sharded
-   stages their own, so the global norm is the same double, summed in rank order, at
-   every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
+   in >>kernels above zero__sumsq_scalar). Every rank computes its own slice's value this
+   way at every stage (zero_step adds them in rank order in an all-reduce), so the global
+   norm is the same double at every stage. The pool computes the block sums into ctx->opt.norm_part; they are then
    added in order, so the thread count does not change the result either. */
-typedef struct zero__norm_job { const zero_ctx *ctx; const void *grads; int r; zero__sumsq_fn fn; } zero__norm_job;
+typedef struct zero__norm_job {
+    const zero_ctx *ctx;
+    const void *grads;
+    int r;
+    zero__sumsq_fn fn;
+    zero__sumsq4_fn fn4;
+} zero__norm_job;
 
 static void zero__norm_part(void *arg, int part, int nparts) {
     const zero__norm_job *j = (const zero__norm_job *)arg;
@@ -3205,6 +3404,11 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
+            if (first + b + 4 <= hi && per - s >= 4 * ZERO__NORM_BLOCK) {     /* four whole blocks */
+                j->fn4(zero__at((void *)j->grads, base + s, adt), adt, &ctx->opt.norm_part[first + b]);
+                b += 3;
+                continue;
+            }
             ctx->opt.norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
         }
         first += nb;
@@ -3221,6 +3425,7 @@ static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
     job.grads = grads;
     job.r = r;
     job.fn = zero__sumsq_kernel(ctx->opt.simd);
+    job.fn4 = zero__sumsq4_kernel(ctx->opt.simd);
     zero__pool_run(ctx->opt.pool, zero__norm_part, &job, ctx->opt.norm_blocks < 256);
     for (b = 0; b < ctx->opt.norm_blocks; b++) s += ctx->opt.norm_part[b];
     return s;
@@ -3237,6 +3442,7 @@ typedef struct zero__opt_job {
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
     float *master, *m, *v;
     int by_state;                   /* params and grads are compact host copies indexed like the state */
+    int clear;                      /* zero each gradient right after its use (zero__pass_clears) */
 } zero__opt_job;
 
 static void zero__opt_part(void *arg, int part, int nparts) {
@@ -3254,6 +3460,17 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         k = j->k;
         k.decay = sg->decay;
         p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
+        if (j->clear) {     /* a piece at a time, zeroed while its gradients are still in cache */
+            char *g = zero__at(j->grads, sg->grad_idx, adt);
+            int64_t b, be;
+            for (b = s; b < e; b = be) {
+                be = e - b < 8192 ? e : b + 8192;
+                j->fn(&k, g, p, j->master ? j->master + sg->state_idx : (float *)p, j->m ? j->m + sg->state_idx : NULL,
+                      j->v ? j->v + sg->state_idx : NULL, b, be);
+                memset(g + b * (int64_t)zero__esize(adt), 0, (size_t)((be - b) * (int64_t)zero__esize(adt)));
+            }
+            continue;
+        }
         j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
               j->master ? j->master + sg->state_idx : (float *)p,
               j->m ? j->m + sg->state_idx : NULL,
@@ -3290,7 +3507,9 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     *fn = zero__opt_kernel(ctx->opt.simd, k->opt, k->adt, k->pdt);
 }
 
-/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases) */
+/* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases);
+   over the arena's gradients (by_state 0) with ctx->opt.grads_cleared set, it also clears
+   them as it goes (zero__pass_clears) */
 static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
                                   float *v, int by_state) {
     zero__opt_job job;
@@ -3298,11 +3517,17 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, voi
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
+    job.clear = ctx->opt.grads_cleared && !by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
     zero__pool_run(ctx->opt.pool, zero__opt_part, &job, job.total < 65536);
 }
+/* The pass over the arena's gradients may clear them as it goes, saving zero__end_step
+   a pass of its own: at stage 0 with the gradients accumulated in place, where this
+   rank's segments are every gradient a user can write (the padding around them stays
+   zero: the reductions add zeros there). Returns whether it does. */
+static int zero__pass_clears(const zero_ctx *ctx) { return ctx->desc.stage == 0 && !ctx->lay.staging_mode; }
 
 /* >>device ------------------------------------------------------------------------------
    The devices behind zero__dev_vt (declared in >>structs): cpu, emu and (ZERO_CUDA) cuda. */
@@ -3323,15 +3548,26 @@ static zero_result zero__cpu_copy(zero_ctx *ctx, int s, void *dst, const void *s
     if (bytes > 0 && dst != src) memcpy(dst, src, (size_t)bytes);
     return ZERO_OK;
 }
+typedef struct zero__fill_job { char *dst; int64_t bytes; } zero__fill_job;
+static void zero__fill0_part(void *arg, int part, int nparts) {
+    const zero__fill_job *j = (const zero__fill_job *)arg;
+    int64_t lo, hi;
+    zero__chunk(j->bytes, part, nparts, &lo, &hi);
+    if (lo < hi) memset(j->dst + lo, 0, (size_t)(hi - lo));
+}
+/* large fills (the gradients' clearing at the end of a step) on the pool */
 static zero_result zero__cpu_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
-    (void)ctx; (void)s;
-    if (bytes > 0) memset(dst, 0, (size_t)bytes);
+    zero__fill_job job;
+    (void)s;
+    if (bytes <= 0) return ZERO_OK;
+    job.dst = (char *)dst; job.bytes = bytes;
+    zero__pool_run(ctx->opt.pool, zero__fill0_part, &job, bytes < ((int64_t)1 << 20));
     return ZERO_OK;
 }
 static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                       int64_t count, int accumulate) {
-    (void)ctx; (void)s;
-    if (count > 0) zero__sum_into(out, rdt, ins, nin, sdt, count, accumulate);
+    (void)s;    /* the comm stream too borrows the pool (see the pool's comment above) */
+    zero__sum_into_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate);
     return ZERO_OK;
 }
 static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
@@ -3339,6 +3575,7 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
     return ZERO_OK;
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
+    ctx->opt.grads_cleared = zero__pass_clears(ctx);
     zero__apply_optimizer(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 0);
     return ZERO_OK;
 }
@@ -3538,6 +3775,7 @@ static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
     return ZERO_OK;
 }
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
+    ctx->opt.grads_cleared = zero__pass_clears(ctx);
     zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
                           (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
                           (float *)zero__emu_tr(ctx->arena.v), 0);
@@ -4257,7 +4495,10 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
     for (k = 0; k < c->size; k++)
         ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * count * (int64_t)zero__esize(sdt);
-    r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
+    /* one rank reducing in place: the sum of one input is that input (a NaN's payload
+       aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves */
+    if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
+    else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
     r = zero__local_link(c, count * (int64_t)zero__esize(sdt) * (c->size - 1), zero__local_leave(c, timeout_ms));
     return r2 != ZERO_OK ? r2 : r;
 }
@@ -8027,8 +8268,10 @@ static zero_result zero__grads_ready(zero_ctx *ctx, int mi) {
    zero_step: the step's end (gradients cleared for the next one) and its body. */
 static void zero__end_step(zero_ctx *ctx) {
     int i;
-    if (ctx->desc.stage < 2 && !ctx->lay.staging_mode)      /* an error here shows at the next sync */
+    /* an error here shows at the next sync; the CPU pass may have cleared them already */
+    if (ctx->desc.stage < 2 && !ctx->lay.staging_mode && !ctx->opt.grads_cleared)
         (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
+    ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = 0;
     ctx->grads.total_ready = 0;
 }
@@ -8063,12 +8306,13 @@ static zero_result zero__step(zero_ctx *ctx) {
         if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
-    if (d->stage == 0) {
-        for (i = 0; i < ctx->world; i++) {
-            double v;
-            if ((r = ctx->dev->sumsq(ctx, i, &v)) != ZERO_OK) return r;
-            total += v;
-        }
+    /* every rank's slice summed from 0.0 in rank order: one rank adds its own; more
+       add theirs in the all-reduce (stage 0 too, whose ranks all hold every slice:
+       reading one slice each costs one tiny collective instead of N slices each) */
+    if (ctx->world == 1) {
+        double v;
+        if ((r = ctx->dev->sumsq(ctx, 0, &v)) != ZERO_OK) return r;
+        total += v;
     } else {
         double v;
         if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
@@ -8095,6 +8339,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
     {
         double t0 = zero__trace_t0(ctx);
+        ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
         if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
             if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
             return r;

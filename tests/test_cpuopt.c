@@ -240,6 +240,120 @@ static void test_sumsq(int level) {
     }
 }
 
+/* four whole blocks at once (what the norm runs where a slice has them): each block's
+   sum is bitwise the single-block kernel's */
+static void test_sumsq4(int level) {
+    zero__sumsq_fn fn = zero__sumsq_kernel(level);
+    zero__sumsq4_fn fn4 = zero__sumsq4_kernel(level);
+    int adt, rep, q;
+    for (adt = ZERO_F32; adt <= ZERO_F16; adt++) {
+        char *buf = (char *)malloc(4 * ZERO__NORM_BLOCK * 4 + 8);
+        int ok = 1;
+        test_begin("cpuopt_%s_sumsq4_g%s", zero__simd_name[level], zero_dtype_str((zero_dtype)adt));
+        for (rep = 0; rep < 6 && ok; rep++) {
+            int64_t j, off = rep % 3;
+            void *g = buf + off * (int64_t)esz(adt);
+            double got[4];
+            for (j = 0; j < 4 * ZERO__NORM_BLOCK; j++) {
+                float x = edge_float(0);
+                if (rep == 5 && j == 1500) x = bits(0x7f800000u);
+                if (adt == ZERO_F32) ((float *)g)[j] = x;
+                else if (adt == ZERO_BF16) ((uint16_t *)g)[j] = zero__f32_to_bf16(x);
+                else ((uint16_t *)g)[j] = zero__f32_to_f16(x);
+            }
+            fn4(g, adt, got);
+            for (q = 0; q < 4 && ok; q++) {
+                double want = fn((char *)g + (int64_t)q * ZERO__NORM_BLOCK * (int64_t)esz(adt), ZERO__NORM_BLOCK, adt);
+                ok &= CHECK(memcmp(&want, &got[q], sizeof want) == 0 || (want != want && got[q] != got[q]),
+                            "%s off=%lld block %d: %.17g, one block at a time gives %.17g", zero__simd_name[level],
+                            (long long)off, q, got[q], want);
+            }
+        }
+        free(buf);
+        test_end();
+    }
+}
+
+/* the reductions' sum: every (input dtype, output dtype), 1-5 inputs, with and without
+   accumulating, the output aliasing an input or not, odd lengths and starts, on the
+   path alone and cut across a 3-thread pool: bitwise the definition (fp32, inputs in
+   order, the stored value added first, one narrowing; NaN payloads may differ) */
+static void test_sum(int level) {
+    enum { SN = 1000 };
+    zero__pool *pool = zero__pool_create(3, NULL);
+    int sdt, rdt;
+    for (sdt = ZERO_F32; sdt <= ZERO_F16; sdt++)
+        for (rdt = ZERO_F32; rdt <= ZERO_F16; rdt++) {
+            int ok = 1, rep;
+            test_begin("cpuopt_%s_sum_s%s_r%s", zero__simd_name[level], zero_dtype_str((zero_dtype)sdt),
+                       zero_dtype_str((zero_dtype)rdt));
+            ok &= CHECK(zero__sum_kernel(level, sdt, rdt) != NULL, "no kernel");
+            for (rep = 0; rep < 40 && ok; rep++) {
+                int nin = 1 + rep % 5, acc = rep / 5 % 2, alias = rep / 10 % 2 && sdt == rdt, k;
+                int64_t n = rep < 20 ? 1 + rnd32() % 300 : SN - rnd32() % 40, off = rnd32() % 3, i;
+                char *in = (char *)malloc((size_t)(SN + 4) * 4 * 5), *out = (char *)malloc((size_t)(SN + 4) * 4);
+                char *want = (char *)malloc((size_t)(SN + 4) * 4);
+                const void *ins[5];
+                for (k = 0; k < nin; k++) {
+                    ins[k] = in + (int64_t)k * (SN + 4) * 4 + off * (int64_t)esz(sdt);
+                    for (i = 0; i < n; i++) zero__st((void *)ins[k], i, sdt, edge_float(rep % 4 == 3));
+                }
+                for (i = 0; i < n; i++) zero__st(out + off * (int64_t)esz(rdt), i, rdt, edge_float(rep % 4 == 3));
+                if (alias) memcpy(out + off * (int64_t)esz(rdt), ins[nin - 1], (size_t)n * esz(sdt));
+                for (i = 0; i < n; i++) {       /* the definition */
+                    float a = zero__ld(ins[0], i, sdt);
+                    for (k = 1; k < nin; k++) a += zero__ld(ins[k], i, sdt);
+                    if (acc) a = zero__ld(out + off * (int64_t)esz(rdt), i, rdt) + a;
+                    zero__st(want, i, rdt, a);
+                }
+                if (alias) ins[nin - 1] = out + off * (int64_t)esz(rdt);
+                zero__sum_into_k(rep % 2 ? pool : NULL, level, out + off * (int64_t)esz(rdt), rdt, ins, nin, sdt, n, acc);
+                for (i = 0; i < n && ok; i++) {
+                    float x = zero__ld(out + off * (int64_t)esz(rdt), i, rdt), y = zero__ld(want, i, rdt);
+                    ok &= CHECK(zero__f32_bits(x) == zero__f32_bits(y) || (x != x && y != y),
+                                "%s n=%lld nin=%d acc=%d alias=%d: element %lld is %a, the definition gives %a",
+                                zero__simd_name[level], (long long)n, nin, acc, alias, (long long)i, (double)x, (double)y);
+                }
+                free(in); free(out); free(want);
+            }
+            test_end();
+        }
+    zero__pool_free(pool, NULL);
+}
+
+/* the comm stream borrows the caller's pool: two threads running jobs on one pool at
+   once (the one that finds it busy works alone) both get every element right */
+typedef struct pool_race { zero__pool *pool; float *in, *out; int64_t n; int rounds; } pool_race;
+static void *pool_race_main(void *arg) {
+    pool_race *p = (pool_race *)arg;
+    const void *ins[2];
+    int r;
+    ins[0] = p->in; ins[1] = p->in;
+    for (r = 0; r < p->rounds; r++) zero__sum_into_k(p->pool, zero__simd_pick(), p->out, ZERO_F32, ins, 2, ZERO_F32, p->n, 0);
+    return NULL;
+}
+static void test_pool_shared(void) {
+    enum { PN = 300000 };
+    zero__pool *pool = zero__pool_create(3, NULL);
+    pool_race a, b;
+    pthread_t t;
+    int64_t i, bad = -1;
+    a.pool = b.pool = pool; a.n = b.n = PN; a.rounds = b.rounds = 50;
+    a.in = (float *)malloc(PN * 4); a.out = (float *)malloc(PN * 4);
+    b.in = (float *)malloc(PN * 4); b.out = (float *)malloc(PN * 4);
+    for (i = 0; i < PN; i++) { a.in[i] = (float)i; b.in[i] = (float)-i * 0.5f; }
+    memset(a.out, 0, PN * 4); memset(b.out, 0, PN * 4);
+    pthread_create(&t, NULL, pool_race_main, &a);
+    pool_race_main(&b);
+    pthread_join(t, NULL);
+    for (i = 0; i < PN && bad < 0; i++)
+        if (a.out[i] != (float)i * 2.0f || b.out[i] != (float)-i) bad = i;
+    CHECK(bad < 0, "element %lld: %g and %g, want %g and %g", (long long)bad, bad < 0 ? 0.0 : (double)a.out[bad],
+          bad < 0 ? 0.0 : (double)b.out[bad], (double)bad * 2.0, (double)-bad);
+    free(a.in); free(a.out); free(b.in); free(b.out);
+    zero__pool_free(pool, NULL);
+}
+
 static void test_simd_knob(void) {
     int best = zero__simd_pick(), l;
     CHECK(zero__simd_supported(ZERO__SIMD_SCALAR), "the scalar path is always there");
@@ -293,6 +407,13 @@ static zero_result train(int stage, zero_comm *comm, int cpu_threads, int simd, 
         zero_add_f32(zero_param_grad(z, b), d.grad_dtype ? d.grad_dtype : pdt, gr + E2E_N - 1001, 1001);
         if ((r = zero_grads_ready(z, mod)) != ZERO_OK) goto done;
         if ((r = zero_step(z)) != ZERO_OK) goto done;
+        if (stage < 2 && !z->lay.staging_mode) {    /* the next step adds into zeros (stage 0: the pass cleared them) */
+            const unsigned char *g = (const unsigned char *)z->arena.grad;
+            int64_t nb = zero__pcat(z->lay.plan.bytes, ZERO_CAT_GRADS), bi;
+            for (bi = 0; bi < nb && !g[bi]; bi++) {}
+            if (!CHECK(bi == nb, "stage %d step %d: gradient byte %lld of %lld is not cleared", stage, step,
+                       (long long)bi, (long long)nb)) { r = ZERO_ERR_STATE; goto done; }
+        }
     }
     r = zero_gather_params_f32(z, out);     /* collective; every rank writes the same */
     zero_stats_get(z, &st);
@@ -392,8 +513,11 @@ int main(void) {
         test_paths(l);
         test_narrowing(l);
         test_sumsq(l);
+        test_sumsq4(l);
+        test_sum(l);
     }
     TEST_RUN(test_cpu_threads_option);
+    TEST_RUN(test_pool_shared);
     test_threads_and_paths();
     TEST_RUN(test_two_ranks);
     return test_summary();
