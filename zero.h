@@ -5635,9 +5635,10 @@ typedef struct zero__ioreq {
 #define ZERO__IOQ_CAP 512
 typedef struct zero__iopool {
     pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    zero__ioreq q[ZERO__IOQ_CAP];
-    int qhead, qlen, stop, nthreads;
+    pthread_cond_t work, done, room;    /* done: a batch finished; room: a queue has room */
+    zero__ioreq q[2][ZERO__IOQ_CAP];    /* queued reads [0] and writes [1], each in order */
+    int qhead[2], qlen[2], stop, nthreads;
+    int lim[2], fly[2];             /* reads / writes in flight: at most lim, and depth together */
     pthread_t *threads;
     int uring, depth;               /* uring: the io_uring engine serves the queue (one thread) */
     void *uslots;                   /* its depth requests in flight (zero__uslot) */
@@ -5649,10 +5650,27 @@ typedef struct zero__iopool {
 /* a request's outcome, folded into its batch (under io->mu) */
 static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd, int64_t err_off) {
     if (err && !b->err) { b->err = err; b->err_off = err_off; b->fd = fd; }
-    if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
+    if (--b->pending > 0) return;
+    if (b->trace_ctx)           /* from submit to the last byte */
         zero__trace_add(b->trace_ctx, b->act ? ZERO__TRACK_ACT : ZERO__TRACK_NVME,
                         b->act ? (b->write ? "act write" : "act read") : b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
-    pthread_cond_broadcast(&io->done);
+    pthread_cond_broadcast(&io->done);      /* only a whole batch wakes its waiters */
+}
+
+/* the next request the limits admit (reads first: a step waits on them), moved to *rq
+   and counted in flight; 0 when none (under io->mu) */
+static int zero__io_take(zero__iopool *io, zero__ioreq *rq) {
+    int d;
+    if (io->fly[0] + io->fly[1] >= io->depth) return 0;
+    for (d = 0; d < 2; d++) {
+        if (io->qlen[d] == 0 || io->fly[d] >= io->lim[d]) continue;
+        *rq = io->q[d][io->qhead[d]];
+        io->qhead[d] = (io->qhead[d] + 1) % ZERO__IOQ_CAP;
+        if (io->qlen[d]-- == ZERO__IOQ_CAP) pthread_cond_broadcast(&io->room);
+        io->fly[d]++;
+        return 1;
+    }
+    return 0;
 }
 
 static void zero__io_one(const zero__ioreq *rq) {
@@ -5676,12 +5694,10 @@ static void *zero__io_main(void *arg) {
     for (;;) {
         zero__ioreq rq;
         zero__iobatch tmp;
-        while (!io->stop && io->qlen == 0) pthread_cond_wait(&io->work, &io->mu);
-        if (io->qlen == 0) break;
-        rq = io->q[io->qhead];
-        io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
-        io->qlen--;
-        pthread_cond_broadcast(&io->done);      /* room in the queue */
+        int got;
+        while (!(got = zero__io_take(io, &rq)) && !(io->stop && io->qlen[0] + io->qlen[1] == 0))
+            pthread_cond_wait(&io->work, &io->mu);
+        if (!got) break;
         pthread_mutex_unlock(&io->mu);
         memset(&tmp, 0, sizeof tmp);
         {   /* the transfer runs unlocked; its outcome is folded in under the lock */
@@ -5689,6 +5705,8 @@ static void *zero__io_main(void *arg) {
             rq.batch = &tmp;
             zero__io_one(&rq);
             pthread_mutex_lock(&io->mu);
+            io->fly[rq.write]--;
+            if (io->qlen[rq.write]) pthread_cond_signal(&io->work);     /* a thread held back by the limit */
             zero__io_finish(io, b, tmp.err, tmp.fd, tmp.err_off);
         }
     }
@@ -5698,8 +5716,9 @@ static void *zero__io_main(void *arg) {
 
 #ifdef ZERO_IO_URING
 /* The io_uring engine: one thread moves queued requests into the ring (at most depth in
-   flight) and reaps completions; a short transfer's rest is resubmitted from where it
-   stopped. A ring that fails to submit (broken) fails the requests instead of hanging. */
+   flight, lim of each direction) and reaps completions; a short transfer's rest is
+   resubmitted from where it stopped. A ring that fails to submit (broken) fails the
+   requests instead of hanging. */
 typedef struct zero__uslot { zero__ioreq rq; int64_t done; } zero__uslot;
 
 static int zero__ur_prep(zero__iopool *io, zero__uslot *s) {
@@ -5730,34 +5749,35 @@ static void *zero__io_uring_main(void *arg) {
     for (;;) {
         int n = 0, rc;
         struct io_uring_cqe *cqe;
-        while (!io->stop && io->qlen == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
-        if (io->qlen == 0 && inflight == 0) break;
-        while (io->qlen > 0 && nfree > 0) {
+        zero__ioreq rq;
+        while (!io->stop && io->qlen[0] + io->qlen[1] == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
+        if (io->qlen[0] + io->qlen[1] == 0 && inflight == 0) break;
+        while (nfree > 0 && zero__io_take(io, &rq)) {
             zero__uslot *s = &slots[freel[--nfree]];
-            s->rq = io->q[io->qhead];
+            s->rq = rq;
             s->done = 0;
-            io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
-            io->qlen--;
             if (broken || zero__ur_prep(io, s) != 0) {     /* cannot happen with a sane ring: fail, never hang */
+                io->fly[rq.write]--;
                 zero__io_finish(io, s->rq.batch, broken ? broken : EIO, s->rq.fd, s->rq.off);
                 freel[nfree++] = (int)(s - slots);
                 continue;
             }
             fresh[n++] = s;
         }
-        pthread_cond_broadcast(&io->done);      /* room in the queue */
         pthread_mutex_unlock(&io->mu);
         if (n && (rc = zero__ur_submit(io)) != 0) {
             broken = rc;
             pthread_mutex_lock(&io->mu);
-            for (i = 0; i < n; i++) { zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
+            for (i = 0; i < n; i++) { io->fly[fresh[i]->rq.write]--;
+                                      zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
                                       freel[nfree++] = (int)(fresh[i] - slots); }
             continue;
         }
         inflight += n;
         if (inflight == 0) { pthread_mutex_lock(&io->mu); continue; }
         rc = io_uring_wait_cqe(&io->ring, &cqe);
-        while (rc == 0) {
+        pthread_mutex_lock(&io->mu);
+        while (rc == 0) {       /* every completion there is, under one hold of the lock */
             zero__uslot *s = (zero__uslot *)io_uring_cqe_get_data(cqe);
             int64_t res = cqe->res;
             int err = 0, again = 0;
@@ -5776,14 +5796,12 @@ static void *zero__io_uring_main(void *arg) {
                 broken = e;                     /* a prepared entry may stay queued: submit nothing more */
             }
             if (again) err = broken ? broken : EIO;
-            pthread_mutex_lock(&io->mu);
+            io->fly[s->rq.write]--;
             zero__io_finish(io, s->rq.batch, err, s->rq.fd, s->rq.off + s->done);
-            pthread_mutex_unlock(&io->mu);
             freel[nfree++] = (int)(s - slots);
             inflight--;
             rc = io_uring_peek_cqe(&io->ring, &cqe);
         }
-        pthread_mutex_lock(&io->mu);
     }
     pthread_mutex_unlock(&io->mu);
     return NULL;
@@ -5820,6 +5838,7 @@ static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work);
     pthread_cond_destroy(&io->done);
+    pthread_cond_destroy(&io->room);
 }
 
 /* engine: 1 io_uring (when built with it and the kernel allows), 0 threads. Returns 0, or
@@ -5831,7 +5850,8 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
-    io->depth = depth;
+    pthread_cond_init(&io->room, NULL);
+    io->depth = io->lim[0] = io->lim[1] = depth;
 #ifdef ZERO_IO_URING
     if (engine == 1 && (*why = zero__ur_init(io)) == 0) {
         io->uring = 1;
@@ -5848,7 +5868,7 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     io->threads = threads ? (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads) : NULL;
     if (!io->threads) { zero__raw_free(a, io->uslots); io->uslots = NULL;
                         pthread_mutex_destroy(&io->mu); pthread_cond_destroy(&io->work); pthread_cond_destroy(&io->done);
-                        return -1; }
+                        pthread_cond_destroy(&io->room); return -1; }
     for (i = 0; i < threads; i++) {
 #ifdef ZERO_IO_URING
         if (pthread_create(&io->threads[i], NULL, io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
@@ -5865,18 +5885,31 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
 static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int write, char *buf, int64_t len,
                             int64_t off, int64_t chunk) {
     int64_t o;
+    write = write != 0;
     pthread_mutex_lock(&io->mu);
     for (o = 0; o < len; o += chunk) {
         zero__ioreq *rq;
-        while (io->qlen == ZERO__IOQ_CAP) pthread_cond_wait(&io->done, &io->mu);
-        rq = &io->q[(io->qhead + io->qlen) % ZERO__IOQ_CAP];
+        while (io->qlen[write] == ZERO__IOQ_CAP) {
+            pthread_cond_broadcast(&io->work);
+            pthread_cond_wait(&io->room, &io->mu);
+        }
+        rq = &io->q[write][(io->qhead[write] + io->qlen[write]) % ZERO__IOQ_CAP];
         rq->fd = fd; rq->write = write; rq->buf = buf + o; rq->off = off + o;
         rq->len = len - o < chunk ? len - o : chunk;
         rq->batch = b;
         b->pending++;
-        io->qlen++;
+        io->qlen[write]++;
     }
     pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->mu);
+}
+
+/* at most rdepth reads and wdepth writes in flight (each 1..depth; zero__io_start: depth
+   each); set before the first submit */
+static void zero__io_limits(zero__iopool *io, int rdepth, int wdepth) {
+    pthread_mutex_lock(&io->mu);
+    io->lim[0] = rdepth < 1 ? 1 : rdepth > io->depth ? io->depth : rdepth;
+    io->lim[1] = wdepth < 1 ? 1 : wdepth > io->depth ? io->depth : wdepth;
     pthread_mutex_unlock(&io->mu);
 }
 
@@ -5899,6 +5932,31 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
     w = h[0];
     for (l = 1; l < 4; l++) { w ^= h[l] + 0x9e3779b97f4a7c15ull + (w << 6) + (w >> 2); }
     return w ^ (w >> 29);
+}
+
+/* The NVMe tier's block checksum: the sums of 1 MiB pieces (zero__blk_sum, each seeded with
+   its index; larger pieces when a block has more than ZERO__SUM_MAXP), then the sum of those
+   sums. The pieces are independent, so the optimizer's thread pool computes them in
+   parallel (pl; NULL: the calling thread) and the result is the same either way. */
+#define ZERO__SUM_MAXP 4096
+typedef struct zero__sumjob { const char *p; int64_t n, piece; uint64_t seed, *sums; int np; } zero__sumjob;
+static void zero__sum_part(void *arg, int part, int nparts) {
+    const zero__sumjob *j = (const zero__sumjob *)arg;
+    int i, i1 = (int)((int64_t)j->np * (part + 1) / nparts);
+    for (i = (int)((int64_t)j->np * part / nparts); i < i1; i++) {
+        int64_t a = (int64_t)i * j->piece, len = j->n - a < j->piece ? j->n - a : j->piece;
+        j->sums[i] = zero__blk_sum(j->p + a, len, j->seed + (uint64_t)i * 0x9e3779b97f4a7c15ull);
+    }
+}
+static uint64_t zero__off_sum(zero__pool *pl, const char *p, int64_t n, uint64_t seed) {
+    uint64_t sums[ZERO__SUM_MAXP];
+    zero__sumjob j;
+    j.p = p; j.n = n; j.seed = seed; j.sums = sums;
+    j.piece = (int64_t)1 << 20;
+    if (n > j.piece * ZERO__SUM_MAXP) j.piece = (n + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
+    j.np = n > 0 ? (int)((n + j.piece - 1) / j.piece) : 0;
+    zero__pool_run(pl, zero__sum_part, &j, j.np < 2);
+    return zero__blk_sum((const char *)sums, (int64_t)j.np * 8, seed);
 }
 
 /* >>plan ----------------------------------------------------------------------------
@@ -6314,7 +6372,9 @@ typedef struct zero__off {
     int ndirs, K, has_master, psz, slot;
     int fd[ZERO_MAX_NVME_DIRS];
     char path[ZERO_MAX_NVME_DIRS][512];
-    int64_t G, bb, nblocks, tstate, chunk, file_bytes;
+    int64_t G, bb, nblocks, tstate, file_bytes;
+    int depth, rdepth, wdepth;      /* the I/O engine's depth, reads and writes in flight at most (zero__off_tune) */
+    int64_t rchunk, wchunk;         /* request sizes of reads and of writes */
     char *raw[3], *buf[3];
     zero__iobatch rb[3], wb[3];
     int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
@@ -6356,20 +6416,22 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
     return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
 }
 
-static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
+/* the checksums run on pl, the optimizer's thread pool (NULL: the calling thread) */
+static void zero__off_seal(zero__off *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
     uint64_t t[5];
     int64_t pa = zero__off_parea(o);
     t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
-    t[0] = zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
+    t[0] = zero__off_sum(pl, buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
     /* with the params on NVMe a gather reads the param area alone: it has a sum of its own */
-    t[4] = o->params ? zero__blk_sum(buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
+    t[4] = o->params ? zero__off_sum(pl, buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
-static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const char *what) {
+static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
+                                    const char *what) {
     uint64_t t[4];
     memcpy(t, buf + o->bb - ZERO__OFF_TRAILER, sizeof t);
     if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot ||
-        t[0] != zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot))
+        t[0] != zero__off_sum(pl, buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot))
         return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                           "%s: offload block %lld (slot %d) of %s at offset %lld fails its checksum", what,
                           (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__off_pos(o, blk, slot));
@@ -6380,7 +6442,7 @@ static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slo
     memset(b, 0, sizeof *b);
     b->write = write;
     if ((b->trace_t0 = zero__trace_t0(o->ctx)) > 0) b->trace_ctx = o->ctx;
-    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), o->chunk);
+    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), write ? o->wchunk : o->rchunk);
     if (write) o->bytes_written += o->bb; else o->bytes_read += o->bb;
 }
 
@@ -6392,7 +6454,7 @@ static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const c
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
     if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
-    return write ? ZERO_OK : zero__off_verify(ctx, o, o->buf[0], blk, o->slot, what);
+    return write ? ZERO_OK : zero__off_verify(ctx, o, NULL, o->buf[0], blk, o->slot, what);
 }
 
 /* writes back the block cached in buf[0] if it changed, and forgets it */
@@ -6401,7 +6463,7 @@ static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
     int64_t blk = o->cached;
     if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
     o->dirty = 0;
-    zero__off_seal(o, o->buf[0], blk, o->slot);
+    zero__off_seal(o, NULL, o->buf[0], blk, o->slot);
     return zero__off_sync(ctx, blk, 1, what);
 }
 
@@ -6465,13 +6527,13 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
                 memset(&o->gb, 0, sizeof o->gb);
                 if ((o->gb.trace_t0 = zero__trace_t0(ctx)) > 0) o->gb.trace_ctx = ctx;    /* on the nvme track */
                 zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
-                                o->chunk);
+                                o->rchunk);
                 o->bytes_read += len;
                 zero__io_wait(&o->io, &o->gb);
                 if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
                 memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
                 if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
-                    t[4] != zero__blk_sum(o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
+                    t[4] != zero__off_sum(NULL, o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
                     r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                                    "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
                                    "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
@@ -6517,10 +6579,20 @@ static void zero__off_free(zero_ctx *ctx) {
     ctx->tier.off = NULL;
 }
 
+/* the I/O engine's shape for o->bb: queue_depth (0: the default, 16) requests in flight,
+   half of them reads and half writes at most, each request 1 MiB */
+static void zero__off_tune(zero__off *o, int queue_depth) {
+    o->depth = queue_depth ? queue_depth : 16;
+    o->rdepth = o->wdepth = o->depth / 2 > 1 ? o->depth / 2 : 1;
+    o->rchunk = o->wchunk = (int64_t)1 << 20;
+}
+
 /* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
 static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     const char *e = getenv("ZERO_IO");
-    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 16, why = 0, want;
+    int depth, why = 0, want;
+    zero__off_tune(o, ctx->desc.offload.queue_depth);
+    depth = o->depth;
 #ifdef ZERO_IO_URING
     want = 1;
 #else
@@ -6534,6 +6606,7 @@ static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     }
     if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    zero__io_limits(&o->io, o->rdepth, o->wdepth);
     if (want && !o->io.uring)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_ENGINE, "io_uring is not available (%s): the NVMe tier uses %d I/O threads",
 #ifdef ZERO_IO_URING
@@ -6606,7 +6679,6 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero_dtype_size(d->param_dtype);
-    o->chunk = zero__align_up(bb / 16 > ((int64_t)1 << 20) ? bb / 16 : ((int64_t)1 << 20), ZERO__IO_ALIGN);
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
     for (i = 0; i < nd; i++) o->fd[i] = -1;
@@ -6646,7 +6718,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
         memset(o->buf[0], 0, (size_t)bb);
         for (blk = 0; blk < nb && r == ZERO_OK; blk++) {
-            zero__off_seal(o, o->buf[0], blk, 0);
+            zero__off_seal(o, ctx->opt.pool, o->buf[0], blk, 0);
             r = zero__off_sync(ctx, blk, 1, "zero_build");
         }
     }
@@ -6748,20 +6820,22 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
         int b = (int)(i % 3), nx = (int)((i + 1) % 3);
         zero__io_wait(&o->io, &o->rb[b]);
         if (o->rb[b].err) { r = zero__off_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
-        if ((r = zero__off_verify(ctx, o, o->buf[b], i, so, "zero_step")) != ZERO_OK) break;
-        if (i + 1 < nb) {       /* buf[nx] held block i-2: its write must be done */
+        if (i + 1 < nb) {       /* block i+1 queued before block i is checked, so the reads barely
+                                   pause; buf[nx] held block i-2: its write must be done */
             zero__io_wait(&o->io, &o->wb[nx]);
             if (o->wb[nx].err) { r = zero__off_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
             o->bufblk[nx] = -1;
             zero__off_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
         }
+        /* the checksums and the pass run on the optimizer's threads, the I/O on its own */
+        if ((r = zero__off_verify(ctx, o, ctx->opt.pool, o->buf[b], i, so, "zero_step")) != ZERO_OK) break;
         job.buf = o->buf[b];
         job.s0 = i * o->G;
         zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
         zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536);
         o->bufblk[b] = i;
         o->done = i + 1;
-        zero__off_seal(o, o->buf[b], i, sn);
+        zero__off_seal(o, ctx->opt.pool, o->buf[b], i, sn);
         zero__off_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
     }
     for (x = 0; x < 3; x++) {
@@ -6794,7 +6868,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
         zero__off_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
         zero__io_wait(&o->io, &o->rb[0]);
         if (o->rb[0].err) { r = zero__off_fail_io(ctx, o, &o->rb[0], i, "zero_step (undo)"); continue; }
-        if (zero__off_verify(ctx, o, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
+        if (zero__off_verify(ctx, o, ctx->opt.pool, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
         zero__off_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
         zero__off_params(ctx, o->buf[0], i * o->G, 0);
     }
