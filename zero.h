@@ -5934,31 +5934,6 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
     return w ^ (w >> 29);
 }
 
-/* The NVMe tier's block checksum: the sums of 1 MiB pieces (zero__blk_sum, each seeded with
-   its index; larger pieces when a block has more than ZERO__SUM_MAXP), then the sum of those
-   sums. The pieces are independent, so the optimizer's thread pool computes them in
-   parallel (pl; NULL: the calling thread) and the result is the same either way. */
-#define ZERO__SUM_MAXP 4096
-typedef struct zero__sumjob { const char *p; int64_t n, piece; uint64_t seed, *sums; int np; } zero__sumjob;
-static void zero__sum_part(void *arg, int part, int nparts) {
-    const zero__sumjob *j = (const zero__sumjob *)arg;
-    int i, i1 = (int)((int64_t)j->np * (part + 1) / nparts);
-    for (i = (int)((int64_t)j->np * part / nparts); i < i1; i++) {
-        int64_t a = (int64_t)i * j->piece, len = j->n - a < j->piece ? j->n - a : j->piece;
-        j->sums[i] = zero__blk_sum(j->p + a, len, j->seed + (uint64_t)i * 0x9e3779b97f4a7c15ull);
-    }
-}
-static uint64_t zero__off_sum(zero__pool *pl, const char *p, int64_t n, uint64_t seed) {
-    uint64_t sums[ZERO__SUM_MAXP];
-    zero__sumjob j;
-    j.p = p; j.n = n; j.seed = seed; j.sums = sums;
-    j.piece = (int64_t)1 << 20;
-    if (n > j.piece * ZERO__SUM_MAXP) j.piece = (n + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
-    j.np = n > 0 ? (int)((n + j.piece - 1) / j.piece) : 0;
-    zero__pool_run(pl, zero__sum_part, &j, j.np < 2);
-    return zero__blk_sum((const char *)sums, (int64_t)j.np * 8, seed);
-}
-
 /* >>plan ----------------------------------------------------------------------------
    Every buffer zero_build allocates is computed here first, from sizes alone. */
 static int zero__staging_mode(const zero_desc *d) {
@@ -6367,6 +6342,8 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
    saved in the written blocks put the params back. */
 
 typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
+#define ZERO__SUM_MAXP 1024                             /* checksum pieces per block at most */
+#define ZERO__SUM_MAXS (ZERO__SUM_MAXP * 4 + 1)         /* their sums: K arrays and the params, + the padding */
 
 typedef struct zero__off {
     int ndirs, K, has_master, psz, slot;
@@ -6375,6 +6352,9 @@ typedef struct zero__off {
     int64_t G, bb, nblocks, tstate, file_bytes;
     int depth, rdepth, wdepth;      /* the I/O engine's depth, reads and writes in flight at most (zero__off_tune) */
     int64_t rchunk, wchunk;         /* request sizes of reads and of writes */
+    int64_t E;                      /* elements per checksum piece (zero__off_psums) */
+    int np;                         /* pieces per block */
+    uint64_t sv[ZERO__SUM_MAXS], ss[ZERO__SUM_MAXS];  /* piece sums: the block read, the block written */
     char *raw[3], *buf[3];
     zero__iobatch rb[3], wb[3];
     int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
@@ -6416,26 +6396,89 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
     return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
 }
 
-/* the checksums run on pl, the optimizer's thread pool (NULL: the calling thread) */
-static void zero__off_seal(zero__off *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
+/* The block checksum. A block's G elements are cut into np pieces of E elements; piece p
+   has a sum (zero__blk_sum) for each of the K arrays and for the param area over its
+   elements, then the padding after the param area has one: S, np * (K + 1) + 1 sums. The
+   trailer holds the sum of S (t[0]) and, for the gathers that read the param area alone,
+   the sum of the param and padding sums (t[4]). The pieces are independent and small
+   enough to stay in cache, so zero_step sums each piece on the optimizer's threads just
+   before and just after the pass over it (zero__off_part): the block is read from memory
+   once, and the I/O thread never checksums. */
+static void zero__off_layout(zero__off *o) {
+    int64_t e = (o->G + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
+    o->E = e < 16384 ? 16384 : zero__align_up(e, 1024);
+    if (o->E > o->G) o->E = o->G;
+    o->np = (int)((o->G + o->E - 1) / o->E);
+}
+static uint64_t zero__off_seed(uint64_t seed, int64_t i) { return seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull; }
+/* piece p's sums into S: the K arrays' (a: 0..K-1), the params' (a = K); pbuf: the param area */
+static void zero__off_psums(const zero__off *o, const char *buf, const char *pbuf, int p, uint64_t seed, uint64_t *S) {
+    int64_t e0 = (int64_t)p * o->E, n = o->G - e0 < o->E ? o->G - e0 : o->E;
+    int a;
+    if (buf)
+        for (a = 0; a < o->K; a++)
+            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
+                                                           zero__off_seed(seed, (int64_t)p * (o->K + 1) + a));
+    S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum(pbuf + e0 * o->psz, n * o->psz,
+                                                      zero__off_seed(seed, (int64_t)p * (o->K + 1) + o->K));
+}
+/* the padding's sum (pbuf: the param area), then t[0] and t[4] from S */
+static void zero__off_combine(const zero__off *o, const char *pbuf, uint64_t seed, uint64_t *S, uint64_t *t0, uint64_t *t4) {
+    int64_t ns = (int64_t)o->np * (o->K + 1), g = o->G * o->psz, i;
+    uint64_t h = zero__off_seed(seed, -1);
+    S[ns] = zero__blk_sum(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__off_parea(o) - g, zero__off_seed(seed, ns));
+    if (t0) *t0 = zero__blk_sum((const char *)S, (ns + 1) * 8, seed);
+    for (i = 0; i < o->np; i++) h = (h ^ S[i * (o->K + 1) + o->K]) * 0x100000001b3ull;
+    *t4 = zero__blk_sum((const char *)&h, 8, seed ^ S[ns]);
+}
+typedef struct zero__sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__sumjob;
+static void zero__sum_part(void *arg, int part, int nparts) {
+    const zero__sumjob *j = (const zero__sumjob *)arg;
+    int p, p1 = (int)((int64_t)j->o->np * (part + 1) / nparts);
+    for (p = (int)((int64_t)j->o->np * part / nparts); p < p1; p++)
+        zero__off_psums(j->o, j->buf, j->buf + zero__off_parea(j->o), p, j->seed, j->S);
+}
+/* a whole block's t[0] and t[4], the pieces on pl (NULL: the calling thread) */
+static void zero__off_bsum(const zero__off *o, zero__pool *pl, const char *buf, uint64_t seed, uint64_t *S, uint64_t *t0,
+                           uint64_t *t4) {
+    zero__sumjob j;
+    j.o = o; j.buf = buf; j.seed = seed; j.S = S;
+    zero__pool_run(pl, zero__sum_part, &j, o->np < 2);
+    zero__off_combine(o, buf + zero__off_parea(o), seed, S, t0, t4);
+}
+static uint64_t zero__off_sseed(int64_t blk, int slot) { return (uint64_t)blk * 2 + (uint64_t)slot; }
+
+/* the trailer from t0, t4 (t4 kept only with the params on NVMe) */
+static void zero__off_trailer(zero__off *o, char *buf, int64_t blk, int slot, uint64_t t0, uint64_t t4) {
     uint64_t t[5];
-    int64_t pa = zero__off_parea(o);
-    t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
-    t[0] = zero__off_sum(pl, buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
-    /* with the params on NVMe a gather reads the param area alone: it has a sum of its own */
-    t[4] = o->params ? zero__off_sum(pl, buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
+    t[0] = t0; t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
+    t[4] = o->params ? t4 : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
-static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
-                                    const char *what) {
+/* the checksums run on pl, the optimizer's thread pool (NULL: the calling thread) */
+static void zero__off_seal(zero__off *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
+    uint64_t t0, t4;
+    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->ss, &t0, &t4);
+    zero__off_trailer(o, buf, blk, slot, t0, t4);
+}
+/* the trailer names block blk of the slot and, when sum is not NULL, holds *sum */
+static zero_result zero__off_check(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const uint64_t *sum,
+                                   const char *what) {
     uint64_t t[4];
     memcpy(t, buf + o->bb - ZERO__OFF_TRAILER, sizeof t);
-    if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot ||
-        t[0] != zero__off_sum(pl, buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot))
+    if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot || (sum && t[0] != *sum))
         return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                           "%s: offload block %lld (slot %d) of %s at offset %lld fails its checksum", what,
                           (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__off_pos(o, blk, slot));
     return ZERO_OK;
+}
+static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
+                                    const char *what) {
+    uint64_t t0, t4;
+    zero_result r = zero__off_check(ctx, o, buf, blk, slot, NULL, what);
+    if (r != ZERO_OK) return r;
+    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->sv, &t0, &t4);
+    return zero__off_check(ctx, o, buf, blk, slot, &t0, what);
 }
 
 static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
@@ -6511,6 +6554,14 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
    param area and trailer are read (into gbuf, kept for the next module in the block) and
    checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
    written back is taken from buf[0]. */
+/* t[4] of a param area alone (the gathers' read, on the comm stream: no pool) */
+static uint64_t zero__off_gsum(const zero__off *o, const char *pbuf, uint64_t seed) {
+    uint64_t S[ZERO__SUM_MAXS], t4;
+    int p;
+    for (p = 0; p < o->np; p++) zero__off_psums(o, NULL, pbuf, p, seed, S);
+    zero__off_combine(o, pbuf, seed, S, NULL, &t4);
+    return t4;
+}
 static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
     zero__off *o = ctx->tier.off;
     int64_t pa = zero__off_parea(o), len = o->bb - pa;
@@ -6533,7 +6584,7 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
                 if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
                 memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
                 if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
-                    t[4] != zero__off_sum(NULL, o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
+                    t[4] != zero__off_gsum(o, o->gbuf, zero__off_sseed(blk, o->slot))) {
                     r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                                    "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
                                    "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
@@ -6680,6 +6731,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero_dtype_size(d->param_dtype);
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
+    zero__off_layout(o);
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
     for (i = 0; i < nd; i++) o->fd[i] = -1;
     for (i = 0; i < 3; i++) {
@@ -6737,6 +6789,7 @@ typedef struct zero__offjob {
     zero__opt_fn fn;
     char *buf;
     int64_t s0, total;
+    uint64_t seed_r, seed_w;        /* the checksum seeds of the block read and of the block written */
 } zero__offjob;
 
 static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
@@ -6770,34 +6823,40 @@ static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
     }
 }
 
+/* the pass over checksum pieces [np * part / nparts, np * (part + 1) / nparts): each piece
+   summed as read (o->sv), updated, summed as written (o->ss), while it is in cache */
 static void zero__off_part(void *arg, int part, int nparts) {
     const zero__offjob *j = (const zero__offjob *)arg;
     zero_ctx *ctx = j->ctx;
     zero__off *o = ctx->tier.off;
-    int pdt = j->k.pdt, adt = j->k.adt, i;
-    int64_t lo, hi, off = 0;
+    int pdt = j->k.pdt, adt = j->k.adt, i, q, q1 = (int)((int64_t)o->np * (part + 1) / nparts);
+    char *pbuf = j->buf + zero__off_parea(o);
     float *arr[3] = { NULL, NULL, NULL };
     for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
-    zero__chunk(j->total, part, nparts, &lo, &hi);
-    for (i = 0; i < o->npieces && off < hi; off += o->pieces[i].b - o->pieces[i].a, i++) {
-        const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
-        int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
-        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < n ? hi - off : n;
-        void *p;
-        float *w, *m, *v;
-        zero__optk k;
-        if (s >= e) continue;
-        k = j->k;
-        k.decay = sg->decay;
-        /* params on NVMe: updated in the block's param area, written to the other slot with
-           the states; else in the arena, the old values saved in the block for an undo */
-        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
-        w = o->has_master ? arr[0] + at : (float *)p;
-        m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
-        v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
-        if (!o->params)
-            memcpy(j->buf + zero__off_parea(o) + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
-        j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
+    for (q = (int)((int64_t)o->np * part / nparts); q < q1; q++) {
+        int64_t lo = (int64_t)q * o->E, hi = lo + o->E < o->G ? lo + o->E : o->G;
+        zero__off_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
+        for (i = 0; i < o->npieces; i++) {      /* the segment pieces in [lo, hi) of the block */
+            const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
+            int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
+            int64_t s = lo - at > 0 ? lo - at : 0, e = hi - at < n ? hi - at : n;
+            void *p;
+            float *w, *m, *v;
+            zero__optk k;
+            if (s >= e) continue;
+            k = j->k;
+            k.decay = sg->decay;
+            /* params on NVMe: updated in the block's param area, written to the other slot with
+               the states; else in the arena, the old values saved in the block for an undo */
+            p = o->params ? pbuf + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
+            w = o->has_master ? arr[0] + at : (float *)p;
+            m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
+            v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
+            if (!o->params)
+                memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+            j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
+        }
+        zero__off_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
     }
 }
 
@@ -6808,6 +6867,7 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
     zero__offjob job;
     int so = o->slot, sn = 1 - o->slot, x;
     int64_t i, nb = o->nblocks;
+    uint64_t tsum, t0, t4;
     zero_result r;
     if ((r = zero__off_flush(ctx, "zero_step")) != ZERO_OK) return r;
     memset(&job, 0, sizeof job);
@@ -6827,15 +6887,26 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
             o->bufblk[nx] = -1;
             zero__off_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
         }
-        /* the checksums and the pass run on the optimizer's threads, the I/O on its own */
-        if ((r = zero__off_verify(ctx, o, ctx->opt.pool, o->buf[b], i, so, "zero_step")) != ZERO_OK) break;
+        /* the checksums and the pass run on the optimizer's threads, the I/O on its own; the
+           read's sum is known after the pass: a block that fails it fails the step, and the
+           params it changed come back from the block's saved ones (bufblk) in the undo */
+        if ((r = zero__off_check(ctx, o, o->buf[b], i, so, NULL, "zero_step")) != ZERO_OK) break;
+        memcpy(&tsum, o->buf[b] + o->bb - ZERO__OFF_TRAILER, sizeof tsum);
         job.buf = o->buf[b];
         job.s0 = i * o->G;
+        job.seed_r = zero__off_sseed(i, so);
+        job.seed_w = zero__off_sseed(i, sn);
         zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
-        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536);
         o->bufblk[b] = i;
+        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536 && o->np < 2);
+        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_r, o->sv, &t0, &t4);
+        if (t0 != tsum) {
+            r = zero__off_check(ctx, o, o->buf[b], i, so, &t0, "zero_step");
+            break;
+        }
         o->done = i + 1;
-        zero__off_seal(o, ctx->opt.pool, o->buf[b], i, sn);
+        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_w, o->ss, &t0, &t4);
+        zero__off_trailer(o, o->buf[b], i, sn, t0, t4);
         zero__off_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
     }
     for (x = 0; x < 3; x++) {
