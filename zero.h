@@ -409,11 +409,17 @@
      offload.buffer_bytes (default 64 MiB; pieces of at least 1024 elements): while the
      fused CPU pass updates one piece, the next is read and the one before written. The
      plan counts the buffers under ZERO_TIER_HOST, ZERO_CAT_BUFFERS and master and moments
-     under ZERO_TIER_NVME. offload.queue_depth requests (default 16, at most 256) are in
-     flight: through io_uring in a ZERO_IO_URING build, else (or when the kernel refuses
-     io_uring, as a container's seccomp filter may: an INFO log line, OFFLOAD_ENGINE)
-     through that many I/O threads. ZERO_IO=uring or ZERO_IO=threads in the environment at
-     zero_build forces one (another value: ZERO_ERR_INVALID_ARG).
+     under ZERO_TIER_NVME. Each block moves as 1 MiB requests; offload.queue_depth of them
+     (default 16, at most 256) are in flight, at most half of them reads and half writes
+     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default,
+     which matched or beat one io_uring ring at depth 8 or 32 in each direction on the disk
+     measured (tests/bench/bench_nvme.c). They go through io_uring in a ZERO_IO_URING
+     build, else (or when the kernel refuses io_uring, as a container's seccomp filter
+     may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O threads. ZERO_IO=uring
+     or ZERO_IO=threads in the environment at zero_build forces one (another value:
+     ZERO_ERR_INVALID_ARG). The checksums (below) are computed by the pass itself on the
+     cpu_threads optimizer threads, piece by piece while each piece is in cache, so the
+     block is read from memory once per step and the I/O thread only moves bytes.
      Failures: everything read is checked against its checksum; a mismatch or a short file
      is ZERO_ERR_CORRUPT naming the file and offset, an OS error (ENOSPC, EIO, ...)
      ZERO_ERR_IO naming the file. A step that fails on any rank returns the error on every
@@ -927,7 +933,7 @@ typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLO
 typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_params */
     const char *nvme_dirs[ZERO_MAX_NVME_DIRS];  /* NVMe tier: files striped across these; NULL ends */
     int64_t buffer_bytes;           /* NVMe tier: host I/O buffers (three sub-groups); default 64 MiB */
-    int queue_depth;                /* NVMe tier: I/O requests in flight (io_uring entries or threads); default 16 */
+    int queue_depth;                /* NVMe tier: 1 MiB requests in flight, half reads, half writes; default 16 */
 } zero_offload_desc;
 
 typedef enum zero_device_type {     /* where the arenas live and the math runs (see ON DEVICES) */
@@ -5577,8 +5583,10 @@ static zero_result zero__local_world_of_one(zero_comm **out) {
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
    replace to provoke faults (ENOSPC, short reads). A block is queued as requests of at
-   most one chunk; two engines serve the queue, both started at zero_build and stopped at
-   zero_destroy:
+   most one chunk, reads and writes in queues of their own; at most lim[0] reads and
+   lim[1] writes are in flight (zero__io_limits; depth together), reads taken first, and a
+   waiter wakes when its whole batch is done, not per request. Two engines serve the
+   queues, both started at zero_build and stopped at zero_destroy:
      threads   queue_depth threads, each request one contiguous pread/pwrite;
      io_uring  (ZERO_IO_URING) one thread that owns a ring of queue_depth entries and
                keeps up to queue_depth requests in flight, resubmitting the rest of a

@@ -3,11 +3,13 @@
    idle and under a concurrent CPU load.
 
    Ours: the tier's own machinery (>>io, >>offload): blocks of the size the plan gives
-   the default 64 MiB buffer budget, three of them in flight (as in zero_step), sealed
-   (checksummed) before each write and verified after each read as zero_step does, the
-   I/O engine's queue depths and chunk sizes the library's defaults (io_uring when built
-   with ZERO_IO_URING and the kernel allows it, else the thread pool; ZERO_IO=uring|threads
-   forces one).
+   the default 64 MiB buffer budget, three of them in flight (as in zero_step), each
+   sealed (checksummed) before its write and verified after its read, the sums taken on
+   an optimizer thread pool of one thread per core (cpu_threads = cores; zero_step takes
+   them inside its pass instead, where the block is in cache: see bench_infinity), reads
+   queued two blocks ahead; the I/O engine's queue depths and request sizes are the
+   library's defaults (zero__off_tune; io_uring when built with ZERO_IO_URING and the
+   kernel allows it, else the thread pool; ZERO_IO=uring|threads forces one).
    Baseline (DeepSpeed's async I/O at its defaults: one io_uring ring, 1 MiB blocks):
    O_DIRECT, each completion refilled at once with the next block, no checksums; run at
    queue depth 8 and at 32, the better of the two kept for each direction. Without
