@@ -5942,6 +5942,27 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
     return w ^ (w >> 29);
 }
 
+/* the NVMe tier's block sums (>>offload): 8 lanes of 64-bit multiply-xor, each step a
+   bijection of the word, so any change of one word changes the sum; twice the speed of
+   zero__blk_sum on data in cache (more multiplies in flight) */
+static uint64_t zero__blk_sum8(const char *p, int64_t n, uint64_t seed) {
+    uint64_t h[8], w[8], r;
+    int64_t i;
+    int l;
+    for (l = 0; l < 8; l++) h[l] = seed ^ (0x243f6a8885a308d3ull * (uint64_t)(2 * l + 1));
+    for (i = 0; i + 64 <= n; i += 64) {
+        memcpy(w, p + i, 64);
+        h[0] = (h[0] ^ w[0]) * 0x100000001b3ull; h[1] = (h[1] ^ w[1]) * 0x100000001b3ull;
+        h[2] = (h[2] ^ w[2]) * 0x100000001b3ull; h[3] = (h[3] ^ w[3]) * 0x100000001b3ull;
+        h[4] = (h[4] ^ w[4]) * 0x100000001b3ull; h[5] = (h[5] ^ w[5]) * 0x100000001b3ull;
+        h[6] = (h[6] ^ w[6]) * 0x100000001b3ull; h[7] = (h[7] ^ w[7]) * 0x100000001b3ull;
+    }
+    for (; i < n; i++) h[0] = (h[0] ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    r = seed ^ (uint64_t)n;
+    for (l = 0; l < 8; l++) r = (r ^ h[l]) * 0x9e3779b97f4a7c15ull;
+    return r ^ (r >> 29);
+}
+
 /* >>plan ----------------------------------------------------------------------------
    Every buffer zero_build allocates is computed here first, from sizes alone. */
 static int zero__staging_mode(const zero_desc *d) {
@@ -6411,7 +6432,7 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
    the sum of the param and padding sums (t[4]). The pieces are independent and small
    enough to stay in cache, so zero_step sums each piece on the optimizer's threads just
    before and just after the pass over it (zero__off_part): the block is read from memory
-   once, and the I/O thread never checksums. */
+   once, and the I/O thread never checksums. The sums are zero__blk_sum8's. */
 static void zero__off_layout(zero__off *o) {
     int64_t e = (o->G + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
     o->E = e < 16384 ? 16384 : zero__align_up(e, 1024);
@@ -6425,19 +6446,19 @@ static void zero__off_psums(const zero__off *o, const char *buf, const char *pbu
     int a;
     if (buf)
         for (a = 0; a < o->K; a++)
-            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
+            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
                                                            zero__off_seed(seed, (int64_t)p * (o->K + 1) + a));
-    S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum(pbuf + e0 * o->psz, n * o->psz,
+    S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum8(pbuf + e0 * o->psz, n * o->psz,
                                                       zero__off_seed(seed, (int64_t)p * (o->K + 1) + o->K));
 }
 /* the padding's sum (pbuf: the param area), then t[0] and t[4] from S */
 static void zero__off_combine(const zero__off *o, const char *pbuf, uint64_t seed, uint64_t *S, uint64_t *t0, uint64_t *t4) {
     int64_t ns = (int64_t)o->np * (o->K + 1), g = o->G * o->psz, i;
     uint64_t h = zero__off_seed(seed, -1);
-    S[ns] = zero__blk_sum(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__off_parea(o) - g, zero__off_seed(seed, ns));
-    if (t0) *t0 = zero__blk_sum((const char *)S, (ns + 1) * 8, seed);
+    S[ns] = zero__blk_sum8(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__off_parea(o) - g, zero__off_seed(seed, ns));
+    if (t0) *t0 = zero__blk_sum8((const char *)S, (ns + 1) * 8, seed);
     for (i = 0; i < o->np; i++) h = (h ^ S[i * (o->K + 1) + o->K]) * 0x100000001b3ull;
-    *t4 = zero__blk_sum((const char *)&h, 8, seed ^ S[ns]);
+    *t4 = zero__blk_sum8((const char *)&h, 8, seed ^ S[ns]);
 }
 typedef struct zero__sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__sumjob;
 static void zero__sum_part(void *arg, int part, int nparts) {

@@ -799,6 +799,27 @@ static void test_io_limits(void) {
     unlink(path);
 }
 
+/* the tier's block sum: any one bit changed anywhere (lanes, the byte tail) changes it,
+   and so do the seed and the length */
+static void test_blk_sum8(void) {
+    enum { N = 4096 + 61 };
+    static unsigned char b[N];
+    uint64_t s0, s;
+    int i, bad = 0;
+    for (i = 0; i < N; i++) b[i] = (unsigned char)(i * 131 + 7);
+    s0 = zero__blk_sum8((const char *)b, N, 42);
+    for (i = 0; i < N * 8; i += 7) {
+        b[i / 8] ^= (unsigned char)(1u << (i % 8));
+        s = zero__blk_sum8((const char *)b, N, 42);
+        b[i / 8] ^= (unsigned char)(1u << (i % 8));
+        bad += s == s0;
+    }
+    CHECK(bad == 0, "%d single-bit changes kept the sum", bad);
+    CHECK(zero__blk_sum8((const char *)b, N, 42) == s0, "not a function of the bytes");
+    CHECK(zero__blk_sum8((const char *)b, N, 43) != s0, "the seed does not count");
+    CHECK(zero__blk_sum8((const char *)b, N - 1, 42) != s0, "the length does not count");
+}
+
 static void test_bad_engine(void) {
     cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
     zero_result r;
@@ -850,6 +871,7 @@ int main(void) {
     TEST_RUN(test_params_alloc);
     TEST_RUN(test_uring_short);
     TEST_RUN(test_io_limits);
+    TEST_RUN(test_blk_sum8);
     setenv("ZERO_IO", "threads", 1);
     engine = "threads";
     TEST_RUN(test_pieces_corrupt);
