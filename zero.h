@@ -411,15 +411,16 @@
      plan counts the buffers under ZERO_TIER_HOST, ZERO_CAT_BUFFERS and master and moments
      under ZERO_TIER_NVME. Each block moves as 1 MiB requests; offload.queue_depth of them
      (default 16, at most 256) are in flight, at most half of them reads and half writes
-     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default,
-     which matched or beat one io_uring ring at depth 8 or 32 in each direction on the disk
-     measured (tests/bench/bench_nvme.c). They go through io_uring in a ZERO_IO_URING
-     build, else (or when the kernel refuses io_uring, as a container's seccomp filter
-     may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O threads. ZERO_IO=uring
-     or ZERO_IO=threads in the environment at zero_build forces one (another value:
-     ZERO_ERR_INVALID_ARG). The checksums (below) are computed by the pass itself on the
-     cpu_threads optimizer threads, piece by piece while each piece is in cache, so the
-     block is read from memory once per step and the I/O thread only moves bytes.
+     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default
+     (on the disk measured, one io_uring ring of 1 MiB requests was faster at depth 8
+     than at 32 in both directions: tests/bench/bench_nvme.c). They go through io_uring
+     in a ZERO_IO_URING build, else (or when the kernel refuses io_uring, as a container's
+     seccomp filter may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O
+     threads. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build forces
+     one (another value: ZERO_ERR_INVALID_ARG). The blocks' checksums (see Failures) are
+     taken by the pass itself on the cpu_threads optimizer threads, piece by piece while
+     each piece is in cache, so zero_step reads a block from memory once and the I/O
+     thread only moves bytes.
      Failures: everything read is checked against its checksum; a mismatch or a short file
      is ZERO_ERR_CORRUPT naming the file and offset, an OS error (ENOSPC, EIO, ...)
      ZERO_ERR_IO naming the file. A step that fails on any rank returns the error on every
