@@ -115,6 +115,7 @@ static double baseline(const char *path, int64_t bytes, int write, int qd) {
 }
 
 static int ours_uring, ours_rqd, ours_wqd;     /* what ours got */
+static char *ours_buf[3];                       /* its buffers, like the baseline's allocated once */
 static int64_t ours_rchunk, ours_wchunk, ours_bb;
 static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, int sums) {
     zero__off o;
@@ -141,9 +142,12 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
     if (fd < 0) { fprintf(stderr, "%s: %s\n", path, strerror(-fd)); exit(1); }
     o.fd[0] = fd;
     if (write && zero__fops.allocate(fd, nb * 2 * bb) != 0) { fprintf(stderr, "fallocate failed\n"); exit(1); }
-    for (i = 0; i < 3; i++) {
-        if (posix_memalign((void **)&o.buf[i], 4096, (size_t)bb) != 0) exit(1);
-        memset(o.buf[i], i + 1, (size_t)bb);
+    for (i = 0; i < 3; i++) {   /* allocated once and kept, as zero_build's are for every step */
+        if (!ours_buf[i]) {
+            if (posix_memalign((void **)&ours_buf[i], 4096, (size_t)bb) != 0) exit(1);
+            memset(ours_buf[i], i + 1, (size_t)bb);
+        }
+        o.buf[i] = ours_buf[i];
     }
 #ifdef ZERO_IO_URING
     want = !(e && strcmp(e, "threads") == 0);
@@ -180,7 +184,6 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
     if (write) fdatasync(fd);
     ms = bench_now_ms() - t0;
     zero__io_stop(&o.io, &a);
-    for (i = 0; i < 3; i++) free(o.buf[i]);
     close(fd);
     /* slot 0 of every block: nb * bb bytes moved */
     return (double)(nb * bb) / ms / 1e6;
@@ -276,6 +279,7 @@ int main(void) {
             if (r < ratio) ratio = r;
         }
     for (i = 0; i < BASE_QD_MAX; i++) free(base_buf[i]);
+    for (i = 0; i < 3; i++) free(ours_buf[i]);
     free(lt);
     zero__pool_free(pl, &al);
     printf("ratio=%.3f\n", ratio);
