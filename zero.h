@@ -420,11 +420,18 @@
      offload.buffer_bytes (default 64 MiB; pieces of at least 1024 elements): while the
      fused CPU pass updates one piece, the next is read and the one before written. The
      plan counts the buffers under ZERO_TIER_HOST, ZERO_CAT_BUFFERS and master and moments
-     under ZERO_TIER_NVME. offload.queue_depth requests (default 16, at most 256) are in
-     flight: through io_uring in a ZERO_IO_URING build, else (or when the kernel refuses
-     io_uring, as a container's seccomp filter may: an INFO log line, OFFLOAD_ENGINE)
-     through that many I/O threads. ZERO_IO=uring or ZERO_IO=threads in the environment at
-     zero_build forces one (another value: ZERO_ERR_INVALID_ARG).
+     under ZERO_TIER_NVME. Each block moves as 1 MiB requests; offload.queue_depth of them
+     (default 16, at most 256) are in flight, at most half of them reads and half writes
+     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default
+     (on the disk measured, one io_uring ring of 1 MiB requests was faster at depth 8
+     than at 32 in both directions: tests/bench/bench_nvme.c). They go through io_uring
+     in a ZERO_IO_URING build, else (or when the kernel refuses io_uring, as a container's
+     seccomp filter may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O
+     threads. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build forces
+     one (another value: ZERO_ERR_INVALID_ARG). The blocks' checksums (see Failures) are
+     taken by the pass itself on the cpu_threads optimizer threads, piece by piece while
+     each piece is in cache, so zero_step reads a block from memory once and the I/O
+     thread only moves bytes.
      Failures: everything read is checked against its checksum; a mismatch or a short file
      is ZERO_ERR_CORRUPT naming the file and offset, an OS error (ENOSPC, EIO, ...)
      ZERO_ERR_IO naming the file. A step that fails on any rank returns the error on every
@@ -950,7 +957,7 @@ typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLO
 typedef struct zero_offload_desc {  /* shared by offload_optimizer and offload_params */
     const char *nvme_dirs[ZERO_MAX_NVME_DIRS];  /* NVMe tier: files striped across these; NULL ends */
     int64_t buffer_bytes;           /* NVMe tier: host I/O buffers (three sub-groups); default 64 MiB */
-    int queue_depth;                /* NVMe tier: I/O requests in flight (io_uring entries or threads); default 16 */
+    int queue_depth;                /* NVMe tier: 1 MiB requests in flight, half reads, half writes; default 16 */
 } zero_offload_desc;
 
 typedef enum zero_device_type {     /* where the arenas live and the math runs (see ON DEVICES) */
@@ -6032,8 +6039,10 @@ static zero_result zero__local_world_of_one(zero_comm **out) {
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
    Every file access goes through zero__fops, a table of function pointers that tests
    replace to provoke faults (ENOSPC, short reads). A block is queued as requests of at
-   most one chunk; two engines serve the queue, both started at zero_build and stopped at
-   zero_destroy:
+   most one chunk, reads and writes in queues of their own; at most lim[0] reads and
+   lim[1] writes are in flight (zero__io_limits; depth together), reads taken first, and a
+   waiter wakes when its whole batch is done, not per request. Two engines serve the
+   queues, both started at zero_build and stopped at zero_destroy:
      threads   queue_depth threads, each request one contiguous pread/pwrite;
      io_uring  (ZERO_IO_URING) one thread that owns a ring of queue_depth entries and
                keeps up to queue_depth requests in flight, resubmitting the rest of a
@@ -6090,9 +6099,10 @@ typedef struct zero__ioreq {
 #define ZERO__IOQ_CAP 512
 typedef struct zero__iopool {
     pthread_mutex_t mu;
-    pthread_cond_t work, done;
-    zero__ioreq q[ZERO__IOQ_CAP];
-    int qhead, qlen, stop, nthreads;
+    pthread_cond_t work, done, room;    /* done: a batch finished; room: a queue has room */
+    zero__ioreq q[2][ZERO__IOQ_CAP];    /* queued reads [0] and writes [1], each in order */
+    int qhead[2], qlen[2], stop, nthreads;
+    int lim[2], fly[2];             /* reads / writes in flight: at most lim, and depth together */
     pthread_t *threads;
     int uring, depth;               /* uring: the io_uring engine serves the queue (one thread) */
     void *uslots;                   /* its depth requests in flight (zero__uslot) */
@@ -6104,10 +6114,27 @@ typedef struct zero__iopool {
 /* a request's outcome, folded into its batch (under io->mu) */
 static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd, int64_t err_off) {
     if (err && !b->err) { b->err = err; b->err_off = err_off; b->fd = fd; }
-    if (--b->pending == 0 && b->trace_ctx)      /* from submit to the last byte */
+    if (--b->pending > 0) return;
+    if (b->trace_ctx)           /* from submit to the last byte */
         zero__trace_add(b->trace_ctx, b->act ? ZERO__TRACK_ACT : ZERO__TRACK_NVME,
                         b->act ? (b->write ? "act write" : "act read") : b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
-    pthread_cond_broadcast(&io->done);
+    pthread_cond_broadcast(&io->done);      /* only a whole batch wakes its waiters */
+}
+
+/* the next request the limits admit (reads first: a step waits on them), moved to *rq
+   and counted in flight; 0 when none (under io->mu) */
+static int zero__io_take(zero__iopool *io, zero__ioreq *rq) {
+    int d;
+    if (io->fly[0] + io->fly[1] >= io->depth) return 0;
+    for (d = 0; d < 2; d++) {
+        if (io->qlen[d] == 0 || io->fly[d] >= io->lim[d]) continue;
+        *rq = io->q[d][io->qhead[d]];
+        io->qhead[d] = (io->qhead[d] + 1) % ZERO__IOQ_CAP;
+        if (io->qlen[d]-- == ZERO__IOQ_CAP) pthread_cond_broadcast(&io->room);
+        io->fly[d]++;
+        return 1;
+    }
+    return 0;
 }
 
 static void zero__io_one(const zero__ioreq *rq) {
@@ -6131,12 +6158,10 @@ static void *zero__io_main(void *arg) {
     for (;;) {
         zero__ioreq rq;
         zero__iobatch tmp;
-        while (!io->stop && io->qlen == 0) pthread_cond_wait(&io->work, &io->mu);
-        if (io->qlen == 0) break;
-        rq = io->q[io->qhead];
-        io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
-        io->qlen--;
-        pthread_cond_broadcast(&io->done);      /* room in the queue */
+        int got;
+        while (!(got = zero__io_take(io, &rq)) && !(io->stop && io->qlen[0] + io->qlen[1] == 0))
+            pthread_cond_wait(&io->work, &io->mu);
+        if (!got) break;
         pthread_mutex_unlock(&io->mu);
         memset(&tmp, 0, sizeof tmp);
         {   /* the transfer runs unlocked; its outcome is folded in under the lock */
@@ -6144,6 +6169,8 @@ static void *zero__io_main(void *arg) {
             rq.batch = &tmp;
             zero__io_one(&rq);
             pthread_mutex_lock(&io->mu);
+            io->fly[rq.write]--;
+            if (io->qlen[rq.write]) pthread_cond_signal(&io->work);     /* a thread held back by the limit */
             zero__io_finish(io, b, tmp.err, tmp.fd, tmp.err_off);
         }
     }
@@ -6153,8 +6180,9 @@ static void *zero__io_main(void *arg) {
 
 #ifdef ZERO_IO_URING
 /* The io_uring engine: one thread moves queued requests into the ring (at most depth in
-   flight) and reaps completions; a short transfer's rest is resubmitted from where it
-   stopped. A ring that fails to submit (broken) fails the requests instead of hanging. */
+   flight, lim of each direction) and reaps completions; a short transfer's rest is
+   resubmitted from where it stopped. A ring that fails to submit (broken) fails the
+   requests instead of hanging. */
 typedef struct zero__uslot { zero__ioreq rq; int64_t done; } zero__uslot;
 
 static int zero__ur_prep(zero__iopool *io, zero__uslot *s) {
@@ -6185,34 +6213,35 @@ static void *zero__io_uring_main(void *arg) {
     for (;;) {
         int n = 0, rc;
         struct io_uring_cqe *cqe;
-        while (!io->stop && io->qlen == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
-        if (io->qlen == 0 && inflight == 0) break;
-        while (io->qlen > 0 && nfree > 0) {
+        zero__ioreq rq;
+        while (!io->stop && io->qlen[0] + io->qlen[1] == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
+        if (io->qlen[0] + io->qlen[1] == 0 && inflight == 0) break;
+        while (nfree > 0 && zero__io_take(io, &rq)) {
             zero__uslot *s = &slots[freel[--nfree]];
-            s->rq = io->q[io->qhead];
+            s->rq = rq;
             s->done = 0;
-            io->qhead = (io->qhead + 1) % ZERO__IOQ_CAP;
-            io->qlen--;
             if (broken || zero__ur_prep(io, s) != 0) {     /* cannot happen with a sane ring: fail, never hang */
+                io->fly[rq.write]--;
                 zero__io_finish(io, s->rq.batch, broken ? broken : EIO, s->rq.fd, s->rq.off);
                 freel[nfree++] = (int)(s - slots);
                 continue;
             }
             fresh[n++] = s;
         }
-        pthread_cond_broadcast(&io->done);      /* room in the queue */
         pthread_mutex_unlock(&io->mu);
         if (n && (rc = zero__ur_submit(io)) != 0) {
             broken = rc;
             pthread_mutex_lock(&io->mu);
-            for (i = 0; i < n; i++) { zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
+            for (i = 0; i < n; i++) { io->fly[fresh[i]->rq.write]--;
+                                      zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
                                       freel[nfree++] = (int)(fresh[i] - slots); }
             continue;
         }
         inflight += n;
         if (inflight == 0) { pthread_mutex_lock(&io->mu); continue; }
         rc = io_uring_wait_cqe(&io->ring, &cqe);
-        while (rc == 0) {
+        pthread_mutex_lock(&io->mu);
+        while (rc == 0) {       /* every completion there is, under one hold of the lock */
             zero__uslot *s = (zero__uslot *)io_uring_cqe_get_data(cqe);
             int64_t res = cqe->res;
             int err = 0, again = 0;
@@ -6231,14 +6260,12 @@ static void *zero__io_uring_main(void *arg) {
                 broken = e;                     /* a prepared entry may stay queued: submit nothing more */
             }
             if (again) err = broken ? broken : EIO;
-            pthread_mutex_lock(&io->mu);
+            io->fly[s->rq.write]--;
             zero__io_finish(io, s->rq.batch, err, s->rq.fd, s->rq.off + s->done);
-            pthread_mutex_unlock(&io->mu);
             freel[nfree++] = (int)(s - slots);
             inflight--;
             rc = io_uring_peek_cqe(&io->ring, &cqe);
         }
-        pthread_mutex_lock(&io->mu);
     }
     pthread_mutex_unlock(&io->mu);
     return NULL;
@@ -6275,6 +6302,7 @@ static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work);
     pthread_cond_destroy(&io->done);
+    pthread_cond_destroy(&io->room);
 }
 
 /* engine: 1 io_uring (when built with it and the kernel allows), 0 threads. Returns 0, or
@@ -6286,7 +6314,8 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
-    io->depth = depth;
+    pthread_cond_init(&io->room, NULL);
+    io->depth = io->lim[0] = io->lim[1] = depth;
 #ifdef ZERO_IO_URING
     if (engine == 1 && (*why = zero__ur_init(io)) == 0) {
         io->uring = 1;
@@ -6303,7 +6332,7 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     io->threads = threads ? (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads) : NULL;
     if (!io->threads) { zero__raw_free(a, io->uslots); io->uslots = NULL;
                         pthread_mutex_destroy(&io->mu); pthread_cond_destroy(&io->work); pthread_cond_destroy(&io->done);
-                        return -1; }
+                        pthread_cond_destroy(&io->room); return -1; }
     for (i = 0; i < threads; i++) {
 #ifdef ZERO_IO_URING
         if (pthread_create(&io->threads[i], NULL, io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
@@ -6320,18 +6349,31 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
 static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int write, char *buf, int64_t len,
                             int64_t off, int64_t chunk) {
     int64_t o;
+    write = write != 0;
     pthread_mutex_lock(&io->mu);
     for (o = 0; o < len; o += chunk) {
         zero__ioreq *rq;
-        while (io->qlen == ZERO__IOQ_CAP) pthread_cond_wait(&io->done, &io->mu);
-        rq = &io->q[(io->qhead + io->qlen) % ZERO__IOQ_CAP];
+        while (io->qlen[write] == ZERO__IOQ_CAP) {
+            pthread_cond_broadcast(&io->work);
+            pthread_cond_wait(&io->room, &io->mu);
+        }
+        rq = &io->q[write][(io->qhead[write] + io->qlen[write]) % ZERO__IOQ_CAP];
         rq->fd = fd; rq->write = write; rq->buf = buf + o; rq->off = off + o;
         rq->len = len - o < chunk ? len - o : chunk;
         rq->batch = b;
         b->pending++;
-        io->qlen++;
+        io->qlen[write]++;
     }
     pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->mu);
+}
+
+/* at most rdepth reads and wdepth writes in flight (each 1..depth; zero__io_start: depth
+   each); set before the first submit */
+static void zero__io_limits(zero__iopool *io, int rdepth, int wdepth) {
+    pthread_mutex_lock(&io->mu);
+    io->lim[0] = rdepth < 1 ? 1 : rdepth > io->depth ? io->depth : rdepth;
+    io->lim[1] = wdepth < 1 ? 1 : wdepth > io->depth ? io->depth : wdepth;
     pthread_mutex_unlock(&io->mu);
 }
 
@@ -6354,6 +6396,27 @@ static uint64_t zero__blk_sum(const char *p, int64_t n, uint64_t seed) {
     w = h[0];
     for (l = 1; l < 4; l++) { w ^= h[l] + 0x9e3779b97f4a7c15ull + (w << 6) + (w >> 2); }
     return w ^ (w >> 29);
+}
+
+/* the NVMe tier's block sums (>>offload): 8 lanes of 64-bit multiply-xor, each step a
+   bijection of the word, so any change of one word changes the sum; twice the speed of
+   zero__blk_sum on data in cache (more multiplies in flight) */
+static uint64_t zero__blk_sum8(const char *p, int64_t n, uint64_t seed) {
+    uint64_t h[8], w[8], r;
+    int64_t i;
+    int l;
+    for (l = 0; l < 8; l++) h[l] = seed ^ (0x243f6a8885a308d3ull * (uint64_t)(2 * l + 1));
+    for (i = 0; i + 64 <= n; i += 64) {
+        memcpy(w, p + i, 64);
+        h[0] = (h[0] ^ w[0]) * 0x100000001b3ull; h[1] = (h[1] ^ w[1]) * 0x100000001b3ull;
+        h[2] = (h[2] ^ w[2]) * 0x100000001b3ull; h[3] = (h[3] ^ w[3]) * 0x100000001b3ull;
+        h[4] = (h[4] ^ w[4]) * 0x100000001b3ull; h[5] = (h[5] ^ w[5]) * 0x100000001b3ull;
+        h[6] = (h[6] ^ w[6]) * 0x100000001b3ull; h[7] = (h[7] ^ w[7]) * 0x100000001b3ull;
+    }
+    for (; i < n; i++) h[0] = (h[0] ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    r = seed ^ (uint64_t)n;
+    for (l = 0; l < 8; l++) r = (r ^ h[l]) * 0x9e3779b97f4a7c15ull;
+    return r ^ (r >> 29);
 }
 
 /* >>plan ----------------------------------------------------------------------------
@@ -6766,12 +6829,19 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
    saved in the written blocks put the params back. */
 
 typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
+#define ZERO__SUM_MAXP 1024                             /* checksum pieces per block at most */
+#define ZERO__SUM_MAXS (ZERO__SUM_MAXP * 4 + 1)         /* their sums: K arrays and the params, + the padding */
 
 typedef struct zero__off {
     int ndirs, K, has_master, psz, slot;
     int fd[ZERO_MAX_NVME_DIRS];
     char path[ZERO_MAX_NVME_DIRS][512];
-    int64_t G, bb, nblocks, tstate, chunk, file_bytes;
+    int64_t G, bb, nblocks, tstate, file_bytes;
+    int depth, rdepth, wdepth;      /* the I/O engine's depth, reads and writes in flight at most (zero__off_tune) */
+    int64_t rchunk, wchunk;         /* request sizes of reads and of writes */
+    int64_t E;                      /* elements per checksum piece (zero__off_psums) */
+    int np;                         /* pieces per block */
+    uint64_t sv[ZERO__SUM_MAXS], ss[ZERO__SUM_MAXS];  /* piece sums: the block read, the block written */
     char *raw[3], *buf[3];
     zero__iobatch rb[3], wb[3];
     int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
@@ -6813,31 +6883,96 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
     return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
 }
 
-static void zero__off_seal(zero__off *o, char *buf, int64_t blk, int slot) {
+/* The block checksum. A block's G elements are cut into np pieces of E elements; piece p
+   has a sum (zero__blk_sum) for each of the K arrays and for the param area over its
+   elements, then the padding after the param area has one: S, np * (K + 1) + 1 sums. The
+   trailer holds the sum of S (t[0]) and, for the gathers that read the param area alone,
+   the sum of the param and padding sums (t[4]). The pieces are independent and small
+   enough to stay in cache, so zero_step sums each piece on the optimizer's threads just
+   before and just after the pass over it (zero__off_part): the block is read from memory
+   once, and the I/O thread never checksums. The sums are zero__blk_sum8's. */
+static void zero__off_layout(zero__off *o) {
+    int64_t e = (o->G + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
+    o->E = e < 16384 ? 16384 : zero__align_up(e, 1024);
+    if (o->E > o->G) o->E = o->G;
+    o->np = (int)((o->G + o->E - 1) / o->E);
+}
+static uint64_t zero__off_seed(uint64_t seed, int64_t i) { return seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull; }
+/* piece p's sums into S: the K arrays' (a: 0..K-1), the params' (a = K); pbuf: the param area */
+static void zero__off_psums(const zero__off *o, const char *buf, const char *pbuf, int p, uint64_t seed, uint64_t *S) {
+    int64_t e0 = (int64_t)p * o->E, n = o->G - e0 < o->E ? o->G - e0 : o->E;
+    int a;
+    if (buf)
+        for (a = 0; a < o->K; a++)
+            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
+                                                           zero__off_seed(seed, (int64_t)p * (o->K + 1) + a));
+    S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum8(pbuf + e0 * o->psz, n * o->psz,
+                                                      zero__off_seed(seed, (int64_t)p * (o->K + 1) + o->K));
+}
+/* the padding's sum (pbuf: the param area), then t[0] and t[4] from S */
+static void zero__off_combine(const zero__off *o, const char *pbuf, uint64_t seed, uint64_t *S, uint64_t *t0, uint64_t *t4) {
+    int64_t ns = (int64_t)o->np * (o->K + 1), g = o->G * o->psz, i;
+    uint64_t h = zero__off_seed(seed, -1);
+    S[ns] = zero__blk_sum8(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__off_parea(o) - g, zero__off_seed(seed, ns));
+    if (t0) *t0 = zero__blk_sum8((const char *)S, (ns + 1) * 8, seed);
+    for (i = 0; i < o->np; i++) h = (h ^ S[i * (o->K + 1) + o->K]) * 0x100000001b3ull;
+    *t4 = zero__blk_sum8((const char *)&h, 8, seed ^ S[ns]);
+}
+typedef struct zero__sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__sumjob;
+static void zero__sum_part(void *arg, int part, int nparts) {
+    const zero__sumjob *j = (const zero__sumjob *)arg;
+    int p, p1 = (int)((int64_t)j->o->np * (part + 1) / nparts);
+    for (p = (int)((int64_t)j->o->np * part / nparts); p < p1; p++)
+        zero__off_psums(j->o, j->buf, j->buf + zero__off_parea(j->o), p, j->seed, j->S);
+}
+/* a whole block's t[0] and t[4], the pieces on pl (NULL: the calling thread) */
+static void zero__off_bsum(const zero__off *o, zero__pool *pl, const char *buf, uint64_t seed, uint64_t *S, uint64_t *t0,
+                           uint64_t *t4) {
+    zero__sumjob j;
+    j.o = o; j.buf = buf; j.seed = seed; j.S = S;
+    zero__pool_run(pl, zero__sum_part, &j, o->np < 2);
+    zero__off_combine(o, buf + zero__off_parea(o), seed, S, t0, t4);
+}
+static uint64_t zero__off_sseed(int64_t blk, int slot) { return (uint64_t)blk * 2 + (uint64_t)slot; }
+
+/* the trailer from t0, t4 (t4 kept only with the params on NVMe) */
+static void zero__off_trailer(zero__off *o, char *buf, int64_t blk, int slot, uint64_t t0, uint64_t t4) {
     uint64_t t[5];
-    int64_t pa = zero__off_parea(o);
-    t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
-    t[0] = zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot);
-    /* with the params on NVMe a gather reads the param area alone: it has a sum of its own */
-    t[4] = o->params ? zero__blk_sum(buf + pa, o->bb - ZERO__OFF_TRAILER - pa, (uint64_t)blk * 2 + (uint64_t)slot) : 0;
+    t[0] = t0; t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
+    t[4] = o->params ? t4 : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
-static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const char *what) {
+/* the checksums run on pl, the optimizer's thread pool (NULL: the calling thread) */
+static void zero__off_seal(zero__off *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
+    uint64_t t0, t4;
+    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->ss, &t0, &t4);
+    zero__off_trailer(o, buf, blk, slot, t0, t4);
+}
+/* the trailer names block blk of the slot and, when sum is not NULL, holds *sum */
+static zero_result zero__off_check(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const uint64_t *sum,
+                                   const char *what) {
     uint64_t t[4];
     memcpy(t, buf + o->bb - ZERO__OFF_TRAILER, sizeof t);
-    if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot ||
-        t[0] != zero__blk_sum(buf, o->bb - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)slot))
+    if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot || (sum && t[0] != *sum))
         return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                           "%s: offload block %lld (slot %d) of %s at offset %lld fails its checksum", what,
                           (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__off_pos(o, blk, slot));
     return ZERO_OK;
+}
+static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
+                                    const char *what) {
+    uint64_t t0, t4;
+    zero_result r = zero__off_check(ctx, o, buf, blk, slot, NULL, what);
+    if (r != ZERO_OK) return r;
+    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->sv, &t0, &t4);
+    return zero__off_check(ctx, o, buf, blk, slot, &t0, what);
 }
 
 static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
     memset(b, 0, sizeof *b);
     b->write = write;
     if ((b->trace_t0 = zero__trace_t0(o->ctx)) > 0) b->trace_ctx = o->ctx;
-    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), o->chunk);
+    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), write ? o->wchunk : o->rchunk);
     if (write) o->bytes_written += o->bb; else o->bytes_read += o->bb;
 }
 
@@ -6849,7 +6984,7 @@ static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const c
     zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
     if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
-    return write ? ZERO_OK : zero__off_verify(ctx, o, o->buf[0], blk, o->slot, what);
+    return write ? ZERO_OK : zero__off_verify(ctx, o, NULL, o->buf[0], blk, o->slot, what);
 }
 
 /* writes back the block cached in buf[0] if it changed, and forgets it */
@@ -6858,7 +6993,7 @@ static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
     int64_t blk = o->cached;
     if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
     o->dirty = 0;
-    zero__off_seal(o, o->buf[0], blk, o->slot);
+    zero__off_seal(o, NULL, o->buf[0], blk, o->slot);
     return zero__off_sync(ctx, blk, 1, what);
 }
 
@@ -6906,6 +7041,14 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
    param area and trailer are read (into gbuf, kept for the next module in the block) and
    checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
    written back is taken from buf[0]. */
+/* t[4] of a param area alone (the gathers' read, on the comm stream: no pool) */
+static uint64_t zero__off_gsum(const zero__off *o, const char *pbuf, uint64_t seed) {
+    uint64_t S[ZERO__SUM_MAXS], t4;
+    int p;
+    for (p = 0; p < o->np; p++) zero__off_psums(o, NULL, pbuf, p, seed, S);
+    zero__off_combine(o, pbuf, seed, S, NULL, &t4);
+    return t4;
+}
 static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
     zero__off *o = ctx->tier.off;
     int64_t pa = zero__off_parea(o), len = o->bb - pa;
@@ -6922,13 +7065,13 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
                 memset(&o->gb, 0, sizeof o->gb);
                 if ((o->gb.trace_t0 = zero__trace_t0(ctx)) > 0) o->gb.trace_ctx = ctx;    /* on the nvme track */
                 zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
-                                o->chunk);
+                                o->rchunk);
                 o->bytes_read += len;
                 zero__io_wait(&o->io, &o->gb);
                 if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
                 memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
                 if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
-                    t[4] != zero__blk_sum(o->gbuf, len - ZERO__OFF_TRAILER, (uint64_t)blk * 2 + (uint64_t)o->slot)) {
+                    t[4] != zero__off_gsum(o, o->gbuf, zero__off_sseed(blk, o->slot))) {
                     r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                                    "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
                                    "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
@@ -6974,10 +7117,20 @@ static void zero__off_free(zero_ctx *ctx) {
     ctx->tier.off = NULL;
 }
 
+/* the I/O engine's shape for o->bb: queue_depth (0: the default, 16) requests in flight,
+   half of them reads and half writes at most, each request 1 MiB */
+static void zero__off_tune(zero__off *o, int queue_depth) {
+    o->depth = queue_depth ? queue_depth : 16;
+    o->rdepth = o->wdepth = o->depth / 2 > 1 ? o->depth / 2 : 1;
+    o->rchunk = o->wchunk = (int64_t)1 << 20;
+}
+
 /* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
 static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     const char *e = getenv("ZERO_IO");
-    int depth = ctx->desc.offload.queue_depth ? ctx->desc.offload.queue_depth : 16, why = 0, want;
+    int depth, why = 0, want;
+    zero__off_tune(o, ctx->desc.offload.queue_depth);
+    depth = o->depth;
 #ifdef ZERO_IO_URING
     want = 1;
 #else
@@ -6991,6 +7144,7 @@ static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
     }
     if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
+    zero__io_limits(&o->io, o->rdepth, o->wdepth);
     if (want && !o->io.uring)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_ENGINE, "io_uring is not available (%s): the NVMe tier uses %d I/O threads",
 #ifdef ZERO_IO_URING
@@ -7063,8 +7217,8 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero_dtype_size(d->param_dtype);
-    o->chunk = zero__align_up(bb / 16 > ((int64_t)1 << 20) ? bb / 16 : ((int64_t)1 << 20), ZERO__IO_ALIGN);
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
+    zero__off_layout(o);
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
     for (i = 0; i < nd; i++) o->fd[i] = -1;
     for (i = 0; i < 3; i++) {
@@ -7103,7 +7257,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
         memset(o->buf[0], 0, (size_t)bb);
         for (blk = 0; blk < nb && r == ZERO_OK; blk++) {
-            zero__off_seal(o, o->buf[0], blk, 0);
+            zero__off_seal(o, ctx->opt.pool, o->buf[0], blk, 0);
             r = zero__off_sync(ctx, blk, 1, "zero_build");
         }
     }
@@ -7122,6 +7276,7 @@ typedef struct zero__offjob {
     zero__opt_fn fn;
     char *buf;
     int64_t s0, total;
+    uint64_t seed_r, seed_w;        /* the checksum seeds of the block read and of the block written */
 } zero__offjob;
 
 static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
@@ -7155,34 +7310,40 @@ static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
     }
 }
 
+/* the pass over checksum pieces [np * part / nparts, np * (part + 1) / nparts): each piece
+   summed as read (o->sv), updated, summed as written (o->ss), while it is in cache */
 static void zero__off_part(void *arg, int part, int nparts) {
     const zero__offjob *j = (const zero__offjob *)arg;
     zero_ctx *ctx = j->ctx;
     zero__off *o = ctx->tier.off;
-    int pdt = j->k.pdt, adt = j->k.adt, i;
-    int64_t lo, hi, off = 0;
+    int pdt = j->k.pdt, adt = j->k.adt, i, q, q1 = (int)((int64_t)o->np * (part + 1) / nparts);
+    char *pbuf = j->buf + zero__off_parea(o);
     float *arr[3] = { NULL, NULL, NULL };
     for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
-    zero__chunk(j->total, part, nparts, &lo, &hi);
-    for (i = 0; i < o->npieces && off < hi; off += o->pieces[i].b - o->pieces[i].a, i++) {
-        const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
-        int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
-        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < n ? hi - off : n;
-        void *p;
-        float *w, *m, *v;
-        zero__optk k;
-        if (s >= e) continue;
-        k = j->k;
-        k.decay = sg->decay;
-        /* params on NVMe: updated in the block's param area, written to the other slot with
-           the states; else in the arena, the old values saved in the block for an undo */
-        p = o->params ? j->buf + zero__off_parea(o) + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
-        w = o->has_master ? arr[0] + at : (float *)p;
-        m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
-        v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
-        if (!o->params)
-            memcpy(j->buf + zero__off_parea(o) + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
-        j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
+    for (q = (int)((int64_t)o->np * part / nparts); q < q1; q++) {
+        int64_t lo = (int64_t)q * o->E, hi = lo + o->E < o->G ? lo + o->E : o->G;
+        zero__off_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
+        for (i = 0; i < o->npieces; i++) {      /* the segment pieces in [lo, hi) of the block */
+            const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
+            int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
+            int64_t s = lo - at > 0 ? lo - at : 0, e = hi - at < n ? hi - at : n;
+            void *p;
+            float *w, *m, *v;
+            zero__optk k;
+            if (s >= e) continue;
+            k = j->k;
+            k.decay = sg->decay;
+            /* params on NVMe: updated in the block's param area, written to the other slot with
+               the states; else in the arena, the old values saved in the block for an undo */
+            p = o->params ? pbuf + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
+            w = o->has_master ? arr[0] + at : (float *)p;
+            m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
+            v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
+            if (!o->params)
+                memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+            j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
+        }
+        zero__off_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
     }
 }
 
@@ -7193,6 +7354,7 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
     zero__offjob job;
     int so = o->slot, sn = 1 - o->slot, x;
     int64_t i, nb = o->nblocks;
+    uint64_t tsum, t0, t4;
     zero_result r;
     if ((r = zero__off_flush(ctx, "zero_step")) != ZERO_OK) return r;
     memset(&job, 0, sizeof job);
@@ -7205,20 +7367,33 @@ static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
         int b = (int)(i % 3), nx = (int)((i + 1) % 3);
         zero__io_wait(&o->io, &o->rb[b]);
         if (o->rb[b].err) { r = zero__off_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
-        if ((r = zero__off_verify(ctx, o, o->buf[b], i, so, "zero_step")) != ZERO_OK) break;
-        if (i + 1 < nb) {       /* buf[nx] held block i-2: its write must be done */
+        if (i + 1 < nb) {       /* block i+1 queued before block i is checked, so the reads barely
+                                   pause; buf[nx] held block i-2: its write must be done */
             zero__io_wait(&o->io, &o->wb[nx]);
             if (o->wb[nx].err) { r = zero__off_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
             o->bufblk[nx] = -1;
             zero__off_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
         }
+        /* the checksums and the pass run on the optimizer's threads, the I/O on its own; the
+           read's sum is known after the pass: a block that fails it fails the step, and the
+           params it changed come back from the block's saved ones (bufblk) in the undo */
+        if ((r = zero__off_check(ctx, o, o->buf[b], i, so, NULL, "zero_step")) != ZERO_OK) break;
+        memcpy(&tsum, o->buf[b] + o->bb - ZERO__OFF_TRAILER, sizeof tsum);
         job.buf = o->buf[b];
         job.s0 = i * o->G;
+        job.seed_r = zero__off_sseed(i, so);
+        job.seed_w = zero__off_sseed(i, sn);
         zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
-        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536);
         o->bufblk[b] = i;
+        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536 && o->np < 2);
+        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_r, o->sv, &t0, &t4);
+        if (t0 != tsum) {
+            r = zero__off_check(ctx, o, o->buf[b], i, so, &t0, "zero_step");
+            break;
+        }
         o->done = i + 1;
-        zero__off_seal(o, o->buf[b], i, sn);
+        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_w, o->ss, &t0, &t4);
+        zero__off_trailer(o, o->buf[b], i, sn, t0, t4);
         zero__off_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
     }
     for (x = 0; x < 3; x++) {
@@ -7251,7 +7426,7 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
         zero__off_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
         zero__io_wait(&o->io, &o->rb[0]);
         if (o->rb[0].err) { r = zero__off_fail_io(ctx, o, &o->rb[0], i, "zero_step (undo)"); continue; }
-        if (zero__off_verify(ctx, o, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
+        if (zero__off_verify(ctx, o, ctx->opt.pool, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
         zero__off_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
         zero__off_params(ctx, o->buf[0], i * o->G, 0);
     }

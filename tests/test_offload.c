@@ -475,13 +475,19 @@ static void arm_eio(cfg *c, zero_ctx *z) {
     __atomic_store_n(&zero__fops.io_result, eio_result, __ATOMIC_RELAXED);
 }
 
-/* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there */
+/* block nblocks/2 of the slot the next step reads: one byte flipped, or the file cut there.
+   flip_at: 0 byte 100; 1 the last byte of the last state array; 2 the last param byte;
+   3 the last byte before the trailer (the padding). flip_np: the block's checksum pieces. */
+static int flip_at, flip_np;
 static void flip_byte(cfg *c, zero_ctx *z) {
     zero__off *o = z->tier.off;
-    int64_t blk = o->nblocks / 2, off = zero__off_pos(o, blk, o->slot) + 100;
+    int64_t blk = o->nblocks / 2, pa = zero__off_parea(o);
+    int64_t at = flip_at == 1 ? pa - 1 : flip_at == 2 ? pa + o->G * o->psz - 1 : flip_at == 3 ? o->bb - ZERO__OFF_TRAILER - 1 : 100;
+    int64_t off = zero__off_pos(o, blk, o->slot) + at;
     int fd = open(o->path[blk % o->ndirs], O_RDWR);
     unsigned char b;
     (void)c;
+    flip_np = o->np;
     if (fd < 0) return;
     if (pread(fd, &b, 1, off) == 1) { b ^= 0x10; if (pwrite(fd, &b, 1, off) != 1) { } }
     close(fd);
@@ -500,6 +506,10 @@ static void fault_case2(const char *name, void (*fn)(cfg *, zero_ctx *), zero_re
     c.opt_tier = ZERO_OFFLOAD_NVME;
     if (nvme_params) c.par_tier = ZERO_OFFLOAD_NVME;
     c.elems = 3000;
+    if (flip_at) {      /* blocks of several checksum pieces */
+        c.buffer_bytes = 3 << 20;
+        c.elems = 200000;
+    }
     c.fault_step = 2;
     c.fault_fn = fn;
     r = zero_run_local(world, train, &c);
@@ -704,6 +714,112 @@ static void test_uring_short(void) {
     free(ref.out); free(off.out);
 }
 
+/* a byte flipped anywhere in a block of several checksum pieces fails the step (the sums
+   are taken inside the pass) and the params stay as they were */
+static void test_pieces_corrupt(void) {
+    static const char *names[4] = { "", "corrupt_pieces_array_end", "corrupt_pieces_param_end", "corrupt_pieces_padding" };
+    int w;
+    for (flip_at = 1; flip_at <= 3; flip_at++)
+        for (w = 0; w < 2; w++) {
+            int par = w && flip_at == 1;
+            flip_np = 0;
+            /* with the params on NVMe a damaged param area fails the fetch's gather first
+               (test_params_corrupt): there only the state arrays */
+            fault_case2(names[flip_at], flip_byte, ZERO_ERR_CORRUPT, "checksum", par ? 3 : 1 + w, 1 + w, par);
+            CHECK(flip_np >= 2, "blocks of %d checksum pieces, want several", flip_np);
+        }
+    flip_at = 0;
+}
+
+/* the I/O engine keeps at most lim[0] reads and lim[1] writes in flight, depth together
+   (the thread engine: its transfers go through zero__fops, slowed down here) */
+static int lim_fly[2], lim_max[2], lim_tot;
+static pthread_mutex_t lim_mu = PTHREAD_MUTEX_INITIALIZER;
+static void lim_enter(int w, int d) {
+    struct timespec ts = { 0, 2000000 };
+    pthread_mutex_lock(&lim_mu);
+    lim_fly[w] += d;
+    if (lim_fly[w] > lim_max[w]) lim_max[w] = lim_fly[w];
+    if (lim_fly[0] + lim_fly[1] > lim_tot) lim_tot = lim_fly[0] + lim_fly[1];
+    pthread_mutex_unlock(&lim_mu);
+    if (d > 0) nanosleep(&ts, NULL);    /* long enough for the others to pile up */
+}
+static int64_t lim_pread(int fd, void *buf, size_t n, int64_t off) {
+    int64_t r;
+    lim_enter(0, 1); r = zero__sys_pread(fd, buf, n, off); lim_enter(0, -1);
+    return r;
+}
+static int64_t lim_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    int64_t r;
+    lim_enter(1, 1); r = zero__sys_pwrite(fd, buf, n, off); lim_enter(1, -1);
+    return r;
+}
+static void test_io_limits(void) {
+    static const int lims[3][3] = { { 4, 1, 2 }, { 6, 3, 3 }, { 3, 8, 0 } };   /* depth, reads, writes (clamped) */
+    zero__iopool io;
+    zero__iobatch rb, wb;
+    zero_allocator a;
+    char path[600], *buf;
+    int fd, why, k;
+    memset(&a, 0, sizeof a);
+    snprintf(path, sizeof path, "%s/limits", tmpdir);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0, "open %s", path);
+    buf = (char *)calloc(1, 64 << 12);
+    if (fd < 0 || !buf) { free(buf); return; }
+    CHECK(pwrite(fd, buf, 64 << 12, 0) == 64 << 12, "prefill");
+    zero__fops.pread = lim_pread;
+    zero__fops.pwrite = lim_pwrite;
+    for (k = 0; k < 3; k++) {
+        int want_r = lims[k][1] > lims[k][0] ? lims[k][0] : lims[k][1], want_w = lims[k][2] < 1 ? 1 : lims[k][2];
+        CHECK(zero__io_start(&io, lims[k][0], 0, &a, &why) == 0, "start");
+        zero__io_limits(&io, lims[k][1], lims[k][2]);
+        CHECK(io.lim[0] == want_r && io.lim[1] == want_w, "limits %d %d, want %d %d", io.lim[0], io.lim[1], want_r, want_w);
+        memset(lim_max, 0, sizeof lim_max);
+        lim_tot = 0;
+        memset(&rb, 0, sizeof rb);
+        memset(&wb, 0, sizeof wb);
+        wb.write = 1;
+        zero__io_submit(&io, &wb, fd, 1, buf + (32 << 12), 32 << 12, 32 << 12, 4096);
+        zero__io_submit(&io, &rb, fd, 0, buf, 32 << 12, 0, 4096);
+        zero__io_wait(&io, &rb);
+        zero__io_wait(&io, &wb);
+        zero__io_stop(&io, &a);
+        CHECK(rb.err == 0 && wb.err == 0, "I/O errors %d %d", rb.err, wb.err);
+        CHECK(lim_max[0] >= 1 && lim_max[0] <= want_r, "reads in flight at most %d, limit %d", lim_max[0], want_r);
+        CHECK(lim_max[1] >= 1 && lim_max[1] <= want_w, "writes in flight at most %d, limit %d", lim_max[1], want_w);
+        CHECK(lim_tot <= lims[k][0], "in flight together %d, depth %d", lim_tot, lims[k][0]);
+        CHECK(k != 0 || (lim_max[0] == 1 && lim_max[1] == 2), "depth 4, 1 read and 2 writes: %d and %d in flight",
+              lim_max[0], lim_max[1]);
+    }
+    zero__fops.pread = zero__sys_pread;
+    zero__fops.pwrite = zero__sys_pwrite;
+    free(buf);
+    close(fd);
+    unlink(path);
+}
+
+/* the tier's block sum: any one bit changed anywhere (lanes, the byte tail) changes it,
+   and so do the seed and the length */
+static void test_blk_sum8(void) {
+    enum { N = 4096 + 61 };
+    static unsigned char b[N];
+    uint64_t s0, s;
+    int i, bad = 0;
+    for (i = 0; i < N; i++) b[i] = (unsigned char)(i * 131 + 7);
+    s0 = zero__blk_sum8((const char *)b, N, 42);
+    for (i = 0; i < N * 8; i += 7) {
+        b[i / 8] ^= (unsigned char)(1u << (i % 8));
+        s = zero__blk_sum8((const char *)b, N, 42);
+        b[i / 8] ^= (unsigned char)(1u << (i % 8));
+        bad += s == s0;
+    }
+    CHECK(bad == 0, "%d single-bit changes kept the sum", bad);
+    CHECK(zero__blk_sum8((const char *)b, N, 42) == s0, "not a function of the bytes");
+    CHECK(zero__blk_sum8((const char *)b, N, 43) != s0, "the seed does not count");
+    CHECK(zero__blk_sum8((const char *)b, N - 1, 42) != s0, "the length does not count");
+}
+
 static void test_bad_engine(void) {
     cfg c = base_cfg(1, 1, ZERO_BF16, ZERO_OPTIM_ADAMW);
     zero_result r;
@@ -754,6 +870,11 @@ int main(void) {
     TEST_RUN(test_params_corrupt);
     TEST_RUN(test_params_alloc);
     TEST_RUN(test_uring_short);
+    TEST_RUN(test_io_limits);
+    TEST_RUN(test_blk_sum8);
+    setenv("ZERO_IO", "threads", 1);
+    engine = "threads";
+    TEST_RUN(test_pieces_corrupt);
     TEST_RUN(test_bad_engine);
     unsetenv("ZERO_IO");
     for (s = 0; s <= 3; s++) equiv_case(s, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
