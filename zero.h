@@ -6918,9 +6918,9 @@ static void zero__off_combine(const zero__off *o, const char *pbuf, uint64_t see
     for (i = 0; i < o->np; i++) h = (h ^ S[i * (o->K + 1) + o->K]) * 0x100000001b3ull;
     *t4 = zero__blk_sum8((const char *)&h, 8, seed ^ S[ns]);
 }
-typedef struct zero__sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__sumjob;
-static void zero__sum_part(void *arg, int part, int nparts) {
-    const zero__sumjob *j = (const zero__sumjob *)arg;
+typedef struct zero__off_sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__off_sumjob;
+static void zero__off_sum_part(void *arg, int part, int nparts) {
+    const zero__off_sumjob *j = (const zero__off_sumjob *)arg;
     int p, p1 = (int)((int64_t)j->o->np * (part + 1) / nparts);
     for (p = (int)((int64_t)j->o->np * part / nparts); p < p1; p++)
         zero__off_psums(j->o, j->buf, j->buf + zero__off_parea(j->o), p, j->seed, j->S);
@@ -6928,9 +6928,9 @@ static void zero__sum_part(void *arg, int part, int nparts) {
 /* a whole block's t[0] and t[4], the pieces on pl (NULL: the calling thread) */
 static void zero__off_bsum(const zero__off *o, zero__pool *pl, const char *buf, uint64_t seed, uint64_t *S, uint64_t *t0,
                            uint64_t *t4) {
-    zero__sumjob j;
+    zero__off_sumjob j;
     j.o = o; j.buf = buf; j.seed = seed; j.S = S;
-    zero__pool_run(pl, zero__sum_part, &j, o->np < 2);
+    zero__pool_run(pl, zero__off_sum_part, &j, o->np < 2);
     zero__off_combine(o, buf + zero__off_parea(o), seed, S, t0, t4);
 }
 static uint64_t zero__off_sseed(int64_t blk, int slot) { return (uint64_t)blk * 2 + (uint64_t)slot; }
