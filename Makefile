@@ -325,7 +325,7 @@ $(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu
 
 # build/mock-tsan/<name>: the same programs and the double under ThreadSanitizer (with
 # ZERO_CUDA_MOCK_ASYNC=1 the double's stream workers race with host reads that come
-# before their producer finished); tests/test_cuda_mock.sh runs a few when ZERO_MOCK_TSAN=1
+# before their producer finished); tests/test_cuda_mock.sh runs a few unless ZERO_MOCK_TSAN=0
 MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o
 $(MOCK_TSAN_OBJ): $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS) | $(BUILD)/mock-tsan
 	@rm -f $@
