@@ -264,6 +264,18 @@ static cfg base_cfg(int mode, int stage, int world, zero_dtype dt, int accum) {
     return c;
 }
 
+/* runs ref and c; c's params must be bitwise ref's */
+static void run_same(cfg *ref, cfg *c) {
+    int64_t at = -1;
+    run(ref);
+    run(c);
+    if (CHECK(ref->fail == ZERO_OK, "REF failed: %s", ref->msg) &&
+        CHECK(c->fail == ZERO_OK, "failed: %s (%s)", zero_result_str(c->fail), c->msg))
+        CHECK(same_bits(c->out, ref->out, model_numel(c), &at), "params differ at element %lld", (long long)at);
+    free(ref->out);
+    free(c->out);
+}
+
 /* every mode equals REF at the same config; accum 1: equals REF at stage 0 too */
 static void test_equivalence(void) {
     static const zero_dtype dts[] = { ZERO_F32, ZERO_BF16 };
@@ -337,17 +349,10 @@ static void test_head_last(void) {
             for (stage = 0; stage <= 3; stage++) {
                 zero_dtype dt = di ? ZERO_BF16 : ZERO_F32;
                 cfg ref = base_cfg(REF, stage, 2, dt, accum), c = base_cfg(TIE_API, stage, 2, dt, accum);
-                int64_t at = -1;
                 ref.head_last = c.head_last = 1;
                 test_begin("tied_head_last_stage%d_%s_accum%d", stage, zero_dtype_str(dt), accum);
-                run(&ref);
-                run(&c);
-                if (CHECK(ref.fail == ZERO_OK, "REF failed: %s", ref.msg) &&
-                    CHECK(c.fail == ZERO_OK, "failed: %s (%s)", zero_result_str(c.fail), c.msg))
-                    CHECK(same_bits(c.out, ref.out, model_numel(&c), &at), "params differ at element %lld", (long long)at);
+                run_same(&ref, &c);
                 test_end();
-                free(ref.out);
-                free(c.out);
             }
 }
 
@@ -358,7 +363,6 @@ static void test_tiers(void) {
     for (k = 0; k < 4; k++)
         for (mode = TIE_API; mode <= TIE_REFETCH; mode++) {
             cfg ref, c;
-            int64_t at = -1;
             static const char *what[] = { "accumf32_stage1", "offload_host_stage2", "offload_nvme_stage3",
                                           "params_nvme_stage3" };
             ref = base_cfg(REF, k == 0 ? 1 : k == 1 ? 2 : 3, 2, ZERO_BF16, 2);
@@ -370,14 +374,8 @@ static void test_tiers(void) {
             c.mode = mode;
             test_begin("tied_%s_%s", mode_name[mode], what[k]);
             if (k >= 2 && !have_dir) { test_skip("mkdtemp: %s", strerror(errno)); test_end(); continue; }
-            run(&ref);
-            run(&c);
-            if (CHECK(ref.fail == ZERO_OK, "REF failed: %s", ref.msg) &&
-                CHECK(c.fail == ZERO_OK, "failed: %s (%s)", zero_result_str(c.fail), c.msg))
-                CHECK(same_bits(c.out, ref.out, model_numel(&c), &at), "params differ at element %lld", (long long)at);
+            run_same(&ref, &c);
             test_end();
-            free(ref.out);
-            free(c.out);
         }
     if (have_dir) rmdir(dir);
 }
