@@ -850,6 +850,7 @@ typedef enum zero_coll {            /* collective kinds, an index into stats tab
     ZERO_COLL_ALL_REDUCE,
     ZERO_COLL_BROADCAST,
     ZERO_COLL_BARRIER,
+    ZERO_COLL_ALL_TO_ALL,           /* ZeRO++'s quantized gradient exchange (qgz) */
     ZERO_COLL_NUM
 } zero_coll;
 
@@ -1015,6 +1016,14 @@ typedef struct zero_desc {
     zero_logger logger;
     zero_reduce_mode reduce_mode;   /* NCCL: ZERO_REDUCE_EXACT (default) or ZERO_REDUCE_NCCL; the
                                        other communicators always sum exactly */
+    /* ZeRO++ (ON ZERO++): less traffic across nodes, at the price of quantization error */
+    int qwz;                        /* stage 3: gathers move int8 block-quantized params; default 0: off */
+    int qgz;                        /* stages 1-3: gradients reduced within the node, then across nodes,
+                                       with quantized payloads: 8 (int8; 1 means 8) or 4 (int4); 0: off */
+    int hpz;                        /* stage 3: ranks per node of a secondary partition (each node holds
+                                       the params, split over its ranks, refreshed at every step; gathers
+                                       then stay in the node); 0: off */
+    int quant_block;                /* qwz / qgz: elements per block (one fp32 scale each); default 256 */
 } zero_desc;
 
 typedef struct zero_module_desc {
@@ -1040,6 +1049,8 @@ typedef struct zero_plan {
     int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];   /* per rank */
     int64_t model_state_bytes;      /* params + grads + master + optimizer, all tiers */
     int64_t total_bytes;            /* everything, all tiers */
+    int64_t hpz_bytes;              /* of bytes[..][ZERO_CAT_PARAMS]: ZeRO++'s secondary partition */
+    int64_t zpp_buffer_bytes;       /* of bytes[..][ZERO_CAT_BUFFERS]: ZeRO++'s quantized payloads */
 } zero_plan;
 
 typedef struct zero_stats {
@@ -1067,6 +1078,9 @@ typedef struct zero_stats {
     int64_t act_bytes_written;      /* bytes written to the stash's files */
     int64_t act_bytes_read;         /* bytes read back from them */
     double act_wait_ms;             /* time zero_act_get / zero_act_put waited for the stash's I/O */
+    /* bytes this rank's collectives sent, counted by the communicator: to ranks of its own node
+       and to ranks of other nodes (zero_comm_bytes; one node when no topology is set) */
+    int64_t comm_bytes_within, comm_bytes_across;
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -1084,10 +1098,28 @@ ZERO_API void zero_group_destroy(zero_group *g);
    on the comm stream, as a real network would. For benchmarks and tests of overlap
    on one machine; 0, 0 (the default) is no model. Call before the ranks start. */
 ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s);
+/* Groups the ranks into nodes of ranks_per_node consecutive ranks (it must divide the
+   world size): the communicator then counts bytes within and across nodes, and ZeRO++
+   (ON ZERO++) runs its collectives within a node and across nodes. Call before the ranks
+   start. zero_group_set_cross_link models the link between nodes (zero_group_set_link's
+   is then the link within a node): a collective takes the longer of its within-node
+   bytes / the first bandwidth and its across-node bytes / the second. */
+ZERO_API zero_result zero_group_set_nodes(zero_group *g, int ranks_per_node);
+ZERO_API zero_result zero_group_set_cross_link(zero_group *g, double latency_us, double gbytes_per_s);
 ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank);
 ZERO_API void zero_comm_destroy(zero_comm *c);
 ZERO_API int zero_comm_rank(const zero_comm *c);
 ZERO_API int zero_comm_size(const zero_comm *c);
+/* The node topology of any communicator: ranks_per_node consecutive ranks form a node
+   (zero_comm_from_env sets it from LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or
+   SLURM_NTASKS_PER_NODE; a local endpoint takes its group's). Set it the same on every
+   rank, before zero_create. zero_comm_ranks_per_node: 0 when unknown (one node). */
+ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node);
+ZERO_API int zero_comm_ranks_per_node(const zero_comm *c);
+/* Bytes this endpoint's collectives (and its node and cross-node sub-communicators') have
+   sent to ranks of its node and to ranks of other nodes, each peer's bytes counted once
+   (as point-to-point exchanges move them). Either pointer may be NULL. */
+ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across);
 /* Runs fn(comm, rank, user) on world_size threads, each with its own endpoint of one
    local group. Returns ZERO_OK if every fn did, else the lowest rank's failure. */
 typedef zero_result (*zero_rank_fn)(zero_comm *comm, int rank, void *user);
@@ -1866,6 +1898,13 @@ typedef struct zero__comm_vt {
     zero_result (*all_reduce)(zero_comm *c, void *buf, int dt, int64_t count, int timeout_ms);
     zero_result (*broadcast)(zero_comm *c, void *buf, int64_t bytes, int root, int timeout_ms);
     zero_result (*barrier)(zero_comm *c, int timeout_ms);
+    /* send holds size chunks of `bytes`, chunk k for rank k; recv gets rank k's chunk for
+       this rank at recv + k * bytes (ZeRO++'s quantized reduce-scatter) */
+    zero_result (*all_to_all)(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms);
+    /* collective: make this rank's endpoints of its node (ranks r / ranks_per_node, in rank
+       order) and of its cross-node peers (ranks with its r % ranks_per_node, in node order);
+       NULL: the communicator cannot (ZeRO++ is refused) */
+    zero_result (*split)(zero_comm *c, int ranks_per_node, zero_comm **intra, zero_comm **inter);
 } zero__comm_vt;
 
 struct zero_comm {
@@ -1881,7 +1920,16 @@ struct zero_comm {
     zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
     void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
     int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
+    /* the node topology (zero_comm_set_nodes): 0 unknown (one node) */
+    int node_size;
+    int scope;                      /* ZERO__SCOPE_*: a whole communicator, or a node's or the cross-node one */
+    zero_comm *intra, *inter;       /* vt->split's endpoints (ZeRO++), destroyed with this one */
+    int split_ns;                   /* the ranks_per_node they were made for */
+    int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
 };
+#define ZERO__SCOPE_WORLD 0
+#define ZERO__SCOPE_NODE 1         /* every peer in this rank's node */
+#define ZERO__SCOPE_CROSS 2        /* every peer in another node */
 
 typedef struct zero__slot {
     uint64_t gen;                   /* the op generation this rank arrived at */
@@ -1905,6 +1953,12 @@ struct zero_group {
     int *left;                      /* rank destroyed its endpoint */
     zero__slot *slots;
     double link_latency_us, link_gbps;  /* a modelled link (zero_group_set_link); 0: none */
+    double cross_latency_us, cross_gbps;    /* between nodes (zero_group_set_cross_link); -1: the same */
+    int node_size;                  /* zero_group_set_nodes; 0: one node */
+    int scope;                      /* ZERO__SCOPE_*: a sub-group's peers are all in or all across nodes */
+    int sub_ns;                     /* the sub-groups' ranks_per_node; 0: none made yet */
+    struct zero_group **sub;        /* [nodes] node groups, then [ranks_per_node] cross-node groups */
+    int nsub;
 };
 typedef struct zero__param_rec {
     char *name;
@@ -2489,17 +2543,51 @@ static zero_result zero__drain(zero_ctx *ctx) {
     return zero__wait(ctx, t);
 }
 
+/* The bytes a collective sends, counted by the endpoint (zero_comm_bytes): per_peer bytes to
+   each other rank, as point-to-point exchanges move them, split into the peers of this
+   rank's node and the others. Only the thread running the endpoint's collectives adds. */
+static void zero__coll_count(zero_comm *c, int64_t per_peer) {
+    int64_t in = 0, out = 0, ns;
+    if (per_peer <= 0 || c->size < 2) return;
+    if (c->scope == ZERO__SCOPE_NODE) in = c->size - 1;
+    else if (c->scope == ZERO__SCOPE_CROSS) out = c->size - 1;
+    else {
+        ns = c->node_size > 0 ? c->node_size : c->size;
+        in = ns - 1;
+        out = c->size - ns;
+    }
+    if (in) __atomic_fetch_add(&c->sent_within, in * per_peer, __ATOMIC_RELAXED);
+    if (out) __atomic_fetch_add(&c->sent_across, out * per_peer, __ATOMIC_RELAXED);
+}
+/* every collective zero.h issues goes through these (on any endpoint: the context's, or its
+   node or cross-node one), which count its bytes */
+static zero_result zero__c_all_gather(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
+    zero__coll_count(c, bytes);
+    return c->vt->all_gather(c, send, recv, bytes, ctx->desc.timeout_ms);
+}
+static zero_result zero__c_reduce_scatter(zero_ctx *ctx, zero_comm *c, const void *send, int sdt, void *recv,
+                                          int rdt, int64_t count, int accumulate) {
+    zero__coll_count(c, count * (int64_t)zero__esize(sdt));
+    return c->vt->reduce_scatter(c, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
+}
+static zero_result zero__c_all_to_all(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
+    zero__coll_count(c, bytes);
+    return c->vt->all_to_all(c, send, recv, bytes, ctx->desc.timeout_ms);
+}
+static zero_result zero__c_all_reduce(zero_ctx *ctx, zero_comm *c, void *buf, int dt, int64_t count) {
+    zero__coll_count(c, dt == ZERO__F64 ? count * 8 : 2 * (count / c->size) * (int64_t)zero__esize(dt));
+    return c->vt->all_reduce(c, buf, dt, count, ctx->desc.timeout_ms);
+}
 /* comm wrappers, run by the comm stream (the traffic was counted when the task was issued) */
 static zero_result zero__all_gather(zero_ctx *ctx, const void *send, void *recv, int64_t count, int dt) {
-    int64_t es = (int64_t)zero__esize(dt);
-    return ctx->comm->vt->all_gather(ctx->comm, send, recv, count * es, ctx->desc.timeout_ms);
+    return zero__c_all_gather(ctx, ctx->comm, send, recv, count * (int64_t)zero__esize(dt));
 }
 static zero_result zero__reduce_scatter(zero_ctx *ctx, const void *send, int sdt, void *recv, int rdt,
                                         int64_t count, int accumulate) {
-    return ctx->comm->vt->reduce_scatter(ctx->comm, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
+    return zero__c_reduce_scatter(ctx, ctx->comm, send, sdt, recv, rdt, count, accumulate);
 }
 static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t count) {
-    return ctx->comm->vt->all_reduce(ctx->comm, buf, dt, count, ctx->desc.timeout_ms);
+    return zero__c_all_reduce(ctx, ctx->comm, buf, dt, count);
 }
 
 /* >>kernels: the CPU's math: optimizer loops (portable, AVX2, AVX-512), thread pool, SGEMM --
@@ -3283,6 +3371,104 @@ static void zero__sum_into_k(zero__pool *pool, int simd, void *out, int rdt, con
 static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt,
                            int64_t count, int accumulate) {
     zero__sum_into_k(NULL, zero__simd_pick(), out, rdt, ins, nin, sdt, count, accumulate);
+}
+/* ---- ZeRO++'s quantized payloads (qwz, qgz) ------------------------------------------
+   A payload of n values is their codes (int8, or int4 two to a byte, the even element in
+   the low nibble), padded to 4 bytes, then one fp32 scale per block of `block` values (the
+   last block may be short). int8 follows zero__quantize_i8 (scale absmax / 127, codes
+   round-half-even in [-127, 127]; a block holding a NaN or an infinity gets scale NaN and
+   decodes to NaN); int4 the same with absmax / 7 and codes in [-7, 7]. So a value comes
+   back within scale / 2 of itself: absmax / 254 (int8) or absmax / 14 (int4) of its
+   block's largest magnitude. Everything runs in chunks of ZERO__QP_CH values through fp32
+   buffers on the stack, the conversions through the vector sums (zero__sum_into). */
+#define ZERO__QP_CH 512
+static int64_t zero__qp_codes(int64_t n, int bits) { return ((bits == 4 ? (n + 1) / 2 : n) + 3) / 4 * 4; }
+static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
+    return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
+}
+static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block) {
+    uint8_t *codes = (uint8_t *)dst;
+    float *scales = (float *)((char *)dst + zero__qp_codes(n, bits));
+    float v[ZERO__QP_CH], qmax = bits == 4 ? 7.0f : 127.0f;
+    int64_t lo, i;
+    for (lo = 0; lo < n; lo += block) {
+        int64_t hi = n - lo < block ? n : lo + block, c;
+        uint32_t mb = 0;
+        float s;
+        for (c = lo; c < hi; c += ZERO__QP_CH) {       /* the absmax: the largest magnitude's bits */
+            int64_t len = hi - c < ZERO__QP_CH ? hi - c : ZERO__QP_CH;
+            const void *in = (const char *)x + c * (int64_t)zero__esize(xdt);
+            zero__sum_into(v, ZERO_F32, &in, 1, xdt, len, 0);
+            for (i = 0; i < len; i++) {
+                uint32_t b = zero__f32_bits(v[i]) & 0x7fffffffu;
+                mb = b > mb ? b : mb;
+            }
+        }
+        /* NaN or infinity: scale NaN, codes 0 (it decodes to NaN) */
+        s = mb >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(mb) / qmax;
+        scales[lo / block] = s;
+        for (c = lo; c < hi; c += ZERO__QP_CH) {
+            int64_t len = hi - c < ZERO__QP_CH ? hi - c : ZERO__QP_CH;
+            const void *in = (const char *)x + c * (int64_t)zero__esize(xdt);
+            zero__sum_into(v, ZERO_F32, &in, 1, xdt, len, 0);
+            for (i = 0; i < len; i++) {
+                float r = 0.0f;
+                uint32_t sb = zero__f32_bits(s);
+                if (sb != 0u && sb < 0x7f800000u) {
+                    r = rintf(v[i] / s);
+                    r = r > qmax ? qmax : r < -qmax ? -qmax : r;
+                }
+                if (bits == 8) codes[c + i] = (uint8_t)(int8_t)r;
+                else {
+                    uint8_t nib = (uint8_t)((int)r & 0xf);
+                    int64_t e = c + i;
+                    if (e & 1) codes[e >> 1] = (uint8_t)(codes[e >> 1] | (nib << 4));
+                    else codes[e >> 1] = nib;
+                }
+            }
+        }
+    }
+    for (i = bits == 4 ? (n + 1) / 2 : n; i < zero__qp_codes(n, bits); i++) codes[i] = 0;
+}
+/* values [lo, lo + len) of a payload of n, as fp32 */
+static void zero__qp_decode(float *v, const void *p, int64_t n, int bits, int block, int64_t lo, int64_t len) {
+    const uint8_t *codes = (const uint8_t *)p;
+    const float *scales = (const float *)((const char *)p + zero__qp_codes(n, bits));
+    int64_t i = 0;
+    while (i < len) {
+        int64_t e = lo + i, end = (e / block + 1) * block - lo, k;
+        float s = scales[e / block];
+        if (end > len) end = len;
+        if (bits == 8)
+            for (k = i; k < end; k++) v[k] = (float)(int8_t)codes[lo + k] * s;
+        else
+            for (k = i; k < end; k++) {
+                int64_t x = lo + k;
+                int c = (x & 1) ? (int8_t)codes[x >> 1] >> 4 : (int8_t)(uint8_t)(codes[x >> 1] << 4) >> 4;
+                v[k] = (float)c * s;
+            }
+        i = end;
+    }
+}
+/* out (rdt, n values) = [out +] the sum over k in order of payload k's values, in fp32:
+   the stored value first, as zero__sum_into */
+static void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block,
+                         int accumulate) {
+    float acc[ZERO__QP_CH], v[ZERO__QP_CH];
+    int64_t lo, i, es = (int64_t)zero__esize(rdt);
+    int k;
+    for (lo = 0; lo < n; lo += ZERO__QP_CH) {
+        int64_t len = n - lo < ZERO__QP_CH ? n - lo : ZERO__QP_CH;
+        void *o = (char *)out + lo * es;
+        const void *oc = o, *ac = acc;
+        if (accumulate) zero__sum_into(acc, ZERO_F32, &oc, 1, rdt, len, 0);
+        for (k = 0; k < np; k++) {
+            if (k == 0 && !accumulate) { zero__qp_decode(acc, ps[0], n, bits, block, lo, len); continue; }
+            zero__qp_decode(v, ps[k], n, bits, block, lo, len);
+            for (i = 0; i < len; i++) acc[i] += v[i];
+        }
+        zero__sum_into(o, rdt, &ac, 1, ZERO_F32, len, 0);
+    }
 }
 #define ZERO__MR 4
 #define ZERO__NR 16
@@ -4445,13 +4631,25 @@ static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
 
 /* The modelled link: after moving the data, the comm thread sleeps for what sending
    `bytes` would take on it. The sleep costs no CPU, as a network transfer would not,
-   so compute overlapping the collective shows up as it would on real hardware. */
-static zero_result zero__local_link(zero_comm *c, int64_t bytes, zero_result r) {
+   so compute overlapping the collective shows up as it would on real hardware.
+   With nodes (zero_group_set_nodes) and a cross-node link, the bytes to the peers of this
+   rank's node and to the others move at once, on their own links: the longer one counts.
+   per_peer: the bytes sent to each other rank. */
+static zero_result zero__local_link(zero_comm *c, int64_t per_peer, zero_result r) {
     const zero_group *g = c->group;
-    double us;
+    double us = 0, lat_x = g->cross_latency_us, gb_x = g->cross_gbps;
+    int64_t in = c->size - 1, out = 0;
     struct timespec ts;
-    if (r != ZERO_OK || (g->link_latency_us <= 0 && g->link_gbps <= 0)) return r;
-    us = g->link_latency_us + (g->link_gbps > 0 ? (double)bytes / (g->link_gbps * 1e3) : 0.0);
+    if (r != ZERO_OK || c->size < 2) return r;
+    if (g->node_size > 0 && g->node_size < c->size) { in = g->node_size - 1; out = c->size - g->node_size; }
+    if (lat_x < 0) { lat_x = g->link_latency_us; gb_x = g->link_gbps; }
+    if (in > 0 && (g->link_latency_us > 0 || g->link_gbps > 0))
+        us = g->link_latency_us + (g->link_gbps > 0 ? (double)(in * per_peer) / (g->link_gbps * 1e3) : 0.0);
+    if (out > 0 && (lat_x > 0 || gb_x > 0)) {
+        double ux = lat_x + (gb_x > 0 ? (double)(out * per_peer) / (gb_x * 1e3) : 0.0);
+        us = ux > us ? ux : us;
+    }
+    if (us <= 0) return r;
     ts.tv_sec = (time_t)(us / 1e6);
     ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
@@ -4486,7 +4684,7 @@ static zero_result zero__local_all_gather(zero_comm *c, const void *send, void *
         const void *src = c->group->slots[k].send;
         if (src != dst) r2 = zero__comm_copy(c, dst, src, bytes);
     }
-    r = zero__local_link(c, bytes * (c->size - 1), zero__local_leave(c, timeout_ms));
+    r = zero__local_link(c, bytes, zero__local_leave(c, timeout_ms));
     return r2 != ZERO_OK ? r2 : r;
 }
 
@@ -4506,7 +4704,7 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
        aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves */
     if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
     else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
-    r = zero__local_link(c, count * (int64_t)zero__esize(sdt) * (c->size - 1), zero__local_leave(c, timeout_ms));
+    r = zero__local_link(c, count * (int64_t)zero__esize(sdt), zero__local_leave(c, timeout_ms));
     return r2 != ZERO_OK ? r2 : r;
 }
 
@@ -4566,10 +4764,80 @@ static zero_result zero__local_barrier(zero_comm *c, int timeout_ms) {
     return zero__local_leave(c, timeout_ms);
 }
 
+static zero_result zero__local_all_to_all(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__slot s;
+    zero_result r, r2 = ZERO_OK;
+    int k;
+    memset(&s, 0, sizeof s);
+    s.tag = c->tag;
+    s.kind = ZERO_COLL_ALL_TO_ALL; s.count = bytes; s.send = send; s.recv = recv;
+    if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+    for (k = 0; k < c->size && r2 == ZERO_OK; k++)
+        r2 = zero__comm_copy(c, (char *)recv + (int64_t)k * bytes,
+                             (const char *)c->group->slots[k].send + (int64_t)c->rank * bytes, bytes);
+    r = zero__local_link(c, bytes, zero__local_leave(c, timeout_ms));
+    return r2 != ZERO_OK ? r2 : r;
+}
+
+static zero_result zero__local_make_group(zero_group **out, int n, int scope, double lat, double gbps) {
+    zero_result r = zero_group_create(out, n);
+    if (r != ZERO_OK) return r;
+    (*out)->scope = scope;
+    (*out)->link_latency_us = lat;
+    (*out)->link_gbps = gbps;
+    return ZERO_OK;
+}
+/* The group's node and cross-node sub-groups are made once (by the first rank to split),
+   under its lock; each rank then takes its endpoints of them. */
+static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter) {
+    zero_group *g = c->group;
+    zero_result r = ZERO_OK;
+    int nn = c->size / ns, i;
+    *intra = *inter = NULL;
+    pthread_mutex_lock(&g->mu);
+    if (g->sub_ns && g->sub_ns != ns) {
+        snprintf(c->err, sizeof c->err, "the local group was already split into nodes of %d ranks, not %d",
+                 g->sub_ns, ns);
+        r = ZERO_ERR_MISMATCH;
+    } else if (!g->sub_ns) {
+        double lx = g->cross_latency_us < 0 ? g->link_latency_us : g->cross_latency_us;
+        double gx = g->cross_latency_us < 0 ? g->link_gbps : g->cross_gbps;
+        g->sub = (zero_group **)zero__raw_alloc(NULL, sizeof(zero_group *) * (size_t)(nn + ns));
+        if (!g->sub) r = ZERO_ERR_OUT_OF_MEMORY;
+        else memset(g->sub, 0, sizeof(zero_group *) * (size_t)(nn + ns));
+        for (i = 0; i < nn + ns && r == ZERO_OK; i++) {
+            r = i < nn ? zero__local_make_group(&g->sub[i], ns, ZERO__SCOPE_NODE, g->link_latency_us, g->link_gbps)
+                       : zero__local_make_group(&g->sub[i], nn, ZERO__SCOPE_CROSS, lx, gx);
+            g->nsub = i + (r == ZERO_OK);
+        }
+        if (r == ZERO_OK) g->sub_ns = ns;
+        else {
+            for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
+            zero__raw_free(NULL, g->sub);
+            g->sub = NULL;
+            g->nsub = 0;
+            snprintf(c->err, sizeof c->err, "out of memory making the local group's node groups");
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (r != ZERO_OK) return r;
+    if ((r = zero_comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
+        (r = zero_comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
+        zero_comm_destroy(*intra);
+        *intra = NULL;
+        snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
+        return r;
+    }
+    (*intra)->scope = ZERO__SCOPE_NODE;
+    (*inter)->scope = ZERO__SCOPE_CROSS;
+    return ZERO_OK;
+}
+
 static const zero__comm_vt zero__local_vt = {
     ZERO__F(all_gather) zero__local_all_gather, ZERO__F(reduce_scatter) zero__local_reduce_scatter,
     ZERO__F(all_reduce) zero__local_all_reduce, ZERO__F(broadcast) zero__local_broadcast,
-    ZERO__F(barrier) zero__local_barrier
+    ZERO__F(barrier) zero__local_barrier, ZERO__F(all_to_all) zero__local_all_to_all,
+    ZERO__F(split) zero__local_split
 };
 
 /* ---- comm: mpi -----------------------------------------------------------------------
@@ -7991,7 +8259,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     case ZERO__TASK_ALLREDUCE_F64:
         return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
     case ZERO__TASK_ALLGATHER_BYTES:
-        return ctx->comm->vt->all_gather(ctx->comm, t->ptr, t->ptr2, t->n, ctx->desc.timeout_ms);
+        return zero__c_all_gather(ctx, ctx->comm, t->ptr, t->ptr2, t->n);
     default:
         snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
         return ZERO_ERR_STATE;
@@ -10472,13 +10740,17 @@ ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
     memset(g->left, 0, sizeof(int) * (size_t)world_size);
     g->n = world_size;
     g->gen = 1;
+    g->cross_latency_us = g->cross_gbps = -1;
     pthread_mutex_init(&g->mu, NULL);
     zero__cond_init(&g->cv);
     *out = g;
     return ZERO_OK;
 }
 ZERO_API void zero_group_destroy(zero_group *g) {
+    int i;
     if (!g) return;
+    for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
+    zero__raw_free(NULL, g->sub);
     pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv);
     zero__raw_free(NULL, g->slots);
@@ -10494,6 +10766,61 @@ ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, doubl
     g->link_gbps = gbytes_per_s;
     pthread_mutex_unlock(&g->mu);
     return ZERO_OK;
+}
+
+ZERO_API zero_result zero_group_set_cross_link(zero_group *g, double latency_us, double gbytes_per_s) {
+    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_group_set_cross_link: group must not be NULL and latency/bandwidth must be >= 0");
+    pthread_mutex_lock(&g->mu);
+    g->cross_latency_us = latency_us;
+    g->cross_gbps = gbytes_per_s;
+    pthread_mutex_unlock(&g->mu);
+    return ZERO_OK;
+}
+static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
+    if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: ranks_per_node is %d; it must divide the world size %d", fn, ranks_per_node, size);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_group_set_nodes(zero_group *g, int ranks_per_node) {
+    zero_result r;
+    if (!g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_set_nodes: group is NULL");
+    if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
+    pthread_mutex_lock(&g->mu);
+    if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
+    else g->node_size = ranks_per_node;
+    pthread_mutex_unlock(&g->mu);
+    if (r != ZERO_OK)
+        return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
+                          "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
+    return ZERO_OK;
+}
+ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node) {
+    zero_result r;
+    if (!c) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_set_nodes: comm is NULL");
+    if ((r = zero__check_nodes("zero_comm_set_nodes", c->size, ranks_per_node)) != ZERO_OK) return r;
+    if (c->in_use || (c->split_ns && c->split_ns != ranks_per_node))
+        return zero__fail(NULL, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_set_nodes: the endpoint is in use by a context; set the nodes before zero_create");
+    if (c->vt == &zero__local_vt && (r = zero_group_set_nodes(c->group, ranks_per_node)) != ZERO_OK) return r;
+    c->node_size = ranks_per_node;
+    return ZERO_OK;
+}
+ZERO_API int zero_comm_ranks_per_node(const zero_comm *c) { return c ? c->node_size : 0; }
+ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
+    int64_t w = 0, a = 0;
+    const zero_comm *e[3];
+    int i;
+    e[0] = c; e[1] = c ? c->intra : NULL; e[2] = c ? c->inter : NULL;
+    for (i = 0; i < 3; i++)
+        if (e[i]) {
+            w += __atomic_load_n(&e[i]->sent_within, __ATOMIC_RELAXED);
+            a += __atomic_load_n(&e[i]->sent_across, __ATOMIC_RELAXED);
+        }
+    if (within) *within = w;
+    if (across) *across = a;
 }
 
 ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
@@ -10513,6 +10840,8 @@ ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
     pthread_mutex_lock(&g->mu);
     g->endpoints++;
     g->left[rank] = 0;
+    c->node_size = g->node_size;
+    c->scope = g->scope;
     pthread_mutex_unlock(&g->mu);
     *out = c;
     return ZERO_OK;
@@ -10520,6 +10849,9 @@ ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
 ZERO_API void zero_comm_destroy(zero_comm *c) {
     zero_group *g;
     if (!c) return;
+    zero_comm_destroy(c->intra);
+    zero_comm_destroy(c->inter);
+    c->intra = c->inter = NULL;
 #ifdef ZERO_MPI
     if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
 #endif
