@@ -1994,6 +1994,9 @@ typedef struct zero__module_rec {
     int calls;                      /* zero_grads_ready calls this step (ready: reductions queued) */
     int64_t shared_off;             /* its slot: bytes after the ring */
     uint64_t shared_ticket;         /* the slot's last reduce task */
+    /* ZeRO++ hpz: the module's chunk of the secondary partition (span / ranks per node) */
+    int64_t sec_off;                /* in ctx->zpp.sec, bytes */
+    uint64_t sec_gen;               /* the ctx->zpp.param_gen its chunk holds; 0: none yet */
 } zero__module_rec;
 
 /* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
@@ -2029,6 +2032,7 @@ typedef struct zero__sizes {        /* what the planner needs */
     int64_t dev_tables;             /* CUDA: bytes of the optimizer's and the norm's tables */
     int num_acts;                   /* activation stash slots (>>stash) */
     int64_t act_mem, act_file, act_max; /* their bytes in memory (64-aligned), in files (4 KiB areas), the largest area */
+    int node_size;                  /* ZeRO++: ranks per node (0: desc.hpz, or one node) */
 } zero__sizes;
 typedef struct zero__act_rec {      /* a stash slot (zero_act_add; >>stash) */
     char *name;
@@ -2045,6 +2049,8 @@ struct zero_ctx {
     zero_comm *comm;
     zero_group *own_group;          /* when desc.comm was NULL */
     int rank, world;
+    int prank;                      /* which slice of every module this rank owns: its rank, or with
+                                       ZeRO++ its place in node-major order (zero__part) */
     uint32_t salt;
     char err[ZERO__MSG];
     int built;
@@ -2125,6 +2131,16 @@ struct zero_ctx {
         int num, cap;
         struct zero__stash *st;     /* zero_build's buffers, files and schedule; NULL: none */
     } act;
+    struct {                        /* ZeRO++ (>>schedule: zero__zpp_*) */
+        int on;                     /* qwz, qgz or hpz: collectives run in two levels */
+        int ns, nn;                 /* ranks per node, nodes */
+        int bits;                   /* qgz: 8 or 4; 0: exact sums */
+        zero_comm *intra, *inter;   /* ctx->comm's node and cross-node endpoints (vt->split) */
+        char *sec;                  /* hpz: the secondary partition, each module's chunk at sec_off */
+        char *buf;                  /* payloads: a (this rank's), b (arrived), f (qgz's fp32 partial) */
+        int64_t a_bytes, b_bytes, f_bytes;
+        uint64_t param_gen;         /* bumped whenever the params change (step, set, load) */
+    } zpp;
 };
 
 /* >>base -------------------------------------------------------------------------------
@@ -2143,6 +2159,12 @@ struct zero_ctx {
 /* The one process-wide mutable state besides the thread's last error: a counter
    that gives each context a different handle salt, so a handle from one context
    is rejected by another. */
+/* the slice of every module that rank r owns: r, or with ZeRO++ (nodes of ns ranks, nn
+   nodes; r = node n, place l) l * nn + n, so that the slices of ranks with one place l are
+   one contiguous chunk of the span (>>schedule: ZeRO++) */
+static int zero__part(const zero_ctx *ctx, int r) {
+    return ctx->zpp.on ? (r % ctx->zpp.ns) * ctx->zpp.nn + r / ctx->zpp.ns : r;
+}
 static uint32_t zero__next_salt(void) {
     static uint32_t counter = 0;
     return (__atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED) & 0x7ffu) + 1u;
@@ -2466,6 +2488,7 @@ static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
     int64_t N = ctx->world, per = a >= 0 && a < ctx->num_modules ? ctx->modules[a].span / N : 0;
     int64_t elems = 0, es = 0;
     int coll = -1;
+    if (ctx->zpp.on) return;        /* ZeRO++'s collectives count themselves (zero__coll_count) */
     switch (kind) {
     case ZERO__TASK_REDUCE:
         if (d->stage >= 2) { coll = ZERO_COLL_REDUCE_SCATTER; elems = per * (N - 1); es = (int64_t)zero__esize(d->grad_dtype); }
@@ -2546,8 +2569,15 @@ static zero_result zero__drain(zero_ctx *ctx) {
 /* The bytes a collective sends, counted by the endpoint (zero_comm_bytes): per_peer bytes to
    each other rank, as point-to-point exchanges move them, split into the peers of this
    rank's node and the others. Only the thread running the endpoint's collectives adds. */
-static void zero__coll_count(zero_comm *c, int64_t per_peer) {
+static void zero__coll_count(zero_ctx *ctx, zero_comm *c, int kind, int64_t per_peer, int es) {
     int64_t in = 0, out = 0, ns;
+    if (ctx->zpp.on) {              /* zero_stats' per-collective counts (else zero__count_task's) */
+        pthread_mutex_lock(&ctx->stream.mu);
+        ctx->traffic.calls[kind]++;
+        ctx->traffic.bytes[kind] += per_peer * (c->size - 1);
+        ctx->traffic.elems[kind] += per_peer * (c->size - 1) / es;
+        pthread_mutex_unlock(&ctx->stream.mu);
+    }
     if (per_peer <= 0 || c->size < 2) return;
     if (c->scope == ZERO__SCOPE_NODE) in = c->size - 1;
     else if (c->scope == ZERO__SCOPE_CROSS) out = c->size - 1;
@@ -2562,20 +2592,21 @@ static void zero__coll_count(zero_comm *c, int64_t per_peer) {
 /* every collective zero.h issues goes through these (on any endpoint: the context's, or its
    node or cross-node one), which count its bytes */
 static zero_result zero__c_all_gather(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
-    zero__coll_count(c, bytes);
+    zero__coll_count(ctx, c, ZERO_COLL_ALL_GATHER, bytes, 1);
     return c->vt->all_gather(c, send, recv, bytes, ctx->desc.timeout_ms);
 }
 static zero_result zero__c_reduce_scatter(zero_ctx *ctx, zero_comm *c, const void *send, int sdt, void *recv,
                                           int rdt, int64_t count, int accumulate) {
-    zero__coll_count(c, count * (int64_t)zero__esize(sdt));
+    zero__coll_count(ctx, c, ZERO_COLL_REDUCE_SCATTER, count * (int64_t)zero__esize(sdt), (int)zero__esize(sdt));
     return c->vt->reduce_scatter(c, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
 }
 static zero_result zero__c_all_to_all(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
-    zero__coll_count(c, bytes);
+    zero__coll_count(ctx, c, ZERO_COLL_ALL_TO_ALL, bytes, 1);
     return c->vt->all_to_all(c, send, recv, bytes, ctx->desc.timeout_ms);
 }
 static zero_result zero__c_all_reduce(zero_ctx *ctx, zero_comm *c, void *buf, int dt, int64_t count) {
-    zero__coll_count(c, dt == ZERO__F64 ? count * 8 : 2 * (count / c->size) * (int64_t)zero__esize(dt));
+    zero__coll_count(ctx, c, ZERO_COLL_ALL_REDUCE, dt == ZERO__F64 ? count * 8 : 2 * (count / c->size) * (int64_t)zero__esize(dt),
+                     (int)zero__esize(dt));
     return c->vt->all_reduce(c, buf, dt, count, ctx->desc.timeout_ms);
 }
 /* comm wrappers, run by the comm stream (the traffic was counted when the task was issued) */
@@ -4192,7 +4223,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
         }
     }
     for (r = 0; r < R; r++) {       /* the same blocks as zero__norm_part */
-        int rk = ctx->desc.stage == 0 ? r : ctx->rank;
+        int rk = ctx->desc.stage == 0 ? r : ctx->prank;
         for (i = 0; i < ctx->num_modules; i++) {
             const zero__module_rec *m = &ctx->modules[i];
             int64_t per = m->span / ctx->world, base;
@@ -6782,7 +6813,7 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
 static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
     const zero__module_rec *m = &ctx->modules[p->module];
     int64_t per = m->span / ctx->world;
-    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->rank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
+    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->prank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
     *lo = l;
     *s = p->offset > l ? p->offset : l;
     *e = p->offset + p->numel < h ? p->offset + p->numel : h;
@@ -6861,6 +6892,39 @@ static void zero__act_size(zero__sizes *z, int64_t bytes) {
     if (area > z->act_max) z->act_max = area;
 }
 
+/* ZeRO++ (ON ZERO++; >>schedule: zero__zpp_*). ns ranks per node: the comm's nodes, else
+   desc.hpz, else one node of every rank. */
+static int zero__zpp_on(const zero_desc *d) { return d->qwz || d->qgz || d->hpz; }
+static int zero__zpp_ns(const zero_desc *d, int world, const zero__sizes *z) {
+    return z->node_size > 0 ? z->node_size : d->hpz > 0 ? d->hpz : world;
+}
+/* Its buffers: the secondary partition (hpz: every module's span / ns, param dtype), and the
+   payload scratch, sized for the largest module: a holds what this rank sends, b what
+   arrives, f qgz's fp32 partial sum of a node (each a multiple of ZERO__ALIGN). */
+static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, int64_t *sec, int64_t *a, int64_t *b,
+                           int64_t *f) {
+    int ns = zero__zpp_ns(d, world, z), nn = world / ns, bits = d->qgz == 4 ? 4 : 8, blk = d->quant_block;
+    int64_t per = z->max_span / world, tper = z->max_train_span / world, chunk = z->max_train_span / ns;
+    *sec = *a = *b = *f = 0;
+    if (!zero__zpp_on(d)) return;
+    if (d->hpz) *sec = z->padded / ns * (int64_t)zero_dtype_size(d->param_dtype);
+    if (d->qwz) {
+        int64_t P = zero__qp_bytes(per, 8, blk);
+        *a = (1 + nn) * P;
+        *b = (int64_t)world * P;
+    }
+    if (d->qgz && tper > 0) {
+        int64_t p1 = ns > 1 ? ns * zero__qp_bytes(chunk, bits, blk) : 0, p2 = nn * zero__qp_bytes(tper, bits, blk);
+        int64_t m = p1 > p2 ? p1 : p2;
+        if (m > *a) *a = m;
+        if (m > *b) *b = m;
+    }
+    if (tper > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's partial sums (qgz, or exact) */
+    *a = zero__align_up(*a, ZERO__ALIGN);
+    *b = zero__align_up(*b, ZERO__ALIGN);
+    *f = zero__align_up(*f, ZERO__ALIGN);
+}
+
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
@@ -6890,6 +6954,14 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
     zero__offload_plan(d, world, z, p);
+    {
+        int64_t sec, za, zb, zf;
+        zero__zpp_plan(d, world, z, &sec, &za, &zb, &zf);
+        b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += sec;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += za + zb + zf;
+        p->hpz_bytes = sec;
+        p->zpp_buffer_bytes = za + zb + zf;
+    }
     if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
         b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
     if (d->device == ZERO_DEVICE_CUDA)     /* pinned staging of the host <-> device copies */
@@ -6965,6 +7037,30 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->offload_activations == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "offload_activations is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
+    if (d->qwz < 0 || d->qwz > 1 || !(d->qgz == 0 || d->qgz == 1 || d->qgz == 4 || d->qgz == 8) || d->hpz < 0 ||
+        d->hpz > ZERO__MAX_RANKS || d->quant_block < 0 || d->quant_block > (1 << 20))
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "a ZeRO++ option is out of range (qwz=%d qgz=%d hpz=%d quant_block=%d): qwz is 0 or 1, "
+                             "qgz 0, 8 or 4 (bits), hpz 0 or the ranks per node, quant_block 0 (256) to 1048576",
+                             d->qwz, d->qgz, d->hpz, d->quant_block);
+    if ((d->qwz || d->hpz) && d->stage != 3)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.%s is set at stage %d: qwz and hpz change stage 3's parameter gathers; "
+                             "use stage 3 (qgz works at stages 1-3)", d->qwz ? "qwz" : "hpz", d->stage);
+    if (d->qgz && d->stage == 0)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.qgz is set at stage 0, which all-reduces; qgz quantizes the reduce-scatter of "
+                             "stages 1-3");
+    if (zero__zpp_on(d) && (d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "ZeRO++ (qwz, qgz, hpz) runs on the CPU device for now, not on %s",
+                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
+    if (zero__zpp_on(d) && d->offload_params != ZERO_OFFLOAD_NONE)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "ZeRO++ (qwz, qgz, hpz) with offload_params is not supported yet; offload the optimizer "
+                             "instead, or turn ZeRO++ off");
+    if (d->qgz == 1) d->qgz = 8;
+    if (d->quant_block == 0) d->quant_block = 256;
     if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
         (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
@@ -7007,6 +7103,7 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
     int64_t unit, poff = 0, toff = 0;
     int i;
     memset(z, 0, sizeof *z);
+    z->node_size = ctx->zpp.ns;
     if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
     /* tied params: the owner counts the trainable modules that use them (each once) */
@@ -7963,9 +8060,10 @@ static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
-                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g };
+                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g, ctx->zpp.sec, ctx->zpp.buf };
     static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
-                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
+                                 ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS,
+                                 ZERO_CAT_PARAMS, ZERO_CAT_BUFFERS };
     void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
                      ctx->opt.norm_part };
     size_t i;
@@ -7984,12 +8082,36 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->sched.order = ctx->grads.bucket = NULL;
     ctx->sched.len = ctx->sched.cap = ctx->sched.nfree = 0;
     ctx->tile.w = ctx->tile.g = ctx->tile.gemm_ws = NULL;
+    ctx->zpp.sec = ctx->zpp.buf = NULL;
     ctx->lay.segs = NULL;
     ctx->grads.recs = NULL;
     ctx->opt.norm_part = NULL;
     memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
 }
 
+/* ZeRO++: this rank's node and cross-node endpoints (>>schedule: ZeRO++), made once per
+   endpoint and node size */
+static zero_result zero__zpp_split(zero_ctx *ctx) {
+    zero_comm *c = ctx->comm;
+    zero_result r;
+    if (!c->intra || c->split_ns != ctx->zpp.ns) {
+        zero_comm_destroy(c->intra);
+        zero_comm_destroy(c->inter);
+        c->intra = c->inter = NULL;
+        c->split_ns = 0;
+        c->err[0] = '\0';
+        if ((r = c->vt->split(c, ctx->zpp.ns, &c->intra, &c->inter)) != ZERO_OK)
+            return zero__fail(ctx, r, ZERO_LOGITEM_COMM_BROKEN,
+                              "zero_build: splitting the communicator into nodes of %d ranks failed: %s", ctx->zpp.ns,
+                              c->err[0] ? c->err : zero_result_str(r));
+        c->split_ns = ctx->zpp.ns;
+    }
+    ctx->zpp.intra = c->intra;
+    ctx->zpp.inter = c->inter;
+    c->intra->ctx = c->inter->ctx = ctx;        /* their copies run on this context's device */
+    c->intra->tag = c->inter->tag = -1;
+    return ZERO_OK;
+}
 /* zero_build after its argument checks: every rank checks the others registered the same
    model, then the plan is allocated */
 static zero_result zero__build(zero_ctx *ctx) {
@@ -8035,6 +8157,7 @@ static zero_result zero__build(zero_ctx *ctx) {
     zero__raw_free(&d->allocator, all);
     if (local != ZERO_OK) return local;
     if (r != ZERO_OK) return r;
+    if (ctx->zpp.on && (r = zero__zpp_split(ctx)) != ZERO_OK) return r;
 
     zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
     b = ctx->lay.plan.bytes;
@@ -8085,6 +8208,19 @@ static zero_result zero__build(zero_ctx *ctx) {
         ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z.max_span);
         ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, &ok);
         ctx->sched.persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+    }
+    if (ctx->zpp.on) {
+        int64_t sec, za, zb, zf, off = 0;
+        zero__zpp_plan(d, ctx->world, &z, &sec, &za, &zb, &zf);
+        ctx->zpp.sec = (char *)zero__arena(ctx, sec, ZERO_CAT_PARAMS, &ok);
+        ctx->zpp.buf = (char *)zero__arena(ctx, za + zb + zf, ZERO_CAT_BUFFERS, &ok);
+        ctx->zpp.a_bytes = za; ctx->zpp.b_bytes = zb; ctx->zpp.f_bytes = zf;
+        for (k = 0; k < ctx->num_modules; k++) {
+            ctx->modules[k].sec_off = off;
+            ctx->modules[k].sec_gen = 0;
+            if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero_dtype_size(d->param_dtype);
+        }
+        ctx->zpp.param_gen = 1;
     }
     if (z.tile_elems) {
         ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
@@ -8158,6 +8294,136 @@ static zero_result zero__build(zero_ctx *ctx) {
 }
 
 /* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
+/* ---- ZeRO++ (ON ZERO++) ---------------------------------------------------------------
+   Every collective runs in two levels: on ctx->comm's node endpoint (zpp.intra, the ns
+   ranks of this rank's node) and on its cross-node one (zpp.inter, the nn ranks at its
+   place l in their nodes). Rank r (node n, place l) owns slice l * nn + n of each module
+   (zero__part), so its cross-node peers' slices make one contiguous chunk of span / ns,
+   [l * chunk, (l + 1) * chunk): a gather is a cross-node all-gather of the slices into
+   the chunk, then a node all-gather of the chunks into the span; a reduce-scatter is a
+   node reduce-scatter of the chunks, then a cross-node one of the slices. No copies.
+   qwz sends int8 payloads (zero__qp_*) instead of the params, qgz payloads of the
+   gradients by all-to-all, decoded and summed in fp32 in rank order at each level;
+   hpz keeps each module's chunk (the secondary partition), refreshed by the first
+   gather after the params change, and later gathers only run the node level. */
+
+/* a failed sub-collective: its message becomes the comm stream's (it reports comm->err) */
+static zero_result zero__zpp_err(zero_ctx *ctx, const zero_comm *sub, zero_result r) {
+    if (r != ZERO_OK && sub != ctx->comm) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", sub->err);
+    return r;
+}
+
+/* the two-level all-gather of this rank's slice `mine` (per elements of dt; its place in
+   full may be mine itself) into full, the span */
+static zero_result zero__zpp_gather_exact(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
+    int64_t es = (int64_t)zero__esize(dt), chunk = per * ctx->zpp.nn;
+    char *mc = (char *)full + (int64_t)(ctx->rank % ctx->zpp.ns) * chunk * es;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = ctx->comm->tag;
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, mine, mc, per * es)) != ZERO_OK)
+        return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, mc, full, chunk * es));
+}
+
+/* hpz: module mi's chunk of the secondary partition from the cross-node peers' shards
+   (through int8 payloads with qwz) */
+static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
+    int64_t per = m->span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    char *sec = ctx->zpp.sec + m->sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    zero_result r;
+    if (!ctx->desc.qwz)
+        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
+    zero__qp_encode(a, shard, pdt, per, 8, blk);
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    for (k = 0; k < ctx->zpp.nn; k++) {
+        const void *pk = b + (int64_t)k * P;
+        zero__qp_sum(sec + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+    }
+    return ZERO_OK;
+}
+
+/* stage 3: module mi gathered into dst (its span); refresh: hpz's chunk is stale */
+static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refresh) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
+    int64_t per = m->span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, mi), pdt);
+    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
+    if (ctx->desc.hpz) {
+        const char *sec = ctx->zpp.sec + m->sec_off;
+        if (refresh && (r = zero__zpp_refresh(ctx, mi, shard)) != ZERO_OK) return r;
+        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, sec, dst,
+                                                                      m->span / ctx->zpp.ns * es));
+    }
+    if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
+    /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
+       in node-major order: payload k is slice k */
+    zero__qp_encode(a, shard, pdt, per, 8, blk);
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, a + P, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.intra, a + P, b, P * ctx->zpp.nn)) != ZERO_OK)
+        return zero__zpp_err(ctx, ctx->zpp.intra, r);
+    for (k = 0; k < N; k++) {
+        const void *pk = b + (int64_t)k * P;
+        zero__qp_sum(dst + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+    }
+    return ZERO_OK;
+}
+
+/* recv (rdt, per elements) = [recv +] the sum over every rank of its slice of send (sdt,
+   the span): exact in two levels (the node's sum in fp32 in f), or with qgz through
+   payloads, each level's sum in fp32 in rank order */
+static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
+                                    int accumulate) {
+    int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
+    int64_t chunk = per * nn;
+    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    float *f = (float *)(b + ctx->zpp.b_bytes);
+    const void *src = send, *ins[ZERO__MAX_RANKS];
+    int srcdt = sdt;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
+    if (!bits) {
+        if (ns == 1 || nn == 1) {
+            zero_comm *c = ns == 1 ? ctx->zpp.inter : ctx->zpp.intra;
+            return zero__zpp_err(ctx, c, zero__c_reduce_scatter(ctx, c, send, sdt, recv, rdt, per, accumulate));
+        }
+        if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, ZERO_F32, chunk, 0)) != ZERO_OK)
+            return zero__zpp_err(ctx, ctx->zpp.intra, r);
+        return zero__zpp_err(ctx, ctx->zpp.inter,
+                             zero__c_reduce_scatter(ctx, ctx->zpp.inter, f, ZERO_F32, recv, rdt, per, accumulate));
+    }
+    if (ns > 1) {
+        int64_t P1 = zero__qp_bytes(chunk, bits, blk), es = (int64_t)zero__esize(sdt);
+        for (k = 0; k < ns; k++) zero__qp_encode(a + k * P1, (const char *)send + k * chunk * es, sdt, chunk, bits, blk);
+        if ((r = zero__c_all_to_all(ctx, ctx->zpp.intra, a, b, P1)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.intra, r);
+        for (k = 0; k < ns; k++) ins[k] = b + k * P1;
+        if (nn == 1) {
+            zero__qp_sum(recv, rdt, ins, ns, chunk, bits, blk, accumulate);
+            return ZERO_OK;
+        }
+        zero__qp_sum(f, ZERO_F32, ins, ns, chunk, bits, blk, 0);
+        src = f;
+        srcdt = ZERO_F32;
+    }
+    {
+        int64_t P2 = zero__qp_bytes(per, bits, blk), es = (int64_t)zero__esize(srcdt);
+        for (k = 0; k < nn; k++) zero__qp_encode(a + k * P2, (const char *)src + k * per * es, srcdt, per, bits, blk);
+        if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P2)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+        for (k = 0; k < nn; k++) ins[k] = b + k * P2;
+        zero__qp_sum(recv, rdt, ins, nn, per, bits, blk, accumulate);
+    }
+    return ZERO_OK;
+}
+/* this rank's slice `mine` into full, in one level or two (the gathers of every stage) */
+static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
+    if (ctx->zpp.on) return zero__zpp_gather_exact(ctx, mine, full, per, dt);
+    return zero__all_gather(ctx, mine, full, per, dt);
+}
+
 /* ---- tasks: what the comm stream runs ----------------------------------------------- */
 
 static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
@@ -8169,6 +8435,9 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     zero_result r;
     if (ctx->lay.staging_mode) {
         const void *src = ctx->grads.ring + staging_off;
+        if (d->stage >= 2 && ctx->zpp.on)
+            return zero__zpp_reduce(ctx, mi, src, gdt, zero__at(ctx->arena.grad, m->train_off / N, adt), adt, per,
+                                    micro > 1);
         if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
             return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->arena.grad, m->train_off / N, adt), adt,
                                         per, micro > 1);
@@ -8177,6 +8446,7 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
         if (micro < d->accum_steps) return ZERO_OK;
     }
     if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
+    if (ctx->zpp.on) return zero__zpp_reduce(ctx, mi, full, adt, zero__at(full, (int64_t)ctx->prank * per, adt), adt, per, 0);
     r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
     return r;
 }
@@ -8186,31 +8456,31 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, pdt = ctx->desc.param_dtype;
     int64_t per = m->span / N;
-    float *mine = buf + (int64_t)ctx->rank * per;
+    float *mine = buf + (int64_t)ctx->prank * per;
     const void *src;
     zero_result r;
     if (ctx->arena.master && !m->frozen)
         r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->train_off / N, per * 4);
     else if (ctx->tier.vt->has_master(ctx) && !m->frozen) {
         if ((r = ctx->tier.vt->read(ctx, 0, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
-            zero__all_gather(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
+            zero__gather_slice(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
     } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
         if ((r = ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
-            zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+            zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
             snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
             return r;
         }
     } else {
-        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->rank * per, pdt);
+        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->prank * per, pdt);
         r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
     }
     if (r != ZERO_OK) {
-        zero__all_gather(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
+        zero__gather_slice(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
         return r;
     }
-    return zero__all_gather(ctx, mine, buf, per, ZERO_F32);
+    return zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
 }
 
 static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
@@ -8229,6 +8499,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     }
     case ZERO__TASK_GATHER_MODULE: {
         const zero__module_rec *m = &ctx->modules[t->a];
+        if (ctx->zpp.on) return zero__zpp_gather(ctx, t->a, (char *)t->ptr, t->b);
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
         zero_result r, rr = ZERO_OK, rc = ZERO_OK;
@@ -8252,7 +8523,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         const zero__module_rec *m = &ctx->modules[t->a];
         int64_t per = m->span / N;
         char *full = zero__at(ctx->arena.param, m->param_off, pdt);
-        return zero__all_gather(ctx, zero__at(full, (int64_t)ctx->rank * per, pdt), full, per, pdt);
+        return zero__gather_slice(ctx, zero__at(full, (int64_t)ctx->prank * per, pdt), full, per, pdt);
     }
     case ZERO__TASK_GATHER_MASTER:
         return zero__task_gather_master(ctx, t->a, (float *)t->ptr);
@@ -8320,8 +8591,10 @@ static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
    only, never on timing), so the ranks' comm streams stay matched. */
 static void zero__issue_gather(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
+    int refresh = ctx->desc.hpz && m->sec_gen != ctx->zpp.param_gen;    /* hpz: its chunk is stale */
     m->live = 1;
-    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, 0, 0, zero__gather_base(ctx, m), NULL);
+    m->sec_gen = ctx->zpp.param_gen;
+    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, refresh, 0, zero__gather_base(ctx, m), NULL);
     if (!m->persistent) {
         ctx->sched.gathered += zero__gbytes(&ctx->desc, m->span);
         if (ctx->sched.gathered > ctx->sched.peak_gathered) ctx->sched.peak_gathered = ctx->sched.gathered;
@@ -8442,6 +8715,7 @@ static zero_result zero__schedule_check(zero_ctx *ctx) {
 static zero_result zero__stage3_step_end(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i;
+    ctx->zpp.param_gen++;           /* the optimizer is about to change the params */
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
     ctx->sched.active = 1;
@@ -8758,7 +9032,7 @@ static zero_result zero__step(zero_ctx *ctx) {
         total += v;
     } else {
         double v;
-        if ((r = ctx->dev->sumsq(ctx, ctx->rank, &v)) != ZERO_OK) return r;
+        if ((r = ctx->dev->sumsq(ctx, ctx->prank, &v)) != ZERO_OK) return r;
         if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
         total = v;
     }
@@ -9440,7 +9714,7 @@ static void zero__ck_slice(const zero_ctx *ctx, int pi, int r, int world, int64_
 static int64_t zero__ck_state_idx(const zero_ctx *ctx, int pi, int64_t o) {
     const zero__param_rec *p = &ctx->params[pi];
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->rank * per;
+    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->prank * per;
     if (m->frozen) return -1;
     if (ctx->desc.stage == 0) return m->train_off + p->offset + o;
     return m->train_off / ctx->world + (p->offset + o - lo);
@@ -9448,7 +9722,7 @@ static int64_t zero__ck_state_idx(const zero_ctx *ctx, int pi, int64_t o) {
 static int64_t zero__ck_param_idx(const zero_ctx *ctx, int pi, int64_t o) {
     const zero__param_rec *p = &ctx->params[pi];
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->rank * per;
+    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->prank * per;
     if (ctx->desc.stage < 3) return m->param_off + p->offset + o;
     return zero__pshard(ctx, p->module) + (p->offset + o - lo);
 }
@@ -9456,12 +9730,12 @@ static int64_t zero__ck_param_idx(const zero_ctx *ctx, int pi, int64_t o) {
    its slice at stage 3; the optimizer state it holds is always inside that range */
 static void zero__ck_need(const zero_ctx *ctx, int pi, int64_t *b, int64_t *e) {
     if (ctx->desc.stage < 3) { *b = 0; *e = ctx->params[pi].numel; return; }
-    zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
+    zero__ck_slice(ctx, pi, ctx->prank, ctx->world, b, e);
 }
 static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *e) {
     if (ctx->modules[ctx->params[pi].module].frozen) return 0;
     if (ctx->desc.stage == 0) { *b = 0; *e = ctx->params[pi].numel; }
-    else zero__ck_slice(ctx, pi, ctx->rank, ctx->world, b, e);
+    else zero__ck_slice(ctx, pi, ctx->prank, ctx->world, b, e);
     return *b < *e;
 }
 
@@ -9996,6 +10270,7 @@ static zero_result zero__ck_regather(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i, any = 0;
     if (ctx->desc.stage != 3) return ZERO_OK;
+    ctx->zpp.param_gen++;
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].live) {
             any = 1;
@@ -10106,7 +10381,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         int64_t n, si, o, c;
         int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
         zero__ck_hash hw, hm;
-        zero__ck_slice(ctx, i, ctx->rank, ctx->world, &b, &e);
+        zero__ck_slice(ctx, i, ctx->prank, ctx->world, &b, &e);
         sums[2 * i] = sums[2 * i + 1] = 0;
         if ((n = e - b) == 0) continue;
         si = zero__ck_state_idx(ctx, i, b);
@@ -10191,7 +10466,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     j = 0;
     for (k = 0; k < ctx->world; k++)
         for (i = 0; i < ctx->num_params; i++) {
-            zero__ck_slice(ctx, i, k, ctx->world, &b, &e);
+            zero__ck_slice(ctx, i, zero__part(ctx, k), ctx->world, &b, &e);
             if (b < e) j++;
         }
     ZERO__CK_P("ranges %d\n", j);
@@ -10199,7 +10474,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
         int64_t off = ZERO__CK_HEADER;
         for (i = 0; i < ctx->num_params; i++) {
             int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
-            zero__ck_slice(ctx, i, k, ctx->world, &b, &e);
+            zero__ck_slice(ctx, i, zero__part(ctx, k), ctx->world, &b, &e);
             if (b >= e) continue;
             ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx\n", i, k, (long long)b, (long long)e,
                        (long long)off, (unsigned long long)all[(size_t)k * stride + 2 + 2 * i],
@@ -10984,7 +11259,34 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     }
     ctx->rank = ctx->comm->rank;
     ctx->world = ctx->comm->size;
+    ctx->prank = ctx->rank;
     ctx->desc.comm = ctx->comm;
+    if (zero__zpp_on(&ctx->desc)) {
+        int cn = ctx->comm->node_size, hz = ctx->desc.hpz, ns = hz ? hz : cn ? cn : ctx->world;
+        if (hz && cn && hz != cn) {
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: zero_desc.hpz is %d but the communicator's nodes have %d ranks "
+                                 "(hpz is the ranks per node: 0 takes the communicator's)", hz, cn);
+        }
+        if (ctx->world % ns) {
+            int w = ctx->world;
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: zero_desc.hpz is %d, which does not divide the world size %d", ns, w);
+        }
+        if (!ctx->comm->vt->split || !ctx->comm->vt->all_to_all) {
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
+                                 "this one cannot yet (the local and MPI ones can)");
+        }
+        ctx->zpp.on = 1;
+        ctx->zpp.ns = ns;
+        ctx->zpp.nn = ctx->world / ns;
+        ctx->zpp.bits = ctx->desc.qgz;
+        ctx->prank = zero__part(ctx, ctx->rank);
+    }
     if ((int)d.reduce_mode < 0 || d.reduce_mode >= ZERO_REDUCE_NUM) {
         zero_destroy(ctx);
         return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
@@ -11073,6 +11375,7 @@ ZERO_API void zero_destroy(zero_ctx *ctx) {
         pthread_mutex_lock(&ctx->comm->group->mu);
         ctx->comm->in_use = 0;
         ctx->comm->ctx = NULL;
+        if (ctx->comm->intra) ctx->comm->intra->ctx = ctx->comm->inter->ctx = NULL;
         pthread_mutex_unlock(&ctx->comm->group->mu);
     }
     zero__raw_free(a, ctx);
@@ -11974,6 +12277,7 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
        shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
     if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
+    ctx->modules[pr->module].sec_gen = 0;     /* hpz: its chunk of the secondary partition is stale */
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
@@ -12091,6 +12395,7 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
         out->act_bytes_read = ctx->act.st->read;
         out->act_wait_ms = ctx->act.st->wait_ms;
     }
+    zero_comm_bytes(ctx->comm, &out->comm_bytes_within, &out->comm_bytes_across);
     return ZERO_OK;
 }
 

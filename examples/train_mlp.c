@@ -54,6 +54,9 @@ typedef struct {
     const char *nvme_dir;                       // the NVMe tier's directory
     zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
     int nonblocking_stream;                     // --nonblocking-stream: desc.cuda_stream (ZERO_CUDA builds)
+    int qwz, qgz, hpz, quant_block;             // ZeRO++ (desc.qwz, desc.qgz bits, desc.hpz, desc.quant_block)
+    int ranks_per_node;                         // nodes of the local group (or zero_comm_set_nodes); 0: --hpz's
+    float link_gbps, cross_gbps;                // the local group's modelled links (0: none)
 } config;
 
 typedef struct {
@@ -488,11 +491,12 @@ static zero_result train(trainer *t) {
         int64_t fetches = st.prefetch_hits + st.prefetch_misses;
         printf("final loss=%.6f model_state_bytes_per_rank=%lld params=%lld prefetch_hit_rate=%.4f "
                "peak_gathered_bytes=%lld stage=%d ranks=%d dtype=%s optim=%s accum=%d batch=%d steps=%d skipped=%d "
-               "ms_per_step=%.1f fetch_wait_ms=%.1f\n",
+               "ms_per_step=%.1f fetch_wait_ms=%.1f bytes_within=%lld bytes_across=%lld\n",
                loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z),
                fetches ? (double)st.prefetch_hits / (double)fetches : 0.0, (long long)st.peak_gathered_bytes,
                c->stage, c->ranks, dtype_name(c->dtype), c->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", c->accum,
-               c->batch, c->steps, skipped, ms, st.fetch_wait_ms);
+               c->batch, c->steps, skipped, ms, st.fetch_wait_ms, (long long)st.comm_bytes_within,
+               (long long)st.comm_bytes_across);
         fflush(stdout);
     }
     return ZERO_OK;
@@ -549,6 +553,10 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir;
     d.device = c->device;
+    d.qwz = c->qwz;
+    d.qgz = c->qgz;
+    d.hpz = c->hpz;
+    d.quant_block = c->quant_block;
 #ifdef ZERO_CUDA
     // the caller's stream: one that does not wait for the legacy default stream, so the
     // context must order its work on it by itself
@@ -655,6 +663,15 @@ static void usage(FILE *f) {
         "                     stream (desc.cuda_stream) instead of the legacy default stream\n"
         "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
         "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
+        "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
+        "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
+        "                     first, then across nodes (--qgz-bits 4: int4)\n"
+        "  --hpz N            ZeRO++ (stage 3): N ranks per node keep a secondary partition of the\n"
+        "                     params; gathers stay in the node (the local group's nodes are N ranks)\n"
+        "  --ranks-per-node N the node topology without hpz (default: --hpz's N, else one node)\n"
+        "  --quant-block B    elements per quantization block (default 256)\n"
+        "  --link-gbps G      local comm: a modelled link of G GB/s within a node (default none)\n"
+        "  --cross-gbps G     local comm: a modelled link of G GB/s across nodes (default: --link-gbps)\n"
         "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
         "  --wd WD            weight decay on weights, not biases (default 0)\n"
         "  --clip C           global gradient-norm clip, 0 = off (default 0)\n"
@@ -735,6 +752,8 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
+        if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
         if (!strcmp(o, "--nonblocking-stream")) {
 #ifdef ZERO_CUDA
             c->nonblocking_stream = 1;
@@ -762,6 +781,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long)1 << 50);
         else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long)1 << 50);
         else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
+        else if (!strcmp(o, "--qgz-bits")) {
+            c->qgz = (int)parse_long(o, v, 4, 8);
+            if (c->qgz != 4 && c->qgz != 8) bad_arg("expects 4 or 8", o, v);
+        }
+        else if (!strcmp(o, "--hpz")) c->hpz = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--ranks-per-node")) c->ranks_per_node = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--quant-block")) c->quant_block = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--link-gbps")) c->link_gbps = parse_float(o, v, 0.0, 1e6);
+        else if (!strcmp(o, "--cross-gbps")) c->cross_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
             else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
@@ -823,6 +851,18 @@ int main(int argc, char **argv) {
         zero_comm_destroy(comm);
         return 2;
     }
+    if (!c->ranks_per_node) c->ranks_per_node = c->hpz;
+    if (c->ranks_per_node && c->ranks % c->ranks_per_node) {
+        fprintf(stderr, "train_mlp: --%s %d must divide --ranks %d\n", c->hpz ? "hpz" : "ranks-per-node",
+                c->ranks_per_node, c->ranks);
+        zero_comm_destroy(comm);
+        return 2;
+    }
+    if (comm && c->ranks_per_node && zero_comm_set_nodes(comm, c->ranks_per_node) != ZERO_OK) {
+        fprintf(stderr, "train_mlp: %s\n", zero_last_error(NULL));
+        zero_comm_destroy(comm);
+        return 2;
+    }
     if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : 1e-3f;
     if (!c->nvme_dir) c->nvme_dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 
@@ -840,7 +880,14 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
-    r = zero_run_local(c->ranks, rank_main, &sh);
+    // the local group: ranks as threads, grouped into nodes, over modelled links if asked
+    zero_group *g = NULL;
+    r = zero_group_create(&g, c->ranks);
+    if (r == ZERO_OK && c->ranks_per_node) r = zero_group_set_nodes(g, c->ranks_per_node);
+    if (r == ZERO_OK && c->link_gbps > 0) r = zero_group_set_link(g, 0, c->link_gbps);
+    if (r == ZERO_OK && c->cross_gbps > 0) r = zero_group_set_cross_link(g, 0, c->cross_gbps);
+    if (r == ZERO_OK) r = zero_run_group(g, rank_main, &sh);
+    zero_group_destroy(g);
     if (r != ZERO_OK) {
         const char *msg = zero_last_error(NULL);
         fprintf(stderr, "train_mlp: failed: %s%s%s\n", zero_result_str(r), msg && *msg ? ": " : "", msg ? msg : "");
