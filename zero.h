@@ -8189,7 +8189,7 @@ static zero_result zero__build(zero_ctx *ctx) {
     ctx->lay.shard_trainable = z.trainable / ctx->world;
     ctx->lay.max_span = z.max_span;
     /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
-    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS), ZERO_CAT_PARAMS, &ok);
+    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS) - ctx->lay.plan.hpz_bytes, ZERO_CAT_PARAMS, &ok);
     ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
     ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
