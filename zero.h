@@ -3417,19 +3417,77 @@ static int64_t zero__qp_codes(int64_t n, int bits) { return ((bits == 4 ? (n + 1
 static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
     return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
 }
+#if defined(ZERO__X86)
+/* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
+   from the magnitudes' bits, a division, round half to even, a clamp) */
+ZERO__AVX2_ATTR static float zero__qp_enc8_avx2(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
+    __m256i mb = _mm256_setzero_si256();
+    uint32_t m = 0, lanes[8], sb;
+    int64_t i = lo;
+    int k;
+    float s;
+    for (; i + 8 <= hi; i += 8) mb = _mm256_max_epu32(mb, _mm256_and_si256(_mm256_castps_si256(zero__avx2_ld(x, i, xdt)), mag));
+    _mm256_storeu_si256((__m256i *)lanes, mb);
+    for (k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
+    for (; i < hi; i++) {
+        uint32_t b = zero__f32_bits(zero__ld(x, i, xdt)) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    s = m >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(m) / 127.0f;
+    sb = zero__f32_bits(s);
+    if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
+    {
+        const __m256 sv = _mm256_set1_ps(s), hi_ = _mm256_set1_ps(127.0f), lo_ = _mm256_set1_ps(-127.0f);
+        for (i = lo; i + 8 <= hi; i += 8) {
+            __m256 v = zero__avx2_ld(x, i, xdt) / sv;
+            __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT |
+                                                                                       _MM_FROUND_NO_EXC), lo_), hi_));
+            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            _mm_storel_epi64((__m128i *)(codes + i), _mm_packs_epi16(p16, p16));
+        }
+        for (; i < hi; i++) {
+            float r = rintf(zero__ld(x, i, xdt) / s);
+            codes[i] = (uint8_t)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+        }
+    }
+    return s;
+}
+/* acc[k] (+)= (float)q[k] * s, k < n */
+ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, float s, int64_t n, int first) {
+    const __m256 sv = _mm256_set1_ps(s);
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 v = zero__nf8(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + k)))) * sv);
+        _mm256_storeu_ps(acc + k, first ? v : (__m256)(_mm256_loadu_ps(acc + k) + v));
+    }
+    for (; k < n; k++) {
+        float v = (float)(int8_t)q[k] * s;
+        acc[k] = first ? v : acc[k] + v;
+    }
+}
+#endif
 static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block) {
     uint8_t *codes = (uint8_t *)dst;
     float *scales = (float *)((char *)dst + zero__qp_codes(n, bits));
     float v[ZERO__QP_CH], qmax = bits == 4 ? 7.0f : 127.0f;
     int64_t lo, i;
+    int simd = zero__simd_pick();
+    unsigned fpenv = zero__fpenv_enter();
     for (lo = 0; lo < n; lo += block) {
         int64_t hi = n - lo < block ? n : lo + block, c;
         uint32_t mb = 0;
         float s;
+#if defined(ZERO__X86)
+        if (bits == 8 && simd >= ZERO__SIMD_AVX2) {
+            scales[lo / block] = zero__qp_enc8_avx2(codes, x, xdt, lo, hi);
+            continue;
+        }
+#endif
         for (c = lo; c < hi; c += ZERO__QP_CH) {       /* the absmax: the largest magnitude's bits */
             int64_t len = hi - c < ZERO__QP_CH ? hi - c : ZERO__QP_CH;
             const void *in = (const char *)x + c * (int64_t)zero__esize(xdt);
-            zero__sum_into(v, ZERO_F32, &in, 1, xdt, len, 0);
+            zero__sum_into_k(NULL, simd, v, ZERO_F32, &in, 1, xdt, len, 0);
             for (i = 0; i < len; i++) {
                 uint32_t b = zero__f32_bits(v[i]) & 0x7fffffffu;
                 mb = b > mb ? b : mb;
@@ -3441,10 +3499,10 @@ static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bi
         for (c = lo; c < hi; c += ZERO__QP_CH) {
             int64_t len = hi - c < ZERO__QP_CH ? hi - c : ZERO__QP_CH;
             const void *in = (const char *)x + c * (int64_t)zero__esize(xdt);
-            zero__sum_into(v, ZERO_F32, &in, 1, xdt, len, 0);
+            uint32_t sb = zero__f32_bits(s);
+            zero__sum_into_k(NULL, simd, v, ZERO_F32, &in, 1, xdt, len, 0);
             for (i = 0; i < len; i++) {
                 float r = 0.0f;
-                uint32_t sb = zero__f32_bits(s);
                 if (sb != 0u && sb < 0x7f800000u) {
                     r = rintf(v[i] / s);
                     r = r > qmax ? qmax : r < -qmax ? -qmax : r;
@@ -3460,24 +3518,28 @@ static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bi
         }
     }
     for (i = bits == 4 ? (n + 1) / 2 : n; i < zero__qp_codes(n, bits); i++) codes[i] = 0;
+    zero__fpenv_leave(fpenv);
 }
-/* values [lo, lo + len) of a payload of n, as fp32 */
-static void zero__qp_decode(float *v, const void *p, int64_t n, int bits, int block, int64_t lo, int64_t len) {
+/* acc (+)= values [lo, lo + len) of a payload of n (first: acc =) */
+static void zero__qp_decode_into(float *acc, int first, const void *p, int64_t n, int bits, int block, int64_t lo,
+                                 int64_t len, int simd) {
     const uint8_t *codes = (const uint8_t *)p;
     const float *scales = (const float *)((const char *)p + zero__qp_codes(n, bits));
     int64_t i = 0;
+    (void)simd;
     while (i < len) {
         int64_t e = lo + i, end = (e / block + 1) * block - lo, k;
         float s = scales[e / block];
         if (end > len) end = len;
-        if (bits == 8)
-            for (k = i; k < end; k++) v[k] = (float)(int8_t)codes[lo + k] * s;
-        else
-            for (k = i; k < end; k++) {
-                int64_t x = lo + k;
-                int c = (x & 1) ? (int8_t)codes[x >> 1] >> 4 : (int8_t)(uint8_t)(codes[x >> 1] << 4) >> 4;
-                v[k] = (float)c * s;
-            }
+#if defined(ZERO__X86)
+        if (bits == 8 && simd >= ZERO__SIMD_AVX2) { zero__qp_dec8_avx2(acc + i, codes + lo + i, s, end - i, first); i = end; continue; }
+#endif
+        for (k = i; k < end; k++) {
+            int64_t x = lo + k;
+            int c = bits == 8 ? (int8_t)codes[x] : (x & 1) ? (int8_t)codes[x >> 1] >> 4 : (int8_t)(uint8_t)(codes[x >> 1] << 4) >> 4;
+            float v = (float)c * s;
+            acc[k] = first ? v : acc[k] + v;
+        }
         i = end;
     }
 }
@@ -3485,21 +3547,19 @@ static void zero__qp_decode(float *v, const void *p, int64_t n, int bits, int bl
    the stored value first, as zero__sum_into */
 static void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block,
                          int accumulate) {
-    float acc[ZERO__QP_CH], v[ZERO__QP_CH];
-    int64_t lo, i, es = (int64_t)zero__esize(rdt);
-    int k;
+    float acc[ZERO__QP_CH];
+    int64_t lo, es = (int64_t)zero__esize(rdt);
+    int k, simd = zero__simd_pick();
+    unsigned fpenv = zero__fpenv_enter();
     for (lo = 0; lo < n; lo += ZERO__QP_CH) {
         int64_t len = n - lo < ZERO__QP_CH ? n - lo : ZERO__QP_CH;
         void *o = (char *)out + lo * es;
         const void *oc = o, *ac = acc;
-        if (accumulate) zero__sum_into(acc, ZERO_F32, &oc, 1, rdt, len, 0);
-        for (k = 0; k < np; k++) {
-            if (k == 0 && !accumulate) { zero__qp_decode(acc, ps[0], n, bits, block, lo, len); continue; }
-            zero__qp_decode(v, ps[k], n, bits, block, lo, len);
-            for (i = 0; i < len; i++) acc[i] += v[i];
-        }
-        zero__sum_into(o, rdt, &ac, 1, ZERO_F32, len, 0);
+        if (accumulate) zero__sum_into_k(NULL, simd, acc, ZERO_F32, &oc, 1, rdt, len, 0);
+        for (k = 0; k < np; k++) zero__qp_decode_into(acc, k == 0 && !accumulate, ps[k], n, bits, block, lo, len, simd);
+        zero__sum_into_k(NULL, simd, o, rdt, &ac, 1, ZERO_F32, len, 0);
     }
+    zero__fpenv_leave(fpenv);
 }
 #define ZERO__MR 4
 #define ZERO__NR 16
@@ -6913,13 +6973,12 @@ static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, 
         *a = (1 + nn) * P;
         *b = (int64_t)world * P;
     }
-    if (d->qgz && tper > 0) {
-        int64_t p1 = ns > 1 ? ns * zero__qp_bytes(chunk, bits, blk) : 0, p2 = nn * zero__qp_bytes(tper, bits, blk);
-        int64_t m = p1 > p2 ? p1 : p2;
-        if (m > *a) *a = m;
-        if (m > *b) *b = m;
+    if (d->qgz && tper > 0 && nn > 1) {     /* one payload per node (qgz quantizes what crosses nodes) */
+        int64_t p2 = nn * zero__qp_bytes(tper, bits, blk);
+        if (p2 > *a) *a = p2;
+        if (p2 > *b) *b = p2;
     }
-    if (tper > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's partial sums (qgz, or exact) */
+    if (tper > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's sums, in fp32 */
     *a = zero__align_up(*a, ZERO__ALIGN);
     *b = zero__align_up(*b, ZERO__ALIGN);
     *f = zero__align_up(*f, ZERO__ALIGN);
@@ -8374,48 +8433,37 @@ static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refres
 }
 
 /* recv (rdt, per elements) = [recv +] the sum over every rank of its slice of send (sdt,
-   the span): exact in two levels (the node's sum in fp32 in f), or with qgz through
-   payloads, each level's sum in fp32 in rank order */
+   the span). The node's level is exact: a reduce-scatter of the chunks, summed in fp32 into
+   f (a node's link is fast; one quantization instead of two). The cross-node level is a
+   reduce-scatter too, or with qgz an all-to-all of payloads (each peer's slice of the
+   node's sums, quantized), decoded and summed in fp32 in node order. */
 static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
                                     int accumulate) {
     int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
-    int64_t chunk = per * nn;
+    int64_t chunk = per * nn, P = zero__qp_bytes(per, bits ? bits : 8, blk), es;
     char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
     float *f = (float *)(b + ctx->zpp.b_bytes);
     const void *src = send, *ins[ZERO__MAX_RANKS];
     int srcdt = sdt;
     zero_result r;
     ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
-    if (!bits) {
-        if (ns == 1 || nn == 1) {
-            zero_comm *c = ns == 1 ? ctx->zpp.inter : ctx->zpp.intra;
-            return zero__zpp_err(ctx, c, zero__c_reduce_scatter(ctx, c, send, sdt, recv, rdt, per, accumulate));
-        }
+    if (nn == 1)        /* one node: its level alone */
+        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, recv, rdt, per,
+                                                                         accumulate));
+    if (ns > 1) {
         if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, ZERO_F32, chunk, 0)) != ZERO_OK)
             return zero__zpp_err(ctx, ctx->zpp.intra, r);
-        return zero__zpp_err(ctx, ctx->zpp.inter,
-                             zero__c_reduce_scatter(ctx, ctx->zpp.inter, f, ZERO_F32, recv, rdt, per, accumulate));
-    }
-    if (ns > 1) {
-        int64_t P1 = zero__qp_bytes(chunk, bits, blk), es = (int64_t)zero__esize(sdt);
-        for (k = 0; k < ns; k++) zero__qp_encode(a + k * P1, (const char *)send + k * chunk * es, sdt, chunk, bits, blk);
-        if ((r = zero__c_all_to_all(ctx, ctx->zpp.intra, a, b, P1)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.intra, r);
-        for (k = 0; k < ns; k++) ins[k] = b + k * P1;
-        if (nn == 1) {
-            zero__qp_sum(recv, rdt, ins, ns, chunk, bits, blk, accumulate);
-            return ZERO_OK;
-        }
-        zero__qp_sum(f, ZERO_F32, ins, ns, chunk, bits, blk, 0);
         src = f;
         srcdt = ZERO_F32;
     }
-    {
-        int64_t P2 = zero__qp_bytes(per, bits, blk), es = (int64_t)zero__esize(srcdt);
-        for (k = 0; k < nn; k++) zero__qp_encode(a + k * P2, (const char *)src + k * per * es, srcdt, per, bits, blk);
-        if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P2)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
-        for (k = 0; k < nn; k++) ins[k] = b + k * P2;
-        zero__qp_sum(recv, rdt, ins, nn, per, bits, blk, accumulate);
-    }
+    if (!bits)
+        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_reduce_scatter(ctx, ctx->zpp.inter, src, srcdt, recv, rdt, per,
+                                                                         accumulate));
+    es = (int64_t)zero__esize(srcdt);
+    for (k = 0; k < nn; k++) zero__qp_encode(a + k * P, (const char *)src + k * per * es, srcdt, per, bits, blk);
+    if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    for (k = 0; k < nn; k++) ins[k] = b + k * P;
+    zero__qp_sum(recv, rdt, ins, nn, per, bits, blk, accumulate);
     return ZERO_OK;
 }
 /* this rank's slice `mine` into full, in one level or two (the gathers of every stage) */
