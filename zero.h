@@ -27,6 +27,7 @@
      ON TILING
      ON ACTIVATIONS
      ON COMMUNICATORS
+     ON ZERO++
      ON DEVICES
      ON CHECKPOINTS
      ON TRACING
@@ -576,6 +577,50 @@
      scratch and traffic, but NCCL's order and precision (a bf16 ring adds in bf16), so
      results differ from the local comm's and between world sizes in the last bits;
      training stays the same to rounding. Host-memory and f64 collectives stay exact.
+
+   ON ZERO++
+     Three options cut the bytes that cross nodes (DeepSpeed's ZeRO++), at the price of
+     quantization error (qwz, qgz) or memory (hpz). They need a node topology: ranks_per_node
+     consecutive ranks form a node (zero_group_set_nodes on a local group, zero_comm_set_nodes
+     on any endpoint, the launcher's variables in zero_comm_from_env, or desc.hpz; when two
+     are set they must agree). With any of them on, every collective runs in two levels, on
+     a node's ranks and across nodes, and rank r (node n, place l in its node, nn nodes)
+     owns slice l * nn + n of each module instead of slice r, so that the slices its
+     cross-node peers own are one contiguous chunk (zero_save records the ranges: a
+     checkpoint loads across this ownership and any other, ON CHECKPOINTS).
+       qwz   stage 3: gathers move int8 payloads instead of the params: blocks of
+             quant_block elements (default 256), each with an fp32 scale absmax / 127,
+             codes rounded half to even, decoded on arrival; a value comes back within
+             half a scale of itself, absmax / 254 of its block's largest magnitude. A block
+             holding NaN or infinity decodes to NaN (a bad value is never made finite). The
+             fp32 master, the optimizer and checkpoints never see quantized values; the
+             forward and backward passes see the same ones.
+       qgz   stages 1-3: a gradient's reduce-scatter sums the node exactly first (fp32, in
+             rank order: a node's link is fast), then each node's sums cross nodes as int8
+             payloads (qgz = 8; 4: int4 codes in [-7, 7], scale absmax / 7, two to a byte)
+             by one all-to-all, decoded and added in fp32 in node order. In one node it is
+             exactly the plain reduction.
+       hpz   stage 3, hpz = ranks per node: every rank also keeps its place's chunk of each
+             module (span / ranks_per_node, the param dtype: plan.hpz_bytes, counted in
+             ZERO_CAT_PARAMS), the secondary partition. The first gather of a module after
+             the params change (zero_step, zero_param_set_f32, zero_load) refreshes it with
+             a cross-node all-gather (of int8 payloads with qwz); every gather is then one
+             all-gather within the node. Within one node it is exactly plain stage 3.
+     Cross-node bytes per rank and step at stage 3 (P params, bf16, N ranks, nn nodes;
+     counted as point-to-point: zero_stats' comm_bytes_across): plain 2P * 3 (N - N/nn) / N
+     (two gathers and a reduce-scatter); all three on about (nn - 1) / N * 2P (1 + 4 /
+     quant_block): 0.17 of plain at 4 nodes of 2 (tests/test_zpp.c asserts <= 0.3). The
+     payload buffers (plan.zpp_buffer_bytes, ZERO_CAT_BUFFERS) are sized by the largest
+     module: with qwz (1 + nn) + N payloads of its slice, with qgz 2 nn payloads, and an fp32
+     chunk for a node's sums. Quantization is deterministic (the same bits run to run) but
+     not bitwise plain: examples/train_mlp and train_gpt (--qwz --qgz --hpz N) end within
+     a few percent of the unquantized loss (tests/test_zpp.c: 5% int8, 15% int4 on a
+     small MLP; tests/test_zpp.sh). The trace's comm track shows each level as "node ..."
+     or "cross ..." spans. build/bench_zpp times plain stage 3 against all three on a
+     modelled network (zero_group_set_link within nodes, zero_group_set_cross_link
+     across). For now ZeRO++ runs on the CPU device with the local and MPI communicators;
+     a CUDA or EMU device, offload_params, or a communicator that cannot split (NCCL) is
+     ZERO_ERR_UNSUPPORTED at zero_create.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -2589,20 +2634,36 @@ static void zero__coll_count(zero_ctx *ctx, zero_comm *c, int kind, int64_t per_
     if (in) __atomic_fetch_add(&c->sent_within, in * per_peer, __ATOMIC_RELAXED);
     if (out) __atomic_fetch_add(&c->sent_across, out * per_peer, __ATOMIC_RELAXED);
 }
+/* a collective on a node's or the cross-node endpoint is a span of its own on the comm
+   track, inside its task's ("node all-gather", "cross all-to-all", ...) */
+static zero_result zero__c_span(zero_ctx *ctx, zero_comm *c, int kind, double t0, zero_result r) {
+    static const char *node[] = { "node all-gather", "node reduce-scatter", "node all-reduce", "node broadcast",
+                                  "node barrier", "node all-to-all" };
+    static const char *cross[] = { "cross all-gather", "cross reduce-scatter", "cross all-reduce", "cross broadcast",
+                                   "cross barrier", "cross all-to-all" };
+    if (c->scope != ZERO__SCOPE_WORLD && zero__trace_get(ctx))
+        zero__trace_add(ctx, ZERO__TRACK_COMM, (c->scope == ZERO__SCOPE_NODE ? node : cross)[kind],
+                        c->tag >= 0 && c->tag < ctx->num_modules ? ctx->modules[c->tag].name : NULL, t0);
+    return r;
+}
 /* every collective zero.h issues goes through these (on any endpoint: the context's, or its
    node or cross-node one), which count its bytes */
 static zero_result zero__c_all_gather(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
+    double t0 = zero__trace_t0(ctx);
     zero__coll_count(ctx, c, ZERO_COLL_ALL_GATHER, bytes, 1);
-    return c->vt->all_gather(c, send, recv, bytes, ctx->desc.timeout_ms);
+    return zero__c_span(ctx, c, ZERO_COLL_ALL_GATHER, t0, c->vt->all_gather(c, send, recv, bytes, ctx->desc.timeout_ms));
 }
 static zero_result zero__c_reduce_scatter(zero_ctx *ctx, zero_comm *c, const void *send, int sdt, void *recv,
                                           int rdt, int64_t count, int accumulate) {
+    double t0 = zero__trace_t0(ctx);
     zero__coll_count(ctx, c, ZERO_COLL_REDUCE_SCATTER, count * (int64_t)zero__esize(sdt), (int)zero__esize(sdt));
-    return c->vt->reduce_scatter(c, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms);
+    return zero__c_span(ctx, c, ZERO_COLL_REDUCE_SCATTER, t0,
+                        c->vt->reduce_scatter(c, send, sdt, recv, rdt, count, accumulate, ctx->desc.timeout_ms));
 }
 static zero_result zero__c_all_to_all(zero_ctx *ctx, zero_comm *c, const void *send, void *recv, int64_t bytes) {
+    double t0 = zero__trace_t0(ctx);
     zero__coll_count(ctx, c, ZERO_COLL_ALL_TO_ALL, bytes, 1);
-    return c->vt->all_to_all(c, send, recv, bytes, ctx->desc.timeout_ms);
+    return zero__c_span(ctx, c, ZERO_COLL_ALL_TO_ALL, t0, c->vt->all_to_all(c, send, recv, bytes, ctx->desc.timeout_ms));
 }
 static zero_result zero__c_all_reduce(zero_ctx *ctx, zero_comm *c, void *buf, int dt, int64_t count) {
     zero__coll_count(ctx, c, ZERO_COLL_ALL_REDUCE, dt == ZERO__F64 ? count * 8 : 2 * (count / c->size) * (int64_t)zero__esize(dt),

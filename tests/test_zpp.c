@@ -34,6 +34,7 @@ typedef struct run_cfg {
     zero_dtype dtype;
     const char *save_dir, *load_dir;    /* checkpoint after training / before it */
     int set_check;                      /* hpz: zero_param_set_f32 after training, then read back */
+    const char *trace_path;             /* zero_trace_save after training */
     /* results, from rank 0 */
     float out[MAXP];
     int64_t numel;
@@ -79,6 +80,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.accum_steps = cfg->accum;
     d.qwz = cfg->qwz; d.qgz = cfg->qgz; d.hpz = cfg->hpz; d.quant_block = cfg->block;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    if (cfg->trace_path && (r = zero_trace_enable(z, 1 << 14)) != ZERO_OK) goto done;
     for (l = 0; l < NLAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d", l);
@@ -178,6 +180,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         if (r != ZERO_OK) goto done;
     }
     if (cfg->save_dir && (r = zero_save(z, cfg->save_dir)) != ZERO_OK) goto done;
+    if (cfg->trace_path && (r = zero_trace_save(z, cfg->trace_path)) != ZERO_OK) goto done;
     if (cfg->set_check) {       /* new values through zero_param_set_f32 reach the next gather */
         int ok = 1;
         for (l = 0; l < NLAYERS; l++) {
@@ -514,6 +517,33 @@ static void test_hpz_set(void) {
     }
 }
 
+/* the trace names each level's collectives: gathers stay in the node after the refresh */
+static void test_trace_levels(void) {
+    char path[] = "/tmp/zero_zpp_traceXXXXXX";
+    int fd = mkstemp(path);
+    run_cfg *c = cfg_new(3, 4, 2);
+    c->qwz = 1; c->qgz = 8; c->hpz = 2; c->steps = 3; c->trace_path = path;
+    if (CHECK(fd >= 0, "mkstemp") && train(c)) {
+        FILE *f = fopen(path, "rb");
+        static char buf[1 << 22];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        int nodeg = 0, crossg = 0, crossa = 0;
+        const char *p;
+        buf[n] = 0;
+        for (p = buf; (p = strstr(p, "\"node all-gather layer")) != NULL; p++) nodeg++;
+        for (p = buf; (p = strstr(p, "\"cross all-gather layer")) != NULL; p++) crossg++;
+        for (p = buf; (p = strstr(p, "\"cross all-to-all layer")) != NULL; p++) crossa++;
+        /* per rank and step: 6 gathers in the node, 3 refreshes and 3 gradient exchanges
+           across; the last zero_step's prefetch of layer0 (a refresh and a gather); then
+           zero_gather_params_f32: a cross and a node all-gather per module */
+        CHECK(nodeg == 4 * (3 * 6 + 1 + 3) && crossg == 4 * (3 * 3 + 1 + 3) && crossa == 4 * 3 * 3,
+              "trace spans: %d node all-gathers, %d cross all-gathers, %d cross all-to-alls", nodeg, crossg, crossa);
+        if (f) fclose(f);
+    }
+    if (fd >= 0) { close(fd); unlink(path); }
+    free(c);
+}
+
 /* a checkpoint saved with ZeRO++'s slice ownership loads at plain stage 3 on 2 ranks, and
    the other way: the same master weights */
 static void test_checkpoint(void) {
@@ -615,6 +645,7 @@ int main(void) {
     TEST_RUN(test_qgz_stages);
     TEST_RUN(test_hpz_set);
     TEST_RUN(test_checkpoint);
+    TEST_RUN(test_trace_levels);
     TEST_RUN(test_qgz_one_node);
     TEST_RUN(test_bad_options);
     return test_summary();

@@ -29,12 +29,12 @@
 #define ROUNDS 7
 #define CONFIGS 2
 
-static int layers = 8, dim = 1024;
+static int layers = 8, dim = 1024, opt_qwz = 1, opt_qgz = 8, opt_hpz = PER_NODE;
 static double gbps_within = 25, gbps_across = 2;
 static double times[CONFIGS][ROUNDS];
 static int64_t across[CONFIGS], within[CONFIGS];
 static zero_group *groups[CONFIGS];
-static const char *names[CONFIGS] = { "stage 3", "ZeRO++ (qwz + qgz + hpz 2)" };
+static const char *names[CONFIGS] = { "stage 3", "ZeRO++" };
 
 typedef struct rank_state {
     zero_ctx *z;
@@ -83,7 +83,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         d.stage = 3;
         d.param_dtype = ZERO_BF16;
         d.optim.lr = 1e-4;
-        if (c == 1) { d.qwz = 1; d.qgz = 8; d.hpz = PER_NODE; }
+        if (c == 1) { d.qwz = opt_qwz; d.qgz = opt_qgz; d.hpz = opt_hpz; }
         s[c].mod = (zero_module *)calloc((size_t)layers, sizeof(zero_module));
         s[c].w = (zero_param *)calloc((size_t)layers, sizeof(zero_param));
         if ((r = zero_create(&s[c].z, &d)) != ZERO_OK) break;
@@ -137,10 +137,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gbps-across")) gbps_across = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--layers")) layers = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dim")) dim = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--zpp")) {      /* which of them: e.g. qwz,hpz */
+            opt_qwz = strstr(argv[i + 1], "qwz") != NULL;
+            opt_qgz = strstr(argv[i + 1], "qgz4") ? 4 : strstr(argv[i + 1], "qgz") ? 8 : 0;
+            opt_hpz = strstr(argv[i + 1], "hpz") ? PER_NODE : 0;
+        }
         else break;
     }
     if (i < argc || layers < 1 || dim < 16) {
-        fprintf(stderr, "usage: bench_zpp [--gbps-within G] [--gbps-across G] [--layers L] [--dim D]\n");
+        fprintf(stderr, "usage: bench_zpp [--gbps-within G] [--gbps-across G] [--layers L] [--dim D] "
+                        "[--zpp qwz,qgz|qgz4,hpz]\n");
         return 2;
     }
     for (c = 0; c < CONFIGS; c++) {
@@ -152,6 +158,7 @@ int main(int argc, char **argv) {
     printf("%d ranks in nodes of %d, %d modules of %dx%d bf16 (%.1fM params), links %.1f GB/s within, "
            "%.1f GB/s across nodes\n", RANKS, PER_NODE, layers, dim, dim, layers * (double)dim * dim / 1e6,
            gbps_within, gbps_across);
+    printf("ZeRO++: qwz %d, qgz %d bits, hpz %d\n", opt_qwz, opt_qgz, opt_hpz);
     if ((r = zero_run_group(groups[0], rank_main, NULL)) != ZERO_OK) {
         fprintf(stderr, "%s: %s\n", zero_result_str(r), zero_last_error(NULL));
         return 1;
