@@ -618,9 +618,9 @@
      small MLP; tests/test_zpp.sh). The trace's comm track shows each level as "node ..."
      or "cross ..." spans. build/bench_zpp times plain stage 3 against all three on a
      modelled network (zero_group_set_link within nodes, zero_group_set_cross_link
-     across). For now ZeRO++ runs on the CPU device with the local and MPI communicators;
-     a CUDA or EMU device, offload_params, or a communicator that cannot split (NCCL) is
-     ZERO_ERR_UNSUPPORTED at zero_create.
+     across). For now ZeRO++ runs on the CPU and EMU devices (a device without its kernels,
+     CUDA for now, is ZERO_ERR_UNSUPPORTED at zero_create, as are offload_params and a
+     communicator that cannot split into nodes: NCCL for now; local and MPI can).
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -1890,6 +1890,12 @@ typedef struct zero__dev_vt {
     zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                             int64_t count, int accumulate);
     zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>kernels) */
+    /* ZeRO++'s payloads (>>kernels: zero__qp_*): dst = the payload of n values of x (xdt);
+       out (rdt) = [out +] the values of np payloads added in fp32, in order. NULL: the
+       device has no such kernels (ZeRO++ is refused) */
+    zero_result (*qp_encode)(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits, int block);
+    zero_result (*qp_sum)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n, int bits,
+                          int block, int accumulate);
     zero_result (*optimizer)(zero_ctx *ctx, float gscale);       /* the fused pass over the segments */
     zero_result (*gemm)(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                         const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
@@ -3919,6 +3925,18 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
     *out = zero__sumsq_slice(ctx, ctx->arena.grad, r);
     return ZERO_OK;
 }
+static zero_result zero__cpu_qp_encode(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits,
+                                       int block) {
+    (void)ctx; (void)s;
+    zero__qp_encode(dst, x, xdt, n, bits, block);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n,
+                                    int bits, int block, int accumulate) {
+    (void)ctx; (void)s;
+    zero__qp_sum(out, rdt, ps, np, n, bits, block, accumulate);
+    return ZERO_OK;
+}
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {
     ctx->opt.grads_cleared = zero__pass_clears(ctx);
     zero__apply_optimizer(ctx, gscale, ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, 0);
@@ -3986,7 +4004,7 @@ static const zero__dev_vt zero__cpu_dev = {
     ZERO__F(alloc) zero__cpu_alloc, ZERO__F(free) zero__cpu_free, ZERO__F(host_alloc) zero__cpu_alloc,
     ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__cpu_copy,
     ZERO__F(fill0) zero__cpu_fill0, ZERO__F(sum_into) zero__cpu_sum_into, ZERO__F(sumsq) zero__cpu_sumsq,
-    ZERO__F(optimizer) zero__cpu_optimizer, ZERO__F(gemm) zero__gemm_host, ZERO__F(bias_add) zero__cpu_bias_add,
+    ZERO__F(qp_encode) zero__cpu_qp_encode, ZERO__F(qp_sum) zero__cpu_qp_sum, ZERO__F(optimizer) zero__cpu_optimizer, ZERO__F(gemm) zero__gemm_host, ZERO__F(bias_add) zero__cpu_bias_add,
     ZERO__F(bias_grad) zero__cpu_bias_grad, ZERO__F(gelu) zero__cpu_gelu, ZERO__F(gelu_bwd) zero__cpu_gelu_bwd,
     ZERO__F(xent) zero__cpu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
     ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
@@ -4115,6 +4133,23 @@ static zero_result zero__emu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, 
     o = ZERO__EMU_K(out, "sum");
     return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_sum_into(ctx, s, o, rdt, tr, nin, sdt, count, accumulate);
 }
+static zero_result zero__emu_qp_encode(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits,
+                                       int block) {
+    int bad = 0;
+    void *d = ZERO__EMU_K(dst, "ZeRO++ encode");
+    const void *xx = ZERO__EMU_K(x, "ZeRO++ encode");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_qp_encode(ctx, s, d, xx, xdt, n, bits, block);
+}
+static zero_result zero__emu_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n,
+                                    int bits, int block, int accumulate) {
+    const void *tr[ZERO__MAX_RANKS];
+    void *o;
+    int k, bad = 0;
+    if (np > ZERO__MAX_RANKS) return ZERO_ERR_UNSUPPORTED;
+    for (k = 0; k < np; k++) tr[k] = ZERO__EMU_K(ps[k], "ZeRO++ decode");
+    o = ZERO__EMU_K(out, "ZeRO++ decode");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_qp_sum(ctx, s, o, rdt, tr, np, n, bits, block, accumulate);
+}
 static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
     *out = zero__sumsq_slice(ctx, zero__emu_tr(ctx->arena.grad), r);
     return ZERO_OK;
@@ -4174,7 +4209,7 @@ static const zero__dev_vt zero__emu_dev = {
     ZERO__F(alloc) zero__emu_alloc, ZERO__F(free) zero__emu_free, ZERO__F(host_alloc) zero__cpu_alloc,
     ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__emu_copy,
     ZERO__F(fill0) zero__emu_fill0, ZERO__F(sum_into) zero__emu_sum_into, ZERO__F(sumsq) zero__emu_sumsq,
-    ZERO__F(optimizer) zero__emu_optimizer, ZERO__F(gemm) zero__emu_gemm, ZERO__F(bias_add) zero__emu_bias_add,
+    ZERO__F(qp_encode) zero__emu_qp_encode, ZERO__F(qp_sum) zero__emu_qp_sum, ZERO__F(optimizer) zero__emu_optimizer, ZERO__F(gemm) zero__emu_gemm, ZERO__F(bias_add) zero__emu_bias_add,
     ZERO__F(bias_grad) zero__emu_bias_grad, ZERO__F(gelu) zero__emu_gelu, ZERO__F(gelu_bwd) zero__emu_gelu_bwd,
     ZERO__F(xent) zero__emu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
     ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
@@ -4582,7 +4617,7 @@ static const zero__dev_vt zero__cuda_dev = {
     ZERO__F(alloc) zero__cuda_alloc, ZERO__F(free) zero__cuda_free, ZERO__F(host_alloc) zero__cuda_host_alloc,
     ZERO__F(host_free) zero__cuda_host_free, ZERO__F(prepare) zero__cuda_prepare, ZERO__F(copy) zero__cuda_copy,
     ZERO__F(fill0) zero__cuda_fill0, ZERO__F(sum_into) zero__cuda_sum_into, ZERO__F(sumsq) zero__cuda_sumsq,
-    ZERO__F(optimizer) zero__cuda_optimizer, ZERO__F(gemm) zero__cuda_gemm,
+    ZERO__F(qp_encode) NULL, ZERO__F(qp_sum) NULL, ZERO__F(optimizer) zero__cuda_optimizer, ZERO__F(gemm) zero__cuda_gemm,
     ZERO__F(bias_add) zero__cuda_bias_add, ZERO__F(bias_grad) zero__cuda_bias_grad,
     ZERO__F(gelu) zero__cuda_gelu, ZERO__F(gelu_bwd) zero__cuda_gelu_bwd, ZERO__F(xent) zero__cuda_xent,
     ZERO__F(mark) zero__cuda_mark, ZERO__F(task_begin) zero__cuda_task_begin,
@@ -7171,10 +7206,6 @@ static zero_result zero__fill_desc(zero_desc *d) {
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "zero_desc.qgz is set at stage 0, which all-reduces; qgz quantizes the reduce-scatter of "
                              "stages 1-3");
-    if (zero__zpp_on(d) && (d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU))
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "ZeRO++ (qwz, qgz, hpz) runs on the CPU device for now, not on %s",
-                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "ZERO_DEVICE_EMU");
     if (zero__zpp_on(d) && d->offload_params != ZERO_OFFLOAD_NONE)
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                              "ZeRO++ (qwz, qgz, hpz) with offload_params is not supported yet; offload the optimizer "
@@ -8455,13 +8486,13 @@ static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
     zero_result r;
     if (!ctx->desc.qwz)
         return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
-    zero__qp_encode(a, shard, pdt, per, 8, blk);
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) return r;
     if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
-    for (k = 0; k < ctx->zpp.nn; k++) {
+    for (k = 0; k < ctx->zpp.nn && r == ZERO_OK; k++) {
         const void *pk = b + (int64_t)k * P;
-        zero__qp_sum(sec + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, sec + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
     }
-    return ZERO_OK;
+    return r;
 }
 
 /* stage 3: module mi gathered into dst (its span); refresh: hpz's chunk is stale */
@@ -8482,15 +8513,15 @@ static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refres
     if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
     /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
        in node-major order: payload k is slice k */
-    zero__qp_encode(a, shard, pdt, per, 8, blk);
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) return r;
     if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, a + P, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
     if ((r = zero__c_all_gather(ctx, ctx->zpp.intra, a + P, b, P * ctx->zpp.nn)) != ZERO_OK)
         return zero__zpp_err(ctx, ctx->zpp.intra, r);
-    for (k = 0; k < N; k++) {
+    for (k = 0; k < N && r == ZERO_OK; k++) {
         const void *pk = b + (int64_t)k * P;
-        zero__qp_sum(dst + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, dst + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
     }
-    return ZERO_OK;
+    return r;
 }
 
 /* recv (rdt, per elements) = [recv +] the sum over every rank of its slice of send (sdt,
@@ -8521,11 +8552,13 @@ static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int
         return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_reduce_scatter(ctx, ctx->zpp.inter, src, srcdt, recv, rdt, per,
                                                                          accumulate));
     es = (int64_t)zero__esize(srcdt);
-    for (k = 0; k < nn; k++) zero__qp_encode(a + k * P, (const char *)src + k * per * es, srcdt, per, bits, blk);
+    for (k = 0; k < nn; k++)
+        if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a + k * P, (const char *)src + k * per * es, srcdt, per, bits,
+                                     blk)) != ZERO_OK)
+            return r;
     if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
     for (k = 0; k < nn; k++) ins[k] = b + k * P;
-    zero__qp_sum(recv, rdt, ins, nn, per, bits, blk, accumulate);
-    return ZERO_OK;
+    return ctx->dev->qp_sum(ctx, ZERO__S_COMM, recv, rdt, ins, nn, per, bits, blk, accumulate);
 }
 /* this rank's slice `mine` into full, in one level or two (the gathers of every stage) */
 static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
@@ -11383,6 +11416,13 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                                  "zero_create: zero_desc.hpz is %d, which does not divide the world size %d", ns, w);
+        }
+        if (!ctx->dev->qp_encode || !ctx->dev->qp_sum) {
+            const char *dn = ctx->dev->name;
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: ZeRO++ (qwz, qgz, hpz) has no kernels on the %s device yet (the CPU and "
+                                 "EMU devices have them)", dn);
         }
         if (!ctx->comm->vt->split || !ctx->comm->vt->all_to_all) {
             zero_destroy(ctx);
