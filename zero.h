@@ -539,7 +539,10 @@
      that started one process: a world of one ("mpi" makes the first an error whose
      sentence lists the variables). An MPI launcher without ZERO_MPI, or torchrun's
      variables without ZERO_CUDA (they mean NCCL), is ZERO_ERR_UNSUPPORTED; half-set or
-     malformed variables are ZERO_ERR_INVALID_ARG naming the variable.
+     malformed variables are ZERO_ERR_INVALID_ARG naming the variable. The nodes (ZeRO++'s
+     topology: runs of consecutive ranks) come from the launcher's ranks per node:
+     OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE ("2" or "2(x4)") or
+     LOCAL_WORLD_SIZE; one that does not divide the world size is ZERO_ERR_INVALID_ARG.
 
      --- MPI. zero.h calls MPI from a thread of its own, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
@@ -6293,7 +6296,34 @@ static void *zero__nccl_run_main(void *p) {
 typedef struct zero__launcher {
     const char *name, *rank_var, *size_var;
     int mpi;                        /* started by an MPI-capable launcher */
+    const char *node_var;           /* its ranks per node (the node topology) */
 } zero__launcher;
+
+/* The launcher's ranks per node into *ns (0: unset). Slurm writes "2" or "2(x4)" (2 tasks
+   on each of 4 nodes): the leading count, when every node has it. It must divide the
+   world: ZeRO++ takes ranks_per_node consecutive ranks as a node. */
+static zero_result zero__env_node_size(const zero__launcher *L, int size, int *ns) {
+    const char *s = getenv(L->node_var), *p, *q;
+    int v = 0, digits = 0;
+    *ns = 0;
+    if (!s) return ZERO_OK;
+    for (p = s; *p >= '0' && *p <= '9'; p++, digits++)
+        if (v <= ZERO__MAX_RANKS) v = v * 10 + (*p - '0');
+    if (digits && p[0] == '(' && p[1] == 'x') {      /* "N(xM)": M nodes of N, and nothing after */
+        for (q = p + 2; *q >= '0' && *q <= '9'; q++) {}
+        if (q > p + 2 && q[0] == ')') p = q + 1;
+    }
+    if (!digits || *p != '\0' || v < 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' is not a number of ranks per node (the same on every node)",
+                          L->node_var, s);
+    if (v > size || size % v)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' ranks per node does not divide the world size %s=%d "
+                          "(zero.h's nodes are equal runs of consecutive ranks)", L->node_var, s, L->size_var, size);
+    *ns = v;
+    return ZERO_OK;
+}
 
 static zero_result zero__local_world_of_one(zero_comm **out) {
     zero_group *g = NULL;
@@ -12095,12 +12125,13 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 }
 
 /* ---- communicators from a launcher's environment ------------------------------------ */
-ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+/* the endpoint, and the launcher's ranks per node in *ns (0: none said) */
+static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns) {
     static const zero__launcher launchers[] = {
-        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
-        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1 },
-        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1 },
-        { "torchrun", "RANK", "WORLD_SIZE", 0 },
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
+        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
     };
     const zero__launcher *L = NULL;
     int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
@@ -12146,6 +12177,7 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                                   "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
                                   miss, strchr(miss, ',') ? "are" : "is");
         }
+        if (zero__env_node_size(l, size, ns) != ZERO_OK) return ZERO_ERR_INVALID_ARG;
     }
     if (!L) {
 #ifdef ZERO_CUDA
@@ -12206,6 +12238,17 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                       "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
                       "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
 #endif
+}
+
+ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+    int ns = 0;
+    zero_result r = zero__from_env(out, backend, &ns);
+    if (r != ZERO_OK || ns == 0) return r;
+    if ((r = zero_comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
+        zero_comm_destroy(*out);
+        *out = NULL;
+    }
+    return r;
 }
 
 #ifdef ZERO_CUDA
