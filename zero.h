@@ -4524,6 +4524,7 @@ static const char *zero__coll_name(int kind) {
     case ZERO_COLL_REDUCE_SCATTER: return "reduce_scatter";
     case ZERO_COLL_ALL_REDUCE: return "all_reduce";
     case ZERO_COLL_BROADCAST: return "broadcast";
+    case ZERO_COLL_ALL_TO_ALL: return "all_to_all";
     default: return "barrier";
     }
 }
