@@ -4868,8 +4868,10 @@ static const zero__comm_vt zero__local_vt = {
 
 typedef struct zero__mpi_comm {
     zero_comm base;                 /* first: a zero_comm * is a zero__mpi_comm * */
-    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD: our traffic stays apart */
+    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD (our traffic stays apart), or a split of one */
     int owns_init;                  /* we called MPI_Init_thread: destroy finalizes */
+    struct zero__mpi_comm *parent;  /* a node or cross-node endpoint: the one it was split from */
+    int rank0, rstride;             /* member k is world rank rank0 + k * rstride: messages name those */
     int broken;                     /* a collective failed: everything fails fast */
     uint64_t seq;                   /* collectives issued, for headers and messages */
     int64_t *hdr;                   /* [size][6] headers of the current collective */
@@ -4882,6 +4884,21 @@ typedef struct zero__mpi_comm {
 #define ZERO__MPI_HDR 6
 #define ZERO__MPI_TAG_HDR 7001
 #define ZERO__MPI_TAG_DATA 7002
+#define ZERO__MPI_SPLIT 0x5e11      /* a split's header: a barrier's, count ranks_per_node, this in both dtypes */
+
+/* a header as the call that sent it, for ZERO_ERR_MISMATCH's sentence */
+static void zero__mpi_hdr_str(char *s, size_t n, const int64_t *h) {
+    if (h[1] == ZERO_COLL_BARRIER && h[3] == ZERO__MPI_SPLIT)
+        snprintf(s, n, "split(ranks_per_node=%lld)", (long long)h[2]);
+    else snprintf(s, n, "%s(count=%lld, tag=%lld)", zero__coll_name((int)h[1]), (long long)h[2], (long long)h[5]);
+}
+
+static int zero__mpi_world(const zero__mpi_comm *m, int k) { return m->rank0 + k * m->rstride; }
+/* where a message says the collective ran: nowhere for the world's endpoint */
+static const char *zero__mpi_where(const zero__mpi_comm *m) {
+    int s = m->base.scope;
+    return s == ZERO__SCOPE_NODE ? " within the node" : s == ZERO__SCOPE_CROSS ? " across nodes" : "";
+}
 
 static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
     char s[MPI_MAX_ERROR_STRING];
@@ -4889,8 +4906,8 @@ static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
     s[0] = '\0';
     MPI_Error_string(rc, s, &len);
     m->broken = 1;
-    snprintf(m->base.err, sizeof m->base.err, "MPI: %s failed on rank %d (collective #%llu): %s", what,
-             m->base.rank, (unsigned long long)m->seq, s);
+    snprintf(m->base.err, sizeof m->base.err, "MPI: %s failed on rank %d (collective #%llu%s): %s", what,
+             zero__mpi_world(m, m->base.rank), (unsigned long long)m->seq, zero__mpi_where(m), s);
     return ZERO_ERR_COMM;
 }
 
@@ -4928,11 +4945,13 @@ static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nr
         if (m->reqs[i] == MPI_REQUEST_NULL) done = 1;
         else MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
         if (!done && len + 16 < sizeof who)
-            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", m->peer[i]);
+            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
+                                    zero__mpi_world(m, m->peer[i]));
     }
     m->broken = 1;
-    snprintf(c->err, sizeof c->err, "%s #%llu timed out after %d ms on rank %d: rank(s) %s %s",
-             zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, c->rank,
+    snprintf(c->err, sizeof c->err, "%s #%llu%s timed out after %d ms on rank %d: rank(s) %s %s",
+             zero__coll_name(kind), (unsigned long long)m->seq, zero__mpi_where(m), timeout_ms,
+             zero__mpi_world(m, c->rank),
              len ? who : "(none: our sends did not complete)", phase);
     return ZERO_ERR_TIMEOUT;
 }
@@ -4970,15 +4989,16 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
     for (i = 1; i < n; i++) {
         const int64_t *a = m->hdr, *b = m->hdr + (int64_t)i * ZERO__MPI_HDR;
         if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
+            char sa[80], sb[80];
+            zero__mpi_hdr_str(sa, sizeof sa, a);
+            zero__mpi_hdr_str(sb, sizeof sb, b);
             m->broken = 1;
             c->bad_tag[0] = a[5];
             c->bad_tag[1] = b[5];
             c->bad_rank = i;
-            snprintf(c->err, sizeof c->err,
-                     "collective #%llu: rank %d called %s(count=%lld, tag=%lld) but rank 0 called "
-                     "%s(count=%lld, tag=%lld); ranks must issue the same collectives in the same order",
-                     (unsigned long long)m->seq, i, zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
-                     zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+            snprintf(c->err, sizeof c->err, "collective #%llu%s: rank %d called %s but rank %d called %s; ranks "
+                     "must issue the same collectives in the same order", (unsigned long long)m->seq,
+                     zero__mpi_where(m), zero__mpi_world(m, i), sb, zero__mpi_world(m, 0), sa);
             return ZERO_ERR_MISMATCH;
         }
     }
@@ -5111,18 +5131,136 @@ static zero_result zero__mpi_barrier(zero_comm *c, int timeout_ms) {
                            zero__now_ms() + timeout_ms);
 }
 
+/* The same exchange as the reduce-scatter's, with no sum: chunk k of send goes to rank k,
+   rank k's chunk for us lands at recv + k*bytes (send and recv must not overlap). */
+static zero_result zero__mpi_all_to_all(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    int64_t mine = (int64_t)c->rank * bytes;
+    zero_result r;
+    if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_TO_ALL, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes < 0) {       /* after the exchange: every rank passed the same count, so all fail */
+        snprintf(c->err, sizeof c->err, "all_to_all: %lld bytes per rank", (long long)bytes);
+        return ZERO_ERR_INVALID_SIZE;
+    }
+    if ((r = zero__mpi_data(m, ZERO_COLL_ALL_TO_ALL, send, bytes, recv, bytes, bytes, -1, timeout_ms, dl)) != ZERO_OK)
+        return r;
+    if ((const char *)send + mine != (char *)recv + mine) memmove((char *)recv + mine, (const char *)send + mine,
+                                                                  (size_t)bytes);
+    return ZERO_OK;
+}
+
+static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init, const char *fn);
+
+/* Two MPI_Comm_splits of our comm: by node (color rank / ns, key rank % ns) and across
+   nodes (color rank % ns, key rank / ns), each wrapped as an endpoint of its own. MPI_Comm_split
+   has no timeout, so a header exchange first makes sure every rank is here with the same ns
+   (a lost rank is named; another ns or another collective is ZERO_ERR_MISMATCH). */
+static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    int timeout_ms = c->ctx ? c->ctx->desc.timeout_ms : 120000, rc, k, ok = 1;
+    MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    zero_result r;
+    *intra = *inter = NULL;
+    r = zero__mpi_enter(m, ZERO_COLL_BARRIER, ns, ZERO__MPI_SPLIT, ZERO__MPI_SPLIT, timeout_ms,
+                        zero__now_ms() + timeout_ms);
+    if (r != ZERO_OK) return r;
+    if (ns < 1 || c->size % ns) {    /* every rank passed the same ns: all fail alike */
+        snprintf(c->err, sizeof c->err, "split: %d ranks per node does not divide the world of %d", ns, c->size);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if ((rc = MPI_Comm_split(m->comm, c->rank / ns, c->rank % ns, &node)) != MPI_SUCCESS)
+        return zero__mpi_err(m, "MPI_Comm_split (node)", rc);
+    if ((rc = MPI_Comm_split(m->comm, c->rank % ns, c->rank / ns, &cross)) != MPI_SUCCESS) {
+        MPI_Comm_free(&node);
+        return zero__mpi_err(m, "MPI_Comm_split (cross-node)", rc);
+    }
+    if ((r = zero__mpi_wrap(intra, node, 0, "split")) != ZERO_OK) {
+        MPI_Comm_free(&cross);
+        snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
+        return r;
+    }
+    if ((r = zero__mpi_wrap(inter, cross, 0, "split")) != ZERO_OK) {
+        snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
+        zero_comm_destroy(*intra);
+        *intra = NULL;
+        return r;
+    }
+    for (k = 0; k < 2; k++) {
+        zero__mpi_comm *e = (zero__mpi_comm *)(k ? *inter : *intra);
+        e->parent = m;
+        e->base.scope = k ? ZERO__SCOPE_CROSS : ZERO__SCOPE_NODE;
+        e->base.tag = -1;
+        /* node member j: parent rank (r / ns) * ns + j; cross member j: j * ns + r % ns */
+        e->rank0 = zero__mpi_world(m, k ? c->rank % ns : c->rank / ns * ns);
+        e->rstride = k ? ns * m->rstride : m->rstride;
+    }
+    /* MPI ranks the members by key: ours must come out as the node's r % ns and the cross r / ns */
+    if ((*intra)->size != ns || (*intra)->rank != c->rank % ns) ok = 0;
+    if ((*inter)->size != c->size / ns || (*inter)->rank != c->rank / ns) ok = 0;
+    if (!ok) {
+        snprintf(c->err, sizeof c->err, "split: MPI made rank %d rank %d of %d in its node and %d of %d across "
+                 "nodes; expected %d of %d and %d of %d", c->rank, (*intra)->rank, (*intra)->size, (*inter)->rank,
+                 (*inter)->size, c->rank % ns, ns, c->rank / ns, c->size / ns);
+        zero_comm_destroy(*intra);
+        zero_comm_destroy(*inter);
+        *intra = *inter = NULL;
+        return ZERO_ERR_COMM;
+    }
+    return ZERO_OK;
+}
+
 static const zero__comm_vt zero__mpi_vt = {
     ZERO__F(all_gather) zero__mpi_all_gather, ZERO__F(reduce_scatter) zero__mpi_reduce_scatter,
     ZERO__F(all_reduce) zero__mpi_all_reduce, ZERO__F(broadcast) zero__mpi_broadcast,
-    ZERO__F(barrier) zero__mpi_barrier
+    ZERO__F(barrier) zero__mpi_barrier, ZERO__F(all_to_all) zero__mpi_all_to_all,
+    ZERO__F(split) zero__mpi_split
 };
 
-/* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). The one-rank
-   zero_group only provides the lock that zero_create takes to claim the endpoint. */
-static zero_result zero__mpi_create(zero_comm **out) {
+/* An endpoint on comm, which it takes over (freed on failure too): the arrays sized for
+   its ranks, and a one-rank zero_group that only provides the lock zero_create takes to
+   claim the endpoint. owns_init: destroying it finalizes MPI (the world endpoint that
+   initialized MPI; never a split's). */
+static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init, const char *fn) {
     zero__mpi_comm *m;
-    int inited = 0, provided = 0, rank = 0, size = 0, rc;
-    zero_result r;
+    int rank = 0, size = 0, rc;
+    zero_result r = ZERO_ERR_OUT_OF_MEMORY;
+    rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &size);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&comm);
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "%s: MPI_Comm_rank/size failed", fn);
+    }
+    m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (m) {
+        memset(m, 0, sizeof *m);
+        m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
+        m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
+        m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
+        if (m->hdr && m->reqs && m->peer) r = zero_group_create(&m->base.group, 1);
+    }
+    if (r != ZERO_OK) {
+        if (m) { zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer); }
+        zero__raw_free(NULL, m);
+        MPI_Comm_free(&comm);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    m->comm = comm;
+    m->base.vt = &zero__mpi_vt;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    m->owns_init = owns_init;
+    m->rstride = 1;
+    *out = &m->base;
+    return ZERO_OK;
+}
+
+/* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). */
+static zero_result zero__mpi_create(zero_comm **out) {
+    MPI_Comm dup;
+    int inited = 0, provided = 0, size = 0, rc;
     MPI_Initialized(&inited);
     if (!inited) {
         rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
@@ -5135,41 +5273,21 @@ static zero_result zero__mpi_create(zero_comm **out) {
         return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_MPI_ERROR,
                           "zero_comm_from_env: MPI provides thread level %d; zero.h calls MPI from its comm-stream "
                           "thread and needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE", provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > ZERO__MAX_RANKS)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_comm_from_env: MPI world of %d ranks; at most %d", size, ZERO__MAX_RANKS);
-    m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
-    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
-    memset(m, 0, sizeof *m);
-    m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
-    m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
-    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
-    if (!m->hdr || !m->reqs || !m->peer || (r = zero_group_create(&m->base.group, 1)) != ZERO_OK) {
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
-        zero__raw_free(NULL, m);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
-    }
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        zero_group_destroy(m->base.group);
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
-        zero__raw_free(NULL, m);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "zero_comm_from_env: MPI_Comm_dup failed");
-    }
-    m->base.vt = &zero__mpi_vt;
-    m->base.rank = rank;
-    m->base.size = size;
-    m->base.tag = -1;
-    m->owns_init = !inited;
-    *out = &m->base;
-    return ZERO_OK;
+    return zero__mpi_wrap(out, dup, !inited, "zero_comm_from_env");
 }
 
+/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy), so
+   their MPI_Comm_free comes before its MPI_Finalize; one that broke marks the parent broken,
+   which then skips both (they would wait for the lost rank). */
 static void zero__mpi_destroy(zero_comm *c) {
     zero__mpi_comm *m = (zero__mpi_comm *)c;
+    if (m->broken && m->parent) m->parent->broken = 1;
     if (!m->broken) {
         MPI_Comm_free(&m->comm);
         if (m->owns_init) {
