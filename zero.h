@@ -4860,6 +4860,8 @@ static const zero__comm_vt zero__local_vt = {
         MPI: a reduce-scatter is an all-to-all of the inputs' slices followed by the
         fp32 sum in rank order that the local comm uses (zero__sum_into), so both
         communicators give bitwise-identical results.
+   A split (ZeRO++'s node and cross-node endpoints) makes views of the same MPI_Comm: their
+   members are mapped to its ranks and their messages carry tags of their own.
    After a failure the endpoint is broken for good: later collectives fail fast with
    ZERO_ERR_COMM, the requests left in flight are abandoned (MPI may still write into
    the buffers they name, so exit rather than reuse them) and zero_comm_destroy skips
@@ -4868,10 +4870,13 @@ static const zero__comm_vt zero__local_vt = {
 
 typedef struct zero__mpi_comm {
     zero_comm base;                 /* first: a zero_comm * is a zero__mpi_comm * */
-    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD (our traffic stays apart), or a split of one */
+    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD: our traffic stays apart; a split's
+                                       endpoints use their parent's */
     int owns_init;                  /* we called MPI_Init_thread: destroy finalizes */
     struct zero__mpi_comm *parent;  /* a node or cross-node endpoint: the one it was split from */
-    int rank0, rstride;             /* member k is world rank rank0 + k * rstride: messages name those */
+    int rank0, rstride;             /* member k is rank rank0 + k * rstride of comm (the world's) */
+    int mtag;                       /* MPI tags: mtag for headers, mtag + 1 for data; a split's
+                                       endpoints have their own, so traffic never mixes */
     int broken;                     /* a collective failed: everything fails fast */
     uint64_t seq;                   /* collectives issued, for headers and messages */
     int64_t *hdr;                   /* [size][6] headers of the current collective */
@@ -4882,8 +4887,7 @@ typedef struct zero__mpi_comm {
 } zero__mpi_comm;
 
 #define ZERO__MPI_HDR 6
-#define ZERO__MPI_TAG_HDR 7001
-#define ZERO__MPI_TAG_DATA 7002
+#define ZERO__MPI_TAG 7001          /* the world's; + 10 * ZERO__SCOPE_* for a split's */
 #define ZERO__MPI_SPLIT 0x5e11      /* a split's header: a barrier's, count ranks_per_node, this in both dtypes */
 
 /* a header as the call that sent it, for ZERO_ERR_MISMATCH's sentence */
@@ -4898,6 +4902,12 @@ static int zero__mpi_world(const zero__mpi_comm *m, int k) { return m->rank0 + k
 static const char *zero__mpi_where(const zero__mpi_comm *m) {
     int s = m->base.scope;
     return s == ZERO__SCOPE_NODE ? " within the node" : s == ZERO__SCOPE_CROSS ? " across nodes" : "";
+}
+
+/* the collective a message names: a split's header exchange is a barrier's but for its dtypes */
+static const char *zero__mpi_name(const zero__mpi_comm *m, int kind) {
+    const int64_t *mine = m->hdr + (int64_t)m->base.rank * ZERO__MPI_HDR;
+    return kind == ZERO_COLL_BARRIER && mine[3] == ZERO__MPI_SPLIT ? "split" : zero__coll_name(kind);
 }
 
 static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
@@ -4938,7 +4948,7 @@ static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nr
     char who[160] = "";
     size_t len = 0;
     int i, rc, got = zero__mpi_poll(nreq, m->reqs, deadline, &rc);
-    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
+    if (got < 0) return zero__mpi_err(m, zero__mpi_name(m, kind), rc);
     if (got > 0) return ZERO_OK;
     for (i = 0; i < nrecv; i++) {
         int done = 0;
@@ -4950,7 +4960,7 @@ static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nr
     }
     m->broken = 1;
     snprintf(c->err, sizeof c->err, "%s #%llu%s timed out after %d ms on rank %d: rank(s) %s %s",
-             zero__coll_name(kind), (unsigned long long)m->seq, zero__mpi_where(m), timeout_ms,
+             zero__mpi_name(m, kind), (unsigned long long)m->seq, zero__mpi_where(m), timeout_ms,
              zero__mpi_world(m, c->rank),
              len ? who : "(none: our sends did not complete)", phase);
     return ZERO_ERR_TIMEOUT;
@@ -4974,13 +4984,14 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
     for (k = 0; k < n; k++) {
         if (k == me) continue;
         m->peer[nreq] = k;
-        rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR,
-                       m->comm, &m->reqs[nreq++]);
+        rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, zero__mpi_world(m, k),
+                       m->mtag, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
     }
     for (k = 0; k < n; k++) {
         if (k == me) continue;
-        rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR, m->comm, &m->reqs[nreq++]);
+        rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, zero__mpi_world(m, k), m->mtag, m->comm,
+                       &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
     }
     if ((r = zero__mpi_wait(m, kind, n - 1, nreq, timeout_ms, deadline,
@@ -5023,15 +5034,15 @@ static zero_result zero__mpi_data(zero__mpi_comm *m, int kind, const void *send,
     for (k = 0; k < n; k++) {
         if (k == me || (root >= 0 && k != root)) continue;
         m->peer[nreq] = k;
-        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA, m->comm,
-                       &m->reqs[nreq++]);
+        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, zero__mpi_world(m, k),
+                       m->mtag + 1, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
     }
     nrecv = nreq;
     for (k = 0; k < n; k++) {
         if (k == me || (root >= 0 && me != root)) continue;
-        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA,
-                       m->comm, &m->reqs[nreq++]);
+        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, zero__mpi_world(m, k),
+                       m->mtag + 1, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
     }
     return zero__mpi_wait(m, kind, nrecv, nreq, timeout_ms, deadline,
@@ -5150,63 +5161,51 @@ static zero_result zero__mpi_all_to_all(zero_comm *c, const void *send, void *re
     return ZERO_OK;
 }
 
-static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init, const char *fn);
 
-/* Two MPI_Comm_splits of our comm: by node (color rank / ns, key rank % ns) and across
-   nodes (color rank % ns, key rank / ns), each wrapped as an endpoint of its own. MPI_Comm_split
-   has no timeout, so a header exchange first makes sure every rank is here with the same ns
-   (a lost rank is named; another ns or another collective is ZERO_ERR_MISMATCH). */
+static zero__mpi_comm *zero__mpi_alloc(int size);
+
+/* A node's and the cross-node endpoints: views of this endpoint's ranks, on its MPI_Comm
+   with tags of their own (node member j is our rank (r / ns) * ns + j, cross-node member j
+   is j * ns + r % ns). No MPI_Comm_split: it has no timeout, and a rank that came to it
+   after the others gave up would wait in it for good. The header exchange makes sure every
+   rank is here with the same ns (a lost rank is named; another ns or another collective is
+   ZERO_ERR_MISMATCH). A split's endpoints are not split again. */
 static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter) {
-    zero__mpi_comm *m = (zero__mpi_comm *)c;
-    int timeout_ms = c->ctx ? c->ctx->desc.timeout_ms : 120000, rc, k, ok = 1;
-    MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+    zero__mpi_comm *m = (zero__mpi_comm *)c, *e[2] = { NULL, NULL };
+    int timeout_ms = c->ctx ? c->ctx->desc.timeout_ms : 120000, k;
     zero_result r;
     *intra = *inter = NULL;
     r = zero__mpi_enter(m, ZERO_COLL_BARRIER, ns, ZERO__MPI_SPLIT, ZERO__MPI_SPLIT, timeout_ms,
                         zero__now_ms() + timeout_ms);
     if (r != ZERO_OK) return r;
-    if (ns < 1 || c->size % ns) {    /* every rank passed the same ns: all fail alike */
+    /* every rank passed the same ns and has the same parent: all fail alike */
+    if (ns < 1 || c->size % ns) {
         snprintf(c->err, sizeof c->err, "split: %d ranks per node does not divide the world of %d", ns, c->size);
         return ZERO_ERR_INVALID_ARG;
     }
-    if ((rc = MPI_Comm_split(m->comm, c->rank / ns, c->rank % ns, &node)) != MPI_SUCCESS)
-        return zero__mpi_err(m, "MPI_Comm_split (node)", rc);
-    if ((rc = MPI_Comm_split(m->comm, c->rank % ns, c->rank / ns, &cross)) != MPI_SUCCESS) {
-        MPI_Comm_free(&node);
-        return zero__mpi_err(m, "MPI_Comm_split (cross-node)", rc);
-    }
-    if ((r = zero__mpi_wrap(intra, node, 0, "split")) != ZERO_OK) {
-        MPI_Comm_free(&cross);
-        snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
-        return r;
-    }
-    if ((r = zero__mpi_wrap(inter, cross, 0, "split")) != ZERO_OK) {
-        snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
-        zero_comm_destroy(*intra);
-        *intra = NULL;
-        return r;
+    if (m->parent) {
+        snprintf(c->err, sizeof c->err, "split: a node's or the cross-node endpoint cannot be split again");
+        return ZERO_ERR_UNSUPPORTED;
     }
     for (k = 0; k < 2; k++) {
-        zero__mpi_comm *e = (zero__mpi_comm *)(k ? *inter : *intra);
-        e->parent = m;
-        e->base.scope = k ? ZERO__SCOPE_CROSS : ZERO__SCOPE_NODE;
-        e->base.tag = -1;
-        /* node member j: parent rank (r / ns) * ns + j; cross member j: j * ns + r % ns */
-        e->rank0 = zero__mpi_world(m, k ? c->rank % ns : c->rank / ns * ns);
-        e->rstride = k ? ns * m->rstride : m->rstride;
+        if (!(e[k] = zero__mpi_alloc(k ? c->size / ns : ns))) {
+            zero_comm_destroy(e[0] ? &e[0]->base : NULL);
+            snprintf(c->err, sizeof c->err, "split: out of memory");
+            return ZERO_ERR_OUT_OF_MEMORY;
+        }
+        e[k]->comm = m->comm;
+        e[k]->parent = m;
+        e[k]->base.vt = c->vt;
+        e[k]->base.tag = -1;
+        e[k]->base.scope = k ? ZERO__SCOPE_CROSS : ZERO__SCOPE_NODE;
+        e[k]->base.size = k ? c->size / ns : ns;
+        e[k]->base.rank = k ? c->rank / ns : c->rank % ns;
+        e[k]->rank0 = zero__mpi_world(m, k ? c->rank % ns : c->rank / ns * ns);
+        e[k]->rstride = k ? ns * m->rstride : m->rstride;
+        e[k]->mtag = ZERO__MPI_TAG + 10 * e[k]->base.scope;
     }
-    /* MPI ranks the members by key: ours must come out as the node's r % ns and the cross r / ns */
-    if ((*intra)->size != ns || (*intra)->rank != c->rank % ns) ok = 0;
-    if ((*inter)->size != c->size / ns || (*inter)->rank != c->rank / ns) ok = 0;
-    if (!ok) {
-        snprintf(c->err, sizeof c->err, "split: MPI made rank %d rank %d of %d in its node and %d of %d across "
-                 "nodes; expected %d of %d and %d of %d", c->rank, (*intra)->rank, (*intra)->size, (*inter)->rank,
-                 (*inter)->size, c->rank % ns, ns, c->rank / ns, c->size / ns);
-        zero_comm_destroy(*intra);
-        zero_comm_destroy(*inter);
-        *intra = *inter = NULL;
-        return ZERO_ERR_COMM;
-    }
+    *intra = &e[0]->base;
+    *inter = &e[1]->base;
     return ZERO_OK;
 }
 
@@ -5217,14 +5216,30 @@ static const zero__comm_vt zero__mpi_vt = {
     ZERO__F(split) zero__mpi_split
 };
 
-/* An endpoint on comm, which it takes over (freed on failure too): the arrays sized for
-   its ranks, and a one-rank zero_group that only provides the lock zero_create takes to
-   claim the endpoint. owns_init: destroying it finalizes MPI (the world endpoint that
-   initialized MPI; never a split's). */
+/* An endpoint's memory for `size` ranks, zeroed but for its arrays, and a one-rank
+   zero_group that only provides the lock zero_create takes to claim the endpoint. */
+static zero__mpi_comm *zero__mpi_alloc(int size) {
+    zero__mpi_comm *m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (!m) return NULL;
+    memset(m, 0, sizeof *m);
+    m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
+    m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
+    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
+    if (!m->hdr || !m->reqs || !m->peer || zero_group_create(&m->base.group, 1) != ZERO_OK) {
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
+        return NULL;
+    }
+    m->rstride = 1;
+    m->mtag = ZERO__MPI_TAG;
+    return m;
+}
+
+/* An endpoint on comm, which it takes over (freed on failure too). owns_init: destroying
+   it finalizes MPI. */
 static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init, const char *fn) {
     zero__mpi_comm *m;
     int rank = 0, size = 0, rc;
-    zero_result r = ZERO_ERR_OUT_OF_MEMORY;
     rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &rank);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &size);
@@ -5232,17 +5247,7 @@ static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init,
         MPI_Comm_free(&comm);
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "%s: MPI_Comm_rank/size failed", fn);
     }
-    m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
-    if (m) {
-        memset(m, 0, sizeof *m);
-        m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
-        m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
-        m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
-        if (m->hdr && m->reqs && m->peer) r = zero_group_create(&m->base.group, 1);
-    }
-    if (r != ZERO_OK) {
-        if (m) { zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer); }
-        zero__raw_free(NULL, m);
+    if (!(m = zero__mpi_alloc(size))) {
         MPI_Comm_free(&comm);
         return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
     }
@@ -5252,7 +5257,6 @@ static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init,
     m->base.size = size;
     m->base.tag = -1;
     m->owns_init = owns_init;
-    m->rstride = 1;
     *out = &m->base;
     return ZERO_OK;
 }
@@ -5282,13 +5286,14 @@ static zero_result zero__mpi_create(zero_comm **out) {
     return zero__mpi_wrap(out, dup, !inited, "zero_comm_from_env");
 }
 
-/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy), so
-   their MPI_Comm_free comes before its MPI_Finalize; one that broke marks the parent broken,
-   which then skips both (they would wait for the lost rank). */
+/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy) and
+   free no MPI_Comm (they use its); one that broke left requests in flight on that comm, so
+   it marks the parent broken, which then skips MPI_Comm_free and MPI_Finalize (they would
+   wait for the lost rank). */
 static void zero__mpi_destroy(zero_comm *c) {
     zero__mpi_comm *m = (zero__mpi_comm *)c;
     if (m->broken && m->parent) m->parent->broken = 1;
-    if (!m->broken) {
+    if (!m->broken && !m->parent) {
         MPI_Comm_free(&m->comm);
         if (m->owns_init) {
             int fin = 0;
