@@ -13,9 +13,9 @@
 #   nodes_npN                build/mpi/mpi_nodes (tests/mpi/mpi_nodes.c): ZeRO++'s node topology on
 #                            MPI: split into nodes of 1, 2, 4, 8 ranks, the node and cross-node
 #                            endpoints' collectives and all_to_all, the bytes counted within/across
-#   nodes_*_mismatch, nodes_a2a_timeout  a different all_to_all or split on one rank is
+#   nodes_*_mismatch, nodes_*_timeout  a different all_to_all or split on one rank is
 #                            ZERO_ERR_MISMATCH on every rank; a rank missing from an all_to_all
-#                            across nodes is named by its world rank within the timeout
+#                            across nodes, or from a split, is named by its world rank within the timeout
 # What Open MPI (4.1) does when a rank dies: by default mpirun tears the whole job down at
 # once (its notice names the dead rank; the survivors are killed before they can time out).
 # With --mca orte_abort_on_non_zero_status 0 the survivors live on: each one's collective
@@ -162,6 +162,14 @@ grep -q '^rank 3: cross: ZERO_ERR_TIMEOUT' "$T/nto.log" || bad="$bad the stalled
 [ "$(grep -c '^rank [0-3]: world barrier after: ZERO_OK' "$T/nto.log")" = 4 ] || bad="$bad the world endpoint did not stay usable;"
 if [ -z "$bad" ]; then pass nodes_a2a_timeout
 else fail nodes_a2a_timeout "$bad"; fi
+# world rank 2 comes late to the split itself: it has a timeout too, and the others name rank 2
+timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_nodes" split_timeout 2 $MS >"$T/nst.log" 2>&1
+bad=$(survivors_named "$T/nst.log" 2 4)
+[ "$(grep -cE '^rank [013]: ZERO_ERR_TIMEOUT: split #1 timed out' "$T/nst.log")" = 3 ] ||
+    bad="$bad not every survivor said the split timed out: $(grep '^rank' "$T/nst.log" | head -n 2);"
+grep -qE '^rank 2: (ZERO_OK|ZERO_ERR_[A-Z_]+): ' "$T/nst.log" || bad="$bad the late rank did not come back from its split;"
+if [ -z "$bad" ]; then pass nodes_split_timeout
+else fail nodes_split_timeout "$bad"; fi
 
 # ---- bad environments
 env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID -u SLURM_NTASKS \

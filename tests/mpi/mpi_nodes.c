@@ -17,6 +17,8 @@
                               the world endpoint was marked broken when the cross-node one was
                               destroyed, meets the others in a world barrier and exits 3
                               (without MPI_Finalize: the lost rank's requests would hold it up)
+     mpi_nodes split_timeout R MS  world rank R comes 2*MS late to a split whose timeout is MS:
+                              the others name it; every rank prints what it got, exits 3
 
    The failure modes print one line per rank and case, which the script checks, and exit 3
    (with --mca orte_abort_on_non_zero_status 0 mpirun then lets every rank finish). */
@@ -250,10 +252,24 @@ static int mode_timeout(zero_comm *c, int victim, int ms) {
     _exit(3);
 }
 
+// world rank R comes to the split 2*MS late; the others' split (timeout MS) names it
+static int mode_split_timeout(zero_comm *c, int victim, int ms) {
+    static zero_ctx zc;          // the MPI split reads only c->ctx->desc.timeout_ms
+    zero_comm *in = NULL, *x = NULL;
+    zc.desc.timeout_ms = ms;
+    c->ctx = &zc;
+    if (me == victim) sleep_ms(2 * ms);
+    double t0 = ms_now();
+    zero_result e = c->vt->split(c, 2, &in, &x);
+    printf("rank %d: %s: %s (%.0f ms)\n", me, zero_result_str(e), e == ZERO_OK ? "ok" : c->err, ms_now() - t0);
+    fflush(stdout);
+    _exit(3);    // no MPI_Finalize: the late rank may have found every header and think the split went well
+}
+
 int main(int argc, char **argv) {
     zero_comm *c = NULL;
     int rc = 2;
-    if (argc < 2) { fprintf(stderr, "usage: mpi_nodes nodes | mismatch | split_mismatch | timeout R MS\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: mpi_nodes nodes | mismatch | split_mismatch | timeout R MS | split_timeout R MS\n"); return 2; }
     zero_result r = zero_comm_from_env(&c, "mpi");
     if (r != ZERO_OK) { fprintf(stderr, "mpi_nodes: %s\n", zero_last_error(NULL)); return 2; }
     me = c->rank;
@@ -263,6 +279,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[1], "mismatch")) rc = mode_mismatch(c);
     else if (!strcmp(argv[1], "split_mismatch")) rc = mode_split_mismatch(c);
     else if (argc >= 4 && !strcmp(argv[1], "timeout")) rc = mode_timeout(c, atoi(argv[2]), atoi(argv[3]));
+    else if (argc >= 4 && !strcmp(argv[1], "split_timeout")) rc = mode_split_timeout(c, atoi(argv[2]), atoi(argv[3]));
     else fprintf(stderr, "mpi_nodes: unknown mode '%s'\n", argv[1]);
     zero_comm_destroy(c);   // its node and cross-node endpoints first, then MPI_Finalize (unless broken)
     if (!strcmp(argv[1], "nodes")) {
