@@ -5161,7 +5161,6 @@ static zero_result zero__mpi_all_to_all(zero_comm *c, const void *send, void *re
     return ZERO_OK;
 }
 
-
 static zero__mpi_comm *zero__mpi_alloc(int size);
 
 /* A node's and the cross-node endpoints: views of this endpoint's ranks, on its MPI_Comm
