@@ -540,7 +540,10 @@
      that started one process: a world of one ("mpi" makes the first an error whose
      sentence lists the variables). An MPI launcher without ZERO_MPI, or torchrun's
      variables without ZERO_CUDA (they mean NCCL), is ZERO_ERR_UNSUPPORTED; half-set or
-     malformed variables are ZERO_ERR_INVALID_ARG naming the variable.
+     malformed variables are ZERO_ERR_INVALID_ARG naming the variable. The nodes (ZeRO++'s
+     topology: runs of consecutive ranks) come from the launcher's ranks per node:
+     OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE ("2" or "2(x4)") or
+     LOCAL_WORLD_SIZE; one that does not divide the world size is ZERO_ERR_INVALID_ARG.
 
      --- MPI. zero.h calls MPI from a thread of its own, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
@@ -4708,6 +4711,7 @@ static const char *zero__coll_name(int kind) {
     case ZERO_COLL_REDUCE_SCATTER: return "reduce_scatter";
     case ZERO_COLL_ALL_REDUCE: return "all_reduce";
     case ZERO_COLL_BROADCAST: return "broadcast";
+    case ZERO_COLL_ALL_TO_ALL: return "all_to_all";
     default: return "barrier";
     }
 }
@@ -5043,6 +5047,8 @@ static const zero__comm_vt zero__local_vt = {
         MPI: a reduce-scatter is an all-to-all of the inputs' slices followed by the
         fp32 sum in rank order that the local comm uses (zero__sum_into), so both
         communicators give bitwise-identical results.
+   A split (ZeRO++'s node and cross-node endpoints) makes views of the same MPI_Comm: their
+   members are mapped to its ranks and their messages carry tags of their own.
    After a failure the endpoint is broken for good: later collectives fail fast with
    ZERO_ERR_COMM, the requests left in flight are abandoned (MPI may still write into
    the buffers they name, so exit rather than reuse them) and zero_comm_destroy skips
@@ -5051,8 +5057,13 @@ static const zero__comm_vt zero__local_vt = {
 
 typedef struct zero__mpi_comm {
     zero_comm base;                 /* first: a zero_comm * is a zero__mpi_comm * */
-    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD: our traffic stays apart */
+    MPI_Comm comm;                  /* a dup of MPI_COMM_WORLD: our traffic stays apart; a split's
+                                       endpoints use their parent's */
     int owns_init;                  /* we called MPI_Init_thread: destroy finalizes */
+    struct zero__mpi_comm *parent;  /* a node or cross-node endpoint: the one it was split from */
+    int rank0, rstride;             /* member k is rank rank0 + k * rstride of comm (the world's) */
+    int mtag;                       /* MPI tags: mtag for headers, mtag + 1 for data; a split's
+                                       endpoints have their own, so traffic never mixes */
     int broken;                     /* a collective failed: everything fails fast */
     uint64_t seq;                   /* collectives issued, for headers and messages */
     int64_t *hdr;                   /* [size][6] headers of the current collective */
@@ -5063,8 +5074,28 @@ typedef struct zero__mpi_comm {
 } zero__mpi_comm;
 
 #define ZERO__MPI_HDR 6
-#define ZERO__MPI_TAG_HDR 7001
-#define ZERO__MPI_TAG_DATA 7002
+#define ZERO__MPI_TAG 7001          /* the world's; + 10 * ZERO__SCOPE_* for a split's */
+#define ZERO__MPI_SPLIT 0x5e11      /* a split's header: a barrier's, count ranks_per_node, this in both dtypes */
+
+/* a header as the call that sent it, for ZERO_ERR_MISMATCH's sentence */
+static void zero__mpi_hdr_str(char *s, size_t n, const int64_t *h) {
+    if (h[1] == ZERO_COLL_BARRIER && h[3] == ZERO__MPI_SPLIT)
+        snprintf(s, n, "split(ranks_per_node=%lld)", (long long)h[2]);
+    else snprintf(s, n, "%s(count=%lld, tag=%lld)", zero__coll_name((int)h[1]), (long long)h[2], (long long)h[5]);
+}
+
+static int zero__mpi_world(const zero__mpi_comm *m, int k) { return m->rank0 + k * m->rstride; }
+/* where a message says the collective ran: nowhere for the world's endpoint */
+static const char *zero__mpi_where(const zero__mpi_comm *m) {
+    int s = m->base.scope;
+    return s == ZERO__SCOPE_NODE ? " within the node" : s == ZERO__SCOPE_CROSS ? " across nodes" : "";
+}
+
+/* the collective a message names: a split's header exchange is a barrier's but for its dtypes */
+static const char *zero__mpi_name(const zero__mpi_comm *m, int kind) {
+    const int64_t *mine = m->hdr + (int64_t)m->base.rank * ZERO__MPI_HDR;
+    return kind == ZERO_COLL_BARRIER && mine[3] == ZERO__MPI_SPLIT ? "split" : zero__coll_name(kind);
+}
 
 static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
     char s[MPI_MAX_ERROR_STRING];
@@ -5072,8 +5103,8 @@ static zero_result zero__mpi_err(zero__mpi_comm *m, const char *what, int rc) {
     s[0] = '\0';
     MPI_Error_string(rc, s, &len);
     m->broken = 1;
-    snprintf(m->base.err, sizeof m->base.err, "MPI: %s failed on rank %d (collective #%llu): %s", what,
-             m->base.rank, (unsigned long long)m->seq, s);
+    snprintf(m->base.err, sizeof m->base.err, "MPI: %s failed on rank %d (collective #%llu%s): %s", what,
+             zero__mpi_world(m, m->base.rank), (unsigned long long)m->seq, zero__mpi_where(m), s);
     return ZERO_ERR_COMM;
 }
 
@@ -5104,18 +5135,20 @@ static zero_result zero__mpi_wait(zero__mpi_comm *m, int kind, int nrecv, int nr
     char who[160] = "";
     size_t len = 0;
     int i, rc, got = zero__mpi_poll(nreq, m->reqs, deadline, &rc);
-    if (got < 0) return zero__mpi_err(m, zero__coll_name(kind), rc);
+    if (got < 0) return zero__mpi_err(m, zero__mpi_name(m, kind), rc);
     if (got > 0) return ZERO_OK;
     for (i = 0; i < nrecv; i++) {
         int done = 0;
         if (m->reqs[i] == MPI_REQUEST_NULL) done = 1;
         else MPI_Test(&m->reqs[i], &done, MPI_STATUS_IGNORE);
         if (!done && len + 16 < sizeof who)
-            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", m->peer[i]);
+            len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "",
+                                    zero__mpi_world(m, m->peer[i]));
     }
     m->broken = 1;
-    snprintf(c->err, sizeof c->err, "%s #%llu timed out after %d ms on rank %d: rank(s) %s %s",
-             zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms, c->rank,
+    snprintf(c->err, sizeof c->err, "%s #%llu%s timed out after %d ms on rank %d: rank(s) %s %s",
+             zero__mpi_name(m, kind), (unsigned long long)m->seq, zero__mpi_where(m), timeout_ms,
+             zero__mpi_world(m, c->rank),
              len ? who : "(none: our sends did not complete)", phase);
     return ZERO_ERR_TIMEOUT;
 }
@@ -5138,13 +5171,14 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
     for (k = 0; k < n; k++) {
         if (k == me) continue;
         m->peer[nreq] = k;
-        rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR,
-                       m->comm, &m->reqs[nreq++]);
+        rc = MPI_Irecv(m->hdr + (int64_t)k * ZERO__MPI_HDR, ZERO__MPI_HDR, MPI_INT64_T, zero__mpi_world(m, k),
+                       m->mtag, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
     }
     for (k = 0; k < n; k++) {
         if (k == me) continue;
-        rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, k, ZERO__MPI_TAG_HDR, m->comm, &m->reqs[nreq++]);
+        rc = MPI_Isend(mine, ZERO__MPI_HDR, MPI_INT64_T, zero__mpi_world(m, k), m->mtag, m->comm,
+                       &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
     }
     if ((r = zero__mpi_wait(m, kind, n - 1, nreq, timeout_ms, deadline,
@@ -5153,15 +5187,16 @@ static zero_result zero__mpi_enter(zero__mpi_comm *m, int kind, int64_t count, i
     for (i = 1; i < n; i++) {
         const int64_t *a = m->hdr, *b = m->hdr + (int64_t)i * ZERO__MPI_HDR;
         if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
+            char sa[80], sb[80];
+            zero__mpi_hdr_str(sa, sizeof sa, a);
+            zero__mpi_hdr_str(sb, sizeof sb, b);
             m->broken = 1;
             c->bad_tag[0] = a[5];
             c->bad_tag[1] = b[5];
             c->bad_rank = i;
-            snprintf(c->err, sizeof c->err,
-                     "collective #%llu: rank %d called %s(count=%lld, tag=%lld) but rank 0 called "
-                     "%s(count=%lld, tag=%lld); ranks must issue the same collectives in the same order",
-                     (unsigned long long)m->seq, i, zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
-                     zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+            snprintf(c->err, sizeof c->err, "collective #%llu%s: rank %d called %s but rank %d called %s; ranks "
+                     "must issue the same collectives in the same order", (unsigned long long)m->seq,
+                     zero__mpi_where(m), zero__mpi_world(m, i), sb, zero__mpi_world(m, 0), sa);
             return ZERO_ERR_MISMATCH;
         }
     }
@@ -5186,15 +5221,15 @@ static zero_result zero__mpi_data(zero__mpi_comm *m, int kind, const void *send,
     for (k = 0; k < n; k++) {
         if (k == me || (root >= 0 && k != root)) continue;
         m->peer[nreq] = k;
-        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA, m->comm,
-                       &m->reqs[nreq++]);
+        rc = MPI_Irecv((char *)recv + (int64_t)k * rstride, (int)bytes, MPI_BYTE, zero__mpi_world(m, k),
+                       m->mtag + 1, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Irecv", rc);
     }
     nrecv = nreq;
     for (k = 0; k < n; k++) {
         if (k == me || (root >= 0 && me != root)) continue;
-        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, k, ZERO__MPI_TAG_DATA,
-                       m->comm, &m->reqs[nreq++]);
+        rc = MPI_Isend((const char *)send + (int64_t)k * sstride, (int)bytes, MPI_BYTE, zero__mpi_world(m, k),
+                       m->mtag + 1, m->comm, &m->reqs[nreq++]);
         if (rc != MPI_SUCCESS) return zero__mpi_err(m, "MPI_Isend", rc);
     }
     return zero__mpi_wait(m, kind, nrecv, nreq, timeout_ms, deadline,
@@ -5294,18 +5329,128 @@ static zero_result zero__mpi_barrier(zero_comm *c, int timeout_ms) {
                            zero__now_ms() + timeout_ms);
 }
 
+/* The same exchange as the reduce-scatter's, with no sum: chunk k of send goes to rank k,
+   rank k's chunk for us lands at recv + k*bytes (send and recv must not overlap). */
+static zero_result zero__mpi_all_to_all(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    int64_t mine = (int64_t)c->rank * bytes;
+    zero_result r;
+    if ((r = zero__mpi_enter(m, ZERO_COLL_ALL_TO_ALL, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes < 0) {       /* after the exchange: every rank passed the same count, so all fail */
+        snprintf(c->err, sizeof c->err, "all_to_all: %lld bytes per rank", (long long)bytes);
+        return ZERO_ERR_INVALID_SIZE;
+    }
+    if ((r = zero__mpi_data(m, ZERO_COLL_ALL_TO_ALL, send, bytes, recv, bytes, bytes, -1, timeout_ms, dl)) != ZERO_OK)
+        return r;
+    if ((const char *)send + mine != (char *)recv + mine) memmove((char *)recv + mine, (const char *)send + mine,
+                                                                  (size_t)bytes);
+    return ZERO_OK;
+}
+
+static zero__mpi_comm *zero__mpi_alloc(int size);
+
+/* A node's and the cross-node endpoints: views of this endpoint's ranks, on its MPI_Comm
+   with tags of their own (node member j is our rank (r / ns) * ns + j, cross-node member j
+   is j * ns + r % ns). No MPI_Comm_split: it has no timeout, and a rank that came to it
+   after the others gave up would wait in it for good. The header exchange makes sure every
+   rank is here with the same ns (a lost rank is named; another ns or another collective is
+   ZERO_ERR_MISMATCH). A split's endpoints are not split again. */
+static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter) {
+    zero__mpi_comm *m = (zero__mpi_comm *)c, *e[2] = { NULL, NULL };
+    int timeout_ms = c->ctx ? c->ctx->desc.timeout_ms : 120000, k;
+    zero_result r;
+    *intra = *inter = NULL;
+    r = zero__mpi_enter(m, ZERO_COLL_BARRIER, ns, ZERO__MPI_SPLIT, ZERO__MPI_SPLIT, timeout_ms,
+                        zero__now_ms() + timeout_ms);
+    if (r != ZERO_OK) return r;
+    /* every rank passed the same ns and has the same parent: all fail alike */
+    if (ns < 1 || c->size % ns) {
+        snprintf(c->err, sizeof c->err, "split: %d ranks per node does not divide the world of %d", ns, c->size);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (m->parent) {
+        snprintf(c->err, sizeof c->err, "split: a node's or the cross-node endpoint cannot be split again");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    for (k = 0; k < 2; k++) {
+        if (!(e[k] = zero__mpi_alloc(k ? c->size / ns : ns))) {
+            zero_comm_destroy(e[0] ? &e[0]->base : NULL);
+            snprintf(c->err, sizeof c->err, "split: out of memory");
+            return ZERO_ERR_OUT_OF_MEMORY;
+        }
+        e[k]->comm = m->comm;
+        e[k]->parent = m;
+        e[k]->base.vt = c->vt;
+        e[k]->base.tag = -1;
+        e[k]->base.scope = k ? ZERO__SCOPE_CROSS : ZERO__SCOPE_NODE;
+        e[k]->base.size = k ? c->size / ns : ns;
+        e[k]->base.rank = k ? c->rank / ns : c->rank % ns;
+        e[k]->rank0 = zero__mpi_world(m, k ? c->rank % ns : c->rank / ns * ns);
+        e[k]->rstride = k ? ns * m->rstride : m->rstride;
+        e[k]->mtag = ZERO__MPI_TAG + 10 * e[k]->base.scope;
+    }
+    *intra = &e[0]->base;
+    *inter = &e[1]->base;
+    return ZERO_OK;
+}
+
 static const zero__comm_vt zero__mpi_vt = {
     ZERO__F(all_gather) zero__mpi_all_gather, ZERO__F(reduce_scatter) zero__mpi_reduce_scatter,
     ZERO__F(all_reduce) zero__mpi_all_reduce, ZERO__F(broadcast) zero__mpi_broadcast,
-    ZERO__F(barrier) zero__mpi_barrier
+    ZERO__F(barrier) zero__mpi_barrier, ZERO__F(all_to_all) zero__mpi_all_to_all,
+    ZERO__F(split) zero__mpi_split
 };
 
-/* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). The one-rank
-   zero_group only provides the lock that zero_create takes to claim the endpoint. */
-static zero_result zero__mpi_create(zero_comm **out) {
+/* An endpoint's memory for `size` ranks, zeroed but for its arrays, and a one-rank
+   zero_group that only provides the lock zero_create takes to claim the endpoint. */
+static zero__mpi_comm *zero__mpi_alloc(int size) {
+    zero__mpi_comm *m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
+    if (!m) return NULL;
+    memset(m, 0, sizeof *m);
+    m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
+    m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
+    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
+    if (!m->hdr || !m->reqs || !m->peer || zero_group_create(&m->base.group, 1) != ZERO_OK) {
+        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
+        zero__raw_free(NULL, m);
+        return NULL;
+    }
+    m->rstride = 1;
+    m->mtag = ZERO__MPI_TAG;
+    return m;
+}
+
+/* An endpoint on comm, which it takes over (freed on failure too). owns_init: destroying
+   it finalizes MPI. */
+static zero_result zero__mpi_wrap(zero_comm **out, MPI_Comm comm, int owns_init, const char *fn) {
     zero__mpi_comm *m;
-    int inited = 0, provided = 0, rank = 0, size = 0, rc;
-    zero_result r;
+    int rank = 0, size = 0, rc;
+    rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm, &rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(comm, &size);
+    if (rc != MPI_SUCCESS) {
+        MPI_Comm_free(&comm);
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "%s: MPI_Comm_rank/size failed", fn);
+    }
+    if (!(m = zero__mpi_alloc(size))) {
+        MPI_Comm_free(&comm);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    }
+    m->comm = comm;
+    m->base.vt = &zero__mpi_vt;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    m->owns_init = owns_init;
+    *out = &m->base;
+    return ZERO_OK;
+}
+
+/* An endpoint on MPI_COMM_WORLD (initialized here if nobody has). */
+static zero_result zero__mpi_create(zero_comm **out) {
+    MPI_Comm dup;
+    int inited = 0, provided = 0, size = 0, rc;
     MPI_Initialized(&inited);
     if (!inited) {
         rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
@@ -5318,42 +5463,23 @@ static zero_result zero__mpi_create(zero_comm **out) {
         return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_MPI_ERROR,
                           "zero_comm_from_env: MPI provides thread level %d; zero.h calls MPI from its comm-stream "
                           "thread and needs MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE", provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (size > ZERO__MAX_RANKS)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_comm_from_env: MPI world of %d ranks; at most %d", size, ZERO__MAX_RANKS);
-    m = (zero__mpi_comm *)zero__raw_alloc(NULL, sizeof *m);
-    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
-    memset(m, 0, sizeof *m);
-    m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
-    m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
-    m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
-    if (!m->hdr || !m->reqs || !m->peer || (r = zero_group_create(&m->base.group, 1)) != ZERO_OK) {
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
-        zero__raw_free(NULL, m);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_from_env: out of memory");
-    }
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &m->comm);
-    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        zero_group_destroy(m->base.group);
-        zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
-        zero__raw_free(NULL, m);
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &dup) != MPI_SUCCESS)
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_MPI_ERROR, "zero_comm_from_env: MPI_Comm_dup failed");
-    }
-    m->base.vt = &zero__mpi_vt;
-    m->base.rank = rank;
-    m->base.size = size;
-    m->base.tag = -1;
-    m->owns_init = !inited;
-    *out = &m->base;
-    return ZERO_OK;
+    return zero__mpi_wrap(out, dup, !inited, "zero_comm_from_env");
 }
 
+/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy) and
+   free no MPI_Comm (they use its); one that broke left requests in flight on that comm, so
+   it marks the parent broken, which then skips MPI_Comm_free and MPI_Finalize (they would
+   wait for the lost rank). */
 static void zero__mpi_destroy(zero_comm *c) {
     zero__mpi_comm *m = (zero__mpi_comm *)c;
-    if (!m->broken) {
+    if (m->broken && m->parent) m->parent->broken = 1;
+    if (!m->broken && !m->parent) {
         MPI_Comm_free(&m->comm);
         if (m->owns_init) {
             int fin = 0;
@@ -6480,7 +6606,34 @@ static void *zero__nccl_run_main(void *p) {
 typedef struct zero__launcher {
     const char *name, *rank_var, *size_var;
     int mpi;                        /* started by an MPI-capable launcher */
+    const char *node_var;           /* its ranks per node (the node topology) */
 } zero__launcher;
+
+/* The launcher's ranks per node into *ns (0: unset). Slurm writes "2" or "2(x4)" (2 tasks
+   on each of 4 nodes): the leading count, when every node has it. It must divide the
+   world: ZeRO++ takes ranks_per_node consecutive ranks as a node. */
+static zero_result zero__env_node_size(const zero__launcher *L, int size, int *ns) {
+    const char *s = getenv(L->node_var), *p, *q;
+    int v = 0, digits = 0;
+    *ns = 0;
+    if (!s) return ZERO_OK;
+    for (p = s; *p >= '0' && *p <= '9'; p++, digits++)
+        if (v <= ZERO__MAX_RANKS) v = v * 10 + (*p - '0');
+    if (digits && p[0] == '(' && p[1] == 'x') {      /* "N(xM)": M nodes of N, and nothing after */
+        for (q = p + 2; *q >= '0' && *q <= '9'; q++) {}
+        if (q > p + 2 && q[0] == ')') p = q + 1;
+    }
+    if (!digits || *p != '\0' || v < 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' is not a number of ranks per node (the same on every node)",
+                          L->node_var, s);
+    if (v > size || size % v)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' ranks per node does not divide the world size %s=%d "
+                          "(zero.h's nodes are equal runs of consecutive ranks)", L->node_var, s, L->size_var, size);
+    *ns = v;
+    return ZERO_OK;
+}
 
 static zero_result zero__local_world_of_one(zero_comm **out) {
     zero_group *g = NULL;
@@ -12549,12 +12702,13 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 }
 
 /* ---- communicators from a launcher's environment ------------------------------------ */
-ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+/* the endpoint, and the launcher's ranks per node in *ns (0: none said) */
+static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns) {
     static const zero__launcher launchers[] = {
-        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1 },
-        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1 },
-        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1 },
-        { "torchrun", "RANK", "WORLD_SIZE", 0 },
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
+        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
     };
     const zero__launcher *L = NULL;
     int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
@@ -12600,6 +12754,7 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                                   "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
                                   miss, strchr(miss, ',') ? "are" : "is");
         }
+        if (zero__env_node_size(l, size, ns) != ZERO_OK) return ZERO_ERR_INVALID_ARG;
     }
     if (!L) {
 #ifdef ZERO_CUDA
@@ -12660,6 +12815,17 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
                       "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
                       "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
 #endif
+}
+
+ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
+    int ns = 0;
+    zero_result r = zero__from_env(out, backend, &ns);
+    if (r != ZERO_OK || ns == 0) return r;
+    if ((r = zero_comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
+        zero_comm_destroy(*out);
+        *out = NULL;
+    }
+    return r;
 }
 
 #ifdef ZERO_CUDA

@@ -12,7 +12,9 @@
 static const char *vars[] = { "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                               "SLURM_PROCID", "SLURM_NTASKS", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                               "MASTER_ADDR", "MASTER_PORT", "ZERO_RENDEZVOUS_TIMEOUT_MS",
-                              "ZERO_RENDEZVOUS_PORT", "TORCHELASTIC_USE_AGENT_STORE" };
+                              "ZERO_RENDEZVOUS_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+                              "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE",
+                              "LOCAL_WORLD_SIZE" };
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
 }
@@ -152,6 +154,76 @@ static void env_torchrun(void) {
     expect(NULL, ZERO_OK, NULL);
 }
 
+/* from_env(NULL) must give a world of one whose ranks per node is `want` */
+static void expect_nodes(int want) {
+    zero_comm *c = NULL;
+    zero_result r = zero_comm_from_env(&c, NULL);
+    if (!CHECK(r == ZERO_OK, "got %s (%s)", zero_result_str(r), zero_last_error(NULL))) return;
+    CHECK(zero_comm_ranks_per_node(c) == want, "ranks per node %d, want %d", zero_comm_ranks_per_node(c), want);
+    zero_comm_destroy(c);
+}
+/* the launcher's ranks per node: its own variable only, checked before anything else */
+static void env_node_size(void) {
+    static const char *bad[] = { "", "x", "0", "-2", "2 ", " 2", "2x", "2(x)", "2(x4", "2(x4)3", "2(x4),1", "2(4)" };
+    clear_env();
+    expect_nodes(0);                                   /* no launcher */
+    setenv("LOCAL_WORLD_SIZE", "x", 1);
+    expect_nodes(0);                                   /* ... and no launcher reads it */
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1); setenv("OMPI_COMM_WORLD_SIZE", "1", 1);
+    expect_nodes(0);                                   /* Open MPI's launcher: torchrun's variable is not its */
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
+    expect_nodes(1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_LOCAL_SIZE='2' ranks per node does not divide the world "
+           "size OMPI_COMM_WORLD_SIZE=1");
+    /* a bigger world: the variable is checked before "without ZERO_MPI" */
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1); setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "without ZERO_MPI");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_LOCAL_SIZE='3' ranks per node does not divide");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "8", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_LOCAL_SIZE='8' ranks per node does not divide");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "99999999999", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "OMPI_COMM_WORLD_LOCAL_SIZE='99999999999' ranks per node does not divide");
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+    expect("local", ZERO_ERR_INVALID_ARG, "started 4");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[96];
+        setenv("OMPI_COMM_WORLD_LOCAL_SIZE", bad[i], 1);
+        snprintf(want, sizeof want, "OMPI_COMM_WORLD_LOCAL_SIZE='%s' is not a number of ranks per node", bad[i]);
+        expect(NULL, ZERO_ERR_INVALID_ARG, want);
+    }
+    /* Slurm: "N" or "N(xM)" */
+    clear_env();
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_NTASKS", "1", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "1(x1)", 1);
+    expect_nodes(1);
+    setenv("SLURM_NTASKS_PER_NODE", "1", 1);
+    expect_nodes(1);
+    setenv("SLURM_PROCID", "3", 1); setenv("SLURM_NTASKS", "8", 1);
+    setenv("SLURM_NTASKS_PER_NODE", "2(x4)", 1);
+    expect(NULL, ZERO_ERR_UNSUPPORTED, "srun");
+    setenv("SLURM_NTASKS_PER_NODE", "3(x2)", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "SLURM_NTASKS_PER_NODE='3(x2)' ranks per node does not divide the world "
+           "size SLURM_NTASKS=8");
+    setenv("SLURM_NTASKS_PER_NODE", "2(x3),2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "SLURM_NTASKS_PER_NODE='2(x3),2' is not a number of ranks per node");
+    /* MPICH's Hydra, torchrun */
+    clear_env();
+    setenv("PMI_RANK", "0", 1); setenv("PMI_SIZE", "1", 1);
+    setenv("MPI_LOCALNRANKS", "1", 1);
+    expect_nodes(1);
+    setenv("MPI_LOCALNRANKS", "one", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "MPI_LOCALNRANKS='one'");
+    clear_env();
+    setenv("RANK", "0", 1); setenv("WORLD_SIZE", "1", 1);
+    setenv("LOCAL_WORLD_SIZE", "1", 1);
+    expect_nodes(1);
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    expect(NULL, ZERO_ERR_INVALID_ARG, "LOCAL_WORLD_SIZE='2' ranks per node does not divide the world size "
+           "WORLD_SIZE=1");
+}
+
 int main(void) {
     test_init();
     TEST_RUN(env_none_is_world_of_one);
@@ -161,6 +233,7 @@ int main(void) {
     TEST_RUN(env_half_set_or_malformed);
     TEST_RUN(env_torchrun);
     TEST_RUN(env_nccl_world_of_one);
+    TEST_RUN(env_node_size);
     clear_env();
     return test_summary();
 }

@@ -10,6 +10,12 @@
 #                            timeout_ms $MS: the others name it and exit within the timeout
 #   mismatch_named           ranks that issue different collectives all get ZERO_ERR_MISMATCH
 #   env_*                    --comm mpi outside a launcher, torchrun-style variables, --ranks != -np
+#   nodes_npN                build/mpi/mpi_nodes (tests/mpi/mpi_nodes.c): ZeRO++'s node topology on
+#                            MPI: split into nodes of 1, 2, 4, 8 ranks, the node and cross-node
+#                            endpoints' collectives and all_to_all, the bytes counted within/across
+#   nodes_*_mismatch, nodes_*_timeout  a different all_to_all or split on one rank is
+#                            ZERO_ERR_MISMATCH on every rank; a rank missing from an all_to_all
+#                            across nodes, or from a split, is named by its world rank within the timeout
 # What Open MPI (4.1) does when a rank dies: by default mpirun tears the whole job down at
 # once (its notice names the dead rank; the survivors are killed before they can time out).
 # With --mca orte_abort_on_non_zero_status 0 the survivors live on: each one's collective
@@ -25,8 +31,9 @@ failed=0
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; failed=1; }
 
-if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || [ ! -x "$B/mpi/train_mlp" ] || [ ! -x "$B/mpi/mpi_ranks" ]; then
-    why="mpicc/mpirun not found or $B/mpi/{train_mlp,mpi_ranks} not built: the MPI tests were NOT run"
+if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || [ ! -x "$B/mpi/train_mlp" ] || [ ! -x "$B/mpi/mpi_ranks" ] ||
+        [ ! -x "$B/mpi/mpi_nodes" ]; then
+    why="mpicc/mpirun not found or $B/mpi/{train_mlp,mpi_ranks,mpi_nodes} not built: the MPI tests were NOT run"
     why="$why (apt-get install openmpi-bin libopenmpi-dev, then make)"
     if [ "${ZERO_REQUIRE_MPI:-0}" = 1 ]; then echo "FAIL mpi_not_built: $why"; exit 1; fi
     echo "SKIP mpi_not_built: $why"
@@ -120,6 +127,49 @@ else pass stall_rank2_survivors_name_it; fi
 timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_ranks" mismatch >"$T/mm.log" 2>&1
 if [ "$(grep -c '^rank [0-3]: ZERO_ERR_MISMATCH: .*rank 1 called all_reduce(count=2' "$T/mm.log")" = 4 ]; then pass mismatch_named
 else fail mismatch_named "$(head -n 4 "$T/mm.log")"; fi
+
+# ---- the node topology (ZeRO++): split, the sub-communicators' collectives, bytes within/across
+for n in 1 3 4 8; do
+    out=$(timeout 60 "${MPIRUN[@]}" -np $n "$B/mpi/mpi_nodes" nodes 2>&1); rc=$?
+    line=$(printf '%s\n' "$out" | grep -E "^(PASS|FAIL) nodes_np$n")
+    if [ $rc -eq 0 ] && [ "${line%% *}" = PASS ]; then pass nodes_np$n
+    else fail nodes_np$n "exit $rc: $(printf '%s\n' "$out" | grep -E '^(rank|FAIL)' | head -n 4)"; fi
+done
+timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_nodes" mismatch >"$T/nmm.log" 2>&1
+a=$(grep -cE '^rank [0-3]: node: ZERO_ERR_MISMATCH: .* within the node: rank (1|3) called all_to_all\(count=9, tag=-1\) but rank (0|2) called all_to_all\(count=8' "$T/nmm.log")
+b=$(grep -c '^rank [0-3]: world: ZERO_ERR_MISMATCH: .*: rank 1 called all_to_all(count=9, tag=-1) but rank 0 called all_to_all(count=8' "$T/nmm.log")
+if [ "$a" = 4 ] && [ "$b" = 4 ]; then pass nodes_a2a_mismatch
+else fail nodes_a2a_mismatch "$a of 4 node lines, $b of 4 world lines: $(grep '^rank' "$T/nmm.log" | head -n 4)"; fi
+timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_nodes" split_mismatch >"$T/nsm.log" 2>&1
+if [ "$(grep -c '^rank [0-3]: split: ZERO_ERR_MISMATCH: .*rank 1 called split(ranks_per_node=1) but rank 0 called split(ranks_per_node=2)' "$T/nsm.log")" = 4 ]; then
+    pass nodes_split_mismatch
+else fail nodes_split_mismatch "$(grep '^rank' "$T/nsm.log" | head -n 4)"; fi
+# world rank 3 stalls before an all_to_all across nodes of 2 (its cross-node peer: world rank 1)
+timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_nodes" timeout 3 $MS >"$T/nto.log" 2>&1
+bad=""
+for r in 0 2; do
+    grep -q "^rank $r: cross: ZERO_OK" "$T/nto.log" || bad="$bad rank $r (another node pair) did not finish;"
+done
+line=$(grep '^rank 1: cross: ' "$T/nto.log")
+ms=$(printf '%s\n' "$line" | sed -n 's/.*(\([0-9]*\) ms)$/\1/p')
+printf '%s\n' "$line" | grep -q "ZERO_ERR_TIMEOUT: all_to_all #1 across nodes timed out after $MS ms on rank 1: rank(s) 3 never arrived" ||
+    bad="$bad rank 1 did not name world rank 3 ($line);"
+{ [ -n "$ms" ] && [ "$ms" -le $((MS + SLACK)) ]; } || bad="$bad rank 1 gave up after '$ms' ms (timeout $MS);"
+grep -q '^rank 3: cross: ZERO_ERR_TIMEOUT' "$T/nto.log" || bad="$bad the stalled rank did not fail after waking;"
+[ "$(grep -cE '^rank (1|3): world broken after destroying the cross endpoint: 1' "$T/nto.log")" = 2 ] &&
+[ "$(grep -cE '^rank (0|2): world broken after destroying the cross endpoint: 0' "$T/nto.log")" = 2 ] ||
+    bad="$bad a broken cross-node endpoint did not mark the world's broken (or a sound one did);"
+[ "$(grep -c '^rank [0-3]: world barrier after: ZERO_OK' "$T/nto.log")" = 4 ] || bad="$bad the world endpoint did not stay usable;"
+if [ -z "$bad" ]; then pass nodes_a2a_timeout
+else fail nodes_a2a_timeout "$bad"; fi
+# world rank 2 comes late to the split itself: it has a timeout too, and the others name rank 2
+timeout 60 "${MPIRUN[@]}" "${NOABORT[@]}" -np 4 "$B/mpi/mpi_nodes" split_timeout 2 $MS >"$T/nst.log" 2>&1
+bad=$(survivors_named "$T/nst.log" 2 4)
+[ "$(grep -cE '^rank [013]: ZERO_ERR_TIMEOUT: split #1 timed out' "$T/nst.log")" = 3 ] ||
+    bad="$bad not every survivor said the split timed out: $(grep '^rank' "$T/nst.log" | head -n 2);"
+grep -qE '^rank 2: (ZERO_OK|ZERO_ERR_[A-Z_]+): ' "$T/nst.log" || bad="$bad the late rank did not come back from its split;"
+if [ -z "$bad" ]; then pass nodes_split_timeout
+else fail nodes_split_timeout "$bad"; fi
 
 # ---- bad environments
 env -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK -u PMI_SIZE -u SLURM_PROCID -u SLURM_NTASKS \
