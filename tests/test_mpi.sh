@@ -64,7 +64,8 @@ done
 
 # ---- train_mlp under mpirun == train_mlp --ranks N (threads), every stage
 SMALL=(--hidden 48 --layers 3 --batch 24 --steps 10 --quiet --seed 5)
-for cfg in "4:0:" "4:1:" "4:2:" "4:3:" "3:3:--dtype f32" "2:2:--dtype f16 --accum 2" "4:1:--accum 3 --accum-dtype f32"; do
+for cfg in "4:0:" "4:1:" "4:2:" "4:3:" "3:3:--dtype f32" "2:2:--dtype f16 --accum 2" "4:1:--accum 3 --accum-dtype f32" \
+           "4:3:--qwz --qgz --hpz 2" "4:2:--qgz --qgz-bits 4 --ranks-per-node 2"; do
     n=${cfg%%:*} rest=${cfg#*:} s=${rest%%:*} extra=${rest#*:}
     name=train_mpi_eq_local_stage${s}_np$n$(echo "$extra" | tr -d ' -' | sed 's/^\(.\)/_\1/')
     if ! "$B/train_mlp" "${SMALL[@]}" --stage $s --ranks $n $extra --save-params "$T/local" >"$T/local.log" 2>&1; then
