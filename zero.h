@@ -1844,6 +1844,7 @@ typedef enum zero__task_kind {
     ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
     ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
     ZERO__TASK_ALLGATHER_BYTES,   /* ptr: send, ptr2: recv, n: bytes per rank */
+    ZERO__TASK_SPLIT,             /* a: ranks per node: the comm's node and cross-node endpoints (ZeRO++) */
     ZERO__TASK_STOP
 } zero__task_kind;
 
@@ -2424,13 +2425,14 @@ static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const ch
 /* the comm stream runs every task through here */
 static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
     static const char *names[] = { "?", "reduce", "all-gather", "gather params", "gather master", "all-reduce",
-                                   "all-gather bytes" };
+                                   "all-gather bytes", "split into nodes" };
     double t0 = zero__trace_t0(ctx);
     zero_result r = zero__run_task(ctx, t);
     if (zero__trace_get(ctx)) {
         int k = t->kind == ZERO__TASK_REDUCE ? 1 : t->kind == ZERO__TASK_GATHER_MODULE ? 2 :
                 t->kind == ZERO__TASK_GATHER_PARAMS ? 3 : t->kind == ZERO__TASK_GATHER_MASTER ? 4 :
-                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 : 0;
+                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 :
+                t->kind == ZERO__TASK_SPLIT ? 7 : 0;
         int mod = k >= 1 && k <= 4 && t->a >= 0 && t->a < ctx->num_modules;
         zero__trace_add(ctx, ZERO__TRACK_COMM, names[k], mod ? ctx->modules[t->a].name : NULL, t0);
     }
@@ -8394,21 +8396,16 @@ static void zero__free_arenas(zero_ctx *ctx) {
 }
 
 /* ZeRO++: this rank's node and cross-node endpoints (>>schedule: ZeRO++), made once per
-   endpoint and node size */
+   endpoint and node size, on the comm stream (the thread that runs the endpoint's
+   collectives: MPI's split is a collective of the endpoint) */
 static zero_result zero__zpp_split(zero_ctx *ctx) {
     zero_comm *c = ctx->comm;
     zero_result r;
     if (!c->intra || c->split_ns != ctx->zpp.ns) {
-        zero_comm_destroy(c->intra);
-        zero_comm_destroy(c->inter);
-        c->intra = c->inter = NULL;
-        c->split_ns = 0;
-        c->err[0] = '\0';
-        if ((r = c->vt->split(c, ctx->zpp.ns, &c->intra, &c->inter)) != ZERO_OK)
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_SPLIT, ctx->zpp.ns, 0, 0, NULL, NULL))) != ZERO_OK)
             return zero__fail(ctx, r, ZERO_LOGITEM_COMM_BROKEN,
                               "zero_build: splitting the communicator into nodes of %d ranks failed: %s", ctx->zpp.ns,
-                              c->err[0] ? c->err : zero_result_str(r));
-        c->split_ns = ctx->zpp.ns;
+                              ctx->err);
     }
     ctx->zpp.intra = c->intra;
     ctx->zpp.inter = c->inter;
@@ -8826,6 +8823,21 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
     case ZERO__TASK_ALLGATHER_BYTES:
         return zero__c_all_gather(ctx, ctx->comm, t->ptr, t->ptr2, t->n);
+    case ZERO__TASK_SPLIT: {
+        zero_comm *c = ctx->comm;
+        zero_result r;
+        zero_comm_destroy(c->intra);
+        zero_comm_destroy(c->inter);
+        c->intra = c->inter = NULL;
+        c->split_ns = 0;
+        c->err[0] = '\0';
+        if ((r = c->vt->split(c, t->a, &c->intra, &c->inter)) != ZERO_OK) {
+            if (!c->err[0]) snprintf(c->err, sizeof c->err, "%s", zero_result_str(r));
+            return r;
+        }
+        c->split_ns = t->a;
+        return ZERO_OK;
+    }
     default:
         snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
         return ZERO_ERR_STATE;
