@@ -75,9 +75,9 @@ for n in 4 8; do
         # shellcheck disable=SC2086
         out=$("${MLP[@]}" --ranks $n --ranks-per-node 2 $args 2>&1); rc=$?
         l=$(key "$(final_of "$out")" loss)
-        if [ $rc -ne 0 ] || [ -z "$l" ]; then fail zpp_loss_${name}_ranks$n "exit $rc: $(printf '%s' "$out" | tail -n 2)"
-        elif within "$l" "$ref" "$tol"; then pass zpp_loss_${name}_ranks$n
-        else fail zpp_loss_${name}_ranks$n "loss $l vs plain $ref: more than $tol apart ($args)"; fi
+        if [ $rc -ne 0 ] || [ -z "$l" ]; then fail "zpp_loss_${name}_ranks$n" "exit $rc: $(printf '%s' "$out" | tail -n 2)"
+        elif within "$l" "$ref" "$tol"; then pass "zpp_loss_${name}_ranks$n"
+        else fail "zpp_loss_${name}_ranks$n" "loss $l vs plain $ref: more than $tol apart ($args)"; fi
     done
 done
 
@@ -90,9 +90,9 @@ for v in "all:--qwz --qgz --hpz 2" "int4:--qwz --qgz --qgz-bits 4 --hpz 2"; do
     # shellcheck disable=SC2086
     l2=$(final_of "$("${MLP[@]}" --ranks 8 --ranks-per-node 2 $args --save-params "$T/d2.f32" 2>&1)")
     if [ -z "$l1" ] || [ "$(untimed "$l1")" != "$(untimed "$l2")" ]; then
-        fail zpp_deterministic_$name "final lines differ: '$l1' vs '$l2'"
-    elif ! cmp -s "$T/d1.f32" "$T/d2.f32"; then fail zpp_deterministic_$name "--save-params files differ"
-    else pass zpp_deterministic_$name; fi
+        fail "zpp_deterministic_$name" "final lines differ: '$l1' vs '$l2'"
+    elif ! cmp -s "$T/d1.f32" "$T/d2.f32"; then fail "zpp_deterministic_$name" "--save-params files differ"
+    else pass "zpp_deterministic_$name"; fi
     rm -f "$T/d1.f32" "$T/d2.f32"
 done
 
@@ -151,9 +151,9 @@ for v in "3:--qwz --qgz --hpz 2" "2:--qgz --ranks-per-node 2"; do
     o1=$(timeout -k 5 15 "$B/train_gpt" "${SMALL[@]}" --stage "$s" $args 2>&1); r1=$?
     l0=$(key "$(final_of "$o0")" loss); l1=$(key "$(final_of "$o1")" loss)
     if [ $r0 -ne 0 ] || [ $r1 -ne 0 ] || [ -z "$l0" ] || [ -z "$l1" ]; then
-        fail gpt_zpp_tied_largest_stage$s "exit $r0 plain, $r1 with $args: $(printf '%s' "$o1" | tail -n 2)"
-    elif within "$l1" "$l0" "$TOL_GPT"; then pass gpt_zpp_tied_largest_stage$s
-    else fail gpt_zpp_tied_largest_stage$s "loss $l1 vs plain $l0: more than $TOL_GPT apart ($args)"; fi
+        fail "gpt_zpp_tied_largest_stage$s" "exit $r0 plain, $r1 with $args: $(printf '%s' "$o1" | tail -n 2)"
+    elif within "$l1" "$l0" "$TOL_GPT"; then pass "gpt_zpp_tied_largest_stage$s"
+    else fail "gpt_zpp_tied_largest_stage$s" "loss $l1 vs plain $l0: more than $TOL_GPT apart ($args)"; fi
 done
 
 # ---- refused options --------------------------------------------------------------------
