@@ -28,7 +28,8 @@
 #   --dim 16 (all three at stage 3; --qgz at stage 2: 0.0065) -> 0.04
 # The losses are about 2.6-3.2 (train_mlp) and 3.9 (train_gpt, from 5.5), so a broken run
 # would not hide inside them. Run from the repository root after `make` (build/train_mlp,
-# build/train_gpt, build/zero_estimate); about 10 s on two cores.
+# build/train_gpt, build/zero_estimate); about 5 s on two cores (each tied-largest run is cut
+# at 15 s, should it hang).
 set -u
 B=${BUILD:-build}
 T=$(mktemp -d "${TMPDIR:-/tmp}/zero-zpp.XXXXXX")
