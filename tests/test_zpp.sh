@@ -51,6 +51,8 @@ TOL_GPT=0.04
 key() { printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1; }
 # final_of OUTPUT -> its last line if that is a final line
 final_of() { printf '%s\n' "$1" | tail -n 1 | grep '^final loss='; }
+# tail2 OUTPUT -> its last two lines on one line (a FAIL line stays one line)
+tail2() { printf '%s\n' "$1" | tail -n 2 | tr '\n' ' '; }
 # within A B TOL: |A - B| <= TOL
 within() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t) }'; }
 
@@ -76,7 +78,7 @@ for n in 4 8; do
         # shellcheck disable=SC2086
         out=$("${MLP[@]}" --ranks $n --ranks-per-node 2 $args 2>&1); rc=$?
         l=$(key "$(final_of "$out")" loss)
-        if [ $rc -ne 0 ] || [ -z "$l" ]; then fail "zpp_loss_${name}_ranks$n" "exit $rc: $(printf '%s' "$out" | tail -n 2)"
+        if [ $rc -ne 0 ] || [ -z "$l" ]; then fail "zpp_loss_${name}_ranks$n" "exit $rc: $(tail2 "$out")"
         elif within "$l" "$ref" "$tol"; then pass "zpp_loss_${name}_ranks$n"
         else fail "zpp_loss_${name}_ranks$n" "loss $l vs plain $ref: more than $tol apart ($args)"; fi
     done
@@ -121,7 +123,7 @@ o1=$("${GPT[@]}" "${ZPP[@]}" 2>&1); r1=$?          # with the memory table
 o2=$("${GPT[@]}" "${ZPP[@]}" --quiet 2>&1); r2=$?
 f0=$(final_of "$o0"); f1=$(final_of "$o1"); f2=$(final_of "$o2")
 if [ $r0 -ne 0 ] || [ $r1 -ne 0 ] || [ $r2 -ne 0 ] || [ -z "$f0" ] || [ -z "$f1" ] || [ -z "$f2" ]; then
-    fail gpt_zpp_runs "exit $r0/$r1/$r2: plain: $(printf '%s' "$o0" | tail -n 2) | ZeRO++: $(printf '%s' "$o1" | tail -n 2)"
+    fail gpt_zpp_runs "exit $r0/$r1/$r2: plain: $(tail2 "$o0") | ZeRO++: $(tail2 "$o1")"
 else
     pass gpt_zpp_runs
     l0=$(key "$f0" loss); l1=$(key "$f1" loss)
@@ -152,7 +154,7 @@ for v in "3:--qwz --qgz --hpz 2" "2:--qgz --ranks-per-node 2"; do
     o1=$(timeout -k 5 15 "$B/train_gpt" "${SMALL[@]}" --stage "$s" $args 2>&1); r1=$?
     l0=$(key "$(final_of "$o0")" loss); l1=$(key "$(final_of "$o1")" loss)
     if [ $r0 -ne 0 ] || [ $r1 -ne 0 ] || [ -z "$l0" ] || [ -z "$l1" ]; then
-        fail "gpt_zpp_tied_largest_stage$s" "exit $r0 plain, $r1 with $args: $(printf '%s' "$o1" | tail -n 2)"
+        fail "gpt_zpp_tied_largest_stage$s" "exit $r0 plain, $r1 with $args: $(tail2 "$o1")"
     elif within "$l1" "$l0" "$TOL_GPT"; then pass "gpt_zpp_tied_largest_stage$s"
     else fail "gpt_zpp_tied_largest_stage$s" "loss $l1 vs plain $l0: more than $TOL_GPT apart ($args)"; fi
 done
