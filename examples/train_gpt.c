@@ -26,9 +26,19 @@ planner), and the line `final loss=... tokens_per_s=... model_state_bytes_per_ra
 writes a Chrome / Perfetto timeline (zero_trace_*: compute, comm, optimizer tracks
 for every rank).
 
+ZeRO++ (zero.h's ON ZERO++): --qwz gathers int8 block-quantized params (stage 3), --qgz
+reduces the gradients in int8 (--qgz-bits 4: int4) payloads within each node, then across
+nodes (stages 1-3), --hpz N keeps a secondary partition on each node of N ranks so that
+stage 3's gathers stay in the node. The ranks, threads of one local group, form nodes of
+--ranks-per-node ranks (default: --hpz's N, else one node), over modelled links if
+--link-gbps / --cross-gbps are given; the final line ends with the bytes rank 0 sent to its
+node and to other nodes (bytes_within=, bytes_across=), and the memory table adds a line
+with the secondary partition's and the quantized payloads' bytes.
+
 Build and run:
     make build/train_gpt && build/train_gpt          # = make run
     build/train_gpt --stage 2 --ranks 2 --steps 50 --plot gpt.svg --trace gpt.json
+    build/train_gpt --ranks 8 --ranks-per-node 2 --qwz --qgz --hpz 2 --steps 50
 */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>    // defines: errno, ERANGE
@@ -61,6 +71,9 @@ typedef struct {
     const char *nvme_dir;
     int ckpt;                    // --checkpoint-activations: keep each block's input only, recompute the rest
     zero_offload_tier offload_acts;   // where those inputs wait for the backward pass (zero_act_*)
+    int qwz, qgz, hpz, quant_block;   // ZeRO++: desc.qwz, desc.qgz (bits), desc.hpz, desc.quant_block
+    int ranks_per_node;          // the local group's nodes (zero_group_set_nodes); 0: --hpz's, else one node
+    float link_gbps, cross_gbps; // the local group's modelled links within / across nodes (0: none)
 } config;
 
 typedef struct {
@@ -72,6 +85,7 @@ typedef struct {
     int64_t plan_bytes[4][ZERO_TIER_NUM][ZERO_CAT_NUM];   // per-rank plans of stages 0-3 (rank 0)
     int have_plans;
     int64_t own_act_bytes;       // activations train_gpt allocates itself (outside the plan), per rank
+    int64_t hpz_bytes, zpp_buffer_bytes;   // this run's plan: ZeRO++'s secondary partition and payload buffers
 } shared_state;
 
 static const char *dtype_name(zero_dtype t) { return t == ZERO_F32 ? "f32" : t == ZERO_F16 ? "f16" : "bf16"; }
@@ -684,16 +698,24 @@ static zero_result stage_plans(trainer *t) {
         zero_plan p;
         if (s == c->stage) {
             ZCHECK(zero_plan_get(t->z, &p));
+            t->sh->hpz_bytes = p.hpz_bytes;
+            t->sh->zpp_buffer_bytes = p.zpp_buffer_bytes;
         } else {
             trainer tmp = *t;
             zero_group *g = NULL;
             zero_comm *comm = NULL;
             zero_desc d = zero_query_desc(t->z);
             zero_result r = zero_group_create(&g, c->ranks);
+            // the same nodes as this run's group (ZeRO++ sizes its buffers by them)
+            if (r >= 0 && c->ranks_per_node) r = zero_group_set_nodes(g, c->ranks_per_node);
             if (r >= 0) r = zero_comm_local(&comm, g, 0);
             d.comm = comm; d.stage = s; d.max_live_bytes = d.prefetch_bytes = 0;
             // params on NVMe are stage 3's only: the other stages' bars show them on the host
             if (s != 3 && d.offload_params == ZERO_OFFLOAD_NVME) d.offload_params = ZERO_OFFLOAD_HOST;
+            // ZeRO++ as each stage allows it: qwz and hpz change stage 3's gathers, qgz the
+            // reduce-scatter of stages 1-3 (zero_create refuses them elsewhere)
+            if (s != 3) d.qwz = d.hpz = 0;
+            if (s == 0) d.qgz = 0;
             tmp.z = NULL;
             tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
             tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
@@ -746,6 +768,12 @@ static void print_memory_table(const shared_state *sh, const config *c) {
     fmt_bytes(b, sizeof b, (double)sh->own_act_bytes);
     printf("  activations: the stash (zero_act_*) above%s; train_gpt's own buffers for them, outside the plan: %s\n",
            c->ckpt ? "" : " (none: run with --checkpoint-activations)", b);
+    if (c->qwz || c->qgz || c->hpz) {   // this run's ZeRO++ share of the params and buffers columns
+        char q[32];
+        fmt_bytes(b, sizeof b, (double)sh->hpz_bytes);
+        fmt_bytes(q, sizeof q, (double)sh->zpp_buffer_bytes);
+        printf("  ZeRO++: hpz secondary partition %s (in params), quantized payload buffers %s (in buffers)\n", b, q);
+    }
 }
 
 static int write_svg(const char *path, const shared_state *sh);
@@ -849,11 +877,12 @@ static zero_result train(trainer *t) {
         }
         printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
                "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
-               "peak_gathered_bytes=%lld params_hash=%016llx tied=%d\n",
+               "peak_gathered_bytes=%lld params_hash=%016llx tied=%d bytes_within=%lld bytes_across=%lld\n",
                smooth, (double)c->steps * c->batch * t->T / secs, (long long)st.model_state_bytes,
                (long long)zero_num_params(t->z), (double)t->sh->losses[0], loss, c->stage, c->ranks, dtype_name(c->dtype),
                c->steps, secs, fetches ? (double)st_train.prefetch_hits / (double)fetches : 0.0,
-               (long long)st_train.peak_gathered_bytes, (unsigned long long)phash, !c->untie);
+               (long long)st_train.peak_gathered_bytes, (unsigned long long)phash, !c->untie,
+               (long long)st_train.comm_bytes_within, (long long)st_train.comm_bytes_across);
         fflush(stdout);
     }
     return ZERO_OK;
@@ -902,6 +931,10 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     d.offload_activations = c->offload_acts;
+    d.qwz = c->qwz;
+    d.qgz = c->qgz;
+    d.hpz = c->hpz;
+    d.quant_block = c->quant_block;
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
         fprintf(stderr, "train_gpt: rank %d: zero_create failed: %s\n", rank, zero_last_error(NULL));
@@ -1072,7 +1105,17 @@ static void usage(FILE *f) {
         "  --checkpoint-activations  keep only each block's input for the backward pass (in zero.h's stash),\n"
         "                         and recompute the block there (the same bits)\n"
         "  --offload-activations T   none, host or nvme: where the stash keeps those inputs (implies\n"
-        "                         --checkpoint-activations; default none: in memory)\n");
+        "                         --checkpoint-activations; default none: in memory)\n"
+        "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
+        "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
+        "                     first, then across nodes (--qgz-bits 4: int4)\n"
+        "  --qgz-bits B       8 or 4: qgz's payload bits (implies --qgz; default 8)\n"
+        "  --hpz N            ZeRO++ (stage 3): N ranks per node keep a secondary partition of the\n"
+        "                     params; gathers stay in the node (the local group's nodes are N ranks)\n"
+        "  --ranks-per-node N the node topology without hpz (default: --hpz's N, else one node)\n"
+        "  --quant-block B    elements per quantization block (default 256)\n"
+        "  --link-gbps G      a modelled link of G GB/s within a node (default none)\n"
+        "  --cross-gbps G     a modelled link of G GB/s across nodes (default: --link-gbps)\n");
 }
 
 static void bad_arg(const char *msg, const char *opt, const char *val) {
@@ -1169,6 +1212,8 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
         if (!strcmp(o, "--untie")) { c->untie = 1; continue; }
         if (!strcmp(o, "--checkpoint-activations")) { c->ckpt = 1; continue; }
+        if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
+        if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
         if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
         if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
         const char *v = argv[++i];
@@ -1200,6 +1245,15 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
+        else if (!strcmp(o, "--qgz-bits")) {
+            c->qgz = (int)parse_long(o, v, 4, 8);
+            if (c->qgz != 4 && c->qgz != 8) bad_arg("expects 4 or 8", o, v);
+        }
+        else if (!strcmp(o, "--hpz")) c->hpz = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--ranks-per-node")) c->ranks_per_node = (int)parse_long(o, v, 1, 256);
+        else if (!strcmp(o, "--quant-block")) c->quant_block = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--link-gbps")) c->link_gbps = parse_float(o, v, 0.0, 1e6);
+        else if (!strcmp(o, "--cross-gbps")) c->cross_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
             else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
@@ -1213,6 +1267,17 @@ int main(int argc, char **argv) {
     }
     if (c->dim % c->heads != 0) {
         fprintf(stderr, "train_gpt: --dim %d must be a multiple of --heads %d\n", c->dim, c->heads);
+        return 2;
+    }
+    if (c->hpz && c->ranks_per_node && c->hpz != c->ranks_per_node) {
+        fprintf(stderr, "train_gpt: --hpz %d is the ranks per node, but --ranks-per-node is %d\n", c->hpz,
+                c->ranks_per_node);
+        return 2;
+    }
+    if (!c->ranks_per_node) c->ranks_per_node = c->hpz;
+    if (c->ranks_per_node && c->ranks % c->ranks_per_node) {
+        fprintf(stderr, "train_gpt: --%s %d must divide --ranks %d\n", c->hpz ? "hpz" : "ranks-per-node",
+                c->ranks_per_node, c->ranks);
         return 2;
     }
 
@@ -1251,7 +1316,14 @@ int main(int argc, char **argv) {
                "%d steps, lr %g\n", used, (long long)sh.text_len, c->stage, c->ranks, dtype_name(c->dtype), c->layers,
                c->dim, c->heads, c->seq, c->batch, c->steps, (double)c->lr);
 
-    zero_result r = zero_run_local(c->ranks, rank_main, &sh);
+    // the local group: ranks as threads, in nodes of --ranks-per-node, over modelled links if asked
+    zero_group *g = NULL;
+    zero_result r = zero_group_create(&g, c->ranks);
+    if (r == ZERO_OK && c->ranks_per_node) r = zero_group_set_nodes(g, c->ranks_per_node);
+    if (r == ZERO_OK && c->link_gbps > 0) r = zero_group_set_link(g, 0, c->link_gbps);
+    if (r == ZERO_OK && c->cross_gbps > 0) r = zero_group_set_cross_link(g, 0, c->cross_gbps);
+    if (r == ZERO_OK) r = zero_run_group(g, rank_main, &sh);
+    zero_group_destroy(g);
     int rc = 0;
     if (r != ZERO_OK) {
         const char *msg = zero_last_error(NULL);

@@ -24,6 +24,13 @@ checkpoint each, ON ACTIVATIONS) kept in memory, on the host or on NVMe
 (--offload-activations): zero_estimate_activations; its bytes print as activation_*.
 
     build/zero_estimate --params 1.3e9 --ranks 8 --stage 3 --acts 24 --act-bytes 8388608 --offload-activations nvme
+
+ZeRO++ (ON ZERO++ in zero.h): --qwz (stage 3), --qgz [--qgz-bits 4|8] (stages 1-3) and
+--hpz N (stage 3; N divides --ranks) add their memory: hpz_bytes= (the secondary partition,
+counted in params_bytes) and zpp_buffer_bytes= (the quantized payloads, in buffer_bytes)
+print after the other lines. The nodes are --hpz's N ranks, else one node of all ranks.
+
+    build/zero_estimate --params 1e6 --ranks 8 --stage 3 --qwz --qgz --hpz 2
 */
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
@@ -36,6 +43,7 @@ checkpoint each, ON ACTIVATIONS) kept in memory, on the host or on NVMe
 static void usage(FILE *f) {
     fprintf(f,
         "usage: zero_estimate --params P --ranks N --stage S [--dtype bf16|f16|f32] [--align A] [--modules M]\n"
+        "                     [--qwz] [--qgz] [--qgz-bits 4|8] [--hpz N] [--quant-block B]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
@@ -47,9 +55,16 @@ static void usage(FILE *f) {
         "  --acts K      activation stash slots per rank (default 0: none), each --act-bytes B bytes\n"
         "  --offload-activations T  none (in device memory, the default), host or nvme\n"
         "  --act-live B  with nvme: bytes of the stash's staging buffers (default 2 slots)\n"
+        "  --qwz         ZeRO++ (stage 3): int8 block-quantized param gathers\n"
+        "  --qgz         ZeRO++ (stages 1-3): quantized gradient reduce-scatter (int8; --qgz-bits 4: int4)\n"
+        "  --qgz-bits B  8 or 4 (implies --qgz)\n"
+        "  --hpz N       ZeRO++ (stage 3): a secondary partition over nodes of N ranks; N divides --ranks\n"
+        "                (the nodes: N ranks, else one node of all ranks)\n"
+        "  --quant-block B  elements per quantization block (default 256)\n"
         "numbers are decimal (0x10 is refused, 010 is ten)\n"
         "prints model_state_bytes_per_rank= first, total_bytes_per_rank= (with the buffers)\n"
-        "second, then the bytes per category, one key=value a line (activation_*: with --acts)\n",
+        "second, then the bytes per category, one key=value a line (activation_*: with --acts;\n"
+        "hpz_bytes= and zpp_buffer_bytes=: with --qwz, --qgz or --hpz)\n",
         ZERO__MAX_RANKS);
 }
 
@@ -98,9 +113,12 @@ int main(int argc, char **argv) {
     int64_t acts = 0, act_bytes = 0, act_live = 0;
     zero_offload_tier act_tier = ZERO_OFFLOAD_NONE;
     zero_dtype dtype = ZERO_BF16;
+    int qwz = 0, qgz = 0, hpz = 0, quant_block = 0;     // ZeRO++ (desc.qwz, .qgz bits, .hpz, .quant_block)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(o, "--qwz")) { qwz = 1; continue; }
+        if (!strcmp(o, "--qgz")) { if (!qgz) qgz = 8; continue; }
         if (strncmp(o, "--", 2) != 0) bad_arg(o, "is not an option", NULL);
         if (i + 1 >= argc) bad_arg(o, "needs a value", NULL);
         const char *v = argv[++i];
@@ -114,6 +132,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--acts")) acts = parse_count(o, v, 0, 1 << 20, " slots");
         else if (!strcmp(o, "--act-bytes")) act_bytes = parse_count(o, v, 1, (int64_t)1 << 48, " bytes");
         else if (!strcmp(o, "--act-live")) act_live = parse_count(o, v, 1, (int64_t)1 << 52, " bytes");
+        else if (!strcmp(o, "--qgz-bits")) {
+            qgz = (int)parse_count(o, v, 4, 8, "");
+            if (qgz != 4 && qgz != 8) bad_arg(o, "expects 4 or 8", v);
+        }
+        else if (!strcmp(o, "--hpz")) hpz = (int)parse_count(o, v, 1, ZERO__MAX_RANKS, " ranks per node");
+        else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--offload-activations")) {
             if (!strcmp(v, "none")) act_tier = ZERO_OFFLOAD_NONE;
             else if (!strcmp(v, "host") || !strcmp(v, "cpu")) act_tier = ZERO_OFFLOAD_HOST;
@@ -131,6 +155,12 @@ int main(int argc, char **argv) {
     if (ranks < 0) bad_arg("--ranks", "is required", NULL);
     if (stage < 0) bad_arg("--stage", "is required", NULL);
     if (acts > 0 && act_bytes == 0) bad_arg("--act-bytes", "is required with --acts", NULL);
+    if (hpz && ranks % hpz) {
+        fprintf(stderr, "zero_estimate: --hpz %d must divide --ranks %lld (it is the ranks per node)\n", hpz,
+                (long long)ranks);
+        usage(stderr);
+        return 2;
+    }
     int64_t chunk = 0;          // the default split: modules of chunk elements, the last the rest
     if (modules == 0) {
         int64_t unit = ranks * align, per = (params + 31) / 32;
@@ -157,6 +187,10 @@ int main(int argc, char **argv) {
     d.offload_activations = act_tier;
     d.act_live_bytes = act_live;
     d.offload.nvme_dirs[0] = ".";      // the planner needs a directory for nvme; nothing is created
+    d.qwz = qwz;                       // (the planner refuses qwz and hpz below stage 3, qgz at stage 0)
+    d.qgz = qgz;
+    d.hpz = hpz;                       // the nodes: hpz ranks each, else one node of every rank
+    d.quant_block = quant_block;
     zero_plan plan;
     zero_result r = zero_estimate(&d, (int)ranks, (int)modules, numels, &plan);
     free(numels);
@@ -192,6 +226,10 @@ int main(int argc, char **argv) {
         printf("activation_device_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_DEVICE][ZERO_CAT_ACTIVATIONS]);
         printf("activation_host_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_HOST][ZERO_CAT_ACTIVATIONS]);
         printf("activation_nvme_bytes=%lld\n", (long long)plan.bytes[ZERO_TIER_NVME][ZERO_CAT_ACTIVATIONS]);
+    }
+    if (qwz || qgz || hpz) {
+        printf("hpz_bytes=%lld\n", (long long)plan.hpz_bytes);
+        printf("zpp_buffer_bytes=%lld\n", (long long)plan.zpp_buffer_bytes);
     }
     return 0;
 }
