@@ -7215,7 +7215,9 @@ static int zero__zpp_ns(const zero_desc *d, int world, const zero__sizes *z) {
 static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, int64_t *sec, int64_t *a, int64_t *b,
                            int64_t *f) {
     int ns = zero__zpp_ns(d, world, z), nn = world / ns, bits = d->qgz == 4 ? 4 : 8, blk = d->quant_block;
-    int64_t per = z->max_span / world, tper = z->max_train_span / world, chunk = z->max_train_span / ns;
+    /* every module's span (max_train_span leaves out the shared ones, reduced through their
+       own staging slots, and ZeRO++ reduces those too) */
+    int64_t per = z->max_span / world, tper = per, chunk = z->max_span / ns;
     *sec = *a = *b = *f = 0;
     if (!zero__zpp_on(d)) return;
     if (d->hpz) *sec = z->padded / ns * (int64_t)zero_dtype_size(d->param_dtype);
@@ -7224,12 +7226,12 @@ static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, 
         *a = (1 + nn) * P;
         *b = (int64_t)world * P;
     }
-    if (d->qgz && tper > 0 && nn > 1) {     /* one payload per node (qgz quantizes what crosses nodes) */
+    if (d->qgz && z->trainable > 0 && nn > 1) {     /* one payload per node (qgz quantizes what crosses nodes) */
         int64_t p2 = nn * zero__qp_bytes(tper, bits, blk);
         if (p2 > *a) *a = p2;
         if (p2 > *b) *b = p2;
     }
-    if (tper > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's sums, in fp32 */
+    if (z->trainable > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's sums, in fp32 */
     *a = zero__align_up(*a, ZERO__ALIGN);
     *b = zero__align_up(*b, ZERO__ALIGN);
     *f = zero__align_up(*f, ZERO__ALIGN);
@@ -12027,6 +12029,9 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
                           "zero_estimate: num_modules is %d; it must be at least 1", num_modules);
     d = *desc;
     if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    if (d.hpz && world_size % d.hpz)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_estimate: desc.hpz is %d, which does not divide world_size %d", d.hpz, world_size);
     memset(&z, 0, sizeof z);
     unit = d.align_elems * world_size;
     for (i = 0; i < num_modules; i++) {
