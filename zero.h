@@ -8680,7 +8680,9 @@ static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refres
    the span). The node's level is exact: a reduce-scatter of the chunks, summed in fp32 into
    f (a node's link is fast; one quantization instead of two). The cross-node level is a
    reduce-scatter too, or with qgz an all-to-all of payloads (each peer's slice of the
-   node's sums, quantized), decoded and summed in fp32 in node order. */
+   node's sums, quantized), decoded and summed in fp32 in node order. With qgz and bf16
+   gradients the node's sums are kept in bf16 (half the bytes to write and encode; its
+   rounding, 2^-9 of a value, is far below int8's, 1/254 of its block's largest). */
 static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
                                     int accumulate) {
     int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
@@ -8695,10 +8697,10 @@ static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int
         return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, recv, rdt, per,
                                                                          accumulate));
     if (ns > 1) {
-        if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, ZERO_F32, chunk, 0)) != ZERO_OK)
+        srcdt = bits && sdt == ZERO_BF16 ? ZERO_BF16 : ZERO_F32;
+        if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, srcdt, chunk, 0)) != ZERO_OK)
             return zero__zpp_err(ctx, ctx->zpp.intra, r);
         src = f;
-        srcdt = ZERO_F32;
     }
     if (!bits)
         return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_reduce_scatter(ctx, ctx->zpp.inter, src, srcdt, recv, rdt, per,
