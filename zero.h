@@ -2014,6 +2014,7 @@ struct zero_group {
     int sub_ns;                     /* the sub-groups' ranks_per_node; 0: none made yet */
     struct zero_group **sub;        /* [nodes] node groups, then [ranks_per_node] cross-node groups */
     int nsub;
+    int rank0, rstride;             /* a sub-group: member k is rank rank0 + k * rstride of its parent */
 };
 typedef struct zero__param_rec {
     char *name;
@@ -4718,6 +4719,12 @@ static const char *zero__coll_name(int kind) {
     }
 }
 
+/* a member's rank in the whole group (messages name those), and where the sub-group is */
+static int zero__wrank(const zero_group *g, int i) { return g->rstride ? g->rank0 + i * g->rstride : i; }
+static const char *zero__where(const zero_group *g) {
+    return g->scope == ZERO__SCOPE_NODE ? " within the node" : g->scope == ZERO__SCOPE_CROSS ? " across nodes" : "";
+}
+
 /* Arrive at the group's current op and wait until every rank has arrived with a
    matching call. On timeout the group is broken for good: every rank, now and
    later, fails fast instead of waiting for a partner that is gone. */
@@ -4745,10 +4752,11 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
                 g->bad_tag[1] = b->tag;
                 g->bad_rank = i;
                 snprintf(g->broken_msg, sizeof g->broken_msg,
-                         "collective #%llu: rank %d called %s(count=%lld, tag=%lld) but rank 0 called "
+                         "collective #%llu%s: rank %d called %s(count=%lld, tag=%lld) but rank %d called "
                          "%s(count=%lld, tag=%lld); ranks must issue the same collectives in the same order",
-                         (unsigned long long)g->seq, i, zero__coll_name(b->kind), (long long)b->count,
-                         (long long)b->tag, zero__coll_name(a->kind), (long long)a->count, (long long)a->tag);
+                         (unsigned long long)g->seq, zero__where(g), zero__wrank(g, i), zero__coll_name(b->kind),
+                         (long long)b->count, (long long)b->tag, zero__wrank(g, 0), zero__coll_name(a->kind),
+                         (long long)a->count, (long long)a->tag);
                 break;
             }
         }
@@ -4762,8 +4770,9 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
         if (missing_left >= 0) {
             g->broken = ZERO_ERR_COMM;
             snprintf(g->broken_msg, sizeof g->broken_msg,
-                     "%s #%llu: rank %d left the group before arriving",
-                     zero__coll_name(mine->kind), (unsigned long long)g->seq, missing_left);
+                     "%s #%llu%s: rank %d left the group before arriving",
+                     zero__coll_name(mine->kind), (unsigned long long)g->seq, zero__where(g),
+                     zero__wrank(g, missing_left));
             pthread_cond_broadcast(&g->cv);
             break;
         }
@@ -4772,11 +4781,11 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
             size_t len = 0;
             for (i = 0; i < g->n && len + 16 < sizeof who; i++)
                 if (g->slots[i].gen != g->gen)
-                    len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", i);
+                    len += (size_t)snprintf(who + len, sizeof who - len, "%s%d", len ? ", " : "", zero__wrank(g, i));
             g->broken = ZERO_ERR_TIMEOUT;
             snprintf(g->broken_msg, sizeof g->broken_msg,
-                     "%s #%llu timed out after %d ms: rank(s) %s never arrived",
-                     zero__coll_name(mine->kind), (unsigned long long)g->seq, timeout_ms, who);
+                     "%s #%llu%s timed out after %d ms: rank(s) %s never arrived",
+                     zero__coll_name(mine->kind), (unsigned long long)g->seq, zero__where(g), timeout_ms, who);
             pthread_cond_broadcast(&g->cv);
         }
     }
@@ -4809,8 +4818,8 @@ static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
             if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == my && !g->broken) {
                 g->broken = ZERO_ERR_TIMEOUT;
                 snprintf(g->broken_msg, sizeof g->broken_msg,
-                         "collective #%llu: a rank stalled inside the collective for %d ms",
-                         (unsigned long long)g->seq, timeout_ms);
+                         "collective #%llu%s: a rank stalled inside the collective for %d ms",
+                         (unsigned long long)g->seq, zero__where(g), timeout_ms);
                 pthread_cond_broadcast(&g->cv);
             }
         if (g->gen == my && g->broken) {
@@ -4972,10 +4981,13 @@ static zero_result zero__local_all_to_all(zero_comm *c, const void *send, void *
     return r2 != ZERO_OK ? r2 : r;
 }
 
-static zero_result zero__local_make_group(zero_group **out, int n, int scope, double lat, double gbps) {
+static zero_result zero__local_make_group(zero_group **out, int n, int scope, double lat, double gbps, int rank0,
+                                          int rstride) {
     zero_result r = zero_group_create(out, n);
     if (r != ZERO_OK) return r;
     (*out)->scope = scope;
+    (*out)->rank0 = rank0;
+    (*out)->rstride = rstride;
     (*out)->link_latency_us = lat;
     (*out)->link_gbps = gbps;
     return ZERO_OK;
@@ -4999,8 +5011,9 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
         if (!g->sub) r = ZERO_ERR_OUT_OF_MEMORY;
         else memset(g->sub, 0, sizeof(zero_group *) * (size_t)(nn + ns));
         for (i = 0; i < nn + ns && r == ZERO_OK; i++) {
-            r = i < nn ? zero__local_make_group(&g->sub[i], ns, ZERO__SCOPE_NODE, g->link_latency_us, g->link_gbps)
-                       : zero__local_make_group(&g->sub[i], nn, ZERO__SCOPE_CROSS, lx, gx);
+            r = i < nn ? zero__local_make_group(&g->sub[i], ns, ZERO__SCOPE_NODE, g->link_latency_us, g->link_gbps,
+                                                i * ns, 1)
+                       : zero__local_make_group(&g->sub[i], nn, ZERO__SCOPE_CROSS, lx, gx, i - nn, ns);
             g->nsub = i + (r == ZERO_OK);
         }
         if (r == ZERO_OK) g->sub_ns = ns;

@@ -36,6 +36,8 @@ typedef struct run_cfg {
     const char *save_dir, *load_dir;    /* checkpoint after training / before it */
     int set_check;                      /* hpz: zero_param_set_f32 after training, then read back */
     const char *trace_path;             /* zero_trace_save after training */
+    int quit_rank, quit_step;           /* quit_step > 0: that rank stops there (destroys its context) */
+    int timeout_ms;                     /* 0: the fixture's */
     /* results, from rank 0 */
     float out[MAXP];
     int64_t numel;
@@ -101,6 +103,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.accum_steps = cfg->accum;
     d.qwz = cfg->qwz; d.qgz = cfg->qgz; d.hpz = cfg->hpz; d.quant_block = cfg->block;
     d.device = cfg->device;
+    if (cfg->timeout_ms) d.timeout_ms = cfg->timeout_ms;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     if (cfg->trace_path && (r = zero_trace_enable(z, 1 << 14)) != ZERO_OK) goto done;
     for (l = 0; l < NLAYERS; l++) {
@@ -130,6 +133,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if (cfg->load_dir && (r = zero_load(z, cfg->load_dir)) != ZERO_OK) goto done;
     for (step = 0; step < cfg->steps; step++) {
         double loss = 0;
+        if (cfg->quit_step && step == cfg->quit_step && rank == cfg->quit_rank) goto done;
         if (step == 1) {
             zero_stats st;
             zero_stats_get(z, &st);
@@ -241,7 +245,7 @@ static int train(run_cfg *c) {
 
 static run_cfg *cfg_new(int stage, int world, int ns) {
     run_cfg *c = (run_cfg *)calloc(1, sizeof *c);
-    c->stage = stage; c->world = world; c->ns = ns; c->dtype = ZERO_BF16; c->block = 16; c->steps = 12;
+    c->stage = stage; c->world = world; c->ns = ns; c->dtype = ZERO_BF16; c->block = 16; c->steps = 12; c->accum = 1;
     return c;
 }
 
@@ -476,7 +480,7 @@ static void test_zpp_8ranks(void) {
     for (o = 0; o < 5; o++) {
         const char *what[] = { "qwz", "qgz int8", "qgz int4", "hpz 2", "qwz + qgz + hpz 2" };
         memset(c, 0, sizeof *c);
-        c->stage = 3; c->world = 8; c->ns = 2; c->dtype = ZERO_BF16; c->block = 16; c->steps = 12;
+        c->stage = 3; c->world = 8; c->ns = 2; c->dtype = ZERO_BF16; c->block = 16; c->steps = 12; c->accum = 1;
         c->qwz = o == 0 || o == 4;
         c->qgz = o == 1 || o == 4 ? 8 : o == 2 ? 4 : 0;
         c->hpz = o >= 3 ? 2 : 0;
@@ -608,6 +612,30 @@ static void test_emu_device(void) {
     free(c); free(e);
 }
 
+/* a rank that stops in the middle: the others fail with a message naming the collective
+   within the timeout (on the node or the cross-node endpoint), never hang */
+static void test_rank_quits(void) {
+    int q;
+    for (q = 0; q < 2; q++) {
+        run_cfg *c = cfg_new(3, 4, 2);
+        zero_group *g = NULL;
+        zero_result r;
+        double t0;
+        c->qwz = 1; c->qgz = 8; c->hpz = 2; c->steps = 4; c->quit_step = 2; c->quit_rank = q ? 3 : 0;
+        c->timeout_ms = 400;
+        c->plan_ok = c->set_ok = 1;
+        zero_group_create(&g, 4);
+        zero_group_set_nodes(g, 2);
+        t0 = test_now_ms();
+        r = zero_run_group(g, rank_main, c);
+        CHECK(r == ZERO_ERR_COMM || r == ZERO_ERR_TIMEOUT, "rank %d quit: the others returned %s", c->quit_rank,
+              zero_result_str(r));
+        CHECK(test_now_ms() - t0 < 10000, "the others took %.0f ms to give up", test_now_ms() - t0);
+        zero_group_destroy(g);
+        free(c);
+    }
+}
+
 /* ---- bad options ------------------------------------------------------------------ */
 
 typedef struct bad_case {
@@ -677,6 +705,7 @@ int main(void) {
     TEST_RUN(test_checkpoint);
     TEST_RUN(test_trace_levels);
     TEST_RUN(test_emu_device);
+    TEST_RUN(test_rank_quits);
     TEST_RUN(test_qgz_one_node);
     TEST_RUN(test_bad_options);
     return test_summary();
