@@ -11356,26 +11356,22 @@ ZERO_API void zero_group_destroy(zero_group *g) {
     zero__raw_free(NULL, g->left);
     zero__raw_free(NULL, g);
 }
-ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
+/* a modelled link: within the group (or a node), or across nodes */
+static zero_result zero__set_link(zero_group *g, const char *fn, double latency_us, double gbytes_per_s, int cross) {
     if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_group_set_link: group must not be NULL and latency/bandwidth must be >= 0");
+                          "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
     pthread_mutex_lock(&g->mu);
-    g->link_latency_us = latency_us;
-    g->link_gbps = gbytes_per_s;
+    *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
+    *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
     pthread_mutex_unlock(&g->mu);
     return ZERO_OK;
 }
-
+ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
+    return zero__set_link(g, "zero_group_set_link", latency_us, gbytes_per_s, 0);
+}
 ZERO_API zero_result zero_group_set_cross_link(zero_group *g, double latency_us, double gbytes_per_s) {
-    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_group_set_cross_link: group must not be NULL and latency/bandwidth must be >= 0");
-    pthread_mutex_lock(&g->mu);
-    g->cross_latency_us = latency_us;
-    g->cross_gbps = gbytes_per_s;
-    pthread_mutex_unlock(&g->mu);
-    return ZERO_OK;
+    return zero__set_link(g, "zero_group_set_cross_link", latency_us, gbytes_per_s, 1);
 }
 static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
     if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
