@@ -599,10 +599,11 @@
              fp32 master, the optimizer and checkpoints never see quantized values; the
              forward and backward passes see the same ones.
        qgz   stages 1-3: a gradient's reduce-scatter sums the node exactly first (fp32, in
-             rank order: a node's link is fast), then each node's sums cross nodes as int8
-             payloads (qgz = 8; 4: int4 codes in [-7, 7], scale absmax / 7, two to a byte)
-             by one all-to-all, decoded and added in fp32 in node order. In one node it is
-             exactly the plain reduction.
+             rank order: a node's link is fast; the sums kept in bf16 when the gradients
+             are bf16, whose rounding is far below int8's), then each node's sums cross
+             nodes as int8 payloads (qgz = 8; 4: int4 codes in [-7, 7], scale absmax / 7,
+             two to a byte) by one all-to-all, decoded and added in fp32 in node order. In
+             one node it is exactly the plain reduction.
        hpz   stage 3, hpz = ranks per node: every rank also keeps its place's chunk of each
              module (span / ranks_per_node, the param dtype: plan.hpz_bytes, counted in
              ZERO_CAT_PARAMS), the secondary partition. The first gather of a module after
