@@ -1160,8 +1160,8 @@ ZERO_API void zero_comm_destroy(zero_comm *c);
 ZERO_API int zero_comm_rank(const zero_comm *c);
 ZERO_API int zero_comm_size(const zero_comm *c);
 /* The node topology of any communicator: ranks_per_node consecutive ranks form a node
-   (zero_comm_from_env sets it from LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or
-   SLURM_NTASKS_PER_NODE; a local endpoint takes its group's). Set it the same on every
+   (zero_comm_from_env sets it from LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE,
+   MPI_LOCALNRANKS or SLURM_NTASKS_PER_NODE; a local endpoint takes its group's). Set it the same on every
    rank, before zero_create. zero_comm_ranks_per_node: 0 when unknown (one node). */
 ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node);
 ZERO_API int zero_comm_ranks_per_node(const zero_comm *c);
