@@ -1982,6 +1982,7 @@ struct zero_comm {
     zero_comm *intra, *inter;       /* vt->split's endpoints (ZeRO++), destroyed with this one */
     int split_ns;                   /* the ranks_per_node they were made for */
     int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
+    int64_t link_ns;                /* local: the modelled link's sleeps so far (build/bench_zpp reads it) */
 };
 #define ZERO__SCOPE_WORLD 0
 #define ZERO__SCOPE_NODE 1         /* every peer in this rank's node */
@@ -4853,6 +4854,7 @@ static zero_result zero__local_link(zero_comm *c, int64_t per_peer, zero_result 
         us = ux > us ? ux : us;
     }
     if (us <= 0) return r;
+    __atomic_fetch_add(&c->link_ns, (int64_t)(us * 1e3), __ATOMIC_RELAXED);
     ts.tv_sec = (time_t)(us / 1e6);
     ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
