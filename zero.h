@@ -3495,7 +3495,7 @@ static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
 #if defined(ZERO__X86)
 /* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
    from the magnitudes' bits, a division, round half to even, a clamp) */
-ZERO__AVX2_ATTR static float zero__qp_enc8_avx2(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m256i mag = _mm256_set1_epi32(0x7fffffff);
     __m256i mb = _mm256_setzero_si256();
     uint32_t m = 0, lanes[8], sb;
@@ -3527,6 +3527,46 @@ ZERO__AVX2_ATTR static float zero__qp_enc8_avx2(uint8_t *codes, const void *x, i
         }
     }
     return s;
+}
+/* the same, compiled once per input dtype */
+ZERO__AVX2_ATTR static float zero__qp_enc8_avx2(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    if (xdt == ZERO_BF16) return zero__qp_enc8_avx2_t(codes, x, ZERO_BF16, lo, hi);
+    if (xdt == ZERO_F16) return zero__qp_enc8_avx2_t(codes, x, ZERO_F16, lo, hi);
+    return zero__qp_enc8_avx2_t(codes, x, ZERO_F32, lo, hi);
+}
+/* out (rdt) = [out +] the values of np int8 payloads of n, for a block that is a multiple of
+   8: each 8 values summed in registers and narrowed once, the same bits as the chunked
+   path of zero__qp_sum */
+ZERO__AVX2_INLINE void zero__qp_sum8_avx2_t(void *out, int rdt, const void *const *ps, int np, int64_t n, int block,
+                                           int accumulate) {
+    int64_t cb = zero__qp_codes(n, 8), i;
+    int k;
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 acc = accumulate ? zero__avx2_ld(out, i, rdt) : _mm256_setzero_ps();
+        for (k = 0; k < np; k++) {
+            const uint8_t *q = (const uint8_t *)ps[k];
+            __m256 s = _mm256_set1_ps(((const float *)(q + cb))[i / block]);
+            __m256 v = zero__nf8(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)))) * s);
+            acc = k == 0 && !accumulate ? v : (__m256)(acc + v);
+        }
+        if (rdt == ZERO_F32) _mm256_storeu_ps((float *)out + i, acc);
+        else zero__avx2_st(out, i, rdt, acc);
+    }
+    for (; i < n; i++) {
+        float a = accumulate ? zero__ld(out, i, rdt) : 0.0f;
+        for (k = 0; k < np; k++) {
+            const uint8_t *q = (const uint8_t *)ps[k];
+            float v = (float)(int8_t)q[i] * ((const float *)(q + cb))[i / block];
+            a = k == 0 && !accumulate ? v : a + v;
+        }
+        zero__st(out, i, rdt, a);
+    }
+}
+ZERO__AVX2_ATTR static void zero__qp_sum8_avx2(void *out, int rdt, const void *const *ps, int np, int64_t n, int block,
+                                               int accumulate) {
+    if (rdt == ZERO_BF16) zero__qp_sum8_avx2_t(out, ZERO_BF16, ps, np, n, block, accumulate);
+    else if (rdt == ZERO_F16) zero__qp_sum8_avx2_t(out, ZERO_F16, ps, np, n, block, accumulate);
+    else zero__qp_sum8_avx2_t(out, ZERO_F32, ps, np, n, block, accumulate);
 }
 /* acc[k] (+)= (float)q[k] * s, k < n */
 ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, float s, int64_t n, int first) {
@@ -3626,6 +3666,13 @@ static void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int6
     int64_t lo, es = (int64_t)zero__esize(rdt);
     int k, simd = zero__simd_pick();
     unsigned fpenv = zero__fpenv_enter();
+#if defined(ZERO__X86)
+    if (bits == 8 && block % 8 == 0 && simd >= ZERO__SIMD_AVX2) {
+        zero__qp_sum8_avx2(out, rdt, ps, np, n, block, accumulate);
+        zero__fpenv_leave(fpenv);
+        return;
+    }
+#endif
     for (lo = 0; lo < n; lo += ZERO__QP_CH) {
         int64_t len = n - lo < ZERO__QP_CH ? n - lo : ZERO__QP_CH;
         void *o = (char *)out + lo * es;

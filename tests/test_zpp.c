@@ -344,6 +344,51 @@ static void test_payload_sum_order(void) {
     CHECK(bad == 0, "%d sums differ from stored + payloads in order", bad);
 }
 
+/* the vector paths (AVX2, chosen when the CPU has it) give the scalar path's bytes:
+   payloads, and sums of 1-3 payloads into every dtype with and without accumulation */
+static void test_payload_simd_bits(void) {
+    static const int ns[] = { 8, 100, 1031, 4096 };
+    static const int blocks[] = { 16, 256, 7 };
+    int a, c, dt, np, acc, bad = 0, cases = 0;
+    for (a = 0; a < 4; a++)
+        for (c = 0; c < 3; c++)
+            for (dt = 0; dt < 3; dt++) {
+                zero_dtype xdt = dt == 0 ? ZERO_F32 : dt == 1 ? ZERO_BF16 : ZERO_F16;
+                int n = ns[a], blk = blocks[c], i, k;
+                int64_t P = zero__qp_bytes(n, 8, blk);
+                float *x = (float *)malloc(sizeof(float) * (size_t)n * 3);
+                char *xs = (char *)malloc((size_t)n * 12), *o1 = (char *)malloc((size_t)n * 4), *o2 = (char *)malloc((size_t)n * 4);
+                unsigned char *p1 = (unsigned char *)malloc((size_t)P * 3), *p2 = (unsigned char *)malloc((size_t)P * 3);
+                const void *pp[3];
+                uint64_t s = 11u + (uint64_t)n * 3u + (uint64_t)blk;
+                for (i = 0; i < 3 * n; i++) x[i] = fx_frand(&s) * (float)(1 + i % 9) * (i % 97 == 5 ? 1e-30f : 1.0f);
+                zero_from_f32(xs, xdt, x, 3 * n);
+                for (k = 0; k < 3; k++) {
+                    setenv("ZERO_SIMD", "scalar", 1);
+                    zero__qp_encode(p1 + k * P, xs + (size_t)k * n * zero_dtype_size(xdt), xdt, n, 8, blk);
+                    unsetenv("ZERO_SIMD");
+                    zero__qp_encode(p2 + k * P, xs + (size_t)k * n * zero_dtype_size(xdt), xdt, n, 8, blk);
+                    pp[k] = p1 + k * P;
+                }
+                cases++;
+                if (memcmp(p1, p2, (size_t)P * 3)) bad++;
+                for (np = 1; np <= 3; np++)
+                    for (acc = 0; acc < 2; acc++) {
+                        size_t bytes = (size_t)n * zero_dtype_size(xdt);
+                        memcpy(o1, xs, bytes);
+                        memcpy(o2, xs, bytes);
+                        setenv("ZERO_SIMD", "scalar", 1);
+                        zero__qp_sum(o1, xdt, pp, np, n, 8, blk, acc);
+                        unsetenv("ZERO_SIMD");
+                        zero__qp_sum(o2, xdt, pp, np, n, 8, blk, acc);
+                        cases++;
+                        if (memcmp(o1, o2, bytes)) bad++;
+                    }
+                free(x); free(xs); free(o1); free(o2); free(p1); free(p2);
+            }
+    CHECK(bad == 0, "%d of %d cases differ between the scalar and the vector paths", bad, cases);
+}
+
 /* ---- the topology ------------------------------------------------------------------ */
 
 typedef struct topo_arg { int ok; int64_t within[8], across[8]; } topo_arg;
@@ -695,6 +740,7 @@ int main(void) {
     TEST_RUN(test_payload_roundtrip);
     TEST_RUN(test_payload_special);
     TEST_RUN(test_payload_sum_order);
+    TEST_RUN(test_payload_simd_bits);
     TEST_RUN(test_topology_local);
     TEST_RUN(test_topology_errors);
     TEST_RUN(test_two_speed_link);
