@@ -1589,6 +1589,31 @@ ZERO_HD static inline int8_t zero__q8(float x, float scale) {
 }
 ZERO_HD static inline float zero__dq8(int8_t q, float scale) { return (float)q * scale; }
 
+/* ZeRO++'s payloads (zero__qp_* in >>kernels on the CPU, zero__k_qp_* on the GPU): the codes
+   of n values (int8, or int4 two to a byte, the even element in the low nibble), padded to 4
+   bytes, then one fp32 scale per block. Per element, the rules both follow: a block's scale
+   from the largest magnitude's bits (NaN or infinity: scale NaN), then a division, rintf and
+   the clamp to [-qmax, qmax] (qmax 127 or 7); a scale of 0 or NaN gives code 0. A value
+   decodes to (float)code * scale. */
+ZERO_HD static inline int64_t zero__qp_codes(int64_t n, int bits) { return ((bits == 4 ? (n + 1) / 2 : n) + 3) / 4 * 4; }
+ZERO_HD static inline float zero__qp_scale(uint32_t absmax_bits, float qmax) {
+    return absmax_bits >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(absmax_bits) / qmax;
+}
+ZERO_HD static inline int zero__qp_code(float x, float scale, float qmax) {
+    uint32_t sb = zero__f32_bits(scale);
+    float r;
+    if (sb == 0u || sb >= 0x7f800000u) return 0;
+    r = rintf(x / scale);
+    return (int)(r > qmax ? qmax : r < -qmax ? -qmax : r);
+}
+/* element i of a payload whose codes take codes_bytes (zero__qp_codes) */
+ZERO_HD static inline float zero__qp_value(const void *p, int64_t codes_bytes, int64_t i, int bits, int block) {
+    const uint8_t *c = (const uint8_t *)p;
+    int q = bits == 8 ? (int)(int8_t)c[i] : (i & 1) ? (int)((int8_t)c[i >> 1] >> 4)
+                                                    : (int)((int8_t)(uint8_t)(c[i >> 1] << 4) >> 4);
+    return (float)q * ((const float *)(c + codes_bytes))[i / block];
+}
+
 /* The tanh GELU of examples/train_mlp.c, operation for operation:
    th = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + th),
    dy/dx = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
@@ -1644,6 +1669,14 @@ int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sd
    zero__dequantize_i8 (>>kernels). */
 int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream);
 int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream);
+/* ZeRO++'s payloads (bits 8 or 4; dst and every payload 4-byte aligned): dst = the payload of
+   x (n values of xdt) in blocks of `block`; out (n values of rdt) = [out +] the values of the
+   np (1..ZERO__K_MAXIN) payloads of n values in `ps`, a HOST array of device pointers, added
+   in fp32 in order (the stored value first), rounded once to rdt. Bitwise as zero__qp_encode
+   / zero__qp_sum (>>kernels). */
+int zero__k_qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block, void *stream);
+int zero__k_qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block, int accumulate,
+                   void *stream);
 /* small fp32 row-major kernels for the tiled linear and the example trainers */
 /* y[r*ldy + c] += b[c] (b in dtype bdt), c < cols */
 int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols, void *stream);
@@ -3488,7 +3521,6 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
    block's largest magnitude. Everything runs in chunks of ZERO__QP_CH values through fp32
    buffers on the stack, the conversions through the vector sums (zero__sum_into). */
 #define ZERO__QP_CH 512
-static int64_t zero__qp_codes(int64_t n, int bits) { return ((bits == 4 ? (n + 1) / 2 : n) + 3) / 4 * 4; }
 static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
     return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
 }
@@ -4493,6 +4525,28 @@ static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt,
     return zero__cuda_issued(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
                              "the summing kernel");
 }
+/* ZeRO++'s payloads (zero_kernels.cu: zk_qp_*), on the stream of s */
+static zero_result zero__cuda_qp_encode(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits,
+                                        int block) {
+    if (n <= 0) return ZERO_OK;
+    return zero__cuda_issued(ctx, s, zero__k_qp_encode(dst, x, xdt, n, bits, block, zero__cu_stream(ctx, s)),
+                             "the ZeRO++ encoding kernel");
+}
+static zero_result zero__cuda_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n,
+                                     int bits, int block, int accumulate) {
+    if (n <= 0) return ZERO_OK;
+    if (np > ZERO__K_MAXIN) {       /* qgz: one payload per node */
+        if (s == ZERO__S_COMM && ctx->comm)
+            snprintf(ctx->comm->err, sizeof ctx->comm->err, "CUDA: the ZeRO++ decoding kernel adds at most %d payloads "
+                     "(nodes) in order; this run has %d", ZERO__K_MAXIN, np);
+        else
+            zero__fail(ctx, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_DEVICE_ERROR, "CUDA: the ZeRO++ decoding kernel adds at "
+                       "most %d payloads (nodes) in order; this run has %d", ZERO__K_MAXIN, np);
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    return zero__cuda_issued(ctx, s, zero__k_qp_sum(out, rdt, ps, np, n, bits, block, accumulate, zero__cu_stream(ctx, s)),
+                             "the ZeRO++ decoding kernel");
+}
 static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
     zero__cuda *cu = zero__cu(ctx);
     int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b;
@@ -4672,7 +4726,8 @@ static const zero__dev_vt zero__cuda_dev = {
     ZERO__F(alloc) zero__cuda_alloc, ZERO__F(free) zero__cuda_free, ZERO__F(host_alloc) zero__cuda_host_alloc,
     ZERO__F(host_free) zero__cuda_host_free, ZERO__F(prepare) zero__cuda_prepare, ZERO__F(copy) zero__cuda_copy,
     ZERO__F(fill0) zero__cuda_fill0, ZERO__F(sum_into) zero__cuda_sum_into, ZERO__F(sumsq) zero__cuda_sumsq,
-    ZERO__F(qp_encode) NULL, ZERO__F(qp_sum) NULL, ZERO__F(optimizer) zero__cuda_optimizer, ZERO__F(gemm) zero__cuda_gemm,
+    ZERO__F(qp_encode) zero__cuda_qp_encode, ZERO__F(qp_sum) zero__cuda_qp_sum, ZERO__F(optimizer) zero__cuda_optimizer,
+    ZERO__F(gemm) zero__cuda_gemm,
     ZERO__F(bias_add) zero__cuda_bias_add, ZERO__F(bias_grad) zero__cuda_bias_grad,
     ZERO__F(gelu) zero__cuda_gelu, ZERO__F(gelu_bwd) zero__cuda_gelu_bwd, ZERO__F(xent) zero__cuda_xent,
     ZERO__F(mark) zero__cuda_mark, ZERO__F(task_begin) zero__cuda_task_begin,
@@ -6008,6 +6063,9 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
 
 #define ZERO__NCCL_HDR 6
 #define ZERO__NCCL_MAX_SUM 64           /* zero__k_sum_into's most inputs */
+#define ZERO__NCCL_SPLIT ZERO_COLL_NUM   /* a split's header kind (a collective of no zero__comm_vt entry) */
+
+static const char *zero__nccl_kind(int kind) { return kind == ZERO__NCCL_SPLIT ? "split" : zero__coll_name(kind); }
 
 typedef struct zero__nccl_comm {
     zero_comm base;                 /* first: a zero_comm * is a zero__nccl_comm * */
@@ -6022,11 +6080,16 @@ typedef struct zero__nccl_comm {
     char *pinned;                   /* pinned host staging, grows */
     int64_t pinned_cap;
     int reduce_mode;                /* zero_reduce_mode: set by zero_create from its desc */
+    struct zero__nccl_comm *parent; /* a node's or the cross-node endpoint (split): the one it came from */
 } zero__nccl_comm;
 
+/* a split's endpoints run on their parent's stream and follow its reduce_mode (zero_create
+   sets both on the parent, which outlives them) */
 static cudaStream_t zero__nccl_stream(const zero__nccl_comm *m) {
+    if (m->parent) return zero__nccl_stream(m->parent);
     return m->base.cuda_stream ? (cudaStream_t)m->base.cuda_stream : m->own;
 }
+static int zero__nccl_mode(const zero__nccl_comm *m) { return m->parent ? zero__nccl_mode(m->parent) : m->reduce_mode; }
 
 static void zero__nccl_abort(zero__nccl_comm *m) {
     if (m->comm) ncclCommAbort(m->comm);
@@ -6047,7 +6110,7 @@ static zero_result zero__nccl_fail(zero__nccl_comm *m, zero_result r, const char
 
 static zero_result zero__nccl_cuda(zero__nccl_comm *m, int kind, const char *what, cudaError_t e) {
     (void)cudaGetLastError();
-    return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s", zero__coll_name(kind),
+    return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s", zero__nccl_kind(kind),
                            (unsigned long long)m->seq, m->base.rank, what, cudaGetErrorString(e));
 }
 
@@ -6067,13 +6130,13 @@ static zero_result zero__nccl_issued(zero__nccl_comm *m, int kind, const char *w
     while (rc == ncclInProgress) {
         if (zero__now_ms() > deadline)
             return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d: %s never got "
-                                   "going; the NCCL communicator was aborted", zero__coll_name(kind),
+                                   "going; the NCCL communicator was aborted", zero__nccl_kind(kind),
                                    (unsigned long long)m->seq, timeout_ms, m->base.rank, what);
         zero__nccl_backoff(&spins);
         if (ncclCommGetAsyncError(m->comm, &rc) != ncclSuccess) rc = ncclInternalError;
     }
     if (rc != ncclSuccess)
-        return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s (%s)", zero__coll_name(kind),
+        return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d: %s failed: %s (%s)", zero__nccl_kind(kind),
                                (unsigned long long)m->seq, m->base.rank, what, ncclGetErrorString(rc),
                                ncclGetLastError(m->comm));
     return ZERO_OK;
@@ -6093,54 +6156,58 @@ static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *pha
         if (ncclCommGetAsyncError(m->comm, &ar) != ncclSuccess) ar = ncclInternalError;
         if (ar != ncclSuccess && ar != ncclInProgress)
             return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d (%s): NCCL failed: %s (%s); the NCCL "
-                                   "communicator was aborted", zero__coll_name(kind), (unsigned long long)m->seq,
+                                   "communicator was aborted", zero__nccl_kind(kind), (unsigned long long)m->seq,
                                    m->base.rank, phase, ncclGetErrorString(ar), ncclGetLastError(m->comm));
         if (e == cudaSuccess) return ZERO_OK;
         if (zero__now_ms() > deadline)
             return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d (%s): a rank "
                                    "never arrived, died or stalled (NCCL cannot say which); the NCCL communicator "
-                                   "was aborted", zero__coll_name(kind), (unsigned long long)m->seq, timeout_ms,
+                                   "was aborted", zero__nccl_kind(kind), (unsigned long long)m->seq, timeout_ms,
                                    m->base.rank, phase);
         zero__nccl_backoff(&spins);
     }
 }
 
-/* device scratch and pinned staging: grown on demand (the first steps), never shrunk */
+/* device scratch and pinned staging: grown on demand (the first steps), never shrunk. A
+   split's endpoints use their parent's (their collectives and the parent's run one at a
+   time on one thread, and each is done with them when it returns) */
 static char *zero__nccl_scratch(zero__nccl_comm *m, int kind, int64_t bytes) {
+    zero__nccl_comm *o = m->parent ? m->parent : m;
     cudaError_t e;
-    if (bytes <= m->scratch_cap) return m->scratch;
-    if (m->scratch) cudaFree(m->scratch);
-    m->base.scratch_bytes -= m->scratch_cap;
-    m->scratch = NULL;
-    m->scratch_cap = 0;
-    if ((e = cudaMalloc((void **)&m->scratch, (size_t)bytes)) != cudaSuccess) {
+    if (bytes <= o->scratch_cap) return o->scratch;
+    if (o->scratch) cudaFree(o->scratch);
+    o->base.scratch_bytes -= o->scratch_cap;
+    o->scratch = NULL;
+    o->scratch_cap = 0;
+    if ((e = cudaMalloc((void **)&o->scratch, (size_t)bytes)) != cudaSuccess) {
         (void)cudaGetLastError();
-        m->scratch = NULL;
+        o->scratch = NULL;
         zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMalloc of %lld bytes of scratch "
-                        "failed: %s", zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank,
+                        "failed: %s", zero__nccl_kind(kind), (unsigned long long)m->seq, m->base.rank,
                         (long long)bytes, cudaGetErrorString(e));
         return NULL;
     }
-    m->scratch_cap = bytes;
-    m->base.scratch_bytes += bytes;
-    return m->scratch;
+    o->scratch_cap = bytes;
+    o->base.scratch_bytes += bytes;
+    return o->scratch;
 }
 static char *zero__nccl_pinned(zero__nccl_comm *m, int kind, int64_t bytes) {
+    zero__nccl_comm *o = m->parent ? m->parent : m;
     cudaError_t e;
-    if (bytes <= m->pinned_cap) return m->pinned;
-    if (m->pinned) cudaFreeHost(m->pinned);
-    m->pinned = NULL;
-    m->pinned_cap = 0;
-    if ((e = cudaMallocHost((void **)&m->pinned, (size_t)bytes)) != cudaSuccess) {
+    if (bytes <= o->pinned_cap) return o->pinned;
+    if (o->pinned) cudaFreeHost(o->pinned);
+    o->pinned = NULL;
+    o->pinned_cap = 0;
+    if ((e = cudaMallocHost((void **)&o->pinned, (size_t)bytes)) != cudaSuccess) {
         (void)cudaGetLastError();
-        m->pinned = NULL;
+        o->pinned = NULL;
         zero__nccl_fail(m, ZERO_ERR_OUT_OF_MEMORY, "%s #%llu on rank %d: cudaMallocHost of %lld bytes failed: %s",
-                        zero__coll_name(kind), (unsigned long long)m->seq, m->base.rank, (long long)bytes,
+                        zero__nccl_kind(kind), (unsigned long long)m->seq, m->base.rank, (long long)bytes,
                         cudaGetErrorString(e));
         return NULL;
     }
-    m->pinned_cap = bytes;
-    return m->pinned;
+    o->pinned_cap = bytes;
+    return o->pinned;
 }
 
 /* host memory (plain or registered) is staged; device and managed memory go to NCCL */
@@ -6173,7 +6240,7 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
     if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
         return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
                                "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
-                               zero__coll_name(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
+                               zero__nccl_kind(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
                                zero__cu(c->ctx)->device, m->device);
     if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
     m->seq++;
@@ -6198,11 +6265,13 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
             c->bad_tag[0] = a[5];
             c->bad_tag[1] = b[5];
             c->bad_rank = i;
-            return zero__nccl_fail(m, ZERO_ERR_MISMATCH, "collective #%llu: rank %d called %s(count=%lld, tag=%lld) "
-                                   "but rank 0 called %s(count=%lld, tag=%lld); ranks must issue the same "
+            return zero__nccl_fail(m, ZERO_ERR_MISMATCH, "collective #%llu: rank %d called %s(%s=%lld, tag=%lld) "
+                                   "but rank 0 called %s(%s=%lld, tag=%lld); ranks must issue the same "
                                    "collectives in the same order", (unsigned long long)m->seq, i,
-                                   zero__coll_name((int)b[1]), (long long)b[2], (long long)b[5],
-                                   zero__coll_name((int)a[1]), (long long)a[2], (long long)a[5]);
+                                   zero__nccl_kind((int)b[1]), b[1] == ZERO__NCCL_SPLIT ? "ranks_per_node" : "count",
+                                   (long long)b[2], (long long)b[5], zero__nccl_kind((int)a[1]),
+                                   a[1] == ZERO__NCCL_SPLIT ? "ranks_per_node" : "count", (long long)a[2],
+                                   (long long)a[5]);
         }
     }
     return ZERO_OK;
@@ -6314,7 +6383,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         if (accumulate) memcpy(pin + total, recv, (size_t)rbytes);
         if ((r = zero__nccl_copy(m, kind, dsend, pin, total + (accumulate ? rbytes : 0))) != ZERO_OK) return r;
     }
-    if (m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(sdt) >= 0) {
+    if (zero__nccl_mode(m) == ZERO_REDUCE_NCCL && zero__nccl_type(sdt) >= 0) {
         /* NCCL sums (its order and precision) into our slice, or into scratch when the
            output needs another dtype or accumulation */
         int direct = sdt == rdt && !accumulate;
@@ -6407,7 +6476,7 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         }
         if ((r = zero__nccl_copy(m, ZERO_COLL_ALL_REDUCE, buf, all, bytes)) != ZERO_OK) return r;
         return zero__nccl_wait(m, ZERO_COLL_ALL_REDUCE, "copy back", timeout_ms, dl);
-    } else if (m->reduce_mode == ZERO_REDUCE_NCCL && zero__nccl_type(dt) >= 0 &&
+    } else if (zero__nccl_mode(m) == ZERO_REDUCE_NCCL && zero__nccl_type(dt) >= 0 &&
                !zero__nccl_on_host(buf)) {
         /* NCCL's own all-reduce, in place (its order and precision) */
         double dl = zero__now_ms() + timeout_ms;
@@ -6438,10 +6507,72 @@ static zero_result zero__nccl_barrier(zero_comm *c, int timeout_ms) {
     return zero__nccl_enter((zero__nccl_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms, zero__now_ms() + timeout_ms);
 }
 
+/* The reduce-scatter's exchange with no sum: chunk k of send goes to rank k (grouped
+   ncclSend/ncclRecv), rank k's chunk for us lands at recv + k * bytes, ours by a copy on
+   the stream; send and recv must not overlap. Host memory goes through the pinned staging
+   and the device scratch. */
+static zero_result zero__nccl_all_to_all(zero_comm *c, const void *send, void *recv, int64_t bytes, int timeout_ms) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    double dl = zero__now_ms() + timeout_ms;
+    const int kind = ZERO_COLL_ALL_TO_ALL;
+    int n = c->size, me = c->rank, k, host;
+    int64_t total;
+    const char *dsend = (const char *)send;
+    char *drecv = (char *)recv, *dev = NULL, *pin = NULL;
+    cudaStream_t s;
+    zero_result r;
+    if ((r = zero__nccl_enter(m, kind, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if (bytes < 0 || bytes > INT64_MAX / 2 / n) {   /* every rank passed the same bytes: all fail alike */
+        snprintf(c->err, sizeof c->err, "all_to_all: %lld bytes per rank", (long long)bytes);
+        return ZERO_ERR_INVALID_SIZE;
+    }
+    if (bytes == 0) return ZERO_OK;
+    total = bytes * n;
+    host = zero__nccl_on_host(send);
+    if (host != zero__nccl_on_host(recv))
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "all_to_all: send and recv must both be device memory or "
+                               "both host memory");
+    if (dsend < drecv + total && drecv < dsend + total)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "all_to_all: send and recv overlap");
+    s = zero__nccl_stream(m);
+    if (host) {
+        if (!(pin = zero__nccl_pinned(m, kind, 2 * total)) || !(dev = zero__nccl_scratch(m, kind, 2 * total)))
+            return ZERO_ERR_OUT_OF_MEMORY;
+        memcpy(pin, send, (size_t)total);
+        if ((r = zero__nccl_copy(m, kind, dev, pin, total)) != ZERO_OK) return r;
+        dsend = dev;
+        drecv = dev + total;
+    }
+    if (n > 1) {
+        ncclResult_t nr = ncclGroupStart(), ne;
+        if (nr == ncclSuccess) {
+            for (k = 0; k < n && nr == ncclSuccess; k++) {
+                if (k == me) continue;
+                nr = ncclSend(dsend + (int64_t)k * bytes, (size_t)bytes, ncclUint8, k, m->comm, s);
+                if (nr == ncclSuccess || nr == ncclInProgress)
+                    nr = ncclRecv(drecv + (int64_t)k * bytes, (size_t)bytes, ncclUint8, k, m->comm, s);
+                if (nr == ncclInProgress) nr = ncclSuccess;
+            }
+            ne = ncclGroupEnd();    /* closed even after a failed call (see the reduce-scatter) */
+            if (nr == ncclSuccess) nr = ne;
+        }
+        if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
+    }
+    if ((r = zero__nccl_copy(m, kind, drecv + (int64_t)me * bytes, dsend + (int64_t)me * bytes, bytes)) != ZERO_OK)
+        return r;
+    if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, total)) != ZERO_OK) return r;
+    if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
+    if (host) memcpy(recv, pin + total, (size_t)total);
+    return ZERO_OK;
+}
+
+static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter);
+
 static const zero__comm_vt zero__nccl_vt = {
     ZERO__F(all_gather) zero__nccl_all_gather, ZERO__F(reduce_scatter) zero__nccl_reduce_scatter,
     ZERO__F(all_reduce) zero__nccl_all_reduce, ZERO__F(broadcast) zero__nccl_broadcast,
-    ZERO__F(barrier) zero__nccl_barrier
+    ZERO__F(barrier) zero__nccl_barrier, ZERO__F(all_to_all) zero__nccl_all_to_all,
+    ZERO__F(split) zero__nccl_split
 };
 
 static void zero__nccl_destroy(zero_comm *c) {
@@ -6493,6 +6624,45 @@ static int zero__nccl_init_timeout_ms(void) {
     return v;
 }
 
+/* An endpoint's memory, rank `rank` of `size` on GPU `device` (current): its header buffers,
+   a one-rank zero_group (the lock zero_create takes to claim it) and, with own_stream, a
+   stream of its own; no NCCL communicator yet. A message in err on failure. */
+static zero_result zero__nccl_alloc(zero__nccl_comm **out, int rank, int size, int device, int own_stream, char *err,
+                                    size_t errlen) {
+    zero__nccl_comm *m = (zero__nccl_comm *)zero__raw_alloc(NULL, sizeof *m);
+    int64_t hb = (int64_t)(size + 1) * ZERO__NCCL_HDR * (int64_t)sizeof(int64_t);
+    cudaError_t e = cudaSuccess;
+    *out = NULL;
+    if (!m) {
+        snprintf(err, errlen, "NCCL communicator: out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    memset(m, 0, sizeof *m);
+    m->device = device;
+    m->base.rank = rank;
+    m->base.size = size;
+    m->base.tag = -1;
+    if (zero_group_create(&m->base.group, 1) != ZERO_OK) {
+        zero__raw_free(NULL, m);
+        snprintf(err, errlen, "NCCL communicator: out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    if (own_stream) e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&m->hdr_dev, (size_t)hb);
+    if (e == cudaSuccess) e = cudaMallocHost((void **)&m->hdr_host, (size_t)hb);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->broken = 1;
+        zero__nccl_destroy(&m->base);
+        snprintf(err, errlen, "NCCL rank %d: a stream or header buffers on GPU %d: %s", rank, device,
+                 cudaGetErrorString(e));
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    m->base.scratch_bytes = hb;
+    *out = m;
+    return ZERO_OK;
+}
+
 /* One endpoint on GPU `device`, rank `rank` of `size`, from rank 0's unique id. */
 static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int device, const ncclUniqueId *id,
                                      int timeout_ms) {
@@ -6503,33 +6673,16 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
     zero_result r;
     double dl = zero__now_ms() + timeout_ms;
     int spins = 0;
+    char msg[ZERO__MSG];
     *out = NULL;
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
         (void)cudaGetLastError();
         return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "NCCL rank %d: cudaSetDevice(%d) failed: %s",
                           rank, device, cudaGetErrorString(e));
     }
-    m = (zero__nccl_comm *)zero__raw_alloc(NULL, sizeof *m);
-    if (!m) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "NCCL communicator: out of memory");
-    memset(m, 0, sizeof *m);
-    m->device = device;
+    if ((r = zero__nccl_alloc(&m, rank, size, device, 1, msg, sizeof msg)) != ZERO_OK)
+        return zero__fail(NULL, r, ZERO_LOGITEM_OUT_OF_MEMORY, "%s", msg);
     m->base.vt = &zero__nccl_vt;
-    m->base.rank = rank;
-    m->base.size = size;
-    m->base.tag = -1;
-    if ((r = zero_group_create(&m->base.group, 1)) != ZERO_OK) { zero__raw_free(NULL, m); return r; }
-    e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&m->hdr_dev, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
-    if (e == cudaSuccess)
-        e = cudaMallocHost((void **)&m->hdr_host, (size_t)(size + 1) * ZERO__NCCL_HDR * sizeof(int64_t));
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        m->broken = 1;
-        zero__nccl_destroy(&m->base);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "NCCL rank %d: a stream or header buffers on GPU %d: %s", rank, device, cudaGetErrorString(e));
-    }
-    m->base.scratch_bytes = (int64_t)(size + 1) * ZERO__NCCL_HDR * (int64_t)sizeof(int64_t);
     cfg.blocking = 0;   /* init and calls return at once; we poll to our deadlines */
     rc = ncclCommInitRankConfig(&m->comm, size, *id, rank, &cfg);
     if (rc != ncclSuccess && rc != ncclInProgress) m->comm = NULL;   /* it failed before it began: nothing to abort */
@@ -6540,7 +6693,6 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
     if (rc != ncclSuccess) {
         const char *why = rc == ncclInProgress ? "not every rank joined" : ncclGetErrorString(rc);
         const char *more = m->comm ? ncclGetLastError(m->comm) : ncclGetLastError(NULL);
-        char msg[ZERO__MSG];
         snprintf(msg, sizeof msg, "ncclCommInitRankConfig: rank %d of %d on GPU %d: %s%s%s%s", rank, size, device,
                  why, rc == ncclInProgress ? " within the timeout" : "", more && *more ? ": " : "", more ? more : "");
         m->broken = 1;
@@ -6549,6 +6701,78 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
                           rc == ncclInProgress ? ZERO_LOGITEM_COLL_TIMEOUT : ZERO_LOGITEM_COMM_BROKEN, "%s", msg);
     }
     *out = &m->base;
+    return ZERO_OK;
+}
+
+/* One ncclCommSplit of m's communicator into e (allocated, its rank `key` in its color),
+   polled to the deadline with the parent: the split is non-blocking like the parent. On
+   failure or timeout both are broken (the parent's ranks no longer agree on what ran on
+   it: it is aborted) and m's err says which split. */
+static zero_result zero__nccl_split_one(zero__nccl_comm *m, zero__nccl_comm *e, int color, int key, const char *what,
+                                        int timeout_ms, double deadline) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t rc, pr = ncclInProgress;
+    int spins = 0;
+    cfg.blocking = 0;
+    rc = ncclCommSplit(m->comm, color, key, &e->comm, &cfg);
+    if (rc != ncclSuccess && rc != ncclInProgress) e->comm = NULL;    /* nothing began: nothing to abort */
+    while (zero__now_ms() <= deadline) {
+        if (rc == ncclInProgress && ncclCommGetAsyncError(e->comm, &rc) != ncclSuccess) rc = ncclInternalError;
+        if (pr == ncclInProgress && ncclCommGetAsyncError(m->comm, &pr) != ncclSuccess) pr = ncclInternalError;
+        if (rc != ncclInProgress && pr != ncclInProgress) break;
+        zero__nccl_backoff(&spins);
+    }
+    if (rc == ncclSuccess && pr == ncclSuccess && e->comm) return ZERO_OK;
+    e->broken = 1;
+    if (rc == ncclInProgress || pr == ncclInProgress)
+        return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "split #%llu timed out after %d ms on rank %d: ncclCommSplit (%s) "
+                               "did not finish: a rank never got there or NCCL stalled; the NCCL communicator was "
+                               "aborted", (unsigned long long)m->seq, timeout_ms, m->base.rank, what);
+    if (rc == ncclSuccess) rc = pr;
+    return zero__nccl_fail(m, ZERO_ERR_COMM, "split #%llu on rank %d: ncclCommSplit (%s) failed: %s (%s); the NCCL "
+                           "communicator was aborted", (unsigned long long)m->seq, m->base.rank, what,
+                           ncclGetErrorString(rc), ncclGetLastError(e->comm ? e->comm : m->comm));
+}
+
+/* A node's and the cross-node endpoints by ncclCommSplit (NCCL 2.18+): color r / ns, key
+   r % ns (the node's ranks in rank order), then color r % ns, key r / ns (the cross-node
+   peers in node order). First the header exchange (kind split, count ns): a rank that
+   called another collective or passed another ns is ZERO_ERR_MISMATCH before NCCL sees
+   anything, and a rank that never comes times the others out there. The endpoints are on
+   the parent's GPU, run on its stream with its scratch and have headers of their own;
+   zero_comm_destroy of the parent destroys them first, and destroying them leaves the
+   parent working. A split's endpoints are not split again. */
+static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c, *e[2] = { NULL, NULL };
+    int timeout_ms = c->ctx ? c->ctx->desc.timeout_ms : 120000, k;
+    double dl = zero__now_ms() + timeout_ms;
+    zero_result r;
+    *intra = *inter = NULL;
+    if ((r = zero__nccl_enter(m, ZERO__NCCL_SPLIT, ns, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    /* every rank passed the same ns and has the same parent: all fail alike */
+    if (ns < 1 || c->size % ns) {
+        snprintf(c->err, sizeof c->err, "split: %d ranks per node does not divide the world of %d", ns, c->size);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    if (m->parent) {
+        snprintf(c->err, sizeof c->err, "split: a node's or the cross-node endpoint cannot be split again");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    for (k = 0; k < 2 && r == ZERO_OK; k++) {
+        int size = k ? c->size / ns : ns, rank = k ? c->rank / ns : c->rank % ns;
+        if ((r = zero__nccl_alloc(&e[k], rank, size, m->device, 0, c->err, sizeof c->err)) != ZERO_OK) break;
+        e[k]->parent = m;
+        e[k]->base.vt = c->vt;
+        e[k]->base.scope = k ? ZERO__SCOPE_CROSS : ZERO__SCOPE_NODE;
+        r = zero__nccl_split_one(m, e[k], k ? c->rank % ns : c->rank / ns, rank,
+                                 k ? "the cross-node endpoint" : "the node's endpoint", timeout_ms, dl);
+    }
+    if (r != ZERO_OK) {
+        for (k = 0; k < 2; k++) if (e[k]) zero__nccl_destroy(&e[k]->base);
+        return r;
+    }
+    *intra = &e[0]->base;
+    *inter = &e[1]->base;
     return ZERO_OK;
 }
 
@@ -11649,14 +11873,14 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
             const char *dn = ctx->dev->name;
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: ZeRO++ (qwz, qgz, hpz) has no kernels on the %s device yet (the CPU and "
-                                 "EMU devices have them)", dn);
+                                 "zero_create: ZeRO++ (qwz, qgz, hpz) has no kernels on the %s device (the CPU, EMU and "
+                                 "CUDA devices have them)", dn);
         }
         if (!ctx->comm->vt->split || !ctx->comm->vt->all_to_all) {
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                                  "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
-                                 "this one cannot yet (the local and MPI ones can)");
+                                 "this one cannot (the local, MPI and NCCL ones can)");
         }
         ctx->zpp.on = 1;
         ctx->zpp.ns = ns;

@@ -16,6 +16,8 @@
    - zk_sum_into: out = [out +] sum_k ins[k] in fp32, input order kept (zero__sum_into); also
                   the dtype cast and dst += src.
    - zk_quant / zk_dequant: int8 block quantization (one block per quantization block).
+   - zk_qp_scales / zk_qp_codes / zk_qp_sum: ZeRO++'s payloads (zero__qp_* on the CPU): the
+                  scales, then the int8 / int4 codes a word at a time; the decoded sum of payloads.
    - zk_bias_add, zk_bias_grad, zk_gelu_fwd, zk_gelu_bwd, zk_xent: the tiled linear's and the
                   example trainers' small fp32 kernels.
    tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU. */
@@ -339,6 +341,129 @@ extern "C" int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const fl
     if (xdt == ZERO_F32) zk_dequant<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
     else if (xdt == ZERO_BF16) zk_dequant<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
     else zk_dequant<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(x, q, scales, n, block);
+    return zk_done();
+}
+
+/* ---- ZeRO++'s payloads (qwz, qgz) ----
+   Encoding is two kernels: the scales (one CUDA block per quantization block, grid-stride:
+   the absmax is the max of the magnitudes' bits, an unsigned max, so the tree gives the
+   CPU's value whatever the order), then the codes, one thread per 4-byte word of the codes
+   (4 int8 or 8 int4 codes). A word may hold codes of two quantization blocks (int4 with an
+   odd block, or any block not a multiple of 4), which is why the codes wait for every
+   scale rather than each block writing its own bytes. The padding bytes are written 0. */
+template <int XDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_qp_scales(float *scales, const void *x, int64_t n, int block, float qmax) {
+    __shared__ uint32_t part[ZK_THREADS / 32];
+    const int64_t nb = (n + block - 1) / block;
+    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        const int64_t lo = b * block, hi = n - lo < block ? n : lo + block;
+        uint32_t m = 0;
+        for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+            uint32_t u = zero__f32_bits(zero__ld(x, i, XDT)) & 0x7fffffffu;
+            m = u > m ? u : m;
+        }
+        for (int o = 16; o > 0; o /= 2) {
+            uint32_t u = __shfl_xor_sync(0xffffffffu, m, o);
+            m = u > m ? u : m;
+        }
+        if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = m;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            m = part[0];
+            for (unsigned w = 1; w < blockDim.x / 32; w++) m = part[w] > m ? part[w] : m;
+            scales[b] = zero__qp_scale(m, qmax);
+        }
+        __syncthreads();                  /* part is rewritten by the next block */
+    }
+}
+
+template <int XDT, int BITS>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_qp_codes(uint32_t *words, const float *__restrict__ scales, const void *x, int64_t n, int64_t nwords, int block) {
+    const int per = 32 / BITS;            /* codes per word */
+    const float qmax = BITS == 8 ? 127.0f : 7.0f;
+    for (int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; w < nwords; w += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t out = 0;
+        #pragma unroll
+        for (int j = 0; j < per; j++) {
+            const int64_t e = w * per + j;
+            if (e < n) {
+                int q = zero__qp_code(zero__ld(x, e, XDT), scales[e / block], qmax);
+                out |= ((uint32_t)q & ((1u << BITS) - 1u)) << (j * BITS);
+            }
+        }
+        words[w] = out;
+    }
+}
+
+extern "C" int zero__k_qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block, void *stream) {
+    int64_t cb, nb, nw;
+    unsigned g1, g2;
+    int e;
+    if (!zk_dtype_ok(xdt) || n < 0 || block < 1 || (bits != 8 && bits != 4)) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!dst || !x || !zk_aligned(dst, 4)) return (int)cudaErrorInvalidValue;
+    cb = zero__qp_codes(n, bits);
+    nb = (n + block - 1) / block;
+    nw = cb / 4;
+    float *scales = (float *)((char *)dst + cb);
+    uint32_t *words = (uint32_t *)dst;
+    const float qmax = bits == 8 ? 127.0f : 7.0f;
+    g1 = zk_grid(nb);
+    g2 = zk_grid((nw + ZK_THREADS - 1) / ZK_THREADS);
+    cudaStream_t s = zk_stream(stream);
+    if (xdt == ZERO_F32) zk_qp_scales<ZERO_F32><<<g1, ZK_THREADS, 0, s>>>(scales, x, n, block, qmax);
+    else if (xdt == ZERO_BF16) zk_qp_scales<ZERO_BF16><<<g1, ZK_THREADS, 0, s>>>(scales, x, n, block, qmax);
+    else zk_qp_scales<ZERO_F16><<<g1, ZK_THREADS, 0, s>>>(scales, x, n, block, qmax);
+    if ((e = zk_done()) != 0) return e;
+    if (bits == 8) {
+        if (xdt == ZERO_F32) zk_qp_codes<ZERO_F32, 8><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+        else if (xdt == ZERO_BF16) zk_qp_codes<ZERO_BF16, 8><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+        else zk_qp_codes<ZERO_F16, 8><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+    } else {
+        if (xdt == ZERO_F32) zk_qp_codes<ZERO_F32, 4><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+        else if (xdt == ZERO_BF16) zk_qp_codes<ZERO_BF16, 4><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+        else zk_qp_codes<ZERO_F16, 4><<<g2, ZK_THREADS, 0, s>>>(words, scales, x, n, nw, block);
+    }
+    return zk_done();
+}
+
+/* out = [out +] the payloads' values in order, element-wise in fp32 (the stored value first
+   when accumulating), then narrowed once; the payload pointers travel by value, as
+   zk_sum_into's inputs do */
+template <int RDT, int BITS>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_qp_sum(void *out, const zk_ins ps, int np, int64_t n, int64_t codes_bytes, int block, int accumulate) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        int k = 0;
+        float acc;
+        if (accumulate) acc = zero__ld(out, i, RDT);
+        else acc = zero__qp_value(ps.p[k++], codes_bytes, i, BITS, block);
+        for (; k < np; k++) acc = acc + zero__qp_value(ps.p[k], codes_bytes, i, BITS, block);
+        zero__st(out, i, RDT, acc);
+    }
+}
+
+typedef void (*zk_qp_sum_fn)(void *, const zk_ins, int, int64_t, int64_t, int, int);
+#define ZK_QP_ROW(RDT) { zk_qp_sum<RDT, 8>, zk_qp_sum<RDT, 4> }
+
+extern "C" int zero__k_qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block,
+                              int accumulate, void *stream) {
+    static const zk_qp_sum_fn table[3][2] = { ZK_QP_ROW(ZERO_F32), ZK_QP_ROW(ZERO_BF16), ZK_QP_ROW(ZERO_F16) };
+    zk_ins in;
+    int k;
+    if (!zk_dtype_ok(rdt) || np < 1 || np > ZERO__K_MAXIN || n < 0 || block < 1 || (bits != 8 && bits != 4) || !ps)
+        return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!out) return (int)cudaErrorInvalidValue;
+    memset(&in, 0, sizeof in);
+    for (k = 0; k < np; k++) {
+        if (!ps[k] || !zk_aligned(ps[k], 4)) return (int)cudaErrorInvalidValue;
+        in.p[k] = ps[k];
+    }
+    table[rdt - 1][bits == 4]<<<zk_grid((n + ZK_THREADS - 1) / ZK_THREADS), ZK_THREADS, 0, zk_stream(stream)>>>(
+        out, in, np, n, zero__qp_codes(n, bits), block, accumulate != 0);
     return zk_done();
 }
 

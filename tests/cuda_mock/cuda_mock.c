@@ -1050,6 +1050,81 @@ int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales
     return mock_kernel(stream, mock_run_dequant, &a, sizeof a);
 }
 
+/* ZeRO++'s payloads: element by element through the shared rules (zero__qp_scale, zero__qp_code,
+   zero__qp_value), block by block, not through zero.h's CPU zero__qp_* */
+typedef struct mock_qp_args {
+    void *dst;
+    const void *x;
+    int xdt, bits, block, np, accumulate;
+    int64_t n;
+    const void *ps[ZERO__K_MAXIN];
+} mock_qp_args;
+static int mock_run_qp_encode(void *p) {
+    const mock_qp_args *a = (const mock_qp_args *)p;
+    int64_t cb = zero__qp_codes(a->n, a->bits), lo, i;
+    uint8_t *codes = (uint8_t *)a->dst;
+    float *scales = (float *)(codes + cb), qmax = a->bits == 8 ? 127.0f : 7.0f;
+    memset(codes, 0, (size_t)cb);
+    for (lo = 0; lo < a->n; lo += a->block) {
+        int64_t hi = a->n - lo < a->block ? a->n : lo + a->block;
+        uint32_t m = 0;
+        float s;
+        for (i = lo; i < hi; i++) {
+            uint32_t u = zero__f32_bits(zero__ld(a->x, i, a->xdt)) & 0x7fffffffu;
+            if (u > m) m = u;
+        }
+        scales[lo / a->block] = s = zero__qp_scale(m, qmax);
+        for (i = lo; i < hi; i++) {
+            int q = zero__qp_code(zero__ld(a->x, i, a->xdt), s, qmax);
+            if (a->bits == 8) codes[i] = (uint8_t)(int8_t)q;
+            else codes[i >> 1] = (uint8_t)(codes[i >> 1] | (((unsigned)q & 0xfu) << ((i & 1) * 4)));
+        }
+    }
+    return 0;
+}
+int zero__k_qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block, void *stream) {
+    mock_qp_args a;
+    if (!mock_dtype_ok(xdt) || n < 0 || block < 1 || (bits != 8 && bits != 4)) return (int)(cudaErrorInvalidValue);
+    if (n == 0) return 0;
+    if (!dst || !x || ((uintptr_t)dst & 3)) return (int)(cudaErrorInvalidValue);
+    MOCK_STREAM(stream, "zero__k_qp_encode");
+    MOCK_MEM(dst, (size_t)(zero__qp_codes(n, bits) + (n + block - 1) / block * 4), "zero__k_qp_encode (payload)");
+    MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_qp_encode (x)");
+    memset(&a, 0, sizeof a);
+    a.dst = dst; a.x = x; a.xdt = xdt; a.bits = bits; a.block = block; a.n = n;
+    return mock_kernel(stream, mock_run_qp_encode, &a, sizeof a);
+}
+static int mock_run_qp_sum(void *p) {
+    const mock_qp_args *a = (const mock_qp_args *)p;
+    int64_t cb = zero__qp_codes(a->n, a->bits), i;
+    int k;
+    for (i = 0; i < a->n; i++) {            /* the stored value first, then the payloads in order */
+        float acc = a->accumulate ? zero__ld(a->dst, i, a->xdt) : zero__qp_value(a->ps[0], cb, i, a->bits, a->block);
+        for (k = a->accumulate ? 0 : 1; k < a->np; k++) acc += zero__qp_value(a->ps[k], cb, i, a->bits, a->block);
+        zero__st(a->dst, i, a->xdt, acc);
+    }
+    return 0;
+}
+int zero__k_qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block, int accumulate,
+                   void *stream) {
+    mock_qp_args a;
+    size_t pb;
+    int k;
+    if (!mock_dtype_ok(rdt) || np < 1 || np > ZERO__K_MAXIN || n < 0 || block < 1 || (bits != 8 && bits != 4) || !ps)
+        return (int)(cudaErrorInvalidValue);
+    if (n == 0) return 0;
+    if (!out) return (int)(cudaErrorInvalidValue);
+    for (k = 0; k < np; k++) if (!ps[k] || ((uintptr_t)ps[k] & 3)) return (int)(cudaErrorInvalidValue);
+    MOCK_STREAM(stream, "zero__k_qp_sum");
+    pb = (size_t)(zero__qp_codes(n, bits) + (n + block - 1) / block * 4);
+    MOCK_MEM(out, (size_t)n * mock_es(rdt), "zero__k_qp_sum (out)");
+    for (k = 0; k < np; k++) MOCK_MEM(ps[k], pb, "zero__k_qp_sum (a payload)");
+    memset(&a, 0, sizeof a);
+    a.dst = out; a.xdt = rdt; a.bits = bits; a.block = block; a.np = np; a.accumulate = accumulate != 0; a.n = n;
+    for (k = 0; k < np; k++) a.ps[k] = ps[k];
+    return mock_kernel(stream, mock_run_qp_sum, &a, sizeof a);
+}
+
 typedef struct mock_bias_args { float *y; const float *dy; void *b; int bdt; int64_t ld, rows, cols; } mock_bias_args;
 static int mock_run_bias_add(void *p) {
     const mock_bias_args *a = (const mock_bias_args *)p;

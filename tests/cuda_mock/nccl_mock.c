@@ -38,6 +38,8 @@
      that destroyed its communicator instead ends its peers' waits with ncclRemoteError.
      Nobody waits longer than ZERO_NCCL_MOCK_HANG_MS (default 60000): then ncclSystemError
      with a message naming the call: never a hang;
+   - ncclCommSplit: a collective of the parent's ranks (see "ncclCommSplit" below: blocking or
+     not, colors and keys as NCCL orders them, what it refuses);
    - ZERO_NCCL_MOCK_FAIL=NAME:N: the Nth call of NAME (ncclSend, ncclAllGather, ...) fails
      with ncclSystemError, for zero.h's error paths. */
 #define _POSIX_C_SOURCE 200809L
@@ -92,6 +94,7 @@ struct ncclComm {
     int pending;                    /* non-blocking: GetAsyncError says InProgress once more */
     ncclResult_t err;               /* sticky */
     uint64_t issued;                /* ops queued */
+    int split_pending;              /* this rank's ncclCommSplit of this communicator has not completed */
     char last[512];
 };
 
@@ -124,8 +127,14 @@ typedef struct nm_clique {
     int dead;                       /* a rank aborted: no op completes any more (its peers wait, as on
                                        NCCL, until they abort too or the hang limit) */
     char msg[512];
-    nm_shared *sh;                  /* mmap'd join record */
+    nm_shared *sh;                  /* mmap'd join record (NULL: a split's clique, made whole in this process) */
     char shpath[256];
+    /* ncclCommSplit: the round being gathered, every rank's color, key and new communicator
+       (pending: the round holds a reference; NULL for NCCL_SPLIT_NOCOLOR) */
+    int sarrived;
+    unsigned char sposted[NM_MAX_RANKS];
+    int scolor[NM_MAX_RANKS], skey[NM_MAX_RANKS];
+    struct ncclComm *snew[NM_MAX_RANKS];
 } nm_clique;
 
 static pthread_mutex_t nm_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -356,6 +365,11 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
     if (!e || !c || c->magic != NM_MAGIC) return ncclInvalidArgument;
     pthread_mutex_lock(&nm_mu);
+    if (!c->q) {                /* a split not complete yet */
+        *e = c->err != ncclSuccess ? c->err : c->gone ? ncclInvalidUsage : ncclInProgress;
+        pthread_mutex_unlock(&nm_mu);
+        return ncclSuccess;
+    }
     if (c->err == ncclSuccess && c->q && c->q->err != ncclSuccess) {
         c->err = c->q->err;     /* a failed init, or a failed op of the communicator */
         snprintf(c->last, sizeof c->last, "%s", c->q->msg[0] ? c->q->msg : "a peer failed");
@@ -382,6 +396,118 @@ ncclResult_t ncclCommUserRank(const ncclComm_t c, int *rank) {
     if (!nm_comm_ok(c) || !rank) return ncclInvalidArgument;
     *rank = c->rank;
     return ncclSuccess;
+}
+
+/* ---- ncclCommSplit ----
+   A collective of the parent's ranks (all in this process): round k of every rank meets round
+   k of the others. The last rank to arrive makes the new communicators: per color, the ranks
+   ordered by (key, parent rank), a clique of their own on the parents' devices, complete at
+   once (its ops meet as any communicator's). Blocking: the call waits for the round (until
+   the hang limit); non-blocking: it returns ncclInProgress and the new communicator says
+   ncclInProgress until the round is complete, then once more. A rank that never calls leaves
+   the others' new communicators in progress (blocking: ncclSystemError at the hang limit), as
+   NCCL's bootstrap would. Refused: a NULL newcomm, a color below 0 other than
+   NCCL_SPLIT_NOCOLOR, a parent that is not live or failed, ranks in other processes, and a
+   second split by a rank whose previous one has not completed. */
+static void nm_split_complete(nm_clique *q) {
+    int r, i, j;
+    for (r = 0; r < q->n; r++) {
+        struct ncclComm *c = q->snew[r];
+        nm_clique *nq;
+        int members[NM_MAX_RANKS], m = 0;
+        if (!c || c->q) continue;
+        for (j = 0; j < q->n; j++)             /* the color's ranks, by key then parent rank */
+            if (q->snew[j] && q->scolor[j] == q->scolor[r]) {
+                int at = m++;
+                while (at > 0 && q->skey[members[at - 1]] > q->skey[j]) { members[at] = members[at - 1]; at--; }
+                members[at] = j;
+            }
+        if (!(nq = (nm_clique *)calloc(1, sizeof *nq))) {
+            for (i = 0; i < m; i++) q->snew[members[i]]->err = ncclSystemError;
+            continue;
+        }
+        nq->n = m;
+        nq->gen = 1;
+        nq->joined = m;
+        for (i = 0; i < m; i++) {
+            struct ncclComm *x = q->snew[members[i]];
+            x->q = nq;
+            x->rank = i;
+            x->n = m;
+            if (!x->blocking) x->pending = 1;
+            nq->rank[i] = x;
+            nq->dev[i] = x->device;
+            nq->refs++;
+            if (x->gone) { nq->gone[i] = 1; if (x->aborted) nq->dead = 1; }
+        }
+    }
+    for (r = 0; r < q->n; r++) {
+        if (q->rank[r]) q->rank[r]->split_pending = 0;
+        if (q->snew[r]) nm_comm_unref(q->snew[r]);          /* the round's reference */
+    }
+    q->sarrived = 0;
+    memset(q->sposted, 0, sizeof q->sposted);
+    memset(q->snew, 0, sizeof q->snew);
+    pthread_cond_broadcast(&nm_cv);
+}
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+    struct ncclComm *nc = NULL;
+    nm_clique *q;
+    int blocking;
+    double dl;
+    if (!newcomm) return nm_err(comm, ncclInvalidArgument, "ncclCommSplit: newcomm is NULL");
+    *newcomm = NULL;
+    if (!nm_comm_ok(comm)) return nm_err(NULL, ncclInvalidArgument, "ncclCommSplit: the communicator is not a live one");
+    if (nm_inject("ncclCommSplit")) return nm_err(comm, ncclSystemError, "ncclCommSplit: injected failure (ZERO_NCCL_MOCK_FAIL)");
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+        return nm_err(comm, ncclInvalidArgument, "ncclCommSplit: color %d (>= 0, or NCCL_SPLIT_NOCOLOR)", color);
+    blocking = config ? config->blocking != 0 : comm->blocking;
+    pthread_mutex_lock(&nm_mu);
+    q = comm->q;
+    if (comm->err != ncclSuccess || q->err != ncclSuccess) {   /* (a peer that aborted leaves us waiting) */
+        pthread_mutex_unlock(&nm_mu);
+        return nm_err(comm, ncclInvalidUsage, "ncclCommSplit: rank %d's communicator failed earlier", comm->rank);
+    }
+    if (q->joined < q->n) {
+        pthread_mutex_unlock(&nm_mu);
+        return nm_err(comm, ncclInvalidUsage, "ncclCommSplit: %d of the %d ranks are in other processes; the NCCL test "
+                      "double splits the ranks of one process only", q->n - q->joined, q->n);
+    }
+    if (comm->split_pending || q->sposted[comm->rank]) {
+        pthread_mutex_unlock(&nm_mu);
+        return nm_err(comm, ncclInvalidUsage, "ncclCommSplit: rank %d's previous split has not completed", comm->rank);
+    }
+    if (color != NCCL_SPLIT_NOCOLOR) {
+        if (!(nc = (struct ncclComm *)calloc(1, sizeof *nc))) {
+            pthread_mutex_unlock(&nm_mu);
+            return nm_err(comm, ncclSystemError, "ncclCommSplit: out of memory");
+        }
+        nc->magic = NM_MAGIC;
+        nc->device = comm->device;
+        nc->blocking = blocking;
+        nc->refs = 2;               /* the caller's handle and the round's */
+    }
+    q->scolor[comm->rank] = color;
+    q->skey[comm->rank] = key;
+    q->snew[comm->rank] = nc;
+    q->sposted[comm->rank] = 1;
+    comm->split_pending = 1;
+    if (++q->sarrived == q->n) nm_split_complete(q);
+    *newcomm = nc;
+    if (!blocking) {
+        pthread_mutex_unlock(&nm_mu);
+        return nc ? ncclInProgress : ncclSuccess;
+    }
+    dl = nm_now_ms() + nm_hang_ms();
+    while (comm->split_pending && nm_now_ms() < dl) nm_wait();
+    if (comm->split_pending) {
+        if (nc) nc->err = ncclSystemError;
+        pthread_mutex_unlock(&nm_mu);
+        return nm_err(comm, ncclSystemError, "ncclCommSplit: rank %d waited %d ms (ZERO_NCCL_MOCK_HANG_MS) for ranks "
+                      "that never split", comm->rank, nm_hang_ms());
+    }
+    pthread_mutex_unlock(&nm_mu);
+    return nc && nc->err != ncclSuccess ? nm_err(comm, nc->err, "ncclCommSplit: out of memory") : ncclSuccess;
 }
 
 /* a rank leaves: its peers' waits for it end */
