@@ -18,7 +18,11 @@
 #     build/train_mlp --device emu with the same arguments: the final losses must agree
 #     within 1e-4 (relative), with and without --offload-optimizer cpu;
 #   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error;
-#   - train_mlp --device cuda --nonblocking-stream against --device emu.
+#   - train_mlp --device cuda --nonblocking-stream against --device emu;
+#   - build/mock/cuda_mock_zpp (tests/cuda_mock/zpp.c, 4 mock devices): ZeRO++'s kernels bitwise
+#     the CPU's, qwz/qgz/hpz training on the CUDA device bitwise the CPU device and over the NCCL
+#     double bitwise the local comm, the NCCL comm's all_to_all and split, and their mismatches,
+#     failures and timeouts (a result code and a message, never a hang).
 # Once, in the asynchronous mode with 4 mock devices, over the NCCL test double
 # (tests/cuda_mock/nccl_mock.c, linked into every build/mock/ program instead of libnccl):
 # build/mock/test_nccl (the TCP rendezvous across forked processes, stages 0-3 at worlds
@@ -44,7 +48,7 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
 fi
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
         "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/test_nccl" "$BUILD/mock/gpu_nccl" \
-        "$BUILD/mock/test_stash" "$BUILD/train_mlp" >"$LOG" 2>&1; then
+        "$BUILD/mock/test_stash" "$BUILD/mock/cuda_mock_zpp" "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
@@ -135,6 +139,16 @@ mode_checks() {
             fail "${P}fault_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
         fi
     done
+
+    # 4b. ZeRO++ on the CUDA device and over NCCL (tests/cuda_mock/zpp.c; every line is ours)
+    out=$(ZERO_CUDA_MOCK_DEVICES=4 timeout -k 5 300 "$BUILD/mock/cuda_mock_zpp" 2>&1); rc=$?
+    #    (its cases that need the asynchronous double say SKIP in the synchronous one: not shown)
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | grep -v 'ZERO_CUDA_MOCK_ASYNC=1 runs it' |
+        sed "s/^\\(PASS\\|FAIL\\|SKIP\\) /\\1 ${P}zpp_/"
+    if [ "$rc" -ne 0 ]; then
+        fail "${P}zpp: build/mock/cuda_mock_zpp exited $rc"
+        printf '%s\n' "$out" | grep -v -E '^(PASS|FAIL|SKIP) ' | tail -n 10
+    fi
 
     # 5. a non-blocking caller stream (desc.cuda_stream), bitwise against the CPU device
     for seed in $seeds; do
