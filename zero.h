@@ -6722,7 +6722,16 @@ static zero_result zero__nccl_split_one(zero__nccl_comm *m, zero__nccl_comm *e, 
         if (rc != ncclInProgress && pr != ncclInProgress) break;
         zero__nccl_backoff(&spins);
     }
-    if (rc == ncclSuccess && pr == ncclSuccess && e->comm) return ZERO_OK;
+    if (rc == ncclSuccess && pr == ncclSuccess && e->comm) {
+        int ur = -1, un = -1;       /* the rank and size the split's keys promise */
+        if (ncclCommUserRank(e->comm, &ur) == ncclSuccess && ncclCommCount(e->comm, &un) == ncclSuccess &&
+            ur == key && un == e->base.size)
+            return ZERO_OK;
+        e->broken = 1;
+        return zero__nccl_fail(m, ZERO_ERR_COMM, "split #%llu on rank %d: ncclCommSplit (%s) made rank %d of %d, not "
+                               "rank %d of %d; the NCCL communicator was aborted", (unsigned long long)m->seq,
+                               m->base.rank, what, ur, un, key, e->base.size);
+    }
     e->broken = 1;
     if (rc == ncclInProgress || pr == ncclInProgress)
         return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "split #%llu timed out after %d ms on rank %d: ncclCommSplit (%s) "

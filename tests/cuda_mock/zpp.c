@@ -136,7 +136,7 @@ static void kernels(void) {
                         CHECK(e == 0, "n %lld block %d bits %d: sum: error %d", (long long)n, blk, bt, e);
                         if (e == 0 && (at = first_diff(got, ref, n, rdt)) >= 0)
                             CHECK(0, "n %lld block %d bits %d %s np %d accumulate %d kind %d: the kernel's sum differs "
-                                  "from zero__qp_sum's at %lld: %g vs %g", (long long)n, blk, bt,
+                                  "from zero__qp_sum's at %lld: %.9g vs %.9g", (long long)n, blk, bt,
                                   zero_dtype_str((zero_dtype)rdt), np, acc, kind, (long long)at,
                                   (double)zero__ld(got, at, rdt), (double)zero__ld(ref, at, rdt));
                         cases++;
@@ -446,6 +446,7 @@ static zero_result split_fn(zero_comm *c, int rank, void *user) {
     }
     zero_comm_destroy(x); zero_comm_destroy(y);
     zero_comm_destroy(in); zero_comm_destroy(out);
+    in = out = NULL;
     /* the parent still works, and splits again (nodes of 1: the cross-node endpoint is the world) */
     ok = ok && a2a_check(c, 1, "the parent after its split endpoints were destroyed", err);
     if (ok && (r = c->vt->split(c, 1, &in, &out)) != ZERO_OK) {
