@@ -1785,6 +1785,9 @@ ZERO__FP_PIN_END
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <cublas_v2.h>
+#  if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+#    define ZERO__NCCL_HAS_SPLIT 1     /* ncclCommSplit: ZeRO++'s node endpoints (older NCCL: refused) */
+#  endif
 #endif
 #ifdef ZERO_CBLAS
 #include <cblas.h>
@@ -6054,6 +6057,9 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
    scalar collectives, zero_build's model check) are found with cudaPointerGetAttributes
    and staged through pinned host memory and the device scratch; doubles (ZERO__F64) are
    all-gathered and summed on the host in rank order.
+   ZeRO++: all_to_all is the reduce-scatter's exchange without the sum; split (NCCL 2.18+:
+   ncclCommSplit; older headers leave it NULL, so ZeRO++ is refused) makes the node's and
+   the cross-node endpoints after a header exchange, on the parent's GPU, stream and scratch.
    Memory: the endpoint owns a stream (unless the caller sets c->cuda_stream), 48*(N+1)
    bytes of header on the device and in pinned memory, and a device scratch and a
    pinned staging buffer that grow to the largest collective's need (the all-to-all:
@@ -6566,7 +6572,11 @@ static zero_result zero__nccl_all_to_all(zero_comm *c, const void *send, void *r
     return ZERO_OK;
 }
 
+#ifdef ZERO__NCCL_HAS_SPLIT
 static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zero_comm **inter);
+#else
+#  define zero__nccl_split NULL
+#endif
 
 static const zero__comm_vt zero__nccl_vt = {
     ZERO__F(all_gather) zero__nccl_all_gather, ZERO__F(reduce_scatter) zero__nccl_reduce_scatter,
@@ -6704,6 +6714,7 @@ static zero_result zero__nccl_create(zero_comm **out, int rank, int size, int de
     return ZERO_OK;
 }
 
+#ifdef ZERO__NCCL_HAS_SPLIT
 /* One ncclCommSplit of m's communicator into e (allocated, its rank `key` in its color),
    polled to the deadline with the parent: the split is non-blocking like the parent. On
    failure or timeout both are broken (the parent's ranks no longer agree on what ran on
@@ -6784,6 +6795,7 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
     *inter = &e[1]->base;
     return ZERO_OK;
 }
+#endif /* ZERO__NCCL_HAS_SPLIT */
 
 /* zero_comm_from_env's NCCL endpoint: rank/size from the launcher (a world of one
    without one), the GPU from the local rank, the unique id through MPI or the TCP rendezvous. */
@@ -11889,7 +11901,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                                  "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
-                                 "this one cannot (the local, MPI and NCCL ones can)");
+                                 "this one cannot (the local and MPI ones can, and NCCL's from version 2.18 on)");
         }
         ctx->zpp.on = 1;
         ctx->zpp.ns = ns;

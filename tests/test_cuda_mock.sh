@@ -16,8 +16,9 @@
 #     streams), bitwise against the CPU device (async: three seeds);
 #   - build/mock/train_mlp --device cuda (cuBLAS GEMMs, the GELU / loss kernels) against
 #     build/train_mlp --device emu with the same arguments: the final losses must agree
-#     within 1e-4 (relative), with and without --offload-optimizer cpu;
-#   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error;
+#     within 1e-4 (relative), with and without --offload-optimizer cpu, and with ZeRO++;
+#   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error
+#     (ZeRO++'s two kernels included);
 #   - train_mlp --device cuda --nonblocking-stream against --device emu;
 #   - build/mock/cuda_mock_zpp (tests/cuda_mock/zpp.c, 4 mock devices): ZeRO++'s kernels bitwise
 #     the CPU's, qwz/qgz/hpz training on the CUDA device bitwise the CPU device and over the NCCL
@@ -120,6 +121,11 @@ mode_checks() {
     train_vs_emu stage0_ranks3_f16_sgd --stage 0 --ranks 3 --steps 10 --hidden 40 --layers 2 --batch 24 --dtype f16 --optim sgd
     train_vs_emu stage2_ranks2_accum2 --stage 2 --ranks 2 --steps 10 --hidden 200 --layers 2 --batch 24 --accum 2 --accum-dtype f32
     train_vs_emu stage3_ranks2_nonblocking_stream $ARGS --nonblocking-stream
+    #    ZeRO++ (4 ranks in nodes of 2): int8 params and gradients with hpz, and int4 gradients
+    train_vs_emu stage3_ranks4_qwz_qgz_hpz2 --stage 3 --ranks 4 --steps 10 --hidden 96 --layers 3 --batch 24 --clip 1.0 \
+        --qwz --qgz --hpz 2
+    train_vs_emu stage2_ranks4_qgz_int4 --stage 2 --ranks 4 --ranks-per-node 2 --steps 10 --hidden 96 --layers 3 \
+        --batch 24 --qgz --qgz-bits 4
 
     # 4. faults: ZERO_CUDA_MOCK_FAIL=NAME:N makes the Nth call of NAME fail. Every one must end
     #    train_mlp with an error that names it (exit 1: no crash, no hang, nothing leaked).
@@ -137,6 +143,19 @@ mode_checks() {
             echo "PASS ${P}fault_$f"
         else
             fail "${P}fault_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
+        fi
+    done
+
+    #    ZeRO++'s kernels failing (its encode, its decode) with --qwz --qgz --hpz 2 on 4 ranks
+    for f in zero__k_qp_encode:1 zero__k_qp_sum:3; do
+        out=$(ZERO_CUDA_MOCK_FAIL=$f timeout -k 5 60 "$BUILD/mock/train_mlp" --device cuda --stage 3 --ranks 4 --steps 3 \
+              --hidden 40 --layers 2 --batch 8 --quiet --clip 1 --qwz --qgz --hpz 2 2>&1); rc=$?
+        if [ "$rc" -eq 1 ] && printf '%s\n' "$out" | grep -q 'MOCK_FAIL' &&
+           printf '%s\n' "$out" | grep -q 'CUDA: the ZeRO++ .* kernel failed' &&
+           ! printf '%s\n' "$out" | grep -q 'cuda_mock_leaks'; then
+            echo "PASS ${P}fault_zpp_$f"
+        else
+            fail "${P}fault_zpp_$f: exit $rc; $(printf '%s\n' "$out" | tail -n 3 | tr '\n' ' ')"
         fi
     done
 
