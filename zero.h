@@ -1606,12 +1606,12 @@ ZERO_HD static inline int zero__qp_code(float x, float scale, float qmax) {
     r = rintf(x / scale);
     return (int)(r > qmax ? qmax : r < -qmax ? -qmax : r);
 }
-/* element i of a payload whose codes take codes_bytes (zero__qp_codes) */
-ZERO_HD static inline float zero__qp_value(const void *p, int64_t codes_bytes, int64_t i, int bits, int block) {
+/* element i, in block b (i / block), of a payload whose codes take codes_bytes (zero__qp_codes) */
+ZERO_HD static inline float zero__qp_value(const void *p, int64_t codes_bytes, int64_t i, int bits, int64_t b) {
     const uint8_t *c = (const uint8_t *)p;
     int q = bits == 8 ? (int)(int8_t)c[i] : (i & 1) ? (int)((int8_t)c[i >> 1] >> 4)
                                                     : (int)((int8_t)(uint8_t)(c[i >> 1] << 4) >> 4);
-    return (float)q * ((const float *)(c + codes_bytes))[i / block];
+    return (float)q * ((const float *)(c + codes_bytes))[b];
 }
 
 /* The tanh GELU of examples/train_mlp.c, operation for operation:

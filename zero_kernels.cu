@@ -385,11 +385,13 @@ zk_qp_codes(uint32_t *words, const float *__restrict__ scales, const void *x, in
     const float qmax = BITS == 8 ? 127.0f : 7.0f;
     for (int64_t w = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; w < nwords; w += (int64_t)gridDim.x * blockDim.x) {
         uint32_t out = 0;
+        int64_t b = w * per / block, next = (b + 1) * block;    /* one division per word */
         #pragma unroll
         for (int j = 0; j < per; j++) {
             const int64_t e = w * per + j;
+            while (e >= next) { b++; next += block; }
             if (e < n) {
-                int q = zero__qp_code(zero__ld(x, e, XDT), scales[e / block], qmax);
+                int q = zero__qp_code(zero__ld(x, e, XDT), scales[b], qmax);
                 out |= ((uint32_t)q & ((1u << BITS) - 1u)) << (j * BITS);
             }
         }
@@ -436,11 +438,12 @@ template <int RDT, int BITS>
 __global__ void __launch_bounds__(ZK_THREADS)
 zk_qp_sum(void *out, const zk_ins ps, int np, int64_t n, int64_t codes_bytes, int block, int accumulate) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t b = i / block;
         int k = 0;
         float acc;
         if (accumulate) acc = zero__ld(out, i, RDT);
-        else acc = zero__qp_value(ps.p[k++], codes_bytes, i, BITS, block);
-        for (; k < np; k++) acc = acc + zero__qp_value(ps.p[k], codes_bytes, i, BITS, block);
+        else acc = zero__qp_value(ps.p[k++], codes_bytes, i, BITS, b);
+        for (; k < np; k++) acc = acc + zero__qp_value(ps.p[k], codes_bytes, i, BITS, b);
         zero__st(out, i, RDT, acc);
     }
 }

@@ -1099,8 +1099,9 @@ static int mock_run_qp_sum(void *p) {
     int64_t cb = zero__qp_codes(a->n, a->bits), i;
     int k;
     for (i = 0; i < a->n; i++) {            /* the stored value first, then the payloads in order */
-        float acc = a->accumulate ? zero__ld(a->dst, i, a->xdt) : zero__qp_value(a->ps[0], cb, i, a->bits, a->block);
-        for (k = a->accumulate ? 0 : 1; k < a->np; k++) acc += zero__qp_value(a->ps[k], cb, i, a->bits, a->block);
+        const int64_t b = i / a->block;
+        float acc = a->accumulate ? zero__ld(a->dst, i, a->xdt) : zero__qp_value(a->ps[0], cb, i, a->bits, b);
+        for (k = a->accumulate ? 0 : 1; k < a->np; k++) acc += zero__qp_value(a->ps[k], cb, i, a->bits, b);
         zero__st(a->dst, i, a->xdt, acc);
     }
     return 0;

@@ -10,6 +10,9 @@
      zero__k_sum_into  vs zero__sum_into: nin 1..8 and 64, every (out dtype, in dtype),
                        accumulate, out aliasing an input, misaligned pointers; nin 65 refused;
      zero__k_quantize_i8 / zero__k_dequantize_i8 vs zero__quantize_i8 / zero__dequantize_i8;
+     zero__k_qp_encode / zero__k_qp_sum vs zero__qp_encode / zero__qp_sum (ZeRO++'s payloads):
+                       int8 and int4, blocks 1..2048 (odd ones too), NaN / inf / subnormal values,
+                       sums of 3 and ZERO__K_MAXIN payloads, accumulate; 65 payloads refused;
      zero__k_bias_add, zero__k_bias_grad vs the CPU tiled linear's loops.
    Within a tolerance (CUDA's tanhf / expf / logf differ from glibc's by an ulp or two, and the
    row sum is a tree): zero__k_gelu_fwd / _bwd (|d| <= 1e-5 (1 + |ref|)), zero__k_xent
@@ -362,6 +365,67 @@ static void test_quant(void) {
         }
 }
 
+/* ---- ZeRO++'s payloads ---- */
+/* the payload of n values and their decoded sums, int8 and int4, blocks that do not divide a
+   4-byte word of codes, NaN / inf / subnormal values among ordinary ones, all-zero blocks */
+static void test_qp(void) {
+    static const int blocks[] = { 1, 5, 7, 32, 256, 300, 2048 };
+    const int64_t n = 100003;
+    int dt, b, bits, k;
+    for (bits = 4; bits <= 8; bits += 4)
+        for (dt = ZERO_F32; dt <= ZERO_F16; dt++)
+            for (b = 0; b < 7; b++) {
+                const int block = blocks[b], np = b == 3 ? ZERO__K_MAXIN : 3, rdt = (dt + b) % 3 + 1;
+                const int64_t pb = zero__qp_bytes(n, bits, block);
+                void *x = malloc((size_t)n * 4), *out = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
+                void *got = malloc((size_t)(pb > n * 4 ? pb : n * 4));
+                char *hp = (char *)malloc((size_t)(pb * 3));
+                const void *hps[ZERO__K_MAXIN];
+                void *dps[ZERO__K_MAXIN], *dx, *dout;
+                int64_t i;
+                int rc, acc;
+                for (k = 0; k < 3; k++) {           /* 3 payloads (np 64: each used 21 or 22 times) */
+                    fill(x, dt, n, k == 0);
+                    for (i = 0; i < n; i++) if (i / block % 7 == 3) zero__st(x, i, dt, 0.0f);
+                    zero__qp_encode(hp + k * pb, x, dt, n, bits, block);
+                    dx = dup_to_dev(x, (size_t)n * esz(dt));
+                    dps[k] = dalloc((size_t)pb);
+                    rc = zero__k_qp_encode(dps[k], dx, dt, n, bits, block, NULL);
+                    if (sync_ok(rc, "zero__k_qp_encode")) {
+                        to_host(got, dps[k], (size_t)pb);
+                        CHECK(memcmp(got, hp + k * pb, (size_t)pb) == 0, "bits %d dt %d block %d: payload %d differs",
+                              bits, dt, block, k);
+                    }
+                    cudaFree(dx);
+                }
+                for (k = 0; k < np; k++) { hps[k] = hp + (k % 3) * pb; dps[k] = dps[k % 3]; }
+                fill(out, rdt, n, 0);
+                dout = dalloc((size_t)n * esz(rdt));
+                for (acc = 0; acc < 2; acc++) {
+                    memcpy(ref, out, (size_t)n * esz(rdt));
+                    zero__qp_sum(ref, rdt, hps, np, n, bits, block, acc);
+                    cudaMemcpy(dout, out, (size_t)n * esz(rdt), cudaMemcpyHostToDevice);
+                    rc = zero__k_qp_sum(dout, rdt, (const void *const *)dps, np, n, bits, block, acc, NULL);
+                    if (sync_ok(rc, "zero__k_qp_sum")) {
+                        to_host(got, dout, (size_t)n * esz(rdt));
+                        compare(acc ? "qp_sum (accumulate)" : "qp_sum", ref, got, n, rdt);
+                    }
+                }
+                for (k = 0; k < 3; k++) cudaFree(dps[k]);
+                cudaFree(dout);
+                free(x); free(out); free(ref); free(got); free(hp);
+            }
+    {
+        void *d = dalloc(4096), *p[ZERO__K_MAXIN + 1];
+        for (k = 0; k <= ZERO__K_MAXIN; k++) p[k] = d;
+        CHECK(zero__k_qp_sum(d, ZERO_F32, (const void *const *)p, ZERO__K_MAXIN + 1, 10, 8, 4, 0, NULL) ==
+              (int)cudaErrorInvalidValue, "%d payloads were taken", ZERO__K_MAXIN + 1);
+        CHECK(zero__k_qp_encode((char *)d + 2, d, ZERO_F32, 10, 8, 4, NULL) == (int)cudaErrorInvalidValue,
+              "a misaligned payload was taken");
+        cudaFree(d);
+    }
+}
+
 /* ---- bias, GELU, cross-entropy ---- */
 static void test_bias(void) {
     const int64_t rows = 37, cols = 1003;
@@ -523,6 +587,7 @@ int main(void) {
     TEST_RUN(test_sumsq);
     test_sum_into();
     TEST_RUN(test_quant);
+    TEST_RUN(test_qp);
     TEST_RUN(test_bias);
     TEST_RUN(test_gelu);
     TEST_RUN(test_xent);
