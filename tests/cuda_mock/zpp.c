@@ -15,6 +15,8 @@
    - nccl_all_to_all_split: the NCCL comm's all_to_all (device and host memory) and split
      (ranks, sizes, scopes; the endpoints' collectives; the parent still works after they are
      destroyed; a split endpoint is not split again);
+   - nccl_double_split_refuses: the NCCL double's ncclCommSplit refuses a NULL newcomm or
+     communicator and a negative color (not NCCL_SPLIT_NOCOLOR), as NCCL does;
    - nccl_fail_*: an all_to_all or a split that the ranks disagree on is ZERO_ERR_MISMATCH with
      a message on every rank; a failed ncclCommSplit is ZERO_ERR_COMM on its rank and
      ZERO_ERR_TIMEOUT within the timeout on the others; a rank that never comes to a split or an
@@ -26,6 +28,7 @@
 #include "../../zero.h"
 #include "../fixture.h"
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <math.h>
 
 /* ---- the kernels against the CPU ----------------------------------------------------- */
@@ -387,6 +390,7 @@ static int a2a_check(zero_comm *c, int dev, const char *what, char *err) {
     if (dev) {
         ds = dev_copy(hs, (size_t)(A2A * n));
         dr = dev_copy(hr, (size_t)(A2A * n));
+        cudaDeviceSynchronize();    /* the copies have landed before the comm's own stream reads */
     }
     c->tag = -1;
     r = c->vt->all_to_all(c, dev ? ds : hs, dev ? dr : hr, A2A, TO);
@@ -424,6 +428,7 @@ static zero_result split_fn(zero_comm *c, int rank, void *user) {
     }
     if (ok) {   /* the node's ranks are this node's, in rank order; the cross-node ones in node order */
         float *d = (float *)dev_copy(&v, 4), *dall = (float *)dev_copy(got, 8);
+        cudaDeviceSynchronize();
         in->tag = out->tag = -1;
         r = in->vt->all_gather(in, d, dall, 4, TO);
         if (r == ZERO_OK) cudaMemcpy(got, dall, 8, cudaMemcpyDeviceToHost);
@@ -464,6 +469,34 @@ static void nccl_all_to_all_split(void) {
     memset(&j, 0, sizeof j);
     zero_result r = zero_run_nccl(4, split_fn, &j);
     CHECK(r == ZERO_OK, "zero_run_nccl: %s: %s", zero_result_str(r), zero_last_error(NULL));
+    for (k = 0; k < 4; k++) CHECK(!j.bad[k], "rank %d: %s", k, j.err[k]);
+}
+
+/* the double's ncclCommSplit refuses what NCCL refuses (before the round: the peers are not
+   left waiting) */
+static zero_result refuse_fn(zero_comm *c, int rank, void *user) {
+    nccl_job *j = (nccl_job *)user;
+    ncclComm_t nc = ((zero__nccl_comm *)c)->comm, out = (ncclComm_t)&out;
+    ncclResult_t a = ncclCommSplit(nc, 0, 0, NULL, NULL), b = ncclCommSplit(nc, -5, 0, &out, NULL);
+    ncclResult_t d = ncclCommSplit(NULL, 0, 0, &out, NULL);
+    j->bad[rank] = !(a == ncclInvalidArgument && b == ncclInvalidArgument && d == ncclInvalidArgument && out == NULL);
+    snprintf(j->err[rank], ERRN, "NULL newcomm %d, color -5 %d, NULL comm %d, newcomm %p", (int)a, (int)b, (int)d,
+             (void *)out);
+    /* and the communicator still splits and works (the refused calls joined no round) */
+    {
+        zero_comm *in = NULL, *x = NULL;
+        zero_result r = c->vt->split(c, 2, &in, &x);
+        if (r != ZERO_OK || !a2a_check(x, 1, "after the refused splits", j->err[rank])) j->bad[rank] = 1;
+        zero_comm_destroy(in); zero_comm_destroy(x);
+    }
+    return ZERO_OK;
+}
+static void nccl_double_split_refuses(void) {
+    static nccl_job j;
+    int k;
+    memset(&j, 0, sizeof j);
+    zero_result r = zero_run_nccl(4, refuse_fn, &j);
+    CHECK(r == ZERO_OK, "zero_run_nccl: %s", zero_result_str(r));
     for (k = 0; k < 4; k++) CHECK(!j.bad[k], "rank %d: %s", k, j.err[k]);
 }
 
@@ -604,6 +637,7 @@ int main(void) {
     train_three(3, 1, 8, 2, "stage3_qwz_qgz_hpz");
     train_three(2, 0, 4, 0, "stage2_qgz_int4");
     TEST_RUN(nccl_all_to_all_split);
+    TEST_RUN(nccl_double_split_refuses);
     TEST_RUN(nccl_fail_mismatch);
     test_begin("nccl_fail_split_injected");
     nccl_fail_split(0);
