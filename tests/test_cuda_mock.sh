@@ -226,10 +226,11 @@ fi
 # 8. ThreadSanitizer over the async double (ZERO_MOCK_TSAN=0: left out, slow to build)
 if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
     if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
-            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
+            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" "$BUILD/mock-tsan/cuda_mock_zpp" \
+            >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
         fail "mock_tsan_build: see $BUILD/logs/cuda_mock_tsan_build.log"
     else
-        for prog in test_device cuda_mock_streams test_nccl "train_mlp --device cuda $ARGS --quiet"; do
+        for prog in test_device cuda_mock_streams test_nccl cuda_mock_zpp "train_mlp --device cuda $ARGS --quiet"; do
             name=${prog%% *}
             out=$(ZERO_CUDA_MOCK_ASYNC=1 ZERO_CUDA_MOCK_DEVICES=4 timeout -k 5 600 "$BUILD/mock-tsan/"$prog 2>&1); rc=$?
             if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
