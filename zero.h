@@ -622,9 +622,11 @@
      small MLP; tests/test_zpp.sh). The trace's comm track shows each level as "node ..."
      or "cross ..." spans. build/bench_zpp times plain stage 3 against all three on a
      modelled network (zero_group_set_link within nodes, zero_group_set_cross_link
-     across). For now ZeRO++ runs on the CPU and EMU devices (a device without its kernels,
-     CUDA for now, is ZERO_ERR_UNSUPPORTED at zero_create, as are offload_params and a
-     communicator that cannot split into nodes: NCCL for now; local and MPI can).
+     across). It runs on the CPU, EMU and CUDA devices (CUDA gives the CPU's bits; with qgz
+     at most 64 nodes, the decoding kernel's inputs) and over the local, MPI and NCCL
+     communicators (NCCL 2.18+: ncclCommSplit; its node and cross-node communicators hold
+     NCCL resources of their own and share the parent's stream and scratch). offload_params,
+     or NCCL headers older than 2.18, is ZERO_ERR_UNSUPPORTED at zero_create.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -805,7 +807,8 @@
      offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
      takes mpirun or srun with ZERO_MPI. The activation stash copies on the CUDA device
      synchronously (through pinned staging; the file I/O overlaps), and it has not yet run
-     on a GPU either. Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at stages 0-2);
+     on a GPU either, nor have ZeRO++'s CUDA kernels and NCCL split (tested on the doubles;
+     tests/gpu/kernels.c checks the kernels in make test-gpu). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at stages 0-2);
      the io_uring engine does not register its buffers. POSIX threads only (Linux,
      macOS); no Windows yet.
 */
