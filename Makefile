@@ -15,7 +15,8 @@
 #                     WERROR= on every core, then build/cuda/test_device (CUDA vs CPU device),
 #                     build/cuda/gpu_* (tests/gpu/*.c: kernels vs CPU, NCCL and both reduce modes'
 #                     bandwidth, AdamW bandwidth ratio=), compute-sanitizer's four tools, train_mlp
-#                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu).
+#                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu;
+#                     ZeRO++ --qwz --qgz --hpz 2 on 4 ranks: reproducible, vs emu).
 #                     No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets the summary.
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test

@@ -19,7 +19,8 @@
 #   5. train_mlp --device cuda: two runs bitwise equal (--save-params), an asynchronous run
 #      bitwise equal to one under CUDA_LAUNCH_BLOCKING=1, a non-blocking caller stream
 #      (--nonblocking-stream) bitwise equal to the default stream, and the loss against
-#      the same device path on the CPU (--device emu) within cuBLAS's rounding.
+#      the same device path on the CPU (--device emu) within cuBLAS's rounding; the same
+#      for ZeRO++ (--qwz --qgz --hpz 2, 4 ranks in nodes of 2): twice bitwise, vs emu.
 # Any SKIP is a failure here (every check must run), so is a program that prints no PASS.
 # Logs: build/logs/gpu_*.log. ZERO_GPU_OUT=DIR: the summary (summary.txt: the probe, every
 # check's line, the counts) and the logs are copied there. Last line: "N passed, N failed,
@@ -148,6 +149,22 @@ if timeout -k 5 120 "$BUILD/train_mlp" "${M[@]}" --device emu >"$LOGS/gpu_train_
     check train_mlp_cuda_vs_emu $? "loss cuda '$lc' vs emu '$le'"
 else
     check train_mlp_cuda_vs_emu 1 "build/train_mlp --device emu failed: $(tail -n 2 "$LOGS/gpu_train_emu.log")"
+fi
+# ZeRO++ (qwz + qgz + hpz, 4 ranks on the GPU in nodes of 2): twice bitwise, and the loss of
+# the EMU device's run (cuBLAS GEMMs round differently from the CPU's: a tolerance)
+Z=(--ranks 4 --qwz --qgz --hpz 2)
+train zpp_a -- "${Z[@]}"; za=$?
+train zpp_b -- "${Z[@]}"; zb=$?
+check train_mlp_cuda_zpp_runs $(( za || zb )) "exit codes $za $zb: $(tail -n 2 "$LOGS"/gpu_train_zpp_*.log | tr '\n' ' ')"
+cmp -s "$P.zpp_a" "$P.zpp_b"; check train_mlp_cuda_zpp_twice_bitwise $? "two ZeRO++ runs gave different params"
+if timeout -k 5 120 "$BUILD/train_mlp" "${M[@]}" "${Z[@]}" --device emu >"$LOGS/gpu_train_zpp_emu.log" 2>&1; then
+    lc=$(sed -n 's/^final loss=\([^ ]*\).*/\1/p' "$LOGS/gpu_train_zpp_a.log")
+    le=$(sed -n 's/^final loss=\([^ ]*\).*/\1/p' "$LOGS/gpu_train_zpp_emu.log")
+    say "  train_mlp ZeRO++: cuda $(tail -n 1 "$LOGS/gpu_train_zpp_a.log")"
+    [ -n "$lc" ] && [ -n "$le" ] && awk "BEGIN { d = $lc - $le; exit !(d < 0.02 && d > -0.02 && $lc < 2.5) }"
+    check train_mlp_cuda_zpp_vs_emu $? "loss cuda '$lc' vs emu '$le'"
+else
+    check train_mlp_cuda_zpp_vs_emu 1 "build/train_mlp --device emu with ZeRO++ failed: $(tail -n 2 "$LOGS/gpu_train_zpp_emu.log")"
 fi
 rm -f "$P".*
 elapsed=$(( $(date +%s) - t0 ))
