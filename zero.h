@@ -543,7 +543,9 @@
      malformed variables are ZERO_ERR_INVALID_ARG naming the variable. The nodes (ZeRO++'s
      topology: runs of consecutive ranks) come from the launcher's ranks per node:
      OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE ("2" or "2(x4)") or
-     LOCAL_WORLD_SIZE; one that does not divide the world size is ZERO_ERR_INVALID_ARG.
+     LOCAL_WORLD_SIZE. One that is malformed, does not divide the world size, or disagrees
+     with the launcher's local rank (ranks placed round robin, not in runs) leaves no
+     nodes: only ZeRO++ needs them, and its zero_create then fails saying why.
 
      --- MPI. zero.h calls MPI from a thread of its own, so it initializes MPI with
      MPI_THREAD_MULTIPLE (if you initialize MPI yourself, ask for MULTIPLE; SERIALIZED
@@ -622,7 +624,13 @@
      small MLP; tests/test_zpp.sh). The trace's comm track shows each level as "node ..."
      or "cross ..." spans. build/bench_zpp times plain stage 3 against all three on a
      modelled network (zero_group_set_link within nodes, zero_group_set_cross_link
-     across). It runs on the CPU, EMU and CUDA devices (CUDA gives the CPU's bits; with qgz
+     across). With hpz the param setters (zero_param_set_f32, zero_set_params_f32,
+     zero_tiled_linear_set_f32) are collective, like zero_load: every rank calls them for
+     the same params, since a chunk holds other ranks' slices; a rank that does not makes
+     the next zero_step fail on every rank (ZERO_ERR_MISMATCH, counted in its all-reduce),
+     or a gather in between time out. zero_estimate takes the nodes from desc.hpz (else
+     one node of all ranks). comm_bytes_within / _across count an endpoint's collectives
+     as they run (every context on it). It runs on the CPU, EMU and CUDA devices (CUDA gives the CPU's bits; with qgz
      at most 64 nodes, the decoding kernel's inputs) and over the local, MPI and NCCL
      communicators (NCCL 2.18+: ncclCommSplit; its node and cross-node communicators hold
      NCCL resources of their own and share the parent's stream and scratch). offload_params,
@@ -2022,6 +2030,7 @@ struct zero_comm {
     int split_ns;                   /* the ranks_per_node they were made for */
     int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
     int64_t link_ns;                /* local: the modelled link's sleeps so far (build/bench_zpp reads it) */
+    char node_why[ZERO__MSG];       /* zero_comm_from_env: why the launcher's nodes were not taken */
 };
 #define ZERO__SCOPE_WORLD 0
 #define ZERO__SCOPE_NODE 1         /* every peer in this rank's node */
@@ -2093,7 +2102,7 @@ typedef struct zero__module_rec {
     uint64_t shared_ticket;         /* the slot's last reduce task */
     /* ZeRO++ hpz: the module's chunk of the secondary partition (span / ranks per node) */
     int64_t sec_off;                /* in ctx->zpp.sec, bytes */
-    uint64_t sec_gen;               /* the ctx->zpp.param_gen its chunk holds; 0: none yet */
+    int sec_fresh;                  /* its chunk holds the params (else the next gather refreshes it) */
 } zero__module_rec;
 
 /* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
@@ -2236,7 +2245,7 @@ struct zero_ctx {
         char *sec;                  /* hpz: the secondary partition, each module's chunk at sec_off */
         char *buf;                  /* payloads: a (this rank's), b (arrived), f (qgz's fp32 partial) */
         int64_t a_bytes, b_bytes, f_bytes;
-        uint64_t param_gen;         /* bumped whenever the params change (step, set, load) */
+        int64_t sets;               /* hpz: setter calls since the last step (they must agree) */
     } zpp;
 };
 
@@ -6925,10 +6934,16 @@ typedef struct zero__launcher {
 /* The launcher's ranks per node into *ns (0: unset). Slurm writes "2" or "2(x4)" (2 tasks
    on each of 4 nodes): the leading count, when every node has it. It must divide the
    world: ZeRO++ takes ranks_per_node consecutive ranks as a node. */
-static zero_result zero__env_node_size(const zero__launcher *L, int size, int *ns) {
+/* The launcher's ranks per node in *ns, or 0 with the reason in why: a value that is not
+   a number, does not divide the world, or (where the launcher says the local rank) nodes
+   that are not runs of consecutive ranks. Never fatal: only ZeRO++ needs the topology, and
+   zero_create says why it has none (zero_comm.node_why). */
+static zero_result zero__env_node_size(const zero__launcher *L, int rank, int size, int *ns, char *why, size_t nwhy) {
+    static const char *local_rank[] = { "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK" };
     const char *s = getenv(L->node_var), *p, *q;
-    int v = 0, digits = 0;
+    int v = 0, digits = 0, k;
     *ns = 0;
+    why[0] = '\0';
     if (!s) return ZERO_OK;
     for (p = s; *p >= '0' && *p <= '9'; p++, digits++)
         if (v <= ZERO__MAX_RANKS) v = v * 10 + (*p - '0');
@@ -6936,14 +6951,27 @@ static zero_result zero__env_node_size(const zero__launcher *L, int size, int *n
         for (q = p + 2; *q >= '0' && *q <= '9'; q++) {}
         if (q > p + 2 && q[0] == ')') p = q + 1;
     }
-    if (!digits || *p != '\0' || v < 1)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: %s='%s' is not a number of ranks per node (the same on every node)",
-                          L->node_var, s);
-    if (v > size || size % v)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: %s='%s' ranks per node does not divide the world size %s=%d "
-                          "(zero.h's nodes are equal runs of consecutive ranks)", L->node_var, s, L->size_var, size);
+    if (!digits || *p != '\0' || v < 1) {
+        snprintf(why, nwhy, "zero_comm_from_env: %s='%s' is not a number of ranks per node (the same on every node)",
+                 L->node_var, s);
+        return ZERO_OK;
+    }
+    if (v > size || size % v) {
+        snprintf(why, nwhy, "zero_comm_from_env: %s='%s' ranks per node does not divide the world size %s=%d "
+                 "(zero.h's nodes are equal runs of consecutive ranks)", L->node_var, s, L->size_var, size);
+        return ZERO_OK;
+    }
+    for (k = 0; k < 4; k++) {
+        const char *lr = getenv(local_rank[k]);
+        if (lr && !strcmp(L->node_var, k == 0 ? "OMPI_COMM_WORLD_LOCAL_SIZE" : k == 1 ? "MPI_LOCALNRANKS" :
+                                       k == 2 ? "SLURM_NTASKS_PER_NODE" : "LOCAL_WORLD_SIZE") &&
+            atoi(lr) != rank % v) {
+            snprintf(why, nwhy, "zero_comm_from_env: %s=%s but rank %d would be place %d of a node of %d consecutive "
+                     "ranks (%s='%s'): the launcher did not place ranks in consecutive runs per node (by slot, not "
+                     "round robin)", local_rank[k], lr, rank, rank % v, v, L->node_var, s);
+            return ZERO_OK;
+        }
+    }
     *ns = v;
     return ZERO_OK;
 }
@@ -8621,6 +8649,9 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
     cfg[3] = ctx->desc.grad_accum_dtype; cfg[4] = ctx->desc.accum_steps; cfg[5] = ctx->desc.align_elems;
     cfg[6] = ctx->desc.optim.type; cfg[7] = ctx->num_modules;
     h = zero__fnv(h, cfg, sizeof cfg);
+    cfg[0] = ctx->desc.qwz; cfg[1] = ctx->desc.qgz; cfg[2] = ctx->desc.hpz; cfg[3] = ctx->desc.quant_block;
+    cfg[4] = ctx->zpp.ns; cfg[5] = cfg[6] = cfg[7] = 0;
+    h = zero__fnv(h, cfg, sizeof cfg);      /* ZeRO++: ranks must agree on the payloads and the nodes */
     for (i = 0; i < ctx->num_modules; i++) {
         h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
         h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
@@ -8831,10 +8862,9 @@ static zero_result zero__build(zero_ctx *ctx) {
         ctx->zpp.a_bytes = za; ctx->zpp.b_bytes = zb; ctx->zpp.f_bytes = zf;
         for (k = 0; k < ctx->num_modules; k++) {
             ctx->modules[k].sec_off = off;
-            ctx->modules[k].sec_gen = 0;
+            ctx->modules[k].sec_fresh = 0;
             if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero_dtype_size(d->param_dtype);
         }
-        ctx->zpp.param_gen = 1;
     }
     if (z.tile_elems) {
         ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
@@ -8921,9 +8951,22 @@ static zero_result zero__build(zero_ctx *ctx) {
    hpz keeps each module's chunk (the secondary partition), refreshed by the first
    gather after the params change, and later gathers only run the node level. */
 
-/* a failed sub-collective: its message becomes the comm stream's (it reports comm->err) */
-static zero_result zero__zpp_err(zero_ctx *ctx, const zero_comm *sub, zero_result r) {
-    if (r != ZERO_OK && sub != ctx->comm) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", sub->err);
+/* a failed sub-collective: its message becomes the comm stream's (it reports comm->err),
+   unless the device already wrote one there (a copy or sum that failed) */
+static zero_result zero__zpp_err(zero_ctx *ctx, zero_comm *sub, zero_result r) {
+    if (r != ZERO_OK && sub != ctx->comm && sub->err[0]) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", sub->err);
+    sub->err[0] = '\0';
+    return r;
+}
+/* an encoding that failed: the level's collective still runs (the peers wait for it; its
+   payload is garbage, and every rank's step fails), then the device's error */
+static zero_result zero__zpp_join(zero_ctx *ctx, zero_comm *c, int a2a, const void *send, void *recv, int64_t bytes,
+                                  zero_result r) {
+    char keep[ZERO__MSG];
+    snprintf(keep, sizeof keep, "%s", ctx->comm->err);
+    (void)(a2a ? zero__c_all_to_all(ctx, c, send, recv, bytes) : zero__c_all_gather(ctx, c, send, recv, bytes));
+    snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", keep);
+    c->err[0] = '\0';
     return r;
 }
 
@@ -8949,7 +8992,8 @@ static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
     zero_result r;
     if (!ctx->desc.qwz)
         return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
-    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) return r;
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK)
+        return zero__zpp_join(ctx, ctx->zpp.inter, 0, a, b, P, r);
     if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
     for (k = 0; k < ctx->zpp.nn && r == ZERO_OK; k++) {
         const void *pk = b + (int64_t)k * P;
@@ -8976,7 +9020,10 @@ static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refres
     if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
     /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
        in node-major order: payload k is slice k */
-    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) return r;
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) {
+        zero__zpp_join(ctx, ctx->zpp.inter, 0, a, a + P, P, r);
+        return zero__zpp_join(ctx, ctx->zpp.intra, 0, a + P, b, P * ctx->zpp.nn, r);
+    }
     if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, a + P, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
     if ((r = zero__c_all_gather(ctx, ctx->zpp.intra, a + P, b, P * ctx->zpp.nn)) != ZERO_OK)
         return zero__zpp_err(ctx, ctx->zpp.intra, r);
@@ -9020,7 +9067,7 @@ static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int
     for (k = 0; k < nn; k++)
         if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a + k * P, (const char *)src + k * per * es, srcdt, per, bits,
                                      blk)) != ZERO_OK)
-            return r;
+            return zero__zpp_join(ctx, ctx->zpp.inter, 1, a, b, P, r);
     if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
     for (k = 0; k < nn; k++) ins[k] = b + k * P;
     return ctx->dev->qp_sum(ctx, ZERO__S_COMM, recv, rdt, ins, nn, per, bits, blk, accumulate);
@@ -9213,9 +9260,9 @@ static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
    only, never on timing), so the ranks' comm streams stay matched. */
 static void zero__issue_gather(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
-    int refresh = ctx->desc.hpz && m->sec_gen != ctx->zpp.param_gen;    /* hpz: its chunk is stale */
+    int refresh = ctx->desc.hpz && !m->sec_fresh;      /* hpz: its chunk is stale */
     m->live = 1;
-    m->sec_gen = ctx->zpp.param_gen;
+    m->sec_fresh = 1;
     m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, refresh, 0, zero__gather_base(ctx, m), NULL);
     if (!m->persistent) {
         ctx->sched.gathered += zero__gbytes(&ctx->desc, m->span);
@@ -9337,7 +9384,6 @@ static zero_result zero__schedule_check(zero_ctx *ctx) {
 static zero_result zero__stage3_step_end(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i;
-    ctx->zpp.param_gen++;           /* the optimizer is about to change the params */
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
     ctx->sched.active = 1;
@@ -9653,10 +9699,20 @@ static zero_result zero__step(zero_ctx *ctx) {
         if ((r = ctx->dev->sumsq(ctx, 0, &v)) != ZERO_OK) return r;
         total += v;
     } else {
-        double v;
-        if ((r = ctx->dev->sumsq(ctx, ctx->prank, &v)) != ZERO_OK) return r;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL))) != ZERO_OK) return r;
-        total = v;
+        /* with hpz the setters' calls ride along: every rank must have made as many */
+        double v[2];
+        v[1] = (double)ctx->zpp.sets;
+        if ((r = ctx->dev->sumsq(ctx, ctx->prank, &v[0])) != ZERO_OK) return r;
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, d->hpz ? 2 : 1, v, NULL))) != ZERO_OK)
+            return r;
+        total = v[0];
+        if (d->hpz && v[1] != (double)ctx->zpp.sets * ctx->world)
+            return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_BAD_SEQUENCE,
+                              "zero_step: this rank called the param setters (zero_param_set_f32 and those built on "
+                              "it) %lld times since the last step, and the ranks %g times together; with hpz the "
+                              "setters are collective: call them on every rank, for the same params",
+                              (long long)ctx->zpp.sets, v[1]);
+        ctx->zpp.sets = 0;
     }
     inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
@@ -9676,6 +9732,8 @@ static zero_result zero__step(zero_ctx *ctx) {
         return ZERO_STEP_SKIPPED;
     }
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
+    for (i = 0; i < ctx->num_modules; i++)      /* hpz: the pass changes the trainable params */
+        if (!ctx->modules[i].frozen) ctx->modules[i].sec_fresh = 0;
     {
         double t0 = zero__trace_t0(ctx);
         ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
@@ -10892,7 +10950,7 @@ static zero_result zero__ck_regather(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i, any = 0;
     if (ctx->desc.stage != 3) return ZERO_OK;
-    ctx->zpp.param_gen++;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].sec_fresh = 0;
     for (i = 0; i < ctx->num_modules; i++)
         if (ctx->modules[i].live) {
             any = 1;
@@ -11879,6 +11937,13 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->world = ctx->comm->size;
     ctx->prank = ctx->rank;
     ctx->desc.comm = ctx->comm;
+    if (zero__zpp_on(&ctx->desc) && !ctx->comm->node_size && ctx->comm->node_why[0] && ctx->world > 1) {
+        char why[ZERO__MSG];
+        snprintf(why, sizeof why, "%s", ctx->comm->node_why);
+        zero_destroy(ctx);
+        return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: ZeRO++ needs the nodes, and %s; set them with zero_comm_set_nodes", why);
+    }
     if (zero__zpp_on(&ctx->desc)) {
         int cn = ctx->comm->node_size, hz = ctx->desc.hpz, ns = hz ? hz : cn ? cn : ctx->world;
         if (hz && cn && hz != cn) {
@@ -11906,6 +11971,15 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
                                  "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
                                  "this one cannot (the local and MPI ones can, and NCCL's from version 2.18 on)");
         }
+#ifdef ZERO_CUDA
+        if (ctx->desc.qgz && ctx->dev == &zero__cuda_dev && ctx->world / ns > ZERO__K_MAXIN) {
+            int nn = ctx->world / ns;
+            zero_destroy(ctx);
+            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                                 "zero_create: qgz on the CUDA device adds at most %d nodes' payloads; this run has %d "
+                                 "nodes", ZERO__K_MAXIN, nn);
+        }
+#endif
         ctx->zpp.on = 1;
         ctx->zpp.ns = ns;
         ctx->zpp.nn = ctx->world / ns;
@@ -12905,7 +12979,8 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
     /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
        shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
     if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
-    ctx->modules[pr->module].sec_gen = 0;     /* hpz: its chunk of the secondary partition is stale */
+    ctx->modules[pr->module].sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
+    ctx->zpp.sets++;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
@@ -13029,7 +13104,7 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 
 /* ---- communicators from a launcher's environment ------------------------------------ */
 /* the endpoint, and the launcher's ranks per node in *ns (0: none said) */
-static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns) {
+static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns, char *why, size_t nwhy) {
     static const zero__launcher launchers[] = {
         { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
         { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
@@ -13080,7 +13155,7 @@ static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns)
                                   "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
                                   miss, strchr(miss, ',') ? "are" : "is");
         }
-        if (zero__env_node_size(l, size, ns) != ZERO_OK) return ZERO_ERR_INVALID_ARG;
+        zero__env_node_size(l, rank, size, ns, why, nwhy);
     }
     if (!L) {
 #ifdef ZERO_CUDA
@@ -13145,7 +13220,11 @@ static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns)
 
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
     int ns = 0;
-    zero_result r = zero__from_env(out, backend, &ns);
+    char why[ZERO__MSG];
+    zero_result r;
+    why[0] = '\0';
+    r = zero__from_env(out, backend, &ns, why, sizeof why);
+    if (r == ZERO_OK && why[0]) snprintf((*out)->node_why, sizeof (*out)->node_why, "%s", why);
     if (r != ZERO_OK || ns == 0) return r;
     if ((r = zero_comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
         zero_comm_destroy(*out);

@@ -38,6 +38,9 @@ typedef struct run_cfg {
     const char *trace_path;             /* zero_trace_save after training */
     int quit_rank, quit_step;           /* quit_step > 0: that rank stops there (destroys its context) */
     int timeout_ms;                     /* 0: the fixture's */
+    int frozen0;                        /* layer0 frozen */
+    int rogue_set;                      /* rank 0 alone sets layer0's weight before the last zero_step */
+    zero_result step_result;            /* rank 0's last zero_step */
     /* results, from rank 0 */
     float out[MAXP];
     int64_t numel;
@@ -109,7 +112,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     for (l = 0; l < NLAYERS; l++) {
         char name[32];
         snprintf(name, sizeof name, "layer%d", l);
-        if ((r = fx_module(z, name, 0, &mod[l])) != ZERO_OK ||
+        if ((r = fx_module(z, name, l == 0 && cfg->frozen0, &mod[l])) != ZERO_OK ||
             (r = fx_param(z, mod[l], "w", dims[l + 1], dims[l], 0, &W[l])) != ZERO_OK ||
             (r = fx_param(z, mod[l], "b", dims[l + 1], 0, 1, &B[l])) != ZERO_OK)
             goto done;
@@ -178,14 +181,20 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
                         for (j = 0; j < dims[l + 1]; j++) s += w[l][j * dims[l] + k] * delta[i][j];
                         dprev[i][k] = s * (1.0f - act[l][i][k] * act[l][i][k]);
                     }
-                add_grad(z, cfg, zero_param_grad(z, W[l]), gw[l], dims[l + 1] * dims[l]);
-                add_grad(z, cfg, zero_param_grad(z, B[l]), gb[l], dims[l + 1]);
+                if (!(l == 0 && cfg->frozen0)) {
+                    add_grad(z, cfg, zero_param_grad(z, W[l]), gw[l], dims[l + 1] * dims[l]);
+                    add_grad(z, cfg, zero_param_grad(z, B[l]), gb[l], dims[l + 1]);
+                }
                 if ((r = zero_release(z, mod[l])) != ZERO_OK) goto done;
                 if ((r = zero_grads_ready(z, mod[l])) != ZERO_OK) goto done;
                 if (l > 0) memcpy(delta, dprev, sizeof delta);
             }
         }
+        if (cfg->rogue_set && rank == 0 && step == cfg->steps - 1 &&
+            (r = zero_param_set_f32(z, W[0], w[0])) != ZERO_OK)
+            goto done;
         r = zero_step(z);
+        if (rank == 0) cfg->step_result = r;
         if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
         if ((r = zero_allreduce_f64(z, &loss, 1)) != ZERO_OK) goto done;
         if (rank == 0) cfg->last_loss = loss / (cfg->world * cfg->accum);
@@ -615,6 +624,46 @@ static void test_trace_levels(void) {
     free(c);
 }
 
+/* hpz refreshes a module's chunk after its params change only: a frozen module's once */
+static void test_hpz_frozen_once(void) {
+    char path[] = "/tmp/zero_zpp_frozenXXXXXX";
+    int fd = mkstemp(path);
+    run_cfg *c = cfg_new(3, 4, 2);
+    c->hpz = 2; c->qwz = 1; c->steps = 5; c->frozen0 = 1; c->trace_path = path;
+    if (CHECK(fd >= 0, "mkstemp") && train(c)) {
+        FILE *f = fopen(path, "rb");
+        static char buf[1 << 22];
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        int l0 = 0, l1 = 0;
+        const char *p;
+        buf[n] = 0;
+        for (p = buf; (p = strstr(p, "\"cross all-gather layer0")) != NULL; p++) l0++;
+        for (p = buf; (p = strstr(p, "\"cross all-gather layer1")) != NULL; p++) l1++;
+        /* per rank: frozen layer0 once, then once in zero_gather_params_f32; layer1 after
+           every step (5 steps: 5 refreshes) and in zero_gather_params_f32 */
+        CHECK(l0 == 4 * 2 && l1 == 4 * (5 + 1), "cross-node all-gathers: layer0 %d (want 8), layer1 %d (want 24)", l0, l1);
+        if (f) fclose(f);
+    }
+    if (fd >= 0) { close(fd); unlink(path); }
+    free(c);
+}
+
+/* with hpz the setters are collective: one rank's extra call fails the next zero_step on
+   every rank, with a message */
+static void test_hpz_rogue_set(void) {
+    run_cfg *c = cfg_new(3, 4, 2);
+    zero_group *g = NULL;
+    zero_result r;
+    c->hpz = 2; c->steps = 3; c->rogue_set = 1; c->plan_ok = c->set_ok = 1;
+    zero_group_create(&g, 4);
+    zero_group_set_nodes(g, 2);
+    r = zero_run_group(g, rank_main, c);
+    CHECK(r == ZERO_ERR_MISMATCH && c->step_result == ZERO_ERR_MISMATCH, "got %s (rank 0's step: %s)",
+          zero_result_str(r), zero_result_str(c->step_result));
+    zero_group_destroy(g);
+    free(c);
+}
+
 /* a checkpoint saved with ZeRO++'s slice ownership loads at plain stage 3 on 2 ranks, and
    the other way: the same master weights */
 static void test_checkpoint(void) {
@@ -690,6 +739,7 @@ typedef struct bad_case {
     zero_result want;
     const char *words;
     char msg[ZERO__MSG];            /* rank 0's message */
+    int why;                        /* the endpoint says why it has no nodes (as zero_comm_from_env leaves it) */
 } bad_case;
 
 static zero_result bad_rank(zero_comm *comm, int rank, void *user) {
@@ -698,6 +748,7 @@ static zero_result bad_rank(zero_comm *comm, int rank, void *user) {
     zero_ctx *z = NULL;
     zero_result r;
     (void)rank;
+    if (b->why) snprintf(comm->node_why, sizeof comm->node_why, "LOCAL_WORLD_SIZE='3' ranks per node does not divide");
     fx_desc(&d, comm, b->stage, ZERO_BF16, ZERO_OPTIM_ADAMW, 0.01);
     d.qwz = b->qwz; d.qgz = b->qgz; d.hpz = b->hpz; d.quant_block = b->block; d.device = b->device;
     d.offload_params = b->offload_params;
@@ -710,15 +761,16 @@ static zero_result bad_rank(zero_comm *comm, int rank, void *user) {
 
 static void test_bad_options(void) {
     static bad_case cases[] = {
-        { 2, 2, 0, 1, 0, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qwz", "" },
-        { 1, 2, 0, 0, 0, 2, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "hpz", "" },
-        { 0, 2, 0, 0, 8, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qgz", "" },
-        { 3, 2, 0, 0, 3, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qgz=3", "" },
-        { 3, 2, 0, 2, 0, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qwz=2", "" },
-        { 3, 2, 0, 1, 0, 0, -5, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "quant_block=-5", "" },
-        { 3, 4, 0, 0, 0, 3, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "divide", "" },
-        { 3, 4, 4, 0, 0, 2, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "nodes have 4", "" },
-        { 3, 2, 0, 0, 8, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NVME, ZERO_ERR_UNSUPPORTED, "offload_params", "" },
+        { 2, 2, 0, 1, 0, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qwz", "", 0 },
+        { 1, 2, 0, 0, 0, 2, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "hpz", "", 0 },
+        { 0, 2, 0, 0, 8, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qgz", "", 0 },
+        { 3, 2, 0, 0, 3, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qgz=3", "", 0 },
+        { 3, 2, 0, 2, 0, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "qwz=2", "", 0 },
+        { 3, 2, 0, 1, 0, 0, -5, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "quant_block=-5", "", 0 },
+        { 3, 4, 0, 0, 0, 3, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "divide", "", 0 },
+        { 3, 4, 4, 0, 0, 2, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "nodes have 4", "", 0 },
+        { 3, 2, 0, 0, 8, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NVME, ZERO_ERR_UNSUPPORTED, "offload_params", "", 0 },
+        { 3, 4, 0, 0, 8, 0, 0, ZERO_DEVICE_CPU, ZERO_OFFLOAD_NONE, ZERO_ERR_INVALID_ARG, "needs the nodes, and LOCAL", "", 1 },
     };
     size_t i;
     for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -750,6 +802,8 @@ int main(void) {
     TEST_RUN(test_hpz_set);
     TEST_RUN(test_checkpoint);
     TEST_RUN(test_trace_levels);
+    TEST_RUN(test_hpz_frozen_once);
+    TEST_RUN(test_hpz_rogue_set);
     TEST_RUN(test_emu_device);
     TEST_RUN(test_rank_quits);
     TEST_RUN(test_qgz_one_node);
