@@ -6367,6 +6367,25 @@ static int zero__nccl_type(int dt) {
 
 /* reduce-scatter: the all-to-all of slices, then the fp32 sum in rank order (ZERO_REDUCE_NCCL:
    ncclReduceScatter) */
+/* chunk k of send (piece bytes each, device memory) to rank k, rank k's chunk for us into
+   recv + k * piece, in one group of sends and receives (our own chunk is not moved) */
+static ncclResult_t zero__nccl_exchange(zero__nccl_comm *m, const char *send, char *recv, int64_t piece, cudaStream_t s) {
+    int n = m->base.size, me = m->base.rank, k;
+    ncclResult_t nr = ncclGroupStart(), ne;
+    if (nr != ncclSuccess) return nr;
+    for (k = 0; k < n && nr == ncclSuccess; k++) {
+        if (k == me) continue;
+        nr = ncclSend(send + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+        if (nr == ncclSuccess || nr == ncclInProgress)
+            nr = ncclRecv(recv + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
+        if (nr == ncclInProgress) nr = ncclSuccess;
+    }
+    /* the group is closed even after a failed call: one left open would take in the next
+       collective (the communicator is aborted on the failure anyway) */
+    ne = ncclGroupEnd();
+    return nr == ncclSuccess ? ne : nr;
+}
+
 static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                              int64_t count, int accumulate, int timeout_ms) {
     zero__nccl_comm *m = (zero__nccl_comm *)c;
@@ -6419,20 +6438,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         return ZERO_OK;
     }
     if (n > 1) {
-        ncclResult_t nr = ncclGroupStart(), ne;
-        if (nr == ncclSuccess) {
-            for (k = 0; k < n && nr == ncclSuccess; k++) {
-                if (k == me) continue;
-                nr = ncclSend(dsend + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-                if (nr == ncclSuccess || nr == ncclInProgress)
-                    nr = ncclRecv(slices + (int64_t)k * piece, (size_t)piece, ncclUint8, k, m->comm, s);
-                if (nr == ncclInProgress) nr = ncclSuccess;
-            }
-            /* the group is closed even after a failed call: one left open would take in the
-               next collective (the communicator is aborted on the failure anyway) */
-            ne = ncclGroupEnd();
-            if (nr == ncclSuccess) nr = ne;
-        }
+        ncclResult_t nr = zero__nccl_exchange(m, dsend, slices, piece, s);
         if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
     }
     for (k = 0; k < n; k++) ins[k] = k == me ? dsend + (int64_t)me * piece : slices + (int64_t)k * piece;
@@ -6533,7 +6539,7 @@ static zero_result zero__nccl_all_to_all(zero_comm *c, const void *send, void *r
     zero__nccl_comm *m = (zero__nccl_comm *)c;
     double dl = zero__now_ms() + timeout_ms;
     const int kind = ZERO_COLL_ALL_TO_ALL;
-    int n = c->size, me = c->rank, k, host;
+    int n = c->size, me = c->rank, host;
     int64_t total;
     const char *dsend = (const char *)send;
     char *drecv = (char *)recv, *dev = NULL, *pin = NULL;
@@ -6562,18 +6568,7 @@ static zero_result zero__nccl_all_to_all(zero_comm *c, const void *send, void *r
         drecv = dev + total;
     }
     if (n > 1) {
-        ncclResult_t nr = ncclGroupStart(), ne;
-        if (nr == ncclSuccess) {
-            for (k = 0; k < n && nr == ncclSuccess; k++) {
-                if (k == me) continue;
-                nr = ncclSend(dsend + (int64_t)k * bytes, (size_t)bytes, ncclUint8, k, m->comm, s);
-                if (nr == ncclSuccess || nr == ncclInProgress)
-                    nr = ncclRecv(drecv + (int64_t)k * bytes, (size_t)bytes, ncclUint8, k, m->comm, s);
-                if (nr == ncclInProgress) nr = ncclSuccess;
-            }
-            ne = ncclGroupEnd();    /* closed even after a failed call (see the reduce-scatter) */
-            if (nr == ncclSuccess) nr = ne;
-        }
+        ncclResult_t nr = zero__nccl_exchange(m, dsend, drecv, bytes, s);
         if ((r = zero__nccl_issued(m, kind, "ncclSend/ncclRecv (all-to-all)", nr, timeout_ms, dl)) != ZERO_OK) return r;
     }
     if ((r = zero__nccl_copy(m, kind, drecv + (int64_t)me * bytes, dsend + (int64_t)me * bytes, bytes)) != ZERO_OK)
