@@ -20,7 +20,9 @@
 #      bitwise equal to one under CUDA_LAUNCH_BLOCKING=1, a non-blocking caller stream
 #      (--nonblocking-stream) bitwise equal to the default stream, and the loss against
 #      the same device path on the CPU (--device emu) within cuBLAS's rounding; the same
-#      for ZeRO++ (--qwz --qgz --hpz 2, 4 ranks in nodes of 2): twice bitwise, vs emu.
+#      for ZeRO++ (--qwz --qgz --hpz 2, 4 ranks in nodes of 2): twice bitwise, vs emu;
+#   6. build/bench_zpp (ZeRO++ vs stage 3 on modelled links, 8 local ranks) on this machine's
+#      cores: its ratio= lines in the summary.
 # Any SKIP is a failure here (every check must run), so is a program that prints no PASS.
 # Logs: build/logs/gpu_*.log. ZERO_GPU_OUT=DIR: the summary (summary.txt: the probe, every
 # check's line, the counts) and the logs are copied there. Last line: "N passed, N failed,
@@ -65,7 +67,8 @@ fi
 gpu_progs=()
 for src in tests/gpu/*.c; do [ -e "$src" ] && gpu_progs+=("$BUILD/cuda/gpu_$(basename "$src" .c)"); done
 if ! make -j"$(nproc)" --no-print-directory CUDA=1 WERROR= BUILD="$BUILD" "$BUILD/cuda/zero_kernels.o" \
-        "$BUILD/cuda/test_device" "$BUILD/cuda/train_mlp" "$BUILD/train_mlp" ${gpu_progs[@]+"${gpu_progs[@]}"} \
+        "$BUILD/cuda/test_device" "$BUILD/cuda/train_mlp" "$BUILD/train_mlp" "$BUILD/bench_zpp" \
+        ${gpu_progs[@]+"${gpu_progs[@]}"} \
         >"$LOGS/gpu_build.log" 2>&1; then
     tail -n 30 "$LOGS/gpu_build.log"
     say "FAIL test_gpu_build: make CUDA=1 failed (see $LOGS/gpu_build.log)"
@@ -167,6 +170,15 @@ else
     check train_mlp_cuda_zpp_vs_emu 1 "build/train_mlp --device emu with ZeRO++ failed: $(tail -n 2 "$LOGS/gpu_train_zpp_emu.log")"
 fi
 rm -f "$P".*
+
+# ---- 6. build/bench_zpp on this machine's cores (a CPU benchmark: 8 local ranks, modelled
+# links; on a small CI machine the ranks share two cores, here each can have its own) -------
+if timeout -k 5 120 "$BUILD/bench_zpp" >"$LOGS/gpu_bench_zpp.log" 2>&1 && grep -q '^ratio=' "$LOGS/gpu_bench_zpp.log"; then
+    grep -E 'ms/step|cross_bytes_ratio=|modelled|ratio_est|^ratio=' "$LOGS/gpu_bench_zpp.log" | sed 's|^|  bench_zpp: |' | tee -a "$SUMMARY"
+    check bench_zpp_ran 0 ""
+else
+    check bench_zpp_ran 1 "build/bench_zpp failed: $(tail -n 2 "$LOGS/gpu_bench_zpp.log")"
+fi
 elapsed=$(( $(date +%s) - t0 ))
 [ "$elapsed" -lt 480 ]; check test_gpu_under_8_minutes $? "took $elapsed s"
 [ "$fail" -eq 0 ] && finish 0
