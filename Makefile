@@ -16,7 +16,8 @@
 #                     build/cuda/gpu_* (tests/gpu/*.c: kernels vs CPU, NCCL and both reduce modes'
 #                     bandwidth, AdamW bandwidth ratio=), compute-sanitizer's four tools, train_mlp
 #                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu;
-#                     ZeRO++ --qwz --qgz --hpz 2 on 4 ranks: reproducible, vs emu).
+#                     ZeRO++ --qwz --qgz --hpz 2 on 4 ranks: reproducible, vs emu), build/bench_zpp on
+#                     the machine's cores (8 ranks, a core each).
 #                     No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets the summary.
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
