@@ -3706,7 +3706,9 @@ static void zero__qp_decode_into(float *acc, int first, const void *p, int64_t n
     }
 }
 /* out (rdt, n values) = [out +] the sum over k in order of payload k's values, in fp32:
-   the stored value first, as zero__sum_into */
+   the stored value first, then each payload added to it in turn (zero__sum_into instead
+   adds the stored value to its inputs' sum; the CUDA kernel and the vector path follow
+   this order) */
 static void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block,
                          int accumulate) {
     float acc[ZERO__QP_CH];
