@@ -597,54 +597,59 @@ static void test_hpz_set(void) {
     }
 }
 
+/* trains c with tracing on and returns the trace file's text (NUL-terminated; NULL when
+   the run failed), the file removed */
+static const char *train_traced(run_cfg *c) {
+    static char buf[1 << 22];
+    char path[] = "/tmp/zero_zpp_traceXXXXXX";
+    int fd = mkstemp(path), ok;
+    size_t n = 0;
+    if (!CHECK(fd >= 0, "mkstemp")) return NULL;
+    c->trace_path = path;
+    if ((ok = train(c)) != 0) {
+        FILE *f = fopen(path, "rb");
+        n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+    }
+    buf[n] = 0;
+    close(fd);
+    unlink(path);
+    return ok ? buf : NULL;
+}
+static int count_in(const char *text, const char *needle) {
+    int k = 0;
+    for (; (text = strstr(text, needle)) != NULL; text++) k++;
+    return k;
+}
+
 /* the trace names each level's collectives: gathers stay in the node after the refresh */
 static void test_trace_levels(void) {
-    char path[] = "/tmp/zero_zpp_traceXXXXXX";
-    int fd = mkstemp(path);
     run_cfg *c = cfg_new(3, 4, 2);
-    c->qwz = 1; c->qgz = 8; c->hpz = 2; c->steps = 3; c->trace_path = path;
-    if (CHECK(fd >= 0, "mkstemp") && train(c)) {
-        FILE *f = fopen(path, "rb");
-        static char buf[1 << 22];
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        int nodeg = 0, crossg = 0, crossa = 0;
-        const char *p;
-        buf[n] = 0;
-        for (p = buf; (p = strstr(p, "\"node all-gather layer")) != NULL; p++) nodeg++;
-        for (p = buf; (p = strstr(p, "\"cross all-gather layer")) != NULL; p++) crossg++;
-        for (p = buf; (p = strstr(p, "\"cross all-to-all layer")) != NULL; p++) crossa++;
+    const char *tr;
+    c->qwz = 1; c->qgz = 8; c->hpz = 2; c->steps = 3;
+    if ((tr = train_traced(c)) != NULL) {
+        int nodeg = count_in(tr, "\"node all-gather layer"), crossg = count_in(tr, "\"cross all-gather layer");
+        int crossa = count_in(tr, "\"cross all-to-all layer");
         /* per rank and step: 6 gathers in the node, 3 refreshes and 3 gradient exchanges
            across; the last zero_step's prefetch of layer0 (a refresh and a gather); then
            zero_gather_params_f32: a cross and a node all-gather per module */
         CHECK(nodeg == 4 * (3 * 6 + 1 + 3) && crossg == 4 * (3 * 3 + 1 + 3) && crossa == 4 * 3 * 3,
               "trace spans: %d node all-gathers, %d cross all-gathers, %d cross all-to-alls", nodeg, crossg, crossa);
-        if (f) fclose(f);
     }
-    if (fd >= 0) { close(fd); unlink(path); }
     free(c);
 }
 
 /* hpz refreshes a module's chunk after its params change only: a frozen module's once */
 static void test_hpz_frozen_once(void) {
-    char path[] = "/tmp/zero_zpp_frozenXXXXXX";
-    int fd = mkstemp(path);
     run_cfg *c = cfg_new(3, 4, 2);
-    c->hpz = 2; c->qwz = 1; c->steps = 5; c->frozen0 = 1; c->trace_path = path;
-    if (CHECK(fd >= 0, "mkstemp") && train(c)) {
-        FILE *f = fopen(path, "rb");
-        static char buf[1 << 22];
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        int l0 = 0, l1 = 0;
-        const char *p;
-        buf[n] = 0;
-        for (p = buf; (p = strstr(p, "\"cross all-gather layer0")) != NULL; p++) l0++;
-        for (p = buf; (p = strstr(p, "\"cross all-gather layer1")) != NULL; p++) l1++;
+    const char *tr;
+    c->hpz = 2; c->qwz = 1; c->steps = 5; c->frozen0 = 1;
+    if ((tr = train_traced(c)) != NULL) {
+        int l0 = count_in(tr, "\"cross all-gather layer0"), l1 = count_in(tr, "\"cross all-gather layer1");
         /* per rank: frozen layer0 once, then once in zero_gather_params_f32; layer1 after
            every step (5 steps: 5 refreshes) and in zero_gather_params_f32 */
         CHECK(l0 == 4 * 2 && l1 == 4 * (5 + 1), "cross-node all-gathers: layer0 %d (want 8), layer1 %d (want 24)", l0, l1);
-        if (f) fclose(f);
     }
-    if (fd >= 0) { close(fd); unlink(path); }
     free(c);
 }
 
