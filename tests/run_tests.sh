@@ -21,7 +21,8 @@
 # (300 s), each with a fresh private TMPDIR. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
 # which names the hung case) defaults to 15 s less, so it fires before the runner's kill.
 # Test scripts tests/test_*.sh follow the same protocol (tests/test_gpu.sh is left to
-# `make test-gpu`).
+# `make test-gpu`), under `timeout $ZERO_RUN_SCRIPT_TIMEOUT` (600 s): a script runs many
+# programs, each under a timeout of its own (test_cuda_mock.sh takes ~4.5 minutes idle).
 # Output: FAIL and SKIP lines, a one-line summary per program, and the tail of a failing
 # program's output; VERBOSE=1 prints everything. Full logs: $BUILD/logs/. The last line is
 # always "N passed, N failed, N skipped"; the exit status is 1 when anything failed.
@@ -31,6 +32,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 BUILD=${BUILD:-build}
 TIMEOUT=${ZERO_RUN_TIMEOUT:-300}
+SCRIPT_TIMEOUT=${ZERO_RUN_SCRIPT_TIMEOUT:-600}
 export ZERO_TEST_TIMEOUT=${ZERO_TEST_TIMEOUT:-$((TIMEOUT > 30 ? TIMEOUT - 15 : TIMEOUT))}
 VERBOSE=${VERBOSE:-0}
 LOGS=$BUILD/logs
@@ -58,10 +60,11 @@ run_one() {
     local label=$1; shift
     local log="$LOGS/${label//\//_}.log"
     local tmp; tmp=$(mktemp -d "${TMPDIR:-/tmp}/zero_test.XXXXXX")
-    local t0 t1 rc
+    local t0 t1 rc lim=$TIMEOUT
+    case "$label" in *.sh) lim=$SCRIPT_TIMEOUT ;; esac
     t0=$(now)
     # (the braces' 2>/dev/null keeps bash's own "Segmentation fault" notice out of the log)
-    { TMPDIR=$tmp timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null; rc=$?; } 2>/dev/null
+    { TMPDIR=$tmp timeout -k 10 "$lim" "$@" >"$log" 2>&1 </dev/null; rc=$?; } 2>/dev/null
     t1=$(now)
     rm -rf "$tmp"
 
@@ -76,7 +79,7 @@ run_one() {
     fi
     local note=""
     if [ "$rc" -ne 0 ] && [ "$nfail" -eq 0 ]; then
-        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note=", timed out after ${TIMEOUT}s"
+        if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then note=", timed out after ${lim}s"
         elif [ "$rc" -gt 128 ]; then note=", SIG$(kill -l $((rc - 128)) 2>/dev/null)"; fi
         echo "FAIL $label crashed (exit $rc$note)"
         nfail=1
