@@ -361,8 +361,12 @@
      results on every path and thread count. The norm (each rank reads its own slice of
      the gradients; the ranks' sums are added in rank order), the reductions' sums and
      the clearing of the gradients for the next step use the same threads and vector
-     units (at stage 0 the pass clears each gradient right after reading it). The norm
-     too is the same double at every stage, world size, path and thread count.
+     units (at stage 0 the pass clears each gradient right after reading it). With more
+     than one rank on the local or MPI comm, a module's last reduction of the step takes
+     its slice's share of the norm while the sum is in cache, so zero_step reads only what
+     no reduction covered; on the local comm a stage-0 all-reduce writes each sum straight
+     into every rank's gradients (no separate gather). The norm too is the same double at
+     every stage, world size, path and thread count.
 
    ON MEMORY
      zero_build plans every buffer before allocating any. zero_plan_get returns the plan
@@ -1942,6 +1946,11 @@ typedef struct zero__dev_vt {
     zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                             int64_t count, int accumulate);
     zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>kernels) */
+    /* sum_into, then blk[b] = the norm's block b of out's count elements (blk not NULL) and
+       out copied to copies[0..ncopies) (zero__sum_sq_k); host memory only. NULL: the device
+       cannot (the norm is then taken by sumsq, and the local comm reduces and gathers) */
+    zero_result (*sum_sq)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                          int64_t count, int accumulate, double *blk, void *const *copies, int ncopies);
     /* ZeRO++'s payloads (>>kernels: zero__qp_*): dst = the payload of n values of x (xdt);
        out (rdt) = [out +] the values of np payloads added in fp32, in order. NULL: the
        device has no such kernels (ZeRO++ is refused) */
@@ -2030,6 +2039,10 @@ struct zero_comm {
     int split_ns;                   /* the ranks_per_node they were made for */
     int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
     int64_t link_ns;                /* local: the modelled link's sleeps so far (build/bench_zpp reads it) */
+    /* set by the caller around one reduce-scatter (NULL otherwise): its output's gradient-norm
+       blocks go to sq_blk (zero__sum_sq_k), and the comm sets sq_done if it took them */
+    double *sq_blk;
+    int sq_done;
     char node_why[ZERO__MSG];       /* zero_comm_from_env: why the launcher's nodes were not taken */
 };
 #define ZERO__SCOPE_WORLD 0
@@ -2103,6 +2116,10 @@ typedef struct zero__module_rec {
     /* ZeRO++ hpz: the module's chunk of the secondary partition (span / ranks per node) */
     int64_t sec_off;                /* in ctx->zpp.sec, bytes */
     int sec_fresh;                  /* its chunk holds the params (else the next gather refreshes it) */
+    /* the gradient norm's blocks of this rank's slice (>>kernels: zero__sumsq_scalar) */
+    int64_t norm_first;             /* its first block in ctx->opt.norm_part (trainable modules) */
+    int norm_taken;                 /* this step's blocks are in norm_part already: its last
+                                       reduction took them (comm thread; cleared by zero__end_step) */
 } zero__module_rec;
 
 /* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
@@ -3526,6 +3543,59 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
                            int64_t count, int accumulate) {
     zero__sum_into_k(NULL, zero__simd_pick(), out, rdt, ins, nin, sdt, count, accumulate);
 }
+/* A reduction that also takes the gradient norm's blocks of what it wrote, and may copy
+   it out: out as zero__sum_into_k; unless blk is NULL, blk[b] = the sum of squares of
+   out's block b (blocks of ZERO__NORM_BLOCK elements from out's start, each summed by the
+   norm's own kernels, so the same double as zero__norm_part's); then out's elements are
+   copied to each of copies[0..ncopies) (the local comm's all-reduce: the sum goes
+   straight to every rank). Tile by tile: a tile of four blocks is summed, then read back
+   from the cache for the norm and the copies, which cost no pass over memory of their
+   own. One input reduced into itself (a one-rank reduce-scatter in place) is not
+   rewritten: only its blocks are taken. */
+#define ZERO__SQ_TILE (4 * ZERO__NORM_BLOCK)
+typedef struct zero__sum_sq_job {
+    zero__sum_job s;
+    int rdt, sum, ncopies;
+    zero__sumsq_fn fn;
+    zero__sumsq4_fn fn4;
+    double *blk;
+    void *const *copies;
+} zero__sum_sq_job;
+static void zero__sum_sq_part(void *arg, int part, int nparts) {
+    const zero__sum_sq_job *j = (const zero__sum_sq_job *)arg;
+    int64_t tiles = (j->s.count + ZERO__SQ_TILE - 1) / ZERO__SQ_TILE, t, b;
+    unsigned fpenv = zero__fpenv_enter();
+    for (t = tiles * part / nparts; t < tiles * (part + 1) / nparts; t++) {
+        int64_t lo = t * ZERO__SQ_TILE, hi = lo + ZERO__SQ_TILE < j->s.count ? lo + ZERO__SQ_TILE : j->s.count;
+        int k;
+        if (j->sum) j->s.fn(j->s.out, j->s.ins, j->s.nin, lo, hi, j->s.accumulate);
+        if (j->blk && hi - lo == ZERO__SQ_TILE)
+            j->fn4(zero__at(j->s.out, lo, j->rdt), j->rdt, &j->blk[lo / ZERO__NORM_BLOCK]);
+        else if (j->blk)
+            for (b = lo; b < hi; b += ZERO__NORM_BLOCK)
+                j->blk[b / ZERO__NORM_BLOCK] = j->fn(zero__at(j->s.out, b, j->rdt),
+                                                     hi - b < ZERO__NORM_BLOCK ? hi - b : ZERO__NORM_BLOCK, j->rdt);
+        for (k = 0; k < j->ncopies; k++)
+            memcpy(zero__at(j->copies[k], lo, j->rdt), zero__at(j->s.out, lo, j->rdt), (size_t)(hi - lo) * zero__esize(j->rdt));
+    }
+    zero__fpenv_leave(fpenv);
+}
+static void zero__sum_sq_k(zero__pool *pool, int simd, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                           int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
+    zero__sum_sq_job job;
+    if (count <= 0 || nin < 1) return;
+    job.s.fn = zero__sum_kernel(simd, sdt, rdt);
+    if (!job.s.fn) return;
+    job.s.out = out; job.s.ins = ins; job.s.nin = nin; job.s.accumulate = accumulate; job.s.count = count;
+    job.rdt = rdt;
+    job.sum = !(nin == 1 && ins[0] == out && sdt == rdt && !accumulate);
+    job.fn = zero__sumsq_kernel(simd);
+    job.fn4 = zero__sumsq4_kernel(simd);
+    job.blk = blk;
+    job.copies = copies;
+    job.ncopies = ncopies;
+    zero__pool_run(pool, zero__sum_sq_part, &job, count * (nin + accumulate + ncopies) < 65536);
+}
 /* ---- ZeRO++'s quantized payloads (qwz, qgz) ------------------------------------------
    A payload of n values is their codes (int8, or int4 two to a byte, the even element in
    the low nibble), padded to 4 bytes, then one fp32 scale per block of `block` values (the
@@ -3856,6 +3926,7 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         const zero__module_rec *m = &ctx->modules[i];
         int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
         if (m->frozen) continue;
+        if (m->norm_taken) { first += nb; continue; }      /* its reduction took them */
         base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
@@ -4025,6 +4096,12 @@ static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, 
     zero__sum_into_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate);
     return ZERO_OK;
 }
+static zero_result zero__cpu_sum_sq(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                    int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
+    (void)s;
+    zero__sum_sq_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
+    return ZERO_OK;
+}
 static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
     *out = zero__sumsq_slice(ctx, ctx->arena.grad, r);
     return ZERO_OK;
@@ -4108,6 +4185,7 @@ static const zero__dev_vt zero__cpu_dev = {
     ZERO__F(alloc) zero__cpu_alloc, ZERO__F(free) zero__cpu_free, ZERO__F(host_alloc) zero__cpu_alloc,
     ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__cpu_copy,
     ZERO__F(fill0) zero__cpu_fill0, ZERO__F(sum_into) zero__cpu_sum_into, ZERO__F(sumsq) zero__cpu_sumsq,
+    ZERO__F(sum_sq) zero__cpu_sum_sq,
     ZERO__F(qp_encode) zero__cpu_qp_encode, ZERO__F(qp_sum) zero__cpu_qp_sum, ZERO__F(optimizer) zero__cpu_optimizer, ZERO__F(gemm) zero__gemm_host, ZERO__F(bias_add) zero__cpu_bias_add,
     ZERO__F(bias_grad) zero__cpu_bias_grad, ZERO__F(gelu) zero__cpu_gelu, ZERO__F(gelu_bwd) zero__cpu_gelu_bwd,
     ZERO__F(xent) zero__cpu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
@@ -4313,6 +4391,7 @@ static const zero__dev_vt zero__emu_dev = {
     ZERO__F(alloc) zero__emu_alloc, ZERO__F(free) zero__emu_free, ZERO__F(host_alloc) zero__cpu_alloc,
     ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__emu_copy,
     ZERO__F(fill0) zero__emu_fill0, ZERO__F(sum_into) zero__emu_sum_into, ZERO__F(sumsq) zero__emu_sumsq,
+    ZERO__F(sum_sq) NULL,
     ZERO__F(qp_encode) zero__emu_qp_encode, ZERO__F(qp_sum) zero__emu_qp_sum, ZERO__F(optimizer) zero__emu_optimizer, ZERO__F(gemm) zero__emu_gemm, ZERO__F(bias_add) zero__emu_bias_add,
     ZERO__F(bias_grad) zero__emu_bias_grad, ZERO__F(gelu) zero__emu_gelu, ZERO__F(gelu_bwd) zero__emu_gelu_bwd,
     ZERO__F(xent) zero__emu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
@@ -4743,6 +4822,7 @@ static const zero__dev_vt zero__cuda_dev = {
     ZERO__F(alloc) zero__cuda_alloc, ZERO__F(free) zero__cuda_free, ZERO__F(host_alloc) zero__cuda_host_alloc,
     ZERO__F(host_free) zero__cuda_host_free, ZERO__F(prepare) zero__cuda_prepare, ZERO__F(copy) zero__cuda_copy,
     ZERO__F(fill0) zero__cuda_fill0, ZERO__F(sum_into) zero__cuda_sum_into, ZERO__F(sumsq) zero__cuda_sumsq,
+    ZERO__F(sum_sq) NULL,
     ZERO__F(qp_encode) zero__cuda_qp_encode, ZERO__F(qp_sum) zero__cuda_qp_sum, ZERO__F(optimizer) zero__cuda_optimizer,
     ZERO__F(gemm) zero__cuda_gemm,
     ZERO__F(bias_add) zero__cuda_bias_add, ZERO__F(bias_grad) zero__cuda_bias_grad,
@@ -5025,8 +5105,12 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     for (k = 0; k < c->size; k++)
         ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * count * (int64_t)zero__esize(sdt);
     /* one rank reducing in place: the sum of one input is that input (a NaN's payload
-       aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves */
-    if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
+       aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves
+       (zero__sum_sq_k then only takes the norm's blocks) */
+    if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {
+        r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
+        c->sq_done = r2 == ZERO_OK;
+    } else if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
     else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
     r = zero__local_link(c, count * (int64_t)zero__esize(sdt), zero__local_leave(c, timeout_ms));
     return r2 != ZERO_OK ? r2 : r;
@@ -5057,9 +5141,32 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
     } else {
         int64_t per = count / c->size, es = (int64_t)zero__esize(dt);
         char *mine = (char *)buf + (int64_t)c->rank * per * es;
+        const void *ins[ZERO__MAX_RANKS];
+        void *others[ZERO__MAX_RANKS];
+        zero_result r2;
+        int n;
         if (count % c->size) return ZERO_ERR_INVALID_SIZE;
-        if ((r = zero__local_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
-        return zero__local_all_gather(c, mine, buf, per * es, timeout_ms);
+        if (!c->ctx || !c->ctx->dev->sum_sq || c->size == 1) {
+            if ((r = zero__local_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
+            return zero__local_all_gather(c, mine, buf, per * es, timeout_ms);
+        }
+        /* host memory (the CPU device): each rank sums its slice of every rank's buffer, as
+           the reduce-scatter would, and writes the sum into that slice of every buffer while
+           it is in cache, instead of each rank then gathering the others' slices: the same
+           bits, 8 bytes moved per byte of slice instead of 11, and one collective. Ranks
+           touch only their own slice of each buffer, and the others' buffers are theirs
+           until every rank has left. */
+        if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
+        for (k = 0, n = 0; k < c->size; k++) {
+            ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * per * es;
+            if (k != c->rank) others[n++] = (char *)c->group->slots[k].recv + (int64_t)c->rank * per * es;
+        }
+        r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, mine, dt, ins, c->size, dt, per, 0, c->sq_blk, others, n);
+        c->sq_done = r2 == ZERO_OK && c->sq_blk;
+        r = zero__local_leave(c, timeout_ms);
+        /* the modelled link: a reduce-scatter's and an all-gather's transfers */
+        r = zero__local_link(c, per * es, zero__local_link(c, per * es, r));
+        return r2 != ZERO_OK ? r2 : r;
     }
 }
 
@@ -5416,7 +5523,12 @@ static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int 
         return r;
     for (k = 0; k < c->size; k++)
         ins[k] = k == c->rank ? (const char *)send + (int64_t)k * piece : tmp + (int64_t)k * piece;
-    zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
+    if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {    /* the CPU device: take the norm's blocks too */
+        zero__sum_sq_k(NULL, zero__simd_pick(), recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
+        c->sq_done = 1;
+    } else {
+        zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
+    }
     return ZERO_OK;
 }
 
@@ -8880,9 +8992,12 @@ static zero_result zero__build(zero_ctx *ctx) {
     ctx->sched.free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->sched.free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->opt.norm_blocks = 0;
-    for (k = 0; k < ctx->num_modules; k++)
+    for (k = 0; k < ctx->num_modules; k++) {
+        ctx->modules[k].norm_first = ctx->opt.norm_blocks;
+        ctx->modules[k].norm_taken = 0;
         if (!ctx->modules[k].frozen)
             ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    }
     ctx->opt.norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
     if (!ok || !ctx->grads.recs || !ctx->grads.bucket || !ctx->lay.segs || !ctx->sched.free_off || !ctx->sched.free_len || !ctx->opt.norm_part) {
         zero__free_arenas(ctx);
@@ -9077,7 +9192,7 @@ static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *ful
 
 /* ---- tasks: what the comm stream runs ----------------------------------------------- */
 
-static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
+static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
@@ -9099,6 +9214,24 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
     if (ctx->zpp.on) return zero__zpp_reduce(ctx, mi, full, adt, zero__at(full, (int64_t)ctx->prank * per, adt), adt, per, 0);
     r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
+    return r;
+}
+
+/* A module's reduction. Its last of the step (the last micro-batch's, without ZeRO++) writes
+   this rank's slice of the gradient as the norm will read it: the comm (local, or MPI on the
+   CPU device) then takes the slice's norm blocks on the way, while the data is in cache
+   (zero__sum_sq_k), and zero_step's sumsq skips the module. One rank reduces nothing: its
+   norm stays in zero_step, on the threads that wrote the gradients (read from another
+   core, the blocks took twice as long: bench_step). */
+static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
+    zero_comm *c = ctx->comm;
+    zero_result r;
+    c->sq_blk = ctx->world > 1 && micro == ctx->desc.accum_steps && !ctx->zpp.on ?
+                ctx->opt.norm_part + ctx->modules[mi].norm_first : NULL;
+    c->sq_done = 0;
+    r = zero__task_reduce_run(ctx, mi, micro, staging_off);
+    if (r == ZERO_OK && c->sq_blk && c->sq_done) ctx->modules[mi].norm_taken = 1;
+    c->sq_blk = NULL;
     return r;
 }
 
@@ -9654,7 +9787,7 @@ static void zero__end_step(zero_ctx *ctx) {
     if (ctx->desc.stage < 2 && !ctx->lay.staging_mode && !ctx->opt.grads_cleared)
         (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
     ctx->opt.grads_cleared = 0;
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = ctx->modules[i].norm_taken = 0;
     ctx->grads.total_ready = 0;
 }
 

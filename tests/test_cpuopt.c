@@ -274,6 +274,70 @@ static void test_sumsq4(int level) {
     }
 }
 
+/* a reduction that takes the norm's blocks on the way (zero__sum_sq_k): its output is
+   bitwise zero__sum_into_k's, each block's sum is bitwise the norm kernel's on that block
+   of the output, and each copy is the output, no byte more (one, two or more tiles of
+   four blocks and short tails, 1-4 inputs, accumulating or not, the one-input in-place
+   case that moves no data, 0-2 copies, without blocks), alone and cut across a 3-thread
+   pool */
+static void test_sum_sq(int level) {
+    enum { QN = 4 * 4 * ZERO__NORM_BLOCK + 700 };
+    zero__pool *pool = zero__pool_create(3, NULL);
+    zero__sumsq_fn fn = zero__sumsq_kernel(level);
+    int sdt, rdt;
+    for (sdt = ZERO_F32; sdt <= ZERO_F16; sdt++)
+        for (rdt = ZERO_F32; rdt <= ZERO_F16; rdt++) {
+            int ok = 1, rep;
+            test_begin("cpuopt_%s_sum_sq_s%s_r%s", zero__simd_name[level], zero_dtype_str((zero_dtype)sdt),
+                       zero_dtype_str((zero_dtype)rdt));
+            for (rep = 0; rep < 24 && ok; rep++) {
+                static const int64_t ns[6] = { 1, 1000, 4 * ZERO__NORM_BLOCK, 4 * ZERO__NORM_BLOCK + 1,
+                                               3 * 4 * ZERO__NORM_BLOCK + 2 * ZERO__NORM_BLOCK + 77, QN };
+                int nin = 1 + rep % 4, acc = rep / 4 % 2 && nin > 1, inplace = nin == 1 && sdt == rdt && rep / 4 % 2, k;
+                int64_t n = ns[rep % 6], nb = (n + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, i, b;
+                char *in = (char *)malloc((size_t)QN * 4 * 4), *out = (char *)malloc((size_t)QN * 4);
+                char *want = (char *)malloc((size_t)QN * 4);
+                double *blk = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
+                const void *ins[4], *wins[4];
+                void *copies[2];
+                copies[0] = malloc((size_t)QN * 4 + 1); copies[1] = malloc((size_t)QN * 4 + 1);
+                memset(copies[0], 0x5a, (size_t)QN * 4 + 1); memset(copies[1], 0x5a, (size_t)QN * 4 + 1);
+                for (k = 0; k < nin; k++) {
+                    ins[k] = wins[k] = in + (int64_t)k * QN * 4;
+                    for (i = 0; i < n; i++) zero__st((void *)ins[k], i, sdt, edge_float(rep % 5 == 4));
+                }
+                for (i = 0; i < n; i++) zero__st(out, i, rdt, edge_float(0));
+                if (inplace) { memcpy(out, ins[0], (size_t)n * esz(sdt)); ins[0] = out; }
+                memcpy(want, out, (size_t)n * esz(rdt));
+                if (inplace) wins[0] = want;
+                zero__sum_into_k(NULL, level, want, rdt, wins, nin, sdt, n, acc);
+                for (b = 0; b <= nb; b++) blk[b] = -1.0;
+                zero__sum_sq_k(rep % 3 ? pool : NULL, level, out, rdt, ins, nin, sdt, n, acc, rep % 7 == 6 ? NULL : blk,
+                               copies, rep % 3);
+                for (i = 0; i < n && ok; i++) {
+                    float x = zero__ld(out, i, rdt), y = zero__ld(want, i, rdt);
+                    ok &= CHECK(zero__f32_bits(x) == zero__f32_bits(y) || (x != x && y != y),
+                                "%s n=%lld nin=%d acc=%d inplace=%d: element %lld is %a, zero__sum_into_k gives %a",
+                                zero__simd_name[level], (long long)n, nin, acc, inplace, (long long)i, (double)x, (double)y);
+                }
+                for (b = 0; b < nb && ok && rep % 7 != 6; b++) {
+                    int64_t len = n - b * ZERO__NORM_BLOCK < ZERO__NORM_BLOCK ? n - b * ZERO__NORM_BLOCK : ZERO__NORM_BLOCK;
+                    double w = fn(zero__at(out, b * ZERO__NORM_BLOCK, rdt), len, rdt);
+                    ok &= CHECK(memcmp(&w, &blk[b], sizeof w) == 0 || (w != w && blk[b] != blk[b]),
+                                "%s n=%lld nin=%d acc=%d inplace=%d: block %lld's sum %.17g, the norm kernel gives %.17g",
+                                zero__simd_name[level], (long long)n, nin, acc, inplace, (long long)b, blk[b], w);
+                }
+                ok &= CHECK(blk[nb] == -1.0, "n=%lld: a block past the end was written", (long long)n);
+                for (k = 0; k < rep % 3 && ok; k++)
+                    ok &= CHECK(memcmp(copies[k], out, (size_t)n * esz(rdt)) == 0 && ((char *)copies[k])[n * esz(rdt)] == 0x5a,
+                                "n=%lld: copy %d differs from the output or ran past it", (long long)n, k);
+                free(in); free(out); free(want); free(blk); free(copies[0]); free(copies[1]);
+            }
+            test_end();
+        }
+    zero__pool_free(pool, NULL);
+}
+
 /* the reductions' sum: every (input dtype, output dtype), 1-5 inputs, with and without
    accumulating, the output aliasing an input or not, odd lengths and starts, on the
    path alone and cut across a 3-thread pool: bitwise the definition (fp32, inputs in
@@ -486,6 +550,103 @@ static void test_two_ranks(void) {
     free(ref); free(c.out[0]); free(c.out[1]);
 }
 
+/* The norm taken by the reductions (zero__task_reduce: each module's last reduction of
+   the step takes its blocks; zero_step's sumsq skips it) against the norm taken by sumsq
+   alone (the device's sum_sq switched off): the same grad norm and params, bit for bit,
+   at 1-3 ranks, every stage, with and without micro-batches and a wider accumulator; and
+   with more than one rank the reductions did take the blocks (else this compares the old
+   path with itself; one rank's norm is taken in zero_step). */
+typedef struct taken_cfg {
+    int stage, accum, wide, fused, world;
+    float *out[3];
+    double norm[3];
+    int taken[3];
+    int64_t np;
+} taken_cfg;
+#define TK_N 20000
+static zero_result taken_rank(zero_comm *comm, int rank, void *user) {
+    taken_cfg *c = (taken_cfg *)user;
+    zero__dev_vt nofuse;
+    zero_desc d;
+    zero_ctx *z;
+    zero_module mod[3];
+    zero_param p[3];
+    zero_stats st;
+    zero_result r;
+    float *gr = (float *)malloc(TK_N * 4);
+    int i, m, step, micro;
+    memset(&d, 0, sizeof d);
+    d.comm = comm; d.stage = c->stage; d.param_dtype = ZERO_BF16; d.grad_accum_dtype = c->wide ? ZERO_F32 : ZERO_BF16;
+    d.accum_steps = c->accum; d.cpu_threads = 2; d.clip_norm = 0.5f;
+    d.optim.type = ZERO_OPTIM_ADAMW; d.optim.lr = 0.01;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) { free(gr); return r; }
+    if (!c->fused) { nofuse = *z->dev; nofuse.sum_sq = NULL; z->dev = &nofuse; }
+    for (m = 0; m < 3; m++) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        char name[8];
+        snprintf(name, sizeof name, "m%d", m);
+        memset(&md, 0, sizeof md); md.name = name;
+        memset(&pd, 0, sizeof pd); pd.name = "w"; pd.ndim = 1; pd.shape[0] = TK_N / (m + 1) + m;
+        zero_add_module(z, &md, &mod[m]);
+        zero_add_param(z, mod[m], &pd, &p[m]);
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    c->taken[rank] = 1;
+    for (step = 0; step < 3; step++) {
+        for (micro = 0; micro < c->accum; micro++)
+            for (m = 2; m >= 0; m--) {
+                int64_t n = TK_N / (m + 1) + m;
+                for (i = 0; i < n; i++)
+                    gr[i] = (float)((i * 37 + step * 11 + micro * 5 + m + rank * 3) % 97 - 48) * 0.02f;
+                zero_add_f32(zero_param_grad(z, p[m]), ZERO_BF16, gr, n);
+                if ((r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
+            }
+        if ((r = zero__drain(z)) != ZERO_OK) goto done;
+        for (m = 0; m < 3; m++)
+            if (!z->modules[m].norm_taken) c->taken[rank] = 0;
+        if ((r = zero_step(z)) != ZERO_OK) goto done;
+    }
+    zero_stats_get(z, &st);
+    c->norm[rank] = st.grad_norm;
+    c->np = zero_num_params(z);
+    r = zero_gather_params_f32(z, c->out[rank]);
+done:
+    zero_destroy(z);
+    free(gr);
+    return r;
+}
+static void test_norm_taken(void) {
+    taken_cfg a, b;
+    int k;
+    memset(&a, 0, sizeof a);
+    for (k = 0; k < 3; k++) a.out[k] = (float *)malloc(sizeof(float) * 2 * TK_N);
+    b = a;
+    for (k = 0; k < 3; k++) b.out[k] = (float *)malloc(sizeof(float) * 2 * TK_N);
+    for (a.world = 1; a.world <= 3; a.world++)
+        for (a.stage = 0; a.stage <= 3; a.stage++)
+            for (a.accum = 1; a.accum <= 2; a.accum++)
+                for (a.wide = 0; a.wide <= 1; a.wide++) {
+                    int ok = 1;
+                    if (a.wide && a.accum == 1 && a.stage < 2) continue;    /* covered by accum 2 */
+                    test_begin("cpuopt_norm_taken_w%d_s%d_acc%d%s", a.world, a.stage, a.accum, a.wide ? "_wide" : "");
+                    a.fused = 1;
+                    b.world = a.world; b.stage = a.stage; b.accum = a.accum; b.wide = a.wide; b.fused = 0;
+                    ok &= CHECK(zero_run_local(a.world, taken_rank, &a) == ZERO_OK, "fused: %s", zero_last_error(NULL));
+                    ok &= CHECK(zero_run_local(b.world, taken_rank, &b) == ZERO_OK, "unfused: %s", zero_last_error(NULL));
+                    for (k = 0; k < a.world && ok; k++) {
+                        ok &= CHECK(a.taken[k] == (a.world > 1), "rank %d: the reductions %s every module's norm blocks", k,
+                                    a.world > 1 ? "did not take" : "took (one rank's stay in zero_step)");
+                        ok &= CHECK(memcmp(&a.norm[k], &b.norm[k], sizeof(double)) == 0,
+                                    "rank %d: grad norm %.17g, taken by sumsq alone %.17g", k, a.norm[k], b.norm[k]);
+                        ok &= CHECK(memcmp(a.out[k], b.out[k], sizeof(float) * (size_t)a.np) == 0,
+                                    "rank %d: params differ", k);
+                    }
+                    test_end();
+                }
+    for (k = 0; k < 3; k++) { free(a.out[k]); free(b.out[k]); }
+}
+
 static void test_cpu_threads_option(void) {
     zero_desc d, q;
     zero_ctx *z = NULL;
@@ -515,10 +676,12 @@ int main(void) {
         test_sumsq(l);
         test_sumsq4(l);
         test_sum(l);
+        test_sum_sq(l);
     }
     TEST_RUN(test_cpu_threads_option);
     TEST_RUN(test_pool_shared);
     test_threads_and_paths();
     TEST_RUN(test_two_ranks);
+    test_norm_taken();
     return test_summary();
 }
