@@ -2052,6 +2052,7 @@ struct zero_comm {
 typedef struct zero__slot {
     uint64_t gen;                   /* the op generation this rank arrived at */
     int kind, sdt, rdt;
+    int cross;                      /* the op writes into the other ranks' buffers (zero__local_all_reduce) */
     int64_t count, tag;
     const void *send;
     void *recv;
@@ -2064,6 +2065,7 @@ struct zero_group {
     uint64_t gen;                   /* current op; starts at 1 */
     uint64_t seq;                   /* ops completed, for messages */
     int arrived, departed, running;
+    int writers;                    /* ranks that may still write into others' buffers (a cross op) */
     zero_result broken;             /* ZERO_OK while healthy */
     char broken_msg[ZERO__MSG];
     int64_t bad_tag[2];
@@ -4957,7 +4959,7 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
         for (i = 1; i < g->n; i++) {
             const zero__slot *a = &g->slots[0], *b = &g->slots[i];
             if (a->kind != b->kind || a->count != b->count || a->sdt != b->sdt || a->rdt != b->rdt ||
-                a->tag != b->tag) {
+                a->tag != b->tag || a->cross != b->cross) {
                 g->broken = ZERO_ERR_MISMATCH;
                 g->bad_tag[0] = a->tag;
                 g->bad_tag[1] = b->tag;
@@ -4971,7 +4973,10 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
                 break;
             }
         }
-        if (!g->broken) g->running = 1;
+        if (!g->broken) {
+            g->running = 1;
+            g->writers = mine->cross ? g->n : 0;
+        }
         pthread_cond_broadcast(&g->cv);
     }
     while (!g->running && !g->broken) {
@@ -5006,9 +5011,22 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
         c->bad_tag[1] = g->bad_tag[1];
         c->bad_rank = g->bad_rank;
         r = g->broken;
+        if (g->running && mine->cross && g->writers > 0) {     /* counted as a writer: it writes nothing */
+            g->writers--;
+            pthread_cond_broadcast(&g->cv);
+        }
     }
     pthread_mutex_unlock(&g->mu);
     return r;
+}
+
+/* a rank of a cross op (zero__slot.cross) has written all it writes into the others' buffers */
+static void zero__local_wrote(zero_comm *c) {
+    zero_group *g = c->group;
+    pthread_mutex_lock(&g->mu);
+    if (g->writers > 0) g->writers--;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
 }
 
 /* Leave the op; wait until every rank has left, since the others read our send
@@ -5034,6 +5052,10 @@ static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
                 pthread_cond_broadcast(&g->cv);
             }
         if (g->gen == my && g->broken) {
+            /* a cross op: the ranks still writing into this rank's buffer finish first (they
+               only copy, so they do; bounded all the same), so its caller may free it */
+            dl = zero__deadline(timeout_ms);
+            while (g->writers > 0 && pthread_cond_timedwait(&g->cv, &g->mu, &dl) != ETIMEDOUT) {}
             snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
             r = g->broken;
         }
@@ -5164,8 +5186,9 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
            the reduce-scatter would, and writes the sum into that slice of every buffer while
            it is in cache, instead of each rank then gathering the others' slices: the same
            bits, 8 bytes moved per byte of slice instead of 11, and one collective. Ranks
-           touch only their own slice of each buffer, and the others' buffers are theirs
-           until every rank has left. */
+           touch only their own slice of each buffer. A rank returns once every rank has
+           left, or, when the op fails, once no rank is still writing (g->writers). */
+        s.cross = 1;
         if ((r = zero__local_enter(c, &s, timeout_ms)) != ZERO_OK) return r;
         for (k = 0, n = 0; k < c->size; k++) {
             ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * per * es;
@@ -5173,6 +5196,7 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
         }
         r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, mine, dt, ins, c->size, dt, per, 0, c->sq_blk, others, n);
         c->sq_done = r2 == ZERO_OK && c->sq_blk;
+        zero__local_wrote(c);
         r = zero__local_leave(c, timeout_ms);
         /* the modelled link: a reduce-scatter's and an all-gather's transfers */
         r = zero__local_link(c, per * es, zero__local_link(c, per * es, r));

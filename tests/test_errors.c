@@ -14,7 +14,8 @@
      not_built_*     training calls before zero_build
      not_fetched_*   stage-3 param data of an unfetched module
      mismatch_*      ranks registering different models: ZERO_ERR_MISMATCH, quickly
-     timeout_*       a rank that never arrives: ZERO_ERR_TIMEOUT (or COMM), quickly
+     timeout_*       a rank that never arrives: ZERO_ERR_TIMEOUT (or COMM), quickly; a rank slow
+                     inside an all-reduce that writes into the others' buffers
      f16_overflow_* bf16_nan_*   non-finite gradients: ZERO_STEP_SKIPPED, params untouched
      over_cap, oom_*             memory caps and allocation failures (no leaks) */
 #ifndef _POSIX_C_SOURCE
@@ -856,6 +857,71 @@ done:
     return r;
 }
 
+/* The local comm's all-reduce on the CPU device writes each rank's sums into the other
+   ranks' buffers (zero__local_all_reduce). Rank 1 is made slow inside that write (its
+   device's sum_sq sleeps 1.5x the timeout first), so rank 0's wait for it to leave times
+   out: rank 0 must get ZERO_ERR_TIMEOUT with a message, but only once rank 1 has finished
+   writing into rank 0's buffer (its caller may free it on return; the library waits up
+   to another timeout for that), and rank 1's sums must have landed there. Rank 1, the
+   last to leave, may see its op complete. */
+#define XW_TIMEOUT_MS 400
+#define XW_N 4096
+typedef struct xw_job {
+    double rank1_wrote_ms, rank0_back_ms;
+    zero_result got[2];
+    int msg0, landed;
+    zero__dev_vt slow;
+} xw_job;
+static xw_job *xw_cur;
+static zero_result xw_slow_sum_sq(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+                                  int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
+    zero_result r;
+    if (ctx->rank == 1) {
+        struct timespec ts = { 0, 3 * XW_TIMEOUT_MS / 2 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    r = zero__cpu_dev.sum_sq(ctx, s, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
+    if (ctx->rank == 1) xw_cur->rank1_wrote_ms = test_now_ms();
+    return r;
+}
+static zero_result xw_rank(zero_comm *comm, int rank, void *user) {
+    xw_job *j = (xw_job *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    float *buf = (float *)malloc(sizeof(float) * XW_N);
+    zero_result r;
+    int i;
+    base_desc(&d);
+    d.comm = comm;
+    d.timeout_ms = XW_TIMEOUT_MS;
+    if ((r = zero_create(&z, &d)) != ZERO_OK || !buf) { j->got[rank] = r; free(buf); zero_destroy(z); return r; }
+    z->dev = &j->slow;
+    for (i = 0; i < XW_N; i++) buf[i] = (float)(rank + 1);
+    r = j->got[rank] = comm->vt->all_reduce(comm, buf, ZERO_F32, XW_N, XW_TIMEOUT_MS);
+    if (rank == 0) {
+        j->rank0_back_ms = test_now_ms();
+        j->msg0 = msg_ok(comm->err);
+        j->landed = buf[XW_N - 1] == 3.0f;      /* rank 1's slice: 1 + 2, written by rank 1 */
+    }
+    z->dev = &zero__cpu_dev;
+    zero_destroy(z);
+    free(buf);
+    return r;
+}
+static void timeout_allreduce_writer_finishes(void) {
+    xw_job j;
+    memset(&j, 0, sizeof j);
+    j.slow = zero__cpu_dev;
+    j.slow.sum_sq = xw_slow_sum_sq;
+    xw_cur = &j;
+    zero_run_local(2, xw_rank, &j);
+    CHECK(j.got[0] == ZERO_ERR_TIMEOUT, "rank 0: %s, want ZERO_ERR_TIMEOUT", zero_result_str(j.got[0]));
+    CHECK(j.msg0, "rank 0's comm has no message");
+    CHECK(j.rank1_wrote_ms > 0 && j.rank0_back_ms >= j.rank1_wrote_ms,
+          "rank 0 returned %.1f ms before rank 1 finished writing into its buffer", j.rank1_wrote_ms - j.rank0_back_ms);
+    CHECK(j.landed, "rank 1's sums are not in rank 0's buffer");
+}
+
 static void timeout_case(to_kind kind, int stall) {
     to_job j;
     memset(&j, 0, sizeof j);
@@ -1277,6 +1343,7 @@ int main(void) {
     TEST_RUN(timeout_fetch_stage3_rank_left);
     TEST_RUN(timeout_step_stage2_rank_stalls);
     TEST_RUN(timeout_fetch_stage3_rank_stalls);
+    TEST_RUN(timeout_allreduce_writer_finishes);
     TEST_RUN(f16_overflow_stage0);
     TEST_RUN(f16_overflow_stage1);
     TEST_RUN(f16_overflow_stage2);
