@@ -352,8 +352,7 @@ static zero_result gfn(zero_comm *c, int rank, void *user) {
     cudaMalloc((void **)&recv, 64 * 4);
     cudaMemset(send, 0, 2 * 64 * 4);
     cudaDeviceSynchronize();
-    if (rank == 0) setenv("ZERO_NCCL_MOCK_FAIL", "ncclSend:1", 1);
-    c->vt->barrier(c, 20000);       /* rank 1 sends only after the fault is armed */
+    c->vt->barrier(c, 20000);
     g->r[rank] = c->vt->reduce_scatter(c, send, ZERO_F32, recv, ZERO_F32, 64, 0, 2000);
     snprintf(g->err[rank], ZERO__MSG, "%s", c->err);
     g->depth[rank] = nccl_mock_group_depth();
@@ -366,6 +365,10 @@ static void group_end_after_failed_send(void) {
     static gjob g;
     zero_result r;
     memset(&g, 0, sizeof g);
+    /* armed before the ranks start: setenv in one rank's thread raced with the double's
+       getenv in the other's (TSan); the header exchanges before the reduce-scatter are
+       all-gathers, so its grouped sends are still the first ncclSend calls */
+    setenv("ZERO_NCCL_MOCK_FAIL", "ncclSend:1", 1);
     r = zero_run_nccl(2, gfn, &g);
     unsetenv("ZERO_NCCL_MOCK_FAIL");
     CHECK(r == ZERO_OK, "zero_run_nccl: %s", zero_result_str(r));
