@@ -429,7 +429,11 @@
      (default 16, at most 256) are in flight, at most half of them reads and half writes
      (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default
      (on the disk measured, one io_uring ring of 1 MiB requests was faster at depth 8
-     than at 32 in both directions: tests/bench/bench_nvme.c). They go through io_uring
+     than at 32 in both directions: tests/bench/bench_nvme.c). The buffers ask the kernel
+     for huge pages (madvise, honoured when transparent huge pages are "madvise" or
+     "always"): a request then spans a few physically contiguous pieces of memory rather
+     than 256 pages, 1.2-1.5x faster on the virtio disk measured; no memory is added, and
+     without huge pages the buffers work as before. They go through io_uring
      in a ZERO_IO_URING build, else (or when the kernel refuses io_uring, as a container's
      seccomp filter may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O
      threads. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build forces
@@ -1863,6 +1867,16 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #  define ZERO__O_DIRECT __O_DIRECT
 #else
 #  define ZERO__O_DIRECT 0
+#endif
+/* huge pages for the NVMe tier's I/O buffers (>>io): glibc hides madvise and MADV_HUGEPAGE
+   in strict ISO mode; the value is Linux's (14 on every architecture but old parisc) */
+#if defined(__linux__) && !defined(__cplusplus)
+int madvise(void *addr, size_t len, int advice);
+#endif
+#if defined(MADV_HUGEPAGE)
+#  define ZERO__MADV_HUGEPAGE MADV_HUGEPAGE
+#elif defined(__linux__) && !defined(__hppa__)
+#  define ZERO__MADV_HUGEPAGE 14
 #endif
 #ifdef ZERO_IO_URING
 #  include <liburing.h>
@@ -7437,6 +7451,24 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     return 0;
 }
 
+/* An I/O buffer of n bytes, 4 KiB-aligned for O_DIRECT (*raw: what to free), its pages
+   advised huge (2 MiB) before anything touches them. An O_DIRECT request is pinned and
+   handed to the device page by page: in 4 KiB pages a 1 MiB request is 256 segments (a
+   virtio disk takes 254 in one request, so it is split, and the host walks every one), in
+   huge pages a few. On a virtio disk (bench_nvme) that is 1.2-1.5x the throughput of the
+   same requests from 4 KiB pages. Advice only: with transparent huge pages off, or memory
+   from an allocator hook that is not anonymous, the buffer stays as it was. No memory is
+   added: the 2 MiB regions inside the buffer get huge pages, its two ends stay small. */
+static char *zero__io_alloc(const zero_allocator *a, int64_t n, char **raw) {
+    char *b;
+    if (!(*raw = (char *)zero__raw_alloc(a, (size_t)(n + ZERO__IO_ALIGN)))) return NULL;
+    b = (char *)(((uintptr_t)*raw + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+#ifdef ZERO__MADV_HUGEPAGE
+    (void)madvise(b, (size_t)n / ZERO__IO_ALIGN * ZERO__IO_ALIGN, ZERO__MADV_HUGEPAGE);
+#endif
+    return b;
+}
+
 /* queues [buf, buf+len) <-> fd at off in chunks; the batch counts them */
 static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int write, char *buf, int64_t len,
                             int64_t off, int64_t chunk) {
@@ -8377,12 +8409,10 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
     for (i = 0; i < nd; i++) o->fd[i] = -1;
     for (i = 0; i < 3; i++) {
-        if (!(o->raw[i] = (char *)zero__raw_alloc(a, (size_t)(bb + ZERO__IO_ALIGN)))) break;
-        o->buf[i] = (char *)(((uintptr_t)o->raw[i] + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+        if (!(o->buf[i] = zero__io_alloc(a, bb, &o->raw[i]))) break;
     }
     o->pieces = (zero__offpiece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
-    if (o->params && (o->graw = (char *)zero__raw_alloc(a, (size_t)(bb - zero__off_parea(o) + ZERO__IO_ALIGN))))
-        o->gbuf = (char *)(((uintptr_t)o->graw + ZERO__IO_ALIGN - 1) & ~(uintptr_t)(ZERO__IO_ALIGN - 1));
+    if (o->params) o->gbuf = zero__io_alloc(a, bb - zero__off_parea(o), &o->graw);
     if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {

@@ -6,14 +6,16 @@
    size the plan gives the default 64 MiB buffer budget, three of them in flight, reads
    queued two blocks ahead; the I/O engine's queue depths and request sizes are the
    library's defaults (zero__off_tune; io_uring when built with ZERO_IO_URING and the
-   kernel allows it, else the thread pool; ZERO_IO=uring|threads forces one). zero_step
+   kernel allows it, else the thread pool; ZERO_IO=uring|threads forces one); the blocks'
+   buffers allocated as zero_build allocates them (zero__io_alloc: huge pages advised). zero_step
    takes the block checksums inside its optimizer pass, piece by piece while the data is
    in cache (bench_infinity measures that), so the I/O path moves bytes only and that is
    what "ours" times. "ours + checksums" (printed, not in the ratio) also seals each block
    before its write and verifies it after its read, on a thread pool of one thread per
    core, from memory (cold): what a caller that checksums outside the pass would pay.
    Baseline (DeepSpeed's async I/O at its defaults: one io_uring ring, 1 MiB blocks):
-   O_DIRECT, each completion refilled at once with the next block, no checksums; run at
+   O_DIRECT, each completion refilled at once with the next block, no checksums, its
+   buffers page-aligned from posix_memalign as DeepSpeed's aio allocates them; run at
    queue depth 8 and at 32, the better of the two kept for each direction. Without
    ZERO_IO_URING the same depths are threads issuing pread/pwrite.
    Both read what they wrote (O_DIRECT: not the page cache). CPU load: one spinning thread
@@ -115,7 +117,7 @@ static double baseline(const char *path, int64_t bytes, int write, int qd) {
 }
 
 static int ours_uring, ours_rqd, ours_wqd;     /* what ours got */
-static char *ours_buf[3];                       /* its buffers, like the baseline's allocated once */
+static char *ours_buf[3], *ours_raw[3];         /* its buffers, like the baseline's allocated once */
 static int64_t ours_rchunk, ours_wchunk, ours_bb;
 static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, int sums) {
     zero__off o;
@@ -142,9 +144,9 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
     if (fd < 0) { fprintf(stderr, "%s: %s\n", path, strerror(-fd)); exit(1); }
     o.fd[0] = fd;
     if (write && zero__fops.allocate(fd, nb * 2 * bb) != 0) { fprintf(stderr, "fallocate failed\n"); exit(1); }
-    for (i = 0; i < 3; i++) {   /* allocated once and kept, as zero_build's are for every step */
+    for (i = 0; i < 3; i++) {   /* allocated once and kept, as zero_build's are for every step, the same way */
         if (!ours_buf[i]) {
-            if (posix_memalign((void **)&ours_buf[i], 4096, (size_t)bb) != 0) exit(1);
+            if (!(ours_buf[i] = zero__io_alloc(&a, bb, &ours_raw[i]))) exit(1);
             memset(ours_buf[i], i + 1, (size_t)bb);
         }
         o.buf[i] = ours_buf[i];
@@ -279,7 +281,7 @@ int main(void) {
             if (r < ratio) ratio = r;
         }
     for (i = 0; i < BASE_QD_MAX; i++) free(base_buf[i]);
-    for (i = 0; i < 3; i++) free(ours_buf[i]);
+    for (i = 0; i < 3; i++) zero__raw_free(&al, ours_raw[i]);
     free(lt);
     zero__pool_free(pl, &al);
     printf("ratio=%.3f\n", ratio);
