@@ -5151,8 +5151,8 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     for (k = 0; k < c->size; k++)
         ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * count * (int64_t)zero__esize(sdt);
     /* one rank reducing in place: the sum of one input is that input (a NaN's payload
-       aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves
-       (zero__sum_sq_k then only takes the norm's blocks) */
+       aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves.
+       sq_blk (a module's last reduction, more than one rank): the norm's blocks too */
     if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {
         r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
         c->sq_done = r2 == ZERO_OK;
