@@ -3636,8 +3636,33 @@ static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
     return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
 }
 #if defined(ZERO__X86)
+/* the vector int8 sums' last elements [i, hi), one at a time: the same bits */
+static void zero__qp_sum8_tail(void *out, int rdt, const void *const *ps, int np, int64_t cb, int64_t i, int64_t hi,
+                               int block, int accumulate) {
+    int k;
+    for (; i < hi; i++) {
+        float a = accumulate ? zero__ld(out, i, rdt) : 0.0f;
+        for (k = 0; k < np; k++) {
+            const uint8_t *q = (const uint8_t *)ps[k];
+            float v = (float)(int8_t)q[i] * ((const float *)(q + cb))[i / block];
+            a = k == 0 && !accumulate ? v : a + v;
+        }
+        zero__st(out, i, rdt, a);
+    }
+}
+/* int8 codes of x's elements [i, hi) at scale s (finite, not 0), one at a time */
+static void zero__qp_enc8_tail(uint8_t *codes, const void *x, int xdt, float s, int64_t i, int64_t hi) {
+    for (; i < hi; i++) {
+        float r = rintf(zero__ld(x, i, xdt) / s);
+        codes[i] = (uint8_t)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
+    }
+}
 /* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
-   from the magnitudes' bits, a division, round half to even, a clamp) */
+   from the magnitudes' bits, a division, round half to even, a clamp). The division is a
+   product by 1 / s where that rounds the same: |x / s| <= 127 (1 + 2^-23) and the product
+   is within 2^-16 of it, so a product within 1/2 - 2^-14 of an integer rounds to that
+   integer, as x / s does; a vector with a product farther off (near a tie, or NaN) divides. */
+#define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
 ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m256i mag = _mm256_set1_epi32(0x7fffffff);
     __m256i mb = _mm256_setzero_si256();
@@ -3656,18 +3681,20 @@ ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int 
     sb = zero__f32_bits(s);
     if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
     {
-        const __m256 sv = _mm256_set1_ps(s), hi_ = _mm256_set1_ps(127.0f), lo_ = _mm256_set1_ps(-127.0f);
+        const __m256 sv = _mm256_set1_ps(s), rv = _mm256_set1_ps(1.0f / s), hi_ = _mm256_set1_ps(127.0f);
+        const __m256 lo_ = _mm256_set1_ps(-127.0f), near = _mm256_set1_ps(ZERO__QP_NEAR), mag = _mm256_set1_ps(-0.0f);
         for (i = lo; i + 8 <= hi; i += 8) {
-            __m256 v = zero__avx2_ld(x, i, xdt) / sv;
-            __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT |
-                                                                                       _MM_FROUND_NO_EXC), lo_), hi_));
-            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            __m256 xv = zero__avx2_ld(x, i, xdt), y = zero__nf8(xv * rv), v;
+            __m256i q;
+            __m128i p16;
+            v = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(mag, zero__nf8(y - v)), near, _CMP_NLT_UQ)))
+                v = _mm256_round_ps(xv / sv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);   /* near a tie */
+            q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo_), hi_));
+            p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
             _mm_storel_epi64((__m128i *)(codes + i), _mm_packs_epi16(p16, p16));
         }
-        for (; i < hi; i++) {
-            float r = rintf(zero__ld(x, i, xdt) / s);
-            codes[i] = (uint8_t)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
-        }
+        zero__qp_enc8_tail(codes, x, xdt, s, i, hi);
     }
     return s;
 }
@@ -3677,39 +3704,34 @@ ZERO__AVX2_ATTR static float zero__qp_enc8_avx2(uint8_t *codes, const void *x, i
     if (xdt == ZERO_F16) return zero__qp_enc8_avx2_t(codes, x, ZERO_F16, lo, hi);
     return zero__qp_enc8_avx2_t(codes, x, ZERO_F32, lo, hi);
 }
-/* out (rdt) = [out +] the values of np int8 payloads of n, for a block that is a multiple of
-   8: each 8 values summed in registers and narrowed once, the same bits as the chunked
-   path of zero__qp_sum */
-ZERO__AVX2_INLINE void zero__qp_sum8_avx2_t(void *out, int rdt, const void *const *ps, int np, int64_t n, int block,
-                                           int accumulate) {
-    int64_t cb = zero__qp_codes(n, 8), i;
+/* out (rdt) = [out +] the values of np int8 payloads of n, elements [lo, hi), for a block
+   and an lo that are multiples of 8 (so 8 values share a scale, found by counting, not
+   dividing): each 8 values summed in registers and narrowed once, the same bits as the
+   chunked path of zero__qp_sum */
+ZERO__AVX2_INLINE void zero__qp_sum8_avx2_t(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo,
+                                           int64_t hi, int block, int accumulate) {
+    int64_t cb = zero__qp_codes(n, 8), i, b = lo / block, r = lo % block;
     int k;
-    for (i = 0; i + 8 <= n; i += 8) {
+    for (i = lo; i + 8 <= hi; i += 8) {
         __m256 acc = accumulate ? zero__avx2_ld(out, i, rdt) : _mm256_setzero_ps();
+        int64_t b0 = b;
+        if ((r += 8) == block) { r = 0; b++; }
         for (k = 0; k < np; k++) {
             const uint8_t *q = (const uint8_t *)ps[k];
-            __m256 s = _mm256_set1_ps(((const float *)(q + cb))[i / block]);
+            __m256 s = _mm256_set1_ps(((const float *)(q + cb))[b0]);
             __m256 v = zero__nf8(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)))) * s);
             acc = k == 0 && !accumulate ? v : (__m256)(acc + v);
         }
         if (rdt == ZERO_F32) _mm256_storeu_ps((float *)out + i, acc);
         else zero__avx2_st(out, i, rdt, acc);
     }
-    for (; i < n; i++) {
-        float a = accumulate ? zero__ld(out, i, rdt) : 0.0f;
-        for (k = 0; k < np; k++) {
-            const uint8_t *q = (const uint8_t *)ps[k];
-            float v = (float)(int8_t)q[i] * ((const float *)(q + cb))[i / block];
-            a = k == 0 && !accumulate ? v : a + v;
-        }
-        zero__st(out, i, rdt, a);
-    }
+    zero__qp_sum8_tail(out, rdt, ps, np, cb, i, hi, block, accumulate);
 }
-ZERO__AVX2_ATTR static void zero__qp_sum8_avx2(void *out, int rdt, const void *const *ps, int np, int64_t n, int block,
-                                               int accumulate) {
-    if (rdt == ZERO_BF16) zero__qp_sum8_avx2_t(out, ZERO_BF16, ps, np, n, block, accumulate);
-    else if (rdt == ZERO_F16) zero__qp_sum8_avx2_t(out, ZERO_F16, ps, np, n, block, accumulate);
-    else zero__qp_sum8_avx2_t(out, ZERO_F32, ps, np, n, block, accumulate);
+ZERO__AVX2_ATTR static void zero__qp_sum8_avx2(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo,
+                                               int64_t hi, int block, int accumulate) {
+    if (rdt == ZERO_BF16) zero__qp_sum8_avx2_t(out, ZERO_BF16, ps, np, n, lo, hi, block, accumulate);
+    else if (rdt == ZERO_F16) zero__qp_sum8_avx2_t(out, ZERO_F16, ps, np, n, lo, hi, block, accumulate);
+    else zero__qp_sum8_avx2_t(out, ZERO_F32, ps, np, n, lo, hi, block, accumulate);
 }
 /* acc[k] (+)= (float)q[k] * s, k < n */
 ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, float s, int64_t n, int first) {
@@ -3724,19 +3746,104 @@ ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, flo
         acc[k] = first ? v : acc[k] + v;
     }
 }
+/* the two int8 kernels again on AVX-512F, 16 lanes: the same bits (the same IEEE
+   division, round half to even, clamp and products; the codes narrowed by vpmovdb, exact
+   once clamped) */
+ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+    __m512i mb = _mm512_setzero_si512();
+    uint32_t m, sb;
+    int64_t i = lo;
+    float s;
+    for (; i + 16 <= hi; i += 16)
+        mb = _mm512_max_epu32(mb, _mm512_and_si512(_mm512_castps_si512(zero__avx512_ld(x, i, xdt)), mag));
+    m = (uint32_t)_mm512_reduce_max_epu32(mb);
+    for (; i < hi; i++) {
+        uint32_t b = zero__f32_bits(zero__ld(x, i, xdt)) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    s = m >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(m) / 127.0f;
+    sb = zero__f32_bits(s);
+    if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
+    {
+        const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(1.0f / s), hi_ = _mm512_set1_ps(127.0f);
+        const __m512 lo_ = _mm512_set1_ps(-127.0f), near = _mm512_set1_ps(ZERO__QP_NEAR);
+        const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+        for (i = lo; i + 16 <= hi; i += 16) {
+            __m512 xv = zero__avx512_ld(x, i, xdt), y = zero__nf16(xv * rv), v, d;
+            __m512i q;
+            v = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            d = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(zero__nf16(y - v)), mag));
+            if (_mm512_cmp_ps_mask(d, near, _CMP_NLT_UQ))     /* near a tie */
+                v = _mm512_roundscale_ps((__m512)(xv / sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo_), hi_));
+            _mm_storeu_si128((__m128i *)(codes + i), _mm512_cvtepi32_epi8(q));
+        }
+        zero__qp_enc8_tail(codes, x, xdt, s, i, hi);
+    }
+    return s;
+}
+ZERO__AVX512_ATTR static float zero__qp_enc8_avx512(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    if (xdt == ZERO_BF16) return zero__qp_enc8_avx512_t(codes, x, ZERO_BF16, lo, hi);
+    if (xdt == ZERO_F16) return zero__qp_enc8_avx512_t(codes, x, ZERO_F16, lo, hi);
+    return zero__qp_enc8_avx512_t(codes, x, ZERO_F32, lo, hi);
+}
+/* 16 values at a time, each half of the vector with its own block's scale (a block is a
+   multiple of 8) */
+ZERO__AVX512_INLINE void zero__qp_sum8_avx512_t(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo,
+                                               int64_t hi, int block, int accumulate) {
+    int64_t cb = zero__qp_codes(n, 8), i, b = lo / block, r = lo % block;
+    int k;
+    for (i = lo; i + 16 <= hi; i += 16) {
+        __m512 acc = accumulate ? zero__avx512_ld(out, i, rdt) : _mm512_setzero_ps();
+        int64_t b0 = b, b1;
+        if ((r += 8) == block) { r = 0; b++; }
+        b1 = b;
+        if ((r += 8) == block) { r = 0; b++; }
+        for (k = 0; k < np; k++) {
+            const uint8_t *q = (const uint8_t *)ps[k];
+            const float *sc = (const float *)(q + cb);
+            __m512 s = _mm512_mask_blend_ps((__mmask16)0xff00, _mm512_set1_ps(sc[b0]), _mm512_set1_ps(sc[b1]));
+            __m512 v = zero__nf16(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))) * s);
+            acc = k == 0 && !accumulate ? v : (__m512)(acc + v);
+        }
+        if (rdt == ZERO_F32) _mm512_storeu_ps((float *)out + i, acc);
+        else zero__avx512_st(out, i, rdt, acc);
+    }
+    zero__qp_sum8_tail(out, rdt, ps, np, cb, i, hi, block, accumulate);
+}
+ZERO__AVX512_ATTR static void zero__qp_sum8_avx512(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo,
+                                                   int64_t hi, int block, int accumulate) {
+    if (rdt == ZERO_BF16) zero__qp_sum8_avx512_t(out, ZERO_BF16, ps, np, n, lo, hi, block, accumulate);
+    else if (rdt == ZERO_F16) zero__qp_sum8_avx512_t(out, ZERO_F16, ps, np, n, lo, hi, block, accumulate);
+    else zero__qp_sum8_avx512_t(out, ZERO_F32, ps, np, n, lo, hi, block, accumulate);
+}
 #endif
-static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block) {
-    uint8_t *codes = (uint8_t *)dst;
-    float *scales = (float *)((char *)dst + zero__qp_codes(n, bits));
-    float v[ZERO__QP_CH], qmax = bits == 4 ? 7.0f : 127.0f;
-    int64_t lo, i;
-    int simd = zero__simd_pick();
-    unsigned fpenv = zero__fpenv_enter();
-    for (lo = 0; lo < n; lo += block) {
+/* the encoding's work, cut into parts on block boundaries for the pool (an int4 part
+   starts on an even element: its bytes are its own) */
+typedef struct zero__qp_job {
+    void *out;                      /* encode: the payload; sum: the values (rdt) */
+    const void *x;                  /* encode: the values (xdt) */
+    const void *const *ps;          /* sum: np payloads */
+    int dt, bits, block, np, accumulate, simd;
+    int64_t n;
+} zero__qp_job;
+static void zero__qp_encode_blocks(const zero__qp_job *j, int64_t b0, int64_t b1) {
+    uint8_t *codes = (uint8_t *)j->out;
+    float *scales = (float *)((char *)j->out + zero__qp_codes(j->n, j->bits));
+    float v[ZERO__QP_CH], qmax = j->bits == 4 ? 7.0f : 127.0f;
+    const void *x = j->x;
+    int64_t lo, i, n = j->n, block = j->block;
+    int xdt = j->dt, bits = j->bits, simd = j->simd;
+    for (lo = b0 * block; lo < n && lo < b1 * block; lo += block) {
         int64_t hi = n - lo < block ? n : lo + block, c;
         uint32_t mb = 0;
         float s;
 #if defined(ZERO__X86)
+        if (bits == 8 && simd >= ZERO__SIMD_AVX512) {
+            scales[lo / block] = zero__qp_enc8_avx512(codes, x, xdt, lo, hi);
+            continue;
+        }
         if (bits == 8 && simd >= ZERO__SIMD_AVX2) {
             scales[lo / block] = zero__qp_enc8_avx2(codes, x, xdt, lo, hi);
             continue;
@@ -3775,8 +3882,30 @@ static void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bi
             }
         }
     }
-    for (i = bits == 4 ? (n + 1) / 2 : n; i < zero__qp_codes(n, bits); i++) codes[i] = 0;
+}
+static void zero__qp_encode_part(void *arg, int part, int nparts) {
+    const zero__qp_job *j = (const zero__qp_job *)arg;
+    int64_t nb = (j->n + j->block - 1) / j->block, unit = j->bits == 4 && (j->block & 1) ? 2 : 1;
+    int64_t nu = (nb + unit - 1) / unit;
+    unsigned fpenv = zero__fpenv_enter();
+    zero__qp_encode_blocks(j, nu * part / nparts * unit, nu * (part + 1) / nparts * unit);
     zero__fpenv_leave(fpenv);
+}
+/* the payload of x's n values (xdt), on the pool (NULL: the calling thread) */
+static void zero__qp_encode_k(zero__pool *pool, int simd, void *dst, const void *x, int xdt, int64_t n, int bits,
+                              int block) {
+    zero__qp_job job;
+    uint8_t *codes = (uint8_t *)dst;
+    int64_t i;
+    memset(&job, 0, sizeof job);
+    job.out = dst; job.x = x; job.dt = xdt; job.n = n; job.bits = bits; job.block = block; job.simd = simd;
+    zero__pool_run(pool, zero__qp_encode_part, &job, n < 65536);
+    for (i = bits == 4 ? (n + 1) / 2 : n; i < zero__qp_codes(n, bits); i++) codes[i] = 0;
+}
+/* the same on the calling thread, the path from ZERO_SIMD and the CPU (the reference of the
+   CUDA kernels' tests) */
+static ZERO__MAYBE_UNUSED void zero__qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block) {
+    zero__qp_encode_k(NULL, zero__simd_pick(), dst, x, xdt, n, bits, block);
 }
 /* acc (+)= values [lo, lo + len) of a payload of n (first: acc =) */
 static void zero__qp_decode_into(float *acc, int first, const void *p, int64_t n, int bits, int block, int64_t lo,
@@ -3804,29 +3933,51 @@ static void zero__qp_decode_into(float *acc, int first, const void *p, int64_t n
 /* out (rdt, n values) = [out +] the sum over k in order of payload k's values, in fp32:
    the stored value first, then each payload added to it in turn (zero__sum_into instead
    adds the stored value to its inputs' sum; the CUDA kernel and the vector path follow
-   this order) */
-static void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block,
-                         int accumulate) {
+   this order). Each element on its own, so the pool's parts (zero__chunk) and the chunks
+   change nothing. */
+static void zero__qp_sum_range(const zero__qp_job *j, int64_t lo0, int64_t hi0) {
     float acc[ZERO__QP_CH];
-    int64_t lo, es = (int64_t)zero__esize(rdt);
-    int k, simd = zero__simd_pick();
-    unsigned fpenv = zero__fpenv_enter();
+    int64_t lo, es = (int64_t)zero__esize(j->dt);
+    int k;
 #if defined(ZERO__X86)
-    if (bits == 8 && block % 8 == 0 && simd >= ZERO__SIMD_AVX2) {
-        zero__qp_sum8_avx2(out, rdt, ps, np, n, block, accumulate);
-        zero__fpenv_leave(fpenv);
+    if (j->bits == 8 && j->block % 8 == 0 && j->simd >= ZERO__SIMD_AVX512) {
+        zero__qp_sum8_avx512(j->out, j->dt, j->ps, j->np, j->n, lo0, hi0, j->block, j->accumulate);
+        return;
+    }
+    if (j->bits == 8 && j->block % 8 == 0 && j->simd >= ZERO__SIMD_AVX2) {
+        zero__qp_sum8_avx2(j->out, j->dt, j->ps, j->np, j->n, lo0, hi0, j->block, j->accumulate);
         return;
     }
 #endif
-    for (lo = 0; lo < n; lo += ZERO__QP_CH) {
-        int64_t len = n - lo < ZERO__QP_CH ? n - lo : ZERO__QP_CH;
-        void *o = (char *)out + lo * es;
+    for (lo = lo0; lo < hi0; lo += ZERO__QP_CH) {
+        int64_t len = hi0 - lo < ZERO__QP_CH ? hi0 - lo : ZERO__QP_CH;
+        void *o = (char *)j->out + lo * es;
         const void *oc = o, *ac = acc;
-        if (accumulate) zero__sum_into_k(NULL, simd, acc, ZERO_F32, &oc, 1, rdt, len, 0);
-        for (k = 0; k < np; k++) zero__qp_decode_into(acc, k == 0 && !accumulate, ps[k], n, bits, block, lo, len, simd);
-        zero__sum_into_k(NULL, simd, o, rdt, &ac, 1, ZERO_F32, len, 0);
+        if (j->accumulate) zero__sum_into_k(NULL, j->simd, acc, ZERO_F32, &oc, 1, j->dt, len, 0);
+        for (k = 0; k < j->np; k++)
+            zero__qp_decode_into(acc, k == 0 && !j->accumulate, j->ps[k], j->n, j->bits, j->block, lo, len, j->simd);
+        zero__sum_into_k(NULL, j->simd, o, j->dt, &ac, 1, ZERO_F32, len, 0);
     }
+}
+static void zero__qp_sum_part(void *arg, int part, int nparts) {
+    const zero__qp_job *j = (const zero__qp_job *)arg;
+    int64_t lo, hi;
+    unsigned fpenv = zero__fpenv_enter();
+    zero__chunk(j->n, part, nparts, &lo, &hi);
+    if (lo < hi) zero__qp_sum_range(j, lo, hi);
     zero__fpenv_leave(fpenv);
+}
+static void zero__qp_sum_k(zero__pool *pool, int simd, void *out, int rdt, const void *const *ps, int np, int64_t n,
+                           int bits, int block, int accumulate) {
+    zero__qp_job job;
+    memset(&job, 0, sizeof job);
+    job.out = out; job.dt = rdt; job.ps = ps; job.np = np; job.n = n; job.bits = bits; job.block = block;
+    job.accumulate = accumulate; job.simd = simd;
+    zero__pool_run(pool, zero__qp_sum_part, &job, n * (np + accumulate) < 65536);
+}
+static ZERO__MAYBE_UNUSED void zero__qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits,
+                                            int block, int accumulate) {
+    zero__qp_sum_k(NULL, zero__simd_pick(), out, rdt, ps, np, n, bits, block, accumulate);
 }
 #define ZERO__MR 4
 #define ZERO__NR 16
@@ -4134,14 +4285,14 @@ static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
 }
 static zero_result zero__cpu_qp_encode(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits,
                                        int block) {
-    (void)ctx; (void)s;
-    zero__qp_encode(dst, x, xdt, n, bits, block);
+    (void)s;    /* the pool as zero__cpu_sum_into */
+    zero__qp_encode_k(ctx->opt.pool, ctx->opt.simd, dst, x, xdt, n, bits, block);
     return ZERO_OK;
 }
 static zero_result zero__cpu_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n,
                                     int bits, int block, int accumulate) {
-    (void)ctx; (void)s;
-    zero__qp_sum(out, rdt, ps, np, n, bits, block, accumulate);
+    (void)s;
+    zero__qp_sum_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ps, np, n, bits, block, accumulate);
     return ZERO_OK;
 }
 static zero_result zero__cpu_optimizer(zero_ctx *ctx, float gscale) {

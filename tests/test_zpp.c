@@ -353,14 +353,15 @@ static void test_payload_sum_order(void) {
     CHECK(bad == 0, "%d sums differ from stored + payloads in order", bad);
 }
 
-/* the vector paths (AVX2, chosen when the CPU has it) give the scalar path's bytes:
-   payloads, and sums of 1-3 payloads into every dtype with and without accumulation */
-static void test_payload_simd_bits(void) {
+/* one vector path (ZERO_SIMD=level) against the scalar path's bytes: payloads, and sums of
+   1-3 payloads into every dtype with and without accumulation; blocks of 8 and 24 put two
+   blocks in one AVX-512 vector, 7 takes the chunked path. Returns the differing cases. */
+static int payload_level_bits(const char *level, int *cases) {
     static const int ns[] = { 8, 100, 1031, 4096 };
-    static const int blocks[] = { 16, 256, 7 };
-    int a, c, dt, np, acc, bad = 0, cases = 0;
+    static const int blocks[] = { 16, 256, 7, 8, 24 };
+    int a, c, dt, np, acc, bad = 0;
     for (a = 0; a < 4; a++)
-        for (c = 0; c < 3; c++)
+        for (c = 0; c < 5; c++)
             for (dt = 0; dt < 3; dt++) {
                 zero_dtype xdt = dt == 0 ? ZERO_F32 : dt == 1 ? ZERO_BF16 : ZERO_F16;
                 int n = ns[a], blk = blocks[c], i, k;
@@ -375,11 +376,11 @@ static void test_payload_simd_bits(void) {
                 for (k = 0; k < 3; k++) {
                     setenv("ZERO_SIMD", "scalar", 1);
                     zero__qp_encode(p1 + k * P, xs + (size_t)k * n * zero_dtype_size(xdt), xdt, n, 8, blk);
-                    unsetenv("ZERO_SIMD");
+                    setenv("ZERO_SIMD", level, 1);
                     zero__qp_encode(p2 + k * P, xs + (size_t)k * n * zero_dtype_size(xdt), xdt, n, 8, blk);
                     pp[k] = p1 + k * P;
                 }
-                cases++;
+                (*cases)++;
                 if (memcmp(p1, p2, (size_t)P * 3)) bad++;
                 for (np = 1; np <= 3; np++)
                     for (acc = 0; acc < 2; acc++) {
@@ -388,14 +389,103 @@ static void test_payload_simd_bits(void) {
                         memcpy(o2, xs, bytes);
                         setenv("ZERO_SIMD", "scalar", 1);
                         zero__qp_sum(o1, xdt, pp, np, n, 8, blk, acc);
-                        unsetenv("ZERO_SIMD");
+                        setenv("ZERO_SIMD", level, 1);
                         zero__qp_sum(o2, xdt, pp, np, n, 8, blk, acc);
-                        cases++;
+                        (*cases)++;
                         if (memcmp(o1, o2, bytes)) bad++;
                     }
                 free(x); free(xs); free(o1); free(o2); free(p1); free(p2);
             }
-    CHECK(bad == 0, "%d of %d cases differ between the scalar and the vector paths", bad, cases);
+    unsetenv("ZERO_SIMD");
+    return bad;
+}
+static void test_payload_simd_bits(void) {
+    int l, ran = 0;
+    for (l = ZERO__SIMD_AVX2; l < ZERO__SIMD_NUM; l++) {
+        int cases = 0, bad;
+        if (!zero__simd_supported(l)) continue;
+        bad = payload_level_bits(zero__simd_name[l], &cases);
+        CHECK(bad == 0, "%s: %d of %d cases differ from the scalar path", zero__simd_name[l], bad, cases);
+        ran++;
+    }
+    if (!ran) test_skip("no vector path on this CPU");
+}
+
+/* The vector encoders divide only near a tie: values at and next to every half integer
+   of the scale (exact ties at scale 1, and near ones at a scale that is not a power of
+   two) give the scalar path's codes, which divide always */
+static void test_payload_near_ties(void) {
+    enum { N = 4096 };
+    static float x[N];
+    static unsigned char p1[2 * N], p2[2 * N];
+    int l, i, t, ran = 0;
+    for (t = 0; t < 3; t++) {
+        float amax = t == 0 ? 127.0f : t == 1 ? 100.0f : 3.3e-3f, sc = amax / 127.0f;
+        for (i = 0; i < N; i++) {
+            float h = (float)(i % 254 - 127) + 0.5f;     /* a half integer in [-126.5, 126.5] */
+            float v = h * sc;
+            if (i % 3 == 1) v = nextafterf(v, INFINITY);
+            if (i % 3 == 2) v = nextafterf(v, -INFINITY);
+            x[i] = i % 64 == 0 ? amax : v;              /* every block holds the absmax */
+        }
+        for (l = ZERO__SIMD_AVX2; l < ZERO__SIMD_NUM; l++) {
+            if (!zero__simd_supported(l)) continue;
+            setenv("ZERO_SIMD", "scalar", 1);
+            zero__qp_encode(p1, x, ZERO_F32, N, 8, 64);
+            setenv("ZERO_SIMD", zero__simd_name[l], 1);
+            zero__qp_encode(p2, x, ZERO_F32, N, 8, 64);
+            unsetenv("ZERO_SIMD");
+            CHECK(memcmp(p1, p2, (size_t)zero__qp_bytes(N, 8, 64)) == 0, "%s, absmax %g: codes differ near ties",
+                  zero__simd_name[l], (double)amax);
+            ran++;
+        }
+    }
+    if (!ran) test_skip("no vector path on this CPU");
+}
+
+/* On a pool of 4 threads the payloads and sums are the calling thread's bytes: int8 and
+   int4, blocks even and odd (an int4 part must not share a byte with the next) */
+static void test_payload_pool(void) {
+    static const int blocks[] = { 256, 7, 33, 64 };
+    zero__pool *pool = zero__pool_create(4, NULL);
+    int n = 200003, b, c, dt, bad = 0, cases = 0, l, simd = zero__simd_pick();
+    float *x = (float *)malloc(sizeof(float) * (size_t)n * 2);
+    char *xs = (char *)malloc((size_t)n * 8), *o1 = (char *)malloc((size_t)n * 4), *o2 = (char *)malloc((size_t)n * 4);
+    uint64_t s = 99;
+    for (l = 0; l < n * 2; l++) x[l] = fx_frand(&s) * (float)(1 + l % 13);
+    CHECK(pool != NULL, "no pool");
+    for (b = 4; b <= 8 && pool; b += 4)
+        for (c = 0; c < 4; c++)
+            for (dt = 0; dt < 2; dt++) {
+                zero_dtype xdt = dt == 0 ? ZERO_F32 : ZERO_BF16;
+                int64_t P = zero__qp_bytes(n, b, blocks[c]);
+                unsigned char *p1 = (unsigned char *)malloc((size_t)P * 2), *p2 = (unsigned char *)malloc((size_t)P * 2);
+                const void *pp[2];
+                int acc;
+                zero_from_f32(xs, xdt, x, 2 * n);
+                memset(p1, 0xa5, (size_t)P * 2);
+                memset(p2, 0x5a, (size_t)P * 2);
+                for (l = 0; l < 2; l++) {
+                    zero__qp_encode_k(NULL, simd, p1 + l * P, xs + (size_t)l * n * zero_dtype_size(xdt), xdt, n, b, blocks[c]);
+                    zero__qp_encode_k(pool, simd, p2 + l * P, xs + (size_t)l * n * zero_dtype_size(xdt), xdt, n, b, blocks[c]);
+                    pp[l] = p1 + l * P;
+                }
+                cases++;
+                if (memcmp(p1, p2, (size_t)P * 2)) bad++;
+                for (acc = 0; acc < 2; acc++) {
+                    size_t bytes = (size_t)n * zero_dtype_size(xdt);
+                    memcpy(o1, xs, bytes);
+                    memcpy(o2, xs, bytes);
+                    zero__qp_sum_k(NULL, simd, o1, xdt, pp, 2, n, b, blocks[c], acc);
+                    zero__qp_sum_k(pool, simd, o2, xdt, pp, 2, n, b, blocks[c], acc);
+                    cases++;
+                    if (memcmp(o1, o2, bytes)) bad++;
+                }
+                free(p1); free(p2);
+            }
+    CHECK(bad == 0, "%d of %d cases differ between 1 and 4 threads", bad, cases);
+    zero__pool_free(pool, NULL);
+    free(x); free(xs); free(o1); free(o2);
 }
 
 /* ---- the topology ------------------------------------------------------------------ */
@@ -798,6 +888,8 @@ int main(void) {
     TEST_RUN(test_payload_special);
     TEST_RUN(test_payload_sum_order);
     TEST_RUN(test_payload_simd_bits);
+    TEST_RUN(test_payload_near_ties);
+    TEST_RUN(test_payload_pool);
     TEST_RUN(test_topology_local);
     TEST_RUN(test_topology_errors);
     TEST_RUN(test_two_speed_link);

@@ -6,7 +6,8 @@
    2 local ranks at stages 0-3 with bf16, f16 and f32 params (AdamW, and SGD with Nesterov
    momentum), clips, and prints one digest line per run: an FNV-1a hash of every step's
    gradient norm, loss scale and result, then of the gathered fp32 master params and of the
-   params in their own dtype, bit for bit. The script compares
+   params in their own dtype, bit for bit; then two ZeRO++ runs (stage 3, qwz and qgz at 8
+   and 4 bits, 2 nodes of 1 rank: the quantized gathers and reductions). The script compares
    the lines with those of the reference build (the Makefile's -std=c99 -O2
    -ffp-contract=off, scalar path).
 
@@ -52,6 +53,7 @@ typedef struct cfg {
     int stage;
     zero_dtype dt;
     zero_optim_type opt;
+    int qwz, qgz;                      /* ZeRO++ (stage 3, 2 nodes of 1 rank) */
     uint64_t digest;                   /* written by rank 0 */
     int failed;
     char why[256];
@@ -106,6 +108,8 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
     if (c->opt == ZERO_OPTIM_SGD) { d.optim.momentum = 0.9; d.optim.nesterov = 1; }
     d.clip_norm = 2.0;                 /* the norms here are ~5-40: every step clips */
     d.cpu_threads = 1;
+    d.qwz = c->qwz;
+    d.qgz = c->qgz;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (i = 0; i < 3; i++) {
         char name[16];
@@ -231,6 +235,27 @@ int main(void) {
                 }
                 all = fnv(all, &c.digest, sizeof c.digest);
             }
+    for (t = 0; t < 2; t++) {      /* ZeRO++: the int8 codes and sums (bf16), the int4 ones (f16) */
+        cfg c;
+        zero_group *g = NULL;
+        zero_result r;
+        memset(&c, 0, sizeof c);
+        c.stage = 3;
+        c.dt = dts[t];
+        c.opt = ZERO_OPTIM_ADAMW;
+        c.qwz = 1;
+        c.qgz = t == 0 ? 8 : 4;
+        if ((r = zero_group_create(&g, WORLD)) == ZERO_OK && (r = zero_group_set_nodes(g, 1)) == ZERO_OK)
+            r = zero_run_group(g, run_rank, &c);
+        zero_group_destroy(g);
+        if (r != ZERO_OK || c.failed) {
+            printf("FAIL zpp qgz=%d dtype=%s: %s\n", c.qgz, dtn[t], r != ZERO_OK ? zero_last_error(NULL) : c.why);
+            failed = 1;
+            continue;
+        }
+        printf("digest zpp qgz=%d dtype=%s %016llx\n", c.qgz, dtn[t], (unsigned long long)c.digest);
+        all = fnv(all, &c.digest, sizeof c.digest);
+    }
     printf("digest all %016llx\n", (unsigned long long)all);
     return failed;
 }
