@@ -639,7 +639,9 @@
      or a gather in between time out. zero_estimate takes the nodes from desc.hpz (else
      one node of all ranks). comm_bytes_within / _across count an endpoint's collectives
      as they run (every context on it). It runs on the CPU, EMU and CUDA devices (CUDA gives the CPU's bits; with qgz
-     at most 64 nodes, the decoding kernel's inputs) and over the local, MPI and NCCL
+     at most 64 nodes, the decoding kernel's inputs; on the CPU device the payloads are
+     encoded and summed with the vector units on the cpu_threads pool, as a reduction's
+     sum is, the same bits on every path and thread count) and over the local, MPI and NCCL
      communicators (NCCL 2.18+: ncclCommSplit; its node and cross-node communicators hold
      NCCL resources of their own and share the parent's stream and scratch). offload_params,
      or NCCL headers older than 2.18, is ZERO_ERR_UNSUPPORTED at zero_create.
