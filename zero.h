@@ -3638,7 +3638,8 @@ static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
     return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
 }
 #if defined(ZERO__X86)
-/* the vector int8 sums' last elements [i, hi), one at a time: the same bits */
+/* the vector int8 sums' last elements [i, hi), one at a time: the same bits (inlined into
+   the AVX-512 kernel, whose FMA clang's -ffp-contract=fast would fuse: zero__nf) */
 static void zero__qp_sum8_tail(void *out, int rdt, const void *const *ps, int np, int64_t cb, int64_t i, int64_t hi,
                                int block, int accumulate) {
     int k;
@@ -3646,7 +3647,7 @@ static void zero__qp_sum8_tail(void *out, int rdt, const void *const *ps, int np
         float a = accumulate ? zero__ld(out, i, rdt) : 0.0f;
         for (k = 0; k < np; k++) {
             const uint8_t *q = (const uint8_t *)ps[k];
-            float v = (float)(int8_t)q[i] * ((const float *)(q + cb))[i / block];
+            float v = zero__nf((float)(int8_t)q[i] * ((const float *)(q + cb))[i / block]);
             a = k == 0 && !accumulate ? v : a + v;
         }
         zero__st(out, i, rdt, a);
@@ -3661,9 +3662,11 @@ static void zero__qp_enc8_tail(uint8_t *codes, const void *x, int xdt, float s, 
 }
 /* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
    from the magnitudes' bits, a division, round half to even, a clamp). The division is a
-   product by 1 / s where that rounds the same: |x / s| <= 127 (1 + 2^-23) and the product
-   is within 2^-16 of it, so a product within 1/2 - 2^-14 of an integer rounds to that
-   integer, as x / s does; a vector with a product farther off (near a tie, or NaN) divides. */
+   product by 1 / s where that rounds the same: |x / s| <= 127 (1 + 2^-23) (a little more
+   for a subnormal s, still far below 256) and the product is within 2^-23 |x / s| of it,
+   under 2^-15, so a product within 1/2 - 2^-14 of an integer rounds to that integer, as
+   x / s does; a vector with a product farther off (near a tie, or NaN when 1 / s is
+   infinite) divides. */
 #define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
 ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m256i mag = _mm256_set1_epi32(0x7fffffff);

@@ -6,8 +6,9 @@
    2 local ranks at stages 0-3 with bf16, f16 and f32 params (AdamW, and SGD with Nesterov
    momentum), clips, and prints one digest line per run: an FNV-1a hash of every step's
    gradient norm, loss scale and result, then of the gathered fp32 master params and of the
-   params in their own dtype, bit for bit; then two ZeRO++ runs (stage 3, qwz and qgz at 8
-   and 4 bits, 2 nodes of 1 rank: the quantized gathers and reductions). The script compares
+   params in their own dtype, bit for bit; then three ZeRO++ runs (stage 3, qwz and qgz at
+   8 bits (bf16, f32) and 4 (f16), 2 nodes of 1 rank: the quantized gathers and reductions;
+   align_elems 9 in the int8 runs, so the vector kernels' scalar tails run too). The script compares
    the lines with those of the reference build (the Makefile's -std=c99 -O2
    -ffp-contract=off, scalar path).
 
@@ -53,7 +54,7 @@ typedef struct cfg {
     int stage;
     zero_dtype dt;
     zero_optim_type opt;
-    int qwz, qgz;                      /* ZeRO++ (stage 3, 2 nodes of 1 rank) */
+    int qwz, qgz, align;               /* ZeRO++ (stage 3, 2 nodes of 1 rank); align_elems */
     uint64_t digest;                   /* written by rank 0 */
     int failed;
     char why[256];
@@ -110,6 +111,7 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
     d.cpu_threads = 1;
     d.qwz = c->qwz;
     d.qgz = c->qgz;
+    d.align_elems = c->align;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     for (i = 0; i < 3; i++) {
         char name[16];
@@ -235,7 +237,7 @@ int main(void) {
                 }
                 all = fnv(all, &c.digest, sizeof c.digest);
             }
-    for (t = 0; t < 2; t++) {      /* ZeRO++: the int8 codes and sums (bf16), the int4 ones (f16) */
+    for (t = 0; t < 3; t++) {      /* ZeRO++: int8 codes and sums (bf16, f32), int4 ones (f16) */
         cfg c;
         zero_group *g = NULL;
         zero_result r;
@@ -244,7 +246,8 @@ int main(void) {
         c.dt = dts[t];
         c.opt = ZERO_OPTIM_ADAMW;
         c.qwz = 1;
-        c.qgz = t == 0 ? 8 : 4;
+        c.qgz = t == 1 ? 4 : 8;
+        c.align = t == 1 ? 0 : 9;  /* slices of 9k elements: the vector sums' tails run too */
         if ((r = zero_group_create(&g, WORLD)) == ZERO_OK && (r = zero_group_set_nodes(g, 1)) == ZERO_OK)
             r = zero_run_group(g, run_rank, &c);
         zero_group_destroy(g);
