@@ -412,15 +412,17 @@ static void test_payload_simd_bits(void) {
 }
 
 /* The vector encoders divide only near a tie: values at and next to every half integer
-   of the scale (exact ties at scale 1, and near ones at a scale that is not a power of
-   two) give the scalar path's codes, which divide always */
+   of the scale (exact ties at scale 1, near ones at a scale that is not a power of two,
+   and scales so small that they are subnormal, or that 1 / scale is infinite) give the
+   scalar path's codes, which divide always */
 static void test_payload_near_ties(void) {
     enum { N = 4096 };
     static float x[N];
     static unsigned char p1[2 * N], p2[2 * N];
     int l, i, t, ran = 0;
-    for (t = 0; t < 3; t++) {
-        float amax = t == 0 ? 127.0f : t == 1 ? 100.0f : 3.3e-3f, sc = amax / 127.0f;
+    static const float amaxes[] = { 127.0f, 100.0f, 3.3e-3f, 2e-36f, 1e-36f, 1e-37f };
+    for (t = 0; t < 6; t++) {      /* the last three: scale subnormal, its inverse finite or not */
+        float amax = amaxes[t], sc = amax / 127.0f;
         for (i = 0; i < N; i++) {
             float h = (float)(i % 254 - 127) + 0.5f;     /* a half integer in [-126.5, 126.5] */
             float v = h * sc;
