@@ -3661,13 +3661,7 @@ static void zero__qp_enc8_tail(uint8_t *codes, const void *x, int xdt, float s, 
     }
 }
 /* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
-   from the magnitudes' bits, a division, round half to even, a clamp). The division is a
-   product by 1 / s where that rounds the same: |x / s| <= 127 (1 + 2^-23) (a little more
-   for a subnormal s, still far below 256) and the product is within 2^-23 |x / s| of it,
-   under 2^-15, so a product within 1/2 - 2^-14 of an integer rounds to that integer, as
-   x / s does; a vector with a product farther off (near a tie, or NaN when 1 / s is
-   infinite) divides. */
-#define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
+   from the magnitudes' bits, a division, round half to even, a clamp) */
 ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m256i mag = _mm256_set1_epi32(0x7fffffff);
     __m256i mb = _mm256_setzero_si256();
@@ -3686,17 +3680,12 @@ ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int 
     sb = zero__f32_bits(s);
     if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
     {
-        const __m256 sv = _mm256_set1_ps(s), rv = _mm256_set1_ps(1.0f / s), hi_ = _mm256_set1_ps(127.0f);
-        const __m256 lo_ = _mm256_set1_ps(-127.0f), near = _mm256_set1_ps(ZERO__QP_NEAR), mag = _mm256_set1_ps(-0.0f);
+        const __m256 sv = _mm256_set1_ps(s), hi_ = _mm256_set1_ps(127.0f), lo_ = _mm256_set1_ps(-127.0f);
         for (i = lo; i + 8 <= hi; i += 8) {
-            __m256 xv = zero__avx2_ld(x, i, xdt), y = zero__nf8(xv * rv), v;
-            __m256i q;
-            __m128i p16;
-            v = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(mag, zero__nf8(y - v)), near, _CMP_NLT_UQ)))
-                v = _mm256_round_ps(xv / sv, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);   /* near a tie */
-            q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo_), hi_));
-            p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+            __m256 v = zero__avx2_ld(x, i, xdt) / sv;
+            __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT |
+                                                                                       _MM_FROUND_NO_EXC), lo_), hi_));
+            __m128i p16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
             _mm_storel_epi64((__m128i *)(codes + i), _mm_packs_epi16(p16, p16));
         }
         zero__qp_enc8_tail(codes, x, xdt, s, i, hi);
@@ -3751,9 +3740,15 @@ ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, flo
         acc[k] = first ? v : acc[k] + v;
     }
 }
-/* the two int8 kernels again on AVX-512F, 16 lanes: the same bits (the same IEEE
-   division, round half to even, clamp and products; the codes narrowed by vpmovdb, exact
-   once clamped) */
+/* the two int8 kernels again on AVX-512F, 16 lanes: the same bits (the same round half
+   to even, clamp and products; the codes narrowed by vpmovdb, exact once clamped). The
+   encoder's division is a product by 1 / s where that rounds the same: |x / s| <= 127 (1 +
+   2^-23) (a little more for a subnormal s, still far below 256) and the product is within
+   2^-23 |x / s| of it, under 2^-15, so a product within 1/2 - 2^-14 of an integer rounds to
+   that integer, as x / s does; a vector with a product farther off (near a tie, or NaN
+   when 1 / s is infinite) divides. 16-25% faster than dividing here; on AVX2, whose
+   division is relatively cheaper, the check cost more than it saved, so it divides. */
+#define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
 ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m512i mag = _mm512_set1_epi32(0x7fffffff);
     __m512i mb = _mm512_setzero_si512();
