@@ -465,9 +465,13 @@ static zero_result mfn(zero_comm *c, int rank, void *user) {
     t0 = test_now_ms();
     ncclAllGather(b, b, rank == 1 && !j->destroy ? 32 : 64, ncclFloat32, m->comm, zero__nccl_stream(m));
     while (e == ncclSuccess || e == ncclInProgress) {
+        cudaError_t se;
         if (test_now_ms() - t0 > 20000) break;
+        /* the stream first, then the error (as zero__nccl_wait does): an op that fails
+           between the two reads still shows its error */
+        se = cudaStreamQuery(zero__nccl_stream(m));
         if (ncclCommGetAsyncError(m->comm, &e) != ncclSuccess) break;
-        if (e == ncclSuccess && cudaStreamQuery(zero__nccl_stream(m)) == cudaSuccess) break;
+        if (e == ncclSuccess && se == cudaSuccess) break;
         (void)cudaGetLastError();
         zero__rdv_sleep_ms(1);
     }
