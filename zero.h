@@ -3746,7 +3746,7 @@ ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, flo
    2^-23) (a little more for a subnormal s, still far below 256) and the product is within
    2^-23 |x / s| of it, under 2^-15, so a product within 1/2 - 2^-14 of an integer rounds to
    that integer, as x / s does; a vector with a product farther off (near a tie, or NaN
-   when 1 / s is infinite) divides. 16-25% faster than dividing here; on AVX2, whose
+   when 1 / s is infinite) divides. 15-25% faster than dividing here; on AVX2, whose
    division is relatively cheaper, the check cost more than it saved, so it divides. */
 #define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
 ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
@@ -3768,7 +3768,6 @@ ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, 
     {
         const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(1.0f / s), hi_ = _mm512_set1_ps(127.0f);
         const __m512 lo_ = _mm512_set1_ps(-127.0f), near = _mm512_set1_ps(ZERO__QP_NEAR);
-        const __m512i mag = _mm512_set1_epi32(0x7fffffff);
         for (i = lo; i + 16 <= hi; i += 16) {
             __m512 xv = zero__avx512_ld(x, i, xdt), y = zero__nf16(xv * rv), v, d;
             __m512i q;
