@@ -5722,11 +5722,12 @@ static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int 
     for (k = 0; k < c->size; k++)
         ins[k] = k == c->rank ? (const char *)send + (int64_t)k * piece : tmp + (int64_t)k * piece;
     if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {    /* the CPU device: take the norm's blocks too */
-        zero__sum_sq_k(NULL, zero__simd_pick(), recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
-        c->sq_done = 1;
-    } else {
-        zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
+        zero_result r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate,
+                                             c->sq_blk, NULL, 0);
+        c->sq_done = r2 == ZERO_OK;
+        return r2;
     }
+    zero__sum_into(recv, rdt, ins, c->size, sdt, count, accumulate);
     return ZERO_OK;
 }
 
