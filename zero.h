@@ -2458,6 +2458,65 @@ static zero_result zero__fail_lg(const zero_logger *lg, zero_result r, zero_log_
     return r;
 }
 
+/* names and element sizes (also the public zero_result_str, zero_dtype_str, zero_dtype_size) */
+static const char *zero__result_name(zero_result r) {
+    switch (r) {
+    case ZERO_OK: return "ZERO_OK";
+    case ZERO_STEP_SKIPPED: return "ZERO_STEP_SKIPPED";
+    case ZERO_ERR_INVALID_ARG: return "ZERO_ERR_INVALID_ARG";
+    case ZERO_ERR_INVALID_STAGE: return "ZERO_ERR_INVALID_STAGE";
+    case ZERO_ERR_INVALID_SIZE: return "ZERO_ERR_INVALID_SIZE";
+    case ZERO_ERR_INVALID_DTYPE: return "ZERO_ERR_INVALID_DTYPE";
+    case ZERO_ERR_INVALID_HANDLE: return "ZERO_ERR_INVALID_HANDLE";
+    case ZERO_ERR_ALREADY_BUILT: return "ZERO_ERR_ALREADY_BUILT";
+    case ZERO_ERR_NOT_BUILT: return "ZERO_ERR_NOT_BUILT";
+    case ZERO_ERR_GRADS_NOT_READY: return "ZERO_ERR_GRADS_NOT_READY";
+    case ZERO_ERR_NOT_FETCHED: return "ZERO_ERR_NOT_FETCHED";
+    case ZERO_ERR_STATE: return "ZERO_ERR_STATE";
+    case ZERO_ERR_MISMATCH: return "ZERO_ERR_MISMATCH";
+    case ZERO_ERR_TIMEOUT: return "ZERO_ERR_TIMEOUT";
+    case ZERO_ERR_COMM: return "ZERO_ERR_COMM";
+    case ZERO_ERR_OUT_OF_MEMORY: return "ZERO_ERR_OUT_OF_MEMORY";
+    case ZERO_ERR_OVER_CAP: return "ZERO_ERR_OVER_CAP";
+    case ZERO_ERR_IO: return "ZERO_ERR_IO";
+    case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
+    case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
+    case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
+    case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
+    case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
+    }
+    return "ZERO_ERR_(unknown)";
+}
+static const char *zero__dtype_name(zero_dtype t) {
+    switch (t) {
+    case ZERO_F32: return "f32";
+    case ZERO_BF16: return "bf16";
+    case ZERO_F16: return "f16";
+    default: return "(unknown dtype)";
+    }
+}
+static size_t zero__dtype_size(zero_dtype t) {
+    return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
+}
+static const char *zero__last_err(const zero_ctx *ctx) {
+    return ctx ? ctx->err : zero__tls_err;
+}
+
+static void zero__to_f32(float *dst, const void *src, zero_dtype t, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) dst[i] = zero__ld(src, i, (int)t);
+}
+static void zero__from_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, src[i]);
+}
+static void zero__add_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, zero__ld(dst, i, (int)t) + src[i]);
+}
+
 static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);   /* defined in >>schedule */
 
 /* >>trace: a timeline of spans, exported as Chrome / Perfetto Trace Event JSON -----------
@@ -4936,7 +4995,7 @@ static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const fl
         int64_t c = n - i < per ? n - i : per;
         if (k >= 2 && (e = (int)cudaEventSynchronize(cu->xev[b])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero_from_f32(cu->stage[b], (zero_dtype)dt, src + i, c);
+        zero__from_f32(cu->stage[b], (zero_dtype)dt, src + i, c);
         if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->stage[b], (size_t)(c * es), cudaMemcpyDefault,
                                       cu->compute)) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaMemcpyAsync (staged, to the device)");
@@ -4972,7 +5031,7 @@ static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src
             return zero__cuda_stage_fail(ctx, e, what);
         if ((e = (int)cudaEventSynchronize(cu->xev[k & 1])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero_to_f32(dst + i, cu->stage[k & 1], (zero_dtype)dt, c);
+        zero__to_f32(dst + i, cu->stage[k & 1], (zero_dtype)dt, c);
     }
     return ZERO_OK;
 }
@@ -5026,13 +5085,13 @@ static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const flo
     unsigned char buf[ZERO__XFER * 4];
     int64_t i, es = (int64_t)zero__esize(dt);
     zero_result r;
-    if (ctx->dev->host_access) { zero_from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
+    if (ctx->dev->host_access) { zero__from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
 #ifdef ZERO_CUDA
     if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_put_f32(ctx, dst, dt, src, n);
 #endif
     for (i = 0; i < n; i += ZERO__XFER) {
         int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
-        zero_from_f32(buf, (zero_dtype)dt, src + i, c);
+        zero__from_f32(buf, (zero_dtype)dt, src + i, c);
         if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
     }
     return ZERO_OK;
@@ -5041,14 +5100,14 @@ static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src,
     unsigned char buf[ZERO__XFER * 4];
     int64_t i, es = (int64_t)zero__esize(dt);
     zero_result r;
-    if (ctx->dev->host_access) { zero_to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
+    if (ctx->dev->host_access) { zero__to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
 #ifdef ZERO_CUDA
     if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_get_f32(ctx, dst, src, dt, n);
 #endif
     for (i = 0; i < n; i += ZERO__XFER) {
         int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
         if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
-        zero_to_f32(dst + i, buf, (zero_dtype)dt, c);
+        zero__to_f32(dst + i, buf, (zero_dtype)dt, c);
     }
     return ZERO_OK;
 }
@@ -7224,7 +7283,7 @@ static void *zero__nccl_run_main(void *p) {
     a->result = zero__nccl_create(&c, a->rank, a->size, a->rank, &a->id, zero__nccl_init_timeout_ms());
     if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
     if (a->result != ZERO_OK)
-        snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero_last_error(NULL));
+        snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero__last_err(NULL));
     zero_comm_destroy(c);
     return NULL;
 }
@@ -7706,11 +7765,11 @@ static int zero__staging_mode(const zero_desc *d) {
 static int64_t zero__bucket_bytes(const zero_desc *d, int64_t trainable) {
     int64_t b;
     if (d->bucket_bytes > 0) return d->bucket_bytes;
-    b = trainable * (int64_t)zero_dtype_size(d->grad_dtype) / 8 / ZERO__ALIGN * ZERO__ALIGN;
+    b = trainable * (int64_t)zero__dtype_size(d->grad_dtype) / 8 / ZERO__ALIGN * ZERO__ALIGN;
     return b < ZERO__ALIGN ? ZERO__ALIGN : b > ((int64_t)16 << 20) ? (int64_t)16 << 20 : b;
 }
 static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) {
-    int64_t gsz = (int64_t)zero_dtype_size(d->grad_dtype);
+    int64_t gsz = (int64_t)zero__dtype_size(d->grad_dtype);
     int64_t want = 2 * zero__bucket_bytes(d, z->trainable);
     int64_t all = z->trainable * gsz + (int64_t)z->num_trainable * ZERO__ALIGN;
     int64_t need = zero__align_up(z->max_train_span * gsz, ZERO__ALIGN);
@@ -7719,7 +7778,7 @@ static int64_t zero__staging_capacity(const zero_desc *d, const zero__sizes *z) 
     return want > need ? want : need;
 }
 static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
-    return zero__align_up(span * (int64_t)zero_dtype_size(d->param_dtype), ZERO__ALIGN);
+    return zero__align_up(span * (int64_t)zero__dtype_size(d->param_dtype), ZERO__ALIGN);
 }
 /* The CUDA device's tables (zero__cuda_prepare): a chunk record per ZERO__KCHUNK elements
    of each param's part of this rank's optimizer region, and for every gradient-norm block
@@ -7729,7 +7788,7 @@ static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
 #define ZERO__OFF_TRAILER 64
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
 static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
-    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype), per, g, budget;
+    int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), per, g, budget;
     int k = d->param_dtype == ZERO_F32 ? 0 : 1;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
     *K = k;
@@ -7772,7 +7831,7 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
     }
     if (d->offload_params == ZERO_OFFLOAD_NVME) {
         /* frozen modules have no optimizer state, so no block: their shards stay in memory */
-        int64_t frozen = (z->padded - z->trainable) / world * (int64_t)zero_dtype_size(d->param_dtype);
+        int64_t frozen = (z->padded - z->trainable) / world * (int64_t)zero__dtype_size(d->param_dtype);
         p->bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] -= frozen;
         p->bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += frozen;
     }
@@ -7885,7 +7944,7 @@ static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, 
     int64_t per = z->max_span / world, tper = per, chunk = z->max_span / ns;
     *sec = *a = *b = *f = 0;
     if (!zero__zpp_on(d)) return;
-    if (d->hpz) *sec = z->padded / ns * (int64_t)zero_dtype_size(d->param_dtype);
+    if (d->hpz) *sec = z->padded / ns * (int64_t)zero__dtype_size(d->param_dtype);
     if (d->qwz) {
         int64_t P = zero__qp_bytes(per, 8, blk);
         *a = (1 + nn) * P;
@@ -7903,8 +7962,8 @@ static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, 
 }
 
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
-    int64_t psz = (int64_t)zero_dtype_size(d->param_dtype);
-    int64_t asz = (int64_t)zero_dtype_size(d->grad_accum_dtype);
+    int64_t psz = (int64_t)zero__dtype_size(d->param_dtype);
+    int64_t asz = (int64_t)zero__dtype_size(d->grad_accum_dtype);
     int64_t P = z->padded, T = z->trainable, N = world;
     int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
     int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
@@ -8109,7 +8168,7 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
             z->num_trainable++;
             if (m->shared && zero__staging_mode(&ctx->desc)) {     /* a slot of its own after the ring */
                 m->shared_off = z->shared_bytes;
-                z->shared_bytes += zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN);
+                z->shared_bytes += zero__align_up(m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN);
             } else if (m->span > z->max_train_span) {
                 z->max_train_span = m->span;    /* the ring holds any other module's gradient whole */
             }
@@ -8354,8 +8413,8 @@ static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, in
         }
         if (which == ZERO__OFF_PARAMS) {    /* the param area, in the param dtype */
             char *p = o->buf[0] + zero__off_parea(o) + at * o->psz;
-            if (out) { zero_to_f32(out, p, (zero_dtype)pdt, c); out += c; }
-            else { zero_from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
+            if (out) { zero__to_f32(out, p, (zero_dtype)pdt, c); out += c; }
+            else { zero__from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
         } else {
             arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
             if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
@@ -8554,7 +8613,7 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     o->ndirs = nd; o->K = K; o->G = G; o->bb = bb; o->nblocks = nb; o->tstate = tstate;
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
-    o->psz = (int)zero_dtype_size(d->param_dtype);
+    o->psz = (int)zero__dtype_size(d->param_dtype);
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
     zero__off_layout(o);
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
@@ -9110,7 +9169,7 @@ static zero_result zero__build(zero_ctx *ctx) {
             if (all[k].status != ZERO_OK) {
                 r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
                                "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
-                               k, zero_result_str((zero_result)all[k].status));
+                               k, zero__result_name((zero_result)all[k].status));
                 break;
             }
             if (all[k].hash != all[0].hash) {
@@ -9187,7 +9246,7 @@ static zero_result zero__build(zero_ctx *ctx) {
         for (k = 0; k < ctx->num_modules; k++) {
             ctx->modules[k].sec_off = off;
             ctx->modules[k].sec_fresh = 0;
-            if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero_dtype_size(d->param_dtype);
+            if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero__dtype_size(d->param_dtype);
         }
     }
     if (z.tile_elems) {
@@ -9539,7 +9598,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
         c->split_ns = 0;
         c->err[0] = '\0';
         if ((r = c->vt->split(c, t->a, &c->intra, &c->inter)) != ZERO_OK) {
-            if (!c->err[0]) snprintf(c->err, sizeof c->err, "%s", zero_result_str(r));
+            if (!c->err[0]) snprintf(c->err, sizeof c->err, "%s", zero__result_name(r));
             return r;
         }
         c->split_ns = t->a;
@@ -9892,7 +9951,7 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
    after the ring: it waits for the slot's previous reduction, never for other modules. */
 static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     zero__module_rec *m = &ctx->modules[mi];
-    int64_t bytes = zero__align_up(m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), off;
+    int64_t bytes = zero__align_up(m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), off;
     int idx;
     if (m->staged >= 0) return ctx->grads.recs[m->staged].off;
     if (m->shared) {
@@ -9950,7 +10009,7 @@ static zero_result zero__module_ready(zero_ctx *ctx, int mi) {
         ctx->grads.bucket[3 * ctx->grads.bucket_len + 1] = m->ready;
         ctx->grads.bucket[3 * ctx->grads.bucket_len + 2] = rec;
         ctx->grads.bucket_len++;
-        ctx->grads.bucket_fill += m->span * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+        ctx->grads.bucket_fill += m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
     }
     if (ctx->grads.bucket_fill >= ctx->desc.bucket_bytes || ctx->grads.total_ready % ctx->lay.num_trainable == 0) zero__flush(ctx);
     return ZERO_OK;
@@ -10898,7 +10957,7 @@ static int64_t zero__ck_lines_left(const zero__ck_cur *c) {
 static zero_dtype zero__ck_dtype(const char *s) {
     int t;
     for (t = ZERO_F32; t < ZERO_DTYPE_NUM; t++)
-        if (strcmp(s, zero_dtype_str((zero_dtype)t)) == 0) return (zero_dtype)t;
+        if (strcmp(s, zero__dtype_name((zero_dtype)t)) == 0) return (zero_dtype)t;
     return ZERO_DTYPE_DEFAULT;
 }
 
@@ -11446,7 +11505,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     if (!ok) {
         if (r != ZERO_OK) {     /* reading the state failed (the NVMe tier): its message says where */
             *code = r;
-            snprintf(msg, msgn, "%.200s: not written: %.250s", path, zero_last_error(ctx));
+            snprintf(msg, msgn, "%.200s: not written: %.250s", path, zero__last_err(ctx));
         } else {
             snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(err));
         }
@@ -11472,8 +11531,8 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
 #define ZERO__CK_P(...) (len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__))
     ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\ngrad_dtype %s\n"
                "grad_accum_dtype %s\noptimizer %s\nmoments %d\n",
-               ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero_dtype_str(d->param_dtype),
-               zero_dtype_str(d->grad_dtype), zero_dtype_str(d->grad_accum_dtype),
+               ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero__dtype_name(d->param_dtype),
+               zero__dtype_name(d->grad_dtype), zero__dtype_name(d->grad_accum_dtype),
                d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
     ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->opt.steps,
                (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps, ctx->num_modules);
@@ -11559,7 +11618,7 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
         o[ZERO__CK_AGREE_REC - 1] = 0;
         if (code > 0 || code < ZERO_ERR_VERSION) code = ZERO_ERR_COMM;     /* garbage from a broken peer */
         return zero__fail(ctx, (zero_result)code, ZERO_LOGITEM_CKPT, "%s: rank %d failed (%s): %s", fn, k,
-                          zero_result_str((zero_result)code), o[4] ? o + 4 : "see its error");
+                          zero__result_name((zero_result)code), o[4] ? o + 4 : "see its error");
     }
     return ZERO_OK;
 }
@@ -11686,7 +11745,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
                  rr == 0 ? "truncated" : strerror(errno));
         return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
     }
-    if (r != ZERO_OK) snprintf(msg, msgn, "%s", zero_last_error(ctx));
+    if (r != ZERO_OK) snprintf(msg, msgn, "%s", zero__last_err(ctx));
     return r;
 }
 
@@ -11708,7 +11767,7 @@ static const char *zero__st_dtype_name(zero_dtype t) {
 static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, int n, zero_dtype dt, int64_t *len) {
     size_t cap = 64, l = 0;
     int i, k;
-    int64_t off = 0, es = (int64_t)zero_dtype_size(dt);
+    int64_t off = 0, es = (int64_t)zero__dtype_size(dt);
     char *h;
     for (i = 0; i < n; i++) cap += strlen(t[i].module) + strlen(t[i].name) + 96 + 22 * (size_t)t[i].ndim;
     if (!(h = (char *)zero__raw_alloc(a, cap))) return NULL;
@@ -11731,10 +11790,10 @@ static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, 
 /* writes n f32 values as dtype dt at off, in chunks */
 static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype dt, int64_t off) {
     char buf[4096 * 4];
-    int64_t i, es = (int64_t)zero_dtype_size(dt);
+    int64_t i, es = (int64_t)zero__dtype_size(dt);
     for (i = 0; i < n; i += 4096) {
         int64_t c = n - i < 4096 ? n - i : 4096;
-        zero_from_f32(buf, dt, v + i, c);
+        zero__from_f32(buf, dt, v + i, c);
         if (!zero__ck_pwrite(fd, buf, (size_t)(c * es), off + i * es)) return 0;
     }
     return 1;
@@ -11949,7 +12008,7 @@ typedef struct zero__ck_out { int fd; zero_dtype dt; const int64_t *data_off; co
 static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
                                      size_t msgn) {
     const zero__ck_out *s = (const zero__ck_out *)user;
-    int64_t es = (int64_t)zero_dtype_size(s->dt);
+    int64_t es = (int64_t)zero__dtype_size(s->dt);
     if (zero__st_write_values(s->fd, w, n, s->dt, s->data_off[r->param] + (r->begin + o) * es)) return ZERO_OK;
     snprintf(msg, msgn, "%.300s: write failed: %s", s->tmp, strerror(errno));
     return ZERO_ERR_IO;
@@ -11958,66 +12017,16 @@ static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_
 /* >>public -------------------------------------------------------------------------------
    The public functions, on top of everything above. */
 /* ---- basics ------------------------------------------------------------------------- */
-ZERO_API const char *zero_result_str(zero_result r) {
-    switch (r) {
-    case ZERO_OK: return "ZERO_OK";
-    case ZERO_STEP_SKIPPED: return "ZERO_STEP_SKIPPED";
-    case ZERO_ERR_INVALID_ARG: return "ZERO_ERR_INVALID_ARG";
-    case ZERO_ERR_INVALID_STAGE: return "ZERO_ERR_INVALID_STAGE";
-    case ZERO_ERR_INVALID_SIZE: return "ZERO_ERR_INVALID_SIZE";
-    case ZERO_ERR_INVALID_DTYPE: return "ZERO_ERR_INVALID_DTYPE";
-    case ZERO_ERR_INVALID_HANDLE: return "ZERO_ERR_INVALID_HANDLE";
-    case ZERO_ERR_ALREADY_BUILT: return "ZERO_ERR_ALREADY_BUILT";
-    case ZERO_ERR_NOT_BUILT: return "ZERO_ERR_NOT_BUILT";
-    case ZERO_ERR_GRADS_NOT_READY: return "ZERO_ERR_GRADS_NOT_READY";
-    case ZERO_ERR_NOT_FETCHED: return "ZERO_ERR_NOT_FETCHED";
-    case ZERO_ERR_STATE: return "ZERO_ERR_STATE";
-    case ZERO_ERR_MISMATCH: return "ZERO_ERR_MISMATCH";
-    case ZERO_ERR_TIMEOUT: return "ZERO_ERR_TIMEOUT";
-    case ZERO_ERR_COMM: return "ZERO_ERR_COMM";
-    case ZERO_ERR_OUT_OF_MEMORY: return "ZERO_ERR_OUT_OF_MEMORY";
-    case ZERO_ERR_OVER_CAP: return "ZERO_ERR_OVER_CAP";
-    case ZERO_ERR_IO: return "ZERO_ERR_IO";
-    case ZERO_ERR_NO_DEVICE: return "ZERO_ERR_NO_DEVICE";
-    case ZERO_ERR_UNSUPPORTED: return "ZERO_ERR_UNSUPPORTED";
-    case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
-    case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
-    case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
-    }
-    return "ZERO_ERR_(unknown)";
-}
-ZERO_API const char *zero_dtype_str(zero_dtype t) {
-    switch (t) {
-    case ZERO_F32: return "f32";
-    case ZERO_BF16: return "bf16";
-    case ZERO_F16: return "f16";
-    default: return "(unknown dtype)";
-    }
-}
-ZERO_API size_t zero_dtype_size(zero_dtype t) {
-    return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
-}
+ZERO_API const char *zero_result_str(zero_result r) { return zero__result_name(r); }
+ZERO_API const char *zero_dtype_str(zero_dtype t) { return zero__dtype_name(t); }
+ZERO_API size_t zero_dtype_size(zero_dtype t) { return zero__dtype_size(t); }
 ZERO_API const char *zero_log_item_str(zero_log_item item) {
     return (int)item >= 0 && item < ZERO_LOGITEM_NUM ? zero__log_item_name[item] : "(unknown item)";
 }
-ZERO_API const char *zero_last_error(const zero_ctx *ctx) {
-    return ctx ? ctx->err : zero__tls_err;
-}
-
-ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) {
-    int64_t i;
-    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
-    for (i = 0; i < n; i++) dst[i] = zero__ld(src, i, (int)t);
-}
-ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
-    int64_t i;
-    if (t == ZERO_F32) { memmove(dst, src, (size_t)n * 4); return; }
-    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, src[i]);
-}
-ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) {
-    int64_t i;
-    for (i = 0; i < n; i++) zero__st(dst, i, (int)t, zero__ld(dst, i, (int)t) + src[i]);
-}
+ZERO_API const char *zero_last_error(const zero_ctx *ctx) { return zero__last_err(ctx); }
+ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) { zero__to_f32(dst, src, t, n); }
+ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) { zero__from_f32(dst, t, src, n); }
+ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) { zero__add_f32(dst, t, src, n); }
 
 /* ---- communicators ------------------------------------------------------------------ */
 ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
@@ -12991,7 +13000,7 @@ ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
     }
     if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
     if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
-    return ctx->grads.ring + off + pr->offset * (int64_t)zero_dtype_size(ctx->desc.grad_dtype);
+    return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
 }
 
 ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
@@ -13046,7 +13055,7 @@ ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linea
                           "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
                           desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
                           (long long)desc->tile_bytes);
-    wbytes *= (int64_t)zero_dtype_size(ctx->desc.param_dtype);
+    wbytes *= (int64_t)zero__dtype_size(ctx->desc.param_dtype);
     tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
     if (tiles > desc->out_features) tiles = desc->out_features;
     if (tiles > 0xffff)
@@ -13736,10 +13745,10 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
             local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
         }
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
         if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
             local = r;
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
         }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
         r = zero__ck_agree(ctx, "zero_load", local, msg);
@@ -13811,7 +13820,7 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
                 local = ZERO_ERR_IO;
                 snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
             }
-            off += pr->numel * (int64_t)zero_dtype_size(dtype);
+            off += pr->numel * (int64_t)zero__dtype_size(dtype);
         }
     }
     zero__raw_free(a, buf);
@@ -13890,7 +13899,7 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
             local = ZERO_ERR_MISMATCH;
             snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
                      e ? "has a different shape" : "");
-        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero_dtype_size(e->dt) ||
+        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero__dtype_size(e->dt) ||
                    e->end > fsize - 8 - hlen) {
             local = ZERO_ERR_CORRUPT;
             snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
@@ -13906,7 +13915,7 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
     local = ZERO_OK;
     for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
         const zero__st_entry *e = map[i];
-        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero_dtype_size(e->dt);
+        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero__dtype_size(e->dt);
         int held, state, tier;
         zero__ck_need(ctx, i, &b, &e_);
         held = zero__ck_has_state(ctx, i, &sb, &se);
@@ -13930,20 +13939,20 @@ ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
                 snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
                 break;
             }
-            zero_to_f32(vals, raw, e->dt, c);
+            zero__to_f32(vals, raw, e->dt, c);
             local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
             if (local == ZERO_OK && state && s < t)
                 local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
                                              "zero_load_safetensors");
-            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
         }
     }
     if (r == ZERO_OK) {
         if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
         if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
             local = r;
-            snprintf(msg, sizeof msg, "%s", zero_last_error(ctx));
+            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
         }
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
         r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
@@ -14125,7 +14134,7 @@ ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *path, zero_d
         goto out;
     }
     off = 8 + hlen;
-    for (i = 0; i < m->nparam; i++) { data_off[i] = off; off += m->params[i].numel * (int64_t)zero_dtype_size(dtype); }
+    for (i = 0; i < m->nparam; i++) { data_off[i] = off; off += m->params[i].numel * (int64_t)zero__dtype_size(dtype); }
     if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
         r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
         goto out;
