@@ -1778,12 +1778,21 @@ ZERO__FP_PIN_END
 #  define ZERO__TLS __thread
 #endif
 
-/* designated initializers for the backend tables; C++ before C++20 has none, so there
-   the fields go in declaration order (every table lists them all, in that order) */
+/* The backend tables (device, comm, tier) are filled by field name in every language:
+   designated initializers in C and C++20, and before C++20 (which has none) a small
+   constructor function per table that sets the same fields by name. A table reads
+       ZERO__VT_BEGIN(zero__comm_vt, zero__local_vt)
+           ZERO__VT_SET(all_gather, zero__local_all_gather) ...
+       ZERO__VT_END(zero__comm_vt, zero__local_vt)
+   and a field it does not set is NULL / 0. */
 #if defined(__cplusplus) && __cplusplus < 202002L
-#  define ZERO__F(field)
+#  define ZERO__VT_BEGIN(type, name) static type name##_make() { type v = type();
+#  define ZERO__VT_SET(field, val) v.field = val;
+#  define ZERO__VT_END(type, name) return v; } static const type name = name##_make();
 #else
-#  define ZERO__F(field) .field =
+#  define ZERO__VT_BEGIN(type, name) static const type name = {
+#  define ZERO__VT_SET(field, val) .field = val,
+#  define ZERO__VT_END(type, name) };
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 #  define ZERO__MAYBE_UNUSED __attribute__((unused))
@@ -4415,17 +4424,21 @@ static zero_result zero__cpu_task_begin(zero_ctx *ctx, uint64_t ticket) { (void)
 static zero_result zero__cpu_task_end(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static zero_result zero__cpu_sync(zero_ctx *ctx, int s) { (void)ctx; (void)s; return ZERO_OK; }
 
-static const zero__dev_vt zero__cpu_dev = {
-    ZERO__F(name) "cpu", ZERO__F(host_access) 1, ZERO__F(init) zero__cpu_init, ZERO__F(fini) zero__cpu_fini,
-    ZERO__F(alloc) zero__cpu_alloc, ZERO__F(free) zero__cpu_free, ZERO__F(host_alloc) zero__cpu_alloc,
-    ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__cpu_copy,
-    ZERO__F(fill0) zero__cpu_fill0, ZERO__F(sum_into) zero__cpu_sum_into, ZERO__F(sumsq) zero__cpu_sumsq,
-    ZERO__F(sum_sq) zero__cpu_sum_sq,
-    ZERO__F(qp_encode) zero__cpu_qp_encode, ZERO__F(qp_sum) zero__cpu_qp_sum, ZERO__F(optimizer) zero__cpu_optimizer, ZERO__F(gemm) zero__gemm_host, ZERO__F(bias_add) zero__cpu_bias_add,
-    ZERO__F(bias_grad) zero__cpu_bias_grad, ZERO__F(gelu) zero__cpu_gelu, ZERO__F(gelu_bwd) zero__cpu_gelu_bwd,
-    ZERO__F(xent) zero__cpu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
-    ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
-};
+ZERO__VT_BEGIN(zero__dev_vt, zero__cpu_dev)
+    ZERO__VT_SET(name, "cpu") ZERO__VT_SET(host_access, 1) ZERO__VT_SET(init, zero__cpu_init)
+    ZERO__VT_SET(fini, zero__cpu_fini) ZERO__VT_SET(alloc, zero__cpu_alloc) ZERO__VT_SET(free, zero__cpu_free)
+    ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
+    ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__cpu_copy)
+    ZERO__VT_SET(fill0, zero__cpu_fill0) ZERO__VT_SET(sum_into, zero__cpu_sum_into)
+    ZERO__VT_SET(sumsq, zero__cpu_sumsq) ZERO__VT_SET(sum_sq, zero__cpu_sum_sq)
+    ZERO__VT_SET(qp_encode, zero__cpu_qp_encode) ZERO__VT_SET(qp_sum, zero__cpu_qp_sum)
+    ZERO__VT_SET(optimizer, zero__cpu_optimizer) ZERO__VT_SET(gemm, zero__gemm_host)
+    ZERO__VT_SET(bias_add, zero__cpu_bias_add) ZERO__VT_SET(bias_grad, zero__cpu_bias_grad)
+    ZERO__VT_SET(gelu, zero__cpu_gelu) ZERO__VT_SET(gelu_bwd, zero__cpu_gelu_bwd)
+    ZERO__VT_SET(xent, zero__cpu_xent) ZERO__VT_SET(mark, zero__cpu_mark)
+    ZERO__VT_SET(task_begin, zero__cpu_task_begin) ZERO__VT_SET(task_end, zero__cpu_task_end)
+    ZERO__VT_SET(sync, zero__cpu_sync)
+ZERO__VT_END(zero__dev_vt, zero__cpu_dev)
 
 /* -- emu: the CPU device, except that device memory is a file mapped twice: the
    "device" address the engine and the user get is mapped PROT_NONE, so any host access
@@ -4621,17 +4634,21 @@ static zero_result zero__emu_xent(zero_ctx *ctx, float *loss, float *dlogits, co
     return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_xent(ctx, l, d, lg, lb, rows, classes, dscale);
 }
 #undef ZERO__EMU_K
-static const zero__dev_vt zero__emu_dev = {
-    ZERO__F(name) "emu", ZERO__F(host_access) 0, ZERO__F(init) zero__cpu_init, ZERO__F(fini) zero__cpu_fini,
-    ZERO__F(alloc) zero__emu_alloc, ZERO__F(free) zero__emu_free, ZERO__F(host_alloc) zero__cpu_alloc,
-    ZERO__F(host_free) zero__cpu_free, ZERO__F(prepare) zero__cpu_prepare, ZERO__F(copy) zero__emu_copy,
-    ZERO__F(fill0) zero__emu_fill0, ZERO__F(sum_into) zero__emu_sum_into, ZERO__F(sumsq) zero__emu_sumsq,
-    ZERO__F(sum_sq) NULL,
-    ZERO__F(qp_encode) zero__emu_qp_encode, ZERO__F(qp_sum) zero__emu_qp_sum, ZERO__F(optimizer) zero__emu_optimizer, ZERO__F(gemm) zero__emu_gemm, ZERO__F(bias_add) zero__emu_bias_add,
-    ZERO__F(bias_grad) zero__emu_bias_grad, ZERO__F(gelu) zero__emu_gelu, ZERO__F(gelu_bwd) zero__emu_gelu_bwd,
-    ZERO__F(xent) zero__emu_xent, ZERO__F(mark) zero__cpu_mark, ZERO__F(task_begin) zero__cpu_task_begin,
-    ZERO__F(task_end) zero__cpu_task_end, ZERO__F(sync) zero__cpu_sync
-};
+ZERO__VT_BEGIN(zero__dev_vt, zero__emu_dev)
+    ZERO__VT_SET(name, "emu") ZERO__VT_SET(host_access, 0) ZERO__VT_SET(init, zero__cpu_init)
+    ZERO__VT_SET(fini, zero__cpu_fini) ZERO__VT_SET(alloc, zero__emu_alloc) ZERO__VT_SET(free, zero__emu_free)
+    ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
+    ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__emu_copy)
+    ZERO__VT_SET(fill0, zero__emu_fill0) ZERO__VT_SET(sum_into, zero__emu_sum_into)
+    ZERO__VT_SET(sumsq, zero__emu_sumsq) ZERO__VT_SET(sum_sq, NULL)
+    ZERO__VT_SET(qp_encode, zero__emu_qp_encode) ZERO__VT_SET(qp_sum, zero__emu_qp_sum)
+    ZERO__VT_SET(optimizer, zero__emu_optimizer) ZERO__VT_SET(gemm, zero__emu_gemm)
+    ZERO__VT_SET(bias_add, zero__emu_bias_add) ZERO__VT_SET(bias_grad, zero__emu_bias_grad)
+    ZERO__VT_SET(gelu, zero__emu_gelu) ZERO__VT_SET(gelu_bwd, zero__emu_gelu_bwd)
+    ZERO__VT_SET(xent, zero__emu_xent) ZERO__VT_SET(mark, zero__cpu_mark)
+    ZERO__VT_SET(task_begin, zero__cpu_task_begin) ZERO__VT_SET(task_end, zero__cpu_task_end)
+    ZERO__VT_SET(sync, zero__cpu_sync)
+ZERO__VT_END(zero__dev_vt, zero__emu_dev)
 #endif /* emu */
 
 /* the CUDA device's pinned staging buffers: two of ZERO_STAGE_BYTES each (the includer may
@@ -5052,19 +5069,21 @@ static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventSynchronize(zero__cu(ctx)->xev[slot & 1]),
                           "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
-static const zero__dev_vt zero__cuda_dev = {
-    ZERO__F(name) "cuda", ZERO__F(host_access) 0, ZERO__F(init) zero__cuda_init, ZERO__F(fini) zero__cuda_fini,
-    ZERO__F(alloc) zero__cuda_alloc, ZERO__F(free) zero__cuda_free, ZERO__F(host_alloc) zero__cuda_host_alloc,
-    ZERO__F(host_free) zero__cuda_host_free, ZERO__F(prepare) zero__cuda_prepare, ZERO__F(copy) zero__cuda_copy,
-    ZERO__F(fill0) zero__cuda_fill0, ZERO__F(sum_into) zero__cuda_sum_into, ZERO__F(sumsq) zero__cuda_sumsq,
-    ZERO__F(sum_sq) NULL,
-    ZERO__F(qp_encode) zero__cuda_qp_encode, ZERO__F(qp_sum) zero__cuda_qp_sum, ZERO__F(optimizer) zero__cuda_optimizer,
-    ZERO__F(gemm) zero__cuda_gemm,
-    ZERO__F(bias_add) zero__cuda_bias_add, ZERO__F(bias_grad) zero__cuda_bias_grad,
-    ZERO__F(gelu) zero__cuda_gelu, ZERO__F(gelu_bwd) zero__cuda_gelu_bwd, ZERO__F(xent) zero__cuda_xent,
-    ZERO__F(mark) zero__cuda_mark, ZERO__F(task_begin) zero__cuda_task_begin,
-    ZERO__F(task_end) zero__cuda_task_end, ZERO__F(sync) zero__cuda_sync
-};
+ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
+    ZERO__VT_SET(name, "cuda") ZERO__VT_SET(host_access, 0) ZERO__VT_SET(init, zero__cuda_init)
+    ZERO__VT_SET(fini, zero__cuda_fini) ZERO__VT_SET(alloc, zero__cuda_alloc)
+    ZERO__VT_SET(free, zero__cuda_free) ZERO__VT_SET(host_alloc, zero__cuda_host_alloc)
+    ZERO__VT_SET(host_free, zero__cuda_host_free) ZERO__VT_SET(prepare, zero__cuda_prepare)
+    ZERO__VT_SET(copy, zero__cuda_copy) ZERO__VT_SET(fill0, zero__cuda_fill0)
+    ZERO__VT_SET(sum_into, zero__cuda_sum_into) ZERO__VT_SET(sumsq, zero__cuda_sumsq)
+    ZERO__VT_SET(sum_sq, NULL) ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
+    ZERO__VT_SET(qp_sum, zero__cuda_qp_sum) ZERO__VT_SET(optimizer, zero__cuda_optimizer)
+    ZERO__VT_SET(gemm, zero__cuda_gemm) ZERO__VT_SET(bias_add, zero__cuda_bias_add)
+    ZERO__VT_SET(bias_grad, zero__cuda_bias_grad) ZERO__VT_SET(gelu, zero__cuda_gelu)
+    ZERO__VT_SET(gelu_bwd, zero__cuda_gelu_bwd) ZERO__VT_SET(xent, zero__cuda_xent)
+    ZERO__VT_SET(mark, zero__cuda_mark) ZERO__VT_SET(task_begin, zero__cuda_task_begin)
+    ZERO__VT_SET(task_end, zero__cuda_task_end) ZERO__VT_SET(sync, zero__cuda_sync)
+ZERO__VT_END(zero__dev_vt, zero__cuda_dev)
 #endif /* ZERO_CUDA */
 static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
 #ifdef ZERO__HAVE_EMU
@@ -5525,12 +5544,12 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
     return ZERO_OK;
 }
 
-static const zero__comm_vt zero__local_vt = {
-    ZERO__F(all_gather) zero__local_all_gather, ZERO__F(reduce_scatter) zero__local_reduce_scatter,
-    ZERO__F(all_reduce) zero__local_all_reduce, ZERO__F(broadcast) zero__local_broadcast,
-    ZERO__F(barrier) zero__local_barrier, ZERO__F(all_to_all) zero__local_all_to_all,
-    ZERO__F(split) zero__local_split
-};
+ZERO__VT_BEGIN(zero__comm_vt, zero__local_vt)
+    ZERO__VT_SET(all_gather, zero__local_all_gather) ZERO__VT_SET(reduce_scatter, zero__local_reduce_scatter)
+    ZERO__VT_SET(all_reduce, zero__local_all_reduce) ZERO__VT_SET(broadcast, zero__local_broadcast)
+    ZERO__VT_SET(barrier, zero__local_barrier) ZERO__VT_SET(all_to_all, zero__local_all_to_all)
+    ZERO__VT_SET(split, zero__local_split)
+ZERO__VT_END(zero__comm_vt, zero__local_vt)
 
 /* ---- comm: mpi -----------------------------------------------------------------------
    One process per rank (ZERO_MPI; Open MPI or MPICH). Every collective runs on the
@@ -5902,12 +5921,12 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
     return ZERO_OK;
 }
 
-static const zero__comm_vt zero__mpi_vt = {
-    ZERO__F(all_gather) zero__mpi_all_gather, ZERO__F(reduce_scatter) zero__mpi_reduce_scatter,
-    ZERO__F(all_reduce) zero__mpi_all_reduce, ZERO__F(broadcast) zero__mpi_broadcast,
-    ZERO__F(barrier) zero__mpi_barrier, ZERO__F(all_to_all) zero__mpi_all_to_all,
-    ZERO__F(split) zero__mpi_split
-};
+ZERO__VT_BEGIN(zero__comm_vt, zero__mpi_vt)
+    ZERO__VT_SET(all_gather, zero__mpi_all_gather) ZERO__VT_SET(reduce_scatter, zero__mpi_reduce_scatter)
+    ZERO__VT_SET(all_reduce, zero__mpi_all_reduce) ZERO__VT_SET(broadcast, zero__mpi_broadcast)
+    ZERO__VT_SET(barrier, zero__mpi_barrier) ZERO__VT_SET(all_to_all, zero__mpi_all_to_all)
+    ZERO__VT_SET(split, zero__mpi_split)
+ZERO__VT_END(zero__comm_vt, zero__mpi_vt)
 
 /* An endpoint's memory for `size` ranks, zeroed but for its arrays, and a one-rank
    zero_group that only provides the lock zero_create takes to claim the endpoint. */
@@ -6957,12 +6976,12 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
 #  define zero__nccl_split NULL
 #endif
 
-static const zero__comm_vt zero__nccl_vt = {
-    ZERO__F(all_gather) zero__nccl_all_gather, ZERO__F(reduce_scatter) zero__nccl_reduce_scatter,
-    ZERO__F(all_reduce) zero__nccl_all_reduce, ZERO__F(broadcast) zero__nccl_broadcast,
-    ZERO__F(barrier) zero__nccl_barrier, ZERO__F(all_to_all) zero__nccl_all_to_all,
-    ZERO__F(split) zero__nccl_split
-};
+ZERO__VT_BEGIN(zero__comm_vt, zero__nccl_vt)
+    ZERO__VT_SET(all_gather, zero__nccl_all_gather) ZERO__VT_SET(reduce_scatter, zero__nccl_reduce_scatter)
+    ZERO__VT_SET(all_reduce, zero__nccl_all_reduce) ZERO__VT_SET(broadcast, zero__nccl_broadcast)
+    ZERO__VT_SET(barrier, zero__nccl_barrier) ZERO__VT_SET(all_to_all, zero__nccl_all_to_all)
+    ZERO__VT_SET(split, zero__nccl_split)
+ZERO__VT_END(zero__comm_vt, zero__nccl_vt)
 
 static void zero__nccl_destroy(zero_comm *c) {
     zero__nccl_comm *m = (zero__nccl_comm *)c;
@@ -8576,12 +8595,13 @@ static zero_result zero__mem_gather(zero_ctx *ctx, int64_t idx, int64_t n, char 
     (void)idx; (void)n; (void)dst;
     return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "internal: a param gather from a tier without params");
 }
-static const zero__tier_vt zero__tier_mem = {
-    ZERO__F(name) "memory", ZERO__F(build) zero__mem_build, ZERO__F(free) zero__mem_free,
-    ZERO__F(has_master) zero__mem_has_master, ZERO__F(holds_params) zero__mem_holds_params,
-    ZERO__F(step) zero__mem_step, ZERO__F(read) zero__mem_read, ZERO__F(write) zero__mem_write,
-    ZERO__F(flush) zero__mem_flush, ZERO__F(blocked) 0, ZERO__F(run) zero__mem_run, ZERO__F(gather) zero__mem_gather
-};
+ZERO__VT_BEGIN(zero__tier_vt, zero__tier_mem)
+    ZERO__VT_SET(name, "memory") ZERO__VT_SET(build, zero__mem_build) ZERO__VT_SET(free, zero__mem_free)
+    ZERO__VT_SET(has_master, zero__mem_has_master) ZERO__VT_SET(holds_params, zero__mem_holds_params)
+    ZERO__VT_SET(step, zero__mem_step) ZERO__VT_SET(read, zero__mem_read) ZERO__VT_SET(write, zero__mem_write)
+    ZERO__VT_SET(flush, zero__mem_flush) ZERO__VT_SET(blocked, 0) ZERO__VT_SET(run, zero__mem_run)
+    ZERO__VT_SET(gather, zero__mem_gather)
+ZERO__VT_END(zero__tier_vt, zero__tier_mem)
 
 /* the nvme tier's build: files created, preallocated and filled with zero states (slot 0) */
 static zero_result zero__off_build(zero_ctx *ctx) {
@@ -8987,12 +9007,13 @@ static void zero__host_free(zero_ctx *ctx) {
 static zero_result zero__host_step(zero_ctx *ctx, float gscale) {
     return ctx->tier.hgrad ? zero__dev_offload_step(ctx, gscale) : ZERO_OK;   /* no hgrad: nothing to train */
 }
-static const zero__tier_vt zero__tier_host = {
-    ZERO__F(name) "host", ZERO__F(build) zero__host_build, ZERO__F(free) zero__host_free,
-    ZERO__F(has_master) zero__mem_has_master, ZERO__F(holds_params) zero__mem_holds_params,
-    ZERO__F(step) zero__host_step, ZERO__F(read) zero__mem_read, ZERO__F(write) zero__mem_write,
-    ZERO__F(flush) zero__mem_flush, ZERO__F(blocked) 0, ZERO__F(run) zero__mem_run, ZERO__F(gather) zero__mem_gather
-};
+ZERO__VT_BEGIN(zero__tier_vt, zero__tier_host)
+    ZERO__VT_SET(name, "host") ZERO__VT_SET(build, zero__host_build) ZERO__VT_SET(free, zero__host_free)
+    ZERO__VT_SET(has_master, zero__mem_has_master) ZERO__VT_SET(holds_params, zero__mem_holds_params)
+    ZERO__VT_SET(step, zero__host_step) ZERO__VT_SET(read, zero__mem_read)
+    ZERO__VT_SET(write, zero__mem_write) ZERO__VT_SET(flush, zero__mem_flush) ZERO__VT_SET(blocked, 0)
+    ZERO__VT_SET(run, zero__mem_run) ZERO__VT_SET(gather, zero__mem_gather)
+ZERO__VT_END(zero__tier_vt, zero__tier_host)
 
 /* nvme: the blocks of zero__off (an optimizer state of no element has none: then the
    context runs on the mem tier) */
@@ -9005,12 +9026,13 @@ static zero_result zero__nvme_read(zero_ctx *ctx, int which, int64_t idx, int64_
 static zero_result zero__nvme_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
     return zero__off_rw(ctx, which, idx, n, NULL, in, fn);
 }
-static const zero__tier_vt zero__tier_nvme = {
-    ZERO__F(name) "nvme", ZERO__F(build) zero__off_build, ZERO__F(free) zero__off_free,
-    ZERO__F(has_master) zero__nvme_has_master, ZERO__F(holds_params) zero__nvme_holds_params,
-    ZERO__F(step) zero__off_apply, ZERO__F(read) zero__nvme_read, ZERO__F(write) zero__nvme_write,
-    ZERO__F(flush) zero__off_flush, ZERO__F(blocked) 1, ZERO__F(run) zero__nvme_run, ZERO__F(gather) zero__offp_gather
-};
+ZERO__VT_BEGIN(zero__tier_vt, zero__tier_nvme)
+    ZERO__VT_SET(name, "nvme") ZERO__VT_SET(build, zero__off_build) ZERO__VT_SET(free, zero__off_free)
+    ZERO__VT_SET(has_master, zero__nvme_has_master) ZERO__VT_SET(holds_params, zero__nvme_holds_params)
+    ZERO__VT_SET(step, zero__off_apply) ZERO__VT_SET(read, zero__nvme_read)
+    ZERO__VT_SET(write, zero__nvme_write) ZERO__VT_SET(flush, zero__off_flush) ZERO__VT_SET(blocked, 1)
+    ZERO__VT_SET(run, zero__nvme_run) ZERO__VT_SET(gather, zero__offp_gather)
+ZERO__VT_END(zero__tier_vt, zero__tier_nvme)
 
 static const zero__tier_vt *zero__tier_pick(const zero_desc *d) {
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) return &zero__tier_nvme;
