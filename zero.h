@@ -1997,6 +1997,19 @@ typedef struct zero__dev_vt {
     zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
     zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
     zero_result (*sync)(zero_ctx *ctx, int s);
+    /* fp32 host values <-> device memory of dtype dt (done on return). NULL: the CPU's
+       conversion through a small host buffer and copy (zero__dev_put_f32) */
+    zero_result (*put_f32)(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n);
+    zero_result (*get_f32)(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n);
+    /* a pipeline's copies (the host tier's step): copy_async may still be in flight on return
+       until fence_wait(slot) returns for a fence(slot) recorded after it; drain, after a
+       pipeline's failure, leaves nothing in flight and the first error kept. NULL: copy,
+       and fences with nothing to wait for (the copies are done on return) */
+    zero_result (*copy_async)(zero_ctx *ctx, void *dst, const void *src, int64_t bytes);
+    zero_result (*fence)(zero_ctx *ctx, int slot);
+    zero_result (*fence_wait)(zero_ctx *ctx, int slot);
+    void (*drain)(zero_ctx *ctx);
+    int qp_max_inputs;              /* qp_sum adds at most this many payloads; 0: any number */
 } zero__dev_vt;
 
 /* The tiers (>>offload): where this rank's optimizer state lives and what touches it. The
@@ -4665,6 +4678,34 @@ ZERO__VT_END(zero__dev_vt, zero__emu_dev)
    stream a non-blocking stream of our own; an event per stream-ring slot orders each
    comm task after the compute work queued before it; kernels from zero_kernels.cu,
    GEMMs through cuBLAS on the compute stream. -- */
+/* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
+   conversion is the CPU's, so every device stores the same bits): the devices' put_f32 /
+   get_f32 when they have none of their own (the CUDA device's, until zero_build made its
+   pinned staging buffers) */
+#define ZERO__XFER 4096
+static zero_result zero__bounce_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        zero__from_f32(buf, (zero_dtype)dt, src + i, c);
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+static zero_result zero__bounce_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
+    unsigned char buf[ZERO__XFER * 4];
+    int64_t i, es = (int64_t)zero__esize(dt);
+    zero_result r;
+    for (i = 0; i < n; i += ZERO__XFER) {
+        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
+        zero__to_f32(dst + i, buf, (zero_dtype)dt, c);
+    }
+    return ZERO_OK;
+}
+
 #ifdef ZERO_CUDA
 
 typedef struct zero__cuda {
@@ -5069,6 +5110,19 @@ static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventSynchronize(zero__cu(ctx)->xev[slot & 1]),
                           "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
+static void zero__cuda_drain(zero_ctx *ctx) {
+    cudaStreamSynchronize(zero__cu(ctx)->compute);
+    cudaGetLastError();
+}
+/* through the pinned staging buffers once zero_build made them, else the CPU's bounce */
+static zero_result zero__cuda_put_f32_op(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
+    if (!zero__cu(ctx)->stage[1]) return zero__bounce_put_f32(ctx, dst, dt, src, n);
+    return zero__cuda_put_f32(ctx, dst, dt, src, n);
+}
+static zero_result zero__cuda_get_f32_op(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
+    if (!zero__cu(ctx)->stage[1]) return zero__bounce_get_f32(ctx, dst, src, dt, n);
+    return zero__cuda_get_f32(ctx, dst, src, dt, n);
+}
 ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(name, "cuda") ZERO__VT_SET(host_access, 0) ZERO__VT_SET(init, zero__cuda_init)
     ZERO__VT_SET(fini, zero__cuda_fini) ZERO__VT_SET(alloc, zero__cuda_alloc)
@@ -5083,6 +5137,10 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(gelu_bwd, zero__cuda_gelu_bwd) ZERO__VT_SET(xent, zero__cuda_xent)
     ZERO__VT_SET(mark, zero__cuda_mark) ZERO__VT_SET(task_begin, zero__cuda_task_begin)
     ZERO__VT_SET(task_end, zero__cuda_task_end) ZERO__VT_SET(sync, zero__cuda_sync)
+    ZERO__VT_SET(put_f32, zero__cuda_put_f32_op) ZERO__VT_SET(get_f32, zero__cuda_get_f32_op)
+    ZERO__VT_SET(copy_async, zero__cuda_copy_async) ZERO__VT_SET(fence, zero__cuda_fence)
+    ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(drain, zero__cuda_drain)
+    ZERO__VT_SET(qp_max_inputs, ZERO__K_MAXIN)
 ZERO__VT_END(zero__dev_vt, zero__cuda_dev)
 #endif /* ZERO_CUDA */
 static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
@@ -5096,68 +5154,27 @@ static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
     return &zero__cpu_dev;
 }
 
-/* fp32 host values <-> device memory of dtype dt, through a small host buffer (the
-   conversion is the CPU's, so every device stores the same bits); on the CUDA device through
-   its pinned double buffer once zero_build made it (zero__cuda_put_f32) */
-#define ZERO__XFER 4096
+/* the engine's entry points to the ops that a device may leave NULL */
 static zero_result zero__dev_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
-    unsigned char buf[ZERO__XFER * 4];
-    int64_t i, es = (int64_t)zero__esize(dt);
-    zero_result r;
     if (ctx->dev->host_access) { zero__from_f32(dst, (zero_dtype)dt, src, n); return ZERO_OK; }
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_put_f32(ctx, dst, dt, src, n);
-#endif
-    for (i = 0; i < n; i += ZERO__XFER) {
-        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
-        zero__from_f32(buf, (zero_dtype)dt, src + i, c);
-        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, (char *)dst + i * es, buf, c * es)) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
+    return ctx->dev->put_f32 ? ctx->dev->put_f32(ctx, dst, dt, src, n) : zero__bounce_put_f32(ctx, dst, dt, src, n);
 }
 static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
-    unsigned char buf[ZERO__XFER * 4];
-    int64_t i, es = (int64_t)zero__esize(dt);
-    zero_result r;
     if (ctx->dev->host_access) { zero__to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev && zero__cu(ctx)->stage[1]) return zero__cuda_get_f32(ctx, dst, src, dt, n);
-#endif
-    for (i = 0; i < n; i += ZERO__XFER) {
-        int64_t c = n - i < ZERO__XFER ? n - i : ZERO__XFER;
-        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, buf, (const char *)src + i * es, c * es)) != ZERO_OK) return r;
-        zero__to_f32(dst + i, buf, (zero_dtype)dt, c);
-    }
-    return ZERO_OK;
+    return ctx->dev->get_f32 ? ctx->dev->get_f32(ctx, dst, src, dt, n) : zero__bounce_get_f32(ctx, dst, src, dt, n);
 }
-/* a pipeline's copies (the host tier's step): in flight on the CUDA device until the host
-   waits for a fence recorded after them; done on return on the others */
 static zero_result zero__dev_copy_async(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev) return zero__cuda_copy_async(ctx, dst, src, bytes);
-#endif
+    if (ctx->dev->copy_async) return ctx->dev->copy_async(ctx, dst, src, bytes);
     return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
 }
 static zero_result zero__dev_fence(zero_ctx *ctx, int slot) {
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev) return zero__cuda_fence(ctx, slot);
-#endif
-    (void)ctx; (void)slot;
-    return ZERO_OK;
+    return ctx->dev->fence ? ctx->dev->fence(ctx, slot) : ZERO_OK;
 }
 static zero_result zero__dev_fence_wait(zero_ctx *ctx, int slot) {
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev) return zero__cuda_fence_wait(ctx, slot);
-#endif
-    (void)ctx; (void)slot;
-    return ZERO_OK;
+    return ctx->dev->fence_wait ? ctx->dev->fence_wait(ctx, slot) : ZERO_OK;
 }
-/* after a pipeline's failure: nothing left in flight, and the first error's message kept */
 static void zero__dev_drain(zero_ctx *ctx) {
-#ifdef ZERO_CUDA
-    if (ctx->dev == &zero__cuda_dev) { cudaStreamSynchronize(zero__cu(ctx)->compute); cudaGetLastError(); }
-#endif
-    (void)ctx;
+    if (ctx->dev->drain) ctx->dev->drain(ctx);
 }
 
 /* >>comm ------------------------------------------------------------------------------
@@ -12347,15 +12364,13 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
                                  "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
                                  "this one cannot (the local and MPI ones can, and NCCL's from version 2.18 on)");
         }
-#ifdef ZERO_CUDA
-        if (ctx->desc.qgz && ctx->dev == &zero__cuda_dev && ctx->world / ns > ZERO__K_MAXIN) {
-            int nn = ctx->world / ns;
+        if (ctx->desc.qgz && ctx->dev->qp_max_inputs && ctx->world / ns > ctx->dev->qp_max_inputs) {
+            int nn = ctx->world / ns, mx = ctx->dev->qp_max_inputs;
             zero_destroy(ctx);
             return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                                  "zero_create: qgz on the CUDA device adds at most %d nodes' payloads; this run has %d "
-                                 "nodes", ZERO__K_MAXIN, nn);
+                                 "nodes", mx, nn);
         }
-#endif
         ctx->zpp.on = 1;
         ctx->zpp.ns = ns;
         ctx->zpp.nn = ctx->world / ns;
