@@ -2010,6 +2010,11 @@ typedef struct zero__dev_vt {
     zero_result (*fence_wait)(zero_ctx *ctx, int slot);
     void (*drain)(zero_ctx *ctx);
     int qp_max_inputs;              /* qp_sum adds at most this many payloads; 0: any number */
+    /* device bytes of the fused pass's tables for this many chunks (of at most table_chunk
+       elements of a segment each) and norm blocks, planned under ZERO_CAT_BUFFERS; NULL: the
+       device needs none */
+    int64_t (*table_bytes)(int64_t chunks, int64_t blocks);
+    int64_t table_chunk;
 } zero__dev_vt;
 
 /* The tiers (>>offload): where this rank's optimizer state lives and what touches it. The
@@ -5110,6 +5115,9 @@ static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventSynchronize(zero__cu(ctx)->xev[slot & 1]),
                           "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
+static int64_t zero__cuda_table_bytes(int64_t chunks, int64_t blocks) {
+    return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
+}
 static void zero__cuda_drain(zero_ctx *ctx) {
     cudaStreamSynchronize(zero__cu(ctx)->compute);
     cudaGetLastError();
@@ -5140,9 +5148,23 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(put_f32, zero__cuda_put_f32_op) ZERO__VT_SET(get_f32, zero__cuda_get_f32_op)
     ZERO__VT_SET(copy_async, zero__cuda_copy_async) ZERO__VT_SET(fence, zero__cuda_fence)
     ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(drain, zero__cuda_drain)
-    ZERO__VT_SET(qp_max_inputs, ZERO__K_MAXIN)
+    ZERO__VT_SET(qp_max_inputs, ZERO__K_MAXIN) ZERO__VT_SET(table_bytes, zero__cuda_table_bytes)
+    ZERO__VT_SET(table_chunk, ZERO__KCHUNK)
 ZERO__VT_END(zero__dev_vt, zero__cuda_dev)
 #endif /* ZERO_CUDA */
+/* why device t is not in this build; NULL: it is */
+static const char *zero__dev_missing(zero_device_type t) {
+#ifndef ZERO_CUDA
+    if (t == ZERO_DEVICE_CUDA)
+        return "zero_desc.device is ZERO_DEVICE_CUDA but zero.h was compiled without ZERO_CUDA "
+               "(make CUDA=1, or -DZERO_CUDA and link zero_kernels.o, cudart, cuBLAS and NCCL)";
+#endif
+#ifndef ZERO__HAVE_EMU
+    if (t == ZERO_DEVICE_EMU) return "ZERO_DEVICE_EMU needs POSIX mmap";
+#endif
+    (void)t;
+    return NULL;
+}
 static const zero__dev_vt *zero__dev_pick(zero_device_type t) {
 #ifdef ZERO__HAVE_EMU
     if (t == ZERO_DEVICE_EMU) return &zero__emu_dev;
@@ -7895,29 +7917,24 @@ static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m,
 }
 
 static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
-#ifdef ZERO_CUDA
-    if (d->device == ZERO_DEVICE_CUDA)
-        return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
-#endif
-    (void)d; (void)chunks; (void)blocks;
-    return 0;
+    const zero__dev_vt *v = zero__dev_pick(d->device);
+    return v->table_bytes ? v->table_bytes(chunks, blocks) : 0;
 }
 static int64_t zero__dev_tables(const zero_ctx *ctx) {
     int64_t chunks = 0, blocks = 0;
-#ifdef ZERO_CUDA
     int i;
-    if (ctx->desc.device != ZERO_DEVICE_CUDA) return 0;
+    if (!ctx->dev->table_bytes) return 0;
     for (i = 0; i < ctx->num_params; i++) {
         int64_t lo, s, e;
         zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
-        if (!ctx->modules[ctx->params[i].module].frozen && s < e) chunks += (e - s + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e)
+            chunks += (e - s + ctx->dev->table_chunk - 1) / ctx->dev->table_chunk;
     }
     for (i = 0; i < ctx->num_modules; i++)
         if (!ctx->modules[i].frozen)
             blocks += (ctx->modules[i].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
     if (ctx->desc.stage == 0) blocks *= ctx->world;
-#endif
-    return zero__dev_tables_for(&ctx->desc, chunks, blocks);
+    return ctx->dev->table_bytes(chunks, blocks);
 }
 
 static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
@@ -8092,16 +8109,8 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if ((int)d->device < 0 || d->device >= ZERO_DEVICE_NUM)
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "zero_desc.device is %d; use ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA or ZERO_DEVICE_EMU", (int)d->device);
-#ifndef ZERO_CUDA
-    if (d->device == ZERO_DEVICE_CUDA)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE,
-                             "zero_desc.device is ZERO_DEVICE_CUDA but zero.h was compiled without ZERO_CUDA "
-                             "(make CUDA=1, or -DZERO_CUDA and link zero_kernels.o, cudart, cuBLAS and NCCL)");
-#endif
-#if !defined(__unix__) && !defined(__APPLE__)
-    if (d->device == ZERO_DEVICE_EMU)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "ZERO_DEVICE_EMU needs POSIX mmap");
-#endif
+    if (zero__dev_missing(d->device))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE, "%s", zero__dev_missing(d->device));
     if ((int)d->offload_activations < 0 || d->offload_activations >= ZERO_OFFLOAD_NUM || d->act_live_bytes < 0)
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "an activation option is out of range (offload_activations=%d act_live_bytes=%lld)",
@@ -8248,6 +8257,46 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
     if (ctx && (p.id >> 20) == ctx->salt && i >= ctx->num_params && t >= 0 && t < ctx->num_ties)
         return ctx->ties[t].target;
     return zero__handle_index(ctx, p.id, ctx->num_params, "param", fn);
+}
+
+/* zero_estimate: the plan of a model of num_modules trainable modules, without a context */
+static zero_result zero__estimate(const zero_desc *desc, int world_size, int num_modules,
+                                  const int64_t *module_numels, zero_plan *out) {
+    zero_desc d;
+    zero__sizes z;
+    zero_result r;
+    int64_t unit, chunks = 0, blocks = 0, tc;
+    int i;
+    d = *desc;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    tc = zero__dev_pick(d.device)->table_chunk;
+    if (d.hpz && world_size % d.hpz)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_estimate: desc.hpz is %d, which does not divide world_size %d", d.hpz, world_size);
+    memset(&z, 0, sizeof z);
+    unit = d.align_elems * world_size;
+    for (i = 0; i < num_modules; i++) {
+        int64_t span;
+        if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
+        span = zero__align_up(module_numels[i], unit);
+        if (z.padded > INT64_MAX / 16 - span)
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_estimate: the model is too large");
+        z.numel += module_numels[i];
+        z.padded += span;
+        z.trainable += span;
+        z.num_trainable++;
+        if (span > z.max_span) z.max_span = z.max_train_span = span;
+        if (tc) {
+            int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
+            chunks += (mine + tc - 1) / tc;
+            blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
+        }
+    }
+    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
+    zero__plan_compute(&d, world_size, &z, out);
+    return ZERO_OK;
 }
 
 /* >>offload: the tiers behind zero__tier_vt (mem, host, nvme), and the NVMe tier's blocks -----
@@ -12788,11 +12837,6 @@ ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out) {
 
 ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
                                    const int64_t *module_numels, zero_plan *out) {
-    zero_desc d;
-    zero__sizes z;
-    zero_result r;
-    int64_t unit, chunks = 0, blocks = 0;
-    int i;
     if (!desc || !out || (num_modules > 0 && !module_numels))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate: NULL argument");
     if (world_size < 1 || world_size > ZERO__MAX_RANKS)
@@ -12801,37 +12845,7 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     if (num_modules < 1)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_estimate: num_modules is %d; it must be at least 1", num_modules);
-    d = *desc;
-    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
-    if (d.hpz && world_size % d.hpz)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_estimate: desc.hpz is %d, which does not divide world_size %d", d.hpz, world_size);
-    memset(&z, 0, sizeof z);
-    unit = d.align_elems * world_size;
-    for (i = 0; i < num_modules; i++) {
-        int64_t span;
-        if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
-            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_estimate: module %d has %lld elements", i, (long long)module_numels[i]);
-        span = zero__align_up(module_numels[i], unit);
-        if (z.padded > INT64_MAX / 16 - span)
-            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_estimate: the model is too large");
-        z.numel += module_numels[i];
-        z.padded += span;
-        z.trainable += span;
-        z.num_trainable++;
-        if (span > z.max_span) z.max_span = z.max_train_span = span;
-#ifdef ZERO_CUDA
-        {
-            int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
-            chunks += (mine + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
-            blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
-        }
-#endif
-    }
-    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
-    zero__plan_compute(&d, world_size, &z, out);
-    return ZERO_OK;
+    return zero__estimate(desc, world_size, num_modules, module_numels, out);
 }
 ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
                                                zero_plan *plan) {
