@@ -8299,6 +8299,246 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
     return ZERO_OK;
 }
 
+/* A module or param name is a line of the checkpoint's manifest and part of a safetensors
+   JSON key: not empty, at most 255 bytes, no control characters, quotes or backslashes */
+static zero_result zero__name_check(zero_ctx *ctx, const char *fn, const char *kind, const char *name) {
+    const unsigned char *c;
+    size_t n = strlen(name);
+    if (n == 0 || n > 255)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: the %s name is %s; names are 1 to 255 bytes", fn, kind, n ? "longer than 255 bytes" : "empty");
+    for (c = (const unsigned char *)name; *c; c++)
+        if (*c < 0x20 || *c == 0x7f || *c == '"' || *c == '\\')
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: the %s name '%.64s' has a %s at byte %d; names are written into checkpoint "
+                              "manifests and safetensors keys, which take no control characters, quotes or backslashes",
+                              fn, kind, name, *c == '"' ? "quote" : *c == '\\' ? "backslash" : "control character",
+                              (int)((const char *)c - name));
+    return ZERO_OK;
+}
+/* module mi's param `name` would be saved as the same "module.param" safetensors key as
+   another param's (module "a.b" param "c" and module "a" param "b.c"): its index, or -1 */
+static int zero__key_clash(const zero_ctx *ctx, int mi, const char *name) {
+    const char *mn = ctx->modules[mi].name;
+    size_t lm = strlen(mn), ln = strlen(name);
+    int i;
+    if (!strchr(mn, '.') && !strchr(name, '.')) return -1;     /* a clash needs a dot in both pairs */
+    for (i = 0; i < ctx->num_params; i++) {
+        const char *m2 = ctx->modules[ctx->params[i].module].name, *n2 = ctx->params[i].name;
+        size_t l2 = strlen(m2);
+        if (ctx->params[i].module == mi || l2 + 1 + strlen(n2) != lm + 1 + ln) continue;
+        if (l2 < lm ? memcmp(m2, mn, l2) == 0 && mn[l2] == '.' && memcmp(mn + l2 + 1, n2, lm - l2 - 1) == 0 &&
+                          n2[lm - l2 - 1] == '.' && strcmp(n2 + (lm - l2), name) == 0
+                    : memcmp(mn, m2, lm) == 0 && m2[lm] == '.' && memcmp(m2 + lm + 1, name, l2 - lm - 1) == 0 &&
+                          name[l2 - lm - 1] == '.' && strcmp(name + (l2 - lm), n2) == 0)
+            return i;
+    }
+    return -1;
+}
+/* module mi has a param or a tied param of that name */
+static int zero__param_named(const zero_ctx *ctx, int mi, const char *name) {
+    int i;
+    for (i = 0; i < ctx->num_params; i++)
+        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, name) == 0) return 1;
+    for (i = 0; i < ctx->num_ties; i++)
+        if (ctx->ties[i].module == mi && strcmp(ctx->ties[i].name, name) == 0) return 1;
+    return 0;
+}
+static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
+    zero__param_rec *p;
+    zero__module_rec *m;
+    zero_result r;
+    int mi, i;
+    int64_t numel = 1, off;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_param: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_param('%s'): the model cannot change after zero_build", desc->name);
+    if ((mi = zero__module_index(ctx, mod, "zero_add_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    m = &ctx->modules[mi];
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): ndim is %d; it must be 1..%d", desc->name, desc->ndim, ZERO_MAX_DIMS);
+    for (i = 0; i < desc->ndim; i++) {
+        if (desc->shape[i] <= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): shape[%d] is %lld; sizes must be positive",
+                              desc->name, i, (long long)desc->shape[i]);
+        if (!zero__mul(numel, desc->shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_add_param('%s'): the element count overflows", desc->name);
+    }
+    if ((r = zero__name_check(ctx, "zero_add_param", "param", desc->name)) != ZERO_OK) return r;
+    if (zero__param_named(ctx, mi, desc->name))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
+    if ((i = zero__key_clash(ctx, mi, desc->name)) >= 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param: '%s.%s' would be saved under the same safetensors key as '%s.%s'",
+                          m->name, desc->name, ctx->modules[ctx->params[i].module].name, ctx->params[i].name);
+    off = zero__align_up(m->used, ctx->desc.align_elems);
+    if (off > ((int64_t)1 << 52) - numel)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
+    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_param('%s'): too many params (the limit is %d, tied ones included)",
+                          desc->name, ZERO__TIE_INDEX(0));
+    if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p = &ctx->params[ctx->num_params];
+    memset(p, 0, sizeof *p);
+    if (!(p->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
+    p->module = mi;
+    p->ndim = desc->ndim;
+    memcpy(p->shape, desc->shape, sizeof p->shape);
+    p->numel = numel;
+    p->offset = off;
+    p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
+    p->no_decay = desc->no_decay != 0;
+    m->used = off + numel;
+    out->id = zero__handle(ctx, ctx->num_params++);
+    return ZERO_OK;
+}
+static zero_result zero__add_tied_param(zero_ctx *ctx, zero_module mod, const char *name, zero_param target,
+                                       zero_param *out) {
+    zero__tie *t;
+    zero_result r;
+    int mi, ti, o, i;
+    if (!ctx || !name || !out)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_tied_param: ctx, name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_tied_param('%s'): the model cannot change after zero_build", name);
+    if ((mi = zero__module_index(ctx, mod, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if ((ti = zero__param_index(ctx, target, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    o = ctx->params[ti].module;
+    if ((r = zero__name_check(ctx, "zero_add_tied_param", "param", name)) != ZERO_OK) return r;
+    if (zero__param_named(ctx, mi, name))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
+    /* one level only: an owner uses no ties, a user owns no tied-to params (no chains, no cycles) */
+    for (i = 0; i < ctx->num_ties; i++) {
+        int u = ctx->ties[i].module, uo = ctx->params[ctx->ties[i].target].module;
+        if (u == uo || mi == o) continue;
+        if (u == o)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_tied_param('%s.%s'): module '%s' uses tied params itself, so its params cannot "
+                              "be tied to (tie every user to the param's own module instead)",
+                              ctx->modules[mi].name, name, ctx->modules[o].name);
+        if (uo == mi)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_tied_param('%s.%s'): module '%s' owns params other modules are tied to, so it "
+                              "cannot use tied params itself", ctx->modules[mi].name, name, ctx->modules[mi].name);
+    }
+    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_add_tied_param('%s'): too many params (the limit is %d, tied ones included)",
+                          name, ZERO__TIE_INDEX(0));
+    if (!zero__grow(ctx, (void **)&ctx->ties, &ctx->cap_ties, ctx->num_ties, sizeof *t))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
+    t = &ctx->ties[ctx->num_ties];
+    if (!(t->name = zero__strdup(&ctx->desc.allocator, name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
+    t->module = mi;
+    t->target = ti;
+    out->id = zero__handle(ctx, ZERO__TIE_INDEX(ctx->num_ties++));
+    return ZERO_OK;
+}
+/* the params registered after the first `keep` taken back (zero_add_param_stack's undo):
+   each was the last of its module, so the module ends where its param before it ends */
+static void zero__params_truncate(zero_ctx *ctx, int keep) {
+    while (ctx->num_params > keep) {
+        const zero__param_rec *p = &ctx->params[--ctx->num_params];
+        zero__module_rec *m = &ctx->modules[p->module];
+        int j;
+        m->used = 0;
+        for (j = ctx->num_params - 1; j >= 0; j--)
+            if (ctx->params[j].module == p->module) { m->used = ctx->params[j].offset + ctx->params[j].numel; break; }
+        zero__raw_free(&ctx->desc.allocator, p->name);
+    }
+}
+static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
+                                         const zero_param_desc *desc, zero_param *out) {
+    static const char *fn = "zero_add_param_stack";
+    zero_param_desc slice;
+    zero_result r;
+    int i, j, mi, keep;
+    int64_t numel = 1, total;
+    if (!ctx || !modules || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "%s: ctx, modules, desc, desc->name and out must not be NULL", fn);
+    for (i = 0; i < n; i++) out[i].id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "%s('%s'): the model cannot change after zero_build", fn, desc->name);
+    if ((r = zero__name_check(ctx, fn, "param", desc->name)) != ZERO_OK) return r;
+    if (n < 1)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): ndim is %d; it must be 1..%d", fn, desc->name, desc->ndim, ZERO_MAX_DIMS);
+    if (desc->shape[0] != n)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): shape[0] is %lld but %d modules were given; the first axis is split one slice "
+                          "per module", fn, desc->name, (long long)desc->shape[0], n);
+    /* the slice: shape[1..], or [1] for a 1-D tensor */
+    memset(&slice, 0, sizeof slice);
+    slice.name = desc->name;
+    slice.no_decay = desc->no_decay;
+    slice.ndim = desc->ndim > 1 ? desc->ndim - 1 : 1;
+    slice.shape[0] = 1;
+    for (i = 1; i < desc->ndim; i++) slice.shape[i - 1] = desc->shape[i];
+    for (i = 0; i < slice.ndim; i++) {
+        if (slice.shape[i] <= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): shape[%d] is %lld; sizes must be positive", fn, desc->name, i + 1,
+                              (long long)slice.shape[i]);
+        if (!zero__mul(numel, slice.shape[i], &numel) || numel > ((int64_t)1 << 48))
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): a slice's element count overflows", fn, desc->name);
+    }
+    if (!zero__mul(numel, n, &total))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): the element count overflows", fn, desc->name);
+    for (i = 0; i < n; i++) {
+        const zero__module_rec *m;
+        if ((mi = zero__module_index(ctx, modules[i], fn)) < 0) return ZERO_ERR_INVALID_HANDLE;
+        m = &ctx->modules[mi];
+        for (j = 0; j < i; j++)
+            if (modules[j].id == modules[i].id)
+                return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                                  "%s('%s'): modules[%d] and modules[%d] are both module '%s'; each slice needs a "
+                                  "module of its own", fn, desc->name, j, i, m->name);
+        if (zero__param_named(ctx, mi, desc->name))
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: module '%s' (modules[%d]) already has a param named '%s'", fn, m->name, i,
+                              desc->name);
+        if ((j = zero__key_clash(ctx, mi, desc->name)) >= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
+                              desc->name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
+        if (zero__align_up(m->used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
+            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);
+    }
+    /* checked; only running out of memory can fail now, and that takes back the slices added */
+    keep = ctx->num_params;
+    for (i = 0; i < n; i++)
+        if ((r = zero__add_param(ctx, modules[i], &slice, &out[i])) != ZERO_OK) {
+            zero__params_truncate(ctx, keep);
+            for (j = 0; j < n; j++) out[j].id = 0;
+            return r;
+        }
+    return ZERO_OK;
+}
 /* >>offload: the tiers behind zero__tier_vt (mem, host, nvme), and the NVMe tier's blocks -----
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
@@ -12528,43 +12768,7 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
 }
 ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
 ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
-/* A module or param name is a line of the checkpoint's manifest and part of a safetensors
-   JSON key: not empty, at most 255 bytes, no control characters, quotes or backslashes */
-static zero_result zero__name_check(zero_ctx *ctx, const char *fn, const char *kind, const char *name) {
-    const unsigned char *c;
-    size_t n = strlen(name);
-    if (n == 0 || n > 255)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "%s: the %s name is %s; names are 1 to 255 bytes", fn, kind, n ? "longer than 255 bytes" : "empty");
-    for (c = (const unsigned char *)name; *c; c++)
-        if (*c < 0x20 || *c == 0x7f || *c == '"' || *c == '\\')
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "%s: the %s name '%.64s' has a %s at byte %d; names are written into checkpoint "
-                              "manifests and safetensors keys, which take no control characters, quotes or backslashes",
-                              fn, kind, name, *c == '"' ? "quote" : *c == '\\' ? "backslash" : "control character",
-                              (int)((const char *)c - name));
-    return ZERO_OK;
-}
 
-/* module mi's param `name` would be saved as the same "module.param" safetensors key as
-   another param's (module "a.b" param "c" and module "a" param "b.c"): its index, or -1 */
-static int zero__key_clash(const zero_ctx *ctx, int mi, const char *name) {
-    const char *mn = ctx->modules[mi].name;
-    size_t lm = strlen(mn), ln = strlen(name);
-    int i;
-    if (!strchr(mn, '.') && !strchr(name, '.')) return -1;     /* a clash needs a dot in both pairs */
-    for (i = 0; i < ctx->num_params; i++) {
-        const char *m2 = ctx->modules[ctx->params[i].module].name, *n2 = ctx->params[i].name;
-        size_t l2 = strlen(m2);
-        if (ctx->params[i].module == mi || l2 + 1 + strlen(n2) != lm + 1 + ln) continue;
-        if (l2 < lm ? memcmp(m2, mn, l2) == 0 && mn[l2] == '.' && memcmp(mn + l2 + 1, n2, lm - l2 - 1) == 0 &&
-                          n2[lm - l2 - 1] == '.' && strcmp(n2 + (lm - l2), name) == 0
-                    : memcmp(mn, m2, lm) == 0 && m2[lm] == '.' && memcmp(m2 + lm + 1, name, l2 - lm - 1) == 0 &&
-                          name[l2 - lm - 1] == '.' && strcmp(name + (l2 - lm), n2) == 0)
-            return i;
-    }
-    return -1;
-}
 
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
     zero__module_rec *m;
@@ -12596,213 +12800,20 @@ ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc
     return ZERO_OK;
 }
 
-/* module mi has a param or a tied param of that name */
-static int zero__param_named(const zero_ctx *ctx, int mi, const char *name) {
-    int i;
-    for (i = 0; i < ctx->num_params; i++)
-        if (ctx->params[i].module == mi && strcmp(ctx->params[i].name, name) == 0) return 1;
-    for (i = 0; i < ctx->num_ties; i++)
-        if (ctx->ties[i].module == mi && strcmp(ctx->ties[i].name, name) == 0) return 1;
-    return 0;
-}
 
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
-    zero__param_rec *p;
-    zero__module_rec *m;
-    zero_result r;
-    int mi, i;
-    int64_t numel = 1, off;
-    if (!ctx || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_add_param: ctx, desc, desc->name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_add_param('%s'): the model cannot change after zero_build", desc->name);
-    if ((mi = zero__module_index(ctx, mod, "zero_add_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_param('%s'): ndim is %d; it must be 1..%d", desc->name, desc->ndim, ZERO_MAX_DIMS);
-    for (i = 0; i < desc->ndim; i++) {
-        if (desc->shape[i] <= 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_add_param('%s'): shape[%d] is %lld; sizes must be positive",
-                              desc->name, i, (long long)desc->shape[i]);
-        if (!zero__mul(numel, desc->shape[i], &numel) || numel > ((int64_t)1 << 48))
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_add_param('%s'): the element count overflows", desc->name);
-    }
-    if ((r = zero__name_check(ctx, "zero_add_param", "param", desc->name)) != ZERO_OK) return r;
-    if (zero__param_named(ctx, mi, desc->name))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
-    if ((i = zero__key_clash(ctx, mi, desc->name)) >= 0)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_add_param: '%s.%s' would be saved under the same safetensors key as '%s.%s'",
-                          m->name, desc->name, ctx->modules[ctx->params[i].module].name, ctx->params[i].name);
-    off = zero__align_up(m->used, ctx->desc.align_elems);
-    if (off > ((int64_t)1 << 52) - numel)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
-    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_param('%s'): too many params (the limit is %d, tied ones included)",
-                          desc->name, ZERO__TIE_INDEX(0));
-    if (!zero__grow(ctx, (void **)&ctx->params, &ctx->cap_params, ctx->num_params, sizeof *p))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
-    p = &ctx->params[ctx->num_params];
-    memset(p, 0, sizeof *p);
-    if (!(p->name = zero__strdup(&ctx->desc.allocator, desc->name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_param: out of memory");
-    p->module = mi;
-    p->ndim = desc->ndim;
-    memcpy(p->shape, desc->shape, sizeof p->shape);
-    p->numel = numel;
-    p->offset = off;
-    p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
-    p->no_decay = desc->no_decay != 0;
-    m->used = off + numel;
-    out->id = zero__handle(ctx, ctx->num_params++);
-    return ZERO_OK;
+    return zero__add_param(ctx, mod, desc, out);
 }
 
 ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const char *name, zero_param target,
                                         zero_param *out) {
-    zero__tie *t;
-    zero_result r;
-    int mi, ti, o, i;
-    if (!ctx || !name || !out)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_add_tied_param: ctx, name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_add_tied_param('%s'): the model cannot change after zero_build", name);
-    if ((mi = zero__module_index(ctx, mod, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    if ((ti = zero__param_index(ctx, target, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    o = ctx->params[ti].module;
-    if ((r = zero__name_check(ctx, "zero_add_tied_param", "param", name)) != ZERO_OK) return r;
-    if (zero__param_named(ctx, mi, name))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
-    /* one level only: an owner uses no ties, a user owns no tied-to params (no chains, no cycles) */
-    for (i = 0; i < ctx->num_ties; i++) {
-        int u = ctx->ties[i].module, uo = ctx->params[ctx->ties[i].target].module;
-        if (u == uo || mi == o) continue;
-        if (u == o)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_tied_param('%s.%s'): module '%s' uses tied params itself, so its params cannot "
-                              "be tied to (tie every user to the param's own module instead)",
-                              ctx->modules[mi].name, name, ctx->modules[o].name);
-        if (uo == mi)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_tied_param('%s.%s'): module '%s' owns params other modules are tied to, so it "
-                              "cannot use tied params itself", ctx->modules[mi].name, name, ctx->modules[mi].name);
-    }
-    if (ctx->num_params + ctx->num_ties >= ZERO__TIE_INDEX(0))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_add_tied_param('%s'): too many params (the limit is %d, tied ones included)",
-                          name, ZERO__TIE_INDEX(0));
-    if (!zero__grow(ctx, (void **)&ctx->ties, &ctx->cap_ties, ctx->num_ties, sizeof *t))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
-    t = &ctx->ties[ctx->num_ties];
-    if (!(t->name = zero__strdup(&ctx->desc.allocator, name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_tied_param: out of memory");
-    t->module = mi;
-    t->target = ti;
-    out->id = zero__handle(ctx, ZERO__TIE_INDEX(ctx->num_ties++));
-    return ZERO_OK;
+    return zero__add_tied_param(ctx, mod, name, target, out);
 }
 
-/* the params registered after the first `keep` taken back (zero_add_param_stack's undo):
-   each was the last of its module, so the module ends where its param before it ends */
-static void zero__params_truncate(zero_ctx *ctx, int keep) {
-    while (ctx->num_params > keep) {
-        const zero__param_rec *p = &ctx->params[--ctx->num_params];
-        zero__module_rec *m = &ctx->modules[p->module];
-        int j;
-        m->used = 0;
-        for (j = ctx->num_params - 1; j >= 0; j--)
-            if (ctx->params[j].module == p->module) { m->used = ctx->params[j].offset + ctx->params[j].numel; break; }
-        zero__raw_free(&ctx->desc.allocator, p->name);
-    }
-}
 
 ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
                                           const zero_param_desc *desc, zero_param *out) {
-    static const char *fn = "zero_add_param_stack";
-    zero_param_desc slice;
-    zero_result r;
-    int i, j, mi, keep;
-    int64_t numel = 1, total;
-    if (!ctx || !modules || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "%s: ctx, modules, desc, desc->name and out must not be NULL", fn);
-    for (i = 0; i < n; i++) out[i].id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "%s('%s'): the model cannot change after zero_build", fn, desc->name);
-    if ((r = zero__name_check(ctx, fn, "param", desc->name)) != ZERO_OK) return r;
-    if (n < 1)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
-    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): ndim is %d; it must be 1..%d", fn, desc->name, desc->ndim, ZERO_MAX_DIMS);
-    if (desc->shape[0] != n)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): shape[0] is %lld but %d modules were given; the first axis is split one slice "
-                          "per module", fn, desc->name, (long long)desc->shape[0], n);
-    /* the slice: shape[1..], or [1] for a 1-D tensor */
-    memset(&slice, 0, sizeof slice);
-    slice.name = desc->name;
-    slice.no_decay = desc->no_decay;
-    slice.ndim = desc->ndim > 1 ? desc->ndim - 1 : 1;
-    slice.shape[0] = 1;
-    for (i = 1; i < desc->ndim; i++) slice.shape[i - 1] = desc->shape[i];
-    for (i = 0; i < slice.ndim; i++) {
-        if (slice.shape[i] <= 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "%s('%s'): shape[%d] is %lld; sizes must be positive", fn, desc->name, i + 1,
-                              (long long)slice.shape[i]);
-        if (!zero__mul(numel, slice.shape[i], &numel) || numel > ((int64_t)1 << 48))
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "%s('%s'): a slice's element count overflows", fn, desc->name);
-    }
-    if (!zero__mul(numel, n, &total))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): the element count overflows", fn, desc->name);
-    for (i = 0; i < n; i++) {
-        const zero__module_rec *m;
-        if ((mi = zero__module_index(ctx, modules[i], fn)) < 0) return ZERO_ERR_INVALID_HANDLE;
-        m = &ctx->modules[mi];
-        for (j = 0; j < i; j++)
-            if (modules[j].id == modules[i].id)
-                return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                                  "%s('%s'): modules[%d] and modules[%d] are both module '%s'; each slice needs a "
-                                  "module of its own", fn, desc->name, j, i, m->name);
-        if (zero__param_named(ctx, mi, desc->name))
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "%s: module '%s' (modules[%d]) already has a param named '%s'", fn, m->name, i,
-                              desc->name);
-        if ((j = zero__key_clash(ctx, mi, desc->name)) >= 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
-                              desc->name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
-        if (zero__align_up(m->used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
-            return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);
-    }
-    /* checked; only running out of memory can fail now, and that takes back the slices added */
-    keep = ctx->num_params;
-    for (i = 0; i < n; i++)
-        if ((r = zero_add_param(ctx, modules[i], &slice, &out[i])) != ZERO_OK) {
-            zero__params_truncate(ctx, keep);
-            for (j = 0; j < n; j++) out[j].id = 0;
-            return r;
-        }
-    return ZERO_OK;
+    return zero__add_param_stack(ctx, modules, n, desc, out);
 }
 
 ZERO_API int64_t zero_param_numel(const zero_ctx *ctx, zero_param p) {
