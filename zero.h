@@ -1386,7 +1386,7 @@ ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_
                                 int64_t lda, const float *B, int64_t ldb, int accumulate, float *C, int64_t ldc);
 
 /* tracing (see ON TRACING): a per-rank timeline written as Chrome / Perfetto JSON */
-ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events);  /* allocates max_events * 64 bytes */
+ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events);  /* allocates max_events * 72 bytes */
 ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name);     /* a user span on the "compute" track */
 ZERO_API zero_result zero_trace_end(zero_ctx *ctx);                         /* closes the innermost open span */
 ZERO_API int64_t zero_trace_count(const zero_ctx *ctx);       /* events recorded (may exceed max_events: dropped) */
@@ -1737,11 +1737,12 @@ ZERO__FP_PIN_END
      >>device     the cpu, emu and cuda devices behind zero__dev_vt
      >>comm       local (threads), mpi, the TCP rendezvous, nccl, the launcher bootstrap
      >>io         the NVMe tier's files: io_uring engine, thread fallback
+     >>zpp        ZeRO++: its option checks, buffers' plan, nodes, endpoints and collectives
      >>plan       sizes, tiers, the memory planner, desc defaults, handles
      >>offload    the tiers behind zero__tier_vt: mem, host (ZeRO-Offload), nvme (-Infinity)
      >>build      zero_build: the ranks agree on the model, the plan is allocated
      >>schedule   the comm stream's tasks; stage 3's fetch, prefetch, release, recorded order
-     >>grads      the staging ring and buckets
+     >>grads      the staging area and buckets
      >>optim      zero_step: norm, loss scale, the tier's fused pass, the gather back
      >>tiling     tiled linear layers
      >>stash      the activation stash: slots in memory or in files, read ahead for the backward pass
@@ -2236,7 +2237,7 @@ struct zero_ctx {
     struct {                        /* what zero_build laid out (>>plan, >>build) */
         zero_plan plan;
         int64_t bytes[ZERO_TIER_NUM][ZERO_CAT_NUM];
-        int staging_mode;           /* user gradients go through the staging ring */
+        int staging_mode;           /* user gradients go through the staging area */
         int num_trainable;
         int64_t shard_padded, shard_trainable;
         int64_t max_span;
@@ -2248,7 +2249,7 @@ struct zero_ctx {
         void *grad;                 /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
         float *master, *m, *v;      /* master NULL when params are f32 (the params are it) */
     } arena;
-    struct {                        /* the staging ring and the open bucket (>>grads) */
+    struct {                        /* the staging area and the open bucket (>>grads) */
         char *ring;                 /* user gradient buffers, grad_dtype */
         int64_t ring_bytes, head, inuse, peak;
         zero__staging_rec *recs;    /* FIFO of staging records */
@@ -2310,6 +2311,10 @@ struct zero_ctx {
         int64_t sets;               /* hpz: setter calls since the last step (they must agree) */
     } zpp;
 };
+
+/* a failure found by code that must not report it itself (its caller reports it, once it
+   has undone its work): the result, the log item and the message (zero__why_set) */
+typedef struct zero__why { zero_result r; zero_log_item item; char msg[ZERO__MSG]; } zero__why;
 
 /* >>base -------------------------------------------------------------------------------
    Allocation hooks, the last error and logging, sizes, clocks, condition variables. */
@@ -2477,6 +2482,16 @@ static zero_result zero__fail(zero_ctx *ctx, zero_result r, zero_log_item item, 
     va_end(ap);
     return r;
 }
+/* a failure kept for the caller to report (zero__fail_lg) once it has undone its work */
+static zero_result zero__why_set(zero__why *w, zero_result r, zero_log_item item, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->msg, sizeof w->msg, fmt, ap);
+    va_end(ap);
+    w->r = r;
+    w->item = item;
+    return r;
+}
 static zero_result zero__fail_lg(const zero_logger *lg, zero_result r, zero_log_item item, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -2558,7 +2573,7 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t);   /* defi
 enum { ZERO__TRACK_COMPUTE = 0, ZERO__TRACK_COMM, ZERO__TRACK_OPTIM, ZERO__TRACK_NVME, ZERO__TRACK_ACT, ZERO__TRACK_NUM };
 static const char *zero__track_name[ZERO__TRACK_NUM] = { "compute", "comm", "optimizer", "nvme", "activations" };
 
-typedef struct zero__trace_event {   /* 64 bytes */
+typedef struct zero__trace_event {   /* 72 bytes on 64-bit targets */
     double ts, dur;                  /* microseconds */
     int32_t track, rank;
     char name[ZERO__TRACE_NAME];
@@ -7811,6 +7826,237 @@ static uint64_t zero__blk_sum8(const char *p, int64_t n, uint64_t seed) {
     return r ^ (r >> 29);
 }
 
+/* >>zpp: ZeRO++ (ON ZERO++) in one place ---------------------------------------------------
+   Its option checks, its buffers' plan, the context's nodes and partition order, the node
+   and cross-node endpoints made at zero_build, and the comm stream's ZeRO++ collectives:
+   qwz's quantized gathers, hpz's secondary partition, qgz's quantized reductions. It sits
+   above >>plan because the planner, the build and the schedule call into it; its payload
+   kernels are the device's ops (qp_encode, qp_sum). */
+/* ns ranks per node: the comm's nodes, else desc.hpz, else one node of every rank */
+static int zero__zpp_on(const zero_desc *d) { return d->qwz || d->qgz || d->hpz; }
+static int zero__zpp_ns(const zero_desc *d, int world, const zero__sizes *z) {
+    return z->node_size > 0 ? z->node_size : d->hpz > 0 ? d->hpz : world;
+}
+/* zero_desc's ZeRO++ options checked, and their defaults filled (zero__fill_desc) */
+static zero_result zero__zpp_check_desc(zero_desc *d, const zero_logger *lg) {
+    if (d->qwz < 0 || d->qwz > 1 || !(d->qgz == 0 || d->qgz == 1 || d->qgz == 4 || d->qgz == 8) || d->hpz < 0 ||
+        d->hpz > ZERO__MAX_RANKS || d->quant_block < 0 || d->quant_block > (1 << 20))
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "a ZeRO++ option is out of range (qwz=%d qgz=%d hpz=%d quant_block=%d): qwz is 0 or 1, "
+                             "qgz 0, 8 or 4 (bits), hpz 0 or the ranks per node, quant_block 0 (256) to 1048576",
+                             d->qwz, d->qgz, d->hpz, d->quant_block);
+    if ((d->qwz || d->hpz) && d->stage != 3)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.%s is set at stage %d: qwz and hpz change stage 3's parameter gathers; "
+                             "use stage 3 (qgz works at stages 1-3)", d->qwz ? "qwz" : "hpz", d->stage);
+    if (d->qgz && d->stage == 0)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_desc.qgz is set at stage 0, which all-reduces; qgz quantizes the reduce-scatter of "
+                             "stages 1-3");
+    if (zero__zpp_on(d) && d->offload_params != ZERO_OFFLOAD_NONE)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "ZeRO++ (qwz, qgz, hpz) with offload_params is not supported yet; offload the optimizer "
+                             "instead, or turn ZeRO++ off");
+    if (d->qgz == 1) d->qgz = 8;
+    if (d->quant_block == 0) d->quant_block = 256;
+    return ZERO_OK;
+}
+/* zero_create: the context's nodes and partition order, checked against its communicator
+   and device; a failure is left in why for zero_create to report */
+static zero_result zero__zpp_attach(zero_ctx *ctx, zero__why *why) {
+    int cn = ctx->comm->node_size, hz = ctx->desc.hpz, ns = hz ? hz : cn ? cn : ctx->world;
+    if (!zero__zpp_on(&ctx->desc)) return ZERO_OK;
+    if (!cn && ctx->comm->node_why[0] && ctx->world > 1)
+        return zero__why_set(why, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_create: ZeRO++ needs the "
+                             "nodes, and %s; set them with zero_comm_set_nodes", ctx->comm->node_why);
+    if (hz && cn && hz != cn)
+        return zero__why_set(why, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: zero_desc.hpz is %d but the communicator's nodes have %d ranks "
+                             "(hpz is the ranks per node: 0 takes the communicator's)", hz, cn);
+    if (ctx->world % ns)
+        return zero__why_set(why, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: zero_desc.hpz is %d, which does not divide the world size %d", ns, ctx->world);
+    if (!ctx->dev->qp_encode || !ctx->dev->qp_sum)
+        return zero__why_set(why, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: ZeRO++ (qwz, qgz, hpz) has no kernels on the %s device (the CPU, EMU and "
+                             "CUDA devices have them)", ctx->dev->name);
+    if (!ctx->comm->vt->split || !ctx->comm->vt->all_to_all)
+        return zero__why_set(why, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
+                             "this one cannot (the local and MPI ones can, and NCCL's from version 2.18 on)");
+    if (ctx->desc.qgz && ctx->dev->qp_max_inputs && ctx->world / ns > ctx->dev->qp_max_inputs)
+        return zero__why_set(why, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: qgz on the CUDA device adds at most %d nodes' payloads; this run has %d "
+                             "nodes", ctx->dev->qp_max_inputs, ctx->world / ns);
+    ctx->zpp.on = 1;
+    ctx->zpp.ns = ns;
+    ctx->zpp.nn = ctx->world / ns;
+    ctx->zpp.bits = ctx->desc.qgz;
+    ctx->prank = zero__part(ctx, ctx->rank);
+    return ZERO_OK;
+}
+/* Its buffers: the secondary partition (hpz: every module's span / ns, param dtype), and the
+   payload scratch, sized for the largest module: a holds what this rank sends, b what
+   arrives, f qgz's fp32 partial sum of a node (each a multiple of ZERO__ALIGN). */
+static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, int64_t *sec, int64_t *a, int64_t *b,
+                           int64_t *f) {
+    int ns = zero__zpp_ns(d, world, z), nn = world / ns, bits = d->qgz == 4 ? 4 : 8, blk = d->quant_block;
+    /* every module's span (max_train_span leaves out the shared ones, reduced through their
+       own staging slots, and ZeRO++ reduces those too) */
+    int64_t per = z->max_span / world, tper = per, chunk = z->max_span / ns;
+    *sec = *a = *b = *f = 0;
+    if (!zero__zpp_on(d)) return;
+    if (d->hpz) *sec = z->padded / ns * (int64_t)zero__dtype_size(d->param_dtype);
+    if (d->qwz) {
+        int64_t P = zero__qp_bytes(per, 8, blk);
+        *a = (1 + nn) * P;
+        *b = (int64_t)world * P;
+    }
+    if (d->qgz && z->trainable > 0 && nn > 1) {     /* one payload per node (qgz quantizes what crosses nodes) */
+        int64_t p2 = nn * zero__qp_bytes(tper, bits, blk);
+        if (p2 > *a) *a = p2;
+        if (p2 > *b) *b = p2;
+    }
+    if (z->trainable > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's sums, in fp32 */
+    *a = zero__align_up(*a, ZERO__ALIGN);
+    *b = zero__align_up(*b, ZERO__ALIGN);
+    *f = zero__align_up(*f, ZERO__ALIGN);
+}
+/* ZeRO++: this rank's node and cross-node endpoints (>>schedule: ZeRO++), made once per
+   endpoint and node size, on the comm stream (the thread that runs the endpoint's
+   collectives: MPI's split is a collective of the endpoint) */
+static zero_result zero__zpp_split(zero_ctx *ctx) {
+    zero_comm *c = ctx->comm;
+    zero_result r;
+    if (!c->intra || c->split_ns != ctx->zpp.ns) {
+        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_SPLIT, ctx->zpp.ns, 0, 0, NULL, NULL))) != ZERO_OK)
+            return zero__fail(ctx, r, ZERO_LOGITEM_COMM_BROKEN,
+                              "zero_build: splitting the communicator into nodes of %d ranks failed: %s", ctx->zpp.ns,
+                              ctx->err);
+    }
+    ctx->zpp.intra = c->intra;
+    ctx->zpp.inter = c->inter;
+    c->intra->ctx = c->inter->ctx = ctx;        /* their copies run on this context's device */
+    c->intra->tag = c->inter->tag = -1;
+    return ZERO_OK;
+}
+/* a failed sub-collective: its message becomes the comm stream's (it reports comm->err),
+   unless the device already wrote one there (a copy or sum that failed) */
+static zero_result zero__zpp_err(zero_ctx *ctx, zero_comm *sub, zero_result r) {
+    if (r != ZERO_OK && sub != ctx->comm && sub->err[0]) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", sub->err);
+    sub->err[0] = '\0';
+    return r;
+}
+/* an encoding that failed: the level's collective still runs (the peers wait for it; its
+   payload is garbage, and every rank's step fails), then the device's error */
+static zero_result zero__zpp_join(zero_ctx *ctx, zero_comm *c, int a2a, const void *send, void *recv, int64_t bytes,
+                                  zero_result r) {
+    char keep[ZERO__MSG];
+    snprintf(keep, sizeof keep, "%s", ctx->comm->err);
+    (void)(a2a ? zero__c_all_to_all(ctx, c, send, recv, bytes) : zero__c_all_gather(ctx, c, send, recv, bytes));
+    snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", keep);
+    c->err[0] = '\0';
+    return r;
+}
+/* the two-level all-gather of this rank's slice `mine` (per elements of dt; its place in
+   full may be mine itself) into full, the span */
+static zero_result zero__zpp_gather_exact(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
+    int64_t es = (int64_t)zero__esize(dt), chunk = per * ctx->zpp.nn;
+    char *mc = (char *)full + (int64_t)(ctx->rank % ctx->zpp.ns) * chunk * es;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = ctx->comm->tag;
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, mine, mc, per * es)) != ZERO_OK)
+        return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, mc, full, chunk * es));
+}
+/* hpz: module mi's chunk of the secondary partition from the cross-node peers' shards
+   (through int8 payloads with qwz) */
+static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
+    int64_t per = m->span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    char *sec = ctx->zpp.sec + m->sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    zero_result r;
+    if (!ctx->desc.qwz)
+        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK)
+        return zero__zpp_join(ctx, ctx->zpp.inter, 0, a, b, P, r);
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    for (k = 0; k < ctx->zpp.nn && r == ZERO_OK; k++) {
+        const void *pk = b + (int64_t)k * P;
+        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, sec + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+    }
+    return r;
+}
+/* stage 3: module mi gathered into dst (its span) from this rank's shard of it; refresh:
+   hpz's chunk is stale */
+static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, const char *shard, char *dst, int refresh) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
+    int64_t per = m->span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
+    if (ctx->desc.hpz) {
+        const char *sec = ctx->zpp.sec + m->sec_off;
+        if (refresh && (r = zero__zpp_refresh(ctx, mi, shard)) != ZERO_OK) return r;
+        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, sec, dst,
+                                                                      m->span / ctx->zpp.ns * es));
+    }
+    if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
+    /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
+       in node-major order: payload k is slice k */
+    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) {
+        zero__zpp_join(ctx, ctx->zpp.inter, 0, a, a + P, P, r);
+        return zero__zpp_join(ctx, ctx->zpp.intra, 0, a + P, b, P * ctx->zpp.nn, r);
+    }
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, a + P, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    if ((r = zero__c_all_gather(ctx, ctx->zpp.intra, a + P, b, P * ctx->zpp.nn)) != ZERO_OK)
+        return zero__zpp_err(ctx, ctx->zpp.intra, r);
+    for (k = 0; k < N && r == ZERO_OK; k++) {
+        const void *pk = b + (int64_t)k * P;
+        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, dst + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
+    }
+    return r;
+}
+/* recv (rdt, per elements) = [recv +] the sum over every rank of its slice of send (sdt,
+   the span). The node's level is exact: a reduce-scatter of the chunks, summed in fp32 into
+   f (a node's link is fast; one quantization instead of two). The cross-node level is a
+   reduce-scatter too, or with qgz an all-to-all of payloads (each peer's slice of the
+   node's sums, quantized), decoded and summed in fp32 in node order. With qgz and bf16
+   gradients the node's sums are kept in bf16 (half the bytes to write and encode; its
+   rounding, 2^-9 of a value, is far below int8's, 1/254 of its block's largest). */
+static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
+                                    int accumulate) {
+    int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
+    int64_t chunk = per * nn, P = zero__qp_bytes(per, bits ? bits : 8, blk), es;
+    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    float *f = (float *)(b + ctx->zpp.b_bytes);
+    const void *src = send, *ins[ZERO__MAX_RANKS];
+    int srcdt = sdt;
+    zero_result r;
+    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
+    if (nn == 1)        /* one node: its level alone */
+        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, recv, rdt, per,
+                                                                         accumulate));
+    if (ns > 1) {
+        srcdt = bits && sdt == ZERO_BF16 ? ZERO_BF16 : ZERO_F32;
+        if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, srcdt, chunk, 0)) != ZERO_OK)
+            return zero__zpp_err(ctx, ctx->zpp.intra, r);
+        src = f;
+    }
+    if (!bits)
+        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_reduce_scatter(ctx, ctx->zpp.inter, src, srcdt, recv, rdt, per,
+                                                                         accumulate));
+    es = (int64_t)zero__esize(srcdt);
+    for (k = 0; k < nn; k++)
+        if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a + k * P, (const char *)src + k * per * es, srcdt, per, bits,
+                                     blk)) != ZERO_OK)
+            return zero__zpp_join(ctx, ctx->zpp.inter, 1, a, b, P, r);
+    if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
+    for (k = 0; k < nn; k++) ins[k] = b + k * P;
+    return ctx->dev->qp_sum(ctx, ZERO__S_COMM, recv, rdt, ins, nn, per, bits, blk, accumulate);
+}
 /* >>plan ----------------------------------------------------------------------------
    Every buffer zero_build allocates is computed here first, from sizes alone. */
 static int zero__staging_mode(const zero_desc *d) {
@@ -7818,7 +8064,7 @@ static int zero__staging_mode(const zero_desc *d) {
 }
 /* bucket_bytes, or its default from the model (ON BUCKETS): an eighth of the trainable
    elements' gradient bytes, rounded down to ZERO__ALIGN, within [ZERO__ALIGN, 16 MiB].
-   An eighth keeps the staging ring (two buckets) within the gradient bytes stage 2
+   An eighth keeps the staging area (two buckets) within the gradient bytes stage 2
    shards away at any N >= 2, so a small model's ring stays small beside its states. */
 static int64_t zero__bucket_bytes(const zero_desc *d, int64_t trainable) {
     int64_t b;
@@ -7980,39 +8226,6 @@ static void zero__act_size(zero__sizes *z, int64_t bytes) {
     if (area > z->act_max) z->act_max = area;
 }
 
-/* ZeRO++ (ON ZERO++; >>schedule: zero__zpp_*). ns ranks per node: the comm's nodes, else
-   desc.hpz, else one node of every rank. */
-static int zero__zpp_on(const zero_desc *d) { return d->qwz || d->qgz || d->hpz; }
-static int zero__zpp_ns(const zero_desc *d, int world, const zero__sizes *z) {
-    return z->node_size > 0 ? z->node_size : d->hpz > 0 ? d->hpz : world;
-}
-/* Its buffers: the secondary partition (hpz: every module's span / ns, param dtype), and the
-   payload scratch, sized for the largest module: a holds what this rank sends, b what
-   arrives, f qgz's fp32 partial sum of a node (each a multiple of ZERO__ALIGN). */
-static void zero__zpp_plan(const zero_desc *d, int world, const zero__sizes *z, int64_t *sec, int64_t *a, int64_t *b,
-                           int64_t *f) {
-    int ns = zero__zpp_ns(d, world, z), nn = world / ns, bits = d->qgz == 4 ? 4 : 8, blk = d->quant_block;
-    /* every module's span (max_train_span leaves out the shared ones, reduced through their
-       own staging slots, and ZeRO++ reduces those too) */
-    int64_t per = z->max_span / world, tper = per, chunk = z->max_span / ns;
-    *sec = *a = *b = *f = 0;
-    if (!zero__zpp_on(d)) return;
-    if (d->hpz) *sec = z->padded / ns * (int64_t)zero__dtype_size(d->param_dtype);
-    if (d->qwz) {
-        int64_t P = zero__qp_bytes(per, 8, blk);
-        *a = (1 + nn) * P;
-        *b = (int64_t)world * P;
-    }
-    if (d->qgz && z->trainable > 0 && nn > 1) {     /* one payload per node (qgz quantizes what crosses nodes) */
-        int64_t p2 = nn * zero__qp_bytes(tper, bits, blk);
-        if (p2 > *a) *a = p2;
-        if (p2 > *b) *b = p2;
-    }
-    if (z->trainable > 0 && ns > 1 && nn > 1) *f = chunk * 4;     /* the node's sums, in fp32 */
-    *a = zero__align_up(*a, ZERO__ALIGN);
-    *b = zero__align_up(*b, ZERO__ALIGN);
-    *f = zero__align_up(*f, ZERO__ALIGN);
-}
 
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype);
@@ -8067,6 +8280,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
 static zero_result zero__fill_desc(zero_desc *d) {
     const zero_logger *lg = &d->logger;
     zero_optim_desc *o = &d->optim;
+    zero_result r;
     if (d->stage < 0 || d->stage > 3)
         return zero__fail_lg(lg, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
                           "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
@@ -8118,26 +8332,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->offload_activations == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "offload_activations is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->qwz < 0 || d->qwz > 1 || !(d->qgz == 0 || d->qgz == 1 || d->qgz == 4 || d->qgz == 8) || d->hpz < 0 ||
-        d->hpz > ZERO__MAX_RANKS || d->quant_block < 0 || d->quant_block > (1 << 20))
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "a ZeRO++ option is out of range (qwz=%d qgz=%d hpz=%d quant_block=%d): qwz is 0 or 1, "
-                             "qgz 0, 8 or 4 (bits), hpz 0 or the ranks per node, quant_block 0 (256) to 1048576",
-                             d->qwz, d->qgz, d->hpz, d->quant_block);
-    if ((d->qwz || d->hpz) && d->stage != 3)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_desc.%s is set at stage %d: qwz and hpz change stage 3's parameter gathers; "
-                             "use stage 3 (qgz works at stages 1-3)", d->qwz ? "qwz" : "hpz", d->stage);
-    if (d->qgz && d->stage == 0)
-        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_desc.qgz is set at stage 0, which all-reduces; qgz quantizes the reduce-scatter of "
-                             "stages 1-3");
-    if (zero__zpp_on(d) && d->offload_params != ZERO_OFFLOAD_NONE)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "ZeRO++ (qwz, qgz, hpz) with offload_params is not supported yet; offload the optimizer "
-                             "instead, or turn ZeRO++ off");
-    if (d->qgz == 1) d->qgz = 8;
-    if (d->quant_block == 0) d->quant_block = 256;
+    if ((r = zero__zpp_check_desc(d, lg)) != ZERO_OK) return r;
     if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
         (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
@@ -9450,24 +9645,6 @@ static void zero__free_arenas(zero_ctx *ctx) {
     memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
 }
 
-/* ZeRO++: this rank's node and cross-node endpoints (>>schedule: ZeRO++), made once per
-   endpoint and node size, on the comm stream (the thread that runs the endpoint's
-   collectives: MPI's split is a collective of the endpoint) */
-static zero_result zero__zpp_split(zero_ctx *ctx) {
-    zero_comm *c = ctx->comm;
-    zero_result r;
-    if (!c->intra || c->split_ns != ctx->zpp.ns) {
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_SPLIT, ctx->zpp.ns, 0, 0, NULL, NULL))) != ZERO_OK)
-            return zero__fail(ctx, r, ZERO_LOGITEM_COMM_BROKEN,
-                              "zero_build: splitting the communicator into nodes of %d ranks failed: %s", ctx->zpp.ns,
-                              ctx->err);
-    }
-    ctx->zpp.intra = c->intra;
-    ctx->zpp.inter = c->inter;
-    c->intra->ctx = c->inter->ctx = ctx;        /* their copies run on this context's device */
-    c->intra->tag = c->inter->tag = -1;
-    return ZERO_OK;
-}
 /* zero_build after its argument checks: every rank checks the others registered the same
    model, then the plan is allocated */
 static zero_result zero__build(zero_ctx *ctx) {
@@ -9665,127 +9842,10 @@ static zero_result zero__build(zero_ctx *ctx) {
    hpz keeps each module's chunk (the secondary partition), refreshed by the first
    gather after the params change, and later gathers only run the node level. */
 
-/* a failed sub-collective: its message becomes the comm stream's (it reports comm->err),
-   unless the device already wrote one there (a copy or sum that failed) */
-static zero_result zero__zpp_err(zero_ctx *ctx, zero_comm *sub, zero_result r) {
-    if (r != ZERO_OK && sub != ctx->comm && sub->err[0]) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", sub->err);
-    sub->err[0] = '\0';
-    return r;
-}
-/* an encoding that failed: the level's collective still runs (the peers wait for it; its
-   payload is garbage, and every rank's step fails), then the device's error */
-static zero_result zero__zpp_join(zero_ctx *ctx, zero_comm *c, int a2a, const void *send, void *recv, int64_t bytes,
-                                  zero_result r) {
-    char keep[ZERO__MSG];
-    snprintf(keep, sizeof keep, "%s", ctx->comm->err);
-    (void)(a2a ? zero__c_all_to_all(ctx, c, send, recv, bytes) : zero__c_all_gather(ctx, c, send, recv, bytes));
-    snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", keep);
-    c->err[0] = '\0';
-    return r;
-}
 
-/* the two-level all-gather of this rank's slice `mine` (per elements of dt; its place in
-   full may be mine itself) into full, the span */
-static zero_result zero__zpp_gather_exact(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
-    int64_t es = (int64_t)zero__esize(dt), chunk = per * ctx->zpp.nn;
-    char *mc = (char *)full + (int64_t)(ctx->rank % ctx->zpp.ns) * chunk * es;
-    zero_result r;
-    ctx->zpp.inter->tag = ctx->zpp.intra->tag = ctx->comm->tag;
-    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, mine, mc, per * es)) != ZERO_OK)
-        return zero__zpp_err(ctx, ctx->zpp.inter, r);
-    return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, mc, full, chunk * es));
-}
 
-/* hpz: module mi's chunk of the secondary partition from the cross-node peers' shards
-   (through int8 payloads with qwz) */
-static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
-    const zero__module_rec *m = &ctx->modules[mi];
-    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
-    int64_t per = m->span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
-    char *sec = ctx->zpp.sec + m->sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
-    zero_result r;
-    if (!ctx->desc.qwz)
-        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
-    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK)
-        return zero__zpp_join(ctx, ctx->zpp.inter, 0, a, b, P, r);
-    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
-    for (k = 0; k < ctx->zpp.nn && r == ZERO_OK; k++) {
-        const void *pk = b + (int64_t)k * P;
-        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, sec + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
-    }
-    return r;
-}
 
-/* stage 3: module mi gathered into dst (its span); refresh: hpz's chunk is stale */
-static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, char *dst, int refresh) {
-    const zero__module_rec *m = &ctx->modules[mi];
-    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
-    int64_t per = m->span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
-    const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, mi), pdt);
-    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
-    zero_result r;
-    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
-    if (ctx->desc.hpz) {
-        const char *sec = ctx->zpp.sec + m->sec_off;
-        if (refresh && (r = zero__zpp_refresh(ctx, mi, shard)) != ZERO_OK) return r;
-        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, sec, dst,
-                                                                      m->span / ctx->zpp.ns * es));
-    }
-    if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
-    /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
-       in node-major order: payload k is slice k */
-    if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a, shard, pdt, per, 8, blk)) != ZERO_OK) {
-        zero__zpp_join(ctx, ctx->zpp.inter, 0, a, a + P, P, r);
-        return zero__zpp_join(ctx, ctx->zpp.intra, 0, a + P, b, P * ctx->zpp.nn, r);
-    }
-    if ((r = zero__c_all_gather(ctx, ctx->zpp.inter, a, a + P, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
-    if ((r = zero__c_all_gather(ctx, ctx->zpp.intra, a + P, b, P * ctx->zpp.nn)) != ZERO_OK)
-        return zero__zpp_err(ctx, ctx->zpp.intra, r);
-    for (k = 0; k < N && r == ZERO_OK; k++) {
-        const void *pk = b + (int64_t)k * P;
-        r = ctx->dev->qp_sum(ctx, ZERO__S_COMM, dst + (int64_t)k * per * es, pdt, &pk, 1, per, 8, blk, 0);
-    }
-    return r;
-}
 
-/* recv (rdt, per elements) = [recv +] the sum over every rank of its slice of send (sdt,
-   the span). The node's level is exact: a reduce-scatter of the chunks, summed in fp32 into
-   f (a node's link is fast; one quantization instead of two). The cross-node level is a
-   reduce-scatter too, or with qgz an all-to-all of payloads (each peer's slice of the
-   node's sums, quantized), decoded and summed in fp32 in node order. With qgz and bf16
-   gradients the node's sums are kept in bf16 (half the bytes to write and encode; its
-   rounding, 2^-9 of a value, is far below int8's, 1/254 of its block's largest). */
-static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
-                                    int accumulate) {
-    int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
-    int64_t chunk = per * nn, P = zero__qp_bytes(per, bits ? bits : 8, blk), es;
-    char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
-    float *f = (float *)(b + ctx->zpp.b_bytes);
-    const void *src = send, *ins[ZERO__MAX_RANKS];
-    int srcdt = sdt;
-    zero_result r;
-    ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
-    if (nn == 1)        /* one node: its level alone */
-        return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, recv, rdt, per,
-                                                                         accumulate));
-    if (ns > 1) {
-        srcdt = bits && sdt == ZERO_BF16 ? ZERO_BF16 : ZERO_F32;
-        if ((r = zero__c_reduce_scatter(ctx, ctx->zpp.intra, send, sdt, f, srcdt, chunk, 0)) != ZERO_OK)
-            return zero__zpp_err(ctx, ctx->zpp.intra, r);
-        src = f;
-    }
-    if (!bits)
-        return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_reduce_scatter(ctx, ctx->zpp.inter, src, srcdt, recv, rdt, per,
-                                                                         accumulate));
-    es = (int64_t)zero__esize(srcdt);
-    for (k = 0; k < nn; k++)
-        if ((r = ctx->dev->qp_encode(ctx, ZERO__S_COMM, a + k * P, (const char *)src + k * per * es, srcdt, per, bits,
-                                     blk)) != ZERO_OK)
-            return zero__zpp_join(ctx, ctx->zpp.inter, 1, a, b, P, r);
-    if ((r = zero__c_all_to_all(ctx, ctx->zpp.inter, a, b, P)) != ZERO_OK) return zero__zpp_err(ctx, ctx->zpp.inter, r);
-    for (k = 0; k < nn; k++) ins[k] = b + k * P;
-    return ctx->dev->qp_sum(ctx, ZERO__S_COMM, recv, rdt, ins, nn, per, bits, blk, accumulate);
-}
 /* this rank's slice `mine` into full, in one level or two (the gathers of every stage) */
 static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
     if (ctx->zpp.on) return zero__zpp_gather_exact(ctx, mine, full, per, dt);
@@ -9885,7 +9945,9 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     }
     case ZERO__TASK_GATHER_MODULE: {
         const zero__module_rec *m = &ctx->modules[t->a];
-        if (ctx->zpp.on) return zero__zpp_gather(ctx, t->a, (char *)t->ptr, t->b);
+        if (ctx->zpp.on)
+            return zero__zpp_gather(ctx, t->a, zero__at(ctx->arena.param, zero__pshard(ctx, t->a), ctx->desc.param_dtype),
+                                    (char *)t->ptr, t->b);
         int64_t per = m->span / N;
         char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
         zero_result r, rr = ZERO_OK, rc = ZERO_OK;
@@ -10207,7 +10269,7 @@ static zero_result zero__release(zero_ctx *ctx, int mi) {
     return ZERO_OK;
 }
 
-/* >>grads: staging ring, buckets --------------------------------------------------------
+/* >>grads: staging area, buckets --------------------------------------------------------
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
    task that read them is done (its ticket), so the ring needs no lock. */
@@ -12567,10 +12629,16 @@ ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user)
     return r;
 }
 /* ---- context and registration -------------------------------------------------------- */
+/* zero_create's failure after the context exists: undone, then reported through the desc's logger */
+static zero_result zero__create_undo(zero_ctx *ctx, const zero_desc *d, const zero__why *why) {
+    zero_destroy(ctx);
+    return zero__fail_lg(&d->logger, why->r, why->item, "%s", why->msg);
+}
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     zero_ctx *ctx;
     zero_desc d;
     zero_result r;
+    zero__why why;
     if (out) *out = NULL;
     if (!out || !desc)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
@@ -12619,53 +12687,7 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
     ctx->world = ctx->comm->size;
     ctx->prank = ctx->rank;
     ctx->desc.comm = ctx->comm;
-    if (zero__zpp_on(&ctx->desc) && !ctx->comm->node_size && ctx->comm->node_why[0] && ctx->world > 1) {
-        char why[ZERO__MSG];
-        snprintf(why, sizeof why, "%s", ctx->comm->node_why);
-        zero_destroy(ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_create: ZeRO++ needs the nodes, and %s; set them with zero_comm_set_nodes", why);
-    }
-    if (zero__zpp_on(&ctx->desc)) {
-        int cn = ctx->comm->node_size, hz = ctx->desc.hpz, ns = hz ? hz : cn ? cn : ctx->world;
-        if (hz && cn && hz != cn) {
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: zero_desc.hpz is %d but the communicator's nodes have %d ranks "
-                                 "(hpz is the ranks per node: 0 takes the communicator's)", hz, cn);
-        }
-        if (ctx->world % ns) {
-            int w = ctx->world;
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: zero_desc.hpz is %d, which does not divide the world size %d", ns, w);
-        }
-        if (!ctx->dev->qp_encode || !ctx->dev->qp_sum) {
-            const char *dn = ctx->dev->name;
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: ZeRO++ (qwz, qgz, hpz) has no kernels on the %s device (the CPU, EMU and "
-                                 "CUDA devices have them)", dn);
-        }
-        if (!ctx->comm->vt->split || !ctx->comm->vt->all_to_all) {
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: ZeRO++ (qwz, qgz, hpz) needs a communicator that splits into nodes; "
-                                 "this one cannot (the local and MPI ones can, and NCCL's from version 2.18 on)");
-        }
-        if (ctx->desc.qgz && ctx->dev->qp_max_inputs && ctx->world / ns > ctx->dev->qp_max_inputs) {
-            int nn = ctx->world / ns, mx = ctx->dev->qp_max_inputs;
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: qgz on the CUDA device adds at most %d nodes' payloads; this run has %d "
-                                 "nodes", mx, nn);
-        }
-        ctx->zpp.on = 1;
-        ctx->zpp.ns = ns;
-        ctx->zpp.nn = ctx->world / ns;
-        ctx->zpp.bits = ctx->desc.qgz;
-        ctx->prank = zero__part(ctx, ctx->rank);
-    }
+    if ((r = zero__zpp_attach(ctx, &why)) != ZERO_OK) return zero__create_undo(ctx, &d, &why);
     if ((int)d.reduce_mode < 0 || d.reduce_mode >= ZERO_REDUCE_NUM) {
         zero_destroy(ctx);
         return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
