@@ -1,4 +1,4 @@
-/* zero.h - v0.1.0 - ZeRO (Zero Redundancy Optimizer) training engine in one C header. MIT licence at the end.
+/* zero.h - v0.1.0 - ZeRO (Zero Redundancy Optimizer) training engine in one C header. MIT licence.
 
    zero.h trains models whose weights, gradients and optimizer states do not fit on one
    device by partitioning them across N data-parallel ranks (ZeRO stages 1-3), reducing
@@ -12,6 +12,7 @@
    TABLE OF CONTENTS
      DO THIS
      THE SHORTEST COMPLETE PROGRAM
+     ERRORS
      STEP BY STEP        1 a communicator   2 the zero_desc   3 modules and params
                          4 build            5 the training loop
                          6 save and load    7 clean up
@@ -31,7 +32,6 @@
      ON DEVICES
      ON CHECKPOINTS
      ON TRACING
-     ERRORS
      MEMORY OVERRIDES
      LOGGING
      WHAT IT DOES NOT DO
@@ -48,7 +48,7 @@
      switched on by the CONFIGURATION MACROS.
 
      Your flags are yours: -O2, -O3, -Ofast, -ffast-math, GNU or ISO mode, gcc or clang,
-     C or C++ give the same bits on every SIMD path (tests/test_flags.sh checks them all).
+     C or C++ give the same bits on every SIMD path.
      The implementation pins its own floating-point rules: IEEE operations in source
      order, no contraction into FMAs, no reassociation or reciprocals, NaN and infinity
      honoured (gcc: #pragma GCC optimize; clang: #pragma float_control, with its vector
@@ -87,7 +87,24 @@
        zero_destroy(z);
 
      Every fallible call above returns a zero_result (or NULL); a real program checks each
-     one (ERRORS).
+     one (ERRORS, next).
+
+   ERRORS
+     Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1), or a
+     negative ZERO_ERR_* (the list, each with its meaning, is the zero_result enum below).
+     zero_result_str names a code, zero_last_error(z) gives the full sentence
+     (zero_last_error(NULL): the calling thread's last one, also for zero_create and the
+     communicator calls). Functions returning pointers return NULL on error and set the
+     message. Nothing calls exit or abort on bad input.
+     ZERO_STEP_SKIPPED is not an error: zero_step found non-finite gradients and skipped the
+     step on every rank (ON THE OPTIMIZER). It is logged as a warning (ZERO_LOG_WARN, item
+     STEP_SKIPPED; LOGGING) and leaves zero_last_error as it was.
+     A rank that never arrives at a collective gives ZERO_ERR_TIMEOUT, never a hang. A
+     collective that fails (a timeout, ranks calling different collectives, a communicator
+     error, a failed NVMe read at a fetch) leaves the context's comm stream failed: every
+     later call that waits for it returns that error, so print the message and destroy the
+     context. Failed saves, loads rejected by their check and failed NVMe steps are not of
+     this kind: they leave the state as it was (ON CHECKPOINTS, ON OFFLOAD).
 
    STEP BY STEP
      --- 1. Make one communicator endpoint per rank (or none: a world of one).
@@ -96,10 +113,12 @@
              zero_result train(zero_comm *comm, int rank, void *user) { ... steps 2-7 ... }
              zero_run_local(4, train, user);   // 4 threads; the lowest failing rank's result
 
-         zero_run_local makes and destroys the endpoints. With threads of your own:
-         zero_group_create(&g, N), then zero_comm_local(&c, g, rank) on each thread. One rank
-         per process under mpirun, srun or torchrun: zero_comm_from_env(&c, NULL). See ON
-         COMMUNICATORS. zero_comm_rank(c) and zero_comm_size(c) say where you are.
+         zero_run_local makes and destroys the endpoints; zero_run_group(g, train, user) does
+         the same on a group you made (to call zero_group_set_link or zero_group_set_nodes
+         first). With threads of your own: zero_group_create(&g, N), then zero_comm_local(&c,
+         g, rank) on each thread. One rank per process under mpirun, srun or torchrun:
+         zero_comm_from_env(&c, NULL). See ON COMMUNICATORS. zero_comm_rank(c) and
+         zero_comm_size(c) say where you are.
 
      --- 2. Describe the trainer in a zero_desc and create a context. A field left 0 takes its
          default, so name only what you change:
@@ -127,8 +146,9 @@
                         offload_params, offload (ON OFFLOAD); offload_activations,
                         act_live_bytes (ON ACTIVATIONS)
              hooks      allocator (MEMORY OVERRIDES), logger (LOGGING)
-         zero_query_desc(z) returns the values in effect. One context per endpoint at a time:
-         for two models, make two groups.
+         zero_query_desc(z) returns the values in effect; zero_rank(z) and zero_world_size(z)
+         give the context's rank and world size. One context per endpoint at a time: for two
+         models, make two groups.
 
      --- 3. Register the model, in the same order on every rank. A module is the unit that
          is gathered, released and reduced together (a layer); a param is a named tensor of
@@ -149,8 +169,8 @@
          quotes or backslashes (they go into checkpoints and safetensors keys, where
          "module.param" must be unique too). Handles are small ids; a stale or another
          context's handle is ZERO_ERR_INVALID_HANDLE. A linear layer too big to gather at
-         once is registered as tiles instead (ON TILING). zero_plan_get(z, &plan) already gives the bytes every
-         rank will use (ON MEMORY).
+         once is registered as tiles instead (ON TILING). zero_plan_get(z, &plan) already
+         gives the bytes every rank will use (ON MEMORY).
 
          A tensor you keep stacked, [L, ...] with slice l belonging to layer l, is one call:
 
@@ -165,13 +185,14 @@
 
          The flat order: every param in the order of the zero_add_param calls (not of the
          modules), back to back and unpadded, a stack's L slices one after the other, so
-         that the stack lies in it as [L, ...]. zero_param_offset(z, p) says where p starts;
-         zero_num_params(z) is its length. Register your tensors in the order your program
-         keeps them in one contiguous buffer (llm.c's GPT-2: wte, wpe, then ln1w [L, C],
-         ln1b [L, C], qkvw [L, 3C, C], ..., each a stack over the L layers, then lnfw, lnfb)
-         and the flat order is that buffer's layout: zero_set_params_f32 loads the model
-         from it (step 4), zero_gather_params_f32 saves it into it (step 6), and
-         zero_ckpt_read_f32 fills it from a checkpoint (ON CHECKPOINTS).
+         that the stack lies in it as [L, ...]. zero_param_offset(z, p) says where p starts
+         and zero_param_numel(z, p) how many elements it has; zero_num_params(z) is the
+         length of the whole. Register your tensors in the order your program keeps them in
+         one contiguous buffer (llm.c's GPT-2: wte, wpe, then ln1w [L, C], ln1b [L, C], qkvw
+         [L, 3C, C], ..., each a stack over the L layers, then lnfw, lnfb) and the flat order
+         is that buffer's layout: zero_set_params_f32 loads the model from it (step 4),
+         zero_gather_params_f32 saves it into it (step 6), and zero_ckpt_read_f32 fills it
+         from a checkpoint (ON CHECKPOINTS).
 
      --- 4. Build and initialize. zero_build(z) is collective: it checks that every rank
          registered the same model (else ZERO_ERR_MISMATCH on every rank), plans every
@@ -203,6 +224,18 @@
          released (else ZERO_ERR_STATE) and ready (else ZERO_ERR_GRADS_NOT_READY). With f16,
          multiply your loss by zero_loss_scale(z). zero_stats_get(z, &s) gives steps taken and
          skipped, the last gradient norm, bytes sent per collective and the prefetch counters.
+         zero_allreduce_f64(z, v, n) (collective) sums n doubles of a host array over the
+         ranks, in place, in rank order, so every rank gets the same bits (a loss to print).
+
+         Your own math on param_dtype values, in host memory (zero_param_data and
+         zero_param_grad on the CPU device; elsewhere zero_copy them first):
+         zero_to_f32(dst, src, dtype, n) widens n values to fp32 (exactly), zero_from_f32(dst,
+         dtype, src, n) narrows fp32 to dtype and zero_add_f32(dst, dtype, src, n) adds fp32
+         values into a dtype array (dst += src, summed in fp32: an fp32 gradient into a bf16
+         zero_param_grad); what narrows rounds to nearest even (a NaN stays a NaN; in f16, a
+         value past the range becomes infinity).
+         zero_dtype_size(dtype) is the bytes of one element (0: unknown), zero_dtype_str its
+         name ("f32", "bf16", "f16").
 
      --- 6. Save and load, between steps (collective; ON CHECKPOINTS):
 
@@ -234,9 +267,10 @@
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
-       ZERO_STAGE_BYTES      the CUDA device's two pinned staging buffers, bytes each (default
+       ZERO_STAGING_BYTES    the CUDA device's two pinned staging buffers, bytes each (default
                              4 MiB; a multiple of 64): zero_param_set_f32, zero_gather_params_f32
-                             and checkpoints move values through them
+                             and checkpoints move values through them. ZERO_STAGE_BYTES, its
+                             old name, is still accepted
      No feature-test macro (_POSIX_C_SOURCE, _GNU_SOURCE) is needed or defined by zero.h;
      define one yourself if your own code wants it. Compiler flags: any (DO THIS).
 
@@ -290,9 +324,9 @@
             again later in the backward pass and adds more to its gradient; call
             zero_grads_ready once, after its last window.
      A shared module's gradient has a staging slot of its own (its span in grad_dtype,
-     ZERO_CAT_BUFFERS) instead of the staging ring, so it stays open across the backward
-     pass without holding up the others. The results are bitwise those of adding both
-     parts by hand in one window, in the same order.
+     ZERO_CAT_BUFFERS) instead of a place in the staging area (ON BUCKETS), so it stays
+     open across the backward pass without holding up the others. The results are bitwise
+     those of adding both parts by hand in one window, in the same order.
 
    ON BUCKETS
      zero_grads_ready(z, m) queues module m for reduction. Queued modules are reduced
@@ -374,10 +408,10 @@
      module_numels, &plan) computes it from sizes alone: bytes per rank by tier
      (ZERO_TIER_DEVICE, _HOST, _NVME) and category (ZERO_CAT_PARAMS, _GRADS, _MASTER,
      _OPTIM, _BUFFERS, _ACTIVATIONS: the activation stash, ON ACTIVATIONS; model_state_bytes
-     counts neither buffers nor activations). After zero_build, zero_stats_get reports exactly the planned
-     bytes. A plan over device_bytes_cap or host_bytes_cap fails zero_build with
-     ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. build/zero_estimate
-     (examples/zero_estimate.c) prints the plan from the command line.
+     counts neither buffers nor activations). After zero_build, zero_stats_get reports
+     exactly the planned bytes. A plan over device_bytes_cap or host_bytes_cap fails
+     zero_build with ZERO_ERR_OVER_CAP. A steady-state step allocates nothing.
+     build/zero_estimate (examples/zero_estimate.c) prints the plan from the command line.
      The buffers scale with the model (ON BUCKETS, ON PREFETCH), so with N >= 2 ranks
      and the defaults the per-rank total (states + buffers, plan.total_bytes) falls, not
      strictly, from stage 0 to 3 when the modules are small beside the model:
@@ -399,7 +433,10 @@
      total_bytes_per_rank falls from stage 0 to 3 at N >= 2.
 
    ON OFFLOAD
-     Two fields say where the model states live; desc.offload configures the NVMe tier.
+     Two fields say which tier the model states live in, each a zero_offload_tier:
+     ZERO_OFFLOAD_NONE (the default: the compute device), _HOST or _NVME; the plan and
+     zero_stats_get count the bytes by the same tiers (zero_tier: ZERO_TIER_DEVICE, _HOST,
+     _NVME). desc.offload configures the NVMe tier.
        offload_optimizer = ZERO_OFFLOAD_HOST  fp32 master weights and optimizer moments in
                                               host memory (on a GPU: see ON DEVICES)
        offload_optimizer = ZERO_OFFLOAD_NVME  the same in files (ZeRO-Infinity); needs
@@ -427,13 +464,11 @@
      plan counts the buffers under ZERO_TIER_HOST, ZERO_CAT_BUFFERS and master and moments
      under ZERO_TIER_NVME. Each block moves as 1 MiB requests; offload.queue_depth of them
      (default 16, at most 256) are in flight, at most half of them reads and half writes
-     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default
-     (on the disk measured, one io_uring ring of 1 MiB requests was faster at depth 8
-     than at 32 in both directions: tests/bench/bench_nvme.c). The buffers ask the kernel
-     for huge pages (madvise, honoured when transparent huge pages are "madvise" or
-     "always"): a request then spans a few physically contiguous pieces of memory rather
-     than 256 pages, 1.2-1.5x faster on the virtio disk measured; no memory is added, and
-     without huge pages the buffers work as before. They go through io_uring
+     (at least one each), reads served first: 8 reads and 8 writes of 1 MiB by default.
+     The buffers ask the kernel for huge pages (madvise, honoured when transparent huge
+     pages are "madvise" or "always"): a request then spans a few physically contiguous
+     pieces of memory rather than 256 pages; no memory is added, and without huge pages
+     the buffers work as before. They go through io_uring
      in a ZERO_IO_URING build, else (or when the kernel refuses io_uring, as a container's
      seccomp filter may: an INFO log line, OFFLOAD_ENGINE) through queue_depth I/O
      threads. ZERO_IO=uring or ZERO_IO=threads in the environment at zero_build forces
@@ -621,30 +656,34 @@
              a cross-node all-gather (of int8 payloads with qwz); every gather is then one
              all-gather within the node. Within one node it is exactly plain stage 3.
      Cross-node bytes per rank and step at stage 3 (P params, bf16, N ranks, nn nodes;
-     counted as point-to-point: zero_stats' comm_bytes_across): plain 2P * 3 (N - N/nn) / N
-     (two gathers and a reduce-scatter); all three on about (nn - 1) / N * 2P (1 + 4 /
-     quant_block): 0.17 of plain at 4 nodes of 2 (tests/test_zpp.c asserts <= 0.3). The
-     payload buffers (plan.zpp_buffer_bytes, ZERO_CAT_BUFFERS) are sized by the largest
-     module: with qwz (1 + nn) + N payloads of its slice, with qgz 2 nn payloads, and an fp32
-     chunk for a node's sums. Quantization is deterministic (the same bits run to run) but
-     not bitwise plain: examples/train_mlp and train_gpt (--qwz --qgz --hpz N) end within
-     a few percent of the unquantized loss (tests/test_zpp.c: 5% int8, 15% int4 on a
-     small MLP; tests/test_zpp.sh). The trace's comm track shows each level as "node ..."
-     or "cross ..." spans. build/bench_zpp times plain stage 3 against all three on a
-     modelled network (zero_group_set_link within nodes, zero_group_set_cross_link
-     across). With hpz the param setters (zero_param_set_f32, zero_set_params_f32,
-     zero_tiled_linear_set_f32) are collective, like zero_load: every rank calls them for
-     the same params, since a chunk holds other ranks' slices; a rank that does not makes
-     the next zero_step fail on every rank (ZERO_ERR_MISMATCH, counted in its all-reduce),
-     or a gather in between time out. zero_estimate takes the nodes from desc.hpz (else
-     one node of all ranks). comm_bytes_within / _across count an endpoint's collectives
-     as they run (every context on it). It runs on the CPU, EMU and CUDA devices (CUDA gives the CPU's bits; with qgz
-     at most 64 nodes, the decoding kernel's inputs; on the CPU device the payloads are
-     encoded and summed with the vector units on the cpu_threads pool, as a reduction's
-     sum is, the same bits on every path and thread count) and over the local, MPI and NCCL
-     communicators (NCCL 2.18+: ncclCommSplit; its node and cross-node communicators hold
-     NCCL resources of their own and share the parent's stream and scratch). offload_params,
-     or NCCL headers older than 2.18, is ZERO_ERR_UNSUPPORTED at zero_create.
+     counted as point-to-point: zero_stats_get's comm_bytes_across):
+         plain          2P * 3 (N - N/nn) / N   (two gathers and a reduce-scatter)
+         all three on   about (nn - 1) / N * 2P (1 + 4 / quant_block)
+     so all three send 0.17 of plain's bytes across nodes at 4 nodes of 2. The payload
+     buffers (plan.zpp_buffer_bytes, ZERO_CAT_BUFFERS) are sized by the largest module:
+     with qwz (1 + nn) + N payloads of its slice, with qgz 2 nn payloads, and an fp32 chunk
+     for a node's sums. Quantization is deterministic (the same bits run to run) but not
+     bitwise plain: the final loss moves a little from the unquantized one, int4 more than
+     int8 (examples/train_mlp and train_gpt take --qwz --qgz --hpz N to compare). The
+     trace's comm track shows each level as "node ..." or "cross ..." spans.
+     build/bench_zpp times plain stage 3 against all three on a modelled network
+     (zero_group_set_link within nodes, zero_group_set_cross_link across). With hpz the
+     param setters (zero_param_set_f32, zero_set_params_f32, zero_tiled_linear_set_f32)
+     are collective, like zero_load: every rank calls them for the same params, since a
+     chunk holds other ranks' slices; a rank that does not makes the next zero_step fail
+     on every rank (ZERO_ERR_MISMATCH, counted in its all-reduce), or a gather in between
+     time out. zero_estimate takes the nodes from desc.hpz (else one node of all ranks).
+     zero_comm_ranks_per_node(c) says an endpoint's topology (0: none set, one node);
+     zero_comm_bytes(c, &within, &across) reads the bytes its collectives have sent to
+     ranks of its node and of other nodes, as they run (every context on it;
+     zero_stats_get's comm_bytes_within / _across). It runs on the CPU, EMU and CUDA
+     devices (CUDA gives the CPU's bits; with qgz at most 64 nodes, the decoding kernel's
+     inputs; on the CPU device the payloads are encoded and summed with the vector units
+     on the cpu_threads pool, as a reduction's sum is, the same bits on every path and
+     thread count) and over the local, MPI and NCCL communicators (NCCL 2.18+:
+     ncclCommSplit; its node and cross-node communicators hold NCCL resources of their own
+     and share the parent's stream and scratch). offload_params, or NCCL headers older
+     than 2.18, is ZERO_ERR_UNSUPPORTED at zero_create.
 
    ON DEVICES
      desc.device says where the arenas (params, grads, master, moments, gradient staging,
@@ -693,9 +732,9 @@
      counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
      the device.
      The NVMe tier and offload_params are not there yet on CUDA or EMU. Every CUDA context
-     also holds 2 x ZERO_STAGE_BYTES of pinned staging (ZERO_TIER_HOST, ZERO_CAT_BUFFERS)
-     through which zero_param_set_f32, zero_gather_params_f32 and the checkpoints move
-     values: the copy of one chunk runs while the host converts the next.
+     also holds two pinned staging buffers of ZERO_STAGING_BYTES (ZERO_TIER_HOST,
+     ZERO_CAT_BUFFERS) through which zero_param_set_f32, zero_gather_params_f32 and the
+     checkpoints move values: the copy of one chunk runs while the host converts the next.
 
    ON CHECKPOINTS
      zero_save(z, dir) and zero_load(z, dir) are collective and run after zero_build,
@@ -763,7 +802,7 @@
 
    ON TRACING
      zero_trace_enable(z, max_events) turns on a per-rank timeline: it allocates
-     max_events * 64 bytes at once (outside the plan; any time after zero_create), and from
+     max_events * 72 bytes at once (outside the plan; any time after zero_create), and from
      then on zero.h records spans on tracks:
        compute    zero_trace_begin(z, name) / zero_trace_end(z) around your own work (they
                   nest; no-ops while tracing is off), and "fetch wait <module>" where
@@ -778,25 +817,11 @@
      zero_trace_save(z, path) is collective: rank 0 writes every rank's events as one
      Trace Event Format JSON file (pid: the rank, tid: the track, microseconds of
      CLOCK_MONOTONIC); every rank returns rank 0's result (ZERO_ERR_IO when the file cannot
-     be written); while it runs each rank holds world_size x the largest rank's event count.
-     Events stay recorded, so it can be called again; before zero_trace_enable it is
-     ZERO_ERR_STATE. Open the file at https://ui.perfetto.dev or chrome://tracing. Call
-     zero_trace_begin / _end from the rank's own thread (the one that calls zero_fetch).
-     examples/train_gpt.c --trace FILE.json shows all of it.
-
-   ERRORS
-     Every fallible call returns a zero_result: ZERO_OK (0), ZERO_STEP_SKIPPED (1), or a
-     negative ZERO_ERR_* (the list, each with its meaning, is the zero_result enum below).
-     zero_result_str names a code, zero_last_error(z) gives the full sentence
-     (zero_last_error(NULL): the calling thread's last one, also for zero_create and the
-     communicator calls). Functions returning pointers return NULL on error and set the
-     message. Nothing calls exit or abort on bad input. A rank that never arrives at a
-     collective gives ZERO_ERR_TIMEOUT, never a hang. A collective that fails (a timeout,
-     ranks calling different collectives, a communicator error, a failed NVMe read at a
-     fetch) leaves the context's comm stream failed: every later call that waits for it
-     returns that error, so print the message and destroy the context. Failed saves,
-     loads rejected by their check and failed NVMe steps are not of this kind: they leave
-     the state as it was (ON CHECKPOINTS, ON OFFLOAD).
+     be written); while it runs each rank holds (world_size + 1) x the largest rank's event
+     count of events, 72 bytes each. Events stay recorded, so it can be called again;
+     before zero_trace_enable it is ZERO_ERR_STATE. Open the file at https://ui.perfetto.dev
+     or chrome://tracing. Call zero_trace_begin / _end from the rank's own thread (the one
+     that calls zero_fetch). examples/train_gpt.c --trace FILE.json shows all of it.
 
    MEMORY OVERRIDES
      A context's host memory comes from desc.allocator {alloc, free, user_data} when set,
@@ -812,8 +837,11 @@
      default ZERO_LOG_WARN). item is a zero_log_item, ZERO_LOGITEM_<NAME> from the
      ZERO_LOG_ITEMS list below, so a program (or a test) can tell which message fired;
      zero_log_item_str(item) names it. The failures of a context and of zero_create are
-     logged at ZERO_LOG_ERROR as well as returned; INFO gives the plan's totals at
-     zero_build (BUILT) and the NVMe tier's fallbacks (OFFLOAD_BUFFERED, OFFLOAD_ENGINE).
+     logged at ZERO_LOG_ERROR as well as returned; WARN gives a skipped step
+     (STEP_SKIPPED: not an error, ERRORS) and a fetch or activation order that changed
+     (SCHEDULE_CHANGED, ACT_ORDER_CHANGED); INFO gives the plan's totals at zero_build
+     (BUILT), a grown loss scale (LOSS_SCALE_GROWN) and the NVMe tier's fallbacks
+     (OFFLOAD_BUFFERED, OFFLOAD_ENGINE).
      Debug items come from the comm-stream thread: make func thread-safe.
 
    WHAT IT DOES NOT DO (yet)
@@ -824,11 +852,12 @@
      the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
      offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
      takes mpirun or srun with ZERO_MPI. The activation stash copies on the CUDA device
-     synchronously (through pinned staging; the file I/O overlaps), and it has not yet run
-     on a GPU either, nor have ZeRO++'s CUDA kernels and NCCL split (tested on the doubles;
-     tests/gpu/kernels.c checks the kernels in make test-gpu). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at stages 0-2);
-     the io_uring engine does not register its buffers. POSIX threads only (Linux,
-     macOS); no Windows yet.
+     synchronously (into and out of its own pinned staging buffers; the file I/O
+     overlaps), and it has not yet run on a GPU either, nor have ZeRO++'s CUDA kernels and
+     NCCL split (tested on CPU test doubles of CUDA and NCCL; make test-gpu checks the
+     kernels where a GPU is at hand). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at
+     stages 0-2); the io_uring engine does not register its buffers. POSIX threads only
+     (Linux, macOS); no Windows yet.
 */
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED
