@@ -2813,6 +2813,8 @@ static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
 }
 
 /* Waits for a ticket. Never unbounded: every task is a collective with a timeout. */
+/* (a collective that failed because a rank left the group says so in its message: the
+   local comm's "rank N left the group before arriving", logged as RANK_LEFT) */
 static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
     zero__stream *s = &ctx->stream;
     zero_result r;
@@ -2827,7 +2829,8 @@ static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
     if (r != ZERO_OK)
         zero__logv(ctx, ZERO_LOG_ERROR,
                    r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT :
-                   r == ZERO_ERR_MISMATCH ? ZERO_LOGITEM_COLL_MISMATCH : ZERO_LOGITEM_COMM_BROKEN, ctx->err);
+                   r == ZERO_ERR_MISMATCH ? ZERO_LOGITEM_COLL_MISMATCH :
+                   strstr(ctx->err, " left the group") ? ZERO_LOGITEM_RANK_LEFT : ZERO_LOGITEM_COMM_BROKEN, ctx->err);
     return r;
 }
 static zero_result zero__drain(zero_ctx *ctx) {
@@ -4713,13 +4716,16 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__emu_dev)
 ZERO__VT_END(zero__dev_vt, zero__emu_dev)
 #endif /* emu */
 
-/* the CUDA device's pinned staging buffers: two of ZERO_STAGE_BYTES each (the includer may
-   define it: a multiple of 64, at least 64) */
-#ifndef ZERO_STAGE_BYTES
-#define ZERO_STAGE_BYTES (4 << 20)
+/* the CUDA device's pinned staging buffers: two of ZERO_STAGING_BYTES each (the includer may
+   define it: a multiple of 64, at least 64; ZERO_STAGE_BYTES is its old name, still taken) */
+#if defined(ZERO_STAGE_BYTES) && !defined(ZERO_STAGING_BYTES)
+#define ZERO_STAGING_BYTES ZERO_STAGE_BYTES
 #endif
-#if (ZERO_STAGE_BYTES) < 64 || (ZERO_STAGE_BYTES) % 64 != 0
-#error "ZERO_STAGE_BYTES must be a multiple of 64, at least 64"
+#ifndef ZERO_STAGING_BYTES
+#define ZERO_STAGING_BYTES (4 << 20)
+#endif
+#if (ZERO_STAGING_BYTES) < 64 || (ZERO_STAGING_BYTES) % 64 != 0
+#error "ZERO_STAGING_BYTES must be a multiple of 64, at least 64"
 #endif
 
 /* -- cuda (ZERO_CUDA): arenas in the memory of the thread's current device at
@@ -4769,8 +4775,8 @@ typedef struct zero__cuda {
     zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
     int64_t nblk;                   /* per slice */
     double *bout;                   /* device: the blocks' sums */
-    unsigned char *stage[2];        /* pinned: zero__cuda_put_f32 / get_f32's double buffer */
-    cudaEvent_t xev[2];             /* the copy out of / into stage[i]; the host tier's pipeline */
+    unsigned char *staging[2];      /* pinned: zero__cuda_put_f32 / get_f32's double buffer */
+    cudaEvent_t xev[2];             /* the copy out of / into staging[i]; the host tier's pipeline */
     int nxev;
 } zero__cuda;
 
@@ -4802,7 +4808,7 @@ static void zero__cuda_fini(zero_ctx *ctx) {
     cudaFree(cu->chunks);
     cudaFree(cu->blk);
     cudaFree(cu->bout);
-    for (i = 0; i < 2; i++) if (cu->stage[i]) cudaFreeHost(cu->stage[i]);
+    for (i = 0; i < 2; i++) if (cu->staging[i]) cudaFreeHost(cu->staging[i]);
     for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
     for (i = 0; i < cu->nxev; i++) cudaEventDestroy(cu->xev[i]);
     if (cu->blas) cublasDestroy(cu->blas);
@@ -4878,7 +4884,7 @@ static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
 }
 /* the optimizer's chunk table and the norm's block table, built once from the segments
    (counted in the plan: zero__cuda_table_bytes), and the pinned staging buffers (counted in
-   the plan under ZERO_TIER_HOST, ZERO_CAT_BUFFERS: 2 * ZERO_STAGE_BYTES) */
+   the plan under ZERO_TIER_HOST, ZERO_CAT_BUFFERS: 2 * ZERO_STAGING_BYTES) */
 static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__cuda *cu = zero__cu(ctx);
     zero__kchunk *ch;
@@ -4933,11 +4939,11 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
     ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
     for (i = 0; i < 2; i++)
-        if (!cu->stage[i] && !(cu->stage[i] = (unsigned char *)zero__cuda_host_alloc(ctx, ZERO_STAGE_BYTES)))
+        if (!cu->staging[i] && !(cu->staging[i] = (unsigned char *)zero__cuda_host_alloc(ctx, ZERO_STAGING_BYTES)))
             return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                               "zero_build: CUDA: cudaHostAlloc failed for the pinned staging buffers (2 x %lld bytes): out of memory",
-                              (long long)ZERO_STAGE_BYTES);
-    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGE_BYTES;
+                              (long long)ZERO_STAGING_BYTES);
+    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGING_BYTES;
     return ZERO_OK;
 }
 static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
@@ -5081,8 +5087,8 @@ static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
 
 /* fp32 host values <-> device memory through the pinned double buffer (zero_param_set_f32,
    zero_gather_params_f32, checkpoints, the mem tier's reads and writes): chunks of
-   ZERO_STAGE_BYTES, each a cudaMemcpyAsync on the compute stream from / into stage[k % 2]
-   and an event xev[k % 2] after it. Put: the host converts chunk k into stage[k % 2] once the
+   ZERO_STAGING_BYTES, each a cudaMemcpyAsync on the compute stream from / into staging[k % 2]
+   and an event xev[k % 2] after it. Put: the host converts chunk k into staging[k % 2] once the
    copy of chunk k - 2 out of it is done (its event), so the H2D of chunk k - 1 runs while
    the host converts chunk k. Get: the D2H of chunk k + 1 is issued before the host waits for
    chunk k and converts it. Both end with nothing in flight (put: the stream is waited for, so
@@ -5095,15 +5101,15 @@ static zero_result zero__cuda_stage_fail(zero_ctx *ctx, int e, const char *what)
 }
 static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
     zero__cuda *cu = zero__cu(ctx);
-    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGE_BYTES / es, i, k;
+    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGING_BYTES / es, i, k;
     int e;
     for (i = 0, k = 0; i < n; i += per, k++) {
         int b = (int)(k & 1);
         int64_t c = n - i < per ? n - i : per;
         if (k >= 2 && (e = (int)cudaEventSynchronize(cu->xev[b])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero__from_f32(cu->stage[b], (zero_dtype)dt, src + i, c);
-        if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->stage[b], (size_t)(c * es), cudaMemcpyDefault,
+        zero__from_f32(cu->staging[b], (zero_dtype)dt, src + i, c);
+        if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->staging[b], (size_t)(c * es), cudaMemcpyDefault,
                                       cu->compute)) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaMemcpyAsync (staged, to the device)");
         if ((e = (int)cudaEventRecord(cu->xev[b], cu->compute)) != 0)
@@ -5118,7 +5124,7 @@ static int zero__cuda_stage_issue(zero__cuda *cu, const void *src, int64_t es, i
     int64_t i = k * per, c = n - i < per ? n - i : per;
     int b = (int)(k & 1), e;
     *what = "cudaMemcpyAsync (staged, to the host)";
-    if ((e = (int)cudaMemcpyAsync(cu->stage[b], (const char *)src + i * es, (size_t)(c * es), cudaMemcpyDefault,
+    if ((e = (int)cudaMemcpyAsync(cu->staging[b], (const char *)src + i * es, (size_t)(c * es), cudaMemcpyDefault,
                                   cu->compute)) != 0)
         return e;
     *what = "cudaEventRecord (a staging buffer)";
@@ -5126,19 +5132,19 @@ static int zero__cuda_stage_issue(zero__cuda *cu, const void *src, int64_t es, i
 }
 static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
     zero__cuda *cu = zero__cu(ctx);
-    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGE_BYTES / es, nk = (n + per - 1) / per, k;
+    int64_t es = (int64_t)zero__esize(dt), per = ZERO_STAGING_BYTES / es, nk = (n + per - 1) / per, k;
     const char *what = "";
     int e;
     if (n <= 0) return ZERO_OK;
     if ((e = zero__cuda_stage_issue(cu, src, es, n, per, 0, &what)) != 0) return zero__cuda_stage_fail(ctx, e, what);
     for (k = 0; k < nk; k++) {
         int64_t i = k * per, c = n - i < per ? n - i : per;
-        /* stage[(k + 1) % 2] held chunk k - 1, converted already */
+        /* staging[(k + 1) % 2] held chunk k - 1, converted already */
         if (k + 1 < nk && (e = zero__cuda_stage_issue(cu, src, es, n, per, k + 1, &what)) != 0)
             return zero__cuda_stage_fail(ctx, e, what);
         if ((e = (int)cudaEventSynchronize(cu->xev[k & 1])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero__to_f32(dst + i, cu->stage[k & 1], (zero_dtype)dt, c);
+        zero__to_f32(dst + i, cu->staging[k & 1], (zero_dtype)dt, c);
     }
     return ZERO_OK;
 }
@@ -5168,11 +5174,11 @@ static void zero__cuda_drain(zero_ctx *ctx) {
 }
 /* through the pinned staging buffers once zero_build made them, else the CPU's bounce */
 static zero_result zero__cuda_put_f32_op(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n) {
-    if (!zero__cu(ctx)->stage[1]) return zero__bounce_put_f32(ctx, dst, dt, src, n);
+    if (!zero__cu(ctx)->staging[1]) return zero__bounce_put_f32(ctx, dst, dt, src, n);
     return zero__cuda_put_f32(ctx, dst, dt, src, n);
 }
 static zero_result zero__cuda_get_f32_op(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n) {
-    if (!zero__cu(ctx)->stage[1]) return zero__bounce_get_f32(ctx, dst, src, dt, n);
+    if (!zero__cu(ctx)->staging[1]) return zero__bounce_get_f32(ctx, dst, src, dt, n);
     return zero__cuda_get_f32(ctx, dst, src, dt, n);
 }
 ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
@@ -8256,6 +8262,13 @@ static void zero__act_size(zero__sizes *z, int64_t bytes) {
 }
 
 
+/* one tier's bytes, all categories */
+static int64_t zero__tier_total(const int64_t *cats) {
+    int64_t t = 0;
+    int c;
+    for (c = 0; c < ZERO_CAT_NUM; c++) t += cats[c];
+    return t;
+}
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero__dtype_size(d->grad_accum_dtype);
@@ -8296,7 +8309,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     if (zero__dev_offload(d))   /* pinned host copies of the gradient shard and of the new params */
         b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += Tstate * (asz + (d->param_dtype == ZERO_F32 ? 0 : psz));
     if (d->device == ZERO_DEVICE_CUDA)     /* pinned staging of the host <-> device copies */
-        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGE_BYTES;
+        b[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGING_BYTES;
     zero__act_plan(d, z, b);
     for (t = 0; t < ZERO_TIER_NUM; t++)
         for (c = 0; c < ZERO_CAT_NUM; c++) {
@@ -9850,6 +9863,11 @@ static zero_result zero__build(zero_ctx *ctx) {
     }
     ctx->lay.num_trainable = z.num_trainable;
     ctx->built = 1;
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_PLAN,
+              "plan per rank: device %lld bytes, host %lld, nvme %lld (model states %lld, total %lld)",
+              (long long)zero__tier_total(b[ZERO_TIER_DEVICE]), (long long)zero__tier_total(b[ZERO_TIER_HOST]),
+              (long long)zero__tier_total(b[ZERO_TIER_NVME]), (long long)ctx->lay.plan.model_state_bytes,
+              (long long)ctx->lay.plan.total_bytes);
     zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_BUILT,
               "built: stage %d, %d ranks, %lld params (%lld padded), model states %lld bytes per rank, buffers %lld",
               d->stage, ctx->world, (long long)z.numel, (long long)z.padded, (long long)ctx->lay.plan.model_state_bytes,
@@ -10549,9 +10567,10 @@ static zero_result zero__step(zero_ctx *ctx) {
             ctx->opt.good_steps = 0;
         }
         if (d->stage == 3) zero__stage3_step_start(ctx);
-        zero__fail(ctx, ZERO_STEP_SKIPPED, ZERO_LOGITEM_STEP_SKIPPED,
-                   "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
-                   (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
+        /* not an error: a warning, and the last error stays what it was */
+        zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_STEP_SKIPPED,
+                  "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
+                  (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
         return ZERO_STEP_SKIPPED;
     }
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);

@@ -244,7 +244,7 @@ if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
 else
     echo "SKIP mock_tsan: ZERO_MOCK_TSAN=0 left out the double under ThreadSanitizer (build/mock-tsan/)"
 fi
-# 9. the CUDA device's pipelined copies (tests/cuda_mock/staging.c, ZERO_STAGE_BYTES 256): the pinned
+# 9. the CUDA device's pipelined copies (tests/cuda_mock/staging.c, ZERO_STAGING_BYTES 256): the pinned
 #    double buffer of set / gather / checkpoints and the ZeRO-Offload step by sub-group, bitwise against
 #    the CPU device; synchronous, then asynchronous with three seeds (and under TSan unless ZERO_MOCK_TSAN=0)
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/cuda_mock_staging" >>"$LOG" 2>&1; then

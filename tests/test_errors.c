@@ -32,6 +32,7 @@
 typedef struct rec_log {
     pthread_mutex_t mu;
     int count[ZERO_LOGITEM_NUM];
+    zero_log_level level[ZERO_LOGITEM_NUM];    /* the level an item was last logged at */
     int bad_items;                  /* items outside the enum */
     int empty_messages;
     int calls;
@@ -39,10 +40,10 @@ typedef struct rec_log {
 
 static void rec_func(void *ud, zero_log_level level, zero_log_item item, int rank, const char *message) {
     rec_log *r = (rec_log *)ud;
-    (void)level; (void)rank;
+    (void)rank;
     pthread_mutex_lock(&r->mu);
     r->calls++;
-    if ((int)item >= 0 && item < ZERO_LOGITEM_NUM) r->count[item]++;
+    if ((int)item >= 0 && item < ZERO_LOGITEM_NUM) { r->count[item]++; r->level[item] = level; }
     else r->bad_items++;
     if (!message || !message[0]) r->empty_messages++;
     pthread_mutex_unlock(&r->mu);
@@ -61,6 +62,14 @@ static int rec_count(rec_log *r, zero_log_item item) {
     n = r->count[item];
     pthread_mutex_unlock(&r->mu);
     return n;
+}
+
+static zero_log_level rec_level(rec_log *r, zero_log_item item) {
+    zero_log_level l;
+    pthread_mutex_lock(&r->mu);
+    l = r->level[item];
+    pthread_mutex_unlock(&r->mu);
+    return l;
 }
 
 static void rec_attach(zero_desc *d, rec_log *r) {
@@ -428,6 +437,30 @@ static void null_plan_get_out(void) {
     if (small(&mo, 0)) EXPECT(zero_plan_get(mo.z, NULL), ZERO_ERR_INVALID_ARG, mo.z);
     model_free(&mo);
 }
+/* zero_build logs its memory plan (PLAN) and that it is built (BUILT), at INFO level */
+static void log_plan_at_build(void) {
+    zero_desc d;
+    model mo;
+    rec_log rec;
+    const int64_t sizes[2] = { 100, 37 };
+    rec_init(&rec);
+    base_desc(&d);
+    d.stage = 3;
+    rec_attach(&d, &rec);
+    d.logger.level = ZERO_LOG_INFO;
+    if (model_make(&mo, &d, 2, sizes)) {
+        CHECK(rec_count(&rec, ZERO_LOGITEM_PLAN) == 0, "PLAN logged before zero_build");
+        OK(zero_build(mo.z), mo.z);
+        CHECK(rec_count(&rec, ZERO_LOGITEM_PLAN) == 1, "PLAN logged %d times at zero_build, want once",
+              rec_count(&rec, ZERO_LOGITEM_PLAN));
+        CHECK(rec_level(&rec, ZERO_LOGITEM_PLAN) == ZERO_LOG_INFO, "PLAN at level %d, want ZERO_LOG_INFO",
+              (int)rec_level(&rec, ZERO_LOGITEM_PLAN));
+        CHECK_LOGGED(&rec, ZERO_LOGITEM_BUILT);
+        CHECK(rec.empty_messages == 0, "%d empty log messages", rec.empty_messages);
+        zero_destroy(mo.z);
+    }
+    rec_fini(&rec);
+}
 static void null_stats_get_out(void) {
     model mo;
     if (small(&mo, 1)) EXPECT(zero_stats_get(mo.z, NULL), ZERO_ERR_INVALID_ARG, mo.z);
@@ -783,7 +816,8 @@ typedef struct to_job {
     int rank0_done;
     zero_result got;
     double ms, destroy_ms;
-    int msg, saw_item, saw_timeout;
+    int msg, saw_item, saw_timeout, saw_left;
+    char last[512];
     zero_result build[2];
 } to_job;
 
@@ -839,9 +873,11 @@ static zero_result to_rank(zero_comm *comm, int rank, void *user) {
     j->rank0_done = 1;
     pthread_mutex_unlock(&j->mu);
     j->msg = msg_ok(zero_last_error(z));
+    snprintf(j->last, sizeof j->last, "%s", zero_last_error(z));
     j->saw_item = rec_count(&rec, ZERO_LOGITEM_COLL_TIMEOUT) + rec_count(&rec, ZERO_LOGITEM_RANK_LEFT) +
                   rec_count(&rec, ZERO_LOGITEM_COMM_BROKEN) > 0;
     j->saw_timeout = rec_count(&rec, ZERO_LOGITEM_COLL_TIMEOUT) > 0;
+    j->saw_left = rec_count(&rec, ZERO_LOGITEM_RANK_LEFT) > 0;
     t0 = test_now_ms();
     zero_destroy(z);
     z = NULL;
@@ -946,6 +982,9 @@ static void timeout_case(to_kind kind, int stall) {
     CHECK(j.msg, "rank 0: no zero_last_error message");
     CHECK(j.saw_item, "rank 0: the logger saw none of COLL_TIMEOUT, RANK_LEFT, COMM_BROKEN");
     if (stall) CHECK(j.saw_timeout, "rank 0: the logger did not see COLL_TIMEOUT");
+    if (!stall && j.got == ZERO_ERR_COMM && strstr(j.last, "left the group"))
+        CHECK(j.saw_left, "rank 0: '%s' but the logger did not see RANK_LEFT", j.last);
+    if (stall) CHECK(!j.saw_left, "rank 0: RANK_LEFT logged, but rank 1 is alive");
 }
 static void timeout_step_stage2_rank_left(void) { timeout_case(TO_STEP, 0); }
 static void timeout_fetch_stage3_rank_left(void) { timeout_case(TO_FETCH, 0); }
@@ -991,6 +1030,7 @@ static zero_result nf_rank(zero_comm *comm, int rank, void *user) {
         CHECK(s0 == 1.0f, "rank %d: %s loss scale %g, want 1 (static)", rank, zero_dtype_str(j->dtype), s0);
 
     for (int step = 0; step < 2; step++) {          /* step 0: the bad one; step 1: clean */
+        char err_before[512];
         for (int i = 0; i < 2; i++) { OK(zero_fetch(mo.z, mo.m[i]), mo.z); OK(zero_release(mo.z, mo.m[i]), mo.z); }
         for (int i = 1; i >= 0; i--) {
             void *g;
@@ -1008,8 +1048,14 @@ static zero_result nf_rank(zero_comm *comm, int rank, void *user) {
             OK(zero_release(mo.z, mo.m[i]), mo.z);
             OK(zero_grads_ready(mo.z, mo.m[i]), mo.z);
         }
+        snprintf(err_before, sizeof err_before, "%s", zero_last_error(mo.z));
         r = zero_step(mo.z);
         if (step == 0) {
+            /* not an error: a warning, and the last error is left as it was */
+            CHECK(rec_level(&rec, ZERO_LOGITEM_STEP_SKIPPED) == ZERO_LOG_WARN, "rank %d: STEP_SKIPPED logged at level "
+                  "%d, want ZERO_LOG_WARN", rank, (int)rec_level(&rec, ZERO_LOGITEM_STEP_SKIPPED));
+            CHECK(!strcmp(err_before, zero_last_error(mo.z)), "rank %d: a skipped step changed the last error to '%s'",
+                  rank, zero_last_error(mo.z));
             CHECK(r == ZERO_STEP_SKIPPED, "rank %d: zero_step returned %s, want %s", rank,
                   zero_result_str(r), zero_result_str(ZERO_STEP_SKIPPED));
             CHECK_LOGGED(&rec, ZERO_LOGITEM_STEP_SKIPPED);
@@ -1300,6 +1346,7 @@ int main(void) {
     TEST_RUN(safetensors_key_clash);
     TEST_RUN(null_plan_get_out);
     TEST_RUN(null_stats_get_out);
+    TEST_RUN(log_plan_at_build);
     TEST_RUN(null_estimate_desc);
     TEST_RUN(null_estimate_numels);
     TEST_RUN(null_estimate_out);

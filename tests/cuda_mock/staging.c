@@ -2,7 +2,7 @@
    double (build/mock/cuda_mock_staging, run by tests/test_cuda_mock.sh in both of the
    double's modes; the asynchronous, adversarial one with several ZERO_CUDA_MOCK_SEEDs):
    - the pinned double buffer of zero_param_set_f32, zero_gather_params_f32 and the
-     checkpoints (ZERO_STAGE_BYTES, here 256 bytes so that every transfer is many chunks):
+     checkpoints (ZERO_STAGING_BYTES, here 256 bytes so that every transfer is many chunks):
      a buffer refilled before its copy ran, or read before its copy landed, gives the
      double's 0xff bytes or the next chunk's values;
    - the ZeRO-Offload step pipelined by sub-group (D2H of the next, the CPU pass of this,
@@ -13,9 +13,9 @@
    Each case: the values set then gathered, a few steps, the params gathered, zero_save,
    zero_load into a fresh context and gathered again; every result bitwise against the same
    run on the CPU device, and zero_stats_get's bytes equal to the plan's (which counts the
-   staging: 2 x ZERO_STAGE_BYTES of host buffers more than the CPU device's plan). */
+   staging: 2 x ZERO_STAGING_BYTES of host buffers more than the CPU device's plan). */
 #define _XOPEN_SOURCE 700
-#define ZERO_STAGE_BYTES 256
+#define ZERO_STAGE_BYTES 256          /* the old name of ZERO_STAGING_BYTES: the alias is tested here */
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
 #include "../test.h"
@@ -177,8 +177,8 @@ static void one(const char *tag, int stage, int world, zero_dtype dt, zero_offlo
     got.device = ZERO_DEVICE_CUDA;
     if (!run(&ref, tag) || !run(&got, tag)) return;
     CHECK(!got.plan_mismatch && !ref.plan_mismatch, "%s: zero_stats_get's bytes differ from the plan's", tag);
-    CHECK(off != ZERO_OFFLOAD_NONE || got.host_buffers - ref.host_buffers == 2 * ZERO_STAGE_BYTES,
-          "%s: the CUDA plan's host buffers %lld, the CPU's %lld: want 2 x ZERO_STAGE_BYTES more", tag,
+    CHECK(off != ZERO_OFFLOAD_NONE || got.host_buffers - ref.host_buffers == 2 * ZERO_STAGING_BYTES,
+          "%s: the CUDA plan's host buffers %lld, the CPU's %lld: want 2 x ZERO_STAGING_BYTES more", tag,
           (long long)got.host_buffers, (long long)ref.host_buffers);
     CHECK(got.numel == ref.numel && got.numel > 0, "%s: numel %lld vs %lld", tag, (long long)got.numel,
           (long long)ref.numel);

@@ -1,6 +1,6 @@
 /* tests/gpu/bench_staging.c - how fast the CUDA device moves fp32 host values in and out
    (zero_param_set_f32, zero_gather_params_f32: converted on the host, through the pinned
-   double buffer of ZERO_STAGE_BYTES) and how long the ZeRO-Offload step takes (gradients
+   double buffer of ZERO_STAGING_BYTES) and how long the ZeRO-Offload step takes (gradients
    down, the CPU's pass, params up, pipelined by sub-group), on one GPU, world of one.
 
    One param of N elements (16M; ZERO_BENCH_N overrides), f32 and bf16 params. Against them
@@ -153,7 +153,7 @@ int main(void) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
         src[k] = (float)(s >> 40) / 16777216.0f - 0.5f;
     }
-    printf("n=%lld stage_bytes=%lld\n", (long long)n, (long long)ZERO_STAGE_BYTES);
+    printf("n=%lld stage_bytes=%lld\n", (long long)n, (long long)ZERO_STAGING_BYTES);
     bad |= link_ceiling(n);
     bad |= one(n, ZERO_F32, 0, src, back);
     bad |= one(n, ZERO_BF16, 0, src, back);
