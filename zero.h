@@ -8776,6 +8776,35 @@ static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modul
         }
     return ZERO_OK;
 }
+static zero_result zero__add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
+    zero__module_rec *m;
+    zero_result r;
+    int i;
+    if (!ctx || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_module: ctx, desc, desc->name and out must not be NULL");
+    out->id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
+    if ((r = zero__name_check(ctx, "zero_add_module", "module", desc->name)) != ZERO_OK) return r;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strcmp(ctx->modules[i].name, desc->name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_add_module: a module named '%s' already exists", desc->name);
+    if (!zero__grow(ctx, (void **)&ctx->modules, &ctx->cap_modules, ctx->num_modules, sizeof *m))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m = &ctx->modules[ctx->num_modules];
+    memset(m, 0, sizeof *m);
+    if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
+    m->frozen = desc->frozen != 0;
+    m->shared = desc->shared != 0;
+    m->goff = -1;
+    m->staged = -1;
+    out->id = zero__handle(ctx, ctx->num_modules++);
+    return ZERO_OK;
+}
 /* >>offload: the tiers behind zero__tier_vt (mem, host, nvme), and the NVMe tier's blocks -----
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
@@ -10316,6 +10345,55 @@ static zero_result zero__release(zero_ctx *ctx, int mi) {
     return ZERO_OK;
 }
 
+/* zero_fetch of module mi: first the modules whose params it uses through ties, then mi;
+   on failure the owners fetched so far are let go */
+static zero_result zero__fetch_tied(zero_ctx *ctx, int mi) {
+    zero_result r = ZERO_OK;
+    int i, k;
+    for (i = 0; i < ctx->num_ties; i++) {
+        int o = zero__tie_owner(ctx, mi, i);
+        if (o >= 0 && (r = zero__fetch(ctx, o)) != ZERO_OK) break;
+    }
+    if (r == ZERO_OK) r = zero__fetch(ctx, mi);
+    if (r != ZERO_OK)
+        for (k = i - 1; k >= 0; k--) {
+            int o = zero__tie_owner(ctx, mi, k);
+            if (o >= 0) (void)zero__release(ctx, o);
+        }
+    return r;
+}
+/* zero_release of module mi, then of the owners of its tied params; the prefetch goes on */
+static zero_result zero__release_tied(zero_ctx *ctx, int mi) {
+    zero_result r, r2;
+    int i;
+    if (ctx->modules[mi].fetched == 0)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_release('%s'): the module is not fetched", ctx->modules[mi].name);
+    r = zero__release(ctx, mi);
+    for (i = ctx->num_ties - 1; i >= 0; i--) {
+        int o = zero__tie_owner(ctx, mi, i);
+        if (o >= 0 && ctx->modules[o].fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
+    }
+    zero__prefetch(ctx);
+    return r;
+}
+/* zero_param_data of param pi: in the params arena (stages 0-2) or its module's gathered span */
+static void *zero__param_data(zero_ctx *ctx, int pi) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    int pdt;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    pdt = ctx->desc.param_dtype;
+    if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->param_off + pr->offset, pdt);
+    if (!m->fetched) {
+        zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
+                   "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
+        return NULL;
+    }
+    return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
+}
+
 /* >>grads: staging area, buckets --------------------------------------------------------
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
@@ -10490,6 +10568,40 @@ static zero_result zero__grads_ready(zero_ctx *ctx, int mi) {
     return ZERO_OK;
 }
 
+/* zero_param_grad of param pi: where this micro-batch's gradient is written */
+static void *zero__param_grad(zero_ctx *ctx, int pi) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r;
+    int64_t off;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    if (m->frozen) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_FROZEN_GRAD,
+                   "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
+        return NULL;
+    }
+    if (m->ready >= ctx->desc.accum_steps) {
+        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
+                   m->name, pr->name, ctx->desc.accum_steps, m->name);
+        return NULL;
+    }
+    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
+    if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
+    return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
+}
+/* zero_grads_ready of module mi, checked against the micro-batches of this step */
+static zero_result zero__module_grads_ready(zero_ctx *ctx, int mi) {
+    zero__module_rec *m = &ctx->modules[mi];
+    if (m->frozen && !zero__uses_ties(ctx, mi)) return ZERO_OK;
+    if (m->calls >= ctx->desc.accum_steps)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
+                          m->name, ctx->desc.accum_steps);
+    return zero__grads_ready(ctx, mi);
+}
+
 /* >>optim ------------------------------------------------------------------------------
    zero_step: the step's end (gradients cleared for the next one) and its body. */
 static void zero__end_step(zero_ctx *ctx) {
@@ -10601,6 +10713,76 @@ static zero_result zero__step(zero_ctx *ctx) {
     return ZERO_OK;
 }
 
+/* ---- params in and out (zero_param_set_f32, zero_gather_params_f32, zero_set_params_f32) ---- */
+/* param pi's values from fp32: into the params (stages 0-2: the full copy; stage 3: this
+   rank's shard, or the tier's) and the fp32 master where there is one */
+static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *values) {
+    const zero__param_rec *pr;
+    const zero__module_rec *m;
+    zero_result r = ZERO_OK;
+    int pdt;
+    int64_t lo, s, e;
+    pr = &ctx->params[pi];
+    m = &ctx->modules[pr->module];
+    pdt = ctx->desc.param_dtype;
+    /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
+       shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
+    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
+    ctx->modules[pr->module].sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
+    ctx->zpp.sets++;
+    zero__param_region(ctx, pr, &lo, &s, &e);
+    if (ctx->desc.stage < 3)
+        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
+    else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
+        r = ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
+                                "zero_param_set_f32");
+    else if (s < e)
+        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
+                              values + (s - pr->offset), e - s);
+    if (r != ZERO_OK) return r;
+    if (ctx->tier.vt->has_master(ctx) && !m->frozen && s < e)
+        return ctx->tier.vt->write(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
+                                   "zero_param_set_f32");
+    return ZERO_OK;
+}
+/* every param's values, as fp32, in registration order (the master where there is one) */
+static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
+    const zero_desc *d;
+    float *tmp = NULL;
+    zero_result r = ZERO_OK;
+    int i, j, pdt;
+    d = &ctx->desc;
+    pdt = d->param_dtype;
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
+        if (!local) {
+            /* a transient buffer of one module in device memory, outside the plan: this is
+               not a training-step call */
+            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4)))
+                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                  "zero_gather_params_f32: out of memory");
+            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
+            if (r != ZERO_OK) break;
+        }
+        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module != i) continue;
+            if (!local)
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
+            else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
+                r = ctx->tier.vt->read(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset,
+                                       "zero_gather_params_f32");
+            else
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt),
+                                      pdt, pr->numel);
+        }
+        if (r != ZERO_OK) break;
+    }
+    if (tmp) ctx->dev->free(ctx, tmp);
+    return r;
+}
+
 /* >>tiling -----------------------------------------------------------------------------
    Memory-centric tiling: one linear layer cut into tiles, each tile a module of its own,
    fetched, used and released in turn. */
@@ -10610,27 +10792,125 @@ static int zero__tiled_index(zero_ctx *ctx, zero_tiled_linear tl, const char *fn
 }
 static int64_t zero__tile_row0(const zero__tiled *t, int k) { return (int64_t)k * t->out / t->tiles; }
 
-static zero_param zero__tile_param(const zero_ctx *ctx, const zero__tiled *t, int k, int bias) {
-    zero_param p;
-    p.id = zero__handle(ctx, t->first_param + k * (1 + t->bias) + bias);
-    return p;
-}
-static zero_module zero__tile_module(const zero_ctx *ctx, const zero__tiled *t, int k) {
-    zero_module m;
-    m.id = zero__handle(ctx, t->first_module + k);
-    return m;
-}
+/* the index of tile k's weight (bias 0) or bias (1) param */
+static int zero__tile_pi(const zero__tiled *t, int k, int bias) { return t->first_param + k * (1 + t->bias) + bias; }
 
 /* fetch tile k and give its weights as fp32 (the gathered tile itself when params are f32) */
 static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k, zero_result *r) {
     int64_t rows = zero__tile_row0(t, k + 1) - zero__tile_row0(t, k);
     const void *w;
-    if ((*r = zero_fetch(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return NULL;
-    w = zero_param_data(ctx, zero__tile_param(ctx, t, k, 0));
+    if ((*r = zero__fetch_tied(ctx, t->first_module + k)) != ZERO_OK) return NULL;
+    w = zero__param_data(ctx, zero__tile_pi(t, k, 0));
     if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
     if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile.w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
         != ZERO_OK) return NULL;
     return ctx->tile.w;
+}
+
+/* tile k of t: its module, its weight rows and its bias slice */
+static zero_result zero__tile_add(zero_ctx *ctx, const zero__tiled *t, const char *name, int k) {
+    char mname[256];
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_module m;
+    zero_param p;
+    zero_result r;
+    memset(&md, 0, sizeof md);
+    memset(&pd, 0, sizeof pd);
+    snprintf(mname, sizeof mname, "%s.tile%d", name, k);
+    md.name = mname;
+    if ((r = zero__add_module(ctx, &md, &m)) != ZERO_OK) return r;
+    pd.name = "w"; pd.ndim = 2;
+    pd.shape[0] = zero__tile_row0(t, k + 1) - zero__tile_row0(t, k);
+    pd.shape[1] = t->in;
+    if ((r = zero__add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
+    if (!t->bias) return ZERO_OK;
+    pd.name = "b"; pd.ndim = 1; pd.shape[1] = 0; pd.no_decay = 1;
+    return zero__add_param(ctx, m, &pd, &p);
+}
+/* zero_tiled_linear_add: the tiles as modules NAME.tileK with params w (and b), registered */
+static zero_result zero__tiled_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out) {
+    zero__tiled rec;
+    zero_result r;
+    int64_t tiles, wbytes;
+    int k;
+    if (desc->in_features <= 0 || desc->out_features <= 0 || desc->tiles < 0 || desc->tile_bytes < 0 ||
+        !zero__mul(desc->in_features, desc->out_features, &wbytes) || wbytes > ((int64_t)1 << 48))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
+                          desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
+                          (long long)desc->tile_bytes);
+    wbytes *= (int64_t)zero__dtype_size(ctx->desc.param_dtype);
+    tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
+    if (tiles > desc->out_features) tiles = desc->out_features;
+    if (tiles > 0xffff)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_tiled_linear_add('%s'): %lld tiles; at most 65535", desc->name, (long long)tiles);
+    if (!zero__grow(ctx, (void **)&ctx->tiled, &ctx->cap_tiled, ctx->num_tiled, sizeof rec))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_tiled_linear_add: out of memory");
+    rec.first_module = ctx->num_modules;
+    rec.first_param = ctx->num_params;
+    rec.tiles = (int)tiles;
+    rec.bias = desc->bias != 0;
+    rec.in = desc->in_features;
+    rec.out = desc->out_features;
+    for (k = 0; k < rec.tiles; k++)
+        if ((r = zero__tile_add(ctx, &rec, desc->name, k)) != ZERO_OK) return r;
+    ctx->tiled[ctx->num_tiled] = rec;
+    out->id = zero__handle(ctx, ctx->num_tiled++);
+    return ZERO_OK;
+}
+static zero_result zero__tiled_set_f32(zero_ctx *ctx, const zero__tiled *t, const float *w, const float *b) {
+    zero_result r;
+    int k;
+    for (k = 0; k < t->tiles; k++) {
+        int64_t r0 = zero__tile_row0(t, k);
+        if ((r = zero__param_set_f32(ctx, zero__tile_pi(t, k, 0), w + r0 * t->in)) != ZERO_OK) return r;
+        if (t->bias && b && (r = zero__param_set_f32(ctx, zero__tile_pi(t, k, 1), b + r0)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+/* y = x W^T (+ b), a tile at a time */
+static zero_result zero__tiled_forward(zero_ctx *ctx, const zero__tiled *t, const float *x, int64_t rows, float *y) {
+    zero_result r;
+    int k;
+    for (k = 0; k < t->tiles; k++) {
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        if (!w) return r;
+        if ((r = ctx->dev->gemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
+        if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero__param_data(ctx, zero__tile_pi(t, k, 1)),
+                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
+            return r;
+        if ((r = zero__release_tied(ctx, t->first_module + k)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+/* dx = dy W, and the tiles' gradients; tiles in forward order, so dx sums over the output
+   features in order (see ON TILING) */
+static zero_result zero__tiled_backward(zero_ctx *ctx, const zero__tiled *t, const float *x, const float *dy, int64_t rows,
+                                        float *dx) {
+    zero_result r;
+    int k;
+    for (k = 0; k < t->tiles; k++) {
+        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
+        zero_dtype gdt = ctx->desc.grad_dtype;
+        const void *tg = ctx->tile.g;
+        const float *w = zero__tile_fetch(ctx, t, k, &r);
+        void *gw, *gb = NULL;
+        if (!w) return r;
+        if (!(gw = zero__param_grad(ctx, zero__tile_pi(t, k, 0)))) return ZERO_ERR_STATE;
+        if (t->bias && !(gb = zero__param_grad(ctx, zero__tile_pi(t, k, 1)))) return ZERO_ERR_STATE;
+        if (dx && (r = ctx->dev->gemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
+            return r;
+        if ((r = ctx->dev->gemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile.g, t->in)) != ZERO_OK ||
+            (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
+            return r;
+        if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
+        if ((r = zero__release_tied(ctx, t->first_module + k)) != ZERO_OK) return r;
+        if ((r = zero__module_grads_ready(ctx, t->first_module + k)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
 }
 
 /* >>stash: the activation stash: slots put in the forward pass, read back for the backward --
@@ -12841,33 +13121,7 @@ ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1
 
 
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
-    zero__module_rec *m;
-    zero_result r;
-    int i;
-    if (!ctx || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_add_module: ctx, desc, desc->name and out must not be NULL");
-    out->id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "zero_add_module('%s'): the model cannot change after zero_build", desc->name);
-    if ((r = zero__name_check(ctx, "zero_add_module", "module", desc->name)) != ZERO_OK) return r;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (strcmp(ctx->modules[i].name, desc->name) == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_add_module: a module named '%s' already exists", desc->name);
-    if (!zero__grow(ctx, (void **)&ctx->modules, &ctx->cap_modules, ctx->num_modules, sizeof *m))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
-    m = &ctx->modules[ctx->num_modules];
-    memset(m, 0, sizeof *m);
-    if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
-    m->frozen = desc->frozen != 0;
-    m->shared = desc->shared != 0;
-    m->goff = -1;
-    m->staged = -1;
-    out->id = zero__handle(ctx, ctx->num_modules++);
-    return ZERO_OK;
+    return zero__add_module(ctx, desc, out);
 }
 
 
@@ -13056,98 +13310,36 @@ ZERO_API zero_result zero_act_get(zero_ctx *ctx, zero_act act, void *dst) {
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
 ZERO_API zero_result zero_fetch(zero_ctx *ctx, zero_module mod) {
     zero_result r;
-    int mi, i, k;
+    int mi;
     if ((r = zero__check_built(ctx, "zero_fetch")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_fetch")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    /* first the modules whose params mi uses through ties, then mi; on failure the
-       owners fetched so far are let go */
-    for (i = 0; i < ctx->num_ties; i++) {
-        int o = zero__tie_owner(ctx, mi, i);
-        if (o >= 0 && (r = zero__fetch(ctx, o)) != ZERO_OK) break;
-    }
-    if (r == ZERO_OK) r = zero__fetch(ctx, mi);
-    if (r != ZERO_OK)
-        for (k = i - 1; k >= 0; k--) {
-            int o = zero__tie_owner(ctx, mi, k);
-            if (o >= 0) (void)zero__release(ctx, o);
-        }
-    return r;
+    return zero__fetch_tied(ctx, mi);
 }
-
 ZERO_API zero_result zero_release(zero_ctx *ctx, zero_module mod) {
-    zero_result r, r2;
-    int mi, i;
+    zero_result r;
+    int mi;
     if ((r = zero__check_built(ctx, "zero_release")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_release")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    if (ctx->modules[mi].fetched == 0)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_release('%s'): the module is not fetched", ctx->modules[mi].name);
-    r = zero__release(ctx, mi);
-    for (i = ctx->num_ties - 1; i >= 0; i--) {     /* then the owners of its tied params */
-        int o = zero__tie_owner(ctx, mi, i);
-        if (o >= 0 && ctx->modules[o].fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
-    }
-    zero__prefetch(ctx);
-    return r;
+    return zero__release_tied(ctx, mi);
 }
-
 ZERO_API void *zero_param_data(zero_ctx *ctx, zero_param p) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
-    int pi, pdt;
+    int pi;
     if (zero__check_built(ctx, "zero_param_data") != ZERO_OK) return NULL;
     if ((pi = zero__param_index(ctx, p, "zero_param_data")) < 0) return NULL;
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
-    if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->param_off + pr->offset, pdt);
-    if (!m->fetched) {
-        zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
-                   "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
-        return NULL;
-    }
-    return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
+    return zero__param_data(ctx, pi);
 }
-
 ZERO_API void *zero_param_grad(zero_ctx *ctx, zero_param p) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
-    zero_result r;
-    int64_t off;
     int pi;
     if (zero__check_built(ctx, "zero_param_grad") != ZERO_OK) return NULL;
     if ((pi = zero__param_index(ctx, p, "zero_param_grad")) < 0) return NULL;
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    if (m->frozen) {
-        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_FROZEN_GRAD,
-                   "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
-        return NULL;
-    }
-    if (m->ready >= ctx->desc.accum_steps) {
-        zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
-                   m->name, pr->name, ctx->desc.accum_steps, m->name);
-        return NULL;
-    }
-    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
-    if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
-    return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
+    return zero__param_grad(ctx, pi);
 }
-
 ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
-    zero__module_rec *m;
     zero_result r;
     int mi;
     if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    m = &ctx->modules[mi];
-    if (m->frozen && !zero__uses_ties(ctx, mi)) return ZERO_OK;
-    if (m->calls >= ctx->desc.accum_steps)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                          "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
-                          m->name, ctx->desc.accum_steps);
-    return zero__grads_ready(ctx, mi);
+    return zero__module_grads_ready(ctx, mi);
 }
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
     zero_result r;
@@ -13170,10 +13362,6 @@ ZERO_API zero_result zero_sgemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_
     return ctx->dev->gemm(ctx, ta, tb, M, N, K, A, lda, B, ldb, accumulate, C, ldc);
 }
 ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linear_desc *desc, zero_tiled_linear *out) {
-    zero__tiled rec;
-    zero_result r;
-    int64_t tiles, wbytes;
-    int k;
     if (!ctx || !desc || !out || !desc->name)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
                           "zero_tiled_linear_add: ctx, desc, desc->name and out must not be NULL");
@@ -13181,118 +13369,37 @@ ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linea
     if (ctx->built)
         return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
                           "zero_tiled_linear_add('%s'): the model cannot change after zero_build", desc->name);
-    if (desc->in_features <= 0 || desc->out_features <= 0 || desc->tiles < 0 || desc->tile_bytes < 0 ||
-        !zero__mul(desc->in_features, desc->out_features, &wbytes) || wbytes > ((int64_t)1 << 48))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_tiled_linear_add('%s'): in_features %lld, out_features %lld, tiles %d, tile_bytes %lld",
-                          desc->name, (long long)desc->in_features, (long long)desc->out_features, desc->tiles,
-                          (long long)desc->tile_bytes);
-    wbytes *= (int64_t)zero__dtype_size(ctx->desc.param_dtype);
-    tiles = desc->tiles ? desc->tiles : desc->tile_bytes ? (wbytes + desc->tile_bytes - 1) / desc->tile_bytes : 1;
-    if (tiles > desc->out_features) tiles = desc->out_features;
-    if (tiles > 0xffff)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_tiled_linear_add('%s'): %lld tiles; at most 65535", desc->name, (long long)tiles);
-    if (!zero__grow(ctx, (void **)&ctx->tiled, &ctx->cap_tiled, ctx->num_tiled, sizeof rec))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_tiled_linear_add: out of memory");
-    rec.first_module = ctx->num_modules;
-    rec.first_param = ctx->num_params;
-    rec.tiles = (int)tiles;
-    rec.bias = desc->bias != 0;
-    rec.in = desc->in_features;
-    rec.out = desc->out_features;
-    for (k = 0; k < rec.tiles; k++) {
-        char name[256];
-        zero_module_desc md;
-        zero_param_desc pd;
-        zero_module m;
-        zero_param p;
-        memset(&md, 0, sizeof md);
-        memset(&pd, 0, sizeof pd);
-        snprintf(name, sizeof name, "%s.tile%d", desc->name, k);
-        md.name = name;
-        if ((r = zero_add_module(ctx, &md, &m)) != ZERO_OK) return r;
-        pd.name = "w"; pd.ndim = 2;
-        pd.shape[0] = zero__tile_row0(&rec, k + 1) - zero__tile_row0(&rec, k);
-        pd.shape[1] = rec.in;
-        if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
-        if (rec.bias) {
-            pd.name = "b"; pd.ndim = 1; pd.shape[1] = 0; pd.no_decay = 1;
-            if ((r = zero_add_param(ctx, m, &pd, &p)) != ZERO_OK) return r;
-        }
-    }
-    ctx->tiled[ctx->num_tiled] = rec;
-    out->id = zero__handle(ctx, ctx->num_tiled++);
-    return ZERO_OK;
+    return zero__tiled_add(ctx, desc, out);
 }
-
 ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl) {
     int i = zero__tiled_index((zero_ctx *)ctx, tl, "zero_tiled_linear_tiles");
     return i < 0 ? -1 : ctx->tiled[i].tiles;
 }
 ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b) {
     zero_result r;
-    int i, k;
+    int i;
     if ((r = zero__check_built(ctx, "zero_tiled_linear_set_f32")) != ZERO_OK) return r;
     if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k);
-        if ((r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 0), w + r0 * t->in)) != ZERO_OK) return r;
-        if (t->bias && b && (r = zero_param_set_f32(ctx, zero__tile_param(ctx, t, k, 1), b + r0)) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
+    return zero__tiled_set_f32(ctx, &ctx->tiled[i], w, b);
 }
 ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y) {
     zero_result r;
-    int i, k;
+    int i;
     if ((r = zero__check_built(ctx, "zero_tiled_linear_forward")) != ZERO_OK) return r;
     if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_forward")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if (!x || !y || rows < 0)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_forward: bad arguments");
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
-        const float *w = zero__tile_fetch(ctx, t, k, &r);
-        if (!w) return r;
-        if ((r = zero_sgemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
-        if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero_param_data(ctx, zero__tile_param(ctx, t, k, 1)),
-                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
-            return r;
-        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
+    return zero__tiled_forward(ctx, &ctx->tiled[i], x, rows, y);
 }
-
 ZERO_API zero_result zero_tiled_linear_backward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, const float *dy,
                                                 int64_t rows, float *dx) {
     zero_result r;
-    int i, k;
+    int i;
     if ((r = zero__check_built(ctx, "zero_tiled_linear_backward")) != ZERO_OK) return r;
     if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_backward")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if (!x || !dy || rows < 0)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_backward: bad arguments");
-    /* tiles in forward order, so dx sums over the output features in order (see ON TILING) */
-    for (k = 0; k < ctx->tiled[i].tiles; k++) {
-        const zero__tiled *t = &ctx->tiled[i];
-        int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
-        zero_dtype gdt = ctx->desc.grad_dtype;
-        const void *tg = ctx->tile.g;
-        const float *w = zero__tile_fetch(ctx, t, k, &r);
-        void *gw, *gb = NULL;
-        if (!w) return r;
-        if (!(gw = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 0)))) return ZERO_ERR_STATE;
-        if (t->bias && !(gb = zero_param_grad(ctx, zero__tile_param(ctx, t, k, 1)))) return ZERO_ERR_STATE;
-        if (dx && (r = zero_sgemm(ctx, 0, 0, rows, t->in, n, dy + r0, t->out, w, t->in, k > 0, dx, t->in)) != ZERO_OK)
-            return r;
-        if ((r = zero_sgemm(ctx, 1, 0, n, t->in, rows, dy + r0, t->out, x, t->in, 0, ctx->tile.g, t->in)) != ZERO_OK ||
-            (r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, gw, gdt, &tg, 1, ZERO_F32, n * t->in, 1)) != ZERO_OK)
-            return r;
-        if (gb && (r = ctx->dev->bias_grad(ctx, gb, gdt, dy + r0, t->out, rows, n)) != ZERO_OK) return r;
-        if ((r = zero_release(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-        if ((r = zero_grads_ready(ctx, zero__tile_module(ctx, t, k))) != ZERO_OK) return r;
-    }
-    return ZERO_OK;
+    return zero__tiled_backward(ctx, &ctx->tiled[i], x, dy, rows, dx);
 }
 
 ZERO_API zero_result zero_copy(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
@@ -13451,89 +13558,30 @@ ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
 
 /* ---- parameters in and out ------------------------------------------------------------ */
 ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values) {
-    const zero__param_rec *pr;
-    const zero__module_rec *m;
     zero_result r;
-    int pi, pdt;
-    int64_t lo, s, e;
+    int pi;
     if ((r = zero__check_built(ctx, "zero_param_set_f32")) != ZERO_OK) return r;
     if ((pi = zero__param_index(ctx, p, "zero_param_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if (!values) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_param_set_f32: values is NULL");
-    pr = &ctx->params[pi];
-    m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
-    /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
-       shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
-    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
-    ctx->modules[pr->module].sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
-    ctx->zpp.sets++;
-    zero__param_region(ctx, pr, &lo, &s, &e);
-    if (ctx->desc.stage < 3)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
-    else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
-        r = ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
-                                "zero_param_set_f32");
-    else if (s < e)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
-                              values + (s - pr->offset), e - s);
-    if (r != ZERO_OK) return r;
-    if (ctx->tier.vt->has_master(ctx) && !m->frozen && s < e)
-        return ctx->tier.vt->write(ctx, 0, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
-                                   "zero_param_set_f32");
-    return ZERO_OK;
+    return zero__param_set_f32(ctx, pi, values);
 }
 
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
-    const zero_desc *d;
-    float *tmp = NULL;
     zero_result r;
-    int i, j, pdt;
     if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
     if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
-    d = &ctx->desc;
-    pdt = d->param_dtype;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
-        if (!local) {
-            /* a transient buffer of one module in device memory, outside the plan: this is
-               not a training-step call */
-            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4)))
-                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                                  "zero_gather_params_f32: out of memory");
-            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
-            if (r != ZERO_OK) break;
-        }
-        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module != i) continue;
-            if (!local)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
-            else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
-                r = ctx->tier.vt->read(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset,
-                                       "zero_gather_params_f32");
-            else
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt),
-                                      pdt, pr->numel);
-        }
-        if (r != ZERO_OK) break;
-    }
-    if (tmp) ctx->dev->free(ctx, tmp);
-    return r;
+    return zero__gather_params_f32(ctx, out);
 }
 
 ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all) {
     zero_result r;
-    zero_param p;
     int i;
     if ((r = zero__check_built(ctx, "zero_set_params_f32")) != ZERO_OK) return r;
     if (!all) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_set_params_f32: all is NULL");
     /* param by param, so every stage, tier and device takes its own path, and nothing is
        copied whole */
-    for (i = 0; i < ctx->num_params; i++) {
-        p.id = zero__handle(ctx, i);
-        if ((r = zero_param_set_f32(ctx, p, all + ctx->params[i].out_offset)) != ZERO_OK) return r;
-    }
+    for (i = 0; i < ctx->num_params; i++)
+        if ((r = zero__param_set_f32(ctx, i, all + ctx->params[i].out_offset)) != ZERO_OK) return r;
     return ZERO_OK;
 }
 
