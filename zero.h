@@ -2062,6 +2062,7 @@ typedef struct zero__tier_vt {
     void (*free)(zero_ctx *ctx);                                 /* idempotent */
     int (*has_master)(const zero_ctx *ctx);                      /* an fp32 master apart from the params */
     int (*holds_params)(const zero_ctx *ctx);                    /* the stage-3 shard of trainable modules */
+    int build_agreed;               /* build's success is agreed by every rank (files: every rank's, or none) */
     zero_result (*step)(zero_ctx *ctx, float gscale);            /* the fused pass (nvme: agreed by every rank,
                                                                     undone on failure) */
     zero_result (*read)(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn);
@@ -9599,6 +9600,7 @@ static zero_result zero__nvme_write(zero_ctx *ctx, int which, int64_t idx, int64
     return zero__off_rw(ctx, which, idx, n, NULL, in, fn);
 }
 ZERO__VT_BEGIN(zero__tier_vt, zero__tier_nvme)
+    ZERO__VT_SET(build_agreed, 1)
     ZERO__VT_SET(name, "nvme") ZERO__VT_SET(build, zero__off_build) ZERO__VT_SET(free, zero__off_free)
     ZERO__VT_SET(has_master, zero__nvme_has_master) ZERO__VT_SET(holds_params, zero__nvme_holds_params)
     ZERO__VT_SET(step, zero__off_apply) ZERO__VT_SET(read, zero__nvme_read)
@@ -9716,131 +9718,114 @@ static void zero__free_arenas(zero_ctx *ctx) {
     memset(ctx->lay.bytes, 0, sizeof ctx->lay.bytes);
 }
 
-/* zero_build after its argument checks: every rank checks the others registered the same
-   model, then the plan is allocated */
-static zero_result zero__build(zero_ctx *ctx) {
-    zero__sizes z;
+/* zero_build's first collective: every rank shows the others its model (a hash) and
+   whether its own checks passed, so a rank with a different or broken model stops every
+   rank here with a message, instead of leaving the others in a later collective */
+static zero_result zero__build_agree(zero_ctx *ctx, zero__sizes *z) {
     zero__build_rec mine, *all;
-    zero_result local = ZERO_OK, r;
-    zero_desc *d;
-    int64_t (*b)[ZERO_CAT_NUM];
-    int k, ok = 1;
-    d = &ctx->desc;
-    memset(&z, 0, sizeof z);
+    zero_result local, r;
+    int k;
     if (ctx->num_modules == 0)
         local = zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "zero_build: no modules registered");
     else
-        local = zero__layout(ctx, &z);
-    /* Every rank shows the others its model (a hash) and whether its own checks
-       passed, so a rank with a different or broken model stops every rank here
-       with a message, instead of leaving the others in a later collective. */
+        local = zero__layout(ctx, z);
     memset(&mine, 0, sizeof mine);
     mine.status = local; mine.nmod = ctx->num_modules; mine.nparam = ctx->num_params;
-    mine.numel = z.numel; mine.hash = zero__model_hash(ctx);
-    all = (zero__build_rec *)zero__raw_alloc(&d->allocator, sizeof *all * (size_t)ctx->world);
+    mine.numel = z->numel; mine.hash = zero__model_hash(ctx);
+    all = (zero__build_rec *)zero__raw_alloc(&ctx->desc.allocator, sizeof *all * (size_t)ctx->world);
     if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
-    if (r == ZERO_OK && local == ZERO_OK) {
-        for (k = 0; k < ctx->world; k++) {
-            if (all[k].status != ZERO_OK) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
-                               k, zero__result_name((zero_result)all[k].status));
-                break;
-            }
-            if (all[k].hash != all[0].hash) {
-                r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
-                               "zero_build: rank %d registered a different model or config than rank 0 "
-                               "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
-                               k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
-                               (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
-                break;
-            }
-        }
+    for (k = 0; r == ZERO_OK && local == ZERO_OK && k < ctx->world; k++) {
+        if (all[k].status != ZERO_OK)
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                           "zero_build: rank %d rejected its model (%s); every rank must register the same valid model",
+                           k, zero__result_name((zero_result)all[k].status));
+        else if (all[k].hash != all[0].hash)
+            r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
+                           "zero_build: rank %d registered a different model or config than rank 0 "
+                           "(%lld modules, %lld params, %lld elements vs %lld, %lld, %lld)",
+                           k, (long long)all[k].nmod, (long long)all[k].nparam, (long long)all[k].numel,
+                           (long long)all[0].nmod, (long long)all[0].nparam, (long long)all[0].numel);
     }
-    zero__raw_free(&d->allocator, all);
-    if (local != ZERO_OK) return local;
-    if (r != ZERO_OK) return r;
-    if (ctx->zpp.on && (r = zero__zpp_split(ctx)) != ZERO_OK) return r;
+    zero__raw_free(&ctx->desc.allocator, all);
+    return local != ZERO_OK ? local : r;
+}
 
-    zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
-    b = ctx->lay.plan.bytes;
-    if (d->device_bytes_cap) {
-        int64_t dev = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) dev += b[ZERO_TIER_DEVICE][k];
-        if (dev > d->device_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld device bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but device_bytes_cap is %lld",
-                              (long long)dev, (long long)b[0][ZERO_CAT_PARAMS], (long long)b[0][ZERO_CAT_GRADS],
-                              (long long)b[0][ZERO_CAT_MASTER], (long long)b[0][ZERO_CAT_OPTIM],
-                              (long long)b[0][ZERO_CAT_BUFFERS], (long long)d->device_bytes_cap);
-    }
-    if (d->host_bytes_cap) {
-        int64_t host = 0;
-        for (k = 0; k < ZERO_CAT_NUM; k++) host += b[ZERO_TIER_HOST][k];
-        if (host > d->host_bytes_cap)
-            return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                              "zero_build: the plan needs %lld host bytes per rank (params %lld, grads %lld, master %lld, "
-                              "optimizer %lld, buffers %lld) but host_bytes_cap is %lld",
-                              (long long)host, (long long)b[1][ZERO_CAT_PARAMS], (long long)b[1][ZERO_CAT_GRADS],
-                              (long long)b[1][ZERO_CAT_MASTER], (long long)b[1][ZERO_CAT_OPTIM],
-                              (long long)b[1][ZERO_CAT_BUFFERS], (long long)d->host_bytes_cap);
-    }
+/* the plan's bytes in one tier against the user's cap for it (0: none) */
+static zero_result zero__check_cap(zero_ctx *ctx, const int64_t *cats, int64_t cap, const char *tier, const char *field) {
+    int64_t total = zero__tier_total(cats);
+    if (!cap || total <= cap) return ZERO_OK;
+    return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                      "zero_build: the plan needs %lld %s bytes per rank (params %lld, grads %lld, master %lld, "
+                      "optimizer %lld, buffers %lld) but %s is %lld",
+                      (long long)total, tier, (long long)cats[ZERO_CAT_PARAMS], (long long)cats[ZERO_CAT_GRADS],
+                      (long long)cats[ZERO_CAT_MASTER], (long long)cats[ZERO_CAT_OPTIM],
+                      (long long)cats[ZERO_CAT_BUFFERS], field, (long long)cap);
+}
 
-    ctx->lay.staging_mode = zero__staging_mode(d);
-    ctx->lay.shard_padded = z.padded / ctx->world;
-    ctx->lay.shard_trainable = z.trainable / ctx->world;
-    ctx->lay.max_span = z.max_span;
-    /* in memory: the device and host tiers (the same RAM on the CPU device); NVMe: >>offload */
-    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS) - ctx->lay.plan.hpz_bytes, ZERO_CAT_PARAMS, &ok);
-    ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, &ok);
-    ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, &ok);
+/* ZeRO++'s secondary partition and payload buffers, and each module's place in the first */
+static void zero__build_zpp(zero_ctx *ctx, const zero__sizes *z, int *ok) {
+    const zero_desc *d = &ctx->desc;
+    int64_t sec, za, zb, zf, off = 0;
+    int k;
+    zero__zpp_plan(d, ctx->world, z, &sec, &za, &zb, &zf);
+    ctx->zpp.sec = (char *)zero__arena(ctx, sec, ZERO_CAT_PARAMS, ok);
+    ctx->zpp.buf = (char *)zero__arena(ctx, za + zb + zf, ZERO_CAT_BUFFERS, ok);
+    ctx->zpp.a_bytes = za; ctx->zpp.b_bytes = zb; ctx->zpp.f_bytes = zf;
+    for (k = 0; k < ctx->num_modules; k++) {
+        ctx->modules[k].sec_off = off;
+        ctx->modules[k].sec_fresh = 0;
+        if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero__dtype_size(d->param_dtype);
+    }
+}
+
+/* the planned arenas in device / host memory (the NVMe tier's are its own, >>offload);
+   *ok is cleared when one cannot be had */
+static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
+    const zero_desc *d = &ctx->desc;
+    int64_t (*b)[ZERO_CAT_NUM] = ctx->lay.plan.bytes;
+    ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS) - ctx->lay.plan.hpz_bytes, ZERO_CAT_PARAMS, ok);
+    ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, ok);
+    ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, &ok);
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
     } else {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
-        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, &ok);
+        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
+        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
     }
-    if (ctx->lay.staging_mode && z.trainable > 0) {
-        ctx->grads.ring_bytes = zero__staging_capacity(d, &z);     /* then the shared modules' slots */
-        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes + z.shared_bytes, ZERO_CAT_BUFFERS, &ok);
+    if (ctx->lay.staging_mode && z->trainable > 0) {
+        ctx->grads.ring_bytes = zero__staging_capacity(d, z);     /* then the shared modules' slots */
+        ctx->grads.ring = (char *)zero__arena(ctx, ctx->grads.ring_bytes + z->shared_bytes, ZERO_CAT_BUFFERS, ok);
     }
     if (d->stage == 3) {
-        ctx->sched.max_live = zero__max_live(d, &z);
+        ctx->sched.max_live = zero__max_live(d, z);
         ctx->sched.prefetch_budget = d->prefetch_bytes < 0 ? -1 : d->prefetch_bytes ? d->prefetch_bytes : ctx->sched.max_live;
-        ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z.max_span);
-        ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, &ok);
-        ctx->sched.persist = (char *)zero__arena(ctx, z.persist_bytes, ZERO_CAT_BUFFERS, &ok);
+        ctx->sched.arena_bytes = ctx->sched.max_live + zero__gbytes(d, z->max_span);
+        ctx->sched.arena = (char *)zero__arena(ctx, ctx->sched.arena_bytes, ZERO_CAT_BUFFERS, ok);
+        ctx->sched.persist = (char *)zero__arena(ctx, z->persist_bytes, ZERO_CAT_BUFFERS, ok);
     }
-    if (ctx->zpp.on) {
-        int64_t sec, za, zb, zf, off = 0;
-        zero__zpp_plan(d, ctx->world, &z, &sec, &za, &zb, &zf);
-        ctx->zpp.sec = (char *)zero__arena(ctx, sec, ZERO_CAT_PARAMS, &ok);
-        ctx->zpp.buf = (char *)zero__arena(ctx, za + zb + zf, ZERO_CAT_BUFFERS, &ok);
-        ctx->zpp.a_bytes = za; ctx->zpp.b_bytes = zb; ctx->zpp.f_bytes = zf;
-        for (k = 0; k < ctx->num_modules; k++) {
-            ctx->modules[k].sec_off = off;
-            ctx->modules[k].sec_fresh = 0;
-            if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero__dtype_size(d->param_dtype);
-        }
-    }
-    if (z.tile_elems) {
-        ctx->tile.w = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
-        ctx->tile.g = (float *)zero__arena(ctx, z.tile_elems * 4, ZERO_CAT_BUFFERS, &ok);
+    if (ctx->zpp.on) zero__build_zpp(ctx, z, ok);
+    if (z->tile_elems) {
+        ctx->tile.w = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
+        ctx->tile.g = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
         if (zero__gemm_workspace_bytes(d) > 0) {   /* host memory: the CPU GEMM's packing buffers */
             ctx->tile.gemm_ws = (float *)zero__raw_alloc(&d->allocator, (size_t)zero__gemm_workspace_bytes(d));
             if (ctx->tile.gemm_ws) ctx->lay.bytes[zero__cat_tier(d, ZERO_CAT_BUFFERS)][ZERO_CAT_BUFFERS] += zero__gemm_workspace_bytes(d);
-            else ok = 0;
+            else *ok = 0;
         }
     }
-    /* bookkeeping (not model state; a few bytes per module and param) */
-    ctx->grads.rec_cap = z.num_trainable + 1;
-    ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(&d->allocator, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
-    ctx->grads.bucket = (int *)zero__raw_alloc(&d->allocator, sizeof(int) * 3 * (size_t)ctx->num_modules);
-    ctx->lay.segs = (zero__segment *)zero__raw_alloc(&d->allocator, sizeof(zero__segment) * (size_t)ctx->num_params);
-    ctx->sched.free_off = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
-    ctx->sched.free_len = (int64_t *)zero__raw_alloc(&d->allocator, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+}
+
+/* the bookkeeping (not model state; a few bytes per module and param); 0: out of memory */
+static int zero__build_books(zero_ctx *ctx, const zero__sizes *z) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    int k;
+    ctx->grads.rec_cap = z->num_trainable + 1;
+    ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(a, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
+    ctx->grads.bucket = (int *)zero__raw_alloc(a, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->lay.segs = (zero__segment *)zero__raw_alloc(a, sizeof(zero__segment) * (size_t)ctx->num_params);
+    ctx->sched.free_off = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
+    ctx->sched.free_len = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->opt.norm_blocks = 0;
     for (k = 0; k < ctx->num_modules; k++) {
         ctx->modules[k].norm_first = ctx->opt.norm_blocks;
@@ -9848,20 +9833,21 @@ static zero_result zero__build(zero_ctx *ctx) {
         if (!ctx->modules[k].frozen)
             ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
     }
-    ctx->opt.norm_part = (double *)zero__raw_alloc(&d->allocator, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
-    if (!ok || !ctx->grads.recs || !ctx->grads.bucket || !ctx->lay.segs || !ctx->sched.free_off || !ctx->sched.free_len || !ctx->opt.norm_part) {
-        zero__free_arenas(ctx);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->lay.plan.total_bytes);
-    }
-    if (!(ctx->opt.pool = zero__pool_create(d->cpu_threads, &d->allocator))) {
-        zero__free_arenas(ctx);
+    ctx->opt.norm_part = (double *)zero__raw_alloc(a, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
+    return ctx->grads.recs && ctx->grads.bucket && ctx->lay.segs && ctx->sched.free_off && ctx->sched.free_len &&
+           ctx->opt.norm_part;
+}
+
+/* the optimizer's threads and its tier (agreed by every rank where the tier asks) */
+static zero_result zero__build_tier(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    zero_result r;
+    if (!(ctx->opt.pool = zero__pool_create(d->cpu_threads, &d->allocator)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
-    }
     ctx->tier.vt = zero__tier_pick(d);
     r = ctx->tier.vt->build(ctx);
-    if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none: fail together */
+    if (ctx->tier.vt->build_agreed) {   /* every rank's files, or none: fail together */
         double v = r != ZERO_OK;
         zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
         if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
@@ -9869,22 +9855,54 @@ static zero_result zero__build(zero_ctx *ctx) {
                                                 "zero_build: another rank could not create its offload files");
         }
     }
-    if (r != ZERO_OK) {
-        zero__pool_free(ctx->opt.pool, &d->allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
-        return r;
-    }
+    return r;
+}
+
+/* the stage-3 gather arena's free list and its persistent modules' fixed places */
+static void zero__build_gather_places(zero_ctx *ctx) {
+    int64_t off = 0;
+    int k;
     ctx->sched.nfree = ctx->sched.arena_bytes > 0;
     ctx->sched.free_off[0] = 0;
     ctx->sched.free_len[0] = ctx->sched.arena_bytes;
-    if (d->stage == 3) {    /* persistent modules get fixed places in their region */
-        int64_t off = 0;
-        for (k = 0; k < ctx->num_modules; k++)
-            if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(d, ctx->modules[k].span); }
+    if (ctx->desc.stage != 3) return;
+    for (k = 0; k < ctx->num_modules; k++)
+        if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(&ctx->desc, ctx->modules[k].span); }
+}
+
+/* zero_build after its argument checks: every rank checks the others registered the same
+   model, then the plan is computed, checked against the caps and allocated */
+static zero_result zero__build(zero_ctx *ctx) {
+    zero__sizes z;
+    zero_result r;
+    zero_desc *d = &ctx->desc;
+    int64_t (*b)[ZERO_CAT_NUM];
+    int ok = 1;
+    memset(&z, 0, sizeof z);
+    if ((r = zero__build_agree(ctx, &z)) != ZERO_OK) return r;
+    if (ctx->zpp.on && (r = zero__zpp_split(ctx)) != ZERO_OK) return r;
+    zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
+    b = ctx->lay.plan.bytes;
+    if ((r = zero__check_cap(ctx, b[ZERO_TIER_DEVICE], d->device_bytes_cap, "device", "device_bytes_cap")) != ZERO_OK ||
+        (r = zero__check_cap(ctx, b[ZERO_TIER_HOST], d->host_bytes_cap, "host", "host_bytes_cap")) != ZERO_OK)
+        return r;
+    ctx->lay.staging_mode = zero__staging_mode(d);
+    ctx->lay.shard_padded = z.padded / ctx->world;
+    ctx->lay.shard_trainable = z.trainable / ctx->world;
+    ctx->lay.max_span = z.max_span;
+    zero__build_arenas(ctx, &z, &ok);
+    if (!zero__build_books(ctx, &z) || !ok) {
+        zero__free_arenas(ctx);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_build: out of memory allocating %lld planned bytes", (long long)ctx->lay.plan.total_bytes);
     }
-    zero__make_segments(ctx);
-    if ((r = ctx->dev->prepare(ctx)) != ZERO_OK) {
+    r = zero__build_tier(ctx);
+    if (r == ZERO_OK) {
+        zero__build_gather_places(ctx);
+        zero__make_segments(ctx);
+        r = ctx->dev->prepare(ctx);
+    }
+    if (r != ZERO_OK) {
         zero__pool_free(ctx->opt.pool, &d->allocator);
         ctx->opt.pool = NULL;
         zero__free_arenas(ctx);
