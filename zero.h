@@ -11025,19 +11025,11 @@ static void zero__ck_misplaced(const zero__ck_manifest *m, const zero__ck_range 
              (long long)want);
 }
 
-/* The manifest as a whole, after each line was read: what zero_load and zero_ckpt_open
-   rely on (both read manifests through zero__ck_read_manifest, so they refuse the same):
-   the optimizer's moment count; module names unique, param names unique in a module;
-   no param larger than the shard files could hold; each file's records back to back from
-   its header to its last byte, in manifest order, as zero_save writes them (so a record
-   can neither lie outside its file nor point at another record's bytes); each param's
-   records cover its elements exactly once. Messages name the param and the range. */
-static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_manifest *m, const char *path, char *msg,
-                                     size_t msgn) {
-    const void **ix;
-    int64_t *next, data = 0;
-    int i, j, n = m->nmod > m->nparam ? m->nmod : m->nparam;
-    zero_result res = ZERO_ERR_CORRUPT;
+/* zero__ck_validate's first checks: the optimizer's moment count, and no param larger
+   than the shard files could hold */
+static zero_result zero__ck_check_sizes(const zero__ck_manifest *m, const char *path, char *msg, size_t msgn) {
+    int64_t data = 0;
+    int i;
     if (m->optim == ZERO_OPTIM_SGD ? m->moments > 1 : m->moments != 2) {
         snprintf(msg, msgn, "%.300s: optimizer %s with %d moment(s)", path, m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw",
                  m->moments);
@@ -11060,21 +11052,18 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                  (long long)p->numel, (long long)data);
         return ZERO_ERR_CORRUPT;
     }
-    if (m->nrange > n) n = m->nrange;
-    ix = (const void **)zero__raw_alloc(a, sizeof *ix * (size_t)(n + 1));
-    next = (int64_t *)zero__raw_alloc(a, sizeof *next * (size_t)m->nfile);
-    if (!ix || !next) {
-        snprintf(msg, msgn, "%.300s: out of memory", path);
-        res = ZERO_ERR_OUT_OF_MEMORY;
-        goto out;
-    }
-    /* names: sorted, neighbours differ */
+    return ZERO_OK;
+}
+
+/* names: sorted (in ix, room for every module and param), neighbours differ; 0: msg says which */
+static int zero__ck_check_names(const zero__ck_manifest *m, const void **ix, const char *path, char *msg, size_t msgn) {
+    int i;
     for (i = 0; i < m->nmod; i++) ix[i] = m->mods[i].name;
     qsort(ix, (size_t)m->nmod, sizeof *ix, zero__ck_cmp_name);
     for (i = 1; i < m->nmod; i++)
         if (strcmp((const char *)ix[i - 1], (const char *)ix[i]) == 0) {
             snprintf(msg, msgn, "%.300s: two modules are named '%s'", path, (const char *)ix[i]);
-            goto out;
+            return 0;
         }
     for (i = 0; i < m->nparam; i++) ix[i] = &m->params[i];
     qsort(ix, (size_t)m->nparam, sizeof *ix, zero__ck_cmp_param);
@@ -11083,9 +11072,15 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
             const zero__ck_param *p = (const zero__ck_param *)ix[i];
             snprintf(msg, msgn, "%.300s: module '%s' has two params named '%s'", path, m->mods[p->module].name,
                      p->name);
-            goto out;
+            return 0;
         }
-    /* the files: each record where the one before it in the same file ends */
+    return 1;
+}
+
+/* the files: each record where the one before it in the same file ends (next: a
+   cursor per file), the last one at the file's end; 0: msg says which */
+static int zero__ck_check_files(const zero__ck_manifest *m, int64_t *next, const char *path, char *msg, size_t msgn) {
+    int i;
     for (i = 0; i < m->nfile; i++) next[i] = ZERO__CK_HEADER;
     for (i = 0; i < m->nrange; i++) {
         const zero__ck_range *r = &m->ranges[i];
@@ -11096,18 +11091,24 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                      "offset %lld, lies outside %s (%lld bytes)", path, m->mods[p->module].name, p->name,
                      (long long)r->begin, (long long)r->end, r->rank, (long long)bytes, (long long)r->offset,
                      m->files[r->rank].name, (long long)m->files[r->rank].bytes);
-            goto out;
+            return 0;
         }
-        if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); goto out; }
+        if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); return 0; }
         next[r->rank] += bytes;
     }
     for (i = 0; i < m->nfile; i++)
         if (next[i] != m->files[i].bytes) {
             snprintf(msg, msgn, "%.300s: %s has %lld bytes, its records end at byte %lld", path, m->files[i].name,
                      (long long)m->files[i].bytes, (long long)next[i]);
-            goto out;
+            return 0;
         }
-    /* the params: sorted by (param, begin), each record begins where the one before ended */
+    return 1;
+}
+
+/* the params: the records sorted by (param, begin) in ix, each record begins where the
+   one before ended, and the last ends at the param's end; 0: msg says where */
+static int zero__ck_check_cover(const zero__ck_manifest *m, const void **ix, const char *path, char *msg, size_t msgn) {
+    int i, j;
     for (i = 0; i < m->nrange; i++) ix[i] = &m->ranges[i];
     qsort(ix, (size_t)m->nrange, sizeof *ix, zero__ck_cmp_range);
     for (i = 0, j = 0; i < m->nparam; i++) {
@@ -11120,7 +11121,7 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                 snprintf(msg, msgn, "%.200s: param '%s.%s': the records of elements [%lld, %lld) (rank %d) and "
                          "[%lld, %lld) (rank %d) overlap", path, m->mods[p->module].name, p->name, (long long)prev->begin,
                          (long long)prev->end, prev->rank, (long long)r->begin, (long long)r->end, r->rank);
-                goto out;
+                return 0;
             }
             if (r->begin > at) break;
             at = r->end;
@@ -11131,30 +11132,55 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
             int64_t to = r && r->param == i ? r->begin : p->numel;
             snprintf(msg, msgn, "%.200s: param '%s.%s': no record holds its elements [%lld, %lld) (of [0, %lld))", path,
                      m->mods[p->module].name, p->name, (long long)at, (long long)to, (long long)p->numel);
-            goto out;
+            return 0;
         }
     }
-    res = ZERO_OK;
-out:
+    return 1;
+}
+
+/* The manifest as a whole, after each line was read: what zero_load and zero_ckpt_open
+   rely on (both read manifests through zero__ck_read_manifest, so they refuse the same):
+   the optimizer's moment count; module names unique, param names unique in a module;
+   no param larger than the shard files could hold; each file's records back to back from
+   its header to its last byte, in manifest order, as zero_save writes them (so a record
+   can neither lie outside its file nor point at another record's bytes); each param's
+   records cover its elements exactly once. Messages name the param and the range. */
+static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_manifest *m, const char *path, char *msg,
+                                     size_t msgn) {
+    const void **ix;
+    int64_t *next;
+    int n = m->nmod > m->nparam ? m->nmod : m->nparam;
+    zero_result res;
+    if ((res = zero__ck_check_sizes(m, path, msg, msgn)) != ZERO_OK) return res;
+    if (m->nrange > n) n = m->nrange;
+    ix = (const void **)zero__raw_alloc(a, sizeof *ix * (size_t)(n + 1));
+    next = (int64_t *)zero__raw_alloc(a, sizeof *next * (size_t)m->nfile);
+    if (!ix || !next) {
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        res = ZERO_ERR_OUT_OF_MEMORY;
+    } else if (!zero__ck_check_names(m, ix, path, msg, msgn) || !zero__ck_check_files(m, next, path, msg, msgn) ||
+               !zero__ck_check_cover(m, ix, path, msg, msgn)) {
+        res = ZERO_ERR_CORRUPT;
+    }
     zero__raw_free(a, ix);
     zero__raw_free(a, next);
     return res;
 }
 
-/* Reads and checks dir/manifest. On failure returns the code and writes a sentence
-   naming the file into msg. The checks: complete lines, a known version (checked
-   first: a newer format may change everything after it), the checksum line, every
-   number in range, ranges inside their params; then zero__ck_validate. */
-static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
-                                          char *msg, size_t msgn) {
-    char path[4096], *rest, *w;
-    zero__ck_cur c;
+/* A manifest that failed a line's check: freed, and msg names the line. */
+static zero_result zero__ck_malformed(const zero_allocator *a, zero__ck_manifest *m, const char *path, int line,
+                                      char *msg, size_t msgn) {
+    zero__ck_manifest_free(a, m);
+    snprintf(msg, msgn, "%.300s: malformed or truncated at line %d", path, line);
+    return ZERO_ERR_CORRUPT;
+}
+
+/* path's bytes into m->text (NUL-terminated), c a cursor over them */
+static zero_result zero__ck_read_text(const zero_allocator *a, const char *path, zero__ck_manifest *m, zero__ck_cur *c,
+                                      char *msg, size_t msgn) {
     struct stat st;
-    int fd, i, k;
-    int64_t v, total;
-    uint64_t sum;
-    memset(m, 0, sizeof *m);
-    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    int fd, rr;
+    int64_t total;
     fd = zero__ck_open(path, O_RDONLY, 0);
     if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
     if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
@@ -11165,144 +11191,189 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     total = (int64_t)st.st_size;
     m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
     if (!m->text) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
-    i = zero__ck_pread(fd, m->text, (size_t)total, 0);
+    rr = zero__ck_pread(fd, m->text, (size_t)total, 0);
     zero__ck_close(fd);
-    if (i < 0) { snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno)); goto io; }
-    m->text[total] = 0;
-    c.p = m->text; c.end = m->text + total; c.line = 0;
-    /* the checksum line is the last line and covers every byte before it; computed
-       before parsing (which cuts the text into words), reported after the version:
-       a newer format may change everything after its first line */
-    {
-        char *p = m->text + total, tail[64], *t;
-        int sum_ok = 0, sum_bad = 0;
-        uint64_t want = 0;
-        if (total >= 2 && p[-1] == '\n') {
-            p--;
-            while (p > m->text && p[-1] != '\n') p--;
-            if ((size_t)(m->text + total - p) < sizeof tail) {
-                memcpy(tail, p, (size_t)(m->text + total - p));
-                tail[m->text + total - p - 1] = 0;
-                t = tail;
-                if ((w = zero__ck_word(&t)) != NULL && strcmp(w, "end") == 0 && zero__ck_u64(&t, &want) && !*t) {
-                    sum = zero__ck_sum(m->text, (size_t)(p - m->text));
-                    sum_ok = sum == want;
-                    sum_bad = !sum_ok;
-                }
-            }
-        }
-        if (!zero__ck_kw(&c, "zero-checkpoint", &rest) || !zero__ck_i64(&rest, 1, 1000000, &v) || *rest) goto bad;
-        if (v > ZERO__CK_VERSION) {
-            zero__ck_manifest_free(a, m);
-            snprintf(msg, msgn, "%.300s: format version %lld is newer than this zero.h reads (%d)", path, (long long)v,
-                     ZERO__CK_VERSION);
-            return ZERO_ERR_VERSION;
-        }
-        m->version = (int)v;
-        if (sum_bad) {
-            zero__ck_manifest_free(a, m);
-            snprintf(msg, msgn, "%.300s: checksum mismatch (stored %016llx, computed %016llx)", path,
-                     (unsigned long long)want, (unsigned long long)sum);
-            return ZERO_ERR_CORRUPT;
-        }
-        if (!sum_ok) goto bad;
-        c.end = p;
+    if (rr < 0) {
+        snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno));
+        zero__ck_manifest_free(a, m);
+        return ZERO_ERR_IO;
     }
-    if (!zero__ck_kw(&c, "generation", &rest) || !zero__ck_u64(&rest, &m->gen) || *rest) goto bad;
-    if (!zero__ck_kv(&c, "stage", 0, 3, &v)) goto bad;
+    m->text[total] = 0;
+    c->p = m->text; c->end = m->text + total; c->line = 0;
+    return ZERO_OK;
+}
+
+/* The checksum line "end <hex>", the last line, covers every byte before it. Read
+   before parsing (which cuts the text into words): *body gets where the line begins;
+   1: it matches, -1: it does not (*want stored, *got computed), 0: no such line. */
+static int zero__ck_end_line(char *text, int64_t total, char **body, uint64_t *want, uint64_t *got) {
+    char *p = text + total, tail[64], *t, *w;
+    if (total < 2 || p[-1] != '\n') return 0;
+    p--;
+    while (p > text && p[-1] != '\n') p--;
+    *body = p;
+    if ((size_t)(text + total - p) >= sizeof tail) return 0;
+    memcpy(tail, p, (size_t)(text + total - p));
+    tail[text + total - p - 1] = 0;
+    t = tail;
+    if ((w = zero__ck_word(&t)) == NULL || strcmp(w, "end") != 0 || !zero__ck_u64(&t, want) || *t) return 0;
+    *got = zero__ck_sum(text, (size_t)(p - text));
+    return *got == *want ? 1 : -1;
+}
+
+/* The first line, the version, is checked first (a newer format may change everything
+   after it), then the checksum line's verdict; the cursor then ends before that line.
+   On failure m is freed and msg says why. */
+static zero_result zero__ck_read_version(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m,
+                                         const char *path, char *msg, size_t msgn) {
+    char *body = NULL, *rest;
+    uint64_t want = 0, sum = 0;
+    int64_t v;
+    int verdict = zero__ck_end_line(m->text, (int64_t)(c->end - m->text), &body, &want, &sum);
+    if (!zero__ck_kw(c, "zero-checkpoint", &rest) || !zero__ck_i64(&rest, 1, 1000000, &v) || *rest)
+        return zero__ck_malformed(a, m, path, c->line, msg, msgn);
+    if (v > ZERO__CK_VERSION) {
+        zero__ck_manifest_free(a, m);
+        snprintf(msg, msgn, "%.300s: format version %lld is newer than this zero.h reads (%d)", path, (long long)v,
+                 ZERO__CK_VERSION);
+        return ZERO_ERR_VERSION;
+    }
+    m->version = (int)v;
+    if (verdict < 0) {
+        zero__ck_manifest_free(a, m);
+        snprintf(msg, msgn, "%.300s: checksum mismatch (stored %016llx, computed %016llx)", path,
+                 (unsigned long long)want, (unsigned long long)sum);
+        return ZERO_ERR_CORRUPT;
+    }
+    if (verdict == 0) return zero__ck_malformed(a, m, path, c->line, msg, msgn);
+    c->end = body;
+    return ZERO_OK;
+}
+
+/* the save's settings: generation to good_steps, a line each; 0: a line is malformed */
+static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest, *e;
+    int64_t v;
+    double d;
+    if (!zero__ck_kw(c, "generation", &rest) || !zero__ck_u64(&rest, &m->gen) || *rest) return 0;
+    if (!zero__ck_kv(c, "stage", 0, 3, &v)) return 0;
     m->stage = (int)v;
-    if (!zero__ck_kv(&c, "world", 1, ZERO__MAX_RANKS, &v)) goto bad;
+    if (!zero__ck_kv(c, "world", 1, ZERO__MAX_RANKS, &v)) return 0;
     m->world = (int)v;
-    if (!zero__ck_kw(&c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_dtype", &rest) || (m->gdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || (m->gadt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "optimizer", &rest)) goto bad;
+    if (!zero__ck_kw(c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "grad_dtype", &rest) || (m->gdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "grad_accum_dtype", &rest) || (m->gadt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "optimizer", &rest)) return 0;
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
-    else goto bad;
-    if (!zero__ck_kv(&c, "moments", 0, 2, &v)) goto bad;
+    else return 0;
+    if (!zero__ck_kv(c, "moments", 0, 2, &v)) return 0;
     m->moments = (int)v;
-    if (!zero__ck_kv(&c, "steps", 0, INT64_MAX, &m->steps)) goto bad;
-    if (!zero__ck_kv(&c, "skipped", 0, INT64_MAX, &m->skipped)) goto bad;
-    if (!zero__ck_kw(&c, "loss_scale", &rest)) goto bad;
-    {
-        char *e;
-        double d = strtod(rest, &e);
-        if (*e || !(d > 0) || d > 3.4e38) goto bad;
-        m->loss_scale = (float)d;
-    }
-    if (!zero__ck_kv(&c, "good_steps", 0, INT32_MAX, &m->good_steps)) goto bad;     /* an i32 in the shards */
-    if (!zero__ck_kv(&c, "modules", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
+    if (!zero__ck_kv(c, "steps", 0, INT64_MAX, &m->steps)) return 0;
+    if (!zero__ck_kv(c, "skipped", 0, INT64_MAX, &m->skipped)) return 0;
+    if (!zero__ck_kw(c, "loss_scale", &rest)) return 0;
+    d = strtod(rest, &e);
+    if (*e || !(d > 0) || d > 3.4e38) return 0;
+    m->loss_scale = (float)d;
+    return zero__ck_kv(c, "good_steps", 0, INT32_MAX, &m->good_steps);     /* an i32 in the shards */
+}
+
+/* the model: the module lines, then the param lines; 1, 0 (malformed), -1 (out of memory) */
+static int zero__ck_read_model(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest;
+    int64_t v;
+    int i, k;
+    if (!zero__ck_kv(c, "modules", 1, 1 << 20, &v) || v > zero__ck_lines_left(c)) return 0;
     m->nmod = (int)v;
-    if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) goto oom;
+    if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) return -1;
     for (i = 0; i < m->nmod; i++) {
-        if (!zero__ck_kw(&c, "module", &rest) || !zero__ck_i64(&rest, 0, 1, &v) || !*rest) goto bad;
+        if (!zero__ck_kw(c, "module", &rest) || !zero__ck_i64(&rest, 0, 1, &v) || !*rest) return 0;
         m->mods[i].frozen = (int)v;
         m->mods[i].name = rest;
     }
-    if (!zero__ck_kv(&c, "params", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
+    if (!zero__ck_kv(c, "params", 1, 1 << 20, &v) || v > zero__ck_lines_left(c)) return 0;
     m->nparam = (int)v;
-    if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) goto oom;
+    if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) return -1;
     for (i = 0; i < m->nparam; i++) {
         zero__ck_param *p = &m->params[i];
         memset(p, 0, sizeof *p);
-        if (!zero__ck_kw(&c, "param", &rest) || !zero__ck_i64(&rest, 0, m->nmod - 1, &v)) goto bad;
+        if (!zero__ck_kw(c, "param", &rest) || !zero__ck_i64(&rest, 0, m->nmod - 1, &v)) return 0;
         p->module = (int)v;
-        if (!zero__ck_i64(&rest, 1, ZERO_MAX_DIMS, &v)) goto bad;
+        if (!zero__ck_i64(&rest, 1, ZERO_MAX_DIMS, &v)) return 0;
         p->ndim = (int)v;
         p->numel = 1;
         for (k = 0; k < p->ndim; k++)
             if (!zero__ck_i64(&rest, 1, (int64_t)1 << 48, &p->shape[k]) ||
-                !zero__mul(p->numel, p->shape[k], &p->numel) || p->numel > ((int64_t)1 << 48)) goto bad;
-        if (!*rest) goto bad;
+                !zero__mul(p->numel, p->shape[k], &p->numel) || p->numel > ((int64_t)1 << 48)) return 0;
+        if (!*rest) return 0;
         p->name = rest;
     }
-    if (!zero__ck_kv(&c, "files", 1, ZERO__MAX_RANKS, &v) || v != m->world) goto bad;
+    return 1;
+}
+
+/* the layout: the file lines, then the range lines, and nothing after them; 1, 0
+   (malformed), -1 (out of memory) */
+static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest;
+    int64_t v;
+    int i;
+    if (!zero__ck_kv(c, "files", 1, ZERO__MAX_RANKS, &v) || v != m->world) return 0;
     m->nfile = (int)v;
-    if (!(m->files = (zero__ck_file *)zero__raw_alloc(a, sizeof *m->files * (size_t)m->nfile))) goto oom;
+    if (!(m->files = (zero__ck_file *)zero__raw_alloc(a, sizeof *m->files * (size_t)m->nfile))) return -1;
     for (i = 0; i < m->nfile; i++) {
-        if (!zero__ck_kw(&c, "file", &rest) || !zero__ck_i64(&rest, i, i, &v) ||
+        if (!zero__ck_kw(c, "file", &rest) || !zero__ck_i64(&rest, i, i, &v) ||
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &m->files[i].bytes) || !*rest ||
             strchr(rest, '/') || strchr(rest, ' '))
-            goto bad;
+            return 0;
         m->files[i].rank = i;
         m->files[i].name = rest;
     }
     /* a range line is "range" and seven numbers, the offset at least 64: 21 bytes or more */
-    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(&c) || v > (c.end - c.p) / 21)
-        goto bad;
+    if (!zero__ck_kv(c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(c) || v > (c->end - c->p) / 21)
+        return 0;
     m->nrange = (int)v;
-    if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) goto oom;
+    if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) return -1;
     for (i = 0; i < m->nrange; i++) {
         zero__ck_range *r = &m->ranges[i];
-        if (!zero__ck_kw(&c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) goto bad;
+        if (!zero__ck_kw(c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) return 0;
         r->param = (int)v;
-        if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) goto bad;
+        if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) return 0;
         r->rank = (int)v;
         if (!zero__ck_i64(&rest, 0, m->params[r->param].numel - 1, &r->begin) ||
             !zero__ck_i64(&rest, r->begin + 1, m->params[r->param].numel, &r->end) ||
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
             !zero__ck_u64(&rest, &r->msum) || *rest)
-            goto bad;
+            return 0;
     }
-    if (c.p != c.end) goto bad;
-    /* each line is well formed; now the whole (layout, coverage, names) */
-    if ((i = zero__ck_validate(a, m, path, msg, msgn)) != ZERO_OK) {
+    return c->p == c->end;
+}
+
+/* Reads and checks dir/manifest. On failure returns the code and writes a sentence
+   naming the file into msg. The checks: complete lines, a known version (checked
+   first: a newer format may change everything after it), the checksum line, every
+   number in range, ranges inside their params; then zero__ck_validate. */
+static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
+                                          char *msg, size_t msgn) {
+    char path[4096];
+    zero__ck_cur c;
+    zero_result r;
+    int ok;
+    memset(m, 0, sizeof *m);
+    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    if ((r = zero__ck_read_text(a, path, m, &c, msg, msgn)) != ZERO_OK) return r;
+    if ((r = zero__ck_read_version(a, &c, m, path, msg, msgn)) != ZERO_OK) return r;
+    ok = zero__ck_read_settings(&c, m);
+    if (ok > 0) ok = zero__ck_read_model(a, &c, m);
+    if (ok > 0) ok = zero__ck_read_layout(a, &c, m);
+    if (ok == 0) return zero__ck_malformed(a, m, path, c.line, msg, msgn);
+    if (ok < 0) {
         zero__ck_manifest_free(a, m);
-        return (zero_result)i;
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        return ZERO_ERR_OUT_OF_MEMORY;
     }
-    return ZERO_OK;
-bad:
-    zero__ck_manifest_free(a, m);
-    snprintf(msg, msgn, "%.300s: malformed or truncated at line %d", path, c.line);
-    return ZERO_ERR_CORRUPT;
-io:
-    zero__ck_manifest_free(a, m);
-    return ZERO_ERR_IO;
-oom:
-    zero__ck_manifest_free(a, m);
-    snprintf(msg, msgn, "%.300s: out of memory", path);
-    return ZERO_ERR_OUT_OF_MEMORY;
+    /* each line is well formed; now the whole (layout, coverage, names) */
+    if ((r = zero__ck_validate(a, m, path, msg, msgn)) != ZERO_OK) zero__ck_manifest_free(a, m);
+    return r;
 }
 
 /* Opens a shard file and checks its size and header. */
@@ -11438,6 +11509,78 @@ static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t 
     return 1;
 }
 
+/* the shard's 64-byte header (layout at ZERO__CK_HEADER) for this rank and generation */
+static void zero__ck_shard_header(const zero_ctx *ctx, uint64_t gen, char *hdr) {
+    uint32_t u[4];
+    int32_t good = (int32_t)ctx->opt.good_steps;
+    uint64_t hs;
+    memset(hdr, 0, ZERO__CK_HEADER);
+    memcpy(hdr, ZERO__CK_MAGIC, 8);
+    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
+    memcpy(hdr + 8, u, 16);
+    memcpy(hdr + 24, &gen, 8);
+    memcpy(hdr + 32, &ctx->opt.steps, 8);
+    memcpy(hdr + 40, &ctx->opt.skipped, 8);
+    memcpy(hdr + 48, &ctx->opt.loss_scale, 4);
+    memcpy(hdr + 52, &good, 4);
+    hs = zero__ck_sum(hdr, 56);
+    memcpy(hdr + 56, &hs, 8);
+}
+
+/* A record from the NVMe tier, whose n elements start at param-local b (state index
+   si) and whose kp moments follow its weights at off: window by window, every part of
+   a window from the one tier block that holds it (a block is read once, not once per
+   part); v, whose checksum must follow all of m, is hashed afterwards, read back from
+   the shard. 1: written; 0: failed (*r, *err as zero__ck_put). */
+static int zero__ck_put_tiered(zero_ctx *ctx, int fd, int p, int64_t b, int64_t si, int64_t n, int kp, int64_t off,
+                               float *buf, zero__ck_hash *hw, zero__ck_hash *hm, zero_result *r, int *err) {
+    int64_t o, c;
+    int q, ok = 1;
+    for (o = 0; o < n && ok; o += c) {
+        c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+        if (si >= 0 && ctx->tier.vt->run(ctx, si + o) < c) c = ctx->tier.vt->run(ctx, si + o);
+        for (q = 0; q <= kp && ok; q++)
+            ok = zero__ck_put(ctx, fd, q, p, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
+                              q == 0 ? hw : q == 1 ? hm : NULL, r, err);
+    }
+    for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
+        c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+        if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; *err = errno ? errno : EIO; }
+        else zero__ck_hash_add(hm, buf, (size_t)c * 4);
+    }
+    return ok;
+}
+
+/* Param p's record in this rank's shard at *off (advanced past it), its checksums in
+   sums[2p], sums[2p+1]; in memory part by part, each hashed in file order. 1: written
+   (or empty); 0: failed (*r, *err as zero__ck_put). */
+static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off, float *buf, uint64_t *sums,
+                               zero_result *r, int *err) {
+    int64_t b, e, n, si, o, c;
+    int kp = ctx->modules[ctx->params[p].module].frozen ? 0 : K, q, ok = 1;
+    zero__ck_hash hw, hm;
+    zero__ck_slice(ctx, p, ctx->prank, ctx->world, &b, &e);
+    sums[2 * p] = sums[2 * p + 1] = 0;
+    if ((n = e - b) == 0) return 1;
+    si = zero__ck_state_idx(ctx, p, b);
+    zero__ck_hash_init(&hw);
+    zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
+    if (!ctx->tier.vt->blocked) {
+        for (q = 0; q <= kp && ok; q++)
+            for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                ok = zero__ck_put(ctx, fd, q, p, b, si, o, c, *off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, r,
+                                  err);
+            }
+    } else {
+        ok = zero__ck_put_tiered(ctx, fd, p, b, si, n, kp, *off, buf, &hw, &hm, r, err);
+    }
+    sums[2 * p] = zero__ck_hash_end(&hw);
+    if (kp) sums[2 * p + 1] = zero__ck_hash_end(&hm);
+    *off += n * (1 + kp) * 4;
+    return ok;
+}
+
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
    weights and moments; returns the file's bytes or -1 (msg says why, naming the file;
    *code the result). Streamed: a record is read from the state and written
@@ -11446,19 +11589,15 @@ static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t 
 static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums, zero_result *code,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
-    char path[4096], tmp[4096], hdr[ZERO__CK_HEADER];
+    char path[4096], tmp[4096], hdr[ZERO__CK_HEADER], nm[64];
     int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
-    uint32_t u[4];
-    int64_t off = ZERO__CK_HEADER, b, e;
+    int64_t off = ZERO__CK_HEADER;
     float *buf;
     zero_result r = ZERO_OK;
     *code = ZERO_ERR_IO;
-    {
-        char nm[64];
-        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-        zero__ck_join(path, sizeof path, dir, nm, "");
-        zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
-    }
+    snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+    zero__ck_join(path, sizeof path, dir, nm, "");
+    zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
     buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
     if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
     fd = zero__ck_open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);     /* read back: the NVMe tier's v */
@@ -11467,59 +11606,9 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         zero__raw_free(a, buf);
         return -1;
     }
-    memset(hdr, 0, sizeof hdr);
-    memcpy(hdr, ZERO__CK_MAGIC, 8);
-    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
-    memcpy(hdr + 8, u, 16);
-    memcpy(hdr + 24, &gen, 8);
-    {
-        int32_t good = (int32_t)ctx->opt.good_steps;
-        uint64_t hs;
-        memcpy(hdr + 32, &ctx->opt.steps, 8);
-        memcpy(hdr + 40, &ctx->opt.skipped, 8);
-        memcpy(hdr + 48, &ctx->opt.loss_scale, 4);
-        memcpy(hdr + 52, &good, 4);
-        hs = zero__ck_sum(hdr, 56);
-        memcpy(hdr + 56, &hs, 8);
-    }
+    zero__ck_shard_header(ctx, gen, hdr);
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
-    for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, si, o, c;
-        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
-        zero__ck_hash hw, hm;
-        zero__ck_slice(ctx, i, ctx->prank, ctx->world, &b, &e);
-        sums[2 * i] = sums[2 * i + 1] = 0;
-        if ((n = e - b) == 0) continue;
-        si = zero__ck_state_idx(ctx, i, b);
-        zero__ck_hash_init(&hw);
-        zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
-        if (!ctx->tier.vt->blocked) {    /* in memory: part by part, each hashed in file order */
-            for (q = 0; q <= kp && ok; q++)
-                for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
-                    c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
-                }
-        } else {
-            /* the NVMe tier: window by window, every part of a window from the one tier
-               block that holds it (a block is read once, not once per part); v, whose
-               checksum must follow all of m, is hashed afterwards, read back from the shard */
-            for (o = 0; o < n && ok; o += c) {
-                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (si >= 0 && ctx->tier.vt->run(ctx, si + o) < c) c = ctx->tier.vt->run(ctx, si + o);
-                for (q = 0; q <= kp && ok; q++)
-                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
-                                      q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
-            }
-            for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
-                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; err = errno ? errno : EIO; }
-                else zero__ck_hash_add(&hm, buf, (size_t)c * 4);
-            }
-        }
-        sums[2 * i] = zero__ck_hash_end(&hw);
-        if (kp) sums[2 * i + 1] = zero__ck_hash_end(&hm);
-        off += n * (1 + kp) * 4;
-    }
+    for (i = 0; i < ctx->num_params && ok; i++) ok = zero__ck_put_record(ctx, fd, i, K, &off, buf, sums, &r, &err);
     zero__raw_free(a, buf);
     if (ok && fsync(fd) != 0) { ok = 0; err = errno; }
     if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
@@ -11723,6 +11812,20 @@ static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifes
     return ZERO_OK;
 }
 
+/* The length of the next chunk of param pi from param-local element x (up to hi): at most
+   ZERO__CK_CHUNK, and with tier (its state or params on the NVMe tier) wholly outside the
+   state [sb, se) or inside it and inside one tier block. */
+static int64_t zero__ck_chunk(const zero_ctx *ctx, int pi, int64_t x, int64_t hi, int tier, int64_t sb, int64_t se) {
+    int64_t c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK, run;
+    if (tier && x < sb && sb - x < c) c = sb - x;
+    if (tier && x >= sb && x < se) {
+        if (se - x < c) c = se - x;
+        run = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, pi, x));
+        if (run < c) c = run;
+    }
+    return c;
+}
+
 /* Applies one checked record: the part of its weights this rank needs to the params
    (and the master), its moments where this rank holds optimizer state; streamed, chunk
    by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
@@ -11741,13 +11844,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
     tier = held && (state || zero__ck_param_in_tier(ctx, rg->param));     /* chunks cut at tier blocks */
     for (x = lo; x < hi && r == ZERO_OK; x += c) {
         int64_t s, t, si;
-        /* a chunk lies wholly outside the state or inside it and inside one tier block */
-        c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK;
-        if (tier && x < sb && sb - x < c) c = sb - x;
-        if (tier && x >= sb && x < se) {
-            if (se - x < c) c = se - x;
-            if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x));
-        }
+        c = zero__ck_chunk(ctx, rg->param, x, hi, tier, sb, se);
         if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
         if ((r = zero__ck_param_write(ctx, rg->param, x, c, bw, "zero_load")) != ZERO_OK) break;
         s = x > sb ? x : sb;
