@@ -12133,6 +12133,657 @@ static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_
     return ZERO_ERR_IO;
 }
 
+/* ---- what the public checkpoint functions do ---------------------------------------
+   Each public function checks its arguments and calls one of these. */
+
+/* ---- zero_save */
+/* the names go one to a manifest line: none may hold a newline */
+static zero_result zero__ck_names_ok(zero_ctx *ctx) {
+    int i, bad = 0;
+    for (i = 0; i < ctx->num_params; i++)
+        if (strchr(ctx->params[i].name, '\n')) bad = 1;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strchr(ctx->modules[i].name, '\n')) bad = 1;
+    if (bad)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_CKPT,
+                          "zero_save: a module or param name contains a newline");
+    return ZERO_OK;
+}
+
+/* the generation: rank 0 picks one above every file in the directory, every rank learns
+   it (a directory this rank cannot create: *local and msg, for the agreement later) */
+static zero_result zero__ck_save_gen(zero_ctx *ctx, const char *dir, uint64_t *gen, zero_result *local, char *msg,
+                                     size_t msgn) {
+    uint64_t mine = 0, g[ZERO__MAX_RANKS];
+    zero_result r;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        *local = ZERO_ERR_IO;
+        snprintf(msg, msgn, "%.300s: cannot create the directory: %s", dir, strerror(errno));
+    }
+    if (ctx->rank == 0) mine = zero__ck_max_gen(dir) + 1;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, g))) != ZERO_OK) return r;
+    *gen = g[0];
+    return ZERO_OK;
+}
+
+/* This rank writes its shard (unless *local failed already), and every rank learns every
+   rank's { status, bytes, checksums } (stride words each, in all); *failed: some shard
+   failed. Returns the all-gather's result. */
+static zero_result zero__ck_save_shards(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *mine, uint64_t *all,
+                                        int stride, zero_result *local, int *failed, char *msg, size_t msgn) {
+    zero_result r;
+    int64_t bytes;
+    int i;
+    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
+    if (*local == ZERO_OK) {
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, local, msg, msgn);
+        if (bytes >= 0) { *local = ZERO_OK; mine[1] = (uint64_t)bytes; }
+    }
+    mine[0] = (uint64_t)(int64_t)*local;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
+    if (r != ZERO_OK) return r;
+    if (*local != ZERO_OK) zero__fail(ctx, *local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) *failed = 1;
+    return ZERO_OK;
+}
+
+/* this rank's shard of generation gen removed */
+static void zero__ck_save_undo(const zero_ctx *ctx, const char *dir, uint64_t gen) {
+    char nm[64], path[4096];
+    snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+    if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+}
+
+static zero_result zero__ck_save(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = ZERO_OK;
+    uint64_t gen = 0, *mine, *all;
+    int stride = 2 * ctx->num_params + 2, failed = 0;
+    if ((r = zero__ck_names_ok(ctx)) != ZERO_OK) return r;
+    if ((r = zero__ck_save_gen(ctx, dir, &gen, &local, msg, sizeof msg)) != ZERO_OK) return r;
+    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
+    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
+    if (!mine || !all) {
+        zero__raw_free(a, mine); zero__raw_free(a, all);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
+    }
+    r = zero__ck_save_shards(ctx, dir, gen, mine, all, stride, &local, &failed, msg, sizeof msg);
+    /* every shard is durable (each rank fsynced before the all-gather): commit */
+    if (r == ZERO_OK && ctx->rank == 0 && !failed) {
+        zero__ck_fsync_dir(dir);
+        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+        else zero__ck_cleanup(dir, gen);
+    }
+    zero__raw_free(a, mine);
+    zero__raw_free(a, all);
+    if (r != ZERO_OK) return r;
+    r = zero__ck_agree(ctx, "zero_save", local, msg);
+    /* No manifest names this generation (a shard failed, or the manifest did; not a
+       broken communicator, after which rank 0 may have committed): remove this rank's
+       shard, so a failed save leaves the directory as it was. */
+    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) zero__ck_save_undo(ctx, dir, gen);
+    return r;
+}
+
+/* ---- zero_load, zero_load_safetensors */
+/* The end of a load's writes (local: how they went): what the state writes left in the
+   tier's buffer written back, the stage-3 gathers redone, and every rank agrees;
+   failures are reported under fn's name. */
+static zero_result zero__ck_load_finish(zero_ctx *ctx, const char *fn, zero_result local, char *msg, size_t msgn) {
+    zero_result r;
+    if (local == ZERO_OK && (local = zero__ck_state_done(ctx, fn)) != ZERO_OK)
+        snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+        local = r;
+        snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "%s: %s", fn, msg);
+    return zero__ck_agree(ctx, fn, local, msg);
+}
+
+/* zero_load's state: the manifest, an fd per shard (-1: not open), the records this rank
+   needs (need[k]: an index in m.ranges; mom[k]: its moments too), two chunks (bw) */
+typedef struct zero__ck_loader {
+    zero__ck_manifest m;
+    int *fds, *need, *mom, nneed;
+    float *bw;
+} zero__ck_loader;
+
+static void zero__ck_loader_free(const zero_allocator *a, zero__ck_loader *L) {
+    int k;
+    if (L->fds) for (k = 0; k < L->m.world; k++) if (L->fds[k] >= 0) zero__ck_close(L->fds[k]);
+    zero__raw_free(a, L->bw);
+    zero__raw_free(a, L->fds);
+    zero__raw_free(a, L->need);
+    zero__raw_free(a, L->mom);
+    zero__ck_manifest_free(a, &L->m);
+}
+
+/* The manifest read and matched to this model, and which records overlap what this
+   rank holds (zero__ck_validate: they cover every element once). */
+static zero_result zero__ck_load_plan(zero_ctx *ctx, const char *dir, zero__ck_loader *L, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    const zero__ck_manifest *m = &L->m;
+    zero_result local;
+    int k;
+    memset(L, 0, sizeof *L);
+    local = zero__ck_read_manifest(a, dir, &L->m, msg, msgn);
+    if (local == ZERO_OK) local = zero__ck_match(ctx, m, dir, msg, msgn);
+    if (local != ZERO_OK) return local;
+    L->fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m->world);
+    L->need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
+    L->mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
+    L->bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+    for (k = 0; L->fds && k < m->world; k++) L->fds[k] = -1;
+    if (!L->fds || !L->need || !L->mom || !L->bw) {
+        snprintf(msg, msgn, "out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    for (k = 0; k < m->nrange; k++) {
+        const zero__ck_range *rg = &m->ranges[k];
+        int64_t b, e;
+        zero__ck_need(ctx, rg->param, &b, &e);
+        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
+            L->mom[L->nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+            L->need[L->nneed++] = k;
+        }
+    }
+    return ZERO_OK;
+}
+
+/* the first pass: every record this rank needs read and checked (checksums) */
+static zero_result zero__ck_load_verify(const char *dir, zero__ck_loader *L, char *msg, size_t msgn) {
+    zero_result local = ZERO_OK;
+    int k;
+    for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
+        const zero__ck_range *rg = &L->m.ranges[L->need[k]];
+        if (L->fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &L->m, rg->rank, &L->fds[rg->rank], msg, msgn);
+        if (local == ZERO_OK)
+            local = zero__ck_verify_range(dir, &L->m, rg, L->fds[rg->rank], L->mom[k], L->bw, NULL, NULL, msg, msgn);
+    }
+    return local;
+}
+
+/* the second pass: the records into the params, master and moments; then the step count
+   and loss scale, once every rank succeeded */
+static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, const zero__ck_loader *L, char *msg,
+                                       size_t msgn) {
+    const zero__ck_manifest *m = &L->m;
+    zero_result r, local = ZERO_OK;
+    int k;
+    for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
+        const zero__ck_range *rg = &m->ranges[L->need[k]];
+        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->bw, L->bw + ZERO__CK_CHUNK, msg,
+                                     msgn);
+    }
+    r = zero__ck_load_finish(ctx, "zero_load", local, msg, msgn);
+    if (r == ZERO_OK) {
+        ctx->opt.steps = m->steps;
+        ctx->opt.skipped = m->skipped;
+        ctx->opt.loss_scale = m->loss_scale;
+        ctx->opt.good_steps = (int)m->good_steps;
+    }
+    return r;
+}
+
+/* Two passes over the records this rank needs, with memory bounded by two chunks: the
+   first reads and checks every one (checksums), the ranks agree, and only then the
+   second reads them again into the params, master and moments (the NVMe tier's blocks
+   directly). So a bad file changes nothing; an OS error in the second pass (the file
+   changed under us, the tier failed) leaves the state partly loaded, and every rank
+   returns it. */
+static zero_result zero__ck_load(zero_ctx *ctx, const char *dir) {
+    zero__ck_loader L;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = zero__ck_load_plan(ctx, dir, &L, msg, sizeof msg);
+    if (local == ZERO_OK) local = zero__ck_load_verify(dir, &L, msg, sizeof msg);
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load", local, msg);
+    if (r == ZERO_OK) r = zero__ck_load_apply(ctx, dir, &L, msg, sizeof msg);
+    zero__ck_loader_free(&ctx->desc.allocator, &L);
+    return r;
+}
+
+/* ---- zero_export_safetensors, zero_ckpt_export */
+/* the 8-byte little-endian header length, then the header; 0: failed (errno) */
+static int zero__st_write_header(int fd, const char *hdr, int64_t hlen) {
+    unsigned char lenb[8];
+    int i;
+    for (i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    return zero__ck_pwrite(fd, lenb, 8, 0) && zero__ck_pwrite(fd, hdr, (size_t)hlen, 8);
+}
+
+/* the end of a file written as tmp (ok: so far without failure): made durable, closed,
+   renamed to path; 0 on failure (errno says why; tmp is the caller's to remove) */
+static int zero__ck_seal(int fd, int ok, const char *tmp, const char *path) {
+    ok = ok && fsync(fd) == 0;
+    if (zero__ck_close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    return ok;
+}
+
+/* rank 0's start: the header of every param in order, written to path.tmp (tmp, *fd,
+   *hlen) */
+static zero_result zero__st_export_begin(zero_ctx *ctx, const char *path, zero_dtype dtype, char *tmp, size_t tmpn,
+                                         int *fd, int64_t *hlen, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
+    char *hdr = NULL;
+    zero_result local = ZERO_OK;
+    int i;
+    for (i = 0; ts && i < ctx->num_params; i++) {
+        ts[i].module = ctx->modules[ctx->params[i].module].name;
+        ts[i].name = ctx->params[i].name;
+        ts[i].ndim = ctx->params[i].ndim;
+        ts[i].shape = ctx->params[i].shape;
+        ts[i].numel = ctx->params[i].numel;
+    }
+    if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, hlen);
+    if (!ts || !hdr) {
+        local = ZERO_ERR_OUT_OF_MEMORY;
+        snprintf(msg, msgn, "out of memory");
+    } else if (!zero__ck_join(tmp, tmpn, path, ".tmp", "") ||
+               (*fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, msgn, "%.300s: cannot create: %s", path, strerror(errno));
+    } else if (!zero__st_write_header(*fd, hdr, *hlen)) {
+        local = ZERO_ERR_IO;
+    }
+    zero__raw_free(a, ts);
+    zero__raw_free(a, hdr);
+    return local;
+}
+
+/* module by module (memory: one module span, buf): every rank takes part in the
+   gathers, rank 0 writes each of the module's params at its offset in fd (while *local
+   is ZERO_OK). Returns the gathers' result. */
+static zero_result zero__st_export_modules(zero_ctx *ctx, const char *path, zero_dtype dtype, int fd, int64_t hlen,
+                                           float *buf, zero_result *local, char *msg, size_t msgn) {
+    zero_result r;
+    int64_t off;
+    int i, j;
+    for (i = 0; i < ctx->num_modules; i++) {
+        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) return r;
+        if (ctx->rank != 0 || *local != ZERO_OK) continue;
+        off = 8 + hlen;
+        for (j = 0; j < ctx->num_params && *local == ZERO_OK; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
+                *local = ZERO_ERR_IO;
+                snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+            }
+            off += pr->numel * (int64_t)zero__dtype_size(dtype);
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    char msg[ZERO__MSG] = "", tmp[4096];
+    zero_result r, local = ZERO_OK;
+    float *buf;
+    int64_t hlen = 0;
+    int fd = -1;
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_export_safetensors: out of memory");
+    if (ctx->rank == 0) local = zero__st_export_begin(ctx, path, dtype, tmp, sizeof tmp, &fd, &hlen, msg, sizeof msg);
+    r = zero__st_export_modules(ctx, path, dtype, fd, hlen, buf, &local, msg, sizeof msg);
+    zero__raw_free(a, buf);
+    if (r != ZERO_OK) {
+        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
+        return r;
+    }
+    if (fd >= 0 && !zero__ck_seal(fd, local == ZERO_OK, tmp, path)) {
+        (void)unlink(tmp);
+        if (local == ZERO_OK) {
+            local = ZERO_ERR_IO;
+            snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
+    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+}
+
+/* zero_ckpt_export's layout, zero_export_safetensors's (params in order, one header
+   writer): the header (*hlen bytes; NULL: out of memory), and in *data_off (the
+   caller's to free) each param's data offset in the file */
+static char *zero__ck_export_layout(const zero_ckpt *ck, zero_dtype dtype, int64_t **data_off, int64_t *hlen) {
+    const zero__ck_manifest *m = &ck->m;
+    const zero_allocator *a = &ck->alloc;
+    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)m->nparam);
+    char *hdr = NULL;
+    int64_t off;
+    int i;
+    *data_off = (int64_t *)zero__raw_alloc(a, sizeof **data_off * (size_t)m->nparam);
+    for (i = 0; ts && i < m->nparam; i++) {
+        ts[i].module = m->mods[m->params[i].module].name;
+        ts[i].name = m->params[i].name;
+        ts[i].ndim = m->params[i].ndim;
+        ts[i].shape = m->params[i].shape;
+        ts[i].numel = m->params[i].numel;
+    }
+    if (ts && *data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, hlen);
+    zero__raw_free(a, ts);
+    if (!hdr) return NULL;
+    off = 8 + *hlen;
+    for (i = 0; i < m->nparam; i++) {
+        (*data_off)[i] = off;
+        off += m->params[i].numel * (int64_t)zero__dtype_size(dtype);
+    }
+    return hdr;
+}
+
+/* zero_ckpt_export_as (fn: its name in messages): every record's weights and moments
+   checked, the weights written to path.tmp on the way, renamed to path at the end */
+static zero_result zero__ck_export(zero_ckpt *ck, const char *path, zero_dtype dtype, const char *fn) {
+    const zero_allocator *a = &ck->alloc;
+    int64_t *data_off = NULL, hlen = 0;
+    char tmp[4096], *hdr;
+    zero__ck_out s;
+    zero_result r = ZERO_OK;
+    if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", ""))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is too long", fn);
+    if (!(hdr = zero__ck_export_layout(ck, dtype, &data_off, &hlen))) {
+        r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
+    } else {
+        s.dt = dtype;
+        s.data_off = data_off;
+        s.tmp = tmp;
+        if (!zero__st_write_header(s.fd, hdr, hlen))
+            r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, tmp,
+                           strerror(errno));
+        if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
+        if (!zero__ck_seal(s.fd, r == ZERO_OK, tmp, path)) {
+            int e = errno;
+            (void)unlink(tmp);
+            if (r == ZERO_OK)
+                r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path,
+                               strerror(e));
+        }
+    }
+    zero__raw_free(a, data_off);
+    zero__raw_free(a, hdr);
+    return r;
+}
+
+/* ---- zero_load_safetensors */
+/* its state: the file, its header parsed into entries, each param's entry (map), a chunk
+   of raw values and one of fp32 values */
+typedef struct zero__st_reader {
+    int fd, nent;
+    int64_t hlen, fsize;
+    char *hdr;
+    zero__st_entry *ents;
+    const zero__st_entry **map;
+    unsigned char *raw;
+    float *vals;
+} zero__st_reader;
+
+static void zero__st_reader_free(const zero_allocator *a, zero__st_reader *s) {
+    zero__raw_free(a, s->raw);
+    zero__raw_free(a, s->vals);
+    if (s->fd >= 0) zero__ck_close(s->fd);
+    zero__raw_free(a, s->hdr);
+    zero__raw_free(a, s->ents);
+    zero__raw_free(a, s->map);
+}
+
+/* opens path, reads its header length and its header, parsed into s->ents */
+static zero_result zero__st_open(zero_ctx *ctx, const char *path, zero__st_reader *s, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    unsigned char lenb[8];
+    struct stat st;
+    int i, rr, cap;
+    memset(s, 0, sizeof *s);
+    if ((s->fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(s->fd, &st) != 0) {
+        snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
+        return ZERO_ERR_IO;
+    }
+    s->fsize = (int64_t)st.st_size;
+    rr = zero__ck_pread(s->fd, lenb, 8, 0);
+    for (i = 7; i >= 0; i--) s->hlen = (s->hlen << 8) | lenb[i];
+    if (rr != 1 || s->hlen < 2 || s->hlen > ((int64_t)1 << 30) || s->hlen > s->fsize - 8) {
+        snprintf(msg, msgn, "%.300s: not a safetensors file (header length)", path);
+        return ZERO_ERR_CORRUPT;
+    }
+    cap = (int)(s->hlen / 16) + 1;
+    s->hdr = (char *)zero__raw_alloc(a, (size_t)s->hlen + 1);
+    s->ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *s->ents * (size_t)cap);
+    s->map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *s->map * (size_t)ctx->num_params);
+    s->raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    s->vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    if (!s->hdr || !s->ents || !s->map || !s->raw || !s->vals) {
+        snprintf(msg, msgn, "out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    if (zero__ck_pread(s->fd, s->hdr, (size_t)s->hlen, 8) != 1 ||
+        !zero__st_parse(s->hdr, s->hdr + s->hlen, s->ents, cap, &s->nent)) {
+        snprintf(msg, msgn, "%.300s: malformed safetensors header", path);
+        return ZERO_ERR_CORRUPT;
+    }
+    return ZERO_OK;
+}
+
+/* every param's entry checked (name, shape, dtype, extent) into s->map */
+static zero_result zero__st_match(const zero_ctx *ctx, const char *path, zero__st_reader *s, char *msg, size_t msgn) {
+    int i, k;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const char *mn = ctx->modules[p->module].name;
+        const zero__st_entry *e = zero__st_find(s->ents, s->nent, mn, p->name);
+        int same = e && e->ndim == p->ndim;
+        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
+        if (!same) {
+            snprintf(msg, msgn, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
+                     e ? "has a different shape" : "");
+            return ZERO_ERR_MISMATCH;
+        }
+        if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero__dtype_size(e->dt) ||
+            e->end > s->fsize - 8 - s->hlen) {
+            snprintf(msg, msgn, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
+                     p->name);
+            return ZERO_ERR_CORRUPT;
+        }
+        s->map[i] = e;
+    }
+    return ZERO_OK;
+}
+
+/* param i's elements this rank needs, streamed ZERO__CK_CHUNK elements at a time into
+   the params and (where this rank holds it) the master; on the NVMe tier a chunk stays
+   in one block: the param area and the master of a chunk are written to the block
+   cached once */
+static zero_result zero__st_load_param(zero_ctx *ctx, const char *path, const zero__st_reader *s, int i, char *msg,
+                                       size_t msgn) {
+    const zero__st_entry *e = s->map[i];
+    int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero__dtype_size(e->dt);
+    int held, state, tier, rr;
+    zero_result local = ZERO_OK;
+    zero__ck_need(ctx, i, &b, &e_);
+    held = zero__ck_has_state(ctx, i, &sb, &se);
+    state = ctx->tier.vt->has_master(ctx) && held;
+    tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
+    for (o = b; o < e_ && local == ZERO_OK; o += c) {
+        int64_t lo, hi;
+        c = zero__ck_chunk(ctx, i, o, e_, tier, sb, se);
+        lo = o > sb ? o : sb;
+        hi = o + c < se ? o + c : se;
+        rr = zero__ck_pread(s->fd, s->raw, (size_t)(c * es), 8 + s->hlen + e->begin + o * es);
+        if (rr != 1) {
+            snprintf(msg, msgn, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
+            return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+        }
+        zero__to_f32(s->vals, s->raw, e->dt, c);
+        local = zero__ck_param_write(ctx, i, o, c, s->vals, "zero_load_safetensors");
+        if (local == ZERO_OK && state && lo < hi)
+            local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, lo), hi - lo, s->vals + (lo - o),
+                                         "zero_load_safetensors");
+        if (local != ZERO_OK && !msg[0]) snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    }
+    return local;
+}
+
+/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
+   the ranks agree, then each reads only the elements it holds. Sets params (and the
+   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
+static zero_result zero__st_load(zero_ctx *ctx, const char *path) {
+    zero__st_reader s;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = zero__st_open(ctx, path, &s, msg, sizeof msg);
+    int i;
+    if (local == ZERO_OK) local = zero__st_match(ctx, path, &s, msg, sizeof msg);
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    if (r == ZERO_OK) {
+        local = ZERO_OK;
+        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++)
+            local = zero__st_load_param(ctx, path, &s, i, msg, sizeof msg);
+        r = zero__ck_load_finish(ctx, "zero_load_safetensors", local, msg, sizeof msg);
+    }
+    zero__st_reader_free(&ctx->desc.allocator, &s);
+    return r;
+}
+
+/* ---- zero_ckpt_* */
+static void zero__ck_ckpt_free(zero_ckpt *ck) {
+    zero_allocator a;
+    if (!ck) return;
+    a = ck->alloc;
+    zero__ck_manifest_free(&a, &ck->m);
+    zero__raw_free(&a, ck->dir);
+    zero__raw_free(&a, ck);
+}
+
+/* zero_ckpt_open after its argument checks: the manifest read and checked, every shard's
+   size and header checked, and the totals */
+static zero_result zero__ck_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out) {
+    zero_allocator a;
+    zero_ckpt *ck;
+    char msg[ZERO__MSG] = "";
+    zero_result r;
+    int i, fd;
+    memset(&a, 0, sizeof a);
+    if (alloc) a = *alloc;
+    if (!(ck = (zero_ckpt *)zero__raw_alloc(&a, sizeof *ck)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    memset(ck, 0, sizeof *ck);
+    ck->alloc = a;
+    if (!(ck->dir = zero__strdup(&a, dir))) {
+        zero__ck_ckpt_free(ck);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    }
+    r = zero__ck_read_manifest(&ck->alloc, dir, &ck->m, msg, sizeof msg);
+    /* every shard's size (the manifest's sizes bound everything read or written later) and header */
+    for (i = 0; r == ZERO_OK && i < ck->m.nfile; i++) {
+        r = zero__ck_open_shard(dir, &ck->m, i, &fd, msg, sizeof msg);
+        if (fd >= 0) zero__ck_close(fd);
+        ck->bytes += ck->m.files[i].bytes;
+    }
+    if (r != ZERO_OK) {
+        zero__ck_ckpt_free(ck);
+        return zero__fail(NULL, r, ZERO_LOGITEM_CKPT, "zero_ckpt_open: %s", msg);
+    }
+    for (i = 0; i < ck->m.nparam; i++) {
+        ck->numel += ck->m.params[i].numel;
+        if (!ck->m.mods[ck->m.params[i].module].frozen) ck->trainable += ck->m.params[i].numel;
+    }
+    *out = ck;
+    return ZERO_OK;
+}
+
+/* the public struct's tag is also the public function's name: inside, it goes by this one */
+typedef struct zero_ckpt_info zero__ck_info;
+
+static void zero__ck_ckpt_info(const zero_ckpt *ck, zero__ck_info *out) {
+    const zero__ck_manifest *m = &ck->m;
+    memset(out, 0, sizeof *out);
+    out->format_version = m->version;
+    out->generation = m->gen;
+    out->stage = m->stage;
+    out->world_size = m->world;
+    out->param_dtype = m->pdt;
+    out->grad_dtype = m->gdt;
+    out->grad_accum_dtype = m->gadt;
+    out->optimizer = m->optim;
+    out->moments = m->moments;
+    out->steps = m->steps;
+    out->skipped_steps = m->skipped;
+    out->good_steps = m->good_steps;
+    out->loss_scale = m->loss_scale;
+    out->num_modules = m->nmod;
+    out->num_params = m->nparam;
+    out->num_files = m->nfile;
+    out->num_ranges = m->nrange;
+    out->numel = ck->numel;
+    out->trainable_numel = ck->trainable;
+    out->total_bytes = ck->bytes;
+}
+
+static void zero__ck_module_info(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
+    int k;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.mods[i].name;
+    out->frozen = ck->m.mods[i].frozen;
+    for (k = 0; k < ck->m.nparam; k++) out->num_params += ck->m.params[k].module == i;
+}
+
+static void zero__ck_param_info(const zero_ckpt *ck, int i, zero_ckpt_param_info *out) {
+    const zero__ck_param *p = &ck->m.params[i];
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->module = ck->m.mods[p->module].name;
+    out->module_index = p->module;
+    out->frozen = ck->m.mods[p->module].frozen;
+    out->dtype = ck->m.pdt;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->numel = p->numel;
+}
+
+static void zero__ck_file_info(const zero_ckpt *ck, int i, zero_ckpt_file_info *out) {
+    int k;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.files[i].name;
+    out->rank = ck->m.files[i].rank;
+    out->bytes = ck->m.files[i].bytes;
+    for (k = 0; k < ck->m.nrange; k++) out->num_ranges += ck->m.ranges[k].rank == i;
+}
+
+/* zero_ckpt_read_f32's sink: the checked weights at their place in the flat order */
+typedef struct zero__ck_flat { float *out; const int64_t *param_off; } zero__ck_flat;
+
+static zero_result zero__ck_flat_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
+                                      size_t msgn) {
+    const zero__ck_flat *s = (const zero__ck_flat *)user;
+    (void)msg;
+    (void)msgn;
+    memcpy(s->out + s->param_off[r->param] + r->begin + o, w, (size_t)n * 4);
+    return ZERO_OK;
+}
+
+static zero_result zero__ck_read_f32(zero_ckpt *ck, float *out) {
+    zero__ck_flat s;
+    int64_t *off, o = 0;
+    zero_result r;
+    int i;
+    /* the manifest lists the params in the saver's registration order: the flat order */
+    if (!(off = (int64_t *)zero__raw_alloc(&ck->alloc, sizeof *off * (size_t)ck->m.nparam)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_ckpt_read_f32: out of memory");
+    for (i = 0; i < ck->m.nparam; i++) { off[i] = o; o += ck->m.params[i].numel; }
+    s.out = out;
+    s.param_off = off;
+    r = zero__ck_scan(ck, "zero_ckpt_read_f32", zero__ck_flat_sink, &s);
+    zero__raw_free(&ck->alloc, off);
+    return r;
+}
+
 /* >>public -------------------------------------------------------------------------------
    The public functions, on top of everything above. */
 /* ---- basics ------------------------------------------------------------------------- */
@@ -13754,353 +14405,36 @@ ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) 
 
 /* ---- checkpoints and safetensors ---------------------------------------------------- */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local = ZERO_OK;
-    uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
-    int stride, i, failed = 0;
-    int64_t bytes;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    for (i = 0; i < ctx->num_params; i++)
-        if (strchr(ctx->params[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (strchr(ctx->modules[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    if (local != ZERO_OK)
-        return zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: a module or param name contains a newline");
-    /* the generation: rank 0 picks one above every file in the directory */
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
-    }
-    if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
-    gen = g[0];
-    stride = 2 * ctx->num_params + 2;
-    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
-    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
-    if (!mine || !all) {
-        zero__raw_free(a, mine); zero__raw_free(a, all);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
-    }
-    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
-    if (local == ZERO_OK) {
-        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
-        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
-    }
-    mine[0] = (uint64_t)(int64_t)local;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
-    if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
-    /* every shard is durable (each rank fsynced before the all-gather): commit */
-    if (ctx->rank == 0 && !failed) {
-        zero__ck_fsync_dir(dir);
-        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-        else zero__ck_cleanup(dir, gen);
-    }
-    zero__raw_free(a, mine);
-    zero__raw_free(a, all);
-    r = zero__ck_agree(ctx, "zero_save", local, msg);
-    /* No manifest names this generation (a shard failed, or the manifest did; not a
-       broken communicator, after which rank 0 may have committed): remove this rank's
-       shard, so a failed save leaves the directory as it was. */
-    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
-        char nm[64], path[4096];
-        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
-    }
-    return r;
+    return zero__ck_save(ctx, dir);
 }
 
-/* Two passes over the records this rank needs, with memory bounded by two chunks: the
-   first reads and checks every one (checksums), the ranks agree, and only then the
-   second reads them again into the params, master and moments (the NVMe tier's blocks
-   directly). So a bad file changes nothing; an OS error in the second pass (the file
-   changed under us, the tier failed) leaves the state partly loaded, and every rank
-   returns it. */
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    zero__ck_manifest m;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, k;
-    float *bw = NULL;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
-    if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
-    if (local == ZERO_OK) {
-        fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
-        need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
-        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        else for (k = 0; k < m.world; k++) fds[k] = -1;
-    }
-    /* which records overlap what this rank holds (zero__ck_validate: they cover every
-       element once) */
-    for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
-        const zero__ck_range *rg = &m.ranges[k];
-        int64_t b, e;
-        zero__ck_need(ctx, rg->param, &b, &e);
-        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-            mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-            need[nneed++] = k;
-        }
-    }
-    for (k = 0; local == ZERO_OK && k < nneed; k++) {
-        const zero__ck_range *rg = &m.ranges[need[k]];
-        if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK)
-            local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, NULL, NULL, msg, sizeof msg);
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load", local, msg);
-    if (r == ZERO_OK) {
-        for (k = 0; local == ZERO_OK && k < nneed; k++) {
-            const zero__ck_range *rg = &m.ranges[need[k]];
-            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
-        }
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load", local, msg);
-        if (r == ZERO_OK) {
-            ctx->opt.steps = m.steps;
-            ctx->opt.skipped = m.skipped;
-            ctx->opt.loss_scale = m.loss_scale;
-            ctx->opt.good_steps = (int)m.good_steps;
-        }
-    }
-    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
-    zero__raw_free(a, bw);
-    zero__raw_free(a, fds);
-    zero__raw_free(a, need);
-    zero__raw_free(a, mom);
-    zero__ck_manifest_free(a, &m);
-    return r;
+    return zero__ck_load(ctx, dir);
 }
 
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
-    const zero_allocator *a;
-    zero__st_tensor *ts = NULL;
-    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
-    zero_result r, local = ZERO_OK;
-    float *buf = NULL;
-    int64_t hlen = 0, off;
-    int fd = -1, i, j;
-    uint64_t le;
-    unsigned char lenb[8];
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
     if (dtype != ZERO_F32 && dtype != ZERO_BF16)
         return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                           "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
-    a = &ctx->desc.allocator;
-    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
-    if (ctx->rank == 0) {
-        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
-        for (i = 0; ts && i < ctx->num_params; i++) {
-            ts[i].module = ctx->modules[ctx->params[i].module].name;
-            ts[i].name = ctx->params[i].name;
-            ts[i].ndim = ctx->params[i].ndim;
-            ts[i].shape = ctx->params[i].shape;
-            ts[i].numel = ctx->params[i].numel;
-        }
-        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
-        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        if (local == ZERO_OK) {
-            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
-            }
-        }
-        if (local == ZERO_OK) {
-            le = (uint64_t)hlen;
-            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
-            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
-        }
-    }
-    /* module by module (memory: one module span): every rank takes part in the
-       gathers, rank 0 writes each of the module's params at its offset */
-    for (i = 0; i < ctx->num_modules; i++) {
-        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
-        if (ctx->rank != 0 || local != ZERO_OK) continue;
-        off = 8 + hlen;
-        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-            off += pr->numel * (int64_t)zero__dtype_size(dtype);
-        }
-    }
-    zero__raw_free(a, buf);
-    zero__raw_free(a, ts);
-    zero__raw_free(a, hdr);
-    if (r != ZERO_OK) {
-        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
-        return r;
-    }
-    if (fd >= 0) {
-        int ok = local == ZERO_OK && fsync(fd) == 0;
-        if (zero__ck_close(fd) != 0) ok = 0;
-        if (ok && rename(tmp, path) != 0) ok = 0;
-        if (!ok) {
-            (void)unlink(tmp);
-            if (local == ZERO_OK) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
-    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+    return zero__st_export(ctx, path, dtype);
 }
 
-/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
-   the ranks agree, then each reads only the elements it holds. Sets params (and the
-   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "", *hdr = NULL;
-    zero__st_entry *ents = NULL;
-    const zero__st_entry **map = NULL;
-    zero_result r, local = ZERO_OK;
-    unsigned char lenb[8], *raw = NULL;
-    float *vals = NULL;
-    int64_t hlen = 0, fsize = 0;
-    int fd = -1, nent = 0, i, k, rr;
-    struct stat st;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
-    } else {
-        fsize = (int64_t)st.st_size;
-        rr = zero__ck_pread(fd, lenb, 8, 0);
-        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
-        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
-        }
-    }
-    if (local == ZERO_OK) {
-        int cap = (int)(hlen / 16) + 1;
-        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
-        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
-        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
-        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        if (!hdr || !ents || !map || !raw || !vals) {
-            local = ZERO_ERR_OUT_OF_MEMORY;
-            snprintf(msg, sizeof msg, "out of memory");
-        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
-        }
-    }
-    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        const char *mn = ctx->modules[p->module].name;
-        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
-        int same = e && e->ndim == p->ndim;
-        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
-        if (!same) {
-            local = ZERO_ERR_MISMATCH;
-            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
-                     e ? "has a different shape" : "");
-        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero__dtype_size(e->dt) ||
-                   e->end > fsize - 8 - hlen) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
-                     p->name);
-        } else {
-            map[i] = e;
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
-       holds it) the master, on the NVMe tier block by block */
-    local = ZERO_OK;
-    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__st_entry *e = map[i];
-        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero__dtype_size(e->dt);
-        int held, state, tier;
-        zero__ck_need(ctx, i, &b, &e_);
-        held = zero__ck_has_state(ctx, i, &sb, &se);
-        state = ctx->tier.vt->has_master(ctx) && held;
-        tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
-        for (o = b; o < e_ && local == ZERO_OK; o += c) {
-            int64_t s, t;
-            /* on the NVMe tier a chunk stays in one block: the param area and the master of
-               a chunk are written to the block cached once */
-            c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK;
-            if (tier && o < sb && sb - o < c) c = sb - o;
-            if (tier && o >= sb && o < se) {
-                if (se - o < c) c = se - o;
-                if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o));
-            }
-            s = o > sb ? o : sb;
-            t = o + c < se ? o + c : se;
-            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
-            if (rr != 1) {
-                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
-                break;
-            }
-            zero__to_f32(vals, raw, e->dt, c);
-            local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
-            if (local == ZERO_OK && state && s < t)
-                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
-                                             "zero_load_safetensors");
-            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-    }
-    if (r == ZERO_OK) {
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    }
-    zero__raw_free(a, raw);
-    zero__raw_free(a, vals);
-    if (fd >= 0) zero__ck_close(fd);
-    zero__raw_free(a, hdr);
-    zero__raw_free(a, ents);
-    zero__raw_free(a, map);
-    return r;
+    return zero__st_load(ctx, path);
 }
 
 /* ---- checkpoint inspection ------------------------------------------------------------ */
-ZERO_API void zero_ckpt_close(zero_ckpt *ck) {
-    zero_allocator a;
-    if (!ck) return;
-    a = ck->alloc;
-    zero__ck_manifest_free(&a, &ck->m);
-    zero__raw_free(&a, ck->dir);
-    zero__raw_free(&a, ck);
-}
+ZERO_API void zero_ckpt_close(zero_ckpt *ck) { zero__ck_ckpt_free(ck); }
 
 ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out) {
-    zero_allocator a;
-    zero_ckpt *ck;
-    char msg[ZERO__MSG] = "";
-    zero_result r;
-    int i, fd;
     if (out) *out = NULL;
     if (!dir || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_open: dir and out must not be NULL");
@@ -14113,101 +14447,34 @@ ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc
     if (alloc && !alloc->alloc != !alloc->free)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_ckpt_open: alloc->alloc and alloc->free must be set together");
-    memset(&a, 0, sizeof a);
-    if (alloc) a = *alloc;
-    if (!(ck = (zero_ckpt *)zero__raw_alloc(&a, sizeof *ck)))
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
-    memset(ck, 0, sizeof *ck);
-    ck->alloc = a;
-    if (!(ck->dir = zero__strdup(&a, dir))) {
-        zero_ckpt_close(ck);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
-    }
-    r = zero__ck_read_manifest(&ck->alloc, dir, &ck->m, msg, sizeof msg);
-    /* every shard's size (the manifest's sizes bound everything read or written later) and header */
-    for (i = 0; r == ZERO_OK && i < ck->m.nfile; i++) {
-        r = zero__ck_open_shard(dir, &ck->m, i, &fd, msg, sizeof msg);
-        if (fd >= 0) zero__ck_close(fd);
-        ck->bytes += ck->m.files[i].bytes;
-    }
-    if (r != ZERO_OK) {
-        zero_ckpt_close(ck);
-        return zero__fail(NULL, r, ZERO_LOGITEM_CKPT, "zero_ckpt_open: %s", msg);
-    }
-    for (i = 0; i < ck->m.nparam; i++) {
-        ck->numel += ck->m.params[i].numel;
-        if (!ck->m.mods[ck->m.params[i].module].frozen) ck->trainable += ck->m.params[i].numel;
-    }
-    *out = ck;
-    return ZERO_OK;
+    return zero__ck_ckpt_open(dir, alloc, out);
 }
 
 ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) {
-    const zero__ck_manifest *m;
     if (!ck || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_info: ck and out must not be NULL");
-    m = &ck->m;
-    memset(out, 0, sizeof *out);
-    out->format_version = m->version;
-    out->generation = m->gen;
-    out->stage = m->stage;
-    out->world_size = m->world;
-    out->param_dtype = m->pdt;
-    out->grad_dtype = m->gdt;
-    out->grad_accum_dtype = m->gadt;
-    out->optimizer = m->optim;
-    out->moments = m->moments;
-    out->steps = m->steps;
-    out->skipped_steps = m->skipped;
-    out->good_steps = m->good_steps;
-    out->loss_scale = m->loss_scale;
-    out->num_modules = m->nmod;
-    out->num_params = m->nparam;
-    out->num_files = m->nfile;
-    out->num_ranges = m->nrange;
-    out->numel = ck->numel;
-    out->trainable_numel = ck->trainable;
-    out->total_bytes = ck->bytes;
+    zero__ck_ckpt_info(ck, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nmod : 0, "zero_ckpt_module", "module");
-    int k;
     if (r != ZERO_OK) return r;
-    memset(out, 0, sizeof *out);
-    out->name = ck->m.mods[i].name;
-    out->frozen = ck->m.mods[i].frozen;
-    for (k = 0; k < ck->m.nparam; k++) out->num_params += ck->m.params[k].module == i;
+    zero__ck_module_info(ck, i, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nparam : 0, "zero_ckpt_param", "param");
-    const zero__ck_param *p;
     if (r != ZERO_OK) return r;
-    p = &ck->m.params[i];
-    memset(out, 0, sizeof *out);
-    out->name = p->name;
-    out->module = ck->m.mods[p->module].name;
-    out->module_index = p->module;
-    out->frozen = ck->m.mods[p->module].frozen;
-    out->dtype = ck->m.pdt;
-    out->ndim = p->ndim;
-    memcpy(out->shape, p->shape, sizeof out->shape);
-    out->numel = p->numel;
+    zero__ck_param_info(ck, i, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nfile : 0, "zero_ckpt_file", "file");
-    int k;
     if (r != ZERO_OK) return r;
-    memset(out, 0, sizeof *out);
-    out->name = ck->m.files[i].name;
-    out->rank = ck->m.files[i].rank;
-    out->bytes = ck->m.files[i].bytes;
-    for (k = 0; k < ck->m.nrange; k++) out->num_ranges += ck->m.ranges[k].rank == i;
+    zero__ck_file_info(ck, i, out);
     return ZERO_OK;
 }
 
@@ -14218,102 +14485,23 @@ ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck) {
 
 ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *path, zero_dtype dtype) {
     static const char *fn = "zero_ckpt_export";
-    const zero__ck_manifest *m;
-    const zero_allocator *a;
-    zero__st_tensor *ts = NULL;
-    int64_t *data_off = NULL, hlen = 0, off;
-    char tmp[4096], *hdr = NULL;
-    unsigned char lenb[8];
-    zero__ck_out s;
-    zero_result r = ZERO_OK;
-    int i, ok;
     if (!ck || !path)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and path must not be NULL", fn);
     if (!*path) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is empty", fn);
     if (dtype != ZERO_F32 && dtype != ZERO_BF16)
         return zero__fail(NULL, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE, "%s: dtype must be ZERO_F32 or ZERO_BF16",
                           fn);
-    if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", ""))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is too long", fn);
-    m = &ck->m;
-    a = &ck->alloc;
-    /* the layout: zero_export_safetensors's (params in order, one header writer) */
-    ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)m->nparam);
-    data_off = (int64_t *)zero__raw_alloc(a, sizeof *data_off * (size_t)m->nparam);
-    for (i = 0; ts && i < m->nparam; i++) {
-        ts[i].module = m->mods[m->params[i].module].name;
-        ts[i].name = m->params[i].name;
-        ts[i].ndim = m->params[i].ndim;
-        ts[i].shape = m->params[i].shape;
-        ts[i].numel = m->params[i].numel;
-    }
-    if (ts && data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, &hlen);
-    if (!hdr) {
-        r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out;
-    }
-    off = 8 + hlen;
-    for (i = 0; i < m->nparam; i++) { data_off[i] = off; off += m->params[i].numel * (int64_t)zero__dtype_size(dtype); }
-    if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
-        goto out;
-    }
-    s.dt = dtype;
-    s.data_off = data_off;
-    s.tmp = tmp;
-    for (i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (!zero__ck_pwrite(s.fd, lenb, 8, 0) || !zero__ck_pwrite(s.fd, hdr, (size_t)hlen, 8))
-        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, tmp, strerror(errno));
-    /* every record's weights and moments checked, the weights written on the way */
-    if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
-    ok = r == ZERO_OK && fsync(s.fd) == 0;
-    if (zero__ck_close(s.fd) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        int e = errno;
-        (void)unlink(tmp);
-        if (r == ZERO_OK)
-            r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path, strerror(e));
-    }
-out:
-    zero__raw_free(a, ts);
-    zero__raw_free(a, data_off);
-    zero__raw_free(a, hdr);
-    return r;
+    return zero__ck_export(ck, path, dtype, fn);
 }
 
 ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *path) {
     return zero_ckpt_export_as(ck, path, ZERO_F32);
 }
 
-/* zero_ckpt_read_f32's sink: the checked weights at their place in the flat order */
-typedef struct zero__ck_flat { float *out; const int64_t *param_off; } zero__ck_flat;
-
-static zero_result zero__ck_flat_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
-                                      size_t msgn) {
-    const zero__ck_flat *s = (const zero__ck_flat *)user;
-    (void)msg;
-    (void)msgn;
-    memcpy(s->out + s->param_off[r->param] + r->begin + o, w, (size_t)n * 4);
-    return ZERO_OK;
-}
-
 ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out) {
-    zero__ck_flat s;
-    int64_t *off, o = 0;
-    zero_result r;
-    int i;
     if (!ck || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_read_f32: ck and out must not be NULL");
-    /* the manifest lists the params in the saver's registration order: the flat order */
-    if (!(off = (int64_t *)zero__raw_alloc(&ck->alloc, sizeof *off * (size_t)ck->m.nparam)))
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_read_f32: out of memory");
-    for (i = 0; i < ck->m.nparam; i++) { off[i] = o; o += ck->m.params[i].numel; }
-    s.out = out;
-    s.param_off = off;
-    r = zero__ck_scan(ck, "zero_ckpt_read_f32", zero__ck_flat_sink, &s);
-    zero__raw_free(&ck->alloc, off);
-    return r;
+    return zero__ck_read_f32(ck, out);
 }
 
 ZERO__FP_PIN_END   /* the includer's floating-point rules again (>>platform) */
