@@ -11739,19 +11739,11 @@ static void zero__ck_misplaced(const zero__ck_manifest *m, const zero__ck_range 
              (long long)want);
 }
 
-/* The manifest as a whole, after each line was read: what zero_load and zero_ckpt_open
-   rely on (both read manifests through zero__ck_read_manifest, so they refuse the same):
-   the optimizer's moment count; module names unique, param names unique in a module;
-   no param larger than the shard files could hold; each file's records back to back from
-   its header to its last byte, in manifest order, as zero_save writes them (so a record
-   can neither lie outside its file nor point at another record's bytes); each param's
-   records cover its elements exactly once. Messages name the param and the range. */
-static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_manifest *m, const char *path, char *msg,
-                                     size_t msgn) {
-    const void **ix;
-    int64_t *next, data = 0;
-    int i, j, n = m->nmod > m->nparam ? m->nmod : m->nparam;
-    zero_result res = ZERO_ERR_CORRUPT;
+/* zero__ck_validate's first checks: the optimizer's moment count, and no param larger
+   than the shard files could hold */
+static zero_result zero__ck_check_sizes(const zero__ck_manifest *m, const char *path, char *msg, size_t msgn) {
+    int64_t data = 0;
+    int i;
     if (m->optim == ZERO_OPTIM_SGD ? m->moments > 1 : m->moments != 2) {
         snprintf(msg, msgn, "%.300s: optimizer %s with %d moment(s)", path, m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw",
                  m->moments);
@@ -11774,21 +11766,18 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                  (long long)p->numel, (long long)data);
         return ZERO_ERR_CORRUPT;
     }
-    if (m->nrange > n) n = m->nrange;
-    ix = (const void **)zero__raw_alloc(a, sizeof *ix * (size_t)(n + 1));
-    next = (int64_t *)zero__raw_alloc(a, sizeof *next * (size_t)m->nfile);
-    if (!ix || !next) {
-        snprintf(msg, msgn, "%.300s: out of memory", path);
-        res = ZERO_ERR_OUT_OF_MEMORY;
-        goto out;
-    }
-    /* names: sorted, neighbours differ */
+    return ZERO_OK;
+}
+
+/* names: sorted (in ix, room for every module and param), neighbours differ; 0: msg says which */
+static int zero__ck_check_names(const zero__ck_manifest *m, const void **ix, const char *path, char *msg, size_t msgn) {
+    int i;
     for (i = 0; i < m->nmod; i++) ix[i] = m->mods[i].name;
     qsort(ix, (size_t)m->nmod, sizeof *ix, zero__ck_cmp_name);
     for (i = 1; i < m->nmod; i++)
         if (strcmp((const char *)ix[i - 1], (const char *)ix[i]) == 0) {
             snprintf(msg, msgn, "%.300s: two modules are named '%s'", path, (const char *)ix[i]);
-            goto out;
+            return 0;
         }
     for (i = 0; i < m->nparam; i++) ix[i] = &m->params[i];
     qsort(ix, (size_t)m->nparam, sizeof *ix, zero__ck_cmp_param);
@@ -11797,9 +11786,15 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
             const zero__ck_param *p = (const zero__ck_param *)ix[i];
             snprintf(msg, msgn, "%.300s: module '%s' has two params named '%s'", path, m->mods[p->module].name,
                      p->name);
-            goto out;
+            return 0;
         }
-    /* the files: each record where the one before it in the same file ends */
+    return 1;
+}
+
+/* the files: each record where the one before it in the same file ends (next: a
+   cursor per file), the last one at the file's end; 0: msg says which */
+static int zero__ck_check_files(const zero__ck_manifest *m, int64_t *next, const char *path, char *msg, size_t msgn) {
+    int i;
     for (i = 0; i < m->nfile; i++) next[i] = ZERO__CK_HEADER;
     for (i = 0; i < m->nrange; i++) {
         const zero__ck_range *r = &m->ranges[i];
@@ -11810,18 +11805,24 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                      "offset %lld, lies outside %s (%lld bytes)", path, m->mods[p->module].name, p->name,
                      (long long)r->begin, (long long)r->end, r->rank, (long long)bytes, (long long)r->offset,
                      m->files[r->rank].name, (long long)m->files[r->rank].bytes);
-            goto out;
+            return 0;
         }
-        if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); goto out; }
+        if (r->offset != next[r->rank]) { zero__ck_misplaced(m, r, next[r->rank], path, msg, msgn); return 0; }
         next[r->rank] += bytes;
     }
     for (i = 0; i < m->nfile; i++)
         if (next[i] != m->files[i].bytes) {
             snprintf(msg, msgn, "%.300s: %s has %lld bytes, its records end at byte %lld", path, m->files[i].name,
                      (long long)m->files[i].bytes, (long long)next[i]);
-            goto out;
+            return 0;
         }
-    /* the params: sorted by (param, begin), each record begins where the one before ended */
+    return 1;
+}
+
+/* the params: the records sorted by (param, begin) in ix, each record begins where the
+   one before ended, and the last ends at the param's end; 0: msg says where */
+static int zero__ck_check_cover(const zero__ck_manifest *m, const void **ix, const char *path, char *msg, size_t msgn) {
+    int i, j;
     for (i = 0; i < m->nrange; i++) ix[i] = &m->ranges[i];
     qsort(ix, (size_t)m->nrange, sizeof *ix, zero__ck_cmp_range);
     for (i = 0, j = 0; i < m->nparam; i++) {
@@ -11834,7 +11835,7 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
                 snprintf(msg, msgn, "%.200s: param '%s.%s': the records of elements [%lld, %lld) (rank %d) and "
                          "[%lld, %lld) (rank %d) overlap", path, m->mods[p->module].name, p->name, (long long)prev->begin,
                          (long long)prev->end, prev->rank, (long long)r->begin, (long long)r->end, r->rank);
-                goto out;
+                return 0;
             }
             if (r->begin > at) break;
             at = r->end;
@@ -11845,30 +11846,55 @@ static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_man
             int64_t to = r && r->param == i ? r->begin : p->numel;
             snprintf(msg, msgn, "%.200s: param '%s.%s': no record holds its elements [%lld, %lld) (of [0, %lld))", path,
                      m->mods[p->module].name, p->name, (long long)at, (long long)to, (long long)p->numel);
-            goto out;
+            return 0;
         }
     }
-    res = ZERO_OK;
-out:
+    return 1;
+}
+
+/* The manifest as a whole, after each line was read: what zero_load and zero_ckpt_open
+   rely on (both read manifests through zero__ck_read_manifest, so they refuse the same):
+   the optimizer's moment count; module names unique, param names unique in a module;
+   no param larger than the shard files could hold; each file's records back to back from
+   its header to its last byte, in manifest order, as zero_save writes them (so a record
+   can neither lie outside its file nor point at another record's bytes); each param's
+   records cover its elements exactly once. Messages name the param and the range. */
+static zero_result zero__ck_validate(const zero_allocator *a, const zero__ck_manifest *m, const char *path, char *msg,
+                                     size_t msgn) {
+    const void **ix;
+    int64_t *next;
+    int n = m->nmod > m->nparam ? m->nmod : m->nparam;
+    zero_result res;
+    if ((res = zero__ck_check_sizes(m, path, msg, msgn)) != ZERO_OK) return res;
+    if (m->nrange > n) n = m->nrange;
+    ix = (const void **)zero__raw_alloc(a, sizeof *ix * (size_t)(n + 1));
+    next = (int64_t *)zero__raw_alloc(a, sizeof *next * (size_t)m->nfile);
+    if (!ix || !next) {
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        res = ZERO_ERR_OUT_OF_MEMORY;
+    } else if (!zero__ck_check_names(m, ix, path, msg, msgn) || !zero__ck_check_files(m, next, path, msg, msgn) ||
+               !zero__ck_check_cover(m, ix, path, msg, msgn)) {
+        res = ZERO_ERR_CORRUPT;
+    }
     zero__raw_free(a, ix);
     zero__raw_free(a, next);
     return res;
 }
 
-/* Reads and checks dir/manifest. On failure returns the code and writes a sentence
-   naming the file into msg. The checks: complete lines, a known version (checked
-   first: a newer format may change everything after it), the checksum line, every
-   number in range, ranges inside their params; then zero__ck_validate. */
-static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
-                                          char *msg, size_t msgn) {
-    char path[4096], *rest, *w;
-    zero__ck_cur c;
+/* A manifest that failed a line's check: freed, and msg names the line. */
+static zero_result zero__ck_malformed(const zero_allocator *a, zero__ck_manifest *m, const char *path, int line,
+                                      char *msg, size_t msgn) {
+    zero__ck_manifest_free(a, m);
+    snprintf(msg, msgn, "%.300s: malformed or truncated at line %d", path, line);
+    return ZERO_ERR_CORRUPT;
+}
+
+/* path's bytes into m->text (NUL-terminated), c a cursor over them */
+static zero_result zero__ck_read_text(const zero_allocator *a, const char *path, zero__ck_manifest *m, zero__ck_cur *c,
+                                      char *msg, size_t msgn) {
     struct stat st;
-    int fd, i, k;
-    int64_t v, total;
-    uint64_t sum;
-    memset(m, 0, sizeof *m);
-    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    int fd, rr;
+    int64_t total;
     fd = zero__ck_open(path, O_RDONLY, 0);
     if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
     if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
@@ -11879,144 +11905,189 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     total = (int64_t)st.st_size;
     m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
     if (!m->text) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
-    i = zero__ck_pread(fd, m->text, (size_t)total, 0);
+    rr = zero__ck_pread(fd, m->text, (size_t)total, 0);
     zero__ck_close(fd);
-    if (i < 0) { snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno)); goto io; }
-    m->text[total] = 0;
-    c.p = m->text; c.end = m->text + total; c.line = 0;
-    /* the checksum line is the last line and covers every byte before it; computed
-       before parsing (which cuts the text into words), reported after the version:
-       a newer format may change everything after its first line */
-    {
-        char *p = m->text + total, tail[64], *t;
-        int sum_ok = 0, sum_bad = 0;
-        uint64_t want = 0;
-        if (total >= 2 && p[-1] == '\n') {
-            p--;
-            while (p > m->text && p[-1] != '\n') p--;
-            if ((size_t)(m->text + total - p) < sizeof tail) {
-                memcpy(tail, p, (size_t)(m->text + total - p));
-                tail[m->text + total - p - 1] = 0;
-                t = tail;
-                if ((w = zero__ck_word(&t)) != NULL && strcmp(w, "end") == 0 && zero__ck_u64(&t, &want) && !*t) {
-                    sum = zero__ck_sum(m->text, (size_t)(p - m->text));
-                    sum_ok = sum == want;
-                    sum_bad = !sum_ok;
-                }
-            }
-        }
-        if (!zero__ck_kw(&c, "zero-checkpoint", &rest) || !zero__ck_i64(&rest, 1, 1000000, &v) || *rest) goto bad;
-        if (v > ZERO__CK_VERSION) {
-            zero__ck_manifest_free(a, m);
-            snprintf(msg, msgn, "%.300s: format version %lld is newer than this zero.h reads (%d)", path, (long long)v,
-                     ZERO__CK_VERSION);
-            return ZERO_ERR_VERSION;
-        }
-        m->version = (int)v;
-        if (sum_bad) {
-            zero__ck_manifest_free(a, m);
-            snprintf(msg, msgn, "%.300s: checksum mismatch (stored %016llx, computed %016llx)", path,
-                     (unsigned long long)want, (unsigned long long)sum);
-            return ZERO_ERR_CORRUPT;
-        }
-        if (!sum_ok) goto bad;
-        c.end = p;
+    if (rr < 0) {
+        snprintf(msg, msgn, "%.300s: read failed: %s", path, strerror(errno));
+        zero__ck_manifest_free(a, m);
+        return ZERO_ERR_IO;
     }
-    if (!zero__ck_kw(&c, "generation", &rest) || !zero__ck_u64(&rest, &m->gen) || *rest) goto bad;
-    if (!zero__ck_kv(&c, "stage", 0, 3, &v)) goto bad;
+    m->text[total] = 0;
+    c->p = m->text; c->end = m->text + total; c->line = 0;
+    return ZERO_OK;
+}
+
+/* The checksum line "end <hex>", the last line, covers every byte before it. Read
+   before parsing (which cuts the text into words): *body gets where the line begins;
+   1: it matches, -1: it does not (*want stored, *got computed), 0: no such line. */
+static int zero__ck_end_line(char *text, int64_t total, char **body, uint64_t *want, uint64_t *got) {
+    char *p = text + total, tail[64], *t, *w;
+    if (total < 2 || p[-1] != '\n') return 0;
+    p--;
+    while (p > text && p[-1] != '\n') p--;
+    *body = p;
+    if ((size_t)(text + total - p) >= sizeof tail) return 0;
+    memcpy(tail, p, (size_t)(text + total - p));
+    tail[text + total - p - 1] = 0;
+    t = tail;
+    if ((w = zero__ck_word(&t)) == NULL || strcmp(w, "end") != 0 || !zero__ck_u64(&t, want) || *t) return 0;
+    *got = zero__ck_sum(text, (size_t)(p - text));
+    return *got == *want ? 1 : -1;
+}
+
+/* The first line, the version, is checked first (a newer format may change everything
+   after it), then the checksum line's verdict; the cursor then ends before that line.
+   On failure m is freed and msg says why. */
+static zero_result zero__ck_read_version(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m,
+                                         const char *path, char *msg, size_t msgn) {
+    char *body = NULL, *rest;
+    uint64_t want = 0, sum = 0;
+    int64_t v;
+    int verdict = zero__ck_end_line(m->text, (int64_t)(c->end - m->text), &body, &want, &sum);
+    if (!zero__ck_kw(c, "zero-checkpoint", &rest) || !zero__ck_i64(&rest, 1, 1000000, &v) || *rest)
+        return zero__ck_malformed(a, m, path, c->line, msg, msgn);
+    if (v > ZERO__CK_VERSION) {
+        zero__ck_manifest_free(a, m);
+        snprintf(msg, msgn, "%.300s: format version %lld is newer than this zero.h reads (%d)", path, (long long)v,
+                 ZERO__CK_VERSION);
+        return ZERO_ERR_VERSION;
+    }
+    m->version = (int)v;
+    if (verdict < 0) {
+        zero__ck_manifest_free(a, m);
+        snprintf(msg, msgn, "%.300s: checksum mismatch (stored %016llx, computed %016llx)", path,
+                 (unsigned long long)want, (unsigned long long)sum);
+        return ZERO_ERR_CORRUPT;
+    }
+    if (verdict == 0) return zero__ck_malformed(a, m, path, c->line, msg, msgn);
+    c->end = body;
+    return ZERO_OK;
+}
+
+/* the save's settings: generation to good_steps, a line each; 0: a line is malformed */
+static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest, *e;
+    int64_t v;
+    double d;
+    if (!zero__ck_kw(c, "generation", &rest) || !zero__ck_u64(&rest, &m->gen) || *rest) return 0;
+    if (!zero__ck_kv(c, "stage", 0, 3, &v)) return 0;
     m->stage = (int)v;
-    if (!zero__ck_kv(&c, "world", 1, ZERO__MAX_RANKS, &v)) goto bad;
+    if (!zero__ck_kv(c, "world", 1, ZERO__MAX_RANKS, &v)) return 0;
     m->world = (int)v;
-    if (!zero__ck_kw(&c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_dtype", &rest) || (m->gdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "grad_accum_dtype", &rest) || (m->gadt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) goto bad;
-    if (!zero__ck_kw(&c, "optimizer", &rest)) goto bad;
+    if (!zero__ck_kw(c, "param_dtype", &rest) || (m->pdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "grad_dtype", &rest) || (m->gdt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "grad_accum_dtype", &rest) || (m->gadt = zero__ck_dtype(rest)) == ZERO_DTYPE_DEFAULT) return 0;
+    if (!zero__ck_kw(c, "optimizer", &rest)) return 0;
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
-    else goto bad;
-    if (!zero__ck_kv(&c, "moments", 0, 2, &v)) goto bad;
+    else return 0;
+    if (!zero__ck_kv(c, "moments", 0, 2, &v)) return 0;
     m->moments = (int)v;
-    if (!zero__ck_kv(&c, "steps", 0, INT64_MAX, &m->steps)) goto bad;
-    if (!zero__ck_kv(&c, "skipped", 0, INT64_MAX, &m->skipped)) goto bad;
-    if (!zero__ck_kw(&c, "loss_scale", &rest)) goto bad;
-    {
-        char *e;
-        double d = strtod(rest, &e);
-        if (*e || !(d > 0) || d > 3.4e38) goto bad;
-        m->loss_scale = (float)d;
-    }
-    if (!zero__ck_kv(&c, "good_steps", 0, INT32_MAX, &m->good_steps)) goto bad;     /* an i32 in the shards */
-    if (!zero__ck_kv(&c, "modules", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
+    if (!zero__ck_kv(c, "steps", 0, INT64_MAX, &m->steps)) return 0;
+    if (!zero__ck_kv(c, "skipped", 0, INT64_MAX, &m->skipped)) return 0;
+    if (!zero__ck_kw(c, "loss_scale", &rest)) return 0;
+    d = strtod(rest, &e);
+    if (*e || !(d > 0) || d > 3.4e38) return 0;
+    m->loss_scale = (float)d;
+    return zero__ck_kv(c, "good_steps", 0, INT32_MAX, &m->good_steps);     /* an i32 in the shards */
+}
+
+/* the model: the module lines, then the param lines; 1, 0 (malformed), -1 (out of memory) */
+static int zero__ck_read_model(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest;
+    int64_t v;
+    int i, k;
+    if (!zero__ck_kv(c, "modules", 1, 1 << 20, &v) || v > zero__ck_lines_left(c)) return 0;
     m->nmod = (int)v;
-    if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) goto oom;
+    if (!(m->mods = (zero__ck_module *)zero__raw_alloc(a, sizeof *m->mods * (size_t)m->nmod))) return -1;
     for (i = 0; i < m->nmod; i++) {
-        if (!zero__ck_kw(&c, "module", &rest) || !zero__ck_i64(&rest, 0, 1, &v) || !*rest) goto bad;
+        if (!zero__ck_kw(c, "module", &rest) || !zero__ck_i64(&rest, 0, 1, &v) || !*rest) return 0;
         m->mods[i].frozen = (int)v;
         m->mods[i].name = rest;
     }
-    if (!zero__ck_kv(&c, "params", 1, 1 << 20, &v) || v > zero__ck_lines_left(&c)) goto bad;
+    if (!zero__ck_kv(c, "params", 1, 1 << 20, &v) || v > zero__ck_lines_left(c)) return 0;
     m->nparam = (int)v;
-    if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) goto oom;
+    if (!(m->params = (zero__ck_param *)zero__raw_alloc(a, sizeof *m->params * (size_t)m->nparam))) return -1;
     for (i = 0; i < m->nparam; i++) {
         zero__ck_param *p = &m->params[i];
         memset(p, 0, sizeof *p);
-        if (!zero__ck_kw(&c, "param", &rest) || !zero__ck_i64(&rest, 0, m->nmod - 1, &v)) goto bad;
+        if (!zero__ck_kw(c, "param", &rest) || !zero__ck_i64(&rest, 0, m->nmod - 1, &v)) return 0;
         p->module = (int)v;
-        if (!zero__ck_i64(&rest, 1, ZERO_MAX_DIMS, &v)) goto bad;
+        if (!zero__ck_i64(&rest, 1, ZERO_MAX_DIMS, &v)) return 0;
         p->ndim = (int)v;
         p->numel = 1;
         for (k = 0; k < p->ndim; k++)
             if (!zero__ck_i64(&rest, 1, (int64_t)1 << 48, &p->shape[k]) ||
-                !zero__mul(p->numel, p->shape[k], &p->numel) || p->numel > ((int64_t)1 << 48)) goto bad;
-        if (!*rest) goto bad;
+                !zero__mul(p->numel, p->shape[k], &p->numel) || p->numel > ((int64_t)1 << 48)) return 0;
+        if (!*rest) return 0;
         p->name = rest;
     }
-    if (!zero__ck_kv(&c, "files", 1, ZERO__MAX_RANKS, &v) || v != m->world) goto bad;
+    return 1;
+}
+
+/* the layout: the file lines, then the range lines, and nothing after them; 1, 0
+   (malformed), -1 (out of memory) */
+static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest;
+    int64_t v;
+    int i;
+    if (!zero__ck_kv(c, "files", 1, ZERO__MAX_RANKS, &v) || v != m->world) return 0;
     m->nfile = (int)v;
-    if (!(m->files = (zero__ck_file *)zero__raw_alloc(a, sizeof *m->files * (size_t)m->nfile))) goto oom;
+    if (!(m->files = (zero__ck_file *)zero__raw_alloc(a, sizeof *m->files * (size_t)m->nfile))) return -1;
     for (i = 0; i < m->nfile; i++) {
-        if (!zero__ck_kw(&c, "file", &rest) || !zero__ck_i64(&rest, i, i, &v) ||
+        if (!zero__ck_kw(c, "file", &rest) || !zero__ck_i64(&rest, i, i, &v) ||
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &m->files[i].bytes) || !*rest ||
             strchr(rest, '/') || strchr(rest, ' '))
-            goto bad;
+            return 0;
         m->files[i].rank = i;
         m->files[i].name = rest;
     }
     /* a range line is "range" and seven numbers, the offset at least 64: 21 bytes or more */
-    if (!zero__ck_kv(&c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(&c) || v > (c.end - c.p) / 21)
-        goto bad;
+    if (!zero__ck_kv(c, "ranges", 0, INT32_MAX - 1, &v) || v > zero__ck_lines_left(c) || v > (c->end - c->p) / 21)
+        return 0;
     m->nrange = (int)v;
-    if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) goto oom;
+    if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) return -1;
     for (i = 0; i < m->nrange; i++) {
         zero__ck_range *r = &m->ranges[i];
-        if (!zero__ck_kw(&c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) goto bad;
+        if (!zero__ck_kw(c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) return 0;
         r->param = (int)v;
-        if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) goto bad;
+        if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) return 0;
         r->rank = (int)v;
         if (!zero__ck_i64(&rest, 0, m->params[r->param].numel - 1, &r->begin) ||
             !zero__ck_i64(&rest, r->begin + 1, m->params[r->param].numel, &r->end) ||
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
             !zero__ck_u64(&rest, &r->msum) || *rest)
-            goto bad;
+            return 0;
     }
-    if (c.p != c.end) goto bad;
-    /* each line is well formed; now the whole (layout, coverage, names) */
-    if ((i = zero__ck_validate(a, m, path, msg, msgn)) != ZERO_OK) {
+    return c->p == c->end;
+}
+
+/* Reads and checks dir/manifest. On failure returns the code and writes a sentence
+   naming the file into msg. The checks: complete lines, a known version (checked
+   first: a newer format may change everything after it), the checksum line, every
+   number in range, ranges inside their params; then zero__ck_validate. */
+static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *dir, zero__ck_manifest *m,
+                                          char *msg, size_t msgn) {
+    char path[4096];
+    zero__ck_cur c;
+    zero_result r;
+    int ok;
+    memset(m, 0, sizeof *m);
+    zero__ck_join(path, sizeof path, dir, "/manifest", "");
+    if ((r = zero__ck_read_text(a, path, m, &c, msg, msgn)) != ZERO_OK) return r;
+    if ((r = zero__ck_read_version(a, &c, m, path, msg, msgn)) != ZERO_OK) return r;
+    ok = zero__ck_read_settings(&c, m);
+    if (ok > 0) ok = zero__ck_read_model(a, &c, m);
+    if (ok > 0) ok = zero__ck_read_layout(a, &c, m);
+    if (ok == 0) return zero__ck_malformed(a, m, path, c.line, msg, msgn);
+    if (ok < 0) {
         zero__ck_manifest_free(a, m);
-        return (zero_result)i;
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        return ZERO_ERR_OUT_OF_MEMORY;
     }
-    return ZERO_OK;
-bad:
-    zero__ck_manifest_free(a, m);
-    snprintf(msg, msgn, "%.300s: malformed or truncated at line %d", path, c.line);
-    return ZERO_ERR_CORRUPT;
-io:
-    zero__ck_manifest_free(a, m);
-    return ZERO_ERR_IO;
-oom:
-    zero__ck_manifest_free(a, m);
-    snprintf(msg, msgn, "%.300s: out of memory", path);
-    return ZERO_ERR_OUT_OF_MEMORY;
+    /* each line is well formed; now the whole (layout, coverage, names) */
+    if ((r = zero__ck_validate(a, m, path, msg, msgn)) != ZERO_OK) zero__ck_manifest_free(a, m);
+    return r;
 }
 
 /* Opens a shard file and checks its size and header. */
@@ -12152,6 +12223,78 @@ static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t 
     return 1;
 }
 
+/* the shard's 64-byte header (layout at ZERO__CK_HEADER) for this rank and generation */
+static void zero__ck_shard_header(const zero_ctx *ctx, uint64_t gen, char *hdr) {
+    uint32_t u[4];
+    int32_t good = (int32_t)ctx->opt.good_steps;
+    uint64_t hs;
+    memset(hdr, 0, ZERO__CK_HEADER);
+    memcpy(hdr, ZERO__CK_MAGIC, 8);
+    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
+    memcpy(hdr + 8, u, 16);
+    memcpy(hdr + 24, &gen, 8);
+    memcpy(hdr + 32, &ctx->opt.steps, 8);
+    memcpy(hdr + 40, &ctx->opt.skipped, 8);
+    memcpy(hdr + 48, &ctx->opt.loss_scale, 4);
+    memcpy(hdr + 52, &good, 4);
+    hs = zero__ck_sum(hdr, 56);
+    memcpy(hdr + 56, &hs, 8);
+}
+
+/* A record from the NVMe tier, whose n elements start at param-local b (state index
+   si) and whose kp moments follow its weights at off: window by window, every part of
+   a window from the one tier block that holds it (a block is read once, not once per
+   part); v, whose checksum must follow all of m, is hashed afterwards, read back from
+   the shard. 1: written; 0: failed (*r, *err as zero__ck_put). */
+static int zero__ck_put_tiered(zero_ctx *ctx, int fd, int p, int64_t b, int64_t si, int64_t n, int kp, int64_t off,
+                               float *buf, zero__ck_hash *hw, zero__ck_hash *hm, zero_result *r, int *err) {
+    int64_t o, c;
+    int q, ok = 1;
+    for (o = 0; o < n && ok; o += c) {
+        c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+        if (si >= 0 && ctx->tier.vt->run(ctx, si + o) < c) c = ctx->tier.vt->run(ctx, si + o);
+        for (q = 0; q <= kp && ok; q++)
+            ok = zero__ck_put(ctx, fd, q, p, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
+                              q == 0 ? hw : q == 1 ? hm : NULL, r, err);
+    }
+    for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
+        c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+        if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; *err = errno ? errno : EIO; }
+        else zero__ck_hash_add(hm, buf, (size_t)c * 4);
+    }
+    return ok;
+}
+
+/* Param p's record in this rank's shard at *off (advanced past it), its checksums in
+   sums[2p], sums[2p+1]; in memory part by part, each hashed in file order. 1: written
+   (or empty); 0: failed (*r, *err as zero__ck_put). */
+static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off, float *buf, uint64_t *sums,
+                               zero_result *r, int *err) {
+    int64_t b, e, n, si, o, c;
+    int kp = ctx->modules[ctx->params[p].module].frozen ? 0 : K, q, ok = 1;
+    zero__ck_hash hw, hm;
+    zero__ck_slice(ctx, p, ctx->prank, ctx->world, &b, &e);
+    sums[2 * p] = sums[2 * p + 1] = 0;
+    if ((n = e - b) == 0) return 1;
+    si = zero__ck_state_idx(ctx, p, b);
+    zero__ck_hash_init(&hw);
+    zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
+    if (!ctx->tier.vt->blocked) {
+        for (q = 0; q <= kp && ok; q++)
+            for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
+                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
+                ok = zero__ck_put(ctx, fd, q, p, b, si, o, c, *off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, r,
+                                  err);
+            }
+    } else {
+        ok = zero__ck_put_tiered(ctx, fd, p, b, si, n, kp, *off, buf, &hw, &hm, r, err);
+    }
+    sums[2 * p] = zero__ck_hash_end(&hw);
+    if (kp) sums[2 * p + 1] = zero__ck_hash_end(&hm);
+    *off += n * (1 + kp) * 4;
+    return ok;
+}
+
 /* Writes this rank's shard; sums[2i], sums[2i+1]: the checksums of param i's record's
    weights and moments; returns the file's bytes or -1 (msg says why, naming the file;
    *code the result). Streamed: a record is read from the state and written
@@ -12160,19 +12303,15 @@ static int zero__ck_put(zero_ctx *ctx, int fd, int q, int p, int64_t b, int64_t 
 static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *sums, zero_result *code,
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
-    char path[4096], tmp[4096], hdr[ZERO__CK_HEADER];
+    char path[4096], tmp[4096], hdr[ZERO__CK_HEADER], nm[64];
     int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
-    uint32_t u[4];
-    int64_t off = ZERO__CK_HEADER, b, e;
+    int64_t off = ZERO__CK_HEADER;
     float *buf;
     zero_result r = ZERO_OK;
     *code = ZERO_ERR_IO;
-    {
-        char nm[64];
-        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-        zero__ck_join(path, sizeof path, dir, nm, "");
-        zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
-    }
+    snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+    zero__ck_join(path, sizeof path, dir, nm, "");
+    zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
     buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
     if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
     fd = zero__ck_open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);     /* read back: the NVMe tier's v */
@@ -12181,59 +12320,9 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         zero__raw_free(a, buf);
         return -1;
     }
-    memset(hdr, 0, sizeof hdr);
-    memcpy(hdr, ZERO__CK_MAGIC, 8);
-    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
-    memcpy(hdr + 8, u, 16);
-    memcpy(hdr + 24, &gen, 8);
-    {
-        int32_t good = (int32_t)ctx->opt.good_steps;
-        uint64_t hs;
-        memcpy(hdr + 32, &ctx->opt.steps, 8);
-        memcpy(hdr + 40, &ctx->opt.skipped, 8);
-        memcpy(hdr + 48, &ctx->opt.loss_scale, 4);
-        memcpy(hdr + 52, &good, 4);
-        hs = zero__ck_sum(hdr, 56);
-        memcpy(hdr + 56, &hs, 8);
-    }
+    zero__ck_shard_header(ctx, gen, hdr);
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
-    for (i = 0; i < ctx->num_params && ok; i++) {
-        int64_t n, si, o, c;
-        int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K, q;
-        zero__ck_hash hw, hm;
-        zero__ck_slice(ctx, i, ctx->prank, ctx->world, &b, &e);
-        sums[2 * i] = sums[2 * i + 1] = 0;
-        if ((n = e - b) == 0) continue;
-        si = zero__ck_state_idx(ctx, i, b);
-        zero__ck_hash_init(&hw);
-        zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
-        if (!ctx->tier.vt->blocked) {    /* in memory: part by part, each hashed in file order */
-            for (q = 0; q <= kp && ok; q++)
-                for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
-                    c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf, q ? &hm : &hw, &r, &err);
-                }
-        } else {
-            /* the NVMe tier: window by window, every part of a window from the one tier
-               block that holds it (a block is read once, not once per part); v, whose
-               checksum must follow all of m, is hashed afterwards, read back from the shard */
-            for (o = 0; o < n && ok; o += c) {
-                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (si >= 0 && ctx->tier.vt->run(ctx, si + o) < c) c = ctx->tier.vt->run(ctx, si + o);
-                for (q = 0; q <= kp && ok; q++)
-                    ok = zero__ck_put(ctx, fd, q, i, b, si, o, c, off + ((int64_t)q * n + o) * 4, buf,
-                                      q == 0 ? &hw : q == 1 ? &hm : NULL, &r, &err);
-            }
-            for (o = 0; o < n && ok && kp == 2; o += ZERO__CK_CHUNK) {
-                c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
-                if (zero__ck_pread(fd, buf, (size_t)c * 4, off + (2 * n + o) * 4) != 1) { ok = 0; err = errno ? errno : EIO; }
-                else zero__ck_hash_add(&hm, buf, (size_t)c * 4);
-            }
-        }
-        sums[2 * i] = zero__ck_hash_end(&hw);
-        if (kp) sums[2 * i + 1] = zero__ck_hash_end(&hm);
-        off += n * (1 + kp) * 4;
-    }
+    for (i = 0; i < ctx->num_params && ok; i++) ok = zero__ck_put_record(ctx, fd, i, K, &off, buf, sums, &r, &err);
     zero__raw_free(a, buf);
     if (ok && fsync(fd) != 0) { ok = 0; err = errno; }
     if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
@@ -12437,6 +12526,20 @@ static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifes
     return ZERO_OK;
 }
 
+/* The length of the next chunk of param pi from param-local element x (up to hi): at most
+   ZERO__CK_CHUNK, and with tier (its state or params on the NVMe tier) wholly outside the
+   state [sb, se) or inside it and inside one tier block. */
+static int64_t zero__ck_chunk(const zero_ctx *ctx, int pi, int64_t x, int64_t hi, int tier, int64_t sb, int64_t se) {
+    int64_t c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK, run;
+    if (tier && x < sb && sb - x < c) c = sb - x;
+    if (tier && x >= sb && x < se) {
+        if (se - x < c) c = se - x;
+        run = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, pi, x));
+        if (run < c) c = run;
+    }
+    return c;
+}
+
 /* Applies one checked record: the part of its weights this rank needs to the params
    (and the master), its moments where this rank holds optimizer state; streamed, chunk
    by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
@@ -12455,13 +12558,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
     tier = held && (state || zero__ck_param_in_tier(ctx, rg->param));     /* chunks cut at tier blocks */
     for (x = lo; x < hi && r == ZERO_OK; x += c) {
         int64_t s, t, si;
-        /* a chunk lies wholly outside the state or inside it and inside one tier block */
-        c = hi - x < ZERO__CK_CHUNK ? hi - x : ZERO__CK_CHUNK;
-        if (tier && x < sb && sb - x < c) c = sb - x;
-        if (tier && x >= sb && x < se) {
-            if (se - x < c) c = se - x;
-            if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, rg->param, x));
-        }
+        c = zero__ck_chunk(ctx, rg->param, x, hi, tier, sb, se);
         if ((rr = zero__ck_pread(fd, bw, (size_t)c * 4, rg->offset + (x - rg->begin) * 4)) != 1) break;
         if ((r = zero__ck_param_write(ctx, rg->param, x, c, bw, "zero_load")) != ZERO_OK) break;
         s = x > sb ? x : sb;
@@ -12748,6 +12845,657 @@ static zero_result zero__ck_out_sink(void *user, const zero__ck_range *r, int64_
     if (zero__st_write_values(s->fd, w, n, s->dt, s->data_off[r->param] + (r->begin + o) * es)) return ZERO_OK;
     snprintf(msg, msgn, "%.300s: write failed: %s", s->tmp, strerror(errno));
     return ZERO_ERR_IO;
+}
+
+/* ---- what the public checkpoint functions do ---------------------------------------
+   Each public function checks its arguments and calls one of these. */
+
+/* ---- zero_save */
+/* the names go one to a manifest line: none may hold a newline */
+static zero_result zero__ck_names_ok(zero_ctx *ctx) {
+    int i, bad = 0;
+    for (i = 0; i < ctx->num_params; i++)
+        if (strchr(ctx->params[i].name, '\n')) bad = 1;
+    for (i = 0; i < ctx->num_modules; i++)
+        if (strchr(ctx->modules[i].name, '\n')) bad = 1;
+    if (bad)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_CKPT,
+                          "zero_save: a module or param name contains a newline");
+    return ZERO_OK;
+}
+
+/* the generation: rank 0 picks one above every file in the directory, every rank learns
+   it (a directory this rank cannot create: *local and msg, for the agreement later) */
+static zero_result zero__ck_save_gen(zero_ctx *ctx, const char *dir, uint64_t *gen, zero_result *local, char *msg,
+                                     size_t msgn) {
+    uint64_t mine = 0, g[ZERO__MAX_RANKS];
+    zero_result r;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        *local = ZERO_ERR_IO;
+        snprintf(msg, msgn, "%.300s: cannot create the directory: %s", dir, strerror(errno));
+    }
+    if (ctx->rank == 0) mine = zero__ck_max_gen(dir) + 1;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, g))) != ZERO_OK) return r;
+    *gen = g[0];
+    return ZERO_OK;
+}
+
+/* This rank writes its shard (unless *local failed already), and every rank learns every
+   rank's { status, bytes, checksums } (stride words each, in all); *failed: some shard
+   failed. Returns the all-gather's result. */
+static zero_result zero__ck_save_shards(zero_ctx *ctx, const char *dir, uint64_t gen, uint64_t *mine, uint64_t *all,
+                                        int stride, zero_result *local, int *failed, char *msg, size_t msgn) {
+    zero_result r;
+    int64_t bytes;
+    int i;
+    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
+    if (*local == ZERO_OK) {
+        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, local, msg, msgn);
+        if (bytes >= 0) { *local = ZERO_OK; mine[1] = (uint64_t)bytes; }
+    }
+    mine[0] = (uint64_t)(int64_t)*local;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
+    if (r != ZERO_OK) return r;
+    if (*local != ZERO_OK) zero__fail(ctx, *local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) *failed = 1;
+    return ZERO_OK;
+}
+
+/* this rank's shard of generation gen removed */
+static void zero__ck_save_undo(const zero_ctx *ctx, const char *dir, uint64_t gen) {
+    char nm[64], path[4096];
+    snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
+    if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+}
+
+static zero_result zero__ck_save(zero_ctx *ctx, const char *dir) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = ZERO_OK;
+    uint64_t gen = 0, *mine, *all;
+    int stride = 2 * ctx->num_params + 2, failed = 0;
+    if ((r = zero__ck_names_ok(ctx)) != ZERO_OK) return r;
+    if ((r = zero__ck_save_gen(ctx, dir, &gen, &local, msg, sizeof msg)) != ZERO_OK) return r;
+    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
+    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
+    if (!mine || !all) {
+        zero__raw_free(a, mine); zero__raw_free(a, all);
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
+    }
+    r = zero__ck_save_shards(ctx, dir, gen, mine, all, stride, &local, &failed, msg, sizeof msg);
+    /* every shard is durable (each rank fsynced before the all-gather): commit */
+    if (r == ZERO_OK && ctx->rank == 0 && !failed) {
+        zero__ck_fsync_dir(dir);
+        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
+        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
+        else zero__ck_cleanup(dir, gen);
+    }
+    zero__raw_free(a, mine);
+    zero__raw_free(a, all);
+    if (r != ZERO_OK) return r;
+    r = zero__ck_agree(ctx, "zero_save", local, msg);
+    /* No manifest names this generation (a shard failed, or the manifest did; not a
+       broken communicator, after which rank 0 may have committed): remove this rank's
+       shard, so a failed save leaves the directory as it was. */
+    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) zero__ck_save_undo(ctx, dir, gen);
+    return r;
+}
+
+/* ---- zero_load, zero_load_safetensors */
+/* The end of a load's writes (local: how they went): what the state writes left in the
+   tier's buffer written back, the stage-3 gathers redone, and every rank agrees;
+   failures are reported under fn's name. */
+static zero_result zero__ck_load_finish(zero_ctx *ctx, const char *fn, zero_result local, char *msg, size_t msgn) {
+    zero_result r;
+    if (local == ZERO_OK && (local = zero__ck_state_done(ctx, fn)) != ZERO_OK)
+        snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+        local = r;
+        snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "%s: %s", fn, msg);
+    return zero__ck_agree(ctx, fn, local, msg);
+}
+
+/* zero_load's state: the manifest, an fd per shard (-1: not open), the records this rank
+   needs (need[k]: an index in m.ranges; mom[k]: its moments too), two chunks (bw) */
+typedef struct zero__ck_loader {
+    zero__ck_manifest m;
+    int *fds, *need, *mom, nneed;
+    float *bw;
+} zero__ck_loader;
+
+static void zero__ck_loader_free(const zero_allocator *a, zero__ck_loader *L) {
+    int k;
+    if (L->fds) for (k = 0; k < L->m.world; k++) if (L->fds[k] >= 0) zero__ck_close(L->fds[k]);
+    zero__raw_free(a, L->bw);
+    zero__raw_free(a, L->fds);
+    zero__raw_free(a, L->need);
+    zero__raw_free(a, L->mom);
+    zero__ck_manifest_free(a, &L->m);
+}
+
+/* The manifest read and matched to this model, and which records overlap what this
+   rank holds (zero__ck_validate: they cover every element once). */
+static zero_result zero__ck_load_plan(zero_ctx *ctx, const char *dir, zero__ck_loader *L, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    const zero__ck_manifest *m = &L->m;
+    zero_result local;
+    int k;
+    memset(L, 0, sizeof *L);
+    local = zero__ck_read_manifest(a, dir, &L->m, msg, msgn);
+    if (local == ZERO_OK) local = zero__ck_match(ctx, m, dir, msg, msgn);
+    if (local != ZERO_OK) return local;
+    L->fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m->world);
+    L->need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
+    L->mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
+    L->bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+    for (k = 0; L->fds && k < m->world; k++) L->fds[k] = -1;
+    if (!L->fds || !L->need || !L->mom || !L->bw) {
+        snprintf(msg, msgn, "out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    for (k = 0; k < m->nrange; k++) {
+        const zero__ck_range *rg = &m->ranges[k];
+        int64_t b, e;
+        zero__ck_need(ctx, rg->param, &b, &e);
+        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
+            L->mom[L->nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
+            L->need[L->nneed++] = k;
+        }
+    }
+    return ZERO_OK;
+}
+
+/* the first pass: every record this rank needs read and checked (checksums) */
+static zero_result zero__ck_load_verify(const char *dir, zero__ck_loader *L, char *msg, size_t msgn) {
+    zero_result local = ZERO_OK;
+    int k;
+    for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
+        const zero__ck_range *rg = &L->m.ranges[L->need[k]];
+        if (L->fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &L->m, rg->rank, &L->fds[rg->rank], msg, msgn);
+        if (local == ZERO_OK)
+            local = zero__ck_verify_range(dir, &L->m, rg, L->fds[rg->rank], L->mom[k], L->bw, NULL, NULL, msg, msgn);
+    }
+    return local;
+}
+
+/* the second pass: the records into the params, master and moments; then the step count
+   and loss scale, once every rank succeeded */
+static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, const zero__ck_loader *L, char *msg,
+                                       size_t msgn) {
+    const zero__ck_manifest *m = &L->m;
+    zero_result r, local = ZERO_OK;
+    int k;
+    for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
+        const zero__ck_range *rg = &m->ranges[L->need[k]];
+        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->bw, L->bw + ZERO__CK_CHUNK, msg,
+                                     msgn);
+    }
+    r = zero__ck_load_finish(ctx, "zero_load", local, msg, msgn);
+    if (r == ZERO_OK) {
+        ctx->opt.steps = m->steps;
+        ctx->opt.skipped = m->skipped;
+        ctx->opt.loss_scale = m->loss_scale;
+        ctx->opt.good_steps = (int)m->good_steps;
+    }
+    return r;
+}
+
+/* Two passes over the records this rank needs, with memory bounded by two chunks: the
+   first reads and checks every one (checksums), the ranks agree, and only then the
+   second reads them again into the params, master and moments (the NVMe tier's blocks
+   directly). So a bad file changes nothing; an OS error in the second pass (the file
+   changed under us, the tier failed) leaves the state partly loaded, and every rank
+   returns it. */
+static zero_result zero__ck_load(zero_ctx *ctx, const char *dir) {
+    zero__ck_loader L;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = zero__ck_load_plan(ctx, dir, &L, msg, sizeof msg);
+    if (local == ZERO_OK) local = zero__ck_load_verify(dir, &L, msg, sizeof msg);
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load", local, msg);
+    if (r == ZERO_OK) r = zero__ck_load_apply(ctx, dir, &L, msg, sizeof msg);
+    zero__ck_loader_free(&ctx->desc.allocator, &L);
+    return r;
+}
+
+/* ---- zero_export_safetensors, zero_ckpt_export */
+/* the 8-byte little-endian header length, then the header; 0: failed (errno) */
+static int zero__st_write_header(int fd, const char *hdr, int64_t hlen) {
+    unsigned char lenb[8];
+    int i;
+    for (i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    return zero__ck_pwrite(fd, lenb, 8, 0) && zero__ck_pwrite(fd, hdr, (size_t)hlen, 8);
+}
+
+/* the end of a file written as tmp (ok: so far without failure): made durable, closed,
+   renamed to path; 0 on failure (errno says why; tmp is the caller's to remove) */
+static int zero__ck_seal(int fd, int ok, const char *tmp, const char *path) {
+    ok = ok && fsync(fd) == 0;
+    if (zero__ck_close(fd) != 0) ok = 0;
+    if (ok && rename(tmp, path) != 0) ok = 0;
+    return ok;
+}
+
+/* rank 0's start: the header of every param in order, written to path.tmp (tmp, *fd,
+   *hlen) */
+static zero_result zero__st_export_begin(zero_ctx *ctx, const char *path, zero_dtype dtype, char *tmp, size_t tmpn,
+                                         int *fd, int64_t *hlen, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
+    char *hdr = NULL;
+    zero_result local = ZERO_OK;
+    int i;
+    for (i = 0; ts && i < ctx->num_params; i++) {
+        ts[i].module = ctx->modules[ctx->params[i].module].name;
+        ts[i].name = ctx->params[i].name;
+        ts[i].ndim = ctx->params[i].ndim;
+        ts[i].shape = ctx->params[i].shape;
+        ts[i].numel = ctx->params[i].numel;
+    }
+    if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, hlen);
+    if (!ts || !hdr) {
+        local = ZERO_ERR_OUT_OF_MEMORY;
+        snprintf(msg, msgn, "out of memory");
+    } else if (!zero__ck_join(tmp, tmpn, path, ".tmp", "") ||
+               (*fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        local = ZERO_ERR_IO;
+        snprintf(msg, msgn, "%.300s: cannot create: %s", path, strerror(errno));
+    } else if (!zero__st_write_header(*fd, hdr, *hlen)) {
+        local = ZERO_ERR_IO;
+    }
+    zero__raw_free(a, ts);
+    zero__raw_free(a, hdr);
+    return local;
+}
+
+/* module by module (memory: one module span, buf): every rank takes part in the
+   gathers, rank 0 writes each of the module's params at its offset in fd (while *local
+   is ZERO_OK). Returns the gathers' result. */
+static zero_result zero__st_export_modules(zero_ctx *ctx, const char *path, zero_dtype dtype, int fd, int64_t hlen,
+                                           float *buf, zero_result *local, char *msg, size_t msgn) {
+    zero_result r;
+    int64_t off;
+    int i, j;
+    for (i = 0; i < ctx->num_modules; i++) {
+        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) return r;
+        if (ctx->rank != 0 || *local != ZERO_OK) continue;
+        off = 8 + hlen;
+        for (j = 0; j < ctx->num_params && *local == ZERO_OK; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
+                *local = ZERO_ERR_IO;
+                snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
+            }
+            off += pr->numel * (int64_t)zero__dtype_size(dtype);
+        }
+    }
+    return ZERO_OK;
+}
+
+static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    char msg[ZERO__MSG] = "", tmp[4096];
+    zero_result r, local = ZERO_OK;
+    float *buf;
+    int64_t hlen = 0;
+    int fd = -1;
+    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_export_safetensors: out of memory");
+    if (ctx->rank == 0) local = zero__st_export_begin(ctx, path, dtype, tmp, sizeof tmp, &fd, &hlen, msg, sizeof msg);
+    r = zero__st_export_modules(ctx, path, dtype, fd, hlen, buf, &local, msg, sizeof msg);
+    zero__raw_free(a, buf);
+    if (r != ZERO_OK) {
+        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
+        return r;
+    }
+    if (fd >= 0 && !zero__ck_seal(fd, local == ZERO_OK, tmp, path)) {
+        (void)unlink(tmp);
+        if (local == ZERO_OK) {
+            local = ZERO_ERR_IO;
+            snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
+        }
+    }
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
+    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+}
+
+/* zero_ckpt_export's layout, zero_export_safetensors's (params in order, one header
+   writer): the header (*hlen bytes; NULL: out of memory), and in *data_off (the
+   caller's to free) each param's data offset in the file */
+static char *zero__ck_export_layout(const zero_ckpt *ck, zero_dtype dtype, int64_t **data_off, int64_t *hlen) {
+    const zero__ck_manifest *m = &ck->m;
+    const zero_allocator *a = &ck->alloc;
+    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)m->nparam);
+    char *hdr = NULL;
+    int64_t off;
+    int i;
+    *data_off = (int64_t *)zero__raw_alloc(a, sizeof **data_off * (size_t)m->nparam);
+    for (i = 0; ts && i < m->nparam; i++) {
+        ts[i].module = m->mods[m->params[i].module].name;
+        ts[i].name = m->params[i].name;
+        ts[i].ndim = m->params[i].ndim;
+        ts[i].shape = m->params[i].shape;
+        ts[i].numel = m->params[i].numel;
+    }
+    if (ts && *data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, hlen);
+    zero__raw_free(a, ts);
+    if (!hdr) return NULL;
+    off = 8 + *hlen;
+    for (i = 0; i < m->nparam; i++) {
+        (*data_off)[i] = off;
+        off += m->params[i].numel * (int64_t)zero__dtype_size(dtype);
+    }
+    return hdr;
+}
+
+/* zero_ckpt_export_as (fn: its name in messages): every record's weights and moments
+   checked, the weights written to path.tmp on the way, renamed to path at the end */
+static zero_result zero__ck_export(zero_ckpt *ck, const char *path, zero_dtype dtype, const char *fn) {
+    const zero_allocator *a = &ck->alloc;
+    int64_t *data_off = NULL, hlen = 0;
+    char tmp[4096], *hdr;
+    zero__ck_out s;
+    zero_result r = ZERO_OK;
+    if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", ""))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is too long", fn);
+    if (!(hdr = zero__ck_export_layout(ck, dtype, &data_off, &hlen))) {
+        r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
+    } else {
+        s.dt = dtype;
+        s.data_off = data_off;
+        s.tmp = tmp;
+        if (!zero__st_write_header(s.fd, hdr, hlen))
+            r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, tmp,
+                           strerror(errno));
+        if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
+        if (!zero__ck_seal(s.fd, r == ZERO_OK, tmp, path)) {
+            int e = errno;
+            (void)unlink(tmp);
+            if (r == ZERO_OK)
+                r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path,
+                               strerror(e));
+        }
+    }
+    zero__raw_free(a, data_off);
+    zero__raw_free(a, hdr);
+    return r;
+}
+
+/* ---- zero_load_safetensors */
+/* its state: the file, its header parsed into entries, each param's entry (map), a chunk
+   of raw values and one of fp32 values */
+typedef struct zero__st_reader {
+    int fd, nent;
+    int64_t hlen, fsize;
+    char *hdr;
+    zero__st_entry *ents;
+    const zero__st_entry **map;
+    unsigned char *raw;
+    float *vals;
+} zero__st_reader;
+
+static void zero__st_reader_free(const zero_allocator *a, zero__st_reader *s) {
+    zero__raw_free(a, s->raw);
+    zero__raw_free(a, s->vals);
+    if (s->fd >= 0) zero__ck_close(s->fd);
+    zero__raw_free(a, s->hdr);
+    zero__raw_free(a, s->ents);
+    zero__raw_free(a, s->map);
+}
+
+/* opens path, reads its header length and its header, parsed into s->ents */
+static zero_result zero__st_open(zero_ctx *ctx, const char *path, zero__st_reader *s, char *msg, size_t msgn) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    unsigned char lenb[8];
+    struct stat st;
+    int i, rr, cap;
+    memset(s, 0, sizeof *s);
+    if ((s->fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(s->fd, &st) != 0) {
+        snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
+        return ZERO_ERR_IO;
+    }
+    s->fsize = (int64_t)st.st_size;
+    rr = zero__ck_pread(s->fd, lenb, 8, 0);
+    for (i = 7; i >= 0; i--) s->hlen = (s->hlen << 8) | lenb[i];
+    if (rr != 1 || s->hlen < 2 || s->hlen > ((int64_t)1 << 30) || s->hlen > s->fsize - 8) {
+        snprintf(msg, msgn, "%.300s: not a safetensors file (header length)", path);
+        return ZERO_ERR_CORRUPT;
+    }
+    cap = (int)(s->hlen / 16) + 1;
+    s->hdr = (char *)zero__raw_alloc(a, (size_t)s->hlen + 1);
+    s->ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *s->ents * (size_t)cap);
+    s->map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *s->map * (size_t)ctx->num_params);
+    s->raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    s->vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
+    if (!s->hdr || !s->ents || !s->map || !s->raw || !s->vals) {
+        snprintf(msg, msgn, "out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    if (zero__ck_pread(s->fd, s->hdr, (size_t)s->hlen, 8) != 1 ||
+        !zero__st_parse(s->hdr, s->hdr + s->hlen, s->ents, cap, &s->nent)) {
+        snprintf(msg, msgn, "%.300s: malformed safetensors header", path);
+        return ZERO_ERR_CORRUPT;
+    }
+    return ZERO_OK;
+}
+
+/* every param's entry checked (name, shape, dtype, extent) into s->map */
+static zero_result zero__st_match(const zero_ctx *ctx, const char *path, zero__st_reader *s, char *msg, size_t msgn) {
+    int i, k;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const char *mn = ctx->modules[p->module].name;
+        const zero__st_entry *e = zero__st_find(s->ents, s->nent, mn, p->name);
+        int same = e && e->ndim == p->ndim;
+        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
+        if (!same) {
+            snprintf(msg, msgn, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
+                     e ? "has a different shape" : "");
+            return ZERO_ERR_MISMATCH;
+        }
+        if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero__dtype_size(e->dt) ||
+            e->end > s->fsize - 8 - s->hlen) {
+            snprintf(msg, msgn, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
+                     p->name);
+            return ZERO_ERR_CORRUPT;
+        }
+        s->map[i] = e;
+    }
+    return ZERO_OK;
+}
+
+/* param i's elements this rank needs, streamed ZERO__CK_CHUNK elements at a time into
+   the params and (where this rank holds it) the master; on the NVMe tier a chunk stays
+   in one block: the param area and the master of a chunk are written to the block
+   cached once */
+static zero_result zero__st_load_param(zero_ctx *ctx, const char *path, const zero__st_reader *s, int i, char *msg,
+                                       size_t msgn) {
+    const zero__st_entry *e = s->map[i];
+    int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero__dtype_size(e->dt);
+    int held, state, tier, rr;
+    zero_result local = ZERO_OK;
+    zero__ck_need(ctx, i, &b, &e_);
+    held = zero__ck_has_state(ctx, i, &sb, &se);
+    state = ctx->tier.vt->has_master(ctx) && held;
+    tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
+    for (o = b; o < e_ && local == ZERO_OK; o += c) {
+        int64_t lo, hi;
+        c = zero__ck_chunk(ctx, i, o, e_, tier, sb, se);
+        lo = o > sb ? o : sb;
+        hi = o + c < se ? o + c : se;
+        rr = zero__ck_pread(s->fd, s->raw, (size_t)(c * es), 8 + s->hlen + e->begin + o * es);
+        if (rr != 1) {
+            snprintf(msg, msgn, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
+            return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
+        }
+        zero__to_f32(s->vals, s->raw, e->dt, c);
+        local = zero__ck_param_write(ctx, i, o, c, s->vals, "zero_load_safetensors");
+        if (local == ZERO_OK && state && lo < hi)
+            local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, lo), hi - lo, s->vals + (lo - o),
+                                         "zero_load_safetensors");
+        if (local != ZERO_OK && !msg[0]) snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    }
+    return local;
+}
+
+/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
+   the ranks agree, then each reads only the elements it holds. Sets params (and the
+   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
+static zero_result zero__st_load(zero_ctx *ctx, const char *path) {
+    zero__st_reader s;
+    char msg[ZERO__MSG] = "";
+    zero_result r, local = zero__st_open(ctx, path, &s, msg, sizeof msg);
+    int i;
+    if (local == ZERO_OK) local = zero__st_match(ctx, path, &s, msg, sizeof msg);
+    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
+    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
+    if (r == ZERO_OK) {
+        local = ZERO_OK;
+        for (i = 0; local == ZERO_OK && i < ctx->num_params; i++)
+            local = zero__st_load_param(ctx, path, &s, i, msg, sizeof msg);
+        r = zero__ck_load_finish(ctx, "zero_load_safetensors", local, msg, sizeof msg);
+    }
+    zero__st_reader_free(&ctx->desc.allocator, &s);
+    return r;
+}
+
+/* ---- zero_ckpt_* */
+static void zero__ck_ckpt_free(zero_ckpt *ck) {
+    zero_allocator a;
+    if (!ck) return;
+    a = ck->alloc;
+    zero__ck_manifest_free(&a, &ck->m);
+    zero__raw_free(&a, ck->dir);
+    zero__raw_free(&a, ck);
+}
+
+/* zero_ckpt_open after its argument checks: the manifest read and checked, every shard's
+   size and header checked, and the totals */
+static zero_result zero__ck_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out) {
+    zero_allocator a;
+    zero_ckpt *ck;
+    char msg[ZERO__MSG] = "";
+    zero_result r;
+    int i, fd;
+    memset(&a, 0, sizeof a);
+    if (alloc) a = *alloc;
+    if (!(ck = (zero_ckpt *)zero__raw_alloc(&a, sizeof *ck)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    memset(ck, 0, sizeof *ck);
+    ck->alloc = a;
+    if (!(ck->dir = zero__strdup(&a, dir))) {
+        zero__ck_ckpt_free(ck);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
+    }
+    r = zero__ck_read_manifest(&ck->alloc, dir, &ck->m, msg, sizeof msg);
+    /* every shard's size (the manifest's sizes bound everything read or written later) and header */
+    for (i = 0; r == ZERO_OK && i < ck->m.nfile; i++) {
+        r = zero__ck_open_shard(dir, &ck->m, i, &fd, msg, sizeof msg);
+        if (fd >= 0) zero__ck_close(fd);
+        ck->bytes += ck->m.files[i].bytes;
+    }
+    if (r != ZERO_OK) {
+        zero__ck_ckpt_free(ck);
+        return zero__fail(NULL, r, ZERO_LOGITEM_CKPT, "zero_ckpt_open: %s", msg);
+    }
+    for (i = 0; i < ck->m.nparam; i++) {
+        ck->numel += ck->m.params[i].numel;
+        if (!ck->m.mods[ck->m.params[i].module].frozen) ck->trainable += ck->m.params[i].numel;
+    }
+    *out = ck;
+    return ZERO_OK;
+}
+
+/* the public struct's tag is also the public function's name: inside, it goes by this one */
+typedef struct zero_ckpt_info zero__ck_info;
+
+static void zero__ck_ckpt_info(const zero_ckpt *ck, zero__ck_info *out) {
+    const zero__ck_manifest *m = &ck->m;
+    memset(out, 0, sizeof *out);
+    out->format_version = m->version;
+    out->generation = m->gen;
+    out->stage = m->stage;
+    out->world_size = m->world;
+    out->param_dtype = m->pdt;
+    out->grad_dtype = m->gdt;
+    out->grad_accum_dtype = m->gadt;
+    out->optimizer = m->optim;
+    out->moments = m->moments;
+    out->steps = m->steps;
+    out->skipped_steps = m->skipped;
+    out->good_steps = m->good_steps;
+    out->loss_scale = m->loss_scale;
+    out->num_modules = m->nmod;
+    out->num_params = m->nparam;
+    out->num_files = m->nfile;
+    out->num_ranges = m->nrange;
+    out->numel = ck->numel;
+    out->trainable_numel = ck->trainable;
+    out->total_bytes = ck->bytes;
+}
+
+static void zero__ck_module_info(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
+    int k;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.mods[i].name;
+    out->frozen = ck->m.mods[i].frozen;
+    for (k = 0; k < ck->m.nparam; k++) out->num_params += ck->m.params[k].module == i;
+}
+
+static void zero__ck_param_info(const zero_ckpt *ck, int i, zero_ckpt_param_info *out) {
+    const zero__ck_param *p = &ck->m.params[i];
+    memset(out, 0, sizeof *out);
+    out->name = p->name;
+    out->module = ck->m.mods[p->module].name;
+    out->module_index = p->module;
+    out->frozen = ck->m.mods[p->module].frozen;
+    out->dtype = ck->m.pdt;
+    out->ndim = p->ndim;
+    memcpy(out->shape, p->shape, sizeof out->shape);
+    out->numel = p->numel;
+}
+
+static void zero__ck_file_info(const zero_ckpt *ck, int i, zero_ckpt_file_info *out) {
+    int k;
+    memset(out, 0, sizeof *out);
+    out->name = ck->m.files[i].name;
+    out->rank = ck->m.files[i].rank;
+    out->bytes = ck->m.files[i].bytes;
+    for (k = 0; k < ck->m.nrange; k++) out->num_ranges += ck->m.ranges[k].rank == i;
+}
+
+/* zero_ckpt_read_f32's sink: the checked weights at their place in the flat order */
+typedef struct zero__ck_flat { float *out; const int64_t *param_off; } zero__ck_flat;
+
+static zero_result zero__ck_flat_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
+                                      size_t msgn) {
+    const zero__ck_flat *s = (const zero__ck_flat *)user;
+    (void)msg;
+    (void)msgn;
+    memcpy(s->out + s->param_off[r->param] + r->begin + o, w, (size_t)n * 4);
+    return ZERO_OK;
+}
+
+static zero_result zero__ck_read_f32(zero_ckpt *ck, float *out) {
+    zero__ck_flat s;
+    int64_t *off, o = 0;
+    zero_result r;
+    int i;
+    /* the manifest lists the params in the saver's registration order: the flat order */
+    if (!(off = (int64_t *)zero__raw_alloc(&ck->alloc, sizeof *off * (size_t)ck->m.nparam)))
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_ckpt_read_f32: out of memory");
+    for (i = 0; i < ck->m.nparam; i++) { off[i] = o; o += ck->m.params[i].numel; }
+    s.out = out;
+    s.param_off = off;
+    r = zero__ck_scan(ck, "zero_ckpt_read_f32", zero__ck_flat_sink, &s);
+    zero__raw_free(&ck->alloc, off);
+    return r;
 }
 
 /* >>public -------------------------------------------------------------------------------
@@ -13833,353 +14581,36 @@ ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) 
 
 /* ---- checkpoints and safetensors ---------------------------------------------------- */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local = ZERO_OK;
-    uint64_t gen = 0, *mine = NULL, *all = NULL, g[ZERO__MAX_RANKS];
-    int stride, i, failed = 0;
-    int64_t bytes;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_save", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    for (i = 0; i < ctx->num_params; i++)
-        if (strchr(ctx->params[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    for (i = 0; i < ctx->num_modules; i++)
-        if (strchr(ctx->modules[i].name, '\n')) local = ZERO_ERR_INVALID_ARG;
-    if (local != ZERO_OK)
-        return zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: a module or param name contains a newline");
-    /* the generation: rank 0 picks one above every file in the directory */
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot create the directory: %s", dir, strerror(errno));
-    }
-    if (ctx->rank == 0) gen = zero__ck_max_gen(dir) + 1;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &gen, g))) != ZERO_OK) return r;
-    gen = g[0];
-    stride = 2 * ctx->num_params + 2;
-    mine = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride);
-    all = (uint64_t *)zero__raw_alloc(a, sizeof(uint64_t) * (size_t)stride * (size_t)ctx->world);
-    if (!mine || !all) {
-        zero__raw_free(a, mine); zero__raw_free(a, all);
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_save: out of memory");
-    }
-    memset(mine, 0, sizeof(uint64_t) * (size_t)stride);
-    if (local == ZERO_OK) {
-        bytes = zero__ck_write_shard(ctx, dir, gen, mine + 2, &local, msg, sizeof msg);
-        if (bytes >= 0) { local = ZERO_OK; mine[1] = (uint64_t)bytes; }
-    }
-    mine[0] = (uint64_t)(int64_t)local;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
-    if (r != ZERO_OK) { zero__raw_free(a, mine); zero__raw_free(a, all); return r; }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) failed = 1;
-    /* every shard is durable (each rank fsynced before the all-gather): commit */
-    if (ctx->rank == 0 && !failed) {
-        zero__ck_fsync_dir(dir);
-        local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-        else zero__ck_cleanup(dir, gen);
-    }
-    zero__raw_free(a, mine);
-    zero__raw_free(a, all);
-    r = zero__ck_agree(ctx, "zero_save", local, msg);
-    /* No manifest names this generation (a shard failed, or the manifest did; not a
-       broken communicator, after which rank 0 may have committed): remove this rank's
-       shard, so a failed save leaves the directory as it was. */
-    if (r != ZERO_OK && (failed || (r != ZERO_ERR_TIMEOUT && r != ZERO_ERR_COMM))) {
-        char nm[64], path[4096];
-        snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-        if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
-    }
-    return r;
+    return zero__ck_save(ctx, dir);
 }
 
-/* Two passes over the records this rank needs, with memory bounded by two chunks: the
-   first reads and checks every one (checksums), the ranks agree, and only then the
-   second reads them again into the params, master and moments (the NVMe tier's blocks
-   directly). So a bad file changes nothing; an OS error in the second pass (the file
-   changed under us, the tier failed) leaves the state partly loaded, and every rank
-   returns it. */
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
-    const zero_allocator *a;
-    zero__ck_manifest m;
-    char msg[ZERO__MSG] = "";
-    zero_result r, local;
-    int *fds = NULL, *need = NULL, *mom = NULL, nneed = 0, k;
-    float *bw = NULL;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    local = zero__ck_read_manifest(a, dir, &m, msg, sizeof msg);
-    if (local == ZERO_OK) local = zero__ck_match(ctx, &m, dir, msg, sizeof msg);
-    if (local == ZERO_OK) {
-        fds = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)m.world);
-        need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m.nrange + 1));
-        bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
-        if (!fds || !need || !mom || !bw) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        else for (k = 0; k < m.world; k++) fds[k] = -1;
-    }
-    /* which records overlap what this rank holds (zero__ck_validate: they cover every
-       element once) */
-    for (k = 0; local == ZERO_OK && k < m.nrange; k++) {
-        const zero__ck_range *rg = &m.ranges[k];
-        int64_t b, e;
-        zero__ck_need(ctx, rg->param, &b, &e);
-        if (rg->begin < e && b < rg->end) {     /* weights needed; moments only where state is held */
-            mom[nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
-            need[nneed++] = k;
-        }
-    }
-    for (k = 0; local == ZERO_OK && k < nneed; k++) {
-        const zero__ck_range *rg = &m.ranges[need[k]];
-        if (fds[rg->rank] < 0) local = zero__ck_open_shard(dir, &m, rg->rank, &fds[rg->rank], msg, sizeof msg);
-        if (local == ZERO_OK)
-            local = zero__ck_verify_range(dir, &m, rg, fds[rg->rank], mom[k], bw, NULL, NULL, msg, sizeof msg);
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load", local, msg);
-    if (r == ZERO_OK) {
-        for (k = 0; local == ZERO_OK && k < nneed; k++) {
-            const zero__ck_range *rg = &m.ranges[need[k]];
-            local = zero__ck_apply_range(ctx, dir, &m, rg, fds[rg->rank], mom[k], bw, bw + ZERO__CK_CHUNK, msg, sizeof msg);
-        }
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load", local, msg);
-        if (r == ZERO_OK) {
-            ctx->opt.steps = m.steps;
-            ctx->opt.skipped = m.skipped;
-            ctx->opt.loss_scale = m.loss_scale;
-            ctx->opt.good_steps = (int)m.good_steps;
-        }
-    }
-    if (fds) for (k = 0; k < m.world; k++) if (fds[k] >= 0) zero__ck_close(fds[k]);
-    zero__raw_free(a, bw);
-    zero__raw_free(a, fds);
-    zero__raw_free(a, need);
-    zero__raw_free(a, mom);
-    zero__ck_manifest_free(a, &m);
-    return r;
+    return zero__ck_load(ctx, dir);
 }
 
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
-    const zero_allocator *a;
-    zero__st_tensor *ts = NULL;
-    char msg[ZERO__MSG] = "", tmp[4096], *hdr = NULL;
-    zero_result r, local = ZERO_OK;
-    float *buf = NULL;
-    int64_t hlen = 0, off;
-    int fd = -1, i, j;
-    uint64_t le;
-    unsigned char lenb[8];
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
     if (dtype != ZERO_F32 && dtype != ZERO_BF16)
         return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                           "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
-    a = &ctx->desc.allocator;
-    if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_export_safetensors: out of memory");
-    if (ctx->rank == 0) {
-        ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
-        for (i = 0; ts && i < ctx->num_params; i++) {
-            ts[i].module = ctx->modules[ctx->params[i].module].name;
-            ts[i].name = ctx->params[i].name;
-            ts[i].ndim = ctx->params[i].ndim;
-            ts[i].shape = ctx->params[i].shape;
-            ts[i].numel = ctx->params[i].numel;
-        }
-        if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, &hlen);
-        if (!ts || !hdr) { local = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, sizeof msg, "out of memory"); }
-        if (local == ZERO_OK) {
-            if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", "") || (fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: cannot create: %s", path, strerror(errno));
-            }
-        }
-        if (local == ZERO_OK) {
-            le = (uint64_t)hlen;
-            for (i = 0; i < 8; i++) lenb[i] = (unsigned char)(le >> (8 * i));
-            if (!zero__ck_pwrite(fd, lenb, 8, 0) || !zero__ck_pwrite(fd, hdr, (size_t)hlen, 8)) local = ZERO_ERR_IO;
-        }
-    }
-    /* module by module (memory: one module span): every rank takes part in the
-       gathers, rank 0 writes each of the module's params at its offset */
-    for (i = 0; i < ctx->num_modules; i++) {
-        if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) break;
-        if (ctx->rank != 0 || local != ZERO_OK) continue;
-        off = 8 + hlen;
-        for (j = 0; j < ctx->num_params && local == ZERO_OK; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-            off += pr->numel * (int64_t)zero__dtype_size(dtype);
-        }
-    }
-    zero__raw_free(a, buf);
-    zero__raw_free(a, ts);
-    zero__raw_free(a, hdr);
-    if (r != ZERO_OK) {
-        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
-        return r;
-    }
-    if (fd >= 0) {
-        int ok = local == ZERO_OK && fsync(fd) == 0;
-        if (zero__ck_close(fd) != 0) ok = 0;
-        if (ok && rename(tmp, path) != 0) ok = 0;
-        if (!ok) {
-            (void)unlink(tmp);
-            if (local == ZERO_OK) {
-                local = ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
-            }
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_export_safetensors: %s", msg);
-    return zero__ck_agree(ctx, "zero_export_safetensors", local, msg);
+    return zero__st_export(ctx, path, dtype);
 }
 
-/* Every rank reads the header, checks every param's entry (name, dtype, shape, extent),
-   the ranks agree, then each reads only the elements it holds. Sets params (and the
-   fp32 master copy, on the NVMe tier too); optimizer state and step count are left alone. */
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {
-    const zero_allocator *a;
-    char msg[ZERO__MSG] = "", *hdr = NULL;
-    zero__st_entry *ents = NULL;
-    const zero__st_entry **map = NULL;
-    zero_result r, local = ZERO_OK;
-    unsigned char lenb[8], *raw = NULL;
-    float *vals = NULL;
-    int64_t hlen = 0, fsize = 0;
-    int fd = -1, nent = 0, i, k, rr;
-    struct stat st;
+    zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load_safetensors", path)) != ZERO_OK) return r;
-    a = &ctx->desc.allocator;
-    if ((fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(fd, &st) != 0) {
-        local = ZERO_ERR_IO;
-        snprintf(msg, sizeof msg, "%.300s: cannot open: %s", path, strerror(errno));
-    } else {
-        fsize = (int64_t)st.st_size;
-        rr = zero__ck_pread(fd, lenb, 8, 0);
-        for (i = 7; i >= 0; i--) hlen = (hlen << 8) | lenb[i];
-        if (rr != 1 || hlen < 2 || hlen > ((int64_t)1 << 30) || hlen > fsize - 8) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: not a safetensors file (header length)", path);
-        }
-    }
-    if (local == ZERO_OK) {
-        int cap = (int)(hlen / 16) + 1;
-        hdr = (char *)zero__raw_alloc(a, (size_t)hlen + 1);
-        ents = (zero__st_entry *)zero__raw_alloc(a, sizeof *ents * (size_t)cap);
-        map = (const zero__st_entry **)zero__raw_alloc(a, sizeof *map * (size_t)ctx->num_params);
-        raw = (unsigned char *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        vals = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-        if (!hdr || !ents || !map || !raw || !vals) {
-            local = ZERO_ERR_OUT_OF_MEMORY;
-            snprintf(msg, sizeof msg, "out of memory");
-        } else if (zero__ck_pread(fd, hdr, (size_t)hlen, 8) != 1 || !zero__st_parse(hdr, hdr + hlen, ents, cap, &nent)) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.300s: malformed safetensors header", path);
-        }
-    }
-    for (i = 0; local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__param_rec *p = &ctx->params[i];
-        const char *mn = ctx->modules[p->module].name;
-        const zero__st_entry *e = zero__st_find(ents, nent, mn, p->name);
-        int same = e && e->ndim == p->ndim;
-        for (k = 0; same && k < p->ndim; k++) same = e->shape[k] == p->shape[k];
-        if (!same) {
-            local = ZERO_ERR_MISMATCH;
-            snprintf(msg, sizeof msg, "%.200s: %s '%.80s.%.80s' %s", path, e ? "tensor" : "no tensor", mn, p->name,
-                     e ? "has a different shape" : "");
-        } else if (e->dt == ZERO_DTYPE_DEFAULT || e->end - e->begin != p->numel * (int64_t)zero__dtype_size(e->dt) ||
-                   e->end > fsize - 8 - hlen) {
-            local = ZERO_ERR_CORRUPT;
-            snprintf(msg, sizeof msg, "%.200s: tensor '%.80s.%.80s' has an unknown dtype or bad data_offsets", path, mn,
-                     p->name);
-        } else {
-            map[i] = e;
-        }
-    }
-    if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-    r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    /* streamed: ZERO__CK_CHUNK elements at a time into the params and (where this rank
-       holds it) the master, on the NVMe tier block by block */
-    local = ZERO_OK;
-    for (i = 0; r == ZERO_OK && local == ZERO_OK && i < ctx->num_params; i++) {
-        const zero__st_entry *e = map[i];
-        int64_t b, e_, sb = 0, se = 0, o, c, es = (int64_t)zero__dtype_size(e->dt);
-        int held, state, tier;
-        zero__ck_need(ctx, i, &b, &e_);
-        held = zero__ck_has_state(ctx, i, &sb, &se);
-        state = ctx->tier.vt->has_master(ctx) && held;
-        tier = held && ctx->tier.vt->blocked && (state || zero__ck_param_in_tier(ctx, i));
-        for (o = b; o < e_ && local == ZERO_OK; o += c) {
-            int64_t s, t;
-            /* on the NVMe tier a chunk stays in one block: the param area and the master of
-               a chunk are written to the block cached once */
-            c = e_ - o < ZERO__CK_CHUNK ? e_ - o : ZERO__CK_CHUNK;
-            if (tier && o < sb && sb - o < c) c = sb - o;
-            if (tier && o >= sb && o < se) {
-                if (se - o < c) c = se - o;
-                if (ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o)) < c) c = ctx->tier.vt->run(ctx, zero__ck_state_idx(ctx, i, o));
-            }
-            s = o > sb ? o : sb;
-            t = o + c < se ? o + c : se;
-            rr = zero__ck_pread(fd, raw, (size_t)(c * es), 8 + hlen + e->begin + o * es);
-            if (rr != 1) {
-                local = rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
-                snprintf(msg, sizeof msg, "%.300s: %s", path, rr == 0 ? "truncated" : strerror(errno));
-                break;
-            }
-            zero__to_f32(vals, raw, e->dt, c);
-            local = zero__ck_param_write(ctx, i, o, c, vals, "zero_load_safetensors");
-            if (local == ZERO_OK && state && s < t)
-                local = zero__ck_state_write(ctx, 0, zero__ck_state_idx(ctx, i, s), t - s, vals + (s - o),
-                                             "zero_load_safetensors");
-            if (local != ZERO_OK && rr == 1 && !msg[0]) snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-    }
-    if (r == ZERO_OK) {
-        if (local == ZERO_OK && (local = zero__ck_state_done(ctx, "zero_load_safetensors")) != ZERO_OK)
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
-            local = r;
-            snprintf(msg, sizeof msg, "%s", zero__last_err(ctx));
-        }
-        if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_load_safetensors: %s", msg);
-        r = zero__ck_agree(ctx, "zero_load_safetensors", local, msg);
-    }
-    zero__raw_free(a, raw);
-    zero__raw_free(a, vals);
-    if (fd >= 0) zero__ck_close(fd);
-    zero__raw_free(a, hdr);
-    zero__raw_free(a, ents);
-    zero__raw_free(a, map);
-    return r;
+    return zero__st_load(ctx, path);
 }
 
 /* ---- checkpoint inspection ------------------------------------------------------------ */
-ZERO_API void zero_ckpt_close(zero_ckpt *ck) {
-    zero_allocator a;
-    if (!ck) return;
-    a = ck->alloc;
-    zero__ck_manifest_free(&a, &ck->m);
-    zero__raw_free(&a, ck->dir);
-    zero__raw_free(&a, ck);
-}
+ZERO_API void zero_ckpt_close(zero_ckpt *ck) { zero__ck_ckpt_free(ck); }
 
 ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out) {
-    zero_allocator a;
-    zero_ckpt *ck;
-    char msg[ZERO__MSG] = "";
-    zero_result r;
-    int i, fd;
     if (out) *out = NULL;
     if (!dir || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_open: dir and out must not be NULL");
@@ -14192,101 +14623,34 @@ ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc
     if (alloc && !alloc->alloc != !alloc->free)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_ckpt_open: alloc->alloc and alloc->free must be set together");
-    memset(&a, 0, sizeof a);
-    if (alloc) a = *alloc;
-    if (!(ck = (zero_ckpt *)zero__raw_alloc(&a, sizeof *ck)))
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
-    memset(ck, 0, sizeof *ck);
-    ck->alloc = a;
-    if (!(ck->dir = zero__strdup(&a, dir))) {
-        zero_ckpt_close(ck);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_open: out of memory");
-    }
-    r = zero__ck_read_manifest(&ck->alloc, dir, &ck->m, msg, sizeof msg);
-    /* every shard's size (the manifest's sizes bound everything read or written later) and header */
-    for (i = 0; r == ZERO_OK && i < ck->m.nfile; i++) {
-        r = zero__ck_open_shard(dir, &ck->m, i, &fd, msg, sizeof msg);
-        if (fd >= 0) zero__ck_close(fd);
-        ck->bytes += ck->m.files[i].bytes;
-    }
-    if (r != ZERO_OK) {
-        zero_ckpt_close(ck);
-        return zero__fail(NULL, r, ZERO_LOGITEM_CKPT, "zero_ckpt_open: %s", msg);
-    }
-    for (i = 0; i < ck->m.nparam; i++) {
-        ck->numel += ck->m.params[i].numel;
-        if (!ck->m.mods[ck->m.params[i].module].frozen) ck->trainable += ck->m.params[i].numel;
-    }
-    *out = ck;
-    return ZERO_OK;
+    return zero__ck_ckpt_open(dir, alloc, out);
 }
 
 ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) {
-    const zero__ck_manifest *m;
     if (!ck || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_info: ck and out must not be NULL");
-    m = &ck->m;
-    memset(out, 0, sizeof *out);
-    out->format_version = m->version;
-    out->generation = m->gen;
-    out->stage = m->stage;
-    out->world_size = m->world;
-    out->param_dtype = m->pdt;
-    out->grad_dtype = m->gdt;
-    out->grad_accum_dtype = m->gadt;
-    out->optimizer = m->optim;
-    out->moments = m->moments;
-    out->steps = m->steps;
-    out->skipped_steps = m->skipped;
-    out->good_steps = m->good_steps;
-    out->loss_scale = m->loss_scale;
-    out->num_modules = m->nmod;
-    out->num_params = m->nparam;
-    out->num_files = m->nfile;
-    out->num_ranges = m->nrange;
-    out->numel = ck->numel;
-    out->trainable_numel = ck->trainable;
-    out->total_bytes = ck->bytes;
+    zero__ck_ckpt_info(ck, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nmod : 0, "zero_ckpt_module", "module");
-    int k;
     if (r != ZERO_OK) return r;
-    memset(out, 0, sizeof *out);
-    out->name = ck->m.mods[i].name;
-    out->frozen = ck->m.mods[i].frozen;
-    for (k = 0; k < ck->m.nparam; k++) out->num_params += ck->m.params[k].module == i;
+    zero__ck_module_info(ck, i, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nparam : 0, "zero_ckpt_param", "param");
-    const zero__ck_param *p;
     if (r != ZERO_OK) return r;
-    p = &ck->m.params[i];
-    memset(out, 0, sizeof *out);
-    out->name = p->name;
-    out->module = ck->m.mods[p->module].name;
-    out->module_index = p->module;
-    out->frozen = ck->m.mods[p->module].frozen;
-    out->dtype = ck->m.pdt;
-    out->ndim = p->ndim;
-    memcpy(out->shape, p->shape, sizeof out->shape);
-    out->numel = p->numel;
+    zero__ck_param_info(ck, i, out);
     return ZERO_OK;
 }
 
 ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out) {
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nfile : 0, "zero_ckpt_file", "file");
-    int k;
     if (r != ZERO_OK) return r;
-    memset(out, 0, sizeof *out);
-    out->name = ck->m.files[i].name;
-    out->rank = ck->m.files[i].rank;
-    out->bytes = ck->m.files[i].bytes;
-    for (k = 0; k < ck->m.nrange; k++) out->num_ranges += ck->m.ranges[k].rank == i;
+    zero__ck_file_info(ck, i, out);
     return ZERO_OK;
 }
 
@@ -14297,102 +14661,23 @@ ZERO_API zero_result zero_ckpt_verify(zero_ckpt *ck) {
 
 ZERO_API zero_result zero_ckpt_export_as(zero_ckpt *ck, const char *path, zero_dtype dtype) {
     static const char *fn = "zero_ckpt_export";
-    const zero__ck_manifest *m;
-    const zero_allocator *a;
-    zero__st_tensor *ts = NULL;
-    int64_t *data_off = NULL, hlen = 0, off;
-    char tmp[4096], *hdr = NULL;
-    unsigned char lenb[8];
-    zero__ck_out s;
-    zero_result r = ZERO_OK;
-    int i, ok;
     if (!ck || !path)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: ck and path must not be NULL", fn);
     if (!*path) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is empty", fn);
     if (dtype != ZERO_F32 && dtype != ZERO_BF16)
         return zero__fail(NULL, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE, "%s: dtype must be ZERO_F32 or ZERO_BF16",
                           fn);
-    if (!zero__ck_join(tmp, sizeof tmp, path, ".tmp", ""))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: the output path is too long", fn);
-    m = &ck->m;
-    a = &ck->alloc;
-    /* the layout: zero_export_safetensors's (params in order, one header writer) */
-    ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)m->nparam);
-    data_off = (int64_t *)zero__raw_alloc(a, sizeof *data_off * (size_t)m->nparam);
-    for (i = 0; ts && i < m->nparam; i++) {
-        ts[i].module = m->mods[m->params[i].module].name;
-        ts[i].name = m->params[i].name;
-        ts[i].ndim = m->params[i].ndim;
-        ts[i].shape = m->params[i].shape;
-        ts[i].numel = m->params[i].numel;
-    }
-    if (ts && data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, &hlen);
-    if (!hdr) {
-        r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", fn);
-        goto out;
-    }
-    off = 8 + hlen;
-    for (i = 0; i < m->nparam; i++) { data_off[i] = off; off += m->params[i].numel * (int64_t)zero__dtype_size(dtype); }
-    if ((s.fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: cannot create: %s", fn, tmp, strerror(errno));
-        goto out;
-    }
-    s.dt = dtype;
-    s.data_off = data_off;
-    s.tmp = tmp;
-    for (i = 0; i < 8; i++) lenb[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if (!zero__ck_pwrite(s.fd, lenb, 8, 0) || !zero__ck_pwrite(s.fd, hdr, (size_t)hlen, 8))
-        r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, tmp, strerror(errno));
-    /* every record's weights and moments checked, the weights written on the way */
-    if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
-    ok = r == ZERO_OK && fsync(s.fd) == 0;
-    if (zero__ck_close(s.fd) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
-    if (!ok) {
-        int e = errno;
-        (void)unlink(tmp);
-        if (r == ZERO_OK)
-            r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path, strerror(e));
-    }
-out:
-    zero__raw_free(a, ts);
-    zero__raw_free(a, data_off);
-    zero__raw_free(a, hdr);
-    return r;
+    return zero__ck_export(ck, path, dtype, fn);
 }
 
 ZERO_API zero_result zero_ckpt_export(zero_ckpt *ck, const char *path) {
     return zero_ckpt_export_as(ck, path, ZERO_F32);
 }
 
-/* zero_ckpt_read_f32's sink: the checked weights at their place in the flat order */
-typedef struct zero__ck_flat { float *out; const int64_t *param_off; } zero__ck_flat;
-
-static zero_result zero__ck_flat_sink(void *user, const zero__ck_range *r, int64_t o, const float *w, int64_t n, char *msg,
-                                      size_t msgn) {
-    const zero__ck_flat *s = (const zero__ck_flat *)user;
-    (void)msg;
-    (void)msgn;
-    memcpy(s->out + s->param_off[r->param] + r->begin + o, w, (size_t)n * 4);
-    return ZERO_OK;
-}
-
 ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out) {
-    zero__ck_flat s;
-    int64_t *off, o = 0;
-    zero_result r;
-    int i;
     if (!ck || !out)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_ckpt_read_f32: ck and out must not be NULL");
-    /* the manifest lists the params in the saver's registration order: the flat order */
-    if (!(off = (int64_t *)zero__raw_alloc(&ck->alloc, sizeof *off * (size_t)ck->m.nparam)))
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_read_f32: out of memory");
-    for (i = 0; i < ck->m.nparam; i++) { off[i] = o; o += ck->m.params[i].numel; }
-    s.out = out;
-    s.param_off = off;
-    r = zero__ck_scan(ck, "zero_ckpt_read_f32", zero__ck_flat_sink, &s);
-    zero__raw_free(&ck->alloc, off);
-    return r;
+    return zero__ck_read_f32(ck, out);
 }
 
 ZERO__FP_PIN_END   /* the includer's floating-point rules again (>>platform) */
