@@ -250,117 +250,91 @@ clean:
 	rm -rf $(BUILD)
 
 # ---- rules ---------------------------------------------------------------------------
-$(BUILD) $(BUILD)/asan $(BUILD)/tsan $(BUILD)/cuda $(BUILD)/mpi $(BUILD)/mock $(BUILD)/mock-tsan:
+# The build variants, a line each: cc_V is the compile command (the compiler and its flags),
+# link_V what follows the source on a program's command line (objects and libraries), dir_V
+# the directory of its outputs.
+cc_plain       = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+cc_asan        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(ASAN_CFLAGS)
+cc_tsan        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS)
+cc_mpi         = $(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+cc_nvcc        = $(NVCC) $(ZERO_CPPFLAGS) $(NVCCFLAGS)
+cc_cuda        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+cc_mock        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+cc_mock_tsan   = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS)
+link_plain     = $(LDLIBS) $(ZERO_LDLIBS)
+link_asan      = $(link_plain)
+link_tsan      = $(link_plain)
+link_mpi       = $(link_plain)
+link_cuda      = $(CUDA_OBJ) $(CUDA_LDLIBS) $(link_plain)
+link_mock      = $(MOCK_OBJ) $(MOCK_LDLIBS) $(link_plain)
+link_mock_tsan = $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(link_plain)
+dir_plain     := $(BUILD)
+dir_asan      := $(BUILD)/asan
+dir_tsan      := $(BUILD)/tsan
+dir_mpi       := $(BUILD)/mpi
+dir_nvcc      := $(BUILD)/cuda
+dir_cuda      := $(BUILD)/cuda
+dir_mock      := $(BUILD)/mock
+dir_mock_tsan := $(BUILD)/mock-tsan
+
+$(sort $(foreach v,plain asan tsan mpi cuda mock mock_tsan,$(dir_$(v)))):
 	@mkdir -p $@
 
-$(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS) | $(BUILD)
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+# $(eval $(call program,V,HEAD)): the rule HEAD ("targets: prerequisites", a static pattern
+# or a pattern rule) builds programs in variant V from their first prerequisite;
+# object: an object file. Both remove the target first, so that a failed compile leaves
+# no stale binary behind.
+define program
+$(2) | $(dir_$(1))
+	@rm -f $$@
+	$$(cc_$(1)) -o $$@ $$< $$(link_$(1))
+endef
+define object
+$(2) | $(dir_$(1))
+	@rm -f $$@
+	$$(cc_$(1)) -c -o $$@ $$<
+endef
 
-$(TESTS): $(BUILD)/%: tests/%.c $(TEST_DEPS) | $(BUILD)
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+$(eval $(call program,plain,$(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS)))
+$(eval $(call program,plain,$(TESTS): $(BUILD)/%: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,asan,$(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,tsan,$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS)))
 
-$(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/asan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
+$(eval $(call program,mpi,$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS)))
+$(eval $(call program,mpi,$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS)))
+$(eval $(call program,mpi,$(MPI_BENCH): tests/bench/bench_comm.c $(BENCH_DEPS)))
 
-$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS) | $(BUILD)/tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS) | $(BUILD)/mpi
-	@rm -f $@
-	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS) | $(BUILD)/mpi
-	@rm -f $@
-	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
-
-$(MPI_BENCH): tests/bench/bench_comm.c $(BENCH_DEPS) | $(BUILD)/mpi
-	@rm -f $@
-	$(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(LDLIBS) $(ZERO_LDLIBS)
-
-$(CUDA_OBJ): zero_kernels.cu $(DEPS) | $(BUILD)/cuda
-	@rm -f $@
-	$(NVCC) $(ZERO_CPPFLAGS) $(NVCCFLAGS) -c -o $@ $<
-
-$(CUDA_EXAMPLES): $(BUILD)/cuda/%: examples/%.c $(CUDA_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/cuda
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ) $(TEST_DEPS) | $(BUILD)/cuda
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/cuda
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(CUDA_OBJ) $(CUDA_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+$(eval $(call object,nvcc,$(CUDA_OBJ): zero_kernels.cu $(DEPS)))
+$(eval $(call program,cuda,$(CUDA_EXAMPLES): $(BUILD)/cuda/%: examples/%.c $(CUDA_OBJ) $(EXAMPLE_DEPS)))
+$(eval $(call program,cuda,$(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ) $(TEST_DEPS)))
+$(eval $(call program,cuda,$(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h)))
 
 ifeq ($(MOCK_OK),1)
-$(MOCK_OBJ): $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -c -o $@ $<
-
-$(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
+$(eval $(call object,mock,$(MOCK_OBJ): $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS)))
+$(eval $(call program,mock,$(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS)))
+$(eval $(call program,mock,$(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS)))
 # the mock's own checks (tests/cuda_mock/selftest.c -> build/mock/cuda_mock_selftest)
-$(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
+$(eval $(call program,mock,$(BUILD)/mock/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_OBJ) $(TEST_DEPS)))
 # the NCCL comm on the NCCL double (tests/cuda_mock/test_nccl.c -> build/mock/test_nccl)
-$(BUILD)/mock/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_OBJ) $(TEST_DEPS) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
+$(eval $(call program,mock,$(BUILD)/mock/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_OBJ) $(TEST_DEPS)))
 # tests/gpu/kernels.c on the mock checks the mock's launchers against the CPU references
-$(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h) | $(BUILD)/mock
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS) -o $@ $< $(MOCK_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+$(eval $(call program,mock,$(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h)))
 
 # build/mock-tsan/<name>: the same programs and the double under ThreadSanitizer (with
 # ZERO_CUDA_MOCK_ASYNC=1 the double's stream workers race with host reads that come
 # before their producer finished); tests/test_cuda_mock.sh runs a few unless ZERO_MOCK_TSAN=0
 MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o
-$(MOCK_TSAN_OBJ): $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS) | $(BUILD)/mock-tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -c -o $@ $<
-
-$(BUILD)/mock-tsan/%: tests/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mock-tsan/%: examples/%.c $(MOCK_TSAN_OBJ) $(EXAMPLE_DEPS) | $(BUILD)/mock-tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mock-tsan/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
-
-$(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS) | $(BUILD)/mock-tsan
-	@rm -f $@
-	$(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS) -o $@ $< $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(LDLIBS) $(ZERO_LDLIBS)
+$(eval $(call object,mock_tsan,$(MOCK_TSAN_OBJ): $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS)))
+$(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/%: tests/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
+$(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/%: examples/%.c $(MOCK_TSAN_OBJ) $(EXAMPLE_DEPS)))
+$(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
+$(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
 else
 $(BUILD)/mock/% $(BUILD)/mock-tsan/%:
 	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h} and nccl.h ($(NCCL_SAYS))"; exit 1
 endif
 
-# Benchmarks: one rule per source, since tests/bench/x.c and tests/bench/bench_x.c both
+# Benchmarks: a rule per source, since tests/bench/x.c and tests/bench/bench_x.c both
 # map to build/bench_x.
-define bench_rules
-$(BUILD)/$(call bench_name,$(1)): $(1) $(BENCH_DEPS) | $(BUILD)
-	@rm -f $$@
-	$$(CC) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(ZERO_CFLAGS) $$(CFLAGS) -o $$@ $$< $$(LDLIBS) $$(ZERO_LDLIBS)
-$(BUILD)/cuda/$(call bench_name,$(1)): $(1) $(CUDA_OBJ) $(BENCH_DEPS) | $(BUILD)/cuda
-	@rm -f $$@
-	$$(CC) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(CUDA_CPPFLAGS) $$(ZERO_CFLAGS) $$(CFLAGS) -o $$@ $$< $$(CUDA_OBJ) $$(CUDA_LDLIBS) $$(LDLIBS) $$(ZERO_LDLIBS)
-endef
-$(foreach s,$(BENCH_SRC),$(eval $(call bench_rules,$(s))))
+$(foreach s,$(BENCH_SRC),$(eval $(call program,plain,$(BUILD)/$(call bench_name,$(s)): $(s) $(BENCH_DEPS))) \
+  $(eval $(call program,cuda,$(BUILD)/cuda/$(call bench_name,$(s)): $(s) $(CUDA_OBJ) $(BENCH_DEPS))))

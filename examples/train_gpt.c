@@ -41,16 +41,17 @@ Build and run:
     build/train_gpt --ranks 8 --ranks-per-node 2 --qwz --qgz --hpz 2 --steps 50
 */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>    // defines: errno, ERANGE
 #include <math.h>     // defines: expf, logf, tanhf, sqrtf, sqrt, log, cos, sin
 #include <stdint.h>   // defines: uint64_t, int64_t
 #include <stdio.h>    // defines: printf, fprintf, fopen, fread, fclose, snprintf
-#include <stdlib.h>   // defines: malloc, calloc, free, strtol, strtod, strtoull, exit
+#include <stdlib.h>   // defines: malloc, calloc, realloc, free, getenv
 #include <string.h>   // defines: strcmp, memcpy, memset, strrchr
 #include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
 #include <unistd.h>   // defines: isatty, fileno
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_create, zero_build, zero_fetch, zero_step, zero_trace_*, zero_sgemm, ...
+#define CLI_PROG "train_gpt"
+#include "cli.h"     // defines: bad_arg, option_value, parse_long, parse_float, parse_seed, parse_dtype, ...
 
 #define VOCAB 256          // bytes
 #define NPARAM 12          // params of a block
@@ -1118,66 +1119,6 @@ static void usage(FILE *f) {
         "  --cross-gbps G     a modelled link of G GB/s across nodes (default: --link-gbps)\n");
 }
 
-static void bad_arg(const char *msg, const char *opt, const char *val) {
-    fprintf(stderr, "train_gpt: %s %s%s%s%s\n", opt, msg, val ? " (got '" : "", val ? val : "", val ? "')" : "");
-    usage(stderr);
-    exit(2);
-}
-
-// s is written in decimal: [+-]digits, and with frac also [.digits][e[+-]digits] (3e-3,
-// .003); nothing else (strtod alone would take 0x10, 0x1p-8, inf, nan and leading
-// blanks; strtoull a blank and a minus sign)
-static int is_decimal(const char *s, int sign, int frac) {
-    const char *p = s;
-    if (sign && (*p == '+' || *p == '-')) p++;
-    const char *digits = p;
-    while (*p >= '0' && *p <= '9') p++;
-    if (frac && *p == '.') p++;
-    while (*p >= '0' && *p <= '9') p++;
-    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
-    if (frac && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (*p < '0' || *p > '9') return 0;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    return *p == '\0';
-}
-
-// an integer in [lo, hi], in decimal (010 is ten)
-static long parse_long(const char *opt, const char *s, long lo, long hi) {
-    int ok = is_decimal(s, 1, 0);
-    long v = ok ? strtol(s, NULL, 10) : 0;
-    if (!ok || v < lo || v > hi) {   // (an overflow saturates, out of range)
-        char msg[96];
-        snprintf(msg, sizeof msg, "expects a decimal integer in [%ld, %ld]", lo, hi);
-        bad_arg(msg, opt, s);
-    }
-    return v;
-}
-
-// a number in [lo, hi], in decimal (3e-3, 0.003)
-static float parse_float(const char *opt, const char *s, double lo, double hi) {
-    int ok = is_decimal(s, 1, 1);
-    double v = ok ? strtod(s, NULL) : 0.0;
-    if (!ok || !(v >= lo && v <= hi)) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "expects a decimal number in [%g, %g]", lo, hi);
-        bad_arg(msg, opt, s);
-    }
-    return (float)v;
-}
-
-// a non-negative integer below 2^64, in decimal
-static uint64_t parse_seed(const char *opt, const char *s) {
-    int ok = is_decimal(s, 0, 0);
-    errno = 0;
-    unsigned long long v = ok ? strtoull(s, NULL, 10) : 0;
-    if (!ok || errno == ERANGE || v > UINT64_MAX)
-        bad_arg("expects a non-negative decimal integer below 2^64", opt, s);
-    return (uint64_t)v;
-}
-
 static unsigned char *read_file(const char *path, int64_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -1214,21 +1155,11 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--checkpoint-activations")) { c->ckpt = 1; continue; }
         if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
-        if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
-        if (i + 1 >= argc) bad_arg("needs a value", o, NULL);
-        const char *v = argv[++i];
-        if (!strcmp(o, "--offload-optimizer") || !strcmp(o, "--offload-params")) {
-            zero_offload_tier tier = ZERO_OFFLOAD_NONE;
-            if (!strcmp(v, "none")) tier = ZERO_OFFLOAD_NONE;
-            else if (!strcmp(v, "cpu")) tier = ZERO_OFFLOAD_HOST;
-            else if (!strcmp(v, "nvme")) tier = ZERO_OFFLOAD_NVME;
-            else bad_arg("expects none, cpu or nvme", o, v);
-            if (!strcmp(o, "--offload-params")) c->offload_params = tier; else c->offload_optimizer = tier;
-        } else if (!strcmp(o, "--offload-activations")) {
-            if (!strcmp(v, "none")) c->offload_acts = ZERO_OFFLOAD_NONE;
-            else if (!strcmp(v, "host") || !strcmp(v, "cpu")) c->offload_acts = ZERO_OFFLOAD_HOST;
-            else if (!strcmp(v, "nvme")) c->offload_acts = ZERO_OFFLOAD_NVME;
-            else bad_arg("expects none, host or nvme", o, v);
+        const char *v = option_value(argc, argv, &i);
+        if (!strcmp(o, "--offload-optimizer")) c->offload_optimizer = parse_offload(o, v);
+        else if (!strcmp(o, "--offload-params")) c->offload_params = parse_offload(o, v);
+        else if (!strcmp(o, "--offload-activations")) {
+            c->offload_acts = parse_act_offload(o, v);
             c->ckpt = 1;    // the stash holds the checkpoints
         } else if (!strcmp(o, "--nvme-dir")) c->nvme_dir = v;
         else if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
@@ -1245,21 +1176,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
-        else if (!strcmp(o, "--qgz-bits")) {
-            c->qgz = (int)parse_long(o, v, 4, 8);
-            if (c->qgz != 4 && c->qgz != 8) bad_arg("expects 4 or 8", o, v);
-        }
+        else if (!strcmp(o, "--qgz-bits")) c->qgz = parse_qgz_bits(o, v);
         else if (!strcmp(o, "--hpz")) c->hpz = (int)parse_long(o, v, 1, 256);
         else if (!strcmp(o, "--ranks-per-node")) c->ranks_per_node = (int)parse_long(o, v, 1, 256);
         else if (!strcmp(o, "--quant-block")) c->quant_block = (int)parse_long(o, v, 1, 1 << 20);
         else if (!strcmp(o, "--link-gbps")) c->link_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--cross-gbps")) c->cross_gbps = parse_float(o, v, 0.0, 1e6);
-        else if (!strcmp(o, "--dtype")) {
-            if (!strcmp(v, "f32")) c->dtype = ZERO_F32;
-            else if (!strcmp(v, "bf16")) c->dtype = ZERO_BF16;
-            else if (!strcmp(v, "f16")) c->dtype = ZERO_F16;
-            else bad_arg("expects f32, bf16 or f16", o, v);
-        } else bad_arg("is not an option", o, NULL);
+        else if (!strcmp(o, "--dtype")) c->dtype = parse_dtype(o, v);
+        else bad_arg("is not an option", o, NULL);
     }
     if (c->batch % (c->ranks * c->accum) != 0) {
         fprintf(stderr, "train_gpt: --batch %d must be a multiple of --ranks * --accum = %d\n", c->batch, c->ranks * c->accum);

@@ -39,6 +39,8 @@ print after the other lines. The nodes are --hpz's N ranks, else one node of all
 #include <string.h>   // defines: strcmp
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_estimate, zero_plan, zero_desc, zero_last_error, ZERO__MAX_RANKS
+#define CLI_PROG "zero_estimate"
+#include "cli.h"     // defines: bad_arg, option_value, is_decimal, parse_act_offload
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -68,37 +70,12 @@ static void usage(FILE *f) {
         ZERO__MAX_RANKS);
 }
 
-static void bad_arg(const char *opt, const char *msg, const char *val) {
-    fprintf(stderr, "zero_estimate: %s %s%s%s%s\n", opt, msg, val ? " (got '" : "", val ? val : "", val ? "')" : "");
-    usage(stderr);
-    exit(2);
-}
-
-// s is a decimal number: [+-]digits[.digits][e[+-]digits] (7.5e9, .5e2), nothing else
-// (strtod alone would also take 0x10, 0x1p4, inf, nan and leading blanks)
-static int is_decimal(const char *s) {
-    const char *p = s;
-    if (*p == '+' || *p == '-') p++;
-    const char *digits = p;
-    while (*p >= '0' && *p <= '9') p++;
-    if (*p == '.') p++;
-    while (*p >= '0' && *p <= '9') p++;
-    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (*p < '0' || *p > '9') return 0;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    return *p == '\0';
-}
-
 // a whole number in [lo, hi], written in decimal; accepts 7.5e9 and 010 (ten) but not
 // 7.5, 1e30 or 0x10. what names the unit in the "at most" message ("" for none).
 static int64_t parse_count(const char *opt, const char *s, int64_t lo, int64_t hi, const char *what) {
-    if (!is_decimal(s)) bad_arg(opt, "expects a decimal whole number such as 64 or 7.5e9", s);
+    if (!is_decimal(s, 1, 1)) bad_arg("expects a decimal whole number such as 64 or 7.5e9", opt, s);
     double v = strtod(s, NULL);
-    if (v != floor(v)) bad_arg(opt, "expects a whole number", s);
+    if (v != floor(v)) bad_arg("expects a whole number", opt, s);
     if (!(v >= (double)lo && v <= (double)hi)) {
         if (v < (double)lo) fprintf(stderr, "zero_estimate: %s %s: must be at least %lld\n", opt, s, (long long)lo);
         else fprintf(stderr, "zero_estimate: %s %s: at most %lld%s\n", opt, s, (long long)hi, what);
@@ -119,9 +96,7 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--qwz")) { qwz = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!qgz) qgz = 8; continue; }
-        if (strncmp(o, "--", 2) != 0) bad_arg(o, "is not an option", NULL);
-        if (i + 1 >= argc) bad_arg(o, "needs a value", NULL);
-        const char *v = argv[++i];
+        const char *v = option_value(argc, argv, &i);
         // 2^53: every larger double is a whole number, and the planner's byte counts
         // (16 per parameter) must stay far from int64 overflow
         if (!strcmp(o, "--params")) params = parse_count(o, v, 1, (int64_t)1 << 53, " parameters");
@@ -134,27 +109,22 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--act-live")) act_live = parse_count(o, v, 1, (int64_t)1 << 52, " bytes");
         else if (!strcmp(o, "--qgz-bits")) {
             qgz = (int)parse_count(o, v, 4, 8, "");
-            if (qgz != 4 && qgz != 8) bad_arg(o, "expects 4 or 8", v);
+            if (qgz != 4 && qgz != 8) bad_arg("expects 4 or 8", o, v);
         }
         else if (!strcmp(o, "--hpz")) hpz = (int)parse_count(o, v, 1, ZERO__MAX_RANKS, " ranks per node");
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
-        else if (!strcmp(o, "--offload-activations")) {
-            if (!strcmp(v, "none")) act_tier = ZERO_OFFLOAD_NONE;
-            else if (!strcmp(v, "host") || !strcmp(v, "cpu")) act_tier = ZERO_OFFLOAD_HOST;
-            else if (!strcmp(v, "nvme")) act_tier = ZERO_OFFLOAD_NVME;
-            else bad_arg(o, "expects none, host or nvme", v);
-        }
+        else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
             else if (!strcmp(v, "f32")) dtype = ZERO_F32;
-            else bad_arg(o, "expects bf16, f16 or f32", v);
-        } else bad_arg(o, "is not an option", NULL);
+            else bad_arg("expects bf16, f16 or f32", o, v);
+        } else bad_arg("is not an option", o, NULL);
     }
-    if (params < 0) bad_arg("--params", "is required", NULL);
-    if (ranks < 0) bad_arg("--ranks", "is required", NULL);
-    if (stage < 0) bad_arg("--stage", "is required", NULL);
-    if (acts > 0 && act_bytes == 0) bad_arg("--act-bytes", "is required with --acts", NULL);
+    if (params < 0) bad_arg("is required", "--params", NULL);
+    if (ranks < 0) bad_arg("is required", "--ranks", NULL);
+    if (stage < 0) bad_arg("is required", "--stage", NULL);
+    if (acts > 0 && act_bytes == 0) bad_arg("is required with --acts", "--act-bytes", NULL);
     if (hpz && ranks % hpz) {
         fprintf(stderr, "zero_estimate: --hpz %d must divide --ranks %lld (it is the ranks per node)\n", hpz,
                 (long long)ranks);

@@ -1,0 +1,128 @@
+/* examples/cli.h - the examples' command line: numbers written in decimal and in range, the
+   choices several examples share, and one way to refuse an argument ("PROG: --opt what it
+   expects (got 'value')", the usage on stderr, exit 2).
+
+   Include it after zero.h, with CLI_PROG defined as the program's name (messages begin
+   "CLI_PROG: "); the program defines static void usage(FILE *f), which a refusal prints.
+   The functions are static inline: a program that uses only some of them gets no
+   unused-function warning for the others. */
+#ifndef CLI_H_INCLUDED
+#define CLI_H_INCLUDED
+
+#ifndef CLI_PROG
+#error "define CLI_PROG (the program's name, a string) before including cli.h"
+#endif
+
+#include <errno.h>    // defines: errno, ERANGE
+#include <stdint.h>   // defines: uint64_t, UINT64_MAX
+#include <stdio.h>    // defines: FILE, fprintf, snprintf, stderr
+#include <stdlib.h>   // defines: strtol, strtod, strtoull, exit
+#include <string.h>   // defines: strcmp, strncmp
+
+static void usage(FILE *f);
+
+// the refusal: "PROG: OPT MSG", " (got 'VAL')" when there is a value, then the usage; exit 2
+static inline void bad_arg(const char *msg, const char *opt, const char *val) {
+    fprintf(stderr, CLI_PROG ": %s %s%s%s%s\n", opt, msg, val ? " (got '" : "", val ? val : "", val ? "')" : "");
+    usage(stderr);
+    exit(2);
+}
+
+// argv[*i] is an option that takes a value: the value (and *i moves onto it); a word that
+// is not an option, or a value missing at the end, is refused
+static inline const char *option_value(int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    if (strncmp(o, "--", 2) != 0) bad_arg("is not an option", o, NULL);
+    if (*i + 1 >= argc) bad_arg("needs a value", o, NULL);
+    return argv[++*i];
+}
+
+// s is written in decimal: [+-]digits, and with frac also [.digits][e[+-]digits] (3e-3,
+// .003); nothing else (strtod alone would take 0x10, 0x1p-8, inf, nan and leading
+// blanks; strtoull a blank and a minus sign)
+static inline int is_decimal(const char *s, int sign, int frac) {
+    const char *p = s;
+    if (sign && (*p == '+' || *p == '-')) p++;
+    const char *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    if (frac && *p == '.') p++;
+    while (*p >= '0' && *p <= '9') p++;
+    if (p == digits || (p == digits + 1 && *digits == '.')) return 0;   // no digit at all
+    if (frac && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (*p < '0' || *p > '9') return 0;
+        while (*p >= '0' && *p <= '9') p++;
+    }
+    return *p == '\0';
+}
+
+// an integer in [lo, hi], in decimal (010 is ten)
+static inline long parse_long(const char *opt, const char *s, long lo, long hi) {
+    int ok = is_decimal(s, 1, 0);
+    long v = ok ? strtol(s, NULL, 10) : 0;
+    if (!ok || v < lo || v > hi) {   // (an overflow saturates, out of range)
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects a decimal integer in [%ld, %ld]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return v;
+}
+
+// a number in [lo, hi], in decimal (3e-3, 0.003)
+static inline float parse_float(const char *opt, const char *s, double lo, double hi) {
+    int ok = is_decimal(s, 1, 1);
+    double v = ok ? strtod(s, NULL) : 0.0;
+    if (!ok || !(v >= lo && v <= hi)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "expects a decimal number in [%g, %g]", lo, hi);
+        bad_arg(msg, opt, s);
+    }
+    return (float)v;
+}
+
+// a non-negative integer below 2^64, in decimal
+static inline uint64_t parse_seed(const char *opt, const char *s) {
+    int ok = is_decimal(s, 0, 0);
+    errno = 0;
+    unsigned long long v = ok ? strtoull(s, NULL, 10) : 0;
+    if (!ok || errno == ERANGE || v > UINT64_MAX)
+        bad_arg("expects a non-negative decimal integer below 2^64", opt, s);
+    return (uint64_t)v;
+}
+
+// --dtype: f32, bf16 or f16
+static inline zero_dtype parse_dtype(const char *opt, const char *v) {
+    if (!strcmp(v, "f32")) return ZERO_F32;
+    if (!strcmp(v, "bf16")) return ZERO_BF16;
+    if (!strcmp(v, "f16")) return ZERO_F16;
+    bad_arg("expects f32, bf16 or f16", opt, v);
+    return ZERO_F32;   // (not reached)
+}
+
+// --offload-optimizer, --offload-params: none, cpu (host memory) or nvme
+static inline zero_offload_tier parse_offload(const char *opt, const char *v) {
+    if (!strcmp(v, "none")) return ZERO_OFFLOAD_NONE;
+    if (!strcmp(v, "cpu")) return ZERO_OFFLOAD_HOST;
+    if (!strcmp(v, "nvme")) return ZERO_OFFLOAD_NVME;
+    bad_arg("expects none, cpu or nvme", opt, v);
+    return ZERO_OFFLOAD_NONE;
+}
+
+// --offload-activations: none, host (cpu is taken too) or nvme
+static inline zero_offload_tier parse_act_offload(const char *opt, const char *v) {
+    if (!strcmp(v, "none")) return ZERO_OFFLOAD_NONE;
+    if (!strcmp(v, "host") || !strcmp(v, "cpu")) return ZERO_OFFLOAD_HOST;
+    if (!strcmp(v, "nvme")) return ZERO_OFFLOAD_NVME;
+    bad_arg("expects none, host or nvme", opt, v);
+    return ZERO_OFFLOAD_NONE;
+}
+
+// --qgz-bits: 8 or 4
+static inline int parse_qgz_bits(const char *opt, const char *v) {
+    int bits = (int)parse_long(opt, v, 4, 8);
+    if (bits != 4 && bits != 8) bad_arg("expects 4 or 8", opt, v);
+    return bits;
+}
+
+#endif // CLI_H_INCLUDED
