@@ -2000,7 +2000,7 @@ typedef struct zero__dev_vt {
     /* out (rdt) = [out +] sum over k in order of ins[k] (sdt), in fp32 (zero__sum_into) */
     zero_result (*sum_into)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                             int64_t count, int accumulate);
-    zero_result (*sumsq)(zero_ctx *ctx, int r, double *out);     /* rank r's slice of the grads (>>kernels) */
+    zero_result (*grad_sumsq)(zero_ctx *ctx, int r, double *out); /* the norm's sum of squares of rank r's grad slice */
     /* sum_into, then blk[b] = the norm's block b of out's count elements (blk not NULL) and
        out copied to copies[0..ncopies) (zero__sum_sq_k); host memory only. NULL: the device
        cannot (the norm is then taken by sumsq, and the local comm reduces and gathers) */
@@ -4496,7 +4496,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cpu_dev)
     ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
     ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__cpu_copy)
     ZERO__VT_SET(fill0, zero__cpu_fill0) ZERO__VT_SET(sum_into, zero__cpu_sum_into)
-    ZERO__VT_SET(sumsq, zero__cpu_sumsq) ZERO__VT_SET(sum_sq, zero__cpu_sum_sq)
+    ZERO__VT_SET(grad_sumsq, zero__cpu_sumsq) ZERO__VT_SET(sum_sq, zero__cpu_sum_sq)
     ZERO__VT_SET(qp_encode, zero__cpu_qp_encode) ZERO__VT_SET(qp_sum, zero__cpu_qp_sum)
     ZERO__VT_SET(optimizer, zero__cpu_optimizer) ZERO__VT_SET(gemm, zero__gemm_host)
     ZERO__VT_SET(bias_add, zero__cpu_bias_add) ZERO__VT_SET(bias_grad, zero__cpu_bias_grad)
@@ -4706,7 +4706,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__emu_dev)
     ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
     ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__emu_copy)
     ZERO__VT_SET(fill0, zero__emu_fill0) ZERO__VT_SET(sum_into, zero__emu_sum_into)
-    ZERO__VT_SET(sumsq, zero__emu_sumsq) ZERO__VT_SET(sum_sq, NULL)
+    ZERO__VT_SET(grad_sumsq, zero__emu_sumsq) ZERO__VT_SET(sum_sq, NULL)
     ZERO__VT_SET(qp_encode, zero__emu_qp_encode) ZERO__VT_SET(qp_sum, zero__emu_qp_sum)
     ZERO__VT_SET(optimizer, zero__emu_optimizer) ZERO__VT_SET(gemm, zero__emu_gemm)
     ZERO__VT_SET(bias_add, zero__emu_bias_add) ZERO__VT_SET(bias_grad, zero__emu_bias_grad)
@@ -5188,7 +5188,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(free, zero__cuda_free) ZERO__VT_SET(host_alloc, zero__cuda_host_alloc)
     ZERO__VT_SET(host_free, zero__cuda_host_free) ZERO__VT_SET(prepare, zero__cuda_prepare)
     ZERO__VT_SET(copy, zero__cuda_copy) ZERO__VT_SET(fill0, zero__cuda_fill0)
-    ZERO__VT_SET(sum_into, zero__cuda_sum_into) ZERO__VT_SET(sumsq, zero__cuda_sumsq)
+    ZERO__VT_SET(sum_into, zero__cuda_sum_into) ZERO__VT_SET(grad_sumsq, zero__cuda_sumsq)
     ZERO__VT_SET(sum_sq, NULL) ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
     ZERO__VT_SET(qp_sum, zero__cuda_qp_sum) ZERO__VT_SET(optimizer, zero__cuda_optimizer)
     ZERO__VT_SET(gemm, zero__cuda_gemm) ZERO__VT_SET(bias_add, zero__cuda_bias_add)
@@ -10335,7 +10335,7 @@ static zero_result zero__fetch(zero_ctx *ctx, int mi) {
     if (m->gticket) {
         double t0 = ctx->sched.active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
         r = zero__wait(ctx, m->gticket);
-        zero__trace_add(ctx, 0, "fetch wait", m->name, tt);
+        zero__trace_add(ctx, ZERO__TRACK_COMPUTE, "fetch wait", m->name, tt);
         if (ctx->sched.active) ctx->sched.wait_ms += zero__now_ms() - t0;
         if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
         m->gticket = 0;
@@ -10632,15 +10632,10 @@ static void zero__end_step(zero_ctx *ctx) {
     ctx->grads.total_ready = 0;
 }
 
-/* zero_step on a built context: wait for the reductions, the gradient norm (with the
-   non-finite flag) in one all-reduce, loss scale and clipping inside the tier's fused
-   pass, then (stages 1-2) the params gathered back */
-static zero_result zero__step(zero_ctx *ctx) {
-    const zero_desc *d;
-    zero_result r;
-    double total = 0.0, inv, norm, clip = 1.0;
+/* every trainable module has had its zero_grads_ready calls (and stage 3: is released) */
+static zero_result zero__step_ready(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
     int i;
-    d = &ctx->desc;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
         if (!m->frozen && m->calls != d->accum_steps)
@@ -10656,70 +10651,98 @@ static zero_result zero__step(zero_ctx *ctx) {
             return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
                               "zero_step: module '%s' is still fetched; release it before the step", m->name);
     }
+    return ZERO_OK;
+}
+
+/* the sum of squares of every rank's gradient slice, summed from 0.0 in rank order: one
+   rank adds its own; more add theirs in the all-reduce (stage 0 too, whose ranks all hold
+   every slice: reading one slice each costs one tiny collective instead of N slices each).
+   With hpz the param setters' calls ride along: every rank must have made as many. */
+static zero_result zero__grad_sumsq_all(zero_ctx *ctx, double *total) {
+    double v[2];
+    zero_result r;
+    if (ctx->world == 1) {
+        if ((r = ctx->dev->grad_sumsq(ctx, 0, &v[0])) != ZERO_OK) return r;
+        *total += v[0];
+        return ZERO_OK;
+    }
+    v[1] = (double)ctx->zpp.sets;
+    if ((r = ctx->dev->grad_sumsq(ctx, ctx->prank, &v[0])) != ZERO_OK) return r;
+    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, ctx->desc.hpz ? 2 : 1, v, NULL))) != ZERO_OK)
+        return r;
+    *total = v[0];
+    if (ctx->desc.hpz && v[1] != (double)ctx->zpp.sets * ctx->world)
+        return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_BAD_SEQUENCE,
+                          "zero_step: this rank called the param setters (zero_param_set_f32 and those built on "
+                          "it) %lld times since the last step, and the ranks %g times together; with hpz the "
+                          "setters are collective: call them on every rank, for the same params",
+                          (long long)ctx->zpp.sets, v[1]);
+    ctx->zpp.sets = 0;
+    return ZERO_OK;
+}
+
+/* non-finite gradients: the step is skipped on every rank, the (dynamic) loss scale halved */
+static zero_result zero__step_skip(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    float old = ctx->opt.loss_scale;
+    zero__end_step(ctx);
+    ctx->opt.skipped++;
+    if (ctx->opt.dynamic_scale) {
+        ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
+        ctx->opt.good_steps = 0;
+    }
+    if (d->stage == 3) zero__stage3_step_start(ctx);
+    /* not an error: a warning, and the last error stays what it was */
+    zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_STEP_SKIPPED,
+              "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
+              (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
+    return ZERO_STEP_SKIPPED;
+}
+
+/* the tier's fused pass with the gradients multiplied by gscale, then (stages 1-2) the
+   params gathered back */
+static zero_result zero__step_apply(zero_ctx *ctx, float gscale) {
+    const zero_desc *d = &ctx->desc;
+    double t0 = zero__trace_t0(ctx);
+    zero_result r;
+    int i;
+    for (i = 0; i < ctx->num_modules; i++)      /* hpz: the pass changes the trainable params */
+        if (!ctx->modules[i].frozen) ctx->modules[i].sec_fresh = 0;
+    ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
+    if ((r = ctx->tier.vt->step(ctx, gscale)) != ZERO_OK) {
+        if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
+        return r;
+    }
+    zero__trace_add(ctx, ZERO__TRACK_OPTIM, "optimizer", NULL, t0);
+    if (d->stage == 1 || d->stage == 2) {
+        for (i = 0; i < ctx->num_modules; i++)
+            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
+        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+
+/* zero_step on a built context: wait for the reductions, the gradient norm (with the
+   non-finite flag) in one all-reduce, loss scale and clipping inside the tier's fused
+   pass, then (stages 1-2) the params gathered back */
+static zero_result zero__step(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    zero_result r;
+    double total = 0.0, inv, norm, clip = 1.0;
+    if ((r = zero__step_ready(ctx)) != ZERO_OK) return r;
     zero__flush(ctx);
     if ((r = zero__drain(ctx)) != ZERO_OK) return r;
     if (d->stage == 3) {
         if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
-    /* every rank's slice summed from 0.0 in rank order: one rank adds its own; more
-       add theirs in the all-reduce (stage 0 too, whose ranks all hold every slice:
-       reading one slice each costs one tiny collective instead of N slices each) */
-    if (ctx->world == 1) {
-        double v;
-        if ((r = ctx->dev->sumsq(ctx, 0, &v)) != ZERO_OK) return r;
-        total += v;
-    } else {
-        /* with hpz the setters' calls ride along: every rank must have made as many */
-        double v[2];
-        v[1] = (double)ctx->zpp.sets;
-        if ((r = ctx->dev->sumsq(ctx, ctx->prank, &v[0])) != ZERO_OK) return r;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, d->hpz ? 2 : 1, v, NULL))) != ZERO_OK)
-            return r;
-        total = v[0];
-        if (d->hpz && v[1] != (double)ctx->zpp.sets * ctx->world)
-            return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_BAD_SEQUENCE,
-                              "zero_step: this rank called the param setters (zero_param_set_f32 and those built on "
-                              "it) %lld times since the last step, and the ranks %g times together; with hpz the "
-                              "setters are collective: call them on every rank, for the same params",
-                              (long long)ctx->zpp.sets, v[1]);
-        ctx->zpp.sets = 0;
-    }
+    if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) return r;
     inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
     ctx->opt.grad_norm = norm;
-    if (!zero__finite64(norm)) {        /* a non-finite element anywhere makes the sum non-finite */
-        float old = ctx->opt.loss_scale;
-        zero__end_step(ctx);
-        ctx->opt.skipped++;
-        if (ctx->opt.dynamic_scale) {
-            ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
-            ctx->opt.good_steps = 0;
-        }
-        if (d->stage == 3) zero__stage3_step_start(ctx);
-        /* not an error: a warning, and the last error stays what it was */
-        zero__log(ctx, ZERO_LOG_WARN, ZERO_LOGITEM_STEP_SKIPPED,
-                  "zero_step: non-finite gradients at step %lld: step skipped on every rank, loss scale %g -> %g",
-                  (long long)ctx->opt.steps, (double)old, (double)ctx->opt.loss_scale);
-        return ZERO_STEP_SKIPPED;
-    }
+    if (!zero__finite64(norm)) return zero__step_skip(ctx);   /* a non-finite element makes the sum non-finite */
     if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
-    for (i = 0; i < ctx->num_modules; i++)      /* hpz: the pass changes the trainable params */
-        if (!ctx->modules[i].frozen) ctx->modules[i].sec_fresh = 0;
-    {
-        double t0 = zero__trace_t0(ctx);
-        ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
-        if ((r = ctx->tier.vt->step(ctx, (float)(inv * clip))) != ZERO_OK) {
-            if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
-            return r;
-        }
-        zero__trace_add(ctx, 2, "optimizer", NULL, t0);
-    }
-    if (d->stage == 1 || d->stage == 2) {
-        for (i = 0; i < ctx->num_modules; i++)
-            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
-        if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    }
+    if ((r = zero__step_apply(ctx, (float)(inv * clip))) != ZERO_OK) return r;
     zero__end_step(ctx);
     if (d->stage == 3) zero__stage3_step_start(ctx);
     ctx->opt.steps++;
@@ -13411,10 +13434,7 @@ static zero_result zero__ck_ckpt_open(const char *dir, const zero_allocator *all
     return ZERO_OK;
 }
 
-/* the public struct's tag is also the public function's name: inside, it goes by this one */
-typedef struct zero_ckpt_info zero__ck_info;
-
-static void zero__ck_ckpt_info(const zero_ckpt *ck, zero__ck_info *out) {
+static void zero__ck_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) {
     const zero__ck_manifest *m = &ck->m;
     memset(out, 0, sizeof *out);
     out->format_version = m->version;
