@@ -2042,6 +2042,16 @@ typedef struct zero__comm_vt {
        order) and of its cross-node peers (ranks with its r % ranks_per_node, in node order);
        NULL: the communicator cannot (ZeRO++ is refused) */
     zero_result (*split)(zero_comm *c, int ranks_per_node, zero_comm **intra, zero_comm **inter);
+    /* the endpoint's own end (its split's endpoints are gone already): frees c and what
+       the backend holds (MPI_Comm, NCCL communicator, the group it owns) */
+    void (*destroy)(zero_comm *c);
+    /* zero_comm_set_nodes on this backend, after the shared checks; NULL: only the
+       endpoint's own node_size changes (the local comm's group learns the nodes too) */
+    zero_result (*set_nodes)(zero_comm *c, int ranks_per_node);
+    /* zero_create hands the endpoint its context: the backend's checks (the device it
+       needs) and settings (stream, reduce mode); NULL: none. On failure it undoes
+       nothing, and leaves the sentence in why and its log item in *item. */
+    zero_result (*attach)(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy);
 } zero__comm_vt;
 
 struct zero_comm {
@@ -5486,9 +5496,121 @@ static zero_result zero__local_all_to_all(zero_comm *c, const void *send, void *
     return r2 != ZERO_OK ? r2 : r;
 }
 
+/* ---- comm: groups and local endpoints ------------------------------------------------
+   The public calls (zero_group_*, zero_comm_local, zero_comm_destroy, zero_run_*) check
+   their arguments and land here; the backends below use these too. */
+static zero_result zero__group_create(zero_group **out, int world_size) {
+    zero_group *g;
+    *out = NULL;
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
+    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
+    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    memset(g, 0, sizeof *g);
+    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
+    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
+    if (!g->slots || !g->left) {
+        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    }
+    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
+    memset(g->left, 0, sizeof(int) * (size_t)world_size);
+    g->n = world_size;
+    g->gen = 1;
+    g->cross_latency_us = g->cross_gbps = -1;
+    pthread_mutex_init(&g->mu, NULL);
+    zero__cond_init(&g->cv);
+    *out = g;
+    return ZERO_OK;
+}
+static void zero__group_destroy(zero_group *g) {
+    int i;
+    if (!g) return;
+    for (i = 0; i < g->nsub; i++) zero__group_destroy(g->sub[i]);
+    zero__raw_free(NULL, g->sub);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    zero__raw_free(NULL, g->slots);
+    zero__raw_free(NULL, g->left);
+    zero__raw_free(NULL, g);
+}
+/* a modelled link: within the group (or a node), or across nodes */
+static zero_result zero__set_link(zero_group *g, const char *fn, double latency_us, double gbytes_per_s, int cross) {
+    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
+    pthread_mutex_lock(&g->mu);
+    *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
+    *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
+    pthread_mutex_unlock(&g->mu);
+    return ZERO_OK;
+}
+static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
+    if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: ranks_per_node is %d; it must divide the world size %d", fn, ranks_per_node, size);
+    return ZERO_OK;
+}
+static zero_result zero__group_set_nodes(zero_group *g, int ranks_per_node) {
+    zero_result r;
+    if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
+    pthread_mutex_lock(&g->mu);
+    if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
+    else g->node_size = ranks_per_node;
+    pthread_mutex_unlock(&g->mu);
+    if (r != ZERO_OK)
+        return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
+                          "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
+    return ZERO_OK;
+}
+/* any backend: the shared checks, then the backend's say (vt->set_nodes) */
+static zero_result zero__comm_set_nodes(zero_comm *c, int ranks_per_node) {
+    zero_result r;
+    if ((r = zero__check_nodes("zero_comm_set_nodes", c->size, ranks_per_node)) != ZERO_OK) return r;
+    if (c->in_use || (c->split_ns && c->split_ns != ranks_per_node))
+        return zero__fail(NULL, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_set_nodes: the endpoint is in use by a context; set the nodes before zero_create");
+    if (c->vt->set_nodes && (r = c->vt->set_nodes(c, ranks_per_node)) != ZERO_OK) return r;
+    c->node_size = ranks_per_node;
+    return ZERO_OK;
+}
+/* the local comm's endpoints share their group, so it learns the nodes too */
+static zero_result zero__local_set_nodes(zero_comm *c, int ranks_per_node) {
+    return zero__group_set_nodes(c->group, ranks_per_node);
+}
+
+/* any backend: the split's endpoints first (zero__comm_vt.split), then the endpoint itself */
+static void zero__comm_destroy(zero_comm *c) {
+    if (!c) return;
+    zero__comm_destroy(c->intra);
+    zero__comm_destroy(c->inter);
+    c->intra = c->inter = NULL;
+    c->vt->destroy(c);
+}
+static void zero__local_destroy(zero_comm *c) {
+    zero_group *g = c->owns_group ? c->group : NULL;
+    pthread_mutex_lock(&c->group->mu);
+    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
+    c->group->endpoints--;
+    pthread_cond_broadcast(&c->group->cv);
+    pthread_mutex_unlock(&c->group->mu);
+    zero__raw_free(NULL, c);
+    zero__group_destroy(g);
+}
+/* zero_create's hand-over of the endpoint to its context (zero__comm_vt.attach) */
+static zero_result zero__comm_attach(zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    zero_comm *c = ctx->comm;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    why[0] = '\0';
+    return c->vt->attach ? c->vt->attach(c, ctx, item, why, nwhy) : ZERO_OK;
+}
+
+static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank);
+
 static zero_result zero__local_make_group(zero_group **out, int n, int scope, double lat, double gbps, int rank0,
                                           int rstride) {
-    zero_result r = zero_group_create(out, n);
+    zero_result r = zero__group_create(out, n);
     if (r != ZERO_OK) return r;
     (*out)->scope = scope;
     (*out)->rank0 = rank0;
@@ -5523,7 +5645,7 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
         }
         if (r == ZERO_OK) g->sub_ns = ns;
         else {
-            for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
+            for (i = 0; i < g->nsub; i++) zero__group_destroy(g->sub[i]);
             zero__raw_free(NULL, g->sub);
             g->sub = NULL;
             g->nsub = 0;
@@ -5532,9 +5654,9 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
     }
     pthread_mutex_unlock(&g->mu);
     if (r != ZERO_OK) return r;
-    if ((r = zero_comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
-        (r = zero_comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
-        zero_comm_destroy(*intra);
+    if ((r = zero__comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
+        (r = zero__comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
+        zero__comm_destroy(*intra);
         *intra = NULL;
         snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
         return r;
@@ -5548,8 +5670,38 @@ ZERO__VT_BEGIN(zero__comm_vt, zero__local_vt)
     ZERO__VT_SET(all_gather, zero__local_all_gather) ZERO__VT_SET(reduce_scatter, zero__local_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__local_all_reduce) ZERO__VT_SET(broadcast, zero__local_broadcast)
     ZERO__VT_SET(barrier, zero__local_barrier) ZERO__VT_SET(all_to_all, zero__local_all_to_all)
-    ZERO__VT_SET(split, zero__local_split)
+    ZERO__VT_SET(split, zero__local_split) ZERO__VT_SET(destroy, zero__local_destroy)
+    ZERO__VT_SET(set_nodes, zero__local_set_nodes) ZERO__VT_SET(attach, NULL)
 ZERO__VT_END(zero__comm_vt, zero__local_vt)
+
+/* rank `rank` (0 <= rank < g->n) of the local group g */
+static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank) {
+    zero_comm *c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
+    *out = NULL;
+    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
+    memset(c, 0, sizeof *c);
+    c->vt = &zero__local_vt;
+    c->rank = rank;
+    c->size = g->n;
+    c->group = g;
+    pthread_mutex_lock(&g->mu);
+    g->endpoints++;
+    g->left[rank] = 0;
+    c->node_size = g->node_size;
+    c->scope = g->scope;
+    pthread_mutex_unlock(&g->mu);
+    *out = c;
+    return ZERO_OK;
+}
+/* zero_comm_from_env's world of one: the endpoint owns its group */
+static zero_result zero__local_world_of_one(zero_comm **out) {
+    zero_group *g = NULL;
+    zero_result r;
+    if ((r = zero__group_create(&g, 1)) != ZERO_OK) return r;
+    if ((r = zero__comm_local(out, g, 0)) != ZERO_OK) { zero__group_destroy(g); return r; }
+    (*out)->owns_group = 1;
+    return ZERO_OK;
+}
 
 /* ---- comm: mpi -----------------------------------------------------------------------
    One process per rank (ZERO_MPI; Open MPI or MPICH). Every collective runs on the
@@ -5901,7 +6053,7 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
     }
     for (k = 0; k < 2; k++) {
         if (!(e[k] = zero__mpi_alloc(k ? c->size / ns : ns))) {
-            zero_comm_destroy(e[0] ? &e[0]->base : NULL);
+            zero__comm_destroy(e[0] ? &e[0]->base : NULL);
             snprintf(c->err, sizeof c->err, "split: out of memory");
             return ZERO_ERR_OUT_OF_MEMORY;
         }
@@ -5921,11 +6073,24 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
     return ZERO_OK;
 }
 
+/* MPI moves host memory: a device the host cannot read is refused */
+static zero_result zero__mpi_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    (void)c;
+    if (ctx->dev->host_access) return ZERO_OK;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    snprintf(why, nwhy, "zero_create: the MPI communicator moves host memory; with device %s use the local or "
+             "NCCL communicator", zero__dev_pick(ctx->desc.device)->name);
+    return ZERO_ERR_UNSUPPORTED;
+}
+
+static void zero__mpi_destroy(zero_comm *c);
+
 ZERO__VT_BEGIN(zero__comm_vt, zero__mpi_vt)
     ZERO__VT_SET(all_gather, zero__mpi_all_gather) ZERO__VT_SET(reduce_scatter, zero__mpi_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__mpi_all_reduce) ZERO__VT_SET(broadcast, zero__mpi_broadcast)
     ZERO__VT_SET(barrier, zero__mpi_barrier) ZERO__VT_SET(all_to_all, zero__mpi_all_to_all)
-    ZERO__VT_SET(split, zero__mpi_split)
+    ZERO__VT_SET(split, zero__mpi_split) ZERO__VT_SET(destroy, zero__mpi_destroy)
+    ZERO__VT_SET(set_nodes, NULL) ZERO__VT_SET(attach, zero__mpi_attach)
 ZERO__VT_END(zero__comm_vt, zero__mpi_vt)
 
 /* An endpoint's memory for `size` ranks, zeroed but for its arrays, and a one-rank
@@ -5937,7 +6102,7 @@ static zero__mpi_comm *zero__mpi_alloc(int size) {
     m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
     m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
     m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
-    if (!m->hdr || !m->reqs || !m->peer || zero_group_create(&m->base.group, 1) != ZERO_OK) {
+    if (!m->hdr || !m->reqs || !m->peer || zero__group_create(&m->base.group, 1) != ZERO_OK) {
         zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
         zero__raw_free(NULL, m);
         return NULL;
@@ -5998,7 +6163,7 @@ static zero_result zero__mpi_create(zero_comm **out) {
     return zero__mpi_wrap(out, dup, !inited, "zero_comm_from_env");
 }
 
-/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy) and
+/* A split's endpoints are destroyed before the one they came from (zero__comm_destroy) and
    free no MPI_Comm (they use its); one that broke left requests in flight on that comm, so
    it marks the parent broken, which then skips MPI_Comm_free and MPI_Finalize (they would
    wait for the lost rank). */
@@ -6013,7 +6178,7 @@ static void zero__mpi_destroy(zero_comm *c) {
             if (!fin) MPI_Finalize();
         }
     }
-    zero_group_destroy(m->base.group);
+    zero__group_destroy(m->base.group);
     zero__raw_free(NULL, m->scratch);
     zero__raw_free(NULL, m->hdr);
     zero__raw_free(NULL, m->reqs);
@@ -6646,7 +6811,8 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
     }
     /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
        stream); zero_create checks it first, this keeps a later cudaSetDevice honest */
-    if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
+    if (c->ctx && c->ctx->desc.device == ZERO_DEVICE_CUDA && c->ctx->dev_state &&
+        zero__cu(c->ctx)->device != m->device)
         return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
                                "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
                                zero__nccl_kind(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
@@ -6976,11 +7142,34 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
 #  define zero__nccl_split NULL
 #endif
 
+/* NCCL moves device memory on the context's GPU, on its comm stream, and sums as its
+   desc says (reduce_mode) */
+static zero_result zero__nccl_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    if (ctx->desc.device != ZERO_DEVICE_CUDA) {
+        snprintf(why, nwhy, "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    if (zero__cu(ctx)->device != m->device) {
+        snprintf(why, nwhy, "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
+                 "the thread's current device (cudaSetDevice(%d) before zero_create)", m->device,
+                 zero__cu(ctx)->device, m->device);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    c->cuda_stream = zero__cuda_comm_stream(ctx);
+    m->reduce_mode = (int)ctx->desc.reduce_mode;
+    return ZERO_OK;
+}
+
+static void zero__nccl_destroy(zero_comm *c);
+
 ZERO__VT_BEGIN(zero__comm_vt, zero__nccl_vt)
     ZERO__VT_SET(all_gather, zero__nccl_all_gather) ZERO__VT_SET(reduce_scatter, zero__nccl_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__nccl_all_reduce) ZERO__VT_SET(broadcast, zero__nccl_broadcast)
     ZERO__VT_SET(barrier, zero__nccl_barrier) ZERO__VT_SET(all_to_all, zero__nccl_all_to_all)
-    ZERO__VT_SET(split, zero__nccl_split)
+    ZERO__VT_SET(split, zero__nccl_split) ZERO__VT_SET(destroy, zero__nccl_destroy)
+    ZERO__VT_SET(set_nodes, NULL) ZERO__VT_SET(attach, zero__nccl_attach)
 ZERO__VT_END(zero__comm_vt, zero__nccl_vt)
 
 static void zero__nccl_destroy(zero_comm *c) {
@@ -7007,7 +7196,7 @@ static void zero__nccl_destroy(zero_comm *c) {
     if (m->pinned) cudaFreeHost(m->pinned);
     if (m->hdr_host) cudaFreeHost(m->hdr_host);
     (void)cudaGetLastError();
-    zero_group_destroy(m->base.group);
+    zero__group_destroy(m->base.group);
     zero__raw_free(NULL, m);
 }
 
@@ -7050,7 +7239,7 @@ static zero_result zero__nccl_alloc(zero__nccl_comm **out, int rank, int size, i
     m->base.rank = rank;
     m->base.size = size;
     m->base.tag = -1;
-    if (zero_group_create(&m->base.group, 1) != ZERO_OK) {
+    if (zero__group_create(&m->base.group, 1) != ZERO_OK) {
         zero__raw_free(NULL, m);
         snprintf(err, errlen, "NCCL communicator: out of memory");
         return ZERO_ERR_OUT_OF_MEMORY;
@@ -7303,8 +7492,52 @@ static void *zero__nccl_run_main(void *p) {
     if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
     if (a->result != ZERO_OK)
         snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero__last_err(NULL));
-    zero_comm_destroy(c);
+    zero__comm_destroy(c);
     return NULL;
+}
+
+/* zero_run_nccl: one thread per GPU in this process, each with its NCCL endpoint */
+static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    zero__nccl_run_arg *args;
+    pthread_t *th;
+    ncclResult_t nr;
+    ncclUniqueId id;
+    char err[ZERO__MSG];
+    int i, started = 0, ndev;
+    zero_result r = ZERO_OK;
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
+    if (world_size < 1 || world_size > ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
+                          "(zero_run_local runs several ranks on one)", world_size, ndev);
+    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
+    }
+    for (i = 0; i < world_size; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
+        /* a rank that never starts leaves the others to time out in init, never to hang */
+        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_nccl: could not start the thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++)
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
 }
 
 #endif /* ZERO_CUDA */
@@ -7362,13 +7595,232 @@ static zero_result zero__env_node_size(const zero__launcher *L, int rank, int si
     return ZERO_OK;
 }
 
-static zero_result zero__local_world_of_one(zero_comm **out) {
+/* the backend zero_comm_from_env was asked for (NULL or "": auto) */
+enum { ZERO__ENV_AUTO, ZERO__ENV_LOCAL, ZERO__ENV_MPI, ZERO__ENV_NCCL };
+static zero_result zero__env_backend(const char *backend, int *want) {
+    if (!backend || !*backend) backend = "auto";
+    *want = !strcmp(backend, "mpi") ? ZERO__ENV_MPI : !strcmp(backend, "local") ? ZERO__ENV_LOCAL :
+            !strcmp(backend, "nccl") ? ZERO__ENV_NCCL : ZERO__ENV_AUTO;
+    if (*want == ZERO__ENV_AUTO && strcmp(backend, "auto") != 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
+                          backend);
+#ifndef ZERO_CUDA
+    if (*want == ZERO__ENV_NCCL)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
+                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
+#endif
+    return ZERO_OK;
+}
+
+/* torchrun's RANK and WORLD_SIZE come with LOCAL_RANK, MASTER_ADDR and MASTER_PORT; a world
+   of more than one needs them all */
+static zero_result zero__env_torchrun_vars(int size) {
+    static const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
+    char miss[96] = "";
+    size_t len = 0;
+    int j;
+    for (j = 0; j < 3; j++)
+        if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
+    if (len && size > 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
+                          miss, strchr(miss, ',') ? "are" : "is");
+    return ZERO_OK;
+}
+
+/* The first launcher whose variables are set (*L stays NULL when none is), the rank and
+   world size it gives this process, and its ranks per node (zero__env_node_size) */
+static zero_result zero__env_launcher(const zero__launcher **L, int *rank, int *size, int *ns, char *why,
+                                      size_t nwhy) {
+    static const zero__launcher launchers[] = {
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
+        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
+    };
+    const zero__launcher *l = NULL;
+    zero_result r;
+    int i, a, b;
+    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !l; i++)
+        if (getenv(launchers[i].rank_var) || getenv(launchers[i].size_var)) l = &launchers[i];
+    if (!(*L = l)) return ZERO_OK;
+    a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, rank);
+    b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, size);
+    if (a == 0 || b == 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
+                          a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
+    if (a < 0 || b < 0 || *rank >= *size)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
+                          l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
+    if (!l->mpi && (r = zero__env_torchrun_vars(*size)) != ZERO_OK) return r;
+    zero__env_node_size(l, *rank, *size, ns, why, nwhy);
+    return ZERO_OK;
+}
+
+/* no launcher: a world of one (NCCL's when asked for), except that MPI needs a launcher */
+static zero_result zero__env_alone(zero_comm **out, int want) {
+#ifdef ZERO_CUDA
+    if (want == ZERO__ENV_NCCL) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
+#endif
+    if (want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
+                      "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
+                      "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                      "MASTER_PORT (torchrun); start the program with mpirun -np N");
+}
+
+/* an MPI launcher started this process: the MPI endpoint, which must agree with it */
+static zero_result zero__env_mpi(zero_comm **out, const zero__launcher *L, int want, int rank, int size) {
+#ifdef ZERO_MPI
+    zero_result r = zero__mpi_create(out);
+    (void)want;
+    if (r != ZERO_OK) return r;
+    if ((*out)->rank != rank || (*out)->size != size) {
+        int mr = (*out)->rank, ms = (*out)->size;
+        zero__mpi_destroy(*out);
+        *out = NULL;
+        return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
+                          "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
+                          "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
+    }
+    return ZERO_OK;
+#else
+    if (size == 1 && want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
+                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
+#endif
+}
+
+/* launcher L started this process as rank of size: the endpoint for the backend wanted */
+static zero_result zero__env_launched(zero_comm **out, const zero__launcher *L, int want, int rank, int size) {
+    if (want == ZERO__ENV_LOCAL) {
+        if (size > 1)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: backend local spans one process, but %s started %d "
+                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
+                              L->size_var, size);
+        return zero__local_world_of_one(out);
+    }
+#ifdef ZERO_CUDA
+    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
+       launcher: NCCL when asked for, MPI otherwise */
+    if (want == ZERO__ENV_NCCL || (!L->mpi && want != ZERO__ENV_MPI && size > 1))
+        return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
+#endif
+    if (!L->mpi) {
+        if (size == 1 && want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+#ifdef ZERO_CUDA
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
+                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
+                          rank, size);
+#else
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
+                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
+#endif
+    }
+    return zero__env_mpi(out, L, want, rank, size);
+}
+
+/* the endpoint, and the launcher's ranks per node in *ns (0: none said, the reason in why) */
+static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns, char *why, size_t nwhy) {
+    const zero__launcher *L = NULL;
+    int want = ZERO__ENV_AUTO, rank = 0, size = 0;
+    zero_result r;
+    *out = NULL;
+    if ((r = zero__env_backend(backend, &want)) != ZERO_OK) return r;
+    if ((r = zero__env_launcher(&L, &rank, &size, ns, why, nwhy)) != ZERO_OK) return r;
+    if (!L) return zero__env_alone(out, want);
+    return zero__env_launched(out, L, want, rank, size);
+}
+
+/* zero_comm_from_env: the endpoint with the launcher's nodes, or why it has none (node_why) */
+static zero_result zero__comm_from_env(zero_comm **out, const char *backend) {
+    int ns = 0;
+    char why[ZERO__MSG];
+    zero_result r;
+    why[0] = '\0';
+    r = zero__from_env(out, backend, &ns, why, sizeof why);
+    if (r == ZERO_OK && why[0]) snprintf((*out)->node_why, sizeof (*out)->node_why, "%s", why);
+    if (r != ZERO_OK || ns == 0) return r;
+    if ((r = zero__comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
+        zero__comm_destroy(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* ---- comm: ranks as threads (zero_run_group, zero_run_local) ------------------------ */
+
+typedef struct zero__run_arg {
+    zero_group *g;
+    zero_rank_fn fn;
+    void *user;
+    int rank;
+    zero_result result;
+} zero__run_arg;
+
+static void *zero__run_main(void *p) {
+    zero__run_arg *a = (zero__run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero__comm_local(&c, a->g, a->rank);
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    zero__comm_destroy(c);
+    return NULL;
+}
+
+/* one thread per rank of g, each with its endpoint; the first failing rank's result */
+static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user) {
+    zero__run_arg *args;
+    pthread_t *th;
+    zero_result r;
+    int i, started = 0, world_size = g->n;
+    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
+    }
+    r = ZERO_OK;
+    for (i = 0; i < world_size; i++) {
+        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
+        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_group: could not start thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    if (started < world_size) {
+        /* the missing ranks count as gone, so the started ones fail fast */
+        pthread_mutex_lock(&g->mu);
+        for (i = started; i < world_size; i++) g->left[i] = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+
+static zero_result zero__run_local(int world_size, zero_rank_fn fn, void *user) {
     zero_group *g = NULL;
     zero_result r;
-    if ((r = zero_group_create(&g, 1)) != ZERO_OK) return r;
-    if ((r = zero_comm_local(out, g, 0)) != ZERO_OK) { zero_group_destroy(g); return r; }
-    (*out)->owns_group = 1;
-    return ZERO_OK;
+    if ((r = zero__group_create(&g, world_size)) != ZERO_OK) return r;
+    r = zero__run_group(g, fn, user);
+    zero__group_destroy(g);
+    return r;
 }
 
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
@@ -12052,88 +12504,23 @@ ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n)
 
 /* ---- communicators ------------------------------------------------------------------ */
 ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
-    zero_group *g;
     if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_create: out is NULL");
-    *out = NULL;
-    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
-    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
-    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    memset(g, 0, sizeof *g);
-    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
-    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
-    if (!g->slots || !g->left) {
-        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    }
-    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
-    memset(g->left, 0, sizeof(int) * (size_t)world_size);
-    g->n = world_size;
-    g->gen = 1;
-    g->cross_latency_us = g->cross_gbps = -1;
-    pthread_mutex_init(&g->mu, NULL);
-    zero__cond_init(&g->cv);
-    *out = g;
-    return ZERO_OK;
+    return zero__group_create(out, world_size);
 }
-ZERO_API void zero_group_destroy(zero_group *g) {
-    int i;
-    if (!g) return;
-    for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
-    zero__raw_free(NULL, g->sub);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    zero__raw_free(NULL, g->slots);
-    zero__raw_free(NULL, g->left);
-    zero__raw_free(NULL, g);
-}
-/* a modelled link: within the group (or a node), or across nodes */
-static zero_result zero__set_link(zero_group *g, const char *fn, double latency_us, double gbytes_per_s, int cross) {
-    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
-    pthread_mutex_lock(&g->mu);
-    *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
-    *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
-    pthread_mutex_unlock(&g->mu);
-    return ZERO_OK;
-}
+ZERO_API void zero_group_destroy(zero_group *g) { zero__group_destroy(g); }
 ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
     return zero__set_link(g, "zero_group_set_link", latency_us, gbytes_per_s, 0);
 }
 ZERO_API zero_result zero_group_set_cross_link(zero_group *g, double latency_us, double gbytes_per_s) {
     return zero__set_link(g, "zero_group_set_cross_link", latency_us, gbytes_per_s, 1);
 }
-static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
-    if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "%s: ranks_per_node is %d; it must divide the world size %d", fn, ranks_per_node, size);
-    return ZERO_OK;
-}
 ZERO_API zero_result zero_group_set_nodes(zero_group *g, int ranks_per_node) {
-    zero_result r;
     if (!g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_set_nodes: group is NULL");
-    if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
-    pthread_mutex_lock(&g->mu);
-    if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
-    else g->node_size = ranks_per_node;
-    pthread_mutex_unlock(&g->mu);
-    if (r != ZERO_OK)
-        return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
-                          "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
-    return ZERO_OK;
+    return zero__group_set_nodes(g, ranks_per_node);
 }
 ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node) {
-    zero_result r;
     if (!c) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_set_nodes: comm is NULL");
-    if ((r = zero__check_nodes("zero_comm_set_nodes", c->size, ranks_per_node)) != ZERO_OK) return r;
-    if (c->in_use || (c->split_ns && c->split_ns != ranks_per_node))
-        return zero__fail(NULL, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_set_nodes: the endpoint is in use by a context; set the nodes before zero_create");
-    if (c->vt == &zero__local_vt && (r = zero_group_set_nodes(c->group, ranks_per_node)) != ZERO_OK) return r;
-    c->node_size = ranks_per_node;
-    return ZERO_OK;
+    return zero__comm_set_nodes(c, ranks_per_node);
 }
 ZERO_API int zero_comm_ranks_per_node(const zero_comm *c) { return c ? c->node_size : 0; }
 ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
@@ -12151,114 +12538,25 @@ ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *acro
 }
 
 ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
-    zero_comm *c;
     if (!out || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_local: NULL argument");
     *out = NULL;
     if (rank < 0 || rank >= g->n)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_comm_local: rank %d is outside the group of %d", rank, g->n);
-    c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
-    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
-    memset(c, 0, sizeof *c);
-    c->vt = &zero__local_vt;
-    c->rank = rank;
-    c->size = g->n;
-    c->group = g;
-    pthread_mutex_lock(&g->mu);
-    g->endpoints++;
-    g->left[rank] = 0;
-    c->node_size = g->node_size;
-    c->scope = g->scope;
-    pthread_mutex_unlock(&g->mu);
-    *out = c;
-    return ZERO_OK;
+    return zero__comm_local(out, g, rank);
 }
-ZERO_API void zero_comm_destroy(zero_comm *c) {
-    zero_group *g;
-    if (!c) return;
-    zero_comm_destroy(c->intra);
-    zero_comm_destroy(c->inter);
-    c->intra = c->inter = NULL;
-#ifdef ZERO_MPI
-    if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
-#endif
-#ifdef ZERO_CUDA
-    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
-#endif
-    g = c->owns_group ? c->group : NULL;
-    pthread_mutex_lock(&c->group->mu);
-    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
-    c->group->endpoints--;
-    pthread_cond_broadcast(&c->group->cv);
-    pthread_mutex_unlock(&c->group->mu);
-    zero__raw_free(NULL, c);
-    zero_group_destroy(g);
-}
+ZERO_API void zero_comm_destroy(zero_comm *c) { zero__comm_destroy(c); }
 ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
 ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
 
-typedef struct zero__run_arg {
-    zero_group *g;
-    zero_rank_fn fn;
-    void *user;
-    int rank;
-    zero_result result;
-} zero__run_arg;
-
-static void *zero__run_main(void *p) {
-    zero__run_arg *a = (zero__run_arg *)p;
-    zero_comm *c = NULL;
-    a->result = zero_comm_local(&c, a->g, a->rank);
-    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
-    zero_comm_destroy(c);
-    return NULL;
-}
-
 ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
-    zero__run_arg *args;
-    pthread_t *th;
-    zero_result r;
-    int i, started = 0, world_size;
     if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
-    world_size = g->n;
-    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
-    }
-    r = ZERO_OK;
-    for (i = 0; i < world_size; i++) {
-        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
-        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_group: could not start thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    if (started < world_size) {
-        /* the missing ranks count as gone, so the started ones fail fast */
-        pthread_mutex_lock(&g->mu);
-        for (i = started; i < world_size; i++) g->left[i] = 1;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
+    return zero__run_group(g, fn, user);
 }
 
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
-    zero_group *g = NULL;
-    zero_result r;
     if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
-    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
-    r = zero_run_group(g, fn, user);
-    zero_group_destroy(g);
-    return r;
+    return zero__run_local(world_size, fn, user);
 }
 /* ---- context and registration -------------------------------------------------------- */
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
@@ -12368,32 +12666,14 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
                              "zero_create: zero_desc.reduce_mode is %d; use ZERO_REDUCE_EXACT or ZERO_REDUCE_NCCL",
                              (int)d.reduce_mode);
     }
-#ifdef ZERO_CUDA
-    if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
-        if (d.device != ZERO_DEVICE_CUDA) {
+    {   /* the communicator's checks and settings for this context (NCCL: GPU, stream; MPI: host memory) */
+        zero_log_item item;
+        char why[ZERO__MSG];
+        if ((r = zero__comm_attach(ctx, &item, why, sizeof why)) != ZERO_OK) {
             zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+            return zero__fail_lg(&d.logger, r, item, "%s", why);
         }
-        if (zero__cu(ctx)->device != ((zero__nccl_comm *)ctx->comm)->device) {
-            int cd = zero__cu(ctx)->device, nd = ((zero__nccl_comm *)ctx->comm)->device;
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
-                                 "the thread's current device (cudaSetDevice(%d) before zero_create)", nd, cd, nd);
-        }
-        ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
-        ((zero__nccl_comm *)ctx->comm)->reduce_mode = (int)d.reduce_mode;
     }
-#endif
-#ifdef ZERO_MPI
-    if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
-        zero_destroy(ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_create: the MPI communicator moves host memory; with device %s use the local or "
-                             "NCCL communicator", zero__dev_pick(d.device)->name);
-    }
-#endif
     if (d.loss_scale > 0) {
         ctx->opt.loss_scale = d.loss_scale;
     } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
@@ -13479,179 +13759,15 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 }
 
 /* ---- communicators from a launcher's environment ------------------------------------ */
-/* the endpoint, and the launcher's ranks per node in *ns (0: none said) */
-static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns, char *why, size_t nwhy) {
-    static const zero__launcher launchers[] = {
-        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
-        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
-        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
-        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
-    };
-    const zero__launcher *L = NULL;
-    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
-    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
-    *out = NULL;
-    if (!backend || !*backend) backend = "auto";
-    want_mpi = !strcmp(backend, "mpi");
-    want_local = !strcmp(backend, "local");
-    want_nccl = !strcmp(backend, "nccl");
-    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
-                          backend);
-#ifndef ZERO_CUDA
-    if (want_nccl)
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
-                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
-#endif
-    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
-        const zero__launcher *l = &launchers[i];
-        if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
-        L = l;
-        a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, &rank);
-        b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, &size);
-        if (a == 0 || b == 0)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
-                              a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
-        if (a < 0 || b < 0 || rank >= size)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
-                              l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
-        if (!l->mpi) {
-            const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
-            char miss[96] = "";
-            size_t len = 0;
-            int j;
-            for (j = 0; j < 3; j++)
-                if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
-            if (len && size > 1)
-                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
-                                  miss, strchr(miss, ',') ? "are" : "is");
-        }
-        zero__env_node_size(l, rank, size, ns, why, nwhy);
-    }
-    if (!L) {
-#ifdef ZERO_CUDA
-        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
-#endif
-        if (!want_mpi) return zero__local_world_of_one(out);
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
-                          "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
-                          "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
-                          "MASTER_PORT (torchrun); start the program with mpirun -np N");
-    }
-    if (want_local) {
-        if (size > 1)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: backend local spans one process, but %s started %d "
-                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
-                              L->size_var, size);
-        return zero__local_world_of_one(out);
-    }
-#ifdef ZERO_CUDA
-    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
-       launcher: NCCL when asked for, MPI otherwise */
-    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
-#endif
-    if (!L->mpi) {
-        if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-#ifdef ZERO_CUDA
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
-                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
-                          rank, size);
-#else
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
-                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
-                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
-#endif
-    }
-#ifdef ZERO_MPI
-    {
-        zero_result r = zero__mpi_create(out);
-        if (r != ZERO_OK) return r;
-        if ((*out)->rank != rank || (*out)->size != size) {
-            int mr = (*out)->rank, ms = (*out)->size;
-            zero__mpi_destroy(*out);
-            *out = NULL;
-            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
-                              "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
-                              "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
-        }
-        return ZERO_OK;
-    }
-#else
-    if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
-                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
-#endif
-}
-
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
-    int ns = 0;
-    char why[ZERO__MSG];
-    zero_result r;
-    why[0] = '\0';
-    r = zero__from_env(out, backend, &ns, why, sizeof why);
-    if (r == ZERO_OK && why[0]) snprintf((*out)->node_why, sizeof (*out)->node_why, "%s", why);
-    if (r != ZERO_OK || ns == 0) return r;
-    if ((r = zero_comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
-        zero_comm_destroy(*out);
-        *out = NULL;
-    }
-    return r;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
+    return zero__comm_from_env(out, backend);
 }
 
 #ifdef ZERO_CUDA
 ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
-    zero__nccl_run_arg *args;
-    pthread_t *th;
-    ncclResult_t nr;
-    ncclUniqueId id;
-    char err[ZERO__MSG];
-    int i, started = 0, ndev;
-    zero_result r = ZERO_OK;
     if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
-    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
-        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
-    if (world_size < 1 || world_size > ndev)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
-                          "(zero_run_local runs several ranks on one)", world_size, ndev);
-    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
-        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
-                          ncclGetErrorString(nr));
-    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
-    }
-    for (i = 0; i < world_size; i++) {
-        memset(&args[i], 0, sizeof args[i]);
-        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
-        /* a rank that never starts leaves the others to time out in init, never to hang */
-        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_nccl: could not start the thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++)
-        if (args[i].result != ZERO_OK)
-            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
+    return zero__run_nccl(world_size, fn, user);
 }
 #endif
 
