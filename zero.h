@@ -6304,179 +6304,221 @@ typedef struct zero__rdv_conn {
     unsigned char hdr[ZERO__RDV_HDR];
 } zero__rdv_conn;
 
-/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
-   blobs in rank order (ours already at 0). */
-static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
-                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
-    int cap = world - 1 + 16, nconn = 0, have = 0, strays = 0, lfd, one = 1, i, k;
-    zero__rdv_conn *conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *conn * (size_t)cap);
-    struct pollfd *pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *pfd * (size_t)(cap + 1));
-    char *seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+/* rank 0's side: the connections, and which ranks are in */
+typedef struct zero__rdv_srv {
+    const char *where;
+    int world, timeout_ms;
+    int64_t bytes;                  /* per rank */
+    void *all;                      /* the blobs in rank order */
+    zero__rdv_conn *conn;           /* [cap] */
+    struct pollfd *pfd;             /* [cap + 1]: the listener, then conn */
+    char *seen;                     /* [world] a header claimed the rank */
+    int cap, nconn, have, strays;   /* have: blobs read; strays: connections dropped as not ours */
+    char *err;
+    size_t errlen;
+} zero__rdv_srv;
+
+/* listen on every interface at the port: MASTER_ADDR names this host for the others.
+   The socket, or -1 with the reason in s->err. */
+static int zero__rdv_listen(const struct addrinfo *ai, const zero__rdv_srv *s) {
     struct sockaddr_storage any;
-    zero_result r = ZERO_OK;
-    if (!conn || !pfd || !seen) {
-        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
-        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
-        return ZERO_ERR_OUT_OF_MEMORY;
-    }
-    memset(seen, 0, (size_t)world);
-    seen[0] = 1;
-    /* listen on every interface at the port: MASTER_ADDR names this host for the others */
+    int lfd, one = 1;
     memset(&any, 0, sizeof any);
     memcpy(&any, ai->ai_addr, ai->ai_addrlen);
     if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
     else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
     lfd = zero__rdv_socket(ai->ai_family);
     if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, world + 16) != 0) {
-        snprintf(err, errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
-                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", where, strerror(errno));
+        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, s->world + 16) != 0) {
+        snprintf(s->err, s->errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
+                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", s->where, strerror(errno));
         if (lfd >= 0) close(lfd);
-        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
-        return ZERO_ERR_COMM;
+        return -1;
     }
-    while (have < world - 1 && r == ZERO_OK) {
-        int n;
-        pfd[0].fd = lfd; pfd[0].events = POLLIN; pfd[0].revents = 0;
-        for (i = 0; i < nconn; i++) {
-            pfd[i + 1].fd = conn[i].done ? -1 : conn[i].fd;
-            pfd[i + 1].events = POLLIN; pfd[i + 1].revents = 0;
+    return lfd;
+}
+
+/* the timeout's sentence: the ranks (the first few) that never came */
+static void zero__rdv_missing(const zero__rdv_srv *s) {
+    char *err = s->err;
+    size_t errlen = s->errlen, len = 0;
+    int i, k;
+    len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
+    for (k = 1, i = 0; k < s->world && len + 24 < errlen; k++)
+        if (!s->seen[k]) {
+            if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
+            len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
         }
-        n = poll(pfd, (nfds_t)(nconn + 1), zero__rdv_left_ms(deadline));
+    if (len < errlen)
+        len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", s->where,
+                                s->timeout_ms);
+    if (s->strays && len < errlen)
+        snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)", s->strays);
+}
+
+/* a new connection, nonblocking, or dropped when there is no room for it */
+static void zero__rdv_accept(zero__rdv_srv *s, int lfd) {
+    int fd = accept(lfd, NULL, NULL), fl;
+    if (fd < 0) return;
+    fl = fcntl(fd, F_GETFL, 0);
+    if (s->nconn == s->cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        close(fd);
+        s->strays++;
+        return;
+    }
+    memset(&s->conn[s->nconn], 0, sizeof s->conn[s->nconn]);
+    s->conn[s->nconn].fd = fd;
+    s->conn[s->nconn].rank = -1;
+    s->nconn++;
+}
+
+/* a whole header is in: the rank it claims, or ZERO_ERR_MISMATCH with why in s->err */
+static zero_result zero__rdv_header(zero__rdv_srv *s, zero__rdv_conn *cn) {
+    zero__rdv_hdr h;
+    int world = s->world;
+    zero__rdv_unpack(cn->hdr, &h);
+    if (h.version != ZERO__RDV_VERSION) {
+        snprintf(s->err, s->errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
+                 "%u: run the same zero.h everywhere", s->where, h.version, ZERO__RDV_VERSION);
+    } else if ((int64_t)h.world != world) {
+        snprintf(s->err, s->errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
+                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
+    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
+        snprintf(s->err, s->errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
+                 "1..%d (rank 0 is this listener); is RANK set right?", s->where, h.rank, world, world - 1);
+    } else if ((int64_t)h.bytes != s->bytes) {
+        snprintf(s->err, s->errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
+                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
+                 (long long)s->bytes);
+    } else if (s->seen[h.rank]) {
+        snprintf(s->err, s->errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?", h.rank,
+                 world);
+    } else {
+        cn->rank = (int)h.rank;
+        cn->got = 0;
+        s->seen[h.rank] = 1;
+        if (s->bytes == 0) { cn->done = 1; s->have++; }
+        return ZERO_OK;
+    }
+    cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);     /* it hears why */
+    return ZERO_ERR_MISMATCH;
+}
+
+/* one read on a connection with something to read: its header (then checked into *r), or
+   its blob. 1: drop it (it closed or failed, or it is not a zero.h rank) */
+static int zero__rdv_recv(zero__rdv_srv *s, zero__rdv_conn *cn, zero_result *r) {
+    ssize_t got;
+    if (cn->rank < 0) {
+        got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
+        if (got > 0) cn->got += (size_t)got;
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 || cn->hdr[3] != 0x4f))
+            return 1;     /* not our magic: not a zero.h rank */
+        if (cn->got == ZERO__RDV_HDR) *r = zero__rdv_header(s, cn);
+        return 0;
+    }
+    got = recv(cn->fd, (char *)s->all + (int64_t)cn->rank * s->bytes + cn->got, (size_t)s->bytes - cn->got, 0);
+    if (got > 0 && (cn->got += (size_t)got) == (size_t)s->bytes) { cn->done = 1; s->have++; }
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        s->seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
+        return 1;
+    }
+    return 0;
+}
+
+/* poll the listener and the connections until world-1 blobs are in, a header is wrong, or
+   the deadline passes */
+static zero_result zero__rdv_collect(zero__rdv_srv *s, int lfd, double deadline) {
+    zero_result r = ZERO_OK;
+    int i, n;
+    while (s->have < s->world - 1 && r == ZERO_OK) {
+        s->pfd[0].fd = lfd; s->pfd[0].events = POLLIN; s->pfd[0].revents = 0;
+        for (i = 0; i < s->nconn; i++) {
+            s->pfd[i + 1].fd = s->conn[i].done ? -1 : s->conn[i].fd;
+            s->pfd[i + 1].events = POLLIN; s->pfd[i + 1].revents = 0;
+        }
+        n = poll(s->pfd, (nfds_t)(s->nconn + 1), zero__rdv_left_ms(deadline));
         if (n < 0 && errno != EINTR) {
-            snprintf(err, errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
-            r = ZERO_ERR_COMM;
-            break;
+            snprintf(s->err, s->errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
+            return ZERO_ERR_COMM;
         }
         if (n <= 0) {
             if (zero__now_ms() < deadline) continue;
-            {
-                size_t len = 0;
-                len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
-                for (k = 1, i = 0; k < world && len + 24 < errlen; k++)
-                    if (!seen[k]) {
-                        if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
-                        len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
-                    }
-                if (len < errlen)
-                    len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", where,
-                                            timeout_ms);
-                if (strays && len < errlen)
-                    snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)",
-                             strays);
-            }
-            r = ZERO_ERR_TIMEOUT;
-            break;
+            zero__rdv_missing(s);
+            return ZERO_ERR_TIMEOUT;
         }
-        if (pfd[0].revents & POLLIN) {
-            int fd = accept(lfd, NULL, NULL);
-            if (fd >= 0) {
-                int fl = fcntl(fd, F_GETFL, 0);
-                if (nconn == cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-                    close(fd);
-                    strays++;
-                } else {
-                    memset(&conn[nconn], 0, sizeof conn[nconn]);
-                    conn[nconn].fd = fd;
-                    conn[nconn].rank = -1;
-                    nconn++;
-                }
-            }
-        }
-        for (i = 0; i < nconn && r == ZERO_OK; i++) {
-            zero__rdv_conn *cn = &conn[i];
-            ssize_t got;
-            int drop = 0;
-            if (cn->done || !(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (cn->rank < 0) {
-                got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
-                if (got > 0) cn->got += (size_t)got;
-                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
-                else if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 ||
-                                          cn->hdr[3] != 0x4f))
-                    drop = 1;     /* not our magic: not a zero.h rank */
-                else if (cn->got == ZERO__RDV_HDR) {
-                    zero__rdv_hdr h;
-                    zero__rdv_unpack(cn->hdr, &h);
-                    if (h.version != ZERO__RDV_VERSION) {
-                        snprintf(err, errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
-                                 "%u: run the same zero.h everywhere", where, h.version, ZERO__RDV_VERSION);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if ((int64_t)h.world != world) {
-                        snprintf(err, errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
-                                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
-                        snprintf(err, errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
-                                 "1..%d (rank 0 is this listener); is RANK set right?", where, h.rank, world,
-                                 world - 1);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if ((int64_t)h.bytes != bytes) {
-                        snprintf(err, errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
-                                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
-                                 (long long)bytes);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if (seen[h.rank]) {
-                        snprintf(err, errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?",
-                                 h.rank, world);
-                        r = ZERO_ERR_MISMATCH;
-                    } else {
-                        cn->rank = (int)h.rank;
-                        cn->got = 0;
-                        seen[h.rank] = 1;
-                        if (bytes == 0) { cn->done = 1; have++; }
-                    }
-                    if (r != ZERO_OK) cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);
-                }
-            } else {
-                char *dst = (char *)all + (int64_t)cn->rank * bytes;
-                got = recv(cn->fd, dst + cn->got, (size_t)bytes - cn->got, 0);
-                if (got > 0 && (cn->got += (size_t)got) == (size_t)bytes) { cn->done = 1; have++; }
-                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                    seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
-                    drop = 1;
-                }
-            }
-            if (drop) {
-                if (cn->rank < 0) strays++;
-                close(cn->fd);
-                conn[i] = conn[--nconn];
-                i--;
-            }
+        if (s->pfd[0].revents & POLLIN) zero__rdv_accept(s, lfd);
+        for (i = 0; i < s->nconn && r == ZERO_OK; i++) {
+            zero__rdv_conn *cn = &s->conn[i];
+            if (cn->done || !(s->pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (!zero__rdv_recv(s, cn, &r)) continue;
+            if (cn->rank < 0) s->strays++;
+            close(cn->fd);
+            s->conn[i] = s->conn[--s->nconn];
+            i--;
         }
     }
-    close(lfd);
-    {
-        /* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the
-           others fail fast instead of waiting out their own timeouts) */
-        double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
-        for (i = 0; i < nconn; i++) {
-            if (conn[i].rank >= 0) {
-                if (r == ZERO_OK) {
-                    if (zero__rdv_reply(conn[i].fd, world, ZERO_OK, all, bytes * world, dl) != 0) {
-                        snprintf(err, errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
-                                 "could answer (did it time out or die?)", conn[i].rank, where);
-                        r = ZERO_ERR_COMM;
-                        dl = zero__now_ms() + 500.0;
-                    }
-                } else {
-                    zero__rdv_reply(conn[i].fd, world, r, err, (int64_t)strlen(err), dl);
-                }
-            }
-            close(conn[i].fd);
-        }
-    }
-    zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
     return r;
 }
 
-/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
-static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
-                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
-                                  char *err, size_t errlen) {
-    unsigned char b[ZERO__RDV_HDR];
-    zero__rdv_hdr h;
-    int fd = -1, last = 0, io;
+/* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the others fail
+   fast instead of waiting out their own timeouts); closes every connection */
+static zero_result zero__rdv_answer(zero__rdv_srv *s, zero_result r, double deadline) {
+    double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
+    int i;
+    for (i = 0; i < s->nconn; i++) {
+        const zero__rdv_conn *cn = &s->conn[i];
+        if (cn->rank >= 0) {
+            if (r == ZERO_OK) {
+                if (zero__rdv_reply(cn->fd, s->world, ZERO_OK, s->all, s->bytes * s->world, dl) != 0) {
+                    snprintf(s->err, s->errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
+                             "could answer (did it time out or die?)", cn->rank, s->where);
+                    r = ZERO_ERR_COMM;
+                    dl = zero__now_ms() + 500.0;
+                }
+            } else {
+                zero__rdv_reply(cn->fd, s->world, r, s->err, (int64_t)strlen(s->err), dl);
+            }
+        }
+        close(cn->fd);
+    }
+    return r;
+}
+
+/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
+   blobs in rank order (ours already at 0). */
+static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
+                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
+    zero__rdv_srv s;
+    zero_result r = ZERO_ERR_COMM;
+    int lfd;
+    memset(&s, 0, sizeof s);
+    s.where = where; s.world = world; s.timeout_ms = timeout_ms; s.bytes = bytes; s.all = all;
+    s.err = err; s.errlen = errlen;
+    s.cap = world - 1 + 16;
+    s.conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *s.conn * (size_t)s.cap);
+    s.pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *s.pfd * (size_t)(s.cap + 1));
+    s.seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+    if (!s.conn || !s.pfd || !s.seen) {
+        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
+        r = ZERO_ERR_OUT_OF_MEMORY;
+    } else {
+        memset(s.seen, 0, (size_t)world);
+        s.seen[0] = 1;
+        if ((lfd = zero__rdv_listen(ai, &s)) >= 0) {
+            r = zero__rdv_collect(&s, lfd, deadline);
+            close(lfd);
+            r = zero__rdv_answer(&s, r, deadline);
+        }
+    }
+    zero__raw_free(NULL, s.conn); zero__raw_free(NULL, s.pfd); zero__raw_free(NULL, s.seen);
+    return r;
+}
+
+/* rank > 0: connect to rank 0, again and again until it listens or the deadline passes */
+static zero_result zero__rdv_connect(const struct addrinfo *ai, const char *where, int rank, int world,
+                                     int timeout_ms, double deadline, int *out, char *err, size_t errlen) {
+    int fd, last = 0, io;
     for (;;) {
         int e = 0;
         socklen_t el = sizeof e;
@@ -6494,7 +6536,6 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
             last = errno;
         }
         close(fd);
-        fd = -1;
         if (zero__now_ms() >= deadline) {
             snprintf(err, errlen, "rendezvous: rank %d of %d could not reach rank 0 at %s within %d ms (%s): is "
                      "rank 0 running, and MASTER_ADDR/MASTER_PORT the same everywhere?", rank, world, where,
@@ -6503,41 +6544,61 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
         }
         zero__rdv_sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
     }
+    *out = fd;
+    return ZERO_OK;
+}
+
+/* rank > 0, its header and blob sent: rank 0's answer. ZERO_OK with *io the reading's
+   zero__rdv_io code (0: the blobs are in `all`), or the failure rank 0 reported, or that
+   whatever answered is not a zero.h rank 0. */
+static zero_result zero__rdv_hear(int fd, const char *where, int world, int64_t bytes, void *all, double deadline,
+                                  int *io, char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    if ((*io = zero__rdv_io(fd, b, sizeof b, 0, deadline)) != 0) return ZERO_OK;
+    zero__rdv_unpack(b, &h);
+    if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
+        snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
+                 "with something else)", where);
+        return ZERO_ERR_COMM;
+    }
+    if (h.rank != 0) {
+        char msg[ZERO__MSG];
+        size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
+        int st = (int)h.rank;
+        msg[0] = '\0';
+        if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
+        else msg[0] = '\0';
+        if (snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)") < 0)
+            err[0] = '\0';      /* (a long reason is cut short, which is fine) */
+        return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
+    }
+    if ((int64_t)h.bytes != bytes * world) {
+        snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
+                 (unsigned long long)h.bytes, (long long)(bytes * world));
+        return ZERO_ERR_MISMATCH;
+    }
+    *io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
+    return ZERO_OK;
+}
+
+/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
+static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
+                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
+                                  char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    zero_result r;
+    int fd = -1, io;
+    if ((r = zero__rdv_connect(ai, where, rank, world, timeout_ms, deadline, &fd, err, errlen)) != ZERO_OK) return r;
     h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
     h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
     zero__rdv_pack(b, &h);
     io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
     if (io == 0) io = zero__rdv_io(fd, (void *)mine, (size_t)bytes, 1, deadline);
-    if (io == 0) io = zero__rdv_io(fd, b, sizeof b, 0, deadline);
-    if (io == 0) {
-        zero__rdv_unpack(b, &h);
-        if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
-            snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
-                     "with something else)", where);
-            close(fd);
-            return ZERO_ERR_COMM;
-        }
-        if (h.rank != 0) {
-            char msg[ZERO__MSG];
-            size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
-            int st = (int)h.rank;
-            msg[0] = '\0';
-            if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
-            else msg[0] = '\0';
-            close(fd);
-            if (snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)") < 0)
-                err[0] = '\0';      /* (a long reason is cut short, which is fine) */
-            return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
-        }
-        if ((int64_t)h.bytes != bytes * world) {
-            snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
-                     (unsigned long long)h.bytes, (long long)(bytes * world));
-            close(fd);
-            return ZERO_ERR_MISMATCH;
-        }
-        io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
-    }
+    if (io == 0) r = zero__rdv_hear(fd, where, world, bytes, all, deadline, &io, err, errlen);
     close(fd);
+    if (r != ZERO_OK) return r;
     if (io == 1) {
         snprintf(err, errlen, "rendezvous: rank %d of %d connected to rank 0 at %s but heard nothing back within "
                  "%d ms (rank 0 is still waiting for other ranks)", rank, world, where, timeout_ms);
