@@ -2091,6 +2091,16 @@ typedef struct zero__comm_vt {
        order) and of its cross-node peers (ranks with its r % ranks_per_node, in node order);
        NULL: the communicator cannot (ZeRO++ is refused) */
     zero_result (*split)(zero_comm *c, int ranks_per_node, zero_comm **intra, zero_comm **inter);
+    /* the endpoint's own end (its split's endpoints are gone already): frees c and what
+       the backend holds (MPI_Comm, NCCL communicator, the group it owns) */
+    void (*destroy)(zero_comm *c);
+    /* zero_comm_set_nodes on this backend, after the shared checks; NULL: only the
+       endpoint's own node_size changes (the local comm's group learns the nodes too) */
+    zero_result (*set_nodes)(zero_comm *c, int ranks_per_node);
+    /* zero_create hands the endpoint its context: the backend's checks (the device it
+       needs) and settings (stream, reduce mode); NULL: none. On failure it undoes
+       nothing, and leaves the sentence in why and its log item in *item. */
+    zero_result (*attach)(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy);
 } zero__comm_vt;
 
 struct zero_comm {
@@ -5576,9 +5586,121 @@ static zero_result zero__local_all_to_all(zero_comm *c, const void *send, void *
     return r2 != ZERO_OK ? r2 : r;
 }
 
+/* ---- comm: groups and local endpoints ------------------------------------------------
+   The public calls (zero_group_*, zero_comm_local, zero_comm_destroy, zero_run_*) check
+   their arguments and land here; the backends below use these too. */
+static zero_result zero__group_create(zero_group **out, int world_size) {
+    zero_group *g;
+    *out = NULL;
+    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
+    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
+    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    memset(g, 0, sizeof *g);
+    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
+    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
+    if (!g->slots || !g->left) {
+        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
+    }
+    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
+    memset(g->left, 0, sizeof(int) * (size_t)world_size);
+    g->n = world_size;
+    g->gen = 1;
+    g->cross_latency_us = g->cross_gbps = -1;
+    pthread_mutex_init(&g->mu, NULL);
+    zero__cond_init(&g->cv);
+    *out = g;
+    return ZERO_OK;
+}
+static void zero__group_destroy(zero_group *g) {
+    int i;
+    if (!g) return;
+    for (i = 0; i < g->nsub; i++) zero__group_destroy(g->sub[i]);
+    zero__raw_free(NULL, g->sub);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    zero__raw_free(NULL, g->slots);
+    zero__raw_free(NULL, g->left);
+    zero__raw_free(NULL, g);
+}
+/* a modelled link: within the group (or a node), or across nodes */
+static zero_result zero__set_link(zero_group *g, const char *fn, double latency_us, double gbytes_per_s, int cross) {
+    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
+    pthread_mutex_lock(&g->mu);
+    *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
+    *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
+    pthread_mutex_unlock(&g->mu);
+    return ZERO_OK;
+}
+static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
+    if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "%s: ranks_per_node is %d; it must divide the world size %d", fn, ranks_per_node, size);
+    return ZERO_OK;
+}
+static zero_result zero__group_set_nodes(zero_group *g, int ranks_per_node) {
+    zero_result r;
+    if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
+    pthread_mutex_lock(&g->mu);
+    if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
+    else g->node_size = ranks_per_node;
+    pthread_mutex_unlock(&g->mu);
+    if (r != ZERO_OK)
+        return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
+                          "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
+    return ZERO_OK;
+}
+/* any backend: the shared checks, then the backend's say (vt->set_nodes) */
+static zero_result zero__comm_set_nodes(zero_comm *c, int ranks_per_node) {
+    zero_result r;
+    if ((r = zero__check_nodes("zero_comm_set_nodes", c->size, ranks_per_node)) != ZERO_OK) return r;
+    if (c->in_use || (c->split_ns && c->split_ns != ranks_per_node))
+        return zero__fail(NULL, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_set_nodes: the endpoint is in use by a context; set the nodes before zero_create");
+    if (c->vt->set_nodes && (r = c->vt->set_nodes(c, ranks_per_node)) != ZERO_OK) return r;
+    c->node_size = ranks_per_node;
+    return ZERO_OK;
+}
+/* the local comm's endpoints share their group, so it learns the nodes too */
+static zero_result zero__local_set_nodes(zero_comm *c, int ranks_per_node) {
+    return zero__group_set_nodes(c->group, ranks_per_node);
+}
+
+/* any backend: the split's endpoints first (zero__comm_vt.split), then the endpoint itself */
+static void zero__comm_destroy(zero_comm *c) {
+    if (!c) return;
+    zero__comm_destroy(c->intra);
+    zero__comm_destroy(c->inter);
+    c->intra = c->inter = NULL;
+    c->vt->destroy(c);
+}
+static void zero__local_destroy(zero_comm *c) {
+    zero_group *g = c->owns_group ? c->group : NULL;
+    pthread_mutex_lock(&c->group->mu);
+    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
+    c->group->endpoints--;
+    pthread_cond_broadcast(&c->group->cv);
+    pthread_mutex_unlock(&c->group->mu);
+    zero__raw_free(NULL, c);
+    zero__group_destroy(g);
+}
+/* zero_create's hand-over of the endpoint to its context (zero__comm_vt.attach) */
+static zero_result zero__comm_attach(zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    zero_comm *c = ctx->comm;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    why[0] = '\0';
+    return c->vt->attach ? c->vt->attach(c, ctx, item, why, nwhy) : ZERO_OK;
+}
+
+static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank);
+
 static zero_result zero__local_make_group(zero_group **out, int n, int scope, double lat, double gbps, int rank0,
                                           int rstride) {
-    zero_result r = zero_group_create(out, n);
+    zero_result r = zero__group_create(out, n);
     if (r != ZERO_OK) return r;
     (*out)->scope = scope;
     (*out)->rank0 = rank0;
@@ -5613,7 +5735,7 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
         }
         if (r == ZERO_OK) g->sub_ns = ns;
         else {
-            for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
+            for (i = 0; i < g->nsub; i++) zero__group_destroy(g->sub[i]);
             zero__raw_free(NULL, g->sub);
             g->sub = NULL;
             g->nsub = 0;
@@ -5622,9 +5744,9 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
     }
     pthread_mutex_unlock(&g->mu);
     if (r != ZERO_OK) return r;
-    if ((r = zero_comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
-        (r = zero_comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
-        zero_comm_destroy(*intra);
+    if ((r = zero__comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
+        (r = zero__comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
+        zero__comm_destroy(*intra);
         *intra = NULL;
         snprintf(c->err, sizeof c->err, "%s", zero__tls_err);
         return r;
@@ -5638,8 +5760,38 @@ ZERO__VT_BEGIN(zero__comm_vt, zero__local_vt)
     ZERO__VT_SET(all_gather, zero__local_all_gather) ZERO__VT_SET(reduce_scatter, zero__local_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__local_all_reduce) ZERO__VT_SET(broadcast, zero__local_broadcast)
     ZERO__VT_SET(barrier, zero__local_barrier) ZERO__VT_SET(all_to_all, zero__local_all_to_all)
-    ZERO__VT_SET(split, zero__local_split)
+    ZERO__VT_SET(split, zero__local_split) ZERO__VT_SET(destroy, zero__local_destroy)
+    ZERO__VT_SET(set_nodes, zero__local_set_nodes) ZERO__VT_SET(attach, NULL)
 ZERO__VT_END(zero__comm_vt, zero__local_vt)
+
+/* rank `rank` (0 <= rank < g->n) of the local group g */
+static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank) {
+    zero_comm *c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
+    *out = NULL;
+    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
+    memset(c, 0, sizeof *c);
+    c->vt = &zero__local_vt;
+    c->rank = rank;
+    c->size = g->n;
+    c->group = g;
+    pthread_mutex_lock(&g->mu);
+    g->endpoints++;
+    g->left[rank] = 0;
+    c->node_size = g->node_size;
+    c->scope = g->scope;
+    pthread_mutex_unlock(&g->mu);
+    *out = c;
+    return ZERO_OK;
+}
+/* zero_comm_from_env's world of one: the endpoint owns its group */
+static zero_result zero__local_world_of_one(zero_comm **out) {
+    zero_group *g = NULL;
+    zero_result r;
+    if ((r = zero__group_create(&g, 1)) != ZERO_OK) return r;
+    if ((r = zero__comm_local(out, g, 0)) != ZERO_OK) { zero__group_destroy(g); return r; }
+    (*out)->owns_group = 1;
+    return ZERO_OK;
+}
 
 /* ---- comm: mpi -----------------------------------------------------------------------
    One process per rank (ZERO_MPI; Open MPI or MPICH). Every collective runs on the
@@ -5991,7 +6143,7 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
     }
     for (k = 0; k < 2; k++) {
         if (!(e[k] = zero__mpi_alloc(k ? c->size / ns : ns))) {
-            zero_comm_destroy(e[0] ? &e[0]->base : NULL);
+            zero__comm_destroy(e[0] ? &e[0]->base : NULL);
             snprintf(c->err, sizeof c->err, "split: out of memory");
             return ZERO_ERR_OUT_OF_MEMORY;
         }
@@ -6011,11 +6163,24 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
     return ZERO_OK;
 }
 
+/* MPI moves host memory: a device the host cannot read is refused */
+static zero_result zero__mpi_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    (void)c;
+    if (ctx->dev->host_access) return ZERO_OK;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    snprintf(why, nwhy, "zero_create: the MPI communicator moves host memory; with device %s use the local or "
+             "NCCL communicator", zero__dev_pick(ctx->desc.device)->name);
+    return ZERO_ERR_UNSUPPORTED;
+}
+
+static void zero__mpi_destroy(zero_comm *c);
+
 ZERO__VT_BEGIN(zero__comm_vt, zero__mpi_vt)
     ZERO__VT_SET(all_gather, zero__mpi_all_gather) ZERO__VT_SET(reduce_scatter, zero__mpi_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__mpi_all_reduce) ZERO__VT_SET(broadcast, zero__mpi_broadcast)
     ZERO__VT_SET(barrier, zero__mpi_barrier) ZERO__VT_SET(all_to_all, zero__mpi_all_to_all)
-    ZERO__VT_SET(split, zero__mpi_split)
+    ZERO__VT_SET(split, zero__mpi_split) ZERO__VT_SET(destroy, zero__mpi_destroy)
+    ZERO__VT_SET(set_nodes, NULL) ZERO__VT_SET(attach, zero__mpi_attach)
 ZERO__VT_END(zero__comm_vt, zero__mpi_vt)
 
 /* An endpoint's memory for `size` ranks, zeroed but for its arrays, and a one-rank
@@ -6027,7 +6192,7 @@ static zero__mpi_comm *zero__mpi_alloc(int size) {
     m->hdr = (int64_t *)zero__raw_alloc(NULL, sizeof(int64_t) * ZERO__MPI_HDR * (size_t)size);
     m->reqs = (MPI_Request *)zero__raw_alloc(NULL, sizeof(MPI_Request) * 2 * (size_t)size);
     m->peer = (int *)zero__raw_alloc(NULL, sizeof(int) * 2 * (size_t)size);
-    if (!m->hdr || !m->reqs || !m->peer || zero_group_create(&m->base.group, 1) != ZERO_OK) {
+    if (!m->hdr || !m->reqs || !m->peer || zero__group_create(&m->base.group, 1) != ZERO_OK) {
         zero__raw_free(NULL, m->hdr); zero__raw_free(NULL, m->reqs); zero__raw_free(NULL, m->peer);
         zero__raw_free(NULL, m);
         return NULL;
@@ -6088,7 +6253,7 @@ static zero_result zero__mpi_create(zero_comm **out) {
     return zero__mpi_wrap(out, dup, !inited, "zero_comm_from_env");
 }
 
-/* A split's endpoints are destroyed before the one they came from (zero_comm_destroy) and
+/* A split's endpoints are destroyed before the one they came from (zero__comm_destroy) and
    free no MPI_Comm (they use its); one that broke left requests in flight on that comm, so
    it marks the parent broken, which then skips MPI_Comm_free and MPI_Finalize (they would
    wait for the lost rank). */
@@ -6103,7 +6268,7 @@ static void zero__mpi_destroy(zero_comm *c) {
             if (!fin) MPI_Finalize();
         }
     }
-    zero_group_destroy(m->base.group);
+    zero__group_destroy(m->base.group);
     zero__raw_free(NULL, m->scratch);
     zero__raw_free(NULL, m->hdr);
     zero__raw_free(NULL, m->reqs);
@@ -6229,179 +6394,221 @@ typedef struct zero__rdv_conn {
     unsigned char hdr[ZERO__RDV_HDR];
 } zero__rdv_conn;
 
-/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
-   blobs in rank order (ours already at 0). */
-static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
-                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
-    int cap = world - 1 + 16, nconn = 0, have = 0, strays = 0, lfd, one = 1, i, k;
-    zero__rdv_conn *conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *conn * (size_t)cap);
-    struct pollfd *pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *pfd * (size_t)(cap + 1));
-    char *seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+/* rank 0's side: the connections, and which ranks are in */
+typedef struct zero__rdv_srv {
+    const char *where;
+    int world, timeout_ms;
+    int64_t bytes;                  /* per rank */
+    void *all;                      /* the blobs in rank order */
+    zero__rdv_conn *conn;           /* [cap] */
+    struct pollfd *pfd;             /* [cap + 1]: the listener, then conn */
+    char *seen;                     /* [world] a header claimed the rank */
+    int cap, nconn, have, strays;   /* have: blobs read; strays: connections dropped as not ours */
+    char *err;
+    size_t errlen;
+} zero__rdv_srv;
+
+/* listen on every interface at the port: MASTER_ADDR names this host for the others.
+   The socket, or -1 with the reason in s->err. */
+static int zero__rdv_listen(const struct addrinfo *ai, const zero__rdv_srv *s) {
     struct sockaddr_storage any;
-    zero_result r = ZERO_OK;
-    if (!conn || !pfd || !seen) {
-        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
-        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
-        return ZERO_ERR_OUT_OF_MEMORY;
-    }
-    memset(seen, 0, (size_t)world);
-    seen[0] = 1;
-    /* listen on every interface at the port: MASTER_ADDR names this host for the others */
+    int lfd, one = 1;
     memset(&any, 0, sizeof any);
     memcpy(&any, ai->ai_addr, ai->ai_addrlen);
     if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
     else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
     lfd = zero__rdv_socket(ai->ai_family);
     if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, world + 16) != 0) {
-        snprintf(err, errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
-                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", where, strerror(errno));
+        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, s->world + 16) != 0) {
+        snprintf(s->err, s->errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
+                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", s->where, strerror(errno));
         if (lfd >= 0) close(lfd);
-        zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
-        return ZERO_ERR_COMM;
+        return -1;
     }
-    while (have < world - 1 && r == ZERO_OK) {
-        int n;
-        pfd[0].fd = lfd; pfd[0].events = POLLIN; pfd[0].revents = 0;
-        for (i = 0; i < nconn; i++) {
-            pfd[i + 1].fd = conn[i].done ? -1 : conn[i].fd;
-            pfd[i + 1].events = POLLIN; pfd[i + 1].revents = 0;
+    return lfd;
+}
+
+/* the timeout's sentence: the ranks (the first few) that never came */
+static void zero__rdv_missing(const zero__rdv_srv *s) {
+    char *err = s->err;
+    size_t errlen = s->errlen, len = 0;
+    int i, k;
+    len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
+    for (k = 1, i = 0; k < s->world && len + 24 < errlen; k++)
+        if (!s->seen[k]) {
+            if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
+            len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
         }
-        n = poll(pfd, (nfds_t)(nconn + 1), zero__rdv_left_ms(deadline));
+    if (len < errlen)
+        len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", s->where,
+                                s->timeout_ms);
+    if (s->strays && len < errlen)
+        snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)", s->strays);
+}
+
+/* a new connection, nonblocking, or dropped when there is no room for it */
+static void zero__rdv_accept(zero__rdv_srv *s, int lfd) {
+    int fd = accept(lfd, NULL, NULL), fl;
+    if (fd < 0) return;
+    fl = fcntl(fd, F_GETFL, 0);
+    if (s->nconn == s->cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        close(fd);
+        s->strays++;
+        return;
+    }
+    memset(&s->conn[s->nconn], 0, sizeof s->conn[s->nconn]);
+    s->conn[s->nconn].fd = fd;
+    s->conn[s->nconn].rank = -1;
+    s->nconn++;
+}
+
+/* a whole header is in: the rank it claims, or ZERO_ERR_MISMATCH with why in s->err */
+static zero_result zero__rdv_header(zero__rdv_srv *s, zero__rdv_conn *cn) {
+    zero__rdv_hdr h;
+    int world = s->world;
+    zero__rdv_unpack(cn->hdr, &h);
+    if (h.version != ZERO__RDV_VERSION) {
+        snprintf(s->err, s->errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
+                 "%u: run the same zero.h everywhere", s->where, h.version, ZERO__RDV_VERSION);
+    } else if ((int64_t)h.world != world) {
+        snprintf(s->err, s->errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
+                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
+    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
+        snprintf(s->err, s->errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
+                 "1..%d (rank 0 is this listener); is RANK set right?", s->where, h.rank, world, world - 1);
+    } else if ((int64_t)h.bytes != s->bytes) {
+        snprintf(s->err, s->errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
+                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
+                 (long long)s->bytes);
+    } else if (s->seen[h.rank]) {
+        snprintf(s->err, s->errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?", h.rank,
+                 world);
+    } else {
+        cn->rank = (int)h.rank;
+        cn->got = 0;
+        s->seen[h.rank] = 1;
+        if (s->bytes == 0) { cn->done = 1; s->have++; }
+        return ZERO_OK;
+    }
+    cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);     /* it hears why */
+    return ZERO_ERR_MISMATCH;
+}
+
+/* one read on a connection with something to read: its header (then checked into *r), or
+   its blob. 1: drop it (it closed or failed, or it is not a zero.h rank) */
+static int zero__rdv_recv(zero__rdv_srv *s, zero__rdv_conn *cn, zero_result *r) {
+    ssize_t got;
+    if (cn->rank < 0) {
+        got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
+        if (got > 0) cn->got += (size_t)got;
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 || cn->hdr[3] != 0x4f))
+            return 1;     /* not our magic: not a zero.h rank */
+        if (cn->got == ZERO__RDV_HDR) *r = zero__rdv_header(s, cn);
+        return 0;
+    }
+    got = recv(cn->fd, (char *)s->all + (int64_t)cn->rank * s->bytes + cn->got, (size_t)s->bytes - cn->got, 0);
+    if (got > 0 && (cn->got += (size_t)got) == (size_t)s->bytes) { cn->done = 1; s->have++; }
+    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        s->seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
+        return 1;
+    }
+    return 0;
+}
+
+/* poll the listener and the connections until world-1 blobs are in, a header is wrong, or
+   the deadline passes */
+static zero_result zero__rdv_collect(zero__rdv_srv *s, int lfd, double deadline) {
+    zero_result r = ZERO_OK;
+    int i, n;
+    while (s->have < s->world - 1 && r == ZERO_OK) {
+        s->pfd[0].fd = lfd; s->pfd[0].events = POLLIN; s->pfd[0].revents = 0;
+        for (i = 0; i < s->nconn; i++) {
+            s->pfd[i + 1].fd = s->conn[i].done ? -1 : s->conn[i].fd;
+            s->pfd[i + 1].events = POLLIN; s->pfd[i + 1].revents = 0;
+        }
+        n = poll(s->pfd, (nfds_t)(s->nconn + 1), zero__rdv_left_ms(deadline));
         if (n < 0 && errno != EINTR) {
-            snprintf(err, errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
-            r = ZERO_ERR_COMM;
-            break;
+            snprintf(s->err, s->errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
+            return ZERO_ERR_COMM;
         }
         if (n <= 0) {
             if (zero__now_ms() < deadline) continue;
-            {
-                size_t len = 0;
-                len += (size_t)snprintf(err + len, errlen - len, "rendezvous: rank(s) ");
-                for (k = 1, i = 0; k < world && len + 24 < errlen; k++)
-                    if (!seen[k]) {
-                        if (i++ == 8) { len += (size_t)snprintf(err + len, errlen - len, ", ..."); break; }
-                        len += (size_t)snprintf(err + len, errlen - len, "%s%d", i > 1 ? ", " : "", k);
-                    }
-                if (len < errlen)
-                    len += (size_t)snprintf(err + len, errlen - len, " never connected to %s within %d ms", where,
-                                            timeout_ms);
-                if (strays && len < errlen)
-                    snprintf(err + len, errlen - len, " (%d connection(s) that were not zero.h ranks were dropped)",
-                             strays);
-            }
-            r = ZERO_ERR_TIMEOUT;
-            break;
+            zero__rdv_missing(s);
+            return ZERO_ERR_TIMEOUT;
         }
-        if (pfd[0].revents & POLLIN) {
-            int fd = accept(lfd, NULL, NULL);
-            if (fd >= 0) {
-                int fl = fcntl(fd, F_GETFL, 0);
-                if (nconn == cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-                    close(fd);
-                    strays++;
-                } else {
-                    memset(&conn[nconn], 0, sizeof conn[nconn]);
-                    conn[nconn].fd = fd;
-                    conn[nconn].rank = -1;
-                    nconn++;
-                }
-            }
-        }
-        for (i = 0; i < nconn && r == ZERO_OK; i++) {
-            zero__rdv_conn *cn = &conn[i];
-            ssize_t got;
-            int drop = 0;
-            if (cn->done || !(pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-            if (cn->rank < 0) {
-                got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
-                if (got > 0) cn->got += (size_t)got;
-                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) drop = 1;
-                else if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 ||
-                                          cn->hdr[3] != 0x4f))
-                    drop = 1;     /* not our magic: not a zero.h rank */
-                else if (cn->got == ZERO__RDV_HDR) {
-                    zero__rdv_hdr h;
-                    zero__rdv_unpack(cn->hdr, &h);
-                    if (h.version != ZERO__RDV_VERSION) {
-                        snprintf(err, errlen, "rendezvous: a process at %s speaks protocol version %u, rank 0 speaks "
-                                 "%u: run the same zero.h everywhere", where, h.version, ZERO__RDV_VERSION);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if ((int64_t)h.world != world) {
-                        snprintf(err, errlen, "rendezvous: rank %u says the world has %u ranks, rank 0 says %d: "
-                                 "every process must be started with the same WORLD_SIZE", h.rank, h.world, world);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if (h.rank < 1 || (int64_t)h.rank >= world) {
-                        snprintf(err, errlen, "rendezvous: a process at %s says it is rank %u of %d: ranks must be "
-                                 "1..%d (rank 0 is this listener); is RANK set right?", where, h.rank, world,
-                                 world - 1);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if ((int64_t)h.bytes != bytes) {
-                        snprintf(err, errlen, "rendezvous: rank %u sends %llu bytes, rank 0 sends %lld: the ranks "
-                                 "run different builds or configurations", h.rank, (unsigned long long)h.bytes,
-                                 (long long)bytes);
-                        r = ZERO_ERR_MISMATCH;
-                    } else if (seen[h.rank]) {
-                        snprintf(err, errlen, "rendezvous: two processes claim rank %u of %d: is RANK set right?",
-                                 h.rank, world);
-                        r = ZERO_ERR_MISMATCH;
-                    } else {
-                        cn->rank = (int)h.rank;
-                        cn->got = 0;
-                        seen[h.rank] = 1;
-                        if (bytes == 0) { cn->done = 1; have++; }
-                    }
-                    if (r != ZERO_OK) cn->rank = (int)(h.rank < (uint32_t)world ? h.rank : 0);
-                }
-            } else {
-                char *dst = (char *)all + (int64_t)cn->rank * bytes;
-                got = recv(cn->fd, dst + cn->got, (size_t)bytes - cn->got, 0);
-                if (got > 0 && (cn->got += (size_t)got) == (size_t)bytes) { cn->done = 1; have++; }
-                if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                    seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
-                    drop = 1;
-                }
-            }
-            if (drop) {
-                if (cn->rank < 0) strays++;
-                close(cn->fd);
-                conn[i] = conn[--nconn];
-                i--;
-            }
+        if (s->pfd[0].revents & POLLIN) zero__rdv_accept(s, lfd);
+        for (i = 0; i < s->nconn && r == ZERO_OK; i++) {
+            zero__rdv_conn *cn = &s->conn[i];
+            if (cn->done || !(s->pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            if (!zero__rdv_recv(s, cn, &r)) continue;
+            if (cn->rank < 0) s->strays++;
+            close(cn->fd);
+            s->conn[i] = s->conn[--s->nconn];
+            i--;
         }
     }
-    close(lfd);
-    {
-        /* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the
-           others fail fast instead of waiting out their own timeouts) */
-        double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
-        for (i = 0; i < nconn; i++) {
-            if (conn[i].rank >= 0) {
-                if (r == ZERO_OK) {
-                    if (zero__rdv_reply(conn[i].fd, world, ZERO_OK, all, bytes * world, dl) != 0) {
-                        snprintf(err, errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
-                                 "could answer (did it time out or die?)", conn[i].rank, where);
-                        r = ZERO_ERR_COMM;
-                        dl = zero__now_ms() + 500.0;
-                    }
-                } else {
-                    zero__rdv_reply(conn[i].fd, world, r, err, (int64_t)strlen(err), dl);
-                }
-            }
-            close(conn[i].fd);
-        }
-    }
-    zero__raw_free(NULL, conn); zero__raw_free(NULL, pfd); zero__raw_free(NULL, seen);
     return r;
 }
 
-/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
-static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
-                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
-                                  char *err, size_t errlen) {
-    unsigned char b[ZERO__RDV_HDR];
-    zero__rdv_hdr h;
-    int fd = -1, last = 0, io;
+/* answer: the blobs, or why rank 0 gave up (best effort, briefly, so that the others fail
+   fast instead of waiting out their own timeouts); closes every connection */
+static zero_result zero__rdv_answer(zero__rdv_srv *s, zero_result r, double deadline) {
+    double dl = r == ZERO_OK ? deadline : zero__now_ms() + 500.0;
+    int i;
+    for (i = 0; i < s->nconn; i++) {
+        const zero__rdv_conn *cn = &s->conn[i];
+        if (cn->rank >= 0) {
+            if (r == ZERO_OK) {
+                if (zero__rdv_reply(cn->fd, s->world, ZERO_OK, s->all, s->bytes * s->world, dl) != 0) {
+                    snprintf(s->err, s->errlen, "rendezvous: rank %d dropped its connection to %s before rank 0 "
+                             "could answer (did it time out or die?)", cn->rank, s->where);
+                    r = ZERO_ERR_COMM;
+                    dl = zero__now_ms() + 500.0;
+                }
+            } else {
+                zero__rdv_reply(cn->fd, s->world, r, s->err, (int64_t)strlen(s->err), dl);
+            }
+        }
+        close(cn->fd);
+    }
+    return r;
+}
+
+/* rank 0: collect world-1 headers and blobs, then answer everyone. `all` holds the
+   blobs in rank order (ours already at 0). */
+static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where, int world, int64_t bytes,
+                                   void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
+    zero__rdv_srv s;
+    zero_result r = ZERO_ERR_COMM;
+    int lfd;
+    memset(&s, 0, sizeof s);
+    s.where = where; s.world = world; s.timeout_ms = timeout_ms; s.bytes = bytes; s.all = all;
+    s.err = err; s.errlen = errlen;
+    s.cap = world - 1 + 16;
+    s.conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *s.conn * (size_t)s.cap);
+    s.pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *s.pfd * (size_t)(s.cap + 1));
+    s.seen = (char *)zero__raw_alloc(NULL, (size_t)world);
+    if (!s.conn || !s.pfd || !s.seen) {
+        snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
+        r = ZERO_ERR_OUT_OF_MEMORY;
+    } else {
+        memset(s.seen, 0, (size_t)world);
+        s.seen[0] = 1;
+        if ((lfd = zero__rdv_listen(ai, &s)) >= 0) {
+            r = zero__rdv_collect(&s, lfd, deadline);
+            close(lfd);
+            r = zero__rdv_answer(&s, r, deadline);
+        }
+    }
+    zero__raw_free(NULL, s.conn); zero__raw_free(NULL, s.pfd); zero__raw_free(NULL, s.seen);
+    return r;
+}
+
+/* rank > 0: connect to rank 0, again and again until it listens or the deadline passes */
+static zero_result zero__rdv_connect(const struct addrinfo *ai, const char *where, int rank, int world,
+                                     int timeout_ms, double deadline, int *out, char *err, size_t errlen) {
+    int fd, last = 0, io;
     for (;;) {
         int e = 0;
         socklen_t el = sizeof e;
@@ -6419,7 +6626,6 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
             last = errno;
         }
         close(fd);
-        fd = -1;
         if (zero__now_ms() >= deadline) {
             snprintf(err, errlen, "rendezvous: rank %d of %d could not reach rank 0 at %s within %d ms (%s): is "
                      "rank 0 running, and MASTER_ADDR/MASTER_PORT the same everywhere?", rank, world, where,
@@ -6428,41 +6634,61 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
         }
         zero__rdv_sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
     }
+    *out = fd;
+    return ZERO_OK;
+}
+
+/* rank > 0, its header and blob sent: rank 0's answer. ZERO_OK with *io the reading's
+   zero__rdv_io code (0: the blobs are in `all`), or the failure rank 0 reported, or that
+   whatever answered is not a zero.h rank 0. */
+static zero_result zero__rdv_hear(int fd, const char *where, int world, int64_t bytes, void *all, double deadline,
+                                  int *io, char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    if ((*io = zero__rdv_io(fd, b, sizeof b, 0, deadline)) != 0) return ZERO_OK;
+    zero__rdv_unpack(b, &h);
+    if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
+        snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
+                 "with something else)", where);
+        return ZERO_ERR_COMM;
+    }
+    if (h.rank != 0) {
+        char msg[ZERO__MSG];
+        size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
+        int st = (int)h.rank;
+        msg[0] = '\0';
+        if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
+        else msg[0] = '\0';
+        if (snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)") < 0)
+            err[0] = '\0';      /* (a long reason is cut short, which is fine) */
+        return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
+    }
+    if ((int64_t)h.bytes != bytes * world) {
+        snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
+                 (unsigned long long)h.bytes, (long long)(bytes * world));
+        return ZERO_ERR_MISMATCH;
+    }
+    *io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
+    return ZERO_OK;
+}
+
+/* rank > 0: connect (again and again until rank 0 listens), send, wait for the answer */
+static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, int rank, int world,
+                                  const void *mine, int64_t bytes, void *all, int timeout_ms, double deadline,
+                                  char *err, size_t errlen) {
+    unsigned char b[ZERO__RDV_HDR];
+    zero__rdv_hdr h;
+    zero_result r;
+    int fd = -1, io;
+    if ((r = zero__rdv_connect(ai, where, rank, world, timeout_ms, deadline, &fd, err, errlen)) != ZERO_OK) return r;
     h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
     h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
     zero__rdv_pack(b, &h);
     io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
     if (io == 0) io = zero__rdv_io(fd, (void *)mine, (size_t)bytes, 1, deadline);
-    if (io == 0) io = zero__rdv_io(fd, b, sizeof b, 0, deadline);
-    if (io == 0) {
-        zero__rdv_unpack(b, &h);
-        if (h.magic != ZERO__RDV_MAGIC || h.version != ZERO__RDV_VERSION) {
-            snprintf(err, errlen, "rendezvous: the process listening at %s is not a zero.h rank 0 (it answered "
-                     "with something else)", where);
-            close(fd);
-            return ZERO_ERR_COMM;
-        }
-        if (h.rank != 0) {
-            char msg[ZERO__MSG];
-            size_t n = h.bytes < sizeof msg - 1 ? (size_t)h.bytes : sizeof msg - 1;
-            int st = (int)h.rank;
-            msg[0] = '\0';
-            if (zero__rdv_io(fd, msg, n, 0, zero__now_ms() + 500.0) == 0) msg[n] = '\0';
-            else msg[0] = '\0';
-            close(fd);
-            if (snprintf(err, errlen, "rendezvous: rank 0 at %s gave up: %s", where, msg[0] ? msg : "(no reason given)") < 0)
-                err[0] = '\0';      /* (a long reason is cut short, which is fine) */
-            return st == -ZERO_ERR_TIMEOUT || st == -ZERO_ERR_MISMATCH ? (zero_result)(-st) : ZERO_ERR_COMM;
-        }
-        if ((int64_t)h.bytes != bytes * world) {
-            snprintf(err, errlen, "rendezvous: rank 0 at %s answered with %llu bytes, not %lld", where,
-                     (unsigned long long)h.bytes, (long long)(bytes * world));
-            close(fd);
-            return ZERO_ERR_MISMATCH;
-        }
-        io = zero__rdv_io(fd, all, (size_t)(bytes * world), 0, deadline);
-    }
+    if (io == 0) r = zero__rdv_hear(fd, where, world, bytes, all, deadline, &io, err, errlen);
     close(fd);
+    if (r != ZERO_OK) return r;
     if (io == 1) {
         snprintf(err, errlen, "rendezvous: rank %d of %d connected to rank 0 at %s but heard nothing back within "
                  "%d ms (rank 0 is still waiting for other ranks)", rank, world, where, timeout_ms);
@@ -6736,7 +6962,8 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
     }
     /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
        stream); zero_create checks it first, this keeps a later cudaSetDevice honest */
-    if (c->ctx && c->ctx->dev == &zero__cuda_dev && c->ctx->dev_state && zero__cu(c->ctx)->device != m->device)
+    if (c->ctx && c->ctx->desc.device == ZERO_DEVICE_CUDA && c->ctx->dev_state &&
+        zero__cu(c->ctx)->device != m->device)
         return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
                                "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
                                zero__nccl_kind(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
@@ -7066,11 +7293,34 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
 #  define zero__nccl_split NULL
 #endif
 
+/* NCCL moves device memory on the context's GPU, on its comm stream, and sums as its
+   desc says (reduce_mode) */
+static zero_result zero__nccl_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+    zero__nccl_comm *m = (zero__nccl_comm *)c;
+    *item = ZERO_LOGITEM_BAD_OPTION;
+    if (ctx->desc.device != ZERO_DEVICE_CUDA) {
+        snprintf(why, nwhy, "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+        return ZERO_ERR_UNSUPPORTED;
+    }
+    if (zero__cu(ctx)->device != m->device) {
+        snprintf(why, nwhy, "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
+                 "the thread's current device (cudaSetDevice(%d) before zero_create)", m->device,
+                 zero__cu(ctx)->device, m->device);
+        return ZERO_ERR_INVALID_ARG;
+    }
+    c->cuda_stream = zero__cuda_comm_stream(ctx);
+    m->reduce_mode = (int)ctx->desc.reduce_mode;
+    return ZERO_OK;
+}
+
+static void zero__nccl_destroy(zero_comm *c);
+
 ZERO__VT_BEGIN(zero__comm_vt, zero__nccl_vt)
     ZERO__VT_SET(all_gather, zero__nccl_all_gather) ZERO__VT_SET(reduce_scatter, zero__nccl_reduce_scatter)
     ZERO__VT_SET(all_reduce, zero__nccl_all_reduce) ZERO__VT_SET(broadcast, zero__nccl_broadcast)
     ZERO__VT_SET(barrier, zero__nccl_barrier) ZERO__VT_SET(all_to_all, zero__nccl_all_to_all)
-    ZERO__VT_SET(split, zero__nccl_split)
+    ZERO__VT_SET(split, zero__nccl_split) ZERO__VT_SET(destroy, zero__nccl_destroy)
+    ZERO__VT_SET(set_nodes, NULL) ZERO__VT_SET(attach, zero__nccl_attach)
 ZERO__VT_END(zero__comm_vt, zero__nccl_vt)
 
 static void zero__nccl_destroy(zero_comm *c) {
@@ -7097,7 +7347,7 @@ static void zero__nccl_destroy(zero_comm *c) {
     if (m->pinned) cudaFreeHost(m->pinned);
     if (m->hdr_host) cudaFreeHost(m->hdr_host);
     (void)cudaGetLastError();
-    zero_group_destroy(m->base.group);
+    zero__group_destroy(m->base.group);
     zero__raw_free(NULL, m);
 }
 
@@ -7140,7 +7390,7 @@ static zero_result zero__nccl_alloc(zero__nccl_comm **out, int rank, int size, i
     m->base.rank = rank;
     m->base.size = size;
     m->base.tag = -1;
-    if (zero_group_create(&m->base.group, 1) != ZERO_OK) {
+    if (zero__group_create(&m->base.group, 1) != ZERO_OK) {
         zero__raw_free(NULL, m);
         snprintf(err, errlen, "NCCL communicator: out of memory");
         return ZERO_ERR_OUT_OF_MEMORY;
@@ -7393,8 +7643,52 @@ static void *zero__nccl_run_main(void *p) {
     if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
     if (a->result != ZERO_OK)
         snprintf(a->err, sizeof a->err, "%s", c && c->err[0] ? c->err : zero__last_err(NULL));
-    zero_comm_destroy(c);
+    zero__comm_destroy(c);
     return NULL;
+}
+
+/* zero_run_nccl: one thread per GPU in this process, each with its NCCL endpoint */
+static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    zero__nccl_run_arg *args;
+    pthread_t *th;
+    ncclResult_t nr;
+    ncclUniqueId id;
+    char err[ZERO__MSG];
+    int i, started = 0, ndev;
+    zero_result r = ZERO_OK;
+    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
+        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
+    if (world_size < 1 || world_size > ndev)
+        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
+                          "(zero_run_local runs several ranks on one)", world_size, ndev);
+    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
+        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
+                          ncclGetErrorString(nr));
+    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
+    }
+    for (i = 0; i < world_size; i++) {
+        memset(&args[i], 0, sizeof args[i]);
+        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
+        /* a rank that never starts leaves the others to time out in init, never to hang */
+        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_nccl: could not start the thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++)
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
 }
 
 #endif /* ZERO_CUDA */
@@ -7452,13 +7746,232 @@ static zero_result zero__env_node_size(const zero__launcher *L, int rank, int si
     return ZERO_OK;
 }
 
-static zero_result zero__local_world_of_one(zero_comm **out) {
+/* the backend zero_comm_from_env was asked for (NULL or "": auto) */
+enum { ZERO__ENV_AUTO, ZERO__ENV_LOCAL, ZERO__ENV_MPI, ZERO__ENV_NCCL };
+static zero_result zero__env_backend(const char *backend, int *want) {
+    if (!backend || !*backend) backend = "auto";
+    *want = !strcmp(backend, "mpi") ? ZERO__ENV_MPI : !strcmp(backend, "local") ? ZERO__ENV_LOCAL :
+            !strcmp(backend, "nccl") ? ZERO__ENV_NCCL : ZERO__ENV_AUTO;
+    if (*want == ZERO__ENV_AUTO && strcmp(backend, "auto") != 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
+                          backend);
+#ifndef ZERO_CUDA
+    if (*want == ZERO__ENV_NCCL)
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
+                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
+#endif
+    return ZERO_OK;
+}
+
+/* torchrun's RANK and WORLD_SIZE come with LOCAL_RANK, MASTER_ADDR and MASTER_PORT; a world
+   of more than one needs them all */
+static zero_result zero__env_torchrun_vars(int size) {
+    static const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
+    char miss[96] = "";
+    size_t len = 0;
+    int j;
+    for (j = 0; j < 3; j++)
+        if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
+    if (len && size > 1)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
+                          miss, strchr(miss, ',') ? "are" : "is");
+    return ZERO_OK;
+}
+
+/* The first launcher whose variables are set (*L stays NULL when none is), the rank and
+   world size it gives this process, and its ranks per node (zero__env_node_size) */
+static zero_result zero__env_launcher(const zero__launcher **L, int *rank, int *size, int *ns, char *why,
+                                      size_t nwhy) {
+    static const zero__launcher launchers[] = {
+        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
+        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
+        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
+        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
+    };
+    const zero__launcher *l = NULL;
+    zero_result r;
+    int i, a, b;
+    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !l; i++)
+        if (getenv(launchers[i].rank_var) || getenv(launchers[i].size_var)) l = &launchers[i];
+    if (!(*L = l)) return ZERO_OK;
+    a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, rank);
+    b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, size);
+    if (a == 0 || b == 0)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
+                          a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
+    if (a < 0 || b < 0 || *rank >= *size)
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
+                          l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
+    if (!l->mpi && (r = zero__env_torchrun_vars(*size)) != ZERO_OK) return r;
+    zero__env_node_size(l, *rank, *size, ns, why, nwhy);
+    return ZERO_OK;
+}
+
+/* no launcher: a world of one (NCCL's when asked for), except that MPI needs a launcher */
+static zero_result zero__env_alone(zero_comm **out, int want) {
+#ifdef ZERO_CUDA
+    if (want == ZERO__ENV_NCCL) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
+#endif
+    if (want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
+                      "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
+                      "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
+                      "MASTER_PORT (torchrun); start the program with mpirun -np N");
+}
+
+/* an MPI launcher started this process: the MPI endpoint, which must agree with it */
+static zero_result zero__env_mpi(zero_comm **out, const zero__launcher *L, int want, int rank, int size) {
+#ifdef ZERO_MPI
+    zero_result r = zero__mpi_create(out);
+    (void)want;
+    if (r != ZERO_OK) return r;
+    if ((*out)->rank != rank || (*out)->size != size) {
+        int mr = (*out)->rank, ms = (*out)->size;
+        zero__mpi_destroy(*out);
+        *out = NULL;
+        return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
+                          "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
+                          "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
+    }
+    return ZERO_OK;
+#else
+    if (size == 1 && want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
+                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
+#endif
+}
+
+/* launcher L started this process as rank of size: the endpoint for the backend wanted */
+static zero_result zero__env_launched(zero_comm **out, const zero__launcher *L, int want, int rank, int size) {
+    if (want == ZERO__ENV_LOCAL) {
+        if (size > 1)
+            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
+                              "zero_comm_from_env: backend local spans one process, but %s started %d "
+                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
+                              L->size_var, size);
+        return zero__local_world_of_one(out);
+    }
+#ifdef ZERO_CUDA
+    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
+       launcher: NCCL when asked for, MPI otherwise */
+    if (want == ZERO__ENV_NCCL || (!L->mpi && want != ZERO__ENV_MPI && size > 1))
+        return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
+#endif
+    if (!L->mpi) {
+        if (size == 1 && want != ZERO__ENV_MPI) return zero__local_world_of_one(out);
+#ifdef ZERO_CUDA
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
+                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
+                          rank, size);
+#else
+        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
+                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
+                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
+                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
+#endif
+    }
+    return zero__env_mpi(out, L, want, rank, size);
+}
+
+/* the endpoint, and the launcher's ranks per node in *ns (0: none said, the reason in why) */
+static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns, char *why, size_t nwhy) {
+    const zero__launcher *L = NULL;
+    int want = ZERO__ENV_AUTO, rank = 0, size = 0;
+    zero_result r;
+    *out = NULL;
+    if ((r = zero__env_backend(backend, &want)) != ZERO_OK) return r;
+    if ((r = zero__env_launcher(&L, &rank, &size, ns, why, nwhy)) != ZERO_OK) return r;
+    if (!L) return zero__env_alone(out, want);
+    return zero__env_launched(out, L, want, rank, size);
+}
+
+/* zero_comm_from_env: the endpoint with the launcher's nodes, or why it has none (node_why) */
+static zero_result zero__comm_from_env(zero_comm **out, const char *backend) {
+    int ns = 0;
+    char why[ZERO__MSG];
+    zero_result r;
+    why[0] = '\0';
+    r = zero__from_env(out, backend, &ns, why, sizeof why);
+    if (r == ZERO_OK && why[0]) snprintf((*out)->node_why, sizeof (*out)->node_why, "%s", why);
+    if (r != ZERO_OK || ns == 0) return r;
+    if ((r = zero__comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
+        zero__comm_destroy(*out);
+        *out = NULL;
+    }
+    return r;
+}
+
+/* ---- comm: ranks as threads (zero_run_group, zero_run_local) ------------------------ */
+
+typedef struct zero__run_arg {
+    zero_group *g;
+    zero_rank_fn fn;
+    void *user;
+    int rank;
+    zero_result result;
+} zero__run_arg;
+
+static void *zero__run_main(void *p) {
+    zero__run_arg *a = (zero__run_arg *)p;
+    zero_comm *c = NULL;
+    a->result = zero__comm_local(&c, a->g, a->rank);
+    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    zero__comm_destroy(c);
+    return NULL;
+}
+
+/* one thread per rank of g, each with its endpoint; the first failing rank's result */
+static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user) {
+    zero__run_arg *args;
+    pthread_t *th;
+    zero_result r;
+    int i, started = 0, world_size = g->n;
+    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
+    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    if (!args || !th) {
+        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
+        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
+    }
+    r = ZERO_OK;
+    for (i = 0; i < world_size; i++) {
+        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
+        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
+            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                           "zero_run_group: could not start thread for rank %d", i);
+            break;
+        }
+        started++;
+    }
+    if (started < world_size) {
+        /* the missing ranks count as gone, so the started ones fail fast */
+        pthread_mutex_lock(&g->mu);
+        for (i = started; i < world_size; i++) g->left[i] = 1;
+        pthread_cond_broadcast(&g->cv);
+        pthread_mutex_unlock(&g->mu);
+    }
+    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
+    zero__raw_free(NULL, args);
+    zero__raw_free(NULL, th);
+    return r;
+}
+
+static zero_result zero__run_local(int world_size, zero_rank_fn fn, void *user) {
     zero_group *g = NULL;
     zero_result r;
-    if ((r = zero_group_create(&g, 1)) != ZERO_OK) return r;
-    if ((r = zero_comm_local(out, g, 0)) != ZERO_OK) { zero_group_destroy(g); return r; }
-    (*out)->owns_group = 1;
-    return ZERO_OK;
+    if ((r = zero__group_create(&g, world_size)) != ZERO_OK) return r;
+    r = zero__run_group(g, fn, user);
+    zero__group_destroy(g);
+    return r;
 }
 
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
@@ -13534,88 +14047,23 @@ ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n)
 
 /* ---- communicators ------------------------------------------------------------------ */
 ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {
-    zero_group *g;
     if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_create: out is NULL");
-    *out = NULL;
-    if (world_size < 1 || world_size > ZERO__MAX_RANKS)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_group_create: world_size is %d; it must be 1..%d", world_size, ZERO__MAX_RANKS);
-    g = (zero_group *)zero__raw_alloc(NULL, sizeof *g);
-    if (!g) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    memset(g, 0, sizeof *g);
-    g->slots = (zero__slot *)zero__raw_alloc(NULL, sizeof(zero__slot) * (size_t)world_size);
-    g->left = (int *)zero__raw_alloc(NULL, sizeof(int) * (size_t)world_size);
-    if (!g->slots || !g->left) {
-        zero__raw_free(NULL, g->slots); zero__raw_free(NULL, g->left); zero__raw_free(NULL, g);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_group_create: out of memory");
-    }
-    memset(g->slots, 0, sizeof(zero__slot) * (size_t)world_size);
-    memset(g->left, 0, sizeof(int) * (size_t)world_size);
-    g->n = world_size;
-    g->gen = 1;
-    g->cross_latency_us = g->cross_gbps = -1;
-    pthread_mutex_init(&g->mu, NULL);
-    zero__cond_init(&g->cv);
-    *out = g;
-    return ZERO_OK;
+    return zero__group_create(out, world_size);
 }
-ZERO_API void zero_group_destroy(zero_group *g) {
-    int i;
-    if (!g) return;
-    for (i = 0; i < g->nsub; i++) zero_group_destroy(g->sub[i]);
-    zero__raw_free(NULL, g->sub);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
-    zero__raw_free(NULL, g->slots);
-    zero__raw_free(NULL, g->left);
-    zero__raw_free(NULL, g);
-}
-/* a modelled link: within the group (or a node), or across nodes */
-static zero_result zero__set_link(zero_group *g, const char *fn, double latency_us, double gbytes_per_s, int cross) {
-    if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
-    pthread_mutex_lock(&g->mu);
-    *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
-    *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
-    pthread_mutex_unlock(&g->mu);
-    return ZERO_OK;
-}
+ZERO_API void zero_group_destroy(zero_group *g) { zero__group_destroy(g); }
 ZERO_API zero_result zero_group_set_link(zero_group *g, double latency_us, double gbytes_per_s) {
     return zero__set_link(g, "zero_group_set_link", latency_us, gbytes_per_s, 0);
 }
 ZERO_API zero_result zero_group_set_cross_link(zero_group *g, double latency_us, double gbytes_per_s) {
     return zero__set_link(g, "zero_group_set_cross_link", latency_us, gbytes_per_s, 1);
 }
-static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
-    if (ranks_per_node < 1 || ranks_per_node > size || size % ranks_per_node)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "%s: ranks_per_node is %d; it must divide the world size %d", fn, ranks_per_node, size);
-    return ZERO_OK;
-}
 ZERO_API zero_result zero_group_set_nodes(zero_group *g, int ranks_per_node) {
-    zero_result r;
     if (!g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_group_set_nodes: group is NULL");
-    if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
-    pthread_mutex_lock(&g->mu);
-    if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
-    else g->node_size = ranks_per_node;
-    pthread_mutex_unlock(&g->mu);
-    if (r != ZERO_OK)
-        return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
-                          "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
-    return ZERO_OK;
+    return zero__group_set_nodes(g, ranks_per_node);
 }
 ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node) {
-    zero_result r;
     if (!c) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_set_nodes: comm is NULL");
-    if ((r = zero__check_nodes("zero_comm_set_nodes", c->size, ranks_per_node)) != ZERO_OK) return r;
-    if (c->in_use || (c->split_ns && c->split_ns != ranks_per_node))
-        return zero__fail(NULL, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_set_nodes: the endpoint is in use by a context; set the nodes before zero_create");
-    if (c->vt == &zero__local_vt && (r = zero_group_set_nodes(c->group, ranks_per_node)) != ZERO_OK) return r;
-    c->node_size = ranks_per_node;
-    return ZERO_OK;
+    return zero__comm_set_nodes(c, ranks_per_node);
 }
 ZERO_API int zero_comm_ranks_per_node(const zero_comm *c) { return c ? c->node_size : 0; }
 ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
@@ -13633,114 +14081,25 @@ ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *acro
 }
 
 ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
-    zero_comm *c;
     if (!out || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_local: NULL argument");
     *out = NULL;
     if (rank < 0 || rank >= g->n)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_comm_local: rank %d is outside the group of %d", rank, g->n);
-    c = (zero_comm *)zero__raw_alloc(NULL, sizeof *c);
-    if (!c) return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_comm_local: out of memory");
-    memset(c, 0, sizeof *c);
-    c->vt = &zero__local_vt;
-    c->rank = rank;
-    c->size = g->n;
-    c->group = g;
-    pthread_mutex_lock(&g->mu);
-    g->endpoints++;
-    g->left[rank] = 0;
-    c->node_size = g->node_size;
-    c->scope = g->scope;
-    pthread_mutex_unlock(&g->mu);
-    *out = c;
-    return ZERO_OK;
+    return zero__comm_local(out, g, rank);
 }
-ZERO_API void zero_comm_destroy(zero_comm *c) {
-    zero_group *g;
-    if (!c) return;
-    zero_comm_destroy(c->intra);
-    zero_comm_destroy(c->inter);
-    c->intra = c->inter = NULL;
-#ifdef ZERO_MPI
-    if (c->vt == &zero__mpi_vt) { zero__mpi_destroy(c); return; }
-#endif
-#ifdef ZERO_CUDA
-    if (c->vt == &zero__nccl_vt) { zero__nccl_destroy(c); return; }
-#endif
-    g = c->owns_group ? c->group : NULL;
-    pthread_mutex_lock(&c->group->mu);
-    c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
-    c->group->endpoints--;
-    pthread_cond_broadcast(&c->group->cv);
-    pthread_mutex_unlock(&c->group->mu);
-    zero__raw_free(NULL, c);
-    zero_group_destroy(g);
-}
+ZERO_API void zero_comm_destroy(zero_comm *c) { zero__comm_destroy(c); }
 ZERO_API int zero_comm_rank(const zero_comm *c) { return c ? c->rank : -1; }
 ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
 
-typedef struct zero__run_arg {
-    zero_group *g;
-    zero_rank_fn fn;
-    void *user;
-    int rank;
-    zero_result result;
-} zero__run_arg;
-
-static void *zero__run_main(void *p) {
-    zero__run_arg *a = (zero__run_arg *)p;
-    zero_comm *c = NULL;
-    a->result = zero_comm_local(&c, a->g, a->rank);
-    if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
-    zero_comm_destroy(c);
-    return NULL;
-}
-
 ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
-    zero__run_arg *args;
-    pthread_t *th;
-    zero_result r;
-    int i, started = 0, world_size;
     if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
-    world_size = g->n;
-    args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
-    }
-    r = ZERO_OK;
-    for (i = 0; i < world_size; i++) {
-        args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
-        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_group: could not start thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    if (started < world_size) {
-        /* the missing ranks count as gone, so the started ones fail fast */
-        pthread_mutex_lock(&g->mu);
-        for (i = started; i < world_size; i++) g->left[i] = 1;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
+    return zero__run_group(g, fn, user);
 }
 
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {
-    zero_group *g = NULL;
-    zero_result r;
     if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_local: fn is NULL");
-    if ((r = zero_group_create(&g, world_size)) != ZERO_OK) return r;
-    r = zero_run_group(g, fn, user);
-    zero_group_destroy(g);
-    return r;
+    return zero__run_local(world_size, fn, user);
 }
 /* ---- context and registration -------------------------------------------------------- */
 /* zero_create's failure after the context exists: undone, then reported through the desc's logger */
@@ -13808,32 +14167,14 @@ ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
                              "zero_create: zero_desc.reduce_mode is %d; use ZERO_REDUCE_EXACT or ZERO_REDUCE_NCCL",
                              (int)d.reduce_mode);
     }
-#ifdef ZERO_CUDA
-    if (ctx->comm->vt == &zero__nccl_vt) {      /* NCCL moves device memory, on our comm stream */
-        if (d.device != ZERO_DEVICE_CUDA) {
+    {   /* the communicator's checks and settings for this context (NCCL: GPU, stream; MPI: host memory) */
+        zero_log_item item;
+        char why[ZERO__MSG];
+        if ((r = zero__comm_attach(ctx, &item, why, sizeof why)) != ZERO_OK) {
             zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+            return zero__fail_lg(&d.logger, r, item, "%s", why);
         }
-        if (zero__cu(ctx)->device != ((zero__nccl_comm *)ctx->comm)->device) {
-            int cd = zero__cu(ctx)->device, nd = ((zero__nccl_comm *)ctx->comm)->device;
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                                 "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
-                                 "the thread's current device (cudaSetDevice(%d) before zero_create)", nd, cd, nd);
-        }
-        ctx->comm->cuda_stream = zero__cuda_comm_stream(ctx);
-        ((zero__nccl_comm *)ctx->comm)->reduce_mode = (int)d.reduce_mode;
     }
-#endif
-#ifdef ZERO_MPI
-    if (!ctx->dev->host_access && ctx->comm->vt == &zero__mpi_vt) {   /* MPI moves host memory */
-        zero_destroy(ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_create: the MPI communicator moves host memory; with device %s use the local or "
-                             "NCCL communicator", zero__dev_pick(d.device)->name);
-    }
-#endif
     if (d.loss_scale > 0) {
         ctx->opt.loss_scale = d.loss_scale;
     } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
@@ -14423,179 +14764,15 @@ ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
 }
 
 /* ---- communicators from a launcher's environment ------------------------------------ */
-/* the endpoint, and the launcher's ranks per node in *ns (0: none said) */
-static zero_result zero__from_env(zero_comm **out, const char *backend, int *ns, char *why, size_t nwhy) {
-    static const zero__launcher launchers[] = {
-        { "Open MPI's mpirun/mpiexec", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", 1, "OMPI_COMM_WORLD_LOCAL_SIZE" },
-        { "an MPICH/Intel MPI mpiexec (PMI)", "PMI_RANK", "PMI_SIZE", 1, "MPI_LOCALNRANKS" },
-        { "Slurm's srun", "SLURM_PROCID", "SLURM_NTASKS", 1, "SLURM_NTASKS_PER_NODE" },
-        { "torchrun", "RANK", "WORLD_SIZE", 0, "LOCAL_WORLD_SIZE" },
-    };
-    const zero__launcher *L = NULL;
-    int want_mpi, want_local, want_nccl, rank = 0, size = 0, i, a, b;
-    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
-    *out = NULL;
-    if (!backend || !*backend) backend = "auto";
-    want_mpi = !strcmp(backend, "mpi");
-    want_local = !strcmp(backend, "local");
-    want_nccl = !strcmp(backend, "nccl");
-    if (!want_mpi && !want_local && !want_nccl && strcmp(backend, "auto") != 0)
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_comm_from_env: backend '%s' is not one of auto, local, mpi, nccl (NULL means auto)",
-                          backend);
-#ifndef ZERO_CUDA
-    if (want_nccl)
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend nccl, but zero.h was built without ZERO_CUDA: NCCL needs a "
-                          "CUDA build (make CUDA=1, or -DZERO_CUDA and -lcudart -lnccl)");
-#endif
-    for (i = 0; i < (int)(sizeof launchers / sizeof launchers[0]) && !L; i++) {
-        const zero__launcher *l = &launchers[i];
-        if (!getenv(l->rank_var) && !getenv(l->size_var)) continue;
-        L = l;
-        a = zero__env_int(l->rank_var, 0, ZERO__MAX_RANKS - 1, &rank);
-        b = zero__env_int(l->size_var, 1, ZERO__MAX_RANKS, &size);
-        if (a == 0 || b == 0)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s is set but %s is not: %s sets both; set the missing one",
-                              a ? l->rank_var : l->size_var, a ? l->size_var : l->rank_var, l->name);
-        if (a < 0 || b < 0 || rank >= size)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: %s='%s' and %s='%s' must be integers with 0 <= rank < size <= %d",
-                              l->rank_var, getenv(l->rank_var), l->size_var, getenv(l->size_var), ZERO__MAX_RANKS);
-        if (!l->mpi) {
-            const char *need[3] = { "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT" };
-            char miss[96] = "";
-            size_t len = 0;
-            int j;
-            for (j = 0; j < 3; j++)
-                if (!getenv(need[j])) len += (size_t)snprintf(miss + len, sizeof miss - len, "%s%s", len ? ", " : "", need[j]);
-            if (len && size > 1)
-                return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                                  "zero_comm_from_env: RANK and WORLD_SIZE are set (torchrun style) but %s %s not",
-                                  miss, strchr(miss, ',') ? "are" : "is");
-        }
-        zero__env_node_size(l, rank, size, ns, why, nwhy);
-    }
-    if (!L) {
-#ifdef ZERO_CUDA
-        if (want_nccl) return zero__nccl_from_env(out, 0, "no launcher", 0, 1);
-#endif
-        if (!want_mpi) return zero__local_world_of_one(out);
-        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but no launcher's variables are set; looked for "
-                          "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE (Open MPI mpirun), PMI_RANK/PMI_SIZE (MPICH, "
-                          "Intel MPI), SLURM_PROCID/SLURM_NTASKS (srun) and RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/"
-                          "MASTER_PORT (torchrun); start the program with mpirun -np N");
-    }
-    if (want_local) {
-        if (size > 1)
-            return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: backend local spans one process, but %s started %d "
-                              "(%s=%d); use backend mpi, or zero_run_local for ranks as threads", L->name, size,
-                              L->size_var, size);
-        return zero__local_world_of_one(out);
-    }
-#ifdef ZERO_CUDA
-    /* torchrun: NCCL (a world of one stays local unless nccl is asked for); an MPI
-       launcher: NCCL when asked for, MPI otherwise */
-    if (want_nccl || (!L->mpi && !want_mpi && size > 1)) return zero__nccl_from_env(out, L->mpi, L->name, rank, size);
-#endif
-    if (!L->mpi) {
-        if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-#ifdef ZERO_CUDA
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: backend mpi, but torchrun-style variables (RANK=%d, WORLD_SIZE=%d) are "
-                          "set and no MPI launcher's; use backend nccl (or auto), or launch with mpirun or srun",
-                          rank, size);
-#else
-        return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                          "zero_comm_from_env: torchrun-style variables (RANK=%d, WORLD_SIZE=%d) mean NCCL over a TCP "
-                          "rendezvous at MASTER_ADDR:MASTER_PORT, and NCCL needs a CUDA build (make CUDA=1, or "
-                          "-DZERO_CUDA); or launch with mpirun or srun and a ZERO_MPI build", rank, size);
-#endif
-    }
-#ifdef ZERO_MPI
-    {
-        zero_result r = zero__mpi_create(out);
-        if (r != ZERO_OK) return r;
-        if ((*out)->rank != rank || (*out)->size != size) {
-            int mr = (*out)->rank, ms = (*out)->size;
-            zero__mpi_destroy(*out);
-            *out = NULL;
-            return zero__fail(NULL, ZERO_ERR_MISMATCH, ZERO_LOGITEM_NO_LAUNCHER,
-                              "zero_comm_from_env: MPI says rank %d of %d, but %s=%d and %s=%d (%s); the "
-                              "launcher and the MPI library disagree (with srun, pass --mpi=pmix or launch with "
-                              "mpirun)", mr, ms, L->rank_var, rank, L->size_var, size, L->name);
-        }
-        return ZERO_OK;
-    }
-#else
-    if (size == 1 && !want_mpi) return zero__local_world_of_one(out);
-    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_LAUNCHER,
-                      "zero_comm_from_env: %s started this process as rank %d of %d (%s, %s), but zero.h was built "
-                      "without ZERO_MPI; rebuild with mpicc -DZERO_MPI", L->name, rank, size, L->rank_var, L->size_var);
-#endif
-}
-
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
-    int ns = 0;
-    char why[ZERO__MSG];
-    zero_result r;
-    why[0] = '\0';
-    r = zero__from_env(out, backend, &ns, why, sizeof why);
-    if (r == ZERO_OK && why[0]) snprintf((*out)->node_why, sizeof (*out)->node_why, "%s", why);
-    if (r != ZERO_OK || ns == 0) return r;
-    if ((r = zero_comm_set_nodes(*out, ns)) != ZERO_OK) {   /* checked already: not expected */
-        zero_comm_destroy(*out);
-        *out = NULL;
-    }
-    return r;
+    if (!out) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_comm_from_env: out is NULL");
+    return zero__comm_from_env(out, backend);
 }
 
 #ifdef ZERO_CUDA
 ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
-    zero__nccl_run_arg *args;
-    pthread_t *th;
-    ncclResult_t nr;
-    ncclUniqueId id;
-    char err[ZERO__MSG];
-    int i, started = 0, ndev;
-    zero_result r = ZERO_OK;
     if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
-    if ((ndev = zero__nccl_devices(err, sizeof err)) == 0)
-        return zero__fail(NULL, ZERO_ERR_NO_DEVICE, ZERO_LOGITEM_NO_DEVICE, "zero_run_nccl: %s", err);
-    if (world_size < 1 || world_size > ndev)
-        return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_run_nccl: world_size %d, but %d CUDA device(s) are visible; it runs one rank per GPU "
-                          "(zero_run_local runs several ranks on one)", world_size, ndev);
-    if ((nr = ncclGetUniqueId(&id)) != ncclSuccess)
-        return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
-                          ncclGetErrorString(nr));
-    args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
-    if (!args || !th) {
-        zero__raw_free(NULL, args); zero__raw_free(NULL, th);
-        return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
-    }
-    for (i = 0; i < world_size; i++) {
-        memset(&args[i], 0, sizeof args[i]);
-        args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
-        /* a rank that never starts leaves the others to time out in init, never to hang */
-        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
-            r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                           "zero_run_nccl: could not start the thread for rank %d", i);
-            break;
-        }
-        started++;
-    }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++)
-        if (args[i].result != ZERO_OK)
-            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
-    zero__raw_free(NULL, args);
-    zero__raw_free(NULL, th);
-    return r;
+    return zero__run_nccl(world_size, fn, user);
 }
 #endif
 
