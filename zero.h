@@ -1776,6 +1776,7 @@ ZERO__FP_PIN_END
      >>tiling     tiled linear layers
      >>stash      the activation stash: slots in memory or in files, read ahead for the backward pass
      >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
+     >>context    the context's life: zero_create, zero_destroy, and its stats
      >>public     the public functions */
 
 /* >>platform ---------------------------------------------------------------------------
@@ -1944,6 +1945,10 @@ ZERO__FP_PIN_BEGIN
 #define ZERO__F64 100                  /* internal dtype code for double scalars */
 #define ZERO__NORM_BLOCK 1024          /* gradient-norm block, elements (>>kernels) */
 
+/* a failure found by code that must not report it itself (its caller reports it, once it
+   has undone its work): the result, the log item and the message (zero__why_set) */
+typedef struct zero__why { zero_result r; zero_log_item item; char msg[ZERO__MSG]; } zero__why;
+
 typedef enum zero__task_kind {
     ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
     ZERO__TASK_GATHER_MODULE,     /* a: module, ptr: destination (the module's full span) */
@@ -2100,7 +2105,7 @@ typedef struct zero__comm_vt {
     /* zero_create hands the endpoint its context: the backend's checks (the device it
        needs) and settings (stream, reduce mode); NULL: none. On failure it undoes
        nothing, and leaves the sentence in why and its log item in *item. */
-    zero_result (*attach)(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy);
+    zero_result (*attach)(zero_comm *c, zero_ctx *ctx, zero__why *why);
 } zero__comm_vt;
 
 struct zero_comm {
@@ -2351,10 +2356,6 @@ struct zero_ctx {
         int64_t sets;               /* hpz: setter calls since the last step (they must agree) */
     } zpp;
 };
-
-/* a failure found by code that must not report it itself (its caller reports it, once it
-   has undone its work): the result, the log item and the message (zero__why_set) */
-typedef struct zero__why { zero_result r; zero_log_item item; char msg[ZERO__MSG]; } zero__why;
 
 /* >>base -------------------------------------------------------------------------------
    Allocation hooks, the last error and logging, sizes, clocks, condition variables. */
@@ -2813,6 +2814,27 @@ static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, 
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return ticket;
+}
+/* zero_create: the comm stream's worker thread */
+static zero_result zero__stream_start(zero_ctx *ctx) {
+    pthread_mutex_init(&ctx->stream.mu, NULL);
+    pthread_cond_init(&ctx->stream.cv, NULL);
+    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
+        pthread_mutex_destroy(&ctx->stream.mu);
+        pthread_cond_destroy(&ctx->stream.cv);
+        return ZERO_ERR_OUT_OF_MEMORY;
+    }
+    ctx->stream.started = 1;
+    return ZERO_OK;
+}
+/* zero_destroy: the worker runs what is queued, then stops */
+static void zero__stream_stop(zero_ctx *ctx) {
+    if (!ctx->stream.started) return;
+    zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
+    pthread_join(ctx->stream.thread, NULL);
+    pthread_mutex_destroy(&ctx->stream.mu);
+    pthread_cond_destroy(&ctx->stream.cv);
+    ctx->stream.started = 0;
 }
 
 static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
@@ -5689,11 +5711,9 @@ static void zero__local_destroy(zero_comm *c) {
     zero__group_destroy(g);
 }
 /* zero_create's hand-over of the endpoint to its context (zero__comm_vt.attach) */
-static zero_result zero__comm_attach(zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+static zero_result zero__comm_attach(zero_ctx *ctx, zero__why *why) {
     zero_comm *c = ctx->comm;
-    *item = ZERO_LOGITEM_BAD_OPTION;
-    why[0] = '\0';
-    return c->vt->attach ? c->vt->attach(c, ctx, item, why, nwhy) : ZERO_OK;
+    return c->vt->attach ? c->vt->attach(c, ctx, why) : ZERO_OK;
 }
 
 static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank);
@@ -6164,13 +6184,11 @@ static zero_result zero__mpi_split(zero_comm *c, int ns, zero_comm **intra, zero
 }
 
 /* MPI moves host memory: a device the host cannot read is refused */
-static zero_result zero__mpi_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+static zero_result zero__mpi_attach(zero_comm *c, zero_ctx *ctx, zero__why *why) {
     (void)c;
     if (ctx->dev->host_access) return ZERO_OK;
-    *item = ZERO_LOGITEM_BAD_OPTION;
-    snprintf(why, nwhy, "zero_create: the MPI communicator moves host memory; with device %s use the local or "
-             "NCCL communicator", zero__dev_pick(ctx->desc.device)->name);
-    return ZERO_ERR_UNSUPPORTED;
+    return zero__why_set(why, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "zero_create: the MPI communicator moves "
+                         "host memory; with device %s use the local or NCCL communicator", ctx->dev->name);
 }
 
 static void zero__mpi_destroy(zero_comm *c);
@@ -7295,19 +7313,16 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
 
 /* NCCL moves device memory on the context's GPU, on its comm stream, and sums as its
    desc says (reduce_mode) */
-static zero_result zero__nccl_attach(zero_comm *c, zero_ctx *ctx, zero_log_item *item, char *why, size_t nwhy) {
+static zero_result zero__nccl_attach(zero_comm *c, zero_ctx *ctx, zero__why *why) {
     zero__nccl_comm *m = (zero__nccl_comm *)c;
-    *item = ZERO_LOGITEM_BAD_OPTION;
-    if (ctx->desc.device != ZERO_DEVICE_CUDA) {
-        snprintf(why, nwhy, "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
-        return ZERO_ERR_UNSUPPORTED;
-    }
-    if (zero__cu(ctx)->device != m->device) {
-        snprintf(why, nwhy, "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
-                 "the thread's current device (cudaSetDevice(%d) before zero_create)", m->device,
-                 zero__cu(ctx)->device, m->device);
-        return ZERO_ERR_INVALID_ARG;
-    }
+    if (ctx->desc.device != ZERO_DEVICE_CUDA)
+        return zero__why_set(why, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: an NCCL communicator needs desc.device = ZERO_DEVICE_CUDA");
+    if (zero__cu(ctx)->device != m->device)
+        return zero__why_set(why, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: the NCCL communicator is on GPU %d but the context would be on GPU %d, "
+                             "the thread's current device (cudaSetDevice(%d) before zero_create)", m->device,
+                             zero__cu(ctx)->device, m->device);
     c->cuda_stream = zero__cuda_comm_stream(ctx);
     m->reduce_mode = (int)ctx->desc.reduce_mode;
     return ZERO_OK;
@@ -7972,6 +7987,21 @@ static zero_result zero__run_local(int world_size, zero_rank_fn fn, void *user) 
     r = zero__run_group(g, fn, user);
     zero__group_destroy(g);
     return r;
+}
+
+/* the bytes this endpoint (and its node and cross-node ones) sent within and across nodes */
+static void zero__comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
+    int64_t w = 0, a = 0;
+    const zero_comm *e[3];
+    int i;
+    e[0] = c; e[1] = c ? c->intra : NULL; e[2] = c ? c->inter : NULL;
+    for (i = 0; i < 3; i++)
+        if (e[i]) {
+            w += __atomic_load_n(&e[i]->sent_within, __ATOMIC_RELAXED);
+            a += __atomic_load_n(&e[i]->sent_across, __ATOMIC_RELAXED);
+        }
+    if (within) *within = w;
+    if (across) *across = a;
 }
 
 /* >>io: the NVMe tier's files and its I/O engine ------------------------------------------
@@ -9319,6 +9349,34 @@ static zero_result zero__add_module(zero_ctx *ctx, const zero_module_desc *desc,
     out->id = zero__handle(ctx, ctx->num_modules++);
     return ZERO_OK;
 }
+/* zero_estimate_activations: the stash's slots added to a plan */
+static zero_result zero__estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
+                                              zero_plan *plan) {
+    zero_desc d;
+    zero__sizes z;
+    zero_result r;
+    int64_t add[ZERO_TIER_NUM][ZERO_CAT_NUM];
+    int i, t, c;
+    d = *desc;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    memset(&z, 0, sizeof z);
+    for (i = 0; i < num_acts; i++) {
+        if (act_bytes[i] <= 0 || act_bytes[i] > ((int64_t)1 << 48))
+            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                              "zero_estimate_activations: slot %d has %lld bytes", i, (long long)act_bytes[i]);
+        zero__act_size(&z, act_bytes[i]);
+    }
+    if (d.offload_activations == ZERO_OFFLOAD_NVME && d.act_live_bytes && d.act_live_bytes < z.act_max)
+        return zero__fail(NULL, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
+                          "zero_estimate_activations: act_live_bytes %lld is less than the largest slot's %lld bytes "
+                          "(its bytes and trailer rounded up to 4 KiB)", (long long)d.act_live_bytes, (long long)z.act_max);
+    memset(add, 0, sizeof add);
+    zero__act_plan(&d, &z, add);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (c = 0; c < ZERO_CAT_NUM; c++) { plan->bytes[t][c] += add[t][c]; plan->total_bytes += add[t][c]; }
+    return ZERO_OK;
+}
+
 /* >>offload: the tiers behind zero__tier_vt (mem, host, nvme), and the NVMe tier's blocks -----
    The rank's optimizer state (fp32 master when params are not f32, then the moments) is
    cut into sub-groups of G elements of the state index space. Sub-group b is one block:
@@ -10589,8 +10647,8 @@ static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
     case ZERO__TASK_SPLIT: {
         zero_comm *c = ctx->comm;
         zero_result r;
-        zero_comm_destroy(c->intra);
-        zero_comm_destroy(c->inter);
+        zero__comm_destroy(c->intra);
+        zero__comm_destroy(c->inter);
         c->intra = c->inter = NULL;
         c->split_ns = 0;
         c->err[0] = '\0';
@@ -10925,6 +10983,55 @@ static void *zero__param_data(zero_ctx *ctx, int pi) {
     return zero__at(zero__gather_base(ctx, m), pr->offset, pdt);
 }
 
+/* zero_trace_save: every rank's events gathered to rank 0, which writes them; every rank
+   returns rank 0's result */
+static zero_result zero__trace_save(zero_ctx *ctx, const char *path) {
+    const zero_allocator *a;
+    int64_t mine, stride = 0, *counts = NULL, res = 0, *all_res = NULL, bytes;
+    zero__trace_event *send = NULL, *all = NULL;
+    zero_result r;
+    int i, N;
+    a = &ctx->desc.allocator;
+    N = ctx->world;
+    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
+    /* events the comm stream adds from here on (this call's own gathers) are not saved */
+    mine = __atomic_load_n(&ctx->trace->count, __ATOMIC_RELAXED);
+    if (mine > ctx->trace->cap) mine = ctx->trace->cap;
+    counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
+    if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
+    all_res = counts + N;
+    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
+    for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
+    if (stride < 1) stride = 1;
+    bytes = stride * (int64_t)sizeof(zero__trace_event);
+    if (r == ZERO_OK) {
+        send = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes);
+        all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
+        res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
+        /* agree on the allocation before moving stride * N events */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        for (i = 0; r == ZERO_OK && i < N; i++)
+            if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                                               "zero_trace_save: rank %d cannot allocate the event buffers", i);
+    }
+    if (r == ZERO_OK) {
+        memset(send, 0, (size_t)bytes);
+        memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
+    }
+    if (r == ZERO_OK) {
+        res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
+        /* every rank returns rank 0's result */
+        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        if (r == ZERO_OK && all_res[0] != 0)
+            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
+    }
+    zero__raw_free(a, send);
+    zero__raw_free(a, all);
+    zero__raw_free(a, counts);
+    return r;
+}
+
 /* >>grads: staging area, buckets --------------------------------------------------------
    In stages 2-3 (and 0-1 with a wider accumulator) the user's gradient buffers come
    from a ring. Records are allocated in order and retired in order once the reduce
@@ -11143,6 +11250,19 @@ static void zero__end_step(zero_ctx *ctx) {
     ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = ctx->modules[i].norm_taken = 0;
     ctx->grads.total_ready = 0;
+}
+
+/* zero_create: the loss scale: the user's static one, dynamic with f16 anywhere, else 1 */
+static void zero__opt_init_scale(zero_ctx *ctx) {
+    const zero_desc *d = &ctx->desc;
+    if (d->loss_scale > 0) {
+        ctx->opt.loss_scale = d->loss_scale;
+    } else if (d->param_dtype == ZERO_F16 || d->grad_dtype == ZERO_F16 || d->grad_accum_dtype == ZERO_F16) {
+        ctx->opt.loss_scale = d->loss_scale_init;
+        ctx->opt.dynamic_scale = 1;
+    } else {
+        ctx->opt.loss_scale = 1.0f;
+    }
 }
 
 /* every trainable module has had its zero_grads_ready calls (and stage 3: is released) */
@@ -14031,6 +14151,171 @@ static zero_result zero__ck_read_f32(zero_ckpt *ck, float *out) {
     return r;
 }
 
+/* >>context: the context's life: zero_create and zero_destroy, and what it reports --------
+   On top of every region: creating a context binds a device, a communicator, ZeRO++'s nodes
+   and a comm stream; destroying it lets go of all each region holds. */
+
+/* the context's endpoint let go of: its own world destroyed, or a user's endpoint freed for
+   another context */
+static void zero__release_comm(zero_ctx *ctx) {
+    if (ctx->own_group) {
+        zero__comm_destroy(ctx->comm);
+        zero__group_destroy(ctx->own_group);
+    } else if (ctx->comm) {
+        pthread_mutex_lock(&ctx->comm->group->mu);
+        ctx->comm->in_use = 0;
+        ctx->comm->ctx = NULL;
+        if (ctx->comm->intra) ctx->comm->intra->ctx = ctx->comm->inter->ctx = NULL;
+        pthread_mutex_unlock(&ctx->comm->group->mu);
+    }
+}
+
+/* zero_destroy: the comm stream stopped, then what every region holds, then the context */
+static void zero__destroy(zero_ctx *ctx) {
+    const zero_allocator *a = &ctx->desc.allocator;
+    int i;
+    zero__stream_stop(ctx);
+    zero__pool_free(ctx->opt.pool, a);
+    zero__trace_free(ctx);
+    zero__stash_free(ctx);
+    zero__free_arenas(ctx);
+    if (ctx->dev) ctx->dev->fini(ctx);
+    for (i = 0; i < ctx->act.num; i++) zero__raw_free(a, ctx->act.recs[i].name);
+    zero__raw_free(a, ctx->act.recs);
+    for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
+    for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
+    zero__raw_free(a, ctx->params);
+    zero__raw_free(a, ctx->modules);
+    zero__raw_free(a, ctx->tiled);
+    for (i = 0; i < ctx->num_ties; i++) zero__raw_free(a, ctx->ties[i].name);
+    zero__raw_free(a, ctx->ties);
+    zero__release_comm(ctx);
+    zero__raw_free(a, ctx);
+}
+
+/* zero_create: the context's endpoint of the communicator (one context at a time), or a
+   world of one of its own when desc.comm is NULL. A failure this function reported itself
+   (the own world's) leaves why->msg empty. */
+static zero_result zero__create_comm(zero_ctx *ctx, zero__why *why) {
+    zero_comm *c = ctx->desc.comm;
+    zero_result r;
+    int busy;
+    if (!c) {
+        if ((r = zero__group_create(&ctx->own_group, 1)) != ZERO_OK ||
+            (r = zero__comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
+            zero__group_destroy(ctx->own_group);
+            ctx->own_group = NULL;
+            return r;
+        }
+        ctx->comm->ctx = ctx;
+        return ZERO_OK;
+    }
+    /* a context's comm stream issues collectives on its own; two contexts on one endpoint
+       would interleave them differently on different ranks */
+    pthread_mutex_lock(&c->group->mu);
+    busy = c->in_use;
+    c->in_use = 1;
+    if (!busy) c->ctx = ctx;
+    pthread_mutex_unlock(&c->group->mu);
+    if (busy)
+        return zero__why_set(why, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
+                             "zero_create: rank %d's zero_comm is already used by another context; give each "
+                             "context its own endpoint (its own zero_group)", c->rank);
+    ctx->comm = c;
+    return ZERO_OK;
+}
+
+/* zero_create's checks that need the context: ZeRO++'s nodes, the reduce mode, the
+   communicator's own (NCCL: the GPU; MPI: host memory) */
+static zero_result zero__create_checks(zero_ctx *ctx, zero__why *why) {
+    zero_result r;
+    if ((r = zero__zpp_attach(ctx, why)) != ZERO_OK) return r;
+    if ((int)ctx->desc.reduce_mode < 0 || ctx->desc.reduce_mode >= ZERO_REDUCE_NUM)
+        return zero__why_set(why, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_create: zero_desc.reduce_mode is %d; use ZERO_REDUCE_EXACT or ZERO_REDUCE_NCCL",
+                             (int)ctx->desc.reduce_mode);
+    return zero__comm_attach(ctx, why);
+}
+
+/* zero_create after its argument checks */
+static zero_result zero__create(zero_ctx **out, const zero_desc *desc) {
+    zero_ctx *ctx;
+    zero_desc d = *desc;
+    zero__why why;
+    zero_result r;
+    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
+    if (!(ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx)))
+        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
+    memset(ctx, 0, sizeof *ctx);
+    ctx->desc = d;
+    ctx->salt = zero__next_salt();
+    ctx->opt.simd = zero__simd_pick();
+    ctx->dev = zero__dev_pick(d.device);
+    ctx->tier.vt = &zero__tier_mem;         /* until zero_build picks the planned tier */
+    if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
+        zero__raw_free(&d.allocator, ctx);
+        return r;
+    }
+    why.msg[0] = '\0';
+    if ((r = zero__create_comm(ctx, &why)) != ZERO_OK) {     /* nothing else to undo: the endpoint is not ours */
+        ctx->dev->fini(ctx);
+        zero__raw_free(&d.allocator, ctx);
+        return why.msg[0] ? zero__fail_lg(&d.logger, why.r, why.item, "%s", why.msg) : r;
+    }
+    ctx->rank = ctx->comm->rank;
+    ctx->world = ctx->comm->size;
+    ctx->prank = ctx->rank;
+    ctx->desc.comm = ctx->comm;
+    if ((r = zero__create_checks(ctx, &why)) == ZERO_OK) {
+        zero__opt_init_scale(ctx);
+        if (zero__stream_start(ctx) == ZERO_OK) {
+            *out = ctx;
+            return ZERO_OK;
+        }
+        zero__why_set(&why, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                      "zero_create: could not start the comm stream thread");
+    }
+    zero__destroy(ctx);
+    return zero__fail_lg(&d.logger, why.r, why.item, "%s", why.msg);
+}
+
+/* zero_stats_get: the bytes allocated now, the traffic counted so far and the step's figures */
+static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
+    zero_ctx *c = (zero_ctx *)ctx;
+    int t, k;
+    memset(out, 0, sizeof *out);
+    memcpy(out->bytes, ctx->lay.bytes, sizeof out->bytes);
+    for (t = 0; t < ZERO_TIER_NUM; t++)
+        for (k = 0; k < ZERO_CAT_NUM; k++) {
+            out->total_bytes += ctx->lay.bytes[t][k];
+            if (k != ZERO_CAT_BUFFERS && k != ZERO_CAT_ACTIVATIONS) out->model_state_bytes += ctx->lay.bytes[t][k];
+        }
+    pthread_mutex_lock(&c->stream.mu);
+    memcpy(out->comm_calls, ctx->traffic.calls, sizeof out->comm_calls);
+    memcpy(out->comm_elems, ctx->traffic.elems, sizeof out->comm_elems);
+    memcpy(out->comm_bytes, ctx->traffic.bytes, sizeof out->comm_bytes);
+    pthread_mutex_unlock(&c->stream.mu);
+    out->steps = ctx->opt.steps;
+    out->skipped_steps = ctx->opt.skipped;
+    out->loss_scale = ctx->opt.loss_scale;
+    out->grad_norm = ctx->opt.grad_norm;
+    out->prefetch_hits = ctx->sched.hits;
+    out->prefetch_misses = ctx->sched.misses;
+    out->prefetched_bytes = ctx->sched.prefetched_bytes;
+    out->gathered_bytes = ctx->sched.gathered;
+    out->peak_gathered_bytes = ctx->sched.peak_gathered;
+    out->peak_staging_bytes = ctx->grads.peak;
+    out->fetch_wait_ms = ctx->sched.wait_ms;
+    if (ctx->act.st) {
+        out->act_hits = ctx->act.st->hits;
+        out->act_misses = ctx->act.st->misses;
+        out->act_bytes_written = ctx->act.st->written;
+        out->act_bytes_read = ctx->act.st->read;
+        out->act_wait_ms = ctx->act.st->wait_ms;
+    }
+    zero__comm_bytes(ctx->comm, &out->comm_bytes_within, &out->comm_bytes_across);
+}
+
 /* >>public -------------------------------------------------------------------------------
    The public functions, on top of everything above. */
 /* ---- basics ------------------------------------------------------------------------- */
@@ -14067,17 +14352,7 @@ ZERO_API zero_result zero_comm_set_nodes(zero_comm *c, int ranks_per_node) {
 }
 ZERO_API int zero_comm_ranks_per_node(const zero_comm *c) { return c ? c->node_size : 0; }
 ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
-    int64_t w = 0, a = 0;
-    const zero_comm *e[3];
-    int i;
-    e[0] = c; e[1] = c ? c->intra : NULL; e[2] = c ? c->inter : NULL;
-    for (i = 0; i < 3; i++)
-        if (e[i]) {
-            w += __atomic_load_n(&e[i]->sent_within, __ATOMIC_RELAXED);
-            a += __atomic_load_n(&e[i]->sent_across, __ATOMIC_RELAXED);
-        }
-    if (within) *within = w;
-    if (across) *across = a;
+    zero__comm_bytes(c, within, across);
 }
 
 ZERO_API zero_result zero_comm_local(zero_comm **out, zero_group *g, int rank) {
@@ -14102,139 +14377,14 @@ ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user)
     return zero__run_local(world_size, fn, user);
 }
 /* ---- context and registration -------------------------------------------------------- */
-/* zero_create's failure after the context exists: undone, then reported through the desc's logger */
-static zero_result zero__create_undo(zero_ctx *ctx, const zero_desc *d, const zero__why *why) {
-    zero_destroy(ctx);
-    return zero__fail_lg(&d->logger, why->r, why->item, "%s", why->msg);
-}
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc) {
-    zero_ctx *ctx;
-    zero_desc d;
-    zero_result r;
-    zero__why why;
     if (out) *out = NULL;
     if (!out || !desc)
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_create: %s is NULL", out ? "desc" : "out");
-    d = *desc;
-    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
-    ctx = (zero_ctx *)zero__raw_alloc(&d.allocator, sizeof *ctx);
-    if (!ctx) return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_create: out of memory");
-    memset(ctx, 0, sizeof *ctx);
-    ctx->desc = d;
-    ctx->salt = zero__next_salt();
-    ctx->opt.simd = zero__simd_pick();
-    ctx->dev = zero__dev_pick(d.device);
-    ctx->tier.vt = &zero__tier_mem;         /* until zero_build picks the planned tier */
-    if ((r = ctx->dev->init(ctx)) != ZERO_OK) {
-        zero__raw_free(&d.allocator, ctx);
-        return r;
-    }
-    if (d.comm) {
-        /* a context's comm stream issues collectives on its own; two contexts on one
-           endpoint would interleave them differently on different ranks */
-        int busy;
-        pthread_mutex_lock(&d.comm->group->mu);
-        busy = d.comm->in_use;
-        d.comm->in_use = 1;
-        if (!busy) d.comm->ctx = ctx;
-        pthread_mutex_unlock(&d.comm->group->mu);
-        if (busy) {
-            ctx->dev->fini(ctx);
-            zero__raw_free(&d.allocator, ctx);
-            return zero__fail_lg(&d.logger, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                                 "zero_create: rank %d's zero_comm is already used by another context; give each "
-                                 "context its own endpoint (its own zero_group)", d.comm->rank);
-        }
-        ctx->comm = d.comm;
-    } else {
-        if ((r = zero_group_create(&ctx->own_group, 1)) != ZERO_OK ||
-            (r = zero_comm_local(&ctx->comm, ctx->own_group, 0)) != ZERO_OK) {
-            zero_group_destroy(ctx->own_group);
-            ctx->dev->fini(ctx);
-            zero__raw_free(&d.allocator, ctx);
-            return r;
-        }
-        ctx->comm->ctx = ctx;
-    }
-    ctx->rank = ctx->comm->rank;
-    ctx->world = ctx->comm->size;
-    ctx->prank = ctx->rank;
-    ctx->desc.comm = ctx->comm;
-    if ((r = zero__zpp_attach(ctx, &why)) != ZERO_OK) return zero__create_undo(ctx, &d, &why);
-    if ((int)d.reduce_mode < 0 || d.reduce_mode >= ZERO_REDUCE_NUM) {
-        zero_destroy(ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_create: zero_desc.reduce_mode is %d; use ZERO_REDUCE_EXACT or ZERO_REDUCE_NCCL",
-                             (int)d.reduce_mode);
-    }
-    {   /* the communicator's checks and settings for this context (NCCL: GPU, stream; MPI: host memory) */
-        zero_log_item item;
-        char why[ZERO__MSG];
-        if ((r = zero__comm_attach(ctx, &item, why, sizeof why)) != ZERO_OK) {
-            zero_destroy(ctx);
-            return zero__fail_lg(&d.logger, r, item, "%s", why);
-        }
-    }
-    if (d.loss_scale > 0) {
-        ctx->opt.loss_scale = d.loss_scale;
-    } else if (d.param_dtype == ZERO_F16 || d.grad_dtype == ZERO_F16 || d.grad_accum_dtype == ZERO_F16) {
-        ctx->opt.loss_scale = d.loss_scale_init;
-        ctx->opt.dynamic_scale = 1;
-    } else {
-        ctx->opt.loss_scale = 1.0f;
-    }
-    pthread_mutex_init(&ctx->stream.mu, NULL);
-    pthread_cond_init(&ctx->stream.cv, NULL);
-    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
-        pthread_mutex_destroy(&ctx->stream.mu);
-        pthread_cond_destroy(&ctx->stream.cv);
-        if (ctx->own_group) { zero_comm_destroy(ctx->comm); zero_group_destroy(ctx->own_group); }
-        else { ctx->comm->in_use = 0; ctx->comm->ctx = NULL; }   /* nobody else can have seen this context */
-        ctx->dev->fini(ctx);
-        zero__raw_free(&d.allocator, ctx);
-        return zero__fail_lg(&d.logger, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                             "zero_create: could not start the comm stream thread");
-    }
-    ctx->stream.started = 1;
-    *out = ctx;
-    return ZERO_OK;
+    return zero__create(out, desc);
 }
 ZERO_API void zero_destroy(zero_ctx *ctx) {
-    const zero_allocator *a;
-    int i;
-    if (!ctx) return;
-    a = &ctx->desc.allocator;
-    if (ctx->stream.started) {
-        zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
-        pthread_join(ctx->stream.thread, NULL);
-        pthread_mutex_destroy(&ctx->stream.mu);
-        pthread_cond_destroy(&ctx->stream.cv);
-    }
-    zero__pool_free(ctx->opt.pool, a);
-    zero__trace_free(ctx);
-    zero__stash_free(ctx);
-    zero__free_arenas(ctx);
-    if (ctx->dev) ctx->dev->fini(ctx);
-    for (i = 0; i < ctx->act.num; i++) zero__raw_free(a, ctx->act.recs[i].name);
-    zero__raw_free(a, ctx->act.recs);
-    for (i = 0; i < ctx->num_params; i++) zero__raw_free(a, ctx->params[i].name);
-    for (i = 0; i < ctx->num_modules; i++) zero__raw_free(a, ctx->modules[i].name);
-    zero__raw_free(a, ctx->params);
-    zero__raw_free(a, ctx->modules);
-    zero__raw_free(a, ctx->tiled);
-    for (i = 0; i < ctx->num_ties; i++) zero__raw_free(a, ctx->ties[i].name);
-    zero__raw_free(a, ctx->ties);
-    if (ctx->own_group) {
-        zero_comm_destroy(ctx->comm);
-        zero_group_destroy(ctx->own_group);
-    } else if (ctx->comm) {
-        pthread_mutex_lock(&ctx->comm->group->mu);
-        ctx->comm->in_use = 0;
-        ctx->comm->ctx = NULL;
-        if (ctx->comm->intra) ctx->comm->intra->ctx = ctx->comm->inter->ctx = NULL;
-        pthread_mutex_unlock(&ctx->comm->group->mu);
-    }
-    zero__raw_free(a, ctx);
+    if (ctx) zero__destroy(ctx);
 }
 
 ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
@@ -14311,34 +14461,12 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
 }
 ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
                                                zero_plan *plan) {
-    zero_desc d;
-    zero__sizes z;
-    zero_result r;
-    int64_t add[ZERO_TIER_NUM][ZERO_CAT_NUM];
-    int i, t, c;
     if (!desc || !plan || (num_acts > 0 && !act_bytes))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_estimate_activations: NULL argument");
     if (num_acts < 0 || num_acts > 0xfffff)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_estimate_activations: num_acts is %d", num_acts);
-    d = *desc;
-    if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
-    memset(&z, 0, sizeof z);
-    for (i = 0; i < num_acts; i++) {
-        if (act_bytes[i] <= 0 || act_bytes[i] > ((int64_t)1 << 48))
-            return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "zero_estimate_activations: slot %d has %lld bytes", i, (long long)act_bytes[i]);
-        zero__act_size(&z, act_bytes[i]);
-    }
-    if (d.offload_activations == ZERO_OFFLOAD_NVME && d.act_live_bytes && d.act_live_bytes < z.act_max)
-        return zero__fail(NULL, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_OVER_CAP,
-                          "zero_estimate_activations: act_live_bytes %lld is less than the largest slot's %lld bytes "
-                          "(its bytes and trailer rounded up to 4 KiB)", (long long)d.act_live_bytes, (long long)z.act_max);
-    memset(add, 0, sizeof add);
-    zero__act_plan(&d, &z, add);
-    for (t = 0; t < ZERO_TIER_NUM; t++)
-        for (c = 0; c < ZERO_CAT_NUM; c++) { plan->bytes[t][c] += add[t][c]; plan->total_bytes += add[t][c]; }
-    return ZERO_OK;
+    return zero__estimate_activations(desc, num_acts, act_bytes, plan);
 }
 /* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
@@ -14632,55 +14760,12 @@ ZERO_API int64_t zero_trace_count(const zero_ctx *ctx) {
 }
 
 ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path) {
-    const zero_allocator *a;
-    int64_t mine, stride = 0, *counts = NULL, res = 0, *all_res = NULL, bytes;
-    zero__trace_event *send = NULL, *all = NULL;
-    zero_result r;
-    int i, N;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: ctx is NULL");
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_save: path is NULL");
     if (!ctx->trace)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_trace_save: tracing is off (call zero_trace_enable first)");
-    a = &ctx->desc.allocator;
-    N = ctx->world;
-    if ((r = zero__drain(ctx)) != ZERO_OK) return r;
-    /* events the comm stream adds from here on (this call's own gathers) are not saved */
-    mine = zero_trace_count(ctx);
-    if (mine > ctx->trace->cap) mine = ctx->trace->cap;
-    counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
-    if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
-    all_res = counts + N;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
-    for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
-    if (stride < 1) stride = 1;
-    bytes = stride * (int64_t)sizeof(zero__trace_event);
-    if (r == ZERO_OK) {
-        send = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes);
-        all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
-        res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
-        /* agree on the allocation before moving stride * N events */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
-        for (i = 0; r == ZERO_OK && i < N; i++)
-            if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                                               "zero_trace_save: rank %d cannot allocate the event buffers", i);
-    }
-    if (r == ZERO_OK) {
-        memset(send, 0, (size_t)bytes);
-        memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
-    }
-    if (r == ZERO_OK) {
-        res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
-        /* every rank returns rank 0's result */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
-        if (r == ZERO_OK && all_res[0] != 0)
-            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
-    }
-    zero__raw_free(a, send);
-    zero__raw_free(a, all);
-    zero__raw_free(a, counts);
-    return r;
+    return zero__trace_save(ctx, path);
 }
 
 /* ---- parameters in and out ------------------------------------------------------------ */
@@ -14726,40 +14811,9 @@ ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
 }
 
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
-    zero_ctx *c = (zero_ctx *)ctx;
-    int t, k;
-    if (!ctx || !out) return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
-    memset(out, 0, sizeof *out);
-    memcpy(out->bytes, ctx->lay.bytes, sizeof out->bytes);
-    for (t = 0; t < ZERO_TIER_NUM; t++)
-        for (k = 0; k < ZERO_CAT_NUM; k++) {
-            out->total_bytes += ctx->lay.bytes[t][k];
-            if (k != ZERO_CAT_BUFFERS && k != ZERO_CAT_ACTIVATIONS) out->model_state_bytes += ctx->lay.bytes[t][k];
-        }
-    pthread_mutex_lock(&c->stream.mu);
-    memcpy(out->comm_calls, ctx->traffic.calls, sizeof out->comm_calls);
-    memcpy(out->comm_elems, ctx->traffic.elems, sizeof out->comm_elems);
-    memcpy(out->comm_bytes, ctx->traffic.bytes, sizeof out->comm_bytes);
-    pthread_mutex_unlock(&c->stream.mu);
-    out->steps = ctx->opt.steps;
-    out->skipped_steps = ctx->opt.skipped;
-    out->loss_scale = ctx->opt.loss_scale;
-    out->grad_norm = ctx->opt.grad_norm;
-    out->prefetch_hits = ctx->sched.hits;
-    out->prefetch_misses = ctx->sched.misses;
-    out->prefetched_bytes = ctx->sched.prefetched_bytes;
-    out->gathered_bytes = ctx->sched.gathered;
-    out->peak_gathered_bytes = ctx->sched.peak_gathered;
-    out->peak_staging_bytes = ctx->grads.peak;
-    out->fetch_wait_ms = ctx->sched.wait_ms;
-    if (ctx->act.st) {
-        out->act_hits = ctx->act.st->hits;
-        out->act_misses = ctx->act.st->misses;
-        out->act_bytes_written = ctx->act.st->written;
-        out->act_bytes_read = ctx->act.st->read;
-        out->act_wait_ms = ctx->act.st->wait_ms;
-    }
-    zero_comm_bytes(ctx->comm, &out->comm_bytes_within, &out->comm_bytes_across);
+    if (!ctx || !out)
+        return zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
+    zero__stats_get(ctx, out);
     return ZERO_OK;
 }
 
