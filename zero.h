@@ -1231,13 +1231,12 @@ ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user);
    one GPU per process; without a launcher a world of one) or "local" (a world of one).
    Destroy it with zero_comm_destroy after the last context that uses it. */
 ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend);
-#ifdef ZERO_CUDA
 /* One process driving world_size GPUs over NCCL: fn(comm, rank, user) on a thread per
    GPU, thread r on GPU r. ZERO_ERR_NO_DEVICE without a GPU, ZERO_ERR_INVALID_SIZE when
-   world_size is more than the GPUs visible. Returns ZERO_OK if every fn did, else the
-   lowest failing rank's result, which zero_last_error(NULL) then describes. */
+   world_size is more than the GPUs visible, ZERO_ERR_UNSUPPORTED in a build without
+   ZERO_CUDA. Returns ZERO_OK if every fn did, else the lowest failing rank's result, which
+   zero_last_error(NULL) then describes. */
 ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user);
-#endif
 
 /* context */
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
@@ -1754,8 +1753,10 @@ ZERO__FP_PIN_END
 #if defined(ZERO_IMPLEMENTATION) && !defined(ZERO__IMPL_DEFINED)
 #define ZERO__IMPL_DEFINED
 
-/* Table of contents. Regions in the order the data flows, each tag once; a region calls only
-   the regions above it (one forward declaration: the stream's task runner, in >>schedule).
+/* Table of contents. Regions in the order the data flows, each tag once and contiguous; a
+   region calls only the regions above it, and the backends are reached only through their
+   tables (tests/test_house.sh checks both). One forward declaration crosses regions:
+   zero__run_task, the comm stream's task runner (>>schedule), called from >>trace.
      >>platform   system headers and shims, in one place
      >>structs    the shared types: tasks, streams, the device and comm tables, the layout
                   records, zero_ctx (grouped by concern)
@@ -7706,6 +7707,12 @@ static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
     return r;
 }
 
+#else
+static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
+    (void)world_size; (void)fn; (void)user;
+    return zero__fail(NULL, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_NO_DEVICE,
+                      "zero_run_nccl: zero.h was compiled without ZERO_CUDA (make CUDA=1, or -DZERO_CUDA)");
+}
 #endif /* ZERO_CUDA */
 
 /* ---- comm: bootstrap from the launcher's environment (zero_comm_from_env) ----------- */
@@ -14823,12 +14830,10 @@ ZERO_API zero_result zero_comm_from_env(zero_comm **out, const char *backend) {
     return zero__comm_from_env(out, backend);
 }
 
-#ifdef ZERO_CUDA
 ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user) {
     if (!fn) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_nccl: fn is NULL");
     return zero__run_nccl(world_size, fn, user);
 }
-#endif
 
 /* ---- checkpoints and safetensors ---------------------------------------------------- */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir) {

@@ -437,6 +437,14 @@ static void null_plan_get_out(void) {
     if (small(&mo, 0)) EXPECT(zero_plan_get(mo.z, NULL), ZERO_ERR_INVALID_ARG, mo.z);
     model_free(&mo);
 }
+/* zero_run_nccl exists in every build; without ZERO_CUDA it says so */
+static zero_result never_rank(zero_comm *c, int rank, void *user) { (void)c; (void)rank; (void)user; return ZERO_ERR_STATE; }
+static void run_nccl_without_cuda(void) {
+#ifndef ZERO_CUDA
+    EXPECT(zero_run_nccl(2, never_rank, NULL), ZERO_ERR_UNSUPPORTED, NULL);
+    CHECK(strstr(zero_last_error(NULL), "ZERO_CUDA") != NULL, "message: %s", zero_last_error(NULL));
+#endif
+}
 /* zero_build logs its memory plan (PLAN) and that it is built (BUILT), at INFO level */
 static void log_plan_at_build(void) {
     zero_desc d;
@@ -1347,6 +1355,7 @@ int main(void) {
     TEST_RUN(null_plan_get_out);
     TEST_RUN(null_stats_get_out);
     TEST_RUN(log_plan_at_build);
+    TEST_RUN(run_nccl_without_cuda);
     TEST_RUN(null_estimate_desc);
     TEST_RUN(null_estimate_numels);
     TEST_RUN(null_estimate_out);
