@@ -1950,21 +1950,38 @@ ZERO__FP_PIN_BEGIN
    has undone its work): the result, the log item and the message (zero__why_set) */
 typedef struct zero__why { zero_result r; zero_log_item item; char msg[ZERO__MSG]; } zero__why;
 
+/* The comm stream's task kinds, described once: X(KIND, runner, trace label, module task).
+   Each kind's runner is zero__do_<runner> (>>schedule), run through one table; a module task
+   names its module (the collective's tag and the trace's label); the traffic each kind
+   sends is counted when it is issued (zero__count_task, >>stream). */
+#define ZERO__TASK_KINDS(X) \
+    X(REDUCE,          reduce,          "reduce",           1) \
+    X(GATHER_MODULE,   gather_module,   "all-gather",       1) \
+    X(GATHER_PARAMS,   gather_params,   "gather params",    1) \
+    X(GATHER_MASTER,   gather_master,   "gather master",    1) \
+    X(ALLREDUCE_F64,   allreduce_f64,   "all-reduce",       0) \
+    X(ALLGATHER_BYTES, allgather_bytes, "all-gather bytes", 0) \
+    X(SPLIT,           split,           "split into nodes", 0) \
+    X(STOP,            stop,            "stop",             0)
 typedef enum zero__task_kind {
-    ZERO__TASK_REDUCE = 1,        /* a: module, b: micro-batch index (1-based) */
-    ZERO__TASK_GATHER_MODULE,     /* a: module, ptr: destination (the module's full span) */
-    ZERO__TASK_GATHER_PARAMS,     /* a: module (stages 1-2 after the optimizer) */
-    ZERO__TASK_GATHER_MASTER,     /* a: module, ptr: f32 buffer of the module's span */
-    ZERO__TASK_ALLREDUCE_F64,     /* ptr: doubles, n */
-    ZERO__TASK_ALLGATHER_BYTES,   /* ptr: send, ptr2: recv, n: bytes per rank */
-    ZERO__TASK_SPLIT,             /* a: ranks per node: the comm's node and cross-node endpoints (ZeRO++) */
-    ZERO__TASK_STOP
+#define ZERO__X(kind, runner, label, module_task) ZERO__TASK_##kind,
+    ZERO__TASK_KINDS(ZERO__X)
+#undef ZERO__X
+    ZERO__TASK_NUM
 } zero__task_kind;
 
+/* a task: its kind, its module (module tasks; -1 otherwise), and the kind's own fields */
 typedef struct zero__task {
-    int kind, a, b;
-    int64_t n;
-    void *ptr, *ptr2;
+    int kind;
+    int mod;
+    union {
+        struct { int micro; int64_t staging_off; } reduce;      /* micro-batch (1-based); its record's offset */
+        struct { int refresh; void *dst; } gather;              /* GATHER_MODULE: hpz's chunk is stale; the span */
+        struct { float *buf; } master;                          /* GATHER_MASTER: the span, fp32 */
+        struct { double *v; int n; } f64;                       /* ALLREDUCE_F64: n doubles, summed in place */
+        struct { const void *send; void *recv; int64_t bytes; } all;  /* ALLGATHER_BYTES: bytes per rank */
+        struct { int ranks_per_node; } split;                   /* SPLIT: the comm's node and cross-node endpoints */
+    } u;
 } zero__task;
 
 typedef struct zero__stream {
@@ -2653,17 +2670,17 @@ static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const ch
 
 /* the comm stream runs every task through here */
 static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
-    static const char *names[] = { "?", "reduce", "all-gather", "gather params", "gather master", "all-reduce",
-                                   "all-gather bytes", "split into nodes" };
+    static const char *labels[] = {
+#define ZERO__X(kind, runner, label, module_task) label,
+        ZERO__TASK_KINDS(ZERO__X)
+#undef ZERO__X
+    };
     double t0 = zero__trace_t0(ctx);
     zero_result r = zero__run_task(ctx, t);
     if (zero__trace_get(ctx)) {
-        int k = t->kind == ZERO__TASK_REDUCE ? 1 : t->kind == ZERO__TASK_GATHER_MODULE ? 2 :
-                t->kind == ZERO__TASK_GATHER_PARAMS ? 3 : t->kind == ZERO__TASK_GATHER_MASTER ? 4 :
-                t->kind == ZERO__TASK_ALLREDUCE_F64 ? 5 : t->kind == ZERO__TASK_ALLGATHER_BYTES ? 6 :
-                t->kind == ZERO__TASK_SPLIT ? 7 : 0;
-        int mod = k >= 1 && k <= 4 && t->a >= 0 && t->a < ctx->num_modules;
-        zero__trace_add(ctx, ZERO__TRACK_COMM, names[k], mod ? ctx->modules[t->a].name : NULL, t0);
+        int mod = t->mod >= 0 && t->mod < ctx->num_modules;
+        zero__trace_add(ctx, ZERO__TRACK_COMM, t->kind >= 0 && t->kind < ZERO__TASK_NUM ? labels[t->kind] : "?",
+                        mod ? ctx->modules[t->mod].name : NULL, t0);
     }
     return r;
 }
@@ -2768,20 +2785,25 @@ static void *zero__stream_main(void *arg) {
    an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
    task is issued, so the figures after a call do not depend on how far the comm
    stream has got. Caller holds the stream lock. */
-static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
+/* the collective a module's reduction runs for micro-batch `micro` (1-based): stages 2-3
+   reduce-scatter every micro-batch into the shard; stages 0-1 accumulate and reduce the last
+   one (stage 0 all-reduces); -1: this micro-batch is only accumulated */
+static int zero__reduce_coll(const zero_desc *d, int micro) {
+    if (d->stage >= 2) return ZERO_COLL_REDUCE_SCATTER;
+    if (micro < d->accum_steps) return -1;
+    return d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
+}
+static void zero__count_task(zero_ctx *ctx, const zero__task *t) {
     const zero_desc *d = &ctx->desc;
-    int64_t N = ctx->world, per = a >= 0 && a < ctx->num_modules ? ctx->modules[a].span / N : 0;
+    int64_t N = ctx->world, per = t->mod >= 0 && t->mod < ctx->num_modules ? ctx->modules[t->mod].span / N : 0;
     int64_t elems = 0, es = 0;
     int coll = -1;
     if (ctx->zpp.on) return;        /* ZeRO++'s collectives count themselves (zero__coll_count) */
-    switch (kind) {
+    switch (t->kind) {
     case ZERO__TASK_REDUCE:
-        if (d->stage >= 2) { coll = ZERO_COLL_REDUCE_SCATTER; elems = per * (N - 1); es = (int64_t)zero__esize(d->grad_dtype); }
-        else if (b == d->accum_steps) {
-            coll = d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
-            elems = per * (N - 1) * (d->stage == 0 ? 2 : 1);
-            es = (int64_t)zero__esize(d->grad_accum_dtype);
-        }
+        coll = zero__reduce_coll(d, t->u.reduce.micro);
+        elems = per * (N - 1) * (coll == ZERO_COLL_ALL_REDUCE ? 2 : 1);
+        es = (int64_t)zero__esize(d->stage >= 2 ? d->grad_dtype : d->grad_accum_dtype);
         break;
     case ZERO__TASK_GATHER_MODULE:
     case ZERO__TASK_GATHER_PARAMS:
@@ -2789,9 +2811,9 @@ static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
     case ZERO__TASK_GATHER_MASTER:
         coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = 4; break;
     case ZERO__TASK_ALLREDUCE_F64:
-        coll = ZERO_COLL_ALL_REDUCE; elems = 2 * n * (N - 1) / N; es = 8; break;
+        coll = ZERO_COLL_ALL_REDUCE; elems = 2 * (int64_t)t->u.f64.n * (N - 1) / N; es = 8; break;
     case ZERO__TASK_ALLGATHER_BYTES:
-        coll = ZERO_COLL_ALL_GATHER; elems = n * (N - 1); es = 1; break;
+        coll = ZERO_COLL_ALL_GATHER; elems = t->u.all.bytes * (N - 1); es = 1; break;
     default:
         break;
     }
@@ -2801,20 +2823,65 @@ static void zero__count_task(zero_ctx *ctx, int kind, int a, int b, int64_t n) {
     ctx->traffic.bytes[coll] += elems * es;
 }
 
-static uint64_t zero__enqueue(zero_ctx *ctx, int kind, int a, int b, int64_t n, void *ptr, void *ptr2) {
+static uint64_t zero__enqueue(zero_ctx *ctx, const zero__task *task) {
     zero__stream *s = &ctx->stream;
-    zero__task *t;
     uint64_t ticket;
     pthread_mutex_lock(&s->mu);
-    zero__count_task(ctx, kind, a, b, n);
+    zero__count_task(ctx, task);
     while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
-    t = &s->ring[s->enqueued % ZERO__STREAM_CAP];
-    t->kind = kind; t->a = a; t->b = b; t->n = n; t->ptr = ptr; t->ptr2 = ptr2;
-    if (kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
+    s->ring[s->enqueued % ZERO__STREAM_CAP] = *task;
+    if (task->kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
     ticket = ++s->enqueued;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     return ticket;
+}
+/* a task of a kind (and a module: -1 for none), its fields zeroed; the posts below fill them */
+static zero__task zero__task_of(int kind, int mod) {
+    zero__task t;
+    memset(&t, 0, sizeof t);
+    t.kind = kind;
+    t.mod = mod;
+    return t;
+}
+static uint64_t zero__post_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
+    zero__task t = zero__task_of(ZERO__TASK_REDUCE, mi);
+    t.u.reduce.micro = micro;
+    t.u.reduce.staging_off = staging_off;
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_gather_module(zero_ctx *ctx, int mi, int refresh, void *dst) {
+    zero__task t = zero__task_of(ZERO__TASK_GATHER_MODULE, mi);
+    t.u.gather.refresh = refresh;
+    t.u.gather.dst = dst;
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_gather_params(zero_ctx *ctx, int mi) {
+    zero__task t = zero__task_of(ZERO__TASK_GATHER_PARAMS, mi);
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_gather_master(zero_ctx *ctx, int mi, float *buf) {
+    zero__task t = zero__task_of(ZERO__TASK_GATHER_MASTER, mi);
+    t.u.master.buf = buf;
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_allreduce_f64(zero_ctx *ctx, double *v, int n) {
+    zero__task t = zero__task_of(ZERO__TASK_ALLREDUCE_F64, -1);
+    t.u.f64.v = v;
+    t.u.f64.n = n;
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_allgather(zero_ctx *ctx, const void *send, void *recv, int64_t bytes) {
+    zero__task t = zero__task_of(ZERO__TASK_ALLGATHER_BYTES, -1);
+    t.u.all.send = send;
+    t.u.all.recv = recv;
+    t.u.all.bytes = bytes;
+    return zero__enqueue(ctx, &t);
+}
+static uint64_t zero__post_split(zero_ctx *ctx, int ranks_per_node) {
+    zero__task t = zero__task_of(ZERO__TASK_SPLIT, -1);
+    t.u.split.ranks_per_node = ranks_per_node;
+    return zero__enqueue(ctx, &t);
 }
 /* zero_create: the comm stream's worker thread */
 static zero_result zero__stream_start(zero_ctx *ctx) {
@@ -2831,7 +2898,10 @@ static zero_result zero__stream_start(zero_ctx *ctx) {
 /* zero_destroy: the worker runs what is queued, then stops */
 static void zero__stream_stop(zero_ctx *ctx) {
     if (!ctx->stream.started) return;
-    zero__enqueue(ctx, ZERO__TASK_STOP, 0, 0, 0, NULL, NULL);
+    {
+        zero__task stop = zero__task_of(ZERO__TASK_STOP, -1);
+        zero__enqueue(ctx, &stop);
+    }
     pthread_join(ctx->stream.thread, NULL);
     pthread_mutex_destroy(&ctx->stream.mu);
     pthread_cond_destroy(&ctx->stream.cv);
@@ -8515,7 +8585,7 @@ static zero_result zero__zpp_split(zero_ctx *ctx) {
     zero_comm *c = ctx->comm;
     zero_result r;
     if (!c->intra || c->split_ns != ctx->zpp.ns) {
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_SPLIT, ctx->zpp.ns, 0, 0, NULL, NULL))) != ZERO_OK)
+        if ((r = zero__wait(ctx, zero__post_split(ctx, ctx->zpp.ns))) != ZERO_OK)
             return zero__fail(ctx, r, ZERO_LOGITEM_COMM_BROKEN,
                               "zero_build: splitting the communicator into nodes of %d ranks failed: %s", ctx->zpp.ns,
                               ctx->err);
@@ -10008,7 +10078,7 @@ static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
     ctx->tier.off->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
-    if ((rr = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return rr;
+    if ((rr = zero__wait(ctx, zero__post_allreduce_f64(ctx, v, 2))) != ZERO_OK) return rr;
     if (v[0] == 0) { ctx->tier.off->slot = 1 - ctx->tier.off->slot; return ZERO_OK; }
     zero__off_undo(ctx);
     if (r != ZERO_OK) return r;
@@ -10312,7 +10382,7 @@ static zero_result zero__build_agree(zero_ctx *ctx, zero__sizes *z) {
     mine.numel = z->numel; mine.hash = zero__model_hash(ctx);
     all = (zero__build_rec *)zero__raw_alloc(&ctx->desc.allocator, sizeof *all * (size_t)ctx->world);
     if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, &mine, all));
+    r = zero__wait(ctx, zero__post_allgather(ctx, &mine, all, (int64_t)sizeof mine));
     for (k = 0; r == ZERO_OK && local == ZERO_OK && k < ctx->world; k++) {
         if (all[k].status != ZERO_OK)
             r = zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_MODEL_MISMATCH,
@@ -10427,7 +10497,7 @@ static zero_result zero__build_tier(zero_ctx *ctx) {
     r = ctx->tier.vt->build(ctx);
     if (ctx->tier.vt->build_agreed) {   /* every rank's files, or none: fail together */
         double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
         if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
             r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
                                                 "zero_build: another rank could not create its offload files");
@@ -10524,7 +10594,6 @@ static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *ful
     return zero__all_gather(ctx, mine, full, per, dt);
 }
 
-/* ---- tasks: what the comm stream runs ----------------------------------------------- */
 
 static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
     const zero_desc *d = &ctx->desc;
@@ -10601,75 +10670,93 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     return zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
 }
 
-static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
+/* ---- tasks: what the comm stream runs (one runner per kind of ZERO__TASK_KINDS) ---------- */
+static zero_result zero__do_reduce(zero_ctx *ctx, const zero__task *t) {
+    zero_result r = zero__task_reduce(ctx, t->mod, t->u.reduce.micro, t->u.reduce.staging_off);
+    if (r == ZERO_OK)
+        zero__log(ctx, ZERO_LOG_DEBUG, ZERO_LOGITEM_REDUCED, "reduced module '%s' (micro-batch %d)",
+                  ctx->modules[t->mod].name, t->u.reduce.micro);
+    return r;
+}
+/* stage 3: the module gathered into its place from every rank's shard (the tier's, when
+   the params are on NVMe) */
+static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
+    const zero__module_rec *m = &ctx->modules[t->mod];
     int N = ctx->world, pdt = ctx->desc.param_dtype;
-    /* module tasks carry the module as the collective's tag: the local comm checks
-       every rank moves the same module, so a divergent program is named, not garbled */
-    ctx->comm->tag = t->kind == ZERO__TASK_REDUCE || t->kind == ZERO__TASK_GATHER_MODULE ||
-                     t->kind == ZERO__TASK_GATHER_PARAMS || t->kind == ZERO__TASK_GATHER_MASTER ? t->a : -1;
-    switch (t->kind) {
-    case ZERO__TASK_REDUCE: {
-        zero_result r = zero__task_reduce(ctx, t->a, t->b, t->n);
-        if (r == ZERO_OK)
-            zero__log(ctx, ZERO_LOG_DEBUG, ZERO_LOGITEM_REDUCED, "reduced module '%s' (micro-batch %d)",
-                      ctx->modules[t->a].name, t->b);
+    int64_t per = m->span / N;
+    char *dst = (char *)t->u.gather.dst, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
+    const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt);
+    zero_result r, rr = ZERO_OK, rc = ZERO_OK;
+    if (ctx->zpp.on) return zero__zpp_gather(ctx, t->mod, shard, dst, t->u.gather.refresh);
+    if (ctx->tier.vt->holds_params(ctx) && !m->frozen)    /* on failure the others still get their gather */
+        rr = ctx->tier.vt->gather(ctx, m->train_off / N, per, mine);
+    else
+        rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, shard, per * (int64_t)zero__esize(pdt));
+    r = zero__all_gather(ctx, mine, dst, per, pdt);
+    if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
+    if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
+    if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
+        ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
+        snprintf(ctx->comm->err, sizeof ctx->comm->err,
+                 "stage 3: rank %d fetched module '%s' while rank 0 fetched '%s': the ranks' fetch orders differ",
+                 ctx->comm->bad_rank, ctx->modules[ctx->comm->bad_tag[1]].name,
+                 ctx->modules[ctx->comm->bad_tag[0]].name);
+    return r;
+}
+/* stages 1-2 after the optimizer: every rank's new slice of the params into the full copy */
+static zero_result zero__do_gather_params(zero_ctx *ctx, const zero__task *t) {
+    const zero__module_rec *m = &ctx->modules[t->mod];
+    int pdt = ctx->desc.param_dtype;
+    int64_t per = m->span / ctx->world;
+    char *full = zero__at(ctx->arena.param, m->param_off, pdt);
+    return zero__gather_slice(ctx, zero__at(full, (int64_t)ctx->prank * per, pdt), full, per, pdt);
+}
+static zero_result zero__do_gather_master(zero_ctx *ctx, const zero__task *t) {
+    return zero__task_gather_master(ctx, t->mod, t->u.master.buf);
+}
+static zero_result zero__do_allreduce_f64(zero_ctx *ctx, const zero__task *t) {
+    return zero__all_reduce(ctx, t->u.f64.v, ZERO__F64, t->u.f64.n);
+}
+static zero_result zero__do_allgather_bytes(zero_ctx *ctx, const zero__task *t) {
+    return zero__c_all_gather(ctx, ctx->comm, t->u.all.send, t->u.all.recv, t->u.all.bytes);
+}
+/* ZeRO++: the comm's node and cross-node endpoints, made anew */
+static zero_result zero__do_split(zero_ctx *ctx, const zero__task *t) {
+    zero_comm *c = ctx->comm;
+    zero_result r;
+    zero__comm_destroy(c->intra);
+    zero__comm_destroy(c->inter);
+    c->intra = c->inter = NULL;
+    c->split_ns = 0;
+    c->err[0] = '\0';
+    if ((r = c->vt->split(c, t->u.split.ranks_per_node, &c->intra, &c->inter)) != ZERO_OK) {
+        if (!c->err[0]) snprintf(c->err, sizeof c->err, "%s", zero__result_name(r));
         return r;
     }
-    case ZERO__TASK_GATHER_MODULE: {
-        const zero__module_rec *m = &ctx->modules[t->a];
-        if (ctx->zpp.on)
-            return zero__zpp_gather(ctx, t->a, zero__at(ctx->arena.param, zero__pshard(ctx, t->a), ctx->desc.param_dtype),
-                                    (char *)t->ptr, t->b);
-        int64_t per = m->span / N;
-        char *dst = (char *)t->ptr, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-        zero_result r, rr = ZERO_OK, rc = ZERO_OK;
-        if (ctx->tier.vt->holds_params(ctx) && !m->frozen)    /* on failure the others still get their gather */
-            rr = ctx->tier.vt->gather(ctx, m->train_off / N, per, mine);
-        else
-            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, zero__at(ctx->arena.param, zero__pshard(ctx, t->a), pdt),
-                                per * (int64_t)zero__esize(pdt));
-        r = zero__all_gather(ctx, mine, dst, per, pdt);
-        if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
-        if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
-        if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&
-            ctx->comm->bad_tag[0] < ctx->num_modules && ctx->comm->bad_tag[1] < ctx->num_modules)
-            snprintf(ctx->comm->err, sizeof ctx->comm->err,
-                     "stage 3: rank %d fetched module '%s' while rank 0 fetched '%s': the ranks' fetch orders differ",
-                     ctx->comm->bad_rank, ctx->modules[ctx->comm->bad_tag[1]].name,
-                     ctx->modules[ctx->comm->bad_tag[0]].name);
-        return r;
-    }
-    case ZERO__TASK_GATHER_PARAMS: {
-        const zero__module_rec *m = &ctx->modules[t->a];
-        int64_t per = m->span / N;
-        char *full = zero__at(ctx->arena.param, m->param_off, pdt);
-        return zero__gather_slice(ctx, zero__at(full, (int64_t)ctx->prank * per, pdt), full, per, pdt);
-    }
-    case ZERO__TASK_GATHER_MASTER:
-        return zero__task_gather_master(ctx, t->a, (float *)t->ptr);
-    case ZERO__TASK_ALLREDUCE_F64:
-        return zero__all_reduce(ctx, t->ptr, ZERO__F64, t->n);
-    case ZERO__TASK_ALLGATHER_BYTES:
-        return zero__c_all_gather(ctx, ctx->comm, t->ptr, t->ptr2, t->n);
-    case ZERO__TASK_SPLIT: {
-        zero_comm *c = ctx->comm;
-        zero_result r;
-        zero__comm_destroy(c->intra);
-        zero__comm_destroy(c->inter);
-        c->intra = c->inter = NULL;
-        c->split_ns = 0;
-        c->err[0] = '\0';
-        if ((r = c->vt->split(c, t->a, &c->intra, &c->inter)) != ZERO_OK) {
-            if (!c->err[0]) snprintf(c->err, sizeof c->err, "%s", zero__result_name(r));
-            return r;
-        }
-        c->split_ns = t->a;
-        return ZERO_OK;
-    }
-    default:
+    c->split_ns = t->u.split.ranks_per_node;
+    return ZERO_OK;
+}
+/* (the stream's worker stops at a STOP task before it would run) */
+static zero_result zero__do_stop(zero_ctx *ctx, const zero__task *t) {
+    (void)t;
+    snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: a stop task was run");
+    return ZERO_ERR_STATE;
+}
+
+static zero_result zero__run_task(zero_ctx *ctx, const zero__task *t) {
+    static zero_result (*const runners[])(zero_ctx *, const zero__task *) = {
+#define ZERO__X(kind, runner, label, module_task) zero__do_##runner,
+        ZERO__TASK_KINDS(ZERO__X)
+#undef ZERO__X
+    };
+    if (t->kind < 0 || t->kind >= ZERO__TASK_NUM) {
         snprintf(ctx->comm->err, sizeof ctx->comm->err, "internal error: unknown task kind %d", t->kind);
         return ZERO_ERR_STATE;
     }
+    /* module tasks carry the module as the collective's tag: the local comm checks every
+       rank moves the same module, so a divergent program is named, not garbled */
+    ctx->comm->tag = t->mod;
+    return runners[t->kind](ctx, t);
 }
 /* ---- fetch / release --------------------------------------------------------------- */
 static zero_result zero__check_built(zero_ctx *ctx, const char *fn) {
@@ -10729,7 +10816,7 @@ static void zero__issue_gather(zero_ctx *ctx, int mi) {
     int refresh = ctx->desc.hpz && !m->sec_fresh;      /* hpz: its chunk is stale */
     m->live = 1;
     m->sec_fresh = 1;
-    m->gticket = zero__enqueue(ctx, ZERO__TASK_GATHER_MODULE, mi, refresh, 0, zero__gather_base(ctx, m), NULL);
+    m->gticket = zero__post_gather_module(ctx, mi, refresh, zero__gather_base(ctx, m));
     if (!m->persistent) {
         ctx->sched.gathered += zero__gbytes(&ctx->desc, m->span);
         if (ctx->sched.gathered > ctx->sched.peak_gathered) ctx->sched.peak_gathered = ctx->sched.gathered;
@@ -10827,7 +10914,7 @@ static zero_result zero__schedule_check(zero_ctx *ctx) {
     for (i = 0; i < K; i++) mine[2 + i] = i < n ? ctx->sched.order[i] : -1;
     all = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof mine * (size_t)ctx->world);
     if (!all) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_step: out of memory");
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)sizeof mine, mine, all));
+    r = zero__wait(ctx, zero__post_allgather(ctx, mine, all, (int64_t)sizeof mine));
     for (k = 1; r == ZERO_OK && k < ctx->world; k++) {
         const int64_t *o = all + (K + 2) * k;
         if (o[0] == all[0] && o[1] == all[1]) continue;
@@ -11007,7 +11094,7 @@ static zero_result zero__trace_save(zero_ctx *ctx, const char *path) {
     counts = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * 2 * (size_t)N);
     if (!counts) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_trace_save: out of memory");
     all_res = counts + N;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, counts));
+    r = zero__wait(ctx, zero__post_allgather(ctx, &mine, counts, 8));
     for (i = 0; r == ZERO_OK && i < N; i++) if (counts[i] > stride) stride = counts[i];
     if (stride < 1) stride = 1;
     bytes = stride * (int64_t)sizeof(zero__trace_event);
@@ -11016,7 +11103,7 @@ static zero_result zero__trace_save(zero_ctx *ctx, const char *path) {
         all = (zero__trace_event *)zero__raw_alloc(a, (size_t)bytes * (size_t)N);
         res = send && all ? 0 : ZERO_ERR_OUT_OF_MEMORY;
         /* agree on the allocation before moving stride * N events */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        r = zero__wait(ctx, zero__post_allgather(ctx, &res, all_res, 8));
         for (i = 0; r == ZERO_OK && i < N; i++)
             if (all_res[i] != 0) r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                "zero_trace_save: rank %d cannot allocate the event buffers", i);
@@ -11024,12 +11111,12 @@ static zero_result zero__trace_save(zero_ctx *ctx, const char *path) {
     if (r == ZERO_OK) {
         memset(send, 0, (size_t)bytes);
         memcpy(send, ctx->trace->ev, (size_t)mine * sizeof(zero__trace_event));
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, bytes, send, all));
+        r = zero__wait(ctx, zero__post_allgather(ctx, send, all, bytes));
     }
     if (r == ZERO_OK) {
         res = ctx->rank == 0 && !zero__trace_write(path, all, counts, stride, N) ? ZERO_ERR_IO : 0;
         /* every rank returns rank 0's result */
-        r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &res, all_res));
+        r = zero__wait(ctx, zero__post_allgather(ctx, &res, all_res, 8));
         if (r == ZERO_OK && all_res[0] != 0)
             r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_TRACE, "zero_trace_save: cannot write '%s'", path);
     }
@@ -11064,7 +11151,7 @@ static void zero__flush(zero_ctx *ctx) {
         int mi = ctx->grads.bucket[3 * i], micro = ctx->grads.bucket[3 * i + 1], rec = ctx->grads.bucket[3 * i + 2];
         int64_t off = rec >= 0 ? ctx->grads.recs[rec].off
                     : rec == ZERO__STAGED_OWN ? ctx->grads.ring_bytes + ctx->modules[mi].shared_off : 0;
-        uint64_t t = zero__enqueue(ctx, ZERO__TASK_REDUCE, mi, micro, off, NULL, NULL);
+        uint64_t t = zero__post_reduce(ctx, mi, micro, off);
         if (rec >= 0) ctx->grads.recs[rec].ticket = t;
         if (rec == ZERO__STAGED_OWN) ctx->modules[mi].shared_ticket = t;
     }
@@ -11308,7 +11395,7 @@ static zero_result zero__grad_sumsq_all(zero_ctx *ctx, double *total) {
     }
     v[1] = (double)ctx->zpp.sets;
     if ((r = ctx->dev->grad_sumsq(ctx, ctx->prank, &v[0])) != ZERO_OK) return r;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, ctx->desc.hpz ? 2 : 1, v, NULL))) != ZERO_OK)
+    if ((r = zero__wait(ctx, zero__post_allreduce_f64(ctx, v, ctx->desc.hpz ? 2 : 1))) != ZERO_OK)
         return r;
     *total = v[0];
     if (ctx->desc.hpz && v[1] != (double)ctx->zpp.sets * ctx->world)
@@ -11356,7 +11443,7 @@ static zero_result zero__step_apply(zero_ctx *ctx, float gscale) {
     zero__trace_add(ctx, ZERO__TRACK_OPTIM, "optimizer", NULL, t0);
     if (d->stage == 1 || d->stage == 2) {
         for (i = 0; i < ctx->num_modules; i++)
-            if (!ctx->modules[i].frozen) zero__enqueue(ctx, ZERO__TASK_GATHER_PARAMS, i, 0, 0, NULL, NULL);
+            if (!ctx->modules[i].frozen) zero__post_gather_params(ctx, i);
         if ((r = zero__drain(ctx)) != ZERO_OK) return r;
     }
     return ZERO_OK;
@@ -11443,7 +11530,7 @@ static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
             if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4)))
                 return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                   "zero_gather_params_f32: out of memory");
-            r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, i, 0, 0, tmp, NULL));
+            r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp));
             if (r != ZERO_OK) break;
         }
         for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
@@ -13086,7 +13173,7 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
         double v[2];
         v[0] = mine != ZERO_OK ? 1.0 : 0.0;
         v[1] = mine != ZERO_OK ? (double)-mine : 0.0;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 2, v, NULL))) != ZERO_OK) return r;
+        if ((r = zero__wait(ctx, zero__post_allreduce_f64(ctx, v, 2))) != ZERO_OK) return r;
         if (mine != ZERO_OK) return mine;
         if (v[0] > 0)
             return zero__fail(ctx, ZERO_ERR_MISMATCH, ZERO_LOGITEM_CKPT, "%s: %g rank(s) failed", fn, v[0]);
@@ -13096,7 +13183,7 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
     code = (int32_t)mine;
     memcpy(rec, &code, 4);
     if (mine != ZERO_OK && mymsg) snprintf(rec + 4, sizeof rec - 4, "%s", mymsg);
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, ZERO__CK_AGREE_REC, rec, all));
+    r = zero__wait(ctx, zero__post_allgather(ctx, rec, all, ZERO__CK_AGREE_REC));
     if (r != ZERO_OK) return r;
     if (mine != ZERO_OK) return mine;
     for (k = 0; k < ctx->world; k++) {
@@ -13303,7 +13390,7 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
     int j;
     zero_result r;
     if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)))))
-        return zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_GATHER_MASTER, mi, 0, 0, buf, NULL));
+        return zero__wait(ctx, zero__post_gather_master(ctx, mi, buf));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
@@ -13538,7 +13625,7 @@ static zero_result zero__ck_save_gen(zero_ctx *ctx, const char *dir, uint64_t *g
         snprintf(msg, msgn, "%.300s: cannot create the directory: %s", dir, strerror(errno));
     }
     if (ctx->rank == 0) mine = zero__ck_max_gen(dir) + 1;
-    if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, 8, &mine, g))) != ZERO_OK) return r;
+    if ((r = zero__wait(ctx, zero__post_allgather(ctx, &mine, g, 8))) != ZERO_OK) return r;
     *gen = g[0];
     return ZERO_OK;
 }
@@ -13557,7 +13644,7 @@ static zero_result zero__ck_save_shards(zero_ctx *ctx, const char *dir, uint64_t
         if (bytes >= 0) { *local = ZERO_OK; mine[1] = (uint64_t)bytes; }
     }
     mine[0] = (uint64_t)(int64_t)*local;
-    r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLGATHER_BYTES, 0, 0, (int64_t)(8 * stride), mine, all));
+    r = zero__wait(ctx, zero__post_allgather(ctx, mine, all, (int64_t)(8 * stride)));
     if (r != ZERO_OK) return r;
     if (*local != ZERO_OK) zero__fail(ctx, *local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
     for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) *failed = 1;
@@ -14484,7 +14571,7 @@ ZERO_API zero_result zero_build(zero_ctx *ctx) {
     r = zero__stash_build(ctx);
     if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none */
         double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, 1, &v, NULL));
+        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
         if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
             r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
                                                 "zero_build: another rank could not create its activation files");
@@ -14811,7 +14898,7 @@ ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_allreduce_f64: bad arguments");
     for (i = 0; i < n; i += 64) {
         int c = n - i < 64 ? n - i : 64;
-        if ((r = zero__wait(ctx, zero__enqueue(ctx, ZERO__TASK_ALLREDUCE_F64, 0, 0, c, values + i, NULL))) != ZERO_OK)
+        if ((r = zero__wait(ctx, zero__post_allreduce_f64(ctx, values + i, c))) != ZERO_OK)
             return r;
     }
     return ZERO_OK;
