@@ -2199,36 +2199,42 @@ typedef struct zero__param_rec {
     int no_decay;
 } zero__param_rec;
 
+/* a module (zero_add_module), its fields grouped by the region that owns them */
 typedef struct zero__module_rec {
     char *name;
     int frozen;
-    int64_t used;                   /* elements before padding the span */
-    int64_t span;                   /* padded to a multiple of N * align */
-    int64_t param_off;              /* full param arena (stages 0-2) */
-    int64_t train_off;              /* full train arenas (grads/master/optim); -1 if frozen */
-    /* per step */
-    int fetched;                    /* fetch count */
-    /* stage 3: where the gathered span lives while gathered (in use, prefetched or kept) */
-    int64_t goff;                   /* offset in the gather arena or the persist region; -1: not gathered */
-    uint64_t gticket;               /* its gather task */
-    int live;                       /* the span at goff holds (or is being gathered with) current values */
-    int persistent, prefetched, kept;
-    int ready;                      /* zero_grads_ready calls this step */
-    int staged;                     /* staging record index for the open micro-batch, -1: none,
-                                       ZERO__STAGED_OWN: open in its own slot (shared) */
-    /* shared (tied) modules: the gradient has a staging slot of its own, not the ring */
-    int shared;                     /* zero_module_desc.shared, or a tied param's owner */
-    int tie_users;                  /* modules other than this one that use its params */
-    int calls;                      /* zero_grads_ready calls this step (ready: reductions queued) */
-    int64_t shared_off;             /* its slot: bytes after the ring */
-    uint64_t shared_ticket;         /* the slot's last reduce task */
-    /* ZeRO++ hpz: the module's chunk of the secondary partition (span / ranks per node) */
-    int64_t sec_off;                /* in ctx->zpp.sec, bytes */
-    int sec_fresh;                  /* its chunk holds the params (else the next gather refreshes it) */
-    /* the gradient norm's blocks of this rank's slice (>>kernels: zero__sumsq_scalar) */
-    int64_t norm_first;             /* its first block in ctx->opt.norm_part (trainable modules) */
-    int norm_taken;                 /* this step's blocks are in norm_part already: its last
-                                       reduction took them (comm thread; cleared by zero__end_step) */
+    struct {                        /* where it lies (>>plan) */
+        int64_t used;               /* elements before padding the span */
+        int64_t span;               /* padded to a multiple of N * align */
+        int64_t param_off;          /* full param arena (stages 0-2) */
+        int64_t train_off;          /* full train arenas (grads/master/optim); -1 if frozen */
+    } lay;
+    struct {                        /* stage 3's gathers (>>schedule) */
+        int fetched;                /* fetch count */
+        int64_t goff;               /* the gathered span in the gather arena or the persist region; -1: none */
+        uint64_t gticket;           /* its gather task */
+        int live;                   /* the span at goff holds (or is being gathered with) current values */
+        int persistent, prefetched, kept;
+    } gat;
+    struct {                        /* its gradients this step (>>grads) */
+        int calls;                  /* zero_grads_ready calls (ready: reductions queued) */
+        int ready;
+        int open_rec;               /* the open micro-batch's record in the staging area; -1: none */
+        int open_own;               /* the open micro-batch is in the module's own slot (shared modules) */
+        int shared;                 /* zero_module_desc.shared, or a tied param's owner: a slot of its own */
+        int tie_users;              /* modules other than this one that use its params */
+        int64_t shared_off;         /* its own slot: bytes after the ring */
+        uint64_t shared_ticket;     /* the slot's last reduce task (ZERO__QUEUED: in the open bucket) */
+    } grad;
+    struct {                        /* ZeRO++ hpz: its chunk of the secondary partition (>>zpp) */
+        int64_t sec_off;            /* in ctx->zpp.sec, bytes */
+        int sec_fresh;              /* the chunk holds the params (else the next gather refreshes it) */
+    } zpp;
+    struct {                        /* the gradient norm's blocks of this rank's slice (>>optim) */
+        int64_t first;              /* its first block in ctx->opt.norm_part (trainable modules) */
+        int taken;                  /* this step's blocks are in norm_part already: its last reduction
+                                       took them (comm thread; cleared by zero__end_step) */
+    } norm;
 } zero__module_rec;
 
 /* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
@@ -2236,7 +2242,6 @@ typedef struct zero__tie {
     char *name;
     int module, target;
 } zero__tie;
-#define ZERO__STAGED_OWN (-2)
 #define ZERO__QUEUED (~(uint64_t)0)     /* a shared slot's reduction is in the bucket, not yet enqueued */
 
 /* One run of optimizer work: part of one param that lies in this rank's region.
@@ -2245,6 +2250,10 @@ typedef struct zero__segment {
     int64_t n, grad_idx, state_idx, param_idx;
     int decay;
 } zero__segment;
+
+/* a module's reduction in the open bucket: its micro-batch's gradient in staging record
+   rec (-1: none), or in the module's own slot (own), or in place */
+typedef struct zero__bucket_item { int mod, micro, rec, own; } zero__bucket_item;
 
 typedef struct zero__staging_rec {
     int64_t off, bytes;
@@ -2317,7 +2326,7 @@ struct zero_ctx {
         int64_t ring_bytes, head, inuse, peak;
         zero__staging_rec *recs;    /* FIFO of staging records */
         int rec_head, rec_count, rec_cap;
-        int *bucket;                /* modules queued for reduction, not yet flushed */
+        zero__bucket_item *bucket;  /* modules queued for reduction, not yet flushed */
         int bucket_len;
         int64_t bucket_fill, total_ready;
     } grads;
@@ -2795,7 +2804,7 @@ static int zero__reduce_coll(const zero_desc *d, int micro) {
 }
 static void zero__count_task(zero_ctx *ctx, const zero__task *t) {
     const zero_desc *d = &ctx->desc;
-    int64_t N = ctx->world, per = t->mod >= 0 && t->mod < ctx->num_modules ? ctx->modules[t->mod].span / N : 0;
+    int64_t N = ctx->world, per = t->mod >= 0 && t->mod < ctx->num_modules ? ctx->modules[t->mod].lay.span / N : 0;
     int64_t elems = 0, es = 0;
     int coll = -1;
     if (ctx->zpp.on) return;        /* ZeRO++'s collectives count themselves (zero__coll_count) */
@@ -4337,10 +4346,10 @@ static void zero__norm_part(void *arg, int part, int nparts) {
     zero__chunk(ctx->opt.norm_blocks, part, nparts, &lo, &hi);
     for (i = 0; i < ctx->num_modules && first < hi; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        int64_t per = m->span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
+        int64_t per = m->lay.span / N, nb = (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK, base, b;
         if (m->frozen) continue;
-        if (m->norm_taken) { first += nb; continue; }      /* its reduction took them */
-        base = ctx->desc.stage < 2 ? m->train_off + (int64_t)j->r * per : m->train_off / N;
+        if (m->norm.taken) { first += nb; continue; }      /* its reduction took them */
+        base = ctx->desc.stage < 2 ? m->lay.train_off + (int64_t)j->r * per : m->lay.train_off / N;
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
             if (first + b + 4 <= hi && per - s >= 4 * ZERO__NORM_BLOCK) {     /* four whole blocks */
@@ -5017,9 +5026,9 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
         int rk = ctx->desc.stage == 0 ? r : ctx->prank;
         for (i = 0; i < ctx->num_modules; i++) {
             const zero__module_rec *m = &ctx->modules[i];
-            int64_t per = m->span / ctx->world, base;
+            int64_t per = m->lay.span / ctx->world, base;
             if (m->frozen) continue;
-            base = ctx->desc.stage < 2 ? m->train_off + (int64_t)rk * per : m->train_off / ctx->world;
+            base = ctx->desc.stage < 2 ? m->lay.train_off + (int64_t)rk * per : m->lay.train_off / ctx->world;
             for (b = 0; b * ZERO__NORM_BLOCK < per; b++, nb++) {
                 bl[nb].idx = base + b * ZERO__NORM_BLOCK;
                 bl[nb].n = per - b * ZERO__NORM_BLOCK < ZERO__NORM_BLOCK ? per - b * ZERO__NORM_BLOCK : ZERO__NORM_BLOCK;
@@ -8630,8 +8639,8 @@ static zero_result zero__zpp_gather_exact(zero_ctx *ctx, const void *mine, void 
 static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
     const zero__module_rec *m = &ctx->modules[mi];
     int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
-    int64_t per = m->span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
-    char *sec = ctx->zpp.sec + m->sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
+    int64_t per = m->lay.span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    char *sec = ctx->zpp.sec + m->zpp.sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
     zero_result r;
     if (!ctx->desc.qwz)
         return zero__zpp_err(ctx, ctx->zpp.inter, zero__c_all_gather(ctx, ctx->zpp.inter, shard, sec, per * es));
@@ -8649,15 +8658,15 @@ static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
 static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, const char *shard, char *dst, int refresh) {
     const zero__module_rec *m = &ctx->modules[mi];
     int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
-    int64_t per = m->span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
+    int64_t per = m->lay.span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
     char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
     zero_result r;
     ctx->zpp.inter->tag = ctx->zpp.intra->tag = mi;
     if (ctx->desc.hpz) {
-        const char *sec = ctx->zpp.sec + m->sec_off;
+        const char *sec = ctx->zpp.sec + m->zpp.sec_off;
         if (refresh && (r = zero__zpp_refresh(ctx, mi, shard)) != ZERO_OK) return r;
         return zero__zpp_err(ctx, ctx->zpp.intra, zero__c_all_gather(ctx, ctx->zpp.intra, sec, dst,
-                                                                      m->span / ctx->zpp.ns * es));
+                                                                      m->lay.span / ctx->zpp.ns * es));
     }
     if (!ctx->desc.qwz) return zero__zpp_gather_exact(ctx, shard, dst, per, pdt);
     /* qwz: this rank's payload, its cross-node peers' (after it in a), then every rank's in b,
@@ -8807,15 +8816,15 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
    *lo is where that region starts. Empty when *s >= *e. */
 static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world;
-    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->prank * per, h = ctx->desc.stage == 0 ? m->span : l + per;
+    int64_t per = m->lay.span / ctx->world;
+    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->prank * per, h = ctx->desc.stage == 0 ? m->lay.span : l + per;
     *lo = l;
     *s = p->offset > l ? p->offset : l;
     *e = p->offset + p->numel < h ? p->offset + p->numel : h;
 }
 /* index of span position pos (inside this rank's region starting at lo) in the state arenas */
 static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
-    return ctx->desc.stage == 0 ? m->train_off + pos : m->train_off / ctx->world + (pos - lo);
+    return ctx->desc.stage == 0 ? m->lay.train_off + pos : m->lay.train_off / ctx->world + (pos - lo);
 }
 
 static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
@@ -8834,7 +8843,7 @@ static int64_t zero__dev_tables(const zero_ctx *ctx) {
     }
     for (i = 0; i < ctx->num_modules; i++)
         if (!ctx->modules[i].frozen)
-            blocks += (ctx->modules[i].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+            blocks += (ctx->modules[i].lay.span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
     if (ctx->desc.stage == 0) blocks *= ctx->world;
     return ctx->dev->table_bytes(chunks, blocks);
 }
@@ -9042,43 +9051,43 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
     if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
     /* tied params: the owner counts the trainable modules that use them (each once) */
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].tie_users = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.tie_users = 0;
     for (i = 0; i < ctx->num_ties; i++) {
         int u = ctx->ties[i].module, o = ctx->params[ctx->ties[i].target].module, k, seen = 0;
         for (k = 0; k < i; k++)
             seen |= ctx->ties[k].module == u && ctx->params[ctx->ties[k].target].module == o;
-        if (u != o && !seen) ctx->modules[o].tie_users++;
-        if (u != o) ctx->modules[o].shared = 1;
+        if (u != o && !seen) ctx->modules[o].grad.tie_users++;
+        if (u != o) ctx->modules[o].grad.shared = 1;
     }
     for (i = 0; i < ctx->num_modules; i++) {
         zero__module_rec *m = &ctx->modules[i];
-        if (m->used == 0)
+        if (m->lay.used == 0)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "module '%s' has no parameters%s", m->name,
                               ctx->num_ties ? " of its own (tied params do not count: put a tie in a module that "
                                               "has params, next to where it is used)" : "");
-        if (m->used > INT64_MAX / 4 - unit)
+        if (m->lay.used > INT64_MAX / 4 - unit)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "module '%s' is too large", m->name);
-        m->span = zero__align_up(m->used, unit);
-        m->param_off = poff;
-        m->train_off = m->frozen ? -1 : toff;
-        if (poff > INT64_MAX / 16 - m->span)
+        m->lay.span = zero__align_up(m->lay.used, unit);
+        m->lay.param_off = poff;
+        m->lay.train_off = m->frozen ? -1 : toff;
+        if (poff > INT64_MAX / 16 - m->lay.span)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "the model is too large");
-        poff += m->span;
+        poff += m->lay.span;
         if (!m->frozen) {
-            toff += m->span;
+            toff += m->lay.span;
             z->num_trainable++;
-            if (m->shared && zero__staging_mode(&ctx->desc)) {     /* a slot of its own after the ring */
-                m->shared_off = z->shared_bytes;
-                z->shared_bytes += zero__align_up(m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN);
-            } else if (m->span > z->max_train_span) {
-                z->max_train_span = m->span;    /* the ring holds any other module's gradient whole */
+            if (m->grad.shared && zero__staging_mode(&ctx->desc)) {     /* a slot of its own after the ring */
+                m->grad.shared_off = z->shared_bytes;
+                z->shared_bytes += zero__align_up(m->lay.span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN);
+            } else if (m->lay.span > z->max_train_span) {
+                z->max_train_span = m->lay.span;    /* the ring holds any other module's gradient whole */
             }
         }
-        if (m->span > z->max_span) z->max_span = m->span;
-        m->persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->span) <= ctx->desc.persist_bytes;
-        if (m->persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->span);
+        if (m->lay.span > z->max_span) z->max_span = m->lay.span;
+        m->gat.persistent = ctx->desc.stage == 3 && zero__gbytes(&ctx->desc, m->lay.span) <= ctx->desc.persist_bytes;
+        if (m->gat.persistent) z->persist_bytes += zero__gbytes(&ctx->desc, m->lay.span);
     }
     for (i = 0; i < ctx->num_params; i++) z->numel += ctx->params[i].numel;
     z->padded = poff;
@@ -9237,7 +9246,7 @@ static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_pa
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_param: '%s.%s' would be saved under the same safetensors key as '%s.%s'",
                           m->name, desc->name, ctx->modules[ctx->params[i].module].name, ctx->params[i].name);
-    off = zero__align_up(m->used, ctx->desc.align_elems);
+    off = zero__align_up(m->lay.used, ctx->desc.align_elems);
     if (off > ((int64_t)1 << 52) - numel)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_add_param('%s'): module '%s' is too large", desc->name, m->name);
@@ -9258,7 +9267,7 @@ static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_pa
     p->offset = off;
     p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
     p->no_decay = desc->no_decay != 0;
-    m->used = off + numel;
+    m->lay.used = off + numel;
     out->id = zero__handle(ctx, ctx->num_params++);
     return ZERO_OK;
 }
@@ -9316,9 +9325,9 @@ static void zero__params_truncate(zero_ctx *ctx, int keep) {
         const zero__param_rec *p = &ctx->params[--ctx->num_params];
         zero__module_rec *m = &ctx->modules[p->module];
         int j;
-        m->used = 0;
+        m->lay.used = 0;
         for (j = ctx->num_params - 1; j >= 0; j--)
-            if (ctx->params[j].module == p->module) { m->used = ctx->params[j].offset + ctx->params[j].numel; break; }
+            if (ctx->params[j].module == p->module) { m->lay.used = ctx->params[j].offset + ctx->params[j].numel; break; }
         zero__raw_free(&ctx->desc.allocator, p->name);
     }
 }
@@ -9383,7 +9392,7 @@ static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modul
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
                               desc->name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
-        if (zero__align_up(m->used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
+        if (zero__align_up(m->lay.used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);
     }
@@ -9420,9 +9429,9 @@ static zero_result zero__add_module(zero_ctx *ctx, const zero_module_desc *desc,
     if (!(m->name = zero__strdup(&ctx->desc.allocator, desc->name)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_add_module: out of memory");
     m->frozen = desc->frozen != 0;
-    m->shared = desc->shared != 0;
-    m->goff = -1;
-    m->staged = -1;
+    m->grad.shared = desc->shared != 0;
+    m->gat.goff = -1;
+    m->grad.open_rec = -1;
     out->id = zero__handle(ctx, ctx->num_modules++);
     return ZERO_OK;
 }
@@ -9732,9 +9741,9 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
 static int64_t zero__pshard(const zero_ctx *ctx, int mi) {
     int64_t off = 0;
     int i;
-    if (ctx->desc.offload_params != ZERO_OFFLOAD_NVME) return ctx->modules[mi].param_off / ctx->world;
+    if (ctx->desc.offload_params != ZERO_OFFLOAD_NVME) return ctx->modules[mi].lay.param_off / ctx->world;
     for (i = 0; i < mi; i++)
-        if (ctx->modules[i].frozen) off += ctx->modules[i].span;
+        if (ctx->modules[i].frozen) off += ctx->modules[i].lay.span;
     return off / ctx->world;
 }
 
@@ -10282,7 +10291,7 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
     for (i = 0; i < ctx->num_modules; i++) {
         h = zero__fnv(h, ctx->modules[i].name, strlen(ctx->modules[i].name) + 1);
         h = zero__fnv(h, &ctx->modules[i].frozen, sizeof(int));
-        h = zero__fnv(h, &ctx->modules[i].shared, sizeof(int));
+        h = zero__fnv(h, &ctx->modules[i].grad.shared, sizeof(int));
     }
     for (i = 0; i < ctx->num_ties; i++) {
         h = zero__fnv(h, ctx->ties[i].name, strlen(ctx->ties[i].name) + 1);
@@ -10324,9 +10333,9 @@ static void zero__make_segments(zero_ctx *ctx) {
         if (m->frozen || s >= e) continue;
         sg = &ctx->lay.segs[ctx->lay.num_segs++];
         sg->n = e - s;
-        sg->grad_idx = ctx->desc.stage < 2 ? m->train_off + s : m->train_off / N + (s - lo);
+        sg->grad_idx = ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / N + (s - lo);
         sg->state_idx = zero__state_index(ctx, m, s, lo);
-        sg->param_idx = ctx->desc.stage < 3 ? m->param_off + s : m->param_off / N + (s - lo);
+        sg->param_idx = ctx->desc.stage < 3 ? m->lay.param_off + s : m->lay.param_off / N + (s - lo);
         sg->decay = !p->no_decay;
     }
 }
@@ -10356,7 +10365,8 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
     ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
     ctx->sched.free_off = ctx->sched.free_len = NULL;
-    ctx->sched.order = ctx->grads.bucket = NULL;
+    ctx->sched.order = NULL;
+    ctx->grads.bucket = NULL;
     ctx->sched.len = ctx->sched.cap = ctx->sched.nfree = 0;
     ctx->tile.w = ctx->tile.g = ctx->tile.gemm_ws = NULL;
     ctx->zpp.sec = ctx->zpp.buf = NULL;
@@ -10421,9 +10431,9 @@ static void zero__build_zpp(zero_ctx *ctx, const zero__sizes *z, int *ok) {
     ctx->zpp.buf = (char *)zero__arena(ctx, za + zb + zf, ZERO_CAT_BUFFERS, ok);
     ctx->zpp.a_bytes = za; ctx->zpp.b_bytes = zb; ctx->zpp.f_bytes = zf;
     for (k = 0; k < ctx->num_modules; k++) {
-        ctx->modules[k].sec_off = off;
-        ctx->modules[k].sec_fresh = 0;
-        if (d->hpz) off += ctx->modules[k].span / ctx->zpp.ns * (int64_t)zero__dtype_size(d->param_dtype);
+        ctx->modules[k].zpp.sec_off = off;
+        ctx->modules[k].zpp.sec_fresh = 0;
+        if (d->hpz) off += ctx->modules[k].lay.span / ctx->zpp.ns * (int64_t)zero__dtype_size(d->param_dtype);
     }
 }
 
@@ -10470,16 +10480,16 @@ static int zero__build_books(zero_ctx *ctx, const zero__sizes *z) {
     int k;
     ctx->grads.rec_cap = z->num_trainable + 1;
     ctx->grads.recs = (zero__staging_rec *)zero__raw_alloc(a, sizeof(zero__staging_rec) * (size_t)ctx->grads.rec_cap);
-    ctx->grads.bucket = (int *)zero__raw_alloc(a, sizeof(int) * 3 * (size_t)ctx->num_modules);
+    ctx->grads.bucket = (zero__bucket_item *)zero__raw_alloc(a, sizeof(zero__bucket_item) * (size_t)ctx->num_modules);
     ctx->lay.segs = (zero__segment *)zero__raw_alloc(a, sizeof(zero__segment) * (size_t)ctx->num_params);
     ctx->sched.free_off = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->sched.free_len = (int64_t *)zero__raw_alloc(a, sizeof(int64_t) * (size_t)(ctx->num_modules + 1));
     ctx->opt.norm_blocks = 0;
     for (k = 0; k < ctx->num_modules; k++) {
-        ctx->modules[k].norm_first = ctx->opt.norm_blocks;
-        ctx->modules[k].norm_taken = 0;
+        ctx->modules[k].norm.first = ctx->opt.norm_blocks;
+        ctx->modules[k].norm.taken = 0;
         if (!ctx->modules[k].frozen)
-            ctx->opt.norm_blocks += (ctx->modules[k].span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+            ctx->opt.norm_blocks += (ctx->modules[k].lay.span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
     }
     ctx->opt.norm_part = (double *)zero__raw_alloc(a, sizeof(double) * (size_t)(ctx->opt.norm_blocks + 1));
     return ctx->grads.recs && ctx->grads.bucket && ctx->lay.segs && ctx->sched.free_off && ctx->sched.free_len &&
@@ -10515,7 +10525,7 @@ static void zero__build_gather_places(zero_ctx *ctx) {
     ctx->sched.free_len[0] = ctx->sched.arena_bytes;
     if (ctx->desc.stage != 3) return;
     for (k = 0; k < ctx->num_modules; k++)
-        if (ctx->modules[k].persistent) { ctx->modules[k].goff = off; off += zero__gbytes(&ctx->desc, ctx->modules[k].span); }
+        if (ctx->modules[k].gat.persistent) { ctx->modules[k].gat.goff = off; off += zero__gbytes(&ctx->desc, ctx->modules[k].lay.span); }
 }
 
 /* zero_build after its argument checks: every rank checks the others registered the same
@@ -10599,22 +10609,22 @@ static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
-    int64_t per = m->span / N;
-    void *full = zero__at(ctx->arena.grad, m->train_off, adt);
+    int64_t per = m->lay.span / N;
+    void *full = zero__at(ctx->arena.grad, m->lay.train_off, adt);
     zero_result r;
     if (ctx->lay.staging_mode) {
         const void *src = ctx->grads.ring + staging_off;
         if (d->stage >= 2 && ctx->zpp.on)
-            return zero__zpp_reduce(ctx, mi, src, gdt, zero__at(ctx->arena.grad, m->train_off / N, adt), adt, per,
+            return zero__zpp_reduce(ctx, mi, src, gdt, zero__at(ctx->arena.grad, m->lay.train_off / N, adt), adt, per,
                                     micro > 1);
         if (d->stage >= 2)      /* straight into this rank's shard, summed over micro-batches */
-            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->arena.grad, m->train_off / N, adt), adt,
+            return zero__reduce_scatter(ctx, src, gdt, zero__at(ctx->arena.grad, m->lay.train_off / N, adt), adt,
                                         per, micro > 1);
         /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
-        if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->span, micro > 1)) != ZERO_OK) return r;
+        if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->lay.span, micro > 1)) != ZERO_OK) return r;
         if (micro < d->accum_steps) return ZERO_OK;
     }
-    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->span);
+    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->lay.span);
     if (ctx->zpp.on) return zero__zpp_reduce(ctx, mi, full, adt, zero__at(full, (int64_t)ctx->prank * per, adt), adt, per, 0);
     r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
     return r;
@@ -10630,10 +10640,10 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     zero_comm *c = ctx->comm;
     zero_result r;
     c->sq_blk = ctx->world > 1 && micro == ctx->desc.accum_steps && !ctx->zpp.on ?
-                ctx->opt.norm_part + ctx->modules[mi].norm_first : NULL;
+                ctx->opt.norm_part + ctx->modules[mi].norm.first : NULL;
     c->sq_done = 0;
     r = zero__task_reduce_run(ctx, mi, micro, staging_off);
-    if (r == ZERO_OK && c->sq_blk && c->sq_done) ctx->modules[mi].norm_taken = 1;
+    if (r == ZERO_OK && c->sq_blk && c->sq_done) ctx->modules[mi].norm.taken = 1;
     c->sq_blk = NULL;
     return r;
 }
@@ -10642,25 +10652,25 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
 static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     const zero__module_rec *m = &ctx->modules[mi];
     int N = ctx->world, pdt = ctx->desc.param_dtype;
-    int64_t per = m->span / N;
+    int64_t per = m->lay.span / N;
     float *mine = buf + (int64_t)ctx->prank * per;
     const void *src;
     zero_result r;
     if (ctx->arena.master && !m->frozen)
-        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->train_off / N, per * 4);
+        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->lay.train_off / N, per * 4);
     else if (ctx->tier.vt->has_master(ctx) && !m->frozen) {
-        if ((r = ctx->tier.vt->read(ctx, 0, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
+        if ((r = ctx->tier.vt->read(ctx, 0, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
             zero__gather_slice(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
             return r;
         }
     } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
-        if ((r = ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, m->train_off / N, per, mine, "gather")) != ZERO_OK) {
+        if ((r = ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
             zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
             snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
             return r;
         }
     } else {
-        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->param_off + (int64_t)ctx->prank * per, pdt);
+        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->lay.param_off + (int64_t)ctx->prank * per, pdt);
         r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
     }
     if (r != ZERO_OK) {
@@ -10683,13 +10693,13 @@ static zero_result zero__do_reduce(zero_ctx *ctx, const zero__task *t) {
 static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
     const zero__module_rec *m = &ctx->modules[t->mod];
     int N = ctx->world, pdt = ctx->desc.param_dtype;
-    int64_t per = m->span / N;
+    int64_t per = m->lay.span / N;
     char *dst = (char *)t->u.gather.dst, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
     const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt);
     zero_result r, rr = ZERO_OK, rc = ZERO_OK;
     if (ctx->zpp.on) return zero__zpp_gather(ctx, t->mod, shard, dst, t->u.gather.refresh);
     if (ctx->tier.vt->holds_params(ctx) && !m->frozen)    /* on failure the others still get their gather */
-        rr = ctx->tier.vt->gather(ctx, m->train_off / N, per, mine);
+        rr = ctx->tier.vt->gather(ctx, m->lay.train_off / N, per, mine);
     else
         rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, shard, per * (int64_t)zero__esize(pdt));
     r = zero__all_gather(ctx, mine, dst, per, pdt);
@@ -10707,8 +10717,8 @@ static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
 static zero_result zero__do_gather_params(zero_ctx *ctx, const zero__task *t) {
     const zero__module_rec *m = &ctx->modules[t->mod];
     int pdt = ctx->desc.param_dtype;
-    int64_t per = m->span / ctx->world;
-    char *full = zero__at(ctx->arena.param, m->param_off, pdt);
+    int64_t per = m->lay.span / ctx->world;
+    char *full = zero__at(ctx->arena.param, m->lay.param_off, pdt);
     return zero__gather_slice(ctx, zero__at(full, (int64_t)ctx->prank * per, pdt), full, per, pdt);
 }
 static zero_result zero__do_gather_master(zero_ctx *ctx, const zero__task *t) {
@@ -10805,7 +10815,7 @@ static void zero__garena_free(zero_ctx *ctx, int64_t off, int64_t bytes) {
 }
 
 static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
-    return (m->persistent ? ctx->sched.persist : ctx->sched.arena) + m->goff;
+    return (m->gat.persistent ? ctx->sched.persist : ctx->sched.arena) + m->gat.goff;
 }
 
 /* Queue the all-gather of module mi into its place. Every rank makes the same
@@ -10813,12 +10823,12 @@ static char *zero__gather_base(zero_ctx *ctx, const zero__module_rec *m) {
    only, never on timing), so the ranks' comm streams stay matched. */
 static void zero__issue_gather(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
-    int refresh = ctx->desc.hpz && !m->sec_fresh;      /* hpz: its chunk is stale */
-    m->live = 1;
-    m->sec_fresh = 1;
-    m->gticket = zero__post_gather_module(ctx, mi, refresh, zero__gather_base(ctx, m));
-    if (!m->persistent) {
-        ctx->sched.gathered += zero__gbytes(&ctx->desc, m->span);
+    int refresh = ctx->desc.hpz && !m->zpp.sec_fresh;      /* hpz: its chunk is stale */
+    m->gat.live = 1;
+    m->zpp.sec_fresh = 1;
+    m->gat.gticket = zero__post_gather_module(ctx, mi, refresh, zero__gather_base(ctx, m));
+    if (!m->gat.persistent) {
+        ctx->sched.gathered += zero__gbytes(&ctx->desc, m->lay.span);
         if (ctx->sched.gathered > ctx->sched.peak_gathered) ctx->sched.peak_gathered = ctx->sched.gathered;
     }
 }
@@ -10827,17 +10837,17 @@ static void zero__issue_gather(zero_ctx *ctx, int mi) {
    so wait for it first. */
 static zero_result zero__drop(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
-    int64_t b = zero__gbytes(&ctx->desc, m->span);
+    int64_t b = zero__gbytes(&ctx->desc, m->lay.span);
     zero_result r = ZERO_OK;
-    if (!m->live) return ZERO_OK;
-    if (m->gticket && !zero__ticket_done(ctx, m->gticket)) r = zero__wait(ctx, m->gticket);
-    if (m->prefetched) ctx->sched.pending_bytes -= b;
-    m->live = m->prefetched = m->kept = 0;
-    m->gticket = 0;
-    if (!m->persistent) {
-        zero__garena_free(ctx, m->goff, b);
+    if (!m->gat.live) return ZERO_OK;
+    if (m->gat.gticket && !zero__ticket_done(ctx, m->gat.gticket)) r = zero__wait(ctx, m->gat.gticket);
+    if (m->gat.prefetched) ctx->sched.pending_bytes -= b;
+    m->gat.live = m->gat.prefetched = m->gat.kept = 0;
+    m->gat.gticket = 0;
+    if (!m->gat.persistent) {
+        zero__garena_free(ctx, m->gat.goff, b);
         ctx->sched.gathered -= b;
-        m->goff = -1;
+        m->gat.goff = -1;
     }
     return r;
 }
@@ -10855,20 +10865,20 @@ static void zero__prefetch(zero_ctx *ctx) {
     for (j = ctx->sched.pos; j < ctx->sched.len; j++) {
         int mi = ctx->sched.order[j];
         zero__module_rec *m = &ctx->modules[mi];
-        int64_t b = zero__gbytes(&ctx->desc, m->span), off;
+        int64_t b = zero__gbytes(&ctx->desc, m->lay.span), off;
         int next_in_use = 0;
-        if (!m->persistent) {           /* the allowance is for the next modules in a row only */
+        if (!m->gat.persistent) {           /* the allowance is for the next modules in a row only */
             if (b <= room) { next_in_use = 1; room -= b; } else room = 0;
         }
-        if (m->live) continue;
-        if (!m->persistent) {
+        if (m->gat.live) continue;
+        if (!m->gat.persistent) {
             if (!next_in_use && ctx->sched.pending_bytes + b > ctx->sched.prefetch_budget) break;
             if (!next_in_use && ctx->sched.gathered - ctx->sched.inuse_bytes + b > ctx->sched.max_live) break;
             if ((off = zero__garena_alloc(ctx, b)) < 0) break;
-            m->goff = off;
+            m->gat.goff = off;
             ctx->sched.pending_bytes += b;
             ctx->sched.prefetched_bytes += b;
-            m->prefetched = 1;
+            m->gat.prefetched = 1;
         }
         zero__issue_gather(ctx, mi);
     }
@@ -10938,7 +10948,7 @@ static zero_result zero__stage3_step_end(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i;
     for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
+        if (ctx->modules[i].gat.live && (r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
     ctx->sched.active = 1;
     ctx->sched.pos = 0;
     ctx->sched.off_pos = 0;
@@ -10949,7 +10959,7 @@ static zero_result zero__stage3_step_end(zero_ctx *ctx) {
 static void zero__stage3_step_start(zero_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].persistent) zero__issue_gather(ctx, i);
+        if (ctx->modules[i].gat.persistent) zero__issue_gather(ctx, i);
     zero__prefetch(ctx);
 }
 
@@ -10969,22 +10979,22 @@ static zero_result zero__fetch(zero_ctx *ctx, int mi) {
     zero_result r;
     int64_t b;
     m = &ctx->modules[mi];
-    if (ctx->desc.stage < 3 || m->fetched > 0) { m->fetched++; return ZERO_OK; }
+    if (ctx->desc.stage < 3 || m->gat.fetched > 0) { m->gat.fetched++; return ZERO_OK; }
     zero__record_fetch(ctx, mi);
-    b = zero__gbytes(&ctx->desc, m->span);
-    if (m->live) {
+    b = zero__gbytes(&ctx->desc, m->lay.span);
+    if (m->gat.live) {
         if (ctx->sched.active) ctx->sched.hits++;
-        if (m->prefetched) ctx->sched.pending_bytes -= b;
+        if (m->gat.prefetched) ctx->sched.pending_bytes -= b;
     } else {
         if (ctx->sched.active) ctx->sched.misses++;
-        if (!m->persistent) {
+        if (!m->gat.persistent) {
             int64_t off;
             int i;
             /* make room: drop kept and prefetched modules, those needed last first */
             while ((off = zero__garena_alloc(ctx, b)) < 0) {
                 int victim = -1;
                 for (i = 0; i < ctx->num_modules; i++)
-                    if (ctx->modules[i].live && !ctx->modules[i].fetched && !ctx->modules[i].persistent) victim = i;
+                    if (ctx->modules[i].gat.live && !ctx->modules[i].gat.fetched && !ctx->modules[i].gat.persistent) victim = i;
                 if (victim < 0)
                     return zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
                                       "zero_fetch('%s'): the gather arena (%lld bytes: max_live_bytes %lld + the largest "
@@ -10992,21 +11002,21 @@ static zero_result zero__fetch(zero_ctx *ctx, int mi) {
                                       m->name, (long long)ctx->sched.arena_bytes, (long long)ctx->sched.max_live);
                 if ((r = zero__drop(ctx, victim)) != ZERO_OK) return r;
             }
-            m->goff = off;
+            m->gat.goff = off;
         }
         zero__issue_gather(ctx, mi);
     }
-    m->prefetched = m->kept = 0;
-    if (m->gticket) {
+    m->gat.prefetched = m->gat.kept = 0;
+    if (m->gat.gticket) {
         double t0 = ctx->sched.active ? zero__now_ms() : 0, tt = zero__trace_t0(ctx);
-        r = zero__wait(ctx, m->gticket);
+        r = zero__wait(ctx, m->gat.gticket);
         zero__trace_add(ctx, ZERO__TRACK_COMPUTE, "fetch wait", m->name, tt);
         if (ctx->sched.active) ctx->sched.wait_ms += zero__now_ms() - t0;
         if (r != ZERO_OK) { zero__drop(ctx, mi); return r; }
-        m->gticket = 0;
+        m->gat.gticket = 0;
     }
-    m->fetched = 1;
-    if (!m->persistent) ctx->sched.inuse_bytes += b;
+    m->gat.fetched = 1;
+    if (!m->gat.persistent) ctx->sched.inuse_bytes += b;
     zero__prefetch(ctx);
     return ZERO_OK;
 }
@@ -11016,12 +11026,12 @@ static zero_result zero__fetch(zero_ctx *ctx, int mi) {
 static zero_result zero__release(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
     zero_result r;
-    if (--m->fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
-    if (!m->persistent) ctx->sched.inuse_bytes -= zero__gbytes(&ctx->desc, m->span);
-    if (m->persistent) {
+    if (--m->gat.fetched > 0 || ctx->desc.stage < 3) return ZERO_OK;
+    if (!m->gat.persistent) ctx->sched.inuse_bytes -= zero__gbytes(&ctx->desc, m->lay.span);
+    if (m->gat.persistent) {
         /* stays gathered until the step changes the parameters */
     } else if (ctx->desc.reuse_distance > 0 && zero__reused_soon(ctx, mi, ctx->desc.reuse_distance)) {
-        m->kept = 1;
+        m->gat.kept = 1;
     } else if ((r = zero__drop(ctx, mi)) != ZERO_OK) {
         return r;
     }
@@ -11049,13 +11059,13 @@ static zero_result zero__fetch_tied(zero_ctx *ctx, int mi) {
 static zero_result zero__release_tied(zero_ctx *ctx, int mi) {
     zero_result r, r2;
     int i;
-    if (ctx->modules[mi].fetched == 0)
+    if (ctx->modules[mi].gat.fetched == 0)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_release('%s'): the module is not fetched", ctx->modules[mi].name);
     r = zero__release(ctx, mi);
     for (i = ctx->num_ties - 1; i >= 0; i--) {
         int o = zero__tie_owner(ctx, mi, i);
-        if (o >= 0 && ctx->modules[o].fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
+        if (o >= 0 && ctx->modules[o].gat.fetched > 0 && (r2 = zero__release(ctx, o)) != ZERO_OK && r == ZERO_OK) r = r2;
     }
     zero__prefetch(ctx);
     return r;
@@ -11068,8 +11078,8 @@ static void *zero__param_data(zero_ctx *ctx, int pi) {
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
     pdt = ctx->desc.param_dtype;
-    if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->param_off + pr->offset, pdt);
-    if (!m->fetched) {
+    if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt);
+    if (!m->gat.fetched) {
         zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
                    "zero_param_data('%s.%s'): stage 3 needs zero_fetch('%s') first", m->name, pr->name, m->name);
         return NULL;
@@ -11148,12 +11158,12 @@ static int zero__staging_fit(zero_ctx *ctx, int64_t bytes, int64_t *off) {
 static void zero__flush(zero_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->grads.bucket_len; i++) {
-        int mi = ctx->grads.bucket[3 * i], micro = ctx->grads.bucket[3 * i + 1], rec = ctx->grads.bucket[3 * i + 2];
-        int64_t off = rec >= 0 ? ctx->grads.recs[rec].off
-                    : rec == ZERO__STAGED_OWN ? ctx->grads.ring_bytes + ctx->modules[mi].shared_off : 0;
-        uint64_t t = zero__post_reduce(ctx, mi, micro, off);
+        const zero__bucket_item *b = &ctx->grads.bucket[i];
+        int mi = b->mod, rec = b->rec;
+        int64_t off = rec >= 0 ? ctx->grads.recs[rec].off : b->own ? ctx->grads.ring_bytes + ctx->modules[mi].grad.shared_off : 0;
+        uint64_t t = zero__post_reduce(ctx, mi, b->micro, off);
         if (rec >= 0) ctx->grads.recs[rec].ticket = t;
-        if (rec == ZERO__STAGED_OWN) ctx->modules[mi].shared_ticket = t;
+        if (b->own) ctx->modules[mi].grad.shared_ticket = t;
     }
     ctx->grads.bucket_len = 0;
     ctx->grads.bucket_fill = 0;
@@ -11198,19 +11208,19 @@ static int zero__staging_alloc(zero_ctx *ctx, int64_t bytes, zero_result *res) {
    after the ring: it waits for the slot's previous reduction, never for other modules. */
 static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     zero__module_rec *m = &ctx->modules[mi];
-    int64_t bytes = zero__align_up(m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), off;
+    int64_t bytes = zero__align_up(m->lay.span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype), ZERO__ALIGN), off;
     int idx;
-    if (m->staged >= 0) return ctx->grads.recs[m->staged].off;
-    if (m->shared) {
-        off = ctx->grads.ring_bytes + m->shared_off;
-        if (m->staged == ZERO__STAGED_OWN) return off;
-        if (m->shared_ticket) {         /* its last reduction reads the slot: let it finish */
-            if (m->shared_ticket == ZERO__QUEUED) zero__flush(ctx);     /* still in the open bucket */
-            if ((*res = zero__wait(ctx, m->shared_ticket)) != ZERO_OK) return -1;
-            m->shared_ticket = 0;
+    if (m->grad.open_rec >= 0) return ctx->grads.recs[m->grad.open_rec].off;
+    if (m->grad.shared) {
+        off = ctx->grads.ring_bytes + m->grad.shared_off;
+        if (m->grad.open_own) return off;
+        if (m->grad.shared_ticket) {         /* its last reduction reads the slot: let it finish */
+            if (m->grad.shared_ticket == ZERO__QUEUED) zero__flush(ctx);     /* still in the open bucket */
+            if ((*res = zero__wait(ctx, m->grad.shared_ticket)) != ZERO_OK) return -1;
+            m->grad.shared_ticket = 0;
         }
         if ((*res = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->grads.ring + off, bytes)) != ZERO_OK) return -1;
-        m->staged = ZERO__STAGED_OWN;
+        m->grad.open_own = 1;
         return off;
     }
     idx = zero__staging_alloc(ctx, bytes, res);
@@ -11218,8 +11228,8 @@ static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
         /* the oldest open module blocks the ring: name it, and say what helps */
         int i, old = -1;
         for (i = 0; i < ctx->num_modules && ctx->grads.rec_count > 0; i++)
-            if (ctx->modules[i].staged == ctx->grads.rec_head) old = i;
-        if (old >= 0 && old != mi && !ctx->modules[old].fetched)
+            if (ctx->modules[i].grad.open_rec == ctx->grads.rec_head) old = i;
+        if (old >= 0 && old != mi && !ctx->modules[old].gat.fetched)
             *res = zero__fail(ctx, ZERO_ERR_OVER_CAP, ZERO_LOGITEM_BUFFER_FULL,
                        "gradient staging (%lld bytes) is full: module '%s' was released with its gradients open and "
                        "without zero_grads_ready; if its gradient comes in several windows of a micro-batch (a tied "
@@ -11231,7 +11241,7 @@ static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
                        "for a module before opening many others, or raise bucket_bytes", (long long)ctx->grads.ring_bytes);
     }
     if (idx < 0) return -1;
-    m->staged = idx;
+    m->grad.open_rec = idx;
     return ctx->grads.recs[idx].off;
 }
 
@@ -11240,23 +11250,26 @@ static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
 static zero_result zero__module_ready(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
     zero_result r = ZERO_OK;
-    int rec = -1;
+    int rec = -1, own = 0;
     if (ctx->lay.staging_mode) {
         /* a rank that wrote no gradient still takes part in the reduction, with zeros */
         if (zero__open_staging(ctx, mi, &r) < 0) return r;
-        rec = m->staged;
-        m->staged = -1;
-        if (rec == ZERO__STAGED_OWN) m->shared_ticket = ZERO__QUEUED;  /* zero__flush gives the ticket */
+        rec = m->grad.open_rec;
+        own = m->grad.open_own;
+        m->grad.open_rec = -1;
+        m->grad.open_own = 0;
+        if (own) m->grad.shared_ticket = ZERO__QUEUED;  /* zero__flush gives the ticket */
     }
-    m->ready++;
+    m->grad.ready++;
     ctx->grads.total_ready++;
-    if (ctx->lay.staging_mode || m->ready == ctx->desc.accum_steps) {
+    if (ctx->lay.staging_mode || m->grad.ready == ctx->desc.accum_steps) {
         if (ctx->grads.bucket_len == ctx->num_modules) zero__flush(ctx);
-        ctx->grads.bucket[3 * ctx->grads.bucket_len] = mi;
-        ctx->grads.bucket[3 * ctx->grads.bucket_len + 1] = m->ready;
-        ctx->grads.bucket[3 * ctx->grads.bucket_len + 2] = rec;
+        ctx->grads.bucket[ctx->grads.bucket_len].mod = mi;
+        ctx->grads.bucket[ctx->grads.bucket_len].micro = m->grad.ready;
+        ctx->grads.bucket[ctx->grads.bucket_len].rec = rec;
+        ctx->grads.bucket[ctx->grads.bucket_len].own = own;
         ctx->grads.bucket_len++;
-        ctx->grads.bucket_fill += m->span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
+        ctx->grads.bucket_fill += m->lay.span * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
     }
     if (ctx->grads.bucket_fill >= ctx->desc.bucket_bytes || ctx->grads.total_ready % ctx->lay.num_trainable == 0) zero__flush(ctx);
     return ZERO_OK;
@@ -11275,11 +11288,11 @@ static int zero__uses_ties(const zero_ctx *ctx, int mi) {
 /* the micro-batches whose gradient of module o is complete: its own zero_grads_ready
    calls, and as many of every module that uses its params (zero_add_tied_param) */
 static int zero__tie_complete(const zero_ctx *ctx, int o) {
-    int n = ctx->modules[o].calls, i;
-    if (!ctx->modules[o].tie_users) return n;
+    int n = ctx->modules[o].grad.calls, i;
+    if (!ctx->modules[o].grad.tie_users) return n;
     for (i = 0; i < ctx->num_ties; i++) {
         int u = ctx->ties[i].module;
-        if (u != o && ctx->params[ctx->ties[i].target].module == o && ctx->modules[u].calls < n) n = ctx->modules[u].calls;
+        if (u != o && ctx->params[ctx->ties[i].target].module == o && ctx->modules[u].grad.calls < n) n = ctx->modules[u].grad.calls;
     }
     return n;
 }
@@ -11289,12 +11302,12 @@ static int zero__tie_complete(const zero_ctx *ctx, int o) {
 static zero_result zero__grads_ready(zero_ctx *ctx, int mi) {
     zero_result r;
     int i;
-    ctx->modules[mi].calls++;
+    ctx->modules[mi].grad.calls++;
     for (i = -1; i < ctx->num_ties; i++) {
         int o = i < 0 ? mi : ctx->params[ctx->ties[i].target].module;
         if (i >= 0 && (ctx->ties[i].module != mi || o == mi)) continue;
         if (ctx->modules[o].frozen) continue;
-        while (ctx->modules[o].ready < zero__tie_complete(ctx, o))
+        while (ctx->modules[o].grad.ready < zero__tie_complete(ctx, o))
             if ((r = zero__module_ready(ctx, o)) != ZERO_OK) return r;
     }
     return ZERO_OK;
@@ -11313,13 +11326,13 @@ static void *zero__param_grad(zero_ctx *ctx, int pi) {
                    "zero_param_grad('%s.%s'): module '%s' is frozen and has no gradients", m->name, pr->name, m->name);
         return NULL;
     }
-    if (m->ready >= ctx->desc.accum_steps) {
+    if (m->grad.ready >= ctx->desc.accum_steps) {
         zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                    "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
                    m->name, pr->name, ctx->desc.accum_steps, m->name);
         return NULL;
     }
-    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->train_off + pr->offset, ctx->desc.grad_dtype);
+    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->lay.train_off + pr->offset, ctx->desc.grad_dtype);
     if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
     return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
 }
@@ -11327,7 +11340,7 @@ static void *zero__param_grad(zero_ctx *ctx, int pi) {
 static zero_result zero__module_grads_ready(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
     if (m->frozen && !zero__uses_ties(ctx, mi)) return ZERO_OK;
-    if (m->calls >= ctx->desc.accum_steps)
+    if (m->grad.calls >= ctx->desc.accum_steps)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                           "zero_grads_ready('%s'): called more than accum_steps=%d times before zero_step",
                           m->name, ctx->desc.accum_steps);
@@ -11342,7 +11355,7 @@ static void zero__end_step(zero_ctx *ctx) {
     if (ctx->desc.stage < 2 && !ctx->lay.staging_mode && !ctx->opt.grads_cleared)
         (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
     ctx->opt.grads_cleared = 0;
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].ready = ctx->modules[i].calls = ctx->modules[i].norm_taken = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.ready = ctx->modules[i].grad.calls = ctx->modules[i].norm.taken = 0;
     ctx->grads.total_ready = 0;
 }
 
@@ -11365,16 +11378,16 @@ static zero_result zero__step_ready(zero_ctx *ctx) {
     int i;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        if (!m->frozen && m->calls != d->accum_steps)
+        if (!m->frozen && m->grad.calls != d->accum_steps)
             return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
                               "zero_step: module '%s' has had %d of %d zero_grads_ready calls this step",
-                              m->name, m->calls, d->accum_steps);
-        if (!m->frozen && m->ready != d->accum_steps)
+                              m->name, m->grad.calls, d->accum_steps);
+        if (!m->frozen && m->grad.ready != d->accum_steps)
             return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
                               "zero_step: module '%s' has tied params whose users have not all called "
                               "zero_grads_ready %d times this step (its gradient is complete when they have)",
                               m->name, d->accum_steps);
-        if (d->stage == 3 && m->fetched)
+        if (d->stage == 3 && m->gat.fetched)
             return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_STILL_FETCHED,
                               "zero_step: module '%s' is still fetched; release it before the step", m->name);
     }
@@ -11434,7 +11447,7 @@ static zero_result zero__step_apply(zero_ctx *ctx, float gscale) {
     zero_result r;
     int i;
     for (i = 0; i < ctx->num_modules; i++)      /* hpz: the pass changes the trainable params */
-        if (!ctx->modules[i].frozen) ctx->modules[i].sec_fresh = 0;
+        if (!ctx->modules[i].frozen) ctx->modules[i].zpp.sec_fresh = 0;
     ctx->opt.grads_cleared = 0;     /* the CPU device's pass sets it */
     if ((r = ctx->tier.vt->step(ctx, gscale)) != ZERO_OK) {
         if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
@@ -11495,12 +11508,12 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     pdt = ctx->desc.param_dtype;
     /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
        shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
-    if (ctx->desc.stage == 3 && m->live && !m->fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
-    ctx->modules[pr->module].sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
+    if (ctx->desc.stage == 3 && m->gat.live && !m->gat.fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
+    ctx->modules[pr->module].zpp.sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
     ctx->zpp.sets++;
     zero__param_region(ctx, pr, &lo, &s, &e);
     if (ctx->desc.stage < 3)
-        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt), pdt, values, pr->numel);
+        r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt), pdt, values, pr->numel);
     else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
         r = ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
                                 "zero_param_set_f32");
@@ -11539,10 +11552,10 @@ static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
             if (!local)
                 r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
             else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
-                r = ctx->tier.vt->read(ctx, 0, m->train_off + pr->offset, pr->numel, out + pr->out_offset,
+                r = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, out + pr->out_offset,
                                        "zero_gather_params_f32");
             else
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->param_off + pr->offset, pdt),
+                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
                                       pdt, pr->numel);
         }
         if (r != ZERO_OK) break;
@@ -12274,7 +12287,7 @@ static int zero__ck_moments(const zero_desc *d) {
 /* the param-local element range [b, e) that rank r's slice of the module holds */
 static void zero__ck_slice(const zero_ctx *ctx, int pi, int r, int world, int64_t *b, int64_t *e) {
     const zero__param_rec *p = &ctx->params[pi];
-    int64_t per = ctx->modules[p->module].span / world, lo = (int64_t)r * per, hi = lo + per;
+    int64_t per = ctx->modules[p->module].lay.span / world, lo = (int64_t)r * per, hi = lo + per;
     int64_t s = p->offset > lo ? p->offset : lo, t = p->offset + p->numel < hi ? p->offset + p->numel : hi;
     if (s >= t) { *b = *e = 0; return; }
     *b = s - p->offset;
@@ -12284,16 +12297,16 @@ static void zero__ck_slice(const zero_ctx *ctx, int pi, int r, int world, int64_
 static int64_t zero__ck_state_idx(const zero_ctx *ctx, int pi, int64_t o) {
     const zero__param_rec *p = &ctx->params[pi];
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->prank * per;
+    int64_t per = m->lay.span / ctx->world, lo = (int64_t)ctx->prank * per;
     if (m->frozen) return -1;
-    if (ctx->desc.stage == 0) return m->train_off + p->offset + o;
-    return m->train_off / ctx->world + (p->offset + o - lo);
+    if (ctx->desc.stage == 0) return m->lay.train_off + p->offset + o;
+    return m->lay.train_off / ctx->world + (p->offset + o - lo);
 }
 static int64_t zero__ck_param_idx(const zero_ctx *ctx, int pi, int64_t o) {
     const zero__param_rec *p = &ctx->params[pi];
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->span / ctx->world, lo = (int64_t)ctx->prank * per;
-    if (ctx->desc.stage < 3) return m->param_off + p->offset + o;
+    int64_t per = m->lay.span / ctx->world, lo = (int64_t)ctx->prank * per;
+    if (ctx->desc.stage < 3) return m->lay.param_off + p->offset + o;
     return zero__pshard(ctx, p->module) + (p->offset + o - lo);
 }
 /* the range this rank must load: whole params at stages 0-2 (the param arena is full),
@@ -12897,7 +12910,7 @@ static zero_result zero__ck_check(zero_ctx *ctx, const char *fn, const char *pat
     if (!path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "%s: path is NULL", fn);
     if (!*path) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "%s: path is empty", fn);
     for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].fetched || ctx->modules[i].ready)
+        if (ctx->modules[i].gat.fetched || ctx->modules[i].grad.ready)
             return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                               "%s: module '%s' is fetched or has gradients pending; call it between steps", fn,
                               ctx->modules[i].name);
@@ -12911,9 +12924,9 @@ static zero_result zero__ck_regather(zero_ctx *ctx) {
     zero_result r = ZERO_OK, r2;
     int i, any = 0;
     if (ctx->desc.stage != 3) return ZERO_OK;
-    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].sec_fresh = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].zpp.sec_fresh = 0;
     for (i = 0; i < ctx->num_modules; i++)
-        if (ctx->modules[i].live) {
+        if (ctx->modules[i].gat.live) {
             any = 1;
             if ((r2 = zero__drop(ctx, i)) != ZERO_OK && r == ZERO_OK) r = r2;
         }
@@ -13395,7 +13408,7 @@ static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
         const zero__param_rec *pr = &ctx->params[j];
         if (pr->module != mi) continue;
         if (ctx->tier.vt->has_master(ctx) && !m->frozen)    /* stage 0: the whole master is here */
-            r = zero__ck_state_read(ctx, 0, m->train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
+            r = zero__ck_state_read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, buf + pr->offset, "zero_export_safetensors");
         else
             r = zero__ck_param_read(ctx, j, 0, pr->numel, buf + pr->offset, "zero_export_safetensors");
         if (r != ZERO_OK) return r;

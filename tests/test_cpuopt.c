@@ -604,7 +604,7 @@ static zero_result taken_rank(zero_comm *comm, int rank, void *user) {
             }
         if ((r = zero__drain(z)) != ZERO_OK) goto done;
         for (m = 0; m < 3; m++)
-            if (!z->modules[m].norm_taken) c->taken[rank] = 0;
+            if (!z->modules[m].norm.taken) c->taken[rank] = 0;
         if ((r = zero_step(z)) != ZERO_OK) goto done;
         zero_stats_get(z, &st);
         c->norm[rank][step] = st.grad_norm;

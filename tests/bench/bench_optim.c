@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
         t1 = now_s();
         zero__pool_run(z->opt.pool, roof_part, &rj, 0);
         t2 = now_s();
-        { double v; z->dev->sumsq(z, 0, &v); sink += v; }
+        { double v; z->dev->grad_sumsq(z, 0, &v); sink += v; }
         t3 = now_s();
         t_ours[r] = t1 - t0; t_roof[r] = t2 - t1; t_norm[r] = t3 - t2;
     }
