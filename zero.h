@@ -8491,6 +8491,55 @@ static uint64_t zero__blk_sum8(const char *p, int64_t n, uint64_t seed) {
     return r ^ (r >> 29);
 }
 
+/* ---- the files and the engine choice, shared by every tier that writes files (the
+   optimizer's NVMe tier, the activation stash) ---- */
+/* Creates path for the I/O engine: O_DIRECT where its filesystem takes it (*buffered set
+   where it refused, tmpfs and friends), preallocated to bytes. *fd is set once the file
+   exists, so the caller closes and removes it on any failure. `what` names the file in
+   the messages ("offload", "activation"). */
+static zero_result zero__io_create(zero_ctx *ctx, const char *path, int64_t bytes, const char *what, int *fd,
+                                   int *buffered) {
+    int f = zero__fops.open(path, O_RDWR | O_CREAT | O_EXCL | ZERO__O_DIRECT, 0600), e;
+    if (f == -EINVAL && ZERO__O_DIRECT != 0) {
+        f = zero__fops.open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
+        *buffered = 1;
+    }
+    if (f < 0)
+        return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the %s file %s: %s",
+                          what, path, strerror(-f));
+    *fd = f;
+    if ((e = zero__fops.allocate(f, bytes)) != 0)
+        return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                          "zero_build: cannot preallocate %lld bytes for the %s file %s: %s",
+                          (long long)bytes, what, path, strerror(-e));
+    return ZERO_OK;
+}
+/* the I/O engine to start: ZERO_IO=uring|threads forces one; by default io_uring where
+   the build has it (zero__io_start falls back to threads where the kernel refuses) */
+static zero_result zero__io_engine(zero_ctx *ctx, int *want_uring) {
+    const char *e = getenv("ZERO_IO");
+#ifdef ZERO_IO_URING
+    *want_uring = 1;
+#else
+    *want_uring = 0;
+#endif
+    if (!e || !*e) return ZERO_OK;
+    if (strcmp(e, "uring") == 0) *want_uring = 1;
+    else if (strcmp(e, "threads") == 0) *want_uring = 0;
+    else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_build: ZERO_IO=%s: want uring or threads", e);
+    return ZERO_OK;
+}
+/* why io_uring is not the engine, for the INFO line (why: zero__io_start's errno) */
+static const char *zero__io_no_uring(int why) {
+#ifdef ZERO_IO_URING
+    return strerror(why);
+#else
+    (void)why;
+    return "built without ZERO_IO_URING";
+#endif
+}
+
+
 /* >>zpp: ZeRO++ (ON ZERO++) in one place ---------------------------------------------------
    Its option checks, its buffers' plan, the context's nodes and partition order, the node
    and cross-node endpoints made at zero_build, and the comm stream's ZeRO++ collectives:
@@ -9771,34 +9820,19 @@ static void zero__off_tune(zero__off *o, int queue_depth) {
     o->rchunk = o->wchunk = (int64_t)1 << 20;
 }
 
-/* the I/O engine: ZERO_IO=uring|threads forces one; by default io_uring when it works */
+/* the NVMe tier's I/O engine (zero__io_engine picks it) */
 static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
-    const char *e = getenv("ZERO_IO");
     int depth, why = 0, want;
+    zero_result r;
     zero__off_tune(o, ctx->desc.offload.queue_depth);
     depth = o->depth;
-#ifdef ZERO_IO_URING
-    want = 1;
-#else
-    want = 0;
-#endif
-    if (e && *e) {
-        if (strcmp(e, "uring") == 0) want = 1;
-        else if (strcmp(e, "threads") == 0) want = 0;
-        else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                               "zero_build: ZERO_IO=%s: want uring or threads", e);
-    }
+    if ((r = zero__io_engine(ctx, &want)) != ZERO_OK) return r;
     if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: could not start the I/O threads");
     zero__io_limits(&o->io, o->rdepth, o->wdepth);
     if (want && !o->io.uring)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_ENGINE, "io_uring is not available (%s): the NVMe tier uses %d I/O threads",
-#ifdef ZERO_IO_URING
-                  strerror(why),
-#else
-                  "built without ZERO_IO_URING",
-#endif
-                  depth);
+                  zero__io_no_uring(why), depth);
     return ZERO_OK;
 }
 
@@ -9876,24 +9910,9 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
-        int fd, e;
         snprintf(o->path[i], sizeof o->path[i], "%s/zero_optim.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
                  (long)getpid(), (unsigned)id);
-        fd = zero__fops.open(o->path[i], O_RDWR | O_CREAT | O_EXCL | ZERO__O_DIRECT, 0600);
-        if (fd == -EINVAL && ZERO__O_DIRECT != 0) {  /* tmpfs and friends */
-            fd = zero__fops.open(o->path[i], O_RDWR | O_CREAT | O_EXCL, 0600);
-            direct_refused = 1;
-        }
-        if (fd < 0) {
-            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the offload file %s: %s",
-                           o->path[i], strerror(-fd));
-            break;
-        }
-        o->fd[i] = fd;
-        if ((e = zero__fops.allocate(fd, o->file_bytes)) != 0)
-            r = zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                           "zero_build: cannot preallocate %lld bytes for the offload file %s: %s",
-                           (long long)o->file_bytes, o->path[i], strerror(-e));
+        r = zero__io_create(ctx, o->path[i], o->file_bytes, "offload", &o->fd[i], &direct_refused);
     }
     if (r == ZERO_OK && direct_refused)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
@@ -12050,7 +12069,7 @@ static zero_result zero__stash_files(zero_ctx *ctx, struct zero__stash *st) {
     int64_t fbytes[ZERO_MAX_NVME_DIRS];
     static uint32_t seq = 0;
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
-    const char *e = getenv("ZERO_IO");
+    zero_result r;
     int i, nd = 0, depth, why = 0, want, refused = 0;
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
     st->ndirs = nd;
@@ -12062,38 +12081,15 @@ static zero_result zero__stash_files(zero_ctx *ctx, struct zero__stash *st) {
         fbytes[a->dir] += zero__act_area(a->bytes);
     }
     for (i = 0; i < nd; i++) {
-        int fd, err;
         if (fbytes[i] == 0) continue;
         snprintf(st->path[i], sizeof st->path[i], "%s/zero_acts.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
                  (long)getpid(), (unsigned)id);
-        fd = zero__fops.open(st->path[i], O_RDWR | O_CREAT | O_EXCL | ZERO__O_DIRECT, 0600);
-        if (fd == -EINVAL && ZERO__O_DIRECT != 0) {
-            fd = zero__fops.open(st->path[i], O_RDWR | O_CREAT | O_EXCL, 0600);
-            refused = 1;
-        }
-        if (fd < 0)
-            return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the activation file %s: %s",
-                              st->path[i], strerror(-fd));
-        st->fd[i] = fd;
-        if ((err = zero__fops.allocate(fd, fbytes[i])) != 0)
-            return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                              "zero_build: cannot preallocate %lld bytes for the activation file %s: %s",
-                              (long long)fbytes[i], st->path[i], strerror(-err));
+        if ((r = zero__io_create(ctx, st->path[i], fbytes[i], "activation", &st->fd[i], &refused)) != ZERO_OK) return r;
     }
     if (refused)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
                   "the filesystem of %s refused O_DIRECT: the activation files use buffered I/O", st->path[0]);
-#ifdef ZERO_IO_URING
-    want = 1;
-#else
-    want = 0;
-#endif
-    if (e && *e) {
-        if (strcmp(e, "uring") == 0) want = 1;
-        else if (strcmp(e, "threads") == 0) want = 0;
-        else return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                               "zero_build: ZERO_IO=%s: want uring or threads", e);
-    }
+    if ((r = zero__io_engine(ctx, &want)) != ZERO_OK) return r;
     depth = d->offload.queue_depth < 2 * st->nbuf ? d->offload.queue_depth : 2 * st->nbuf;
     if (zero__io_start(&st->io, depth, want, &d->allocator, &why) != 0)
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
