@@ -2025,9 +2025,9 @@ typedef struct zero__dev_vt {
                             int64_t count, int accumulate);
     zero_result (*grad_sumsq)(zero_ctx *ctx, int r, double *out); /* the norm's sum of squares of rank r's grad slice */
     /* sum_into, then blk[b] = the norm's block b of out's count elements (blk not NULL) and
-       out copied to copies[0..ncopies) (zero__sum_sq_k); host memory only. NULL: the device
+       out copied to copies[0..ncopies) (zero__sum_norm_k); host memory only. NULL: the device
        cannot (the norm is then taken by sumsq, and the local comm reduces and gathers) */
-    zero_result (*sum_sq)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+    zero_result (*sum_norm)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                           int64_t count, int accumulate, double *blk, void *const *copies, int ncopies);
     /* ZeRO++'s payloads (>>kernels: zero__qp_*): dst = the payload of n values of x (xdt);
        out (rdt) = [out +] the values of np payloads added in fp32, in order. NULL: the
@@ -2076,9 +2076,9 @@ typedef struct zero__dev_vt {
    are in pinned host memory, the gradient shard goes down and the new params up around
    the CPU's fused pass); nvme: the NVMe tier's blocks, with offload_params = nvme also the
    trainable modules' stage-3 param shard. In read/write, which is 0 the fp32 master, 1 the
-   first moment (or SGD momentum), 2 the second moment, or ZERO__OFF_PARAMS the params in
+   first moment (or SGD momentum), 2 the second moment, or ZERO__TIER_PARAMS the params in
    the tier, as fp32; idx is the state index. */
-#define ZERO__OFF_PARAMS (-1)
+#define ZERO__TIER_PARAMS (-1)
 typedef struct zero__tier_vt {
     const char *name;
     zero_result (*build)(zero_ctx *ctx);                         /* zero_build, after the arenas */
@@ -2147,7 +2147,7 @@ struct zero_comm {
     int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
     int64_t link_ns;                /* local: the modelled link's sleeps so far (build/bench_zpp reads it) */
     /* set by the caller around one reduce-scatter (NULL otherwise): its output's gradient-norm
-       blocks go to sq_blk (zero__sum_sq_k), and the comm sets sq_done if it took them */
+       blocks go to sq_blk (zero__sum_norm_k), and the comm sets sq_done if it took them */
     double *sq_blk;
     int sq_done;
     char node_why[ZERO__MSG];       /* zero_comm_from_env: why the launcher's nodes were not taken */
@@ -2357,7 +2357,7 @@ struct zero_ctx {
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
-        struct zero__off *off;      /* the nvme tier's state */
+        struct zero__nvme *nvme;    /* the nvme tier's state */
         void *hgrad, *hparam;       /* ZeRO-Offload on a device: host copies of the gradient shard and new params */
     } tier;
     const zero__dev_vt *dev;        /* the device (>>device) */
@@ -3827,16 +3827,16 @@ static void zero__sum_into(void *out, int rdt, const void *const *ins, int nin, 
    own. One input reduced into itself (a one-rank reduce-scatter in place) is not
    rewritten: only its blocks are taken. */
 #define ZERO__SQ_TILE (4 * ZERO__NORM_BLOCK)
-typedef struct zero__sum_sq_job {
+typedef struct zero__sum_norm_job {
     zero__sum_job s;
     int rdt, sum, ncopies;
     zero__sumsq_fn fn;
     zero__sumsq4_fn fn4;
     double *blk;
     void *const *copies;
-} zero__sum_sq_job;
-static void zero__sum_sq_part(void *arg, int part, int nparts) {
-    const zero__sum_sq_job *j = (const zero__sum_sq_job *)arg;
+} zero__sum_norm_job;
+static void zero__sum_norm_part(void *arg, int part, int nparts) {
+    const zero__sum_norm_job *j = (const zero__sum_norm_job *)arg;
     int64_t tiles = (j->s.count + ZERO__SQ_TILE - 1) / ZERO__SQ_TILE, t, b;
     unsigned fpenv = zero__fpenv_enter();
     for (t = tiles * part / nparts; t < tiles * (part + 1) / nparts; t++) {
@@ -3854,9 +3854,9 @@ static void zero__sum_sq_part(void *arg, int part, int nparts) {
     }
     zero__fpenv_leave(fpenv);
 }
-static void zero__sum_sq_k(zero__pool *pool, int simd, void *out, int rdt, const void *const *ins, int nin, int sdt,
+static void zero__sum_norm_k(zero__pool *pool, int simd, void *out, int rdt, const void *const *ins, int nin, int sdt,
                            int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
-    zero__sum_sq_job job;
+    zero__sum_norm_job job;
     if (count <= 0 || nin < 1) return;
     job.s.fn = zero__sum_kernel(simd, sdt, rdt);
     if (!job.s.fn) return;
@@ -3868,7 +3868,7 @@ static void zero__sum_sq_k(zero__pool *pool, int simd, void *out, int rdt, const
     job.blk = blk;
     job.copies = copies;
     job.ncopies = ncopies;
-    zero__pool_run(pool, zero__sum_sq_part, &job, count * (nin + accumulate + ncopies) < 65536);
+    zero__pool_run(pool, zero__sum_norm_part, &job, count * (nin + accumulate + ncopies) < 65536);
 }
 /* ---- ZeRO++'s quantized payloads (qwz, qgz) ------------------------------------------
    A payload of n values is their codes (int8, or int4 two to a byte, the even element in
@@ -4518,10 +4518,10 @@ static zero_result zero__cpu_sum_into(zero_ctx *ctx, int s, void *out, int rdt, 
     zero__sum_into_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate);
     return ZERO_OK;
 }
-static zero_result zero__cpu_sum_sq(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
+static zero_result zero__cpu_sum_norm(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                     int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
     (void)s;
-    zero__sum_sq_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
+    zero__sum_norm_k(ctx->opt.pool, ctx->opt.simd, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
     return ZERO_OK;
 }
 static zero_result zero__cpu_sumsq(zero_ctx *ctx, int r, double *out) {
@@ -4608,7 +4608,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cpu_dev)
     ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
     ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__cpu_copy)
     ZERO__VT_SET(fill0, zero__cpu_fill0) ZERO__VT_SET(sum_into, zero__cpu_sum_into)
-    ZERO__VT_SET(grad_sumsq, zero__cpu_sumsq) ZERO__VT_SET(sum_sq, zero__cpu_sum_sq)
+    ZERO__VT_SET(grad_sumsq, zero__cpu_sumsq) ZERO__VT_SET(sum_norm, zero__cpu_sum_norm)
     ZERO__VT_SET(qp_encode, zero__cpu_qp_encode) ZERO__VT_SET(qp_sum, zero__cpu_qp_sum)
     ZERO__VT_SET(optimizer, zero__cpu_optimizer) ZERO__VT_SET(gemm, zero__gemm_host)
     ZERO__VT_SET(bias_add, zero__cpu_bias_add) ZERO__VT_SET(bias_grad, zero__cpu_bias_grad)
@@ -4818,7 +4818,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__emu_dev)
     ZERO__VT_SET(host_alloc, zero__cpu_alloc) ZERO__VT_SET(host_free, zero__cpu_free)
     ZERO__VT_SET(prepare, zero__cpu_prepare) ZERO__VT_SET(copy, zero__emu_copy)
     ZERO__VT_SET(fill0, zero__emu_fill0) ZERO__VT_SET(sum_into, zero__emu_sum_into)
-    ZERO__VT_SET(grad_sumsq, zero__emu_sumsq) ZERO__VT_SET(sum_sq, NULL)
+    ZERO__VT_SET(grad_sumsq, zero__emu_sumsq) ZERO__VT_SET(sum_norm, NULL)
     ZERO__VT_SET(qp_encode, zero__emu_qp_encode) ZERO__VT_SET(qp_sum, zero__emu_qp_sum)
     ZERO__VT_SET(optimizer, zero__emu_optimizer) ZERO__VT_SET(gemm, zero__emu_gemm)
     ZERO__VT_SET(bias_add, zero__emu_bias_add) ZERO__VT_SET(bias_grad, zero__emu_bias_grad)
@@ -5301,7 +5301,7 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(host_free, zero__cuda_host_free) ZERO__VT_SET(prepare, zero__cuda_prepare)
     ZERO__VT_SET(copy, zero__cuda_copy) ZERO__VT_SET(fill0, zero__cuda_fill0)
     ZERO__VT_SET(sum_into, zero__cuda_sum_into) ZERO__VT_SET(grad_sumsq, zero__cuda_sumsq)
-    ZERO__VT_SET(sum_sq, NULL) ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
+    ZERO__VT_SET(sum_norm, NULL) ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
     ZERO__VT_SET(qp_sum, zero__cuda_qp_sum) ZERO__VT_SET(optimizer, zero__cuda_optimizer)
     ZERO__VT_SET(gemm, zero__cuda_gemm) ZERO__VT_SET(bias_add, zero__cuda_bias_add)
     ZERO__VT_SET(bias_grad, zero__cuda_bias_grad) ZERO__VT_SET(gelu, zero__cuda_gelu)
@@ -5583,8 +5583,8 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
     /* one rank reducing in place: the sum of one input is that input (a NaN's payload
        aside, bf16 / f16: a NaN gradient skips the step, which clears it), so no data moves.
        sq_blk (a module's last reduction, more than one rank): the norm's blocks too */
-    if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {
-        r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
+    if (c->sq_blk && c->ctx && c->ctx->dev->sum_norm) {
+        r2 = c->ctx->dev->sum_norm(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
         c->sq_done = r2 == ZERO_OK;
     } else if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
     else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
@@ -5622,7 +5622,7 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
         zero_result r2;
         int n;
         if (count % c->size) return ZERO_ERR_INVALID_SIZE;
-        if (!c->ctx || !c->ctx->dev->sum_sq || c->size == 1) {
+        if (!c->ctx || !c->ctx->dev->sum_norm || c->size == 1) {
             if ((r = zero__local_reduce_scatter(c, buf, dt, mine, dt, per, 0, timeout_ms)) != ZERO_OK) return r;
             return zero__local_all_gather(c, mine, buf, per * es, timeout_ms);
         }
@@ -5638,7 +5638,7 @@ static zero_result zero__local_all_reduce(zero_comm *c, void *buf, int dt, int64
             ins[k] = (const char *)c->group->slots[k].send + (int64_t)c->rank * per * es;
             if (k != c->rank) others[n++] = (char *)c->group->slots[k].recv + (int64_t)c->rank * per * es;
         }
-        r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, mine, dt, ins, c->size, dt, per, 0, c->sq_blk, others, n);
+        r2 = c->ctx->dev->sum_norm(c->ctx, ZERO__S_COMM, mine, dt, ins, c->size, dt, per, 0, c->sq_blk, others, n);
         c->sq_done = r2 == ZERO_OK && c->sq_blk;
         zero__local_wrote(c);
         r = zero__local_leave(c, timeout_ms);
@@ -6141,8 +6141,8 @@ static zero_result zero__mpi_reduce_scatter(zero_comm *c, const void *send, int 
         return r;
     for (k = 0; k < c->size; k++)
         ins[k] = k == c->rank ? (const char *)send + (int64_t)k * piece : tmp + (int64_t)k * piece;
-    if (c->sq_blk && c->ctx && c->ctx->dev->sum_sq) {    /* the CPU device: take the norm's blocks too */
-        zero_result r2 = c->ctx->dev->sum_sq(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate,
+    if (c->sq_blk && c->ctx && c->ctx->dev->sum_norm) {    /* the CPU device: take the norm's blocks too */
+        zero_result r2 = c->ctx->dev->sum_norm(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate,
                                              c->sq_blk, NULL, 0);
         c->sq_done = r2 == ZERO_OK;
         return r2;
@@ -8805,7 +8805,7 @@ static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
 #define ZERO__OFF_MAGIC 0x5a45524f4f464631ull   /* "ZEROOFF1" */
 #define ZERO__OFF_TRAILER 64
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
-static void zero__off_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
+static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), per, g, budget;
     int k = d->param_dtype == ZERO_F32 ? 0 : 1;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
@@ -8854,7 +8854,7 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
         p->bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += frozen;
     }
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
-        zero__off_geom(d, tstate, &K, &G, &bb, &nb);
+        zero__nvme_geom(d, tstate, &K, &G, &bb, &nb);
         if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
         if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME)     /* the gathers' param-area buffer */
             p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
@@ -9523,18 +9523,18 @@ static zero_result zero__estimate_activations(const zero_desc *desc, int num_act
    pass succeeded, so a failed step leaves the states as they were, and the old params
    saved in the written blocks put the params back. */
 
-typedef struct zero__offpiece { int seg; int64_t a, b; } zero__offpiece;   /* a segment's [a, b) in a block */
+typedef struct zero__nvme_piece { int seg; int64_t a, b; } zero__nvme_piece;   /* a segment's [a, b) in a block */
 #define ZERO__SUM_MAXP 1024                             /* checksum pieces per block at most */
 #define ZERO__SUM_MAXS (ZERO__SUM_MAXP * 4 + 1)         /* their sums: K arrays and the params, + the padding */
 
-typedef struct zero__off {
+typedef struct zero__nvme {
     int ndirs, K, has_master, psz, slot;
     int fd[ZERO_MAX_NVME_DIRS];
     char path[ZERO_MAX_NVME_DIRS][512];
     int64_t G, bb, nblocks, tstate, file_bytes;
-    int depth, rdepth, wdepth;      /* the I/O engine's depth, reads and writes in flight at most (zero__off_tune) */
+    int depth, rdepth, wdepth;      /* the I/O engine's depth, reads and writes in flight at most (zero__nvme_tune) */
     int64_t rchunk, wchunk;         /* request sizes of reads and of writes */
-    int64_t E;                      /* elements per checksum piece (zero__off_psums) */
+    int64_t E;                      /* elements per checksum piece (zero__nvme_psums) */
     int np;                         /* pieces per block */
     uint64_t sv[ZERO__SUM_MAXS], ss[ZERO__SUM_MAXS];  /* piece sums: the block read, the block written */
     char *raw[3], *buf[3];
@@ -9542,7 +9542,7 @@ typedef struct zero__off {
     int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
     int64_t done;                   /* blocks computed in the step in progress */
     zero__iopool io;
-    zero__offpiece *pieces;
+    zero__nvme_piece *pieces;
     int npieces;
     int64_t bytes_read, bytes_written;
     int64_t cached;                 /* between steps: the block in buf[0] (current slot); -1: none */
@@ -9554,13 +9554,13 @@ typedef struct zero__off {
     char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
     int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
     zero__iobatch gb;
-} zero__off;
+} zero__nvme;
 
 /* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
    runs to the block's end, trailer included */
-static int64_t zero__off_parea(const zero__off *o) { return (int64_t)o->K * o->G * 4; }
+static int64_t zero__nvme_parea(const zero__nvme *o) { return (int64_t)o->K * o->G * 4; }
 
-static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__iobatch *b, int64_t blk, const char *what) {
+static zero_result zero__nvme_fail_io(zero_ctx *ctx, zero__nvme *o, const zero__iobatch *b, int64_t blk, const char *what) {
     int i, f = 0;
     for (i = 0; i < o->ndirs; i++) if (o->fd[i] == b->fd) f = i;
     if (b->err == -1)
@@ -9572,9 +9572,9 @@ static zero_result zero__off_fail_io(zero_ctx *ctx, zero__off *o, const zero__io
                       o->path[f], (long long)b->err_off, strerror(b->err));
 }
 
-static int zero__off_fd(const zero__off *o, int64_t blk) { return o->fd[blk % o->ndirs]; }
+static int zero__nvme_fd(const zero__nvme *o, int64_t blk) { return o->fd[blk % o->ndirs]; }
 /* slot s is the s-th half of every file, so a step reads one half and writes the other sequentially */
-static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
+static int64_t zero__nvme_pos(const zero__nvme *o, int64_t blk, int slot) {
     return ((int64_t)slot * ((o->nblocks + o->ndirs - 1) / o->ndirs) + blk / o->ndirs) * o->bb;
 }
 
@@ -9584,133 +9584,133 @@ static int64_t zero__off_pos(const zero__off *o, int64_t blk, int slot) {
    trailer holds the sum of S (t[0]) and, for the gathers that read the param area alone,
    the sum of the param and padding sums (t[4]). The pieces are independent and small
    enough to stay in cache, so zero_step sums each piece on the optimizer's threads just
-   before and just after the pass over it (zero__off_part): the block is read from memory
+   before and just after the pass over it (zero__nvme_part): the block is read from memory
    once, and the I/O thread never checksums. The sums are zero__blk_sum8's. */
-static void zero__off_layout(zero__off *o) {
+static void zero__nvme_layout(zero__nvme *o) {
     int64_t e = (o->G + ZERO__SUM_MAXP - 1) / ZERO__SUM_MAXP;
     o->E = e < 16384 ? 16384 : zero__align_up(e, 1024);
     if (o->E > o->G) o->E = o->G;
     o->np = (int)((o->G + o->E - 1) / o->E);
 }
-static uint64_t zero__off_seed(uint64_t seed, int64_t i) { return seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull; }
+static uint64_t zero__nvme_seed(uint64_t seed, int64_t i) { return seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull; }
 /* piece p's sums into S: the K arrays' (a: 0..K-1), the params' (a = K); pbuf: the param area */
-static void zero__off_psums(const zero__off *o, const char *buf, const char *pbuf, int p, uint64_t seed, uint64_t *S) {
+static void zero__nvme_psums(const zero__nvme *o, const char *buf, const char *pbuf, int p, uint64_t seed, uint64_t *S) {
     int64_t e0 = (int64_t)p * o->E, n = o->G - e0 < o->E ? o->G - e0 : o->E;
     int a;
     if (buf)
         for (a = 0; a < o->K; a++)
             S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
-                                                           zero__off_seed(seed, (int64_t)p * (o->K + 1) + a));
+                                                           zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + a));
     S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum8(pbuf + e0 * o->psz, n * o->psz,
-                                                      zero__off_seed(seed, (int64_t)p * (o->K + 1) + o->K));
+                                                      zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + o->K));
 }
 /* the padding's sum (pbuf: the param area), then t[0] and t[4] from S */
-static void zero__off_combine(const zero__off *o, const char *pbuf, uint64_t seed, uint64_t *S, uint64_t *t0, uint64_t *t4) {
+static void zero__nvme_combine(const zero__nvme *o, const char *pbuf, uint64_t seed, uint64_t *S, uint64_t *t0, uint64_t *t4) {
     int64_t ns = (int64_t)o->np * (o->K + 1), g = o->G * o->psz, i;
-    uint64_t h = zero__off_seed(seed, -1);
-    S[ns] = zero__blk_sum8(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__off_parea(o) - g, zero__off_seed(seed, ns));
+    uint64_t h = zero__nvme_seed(seed, -1);
+    S[ns] = zero__blk_sum8(pbuf + g, o->bb - ZERO__OFF_TRAILER - zero__nvme_parea(o) - g, zero__nvme_seed(seed, ns));
     if (t0) *t0 = zero__blk_sum8((const char *)S, (ns + 1) * 8, seed);
     for (i = 0; i < o->np; i++) h = (h ^ S[i * (o->K + 1) + o->K]) * 0x100000001b3ull;
     *t4 = zero__blk_sum8((const char *)&h, 8, seed ^ S[ns]);
 }
-typedef struct zero__off_sumjob { const zero__off *o; const char *buf; uint64_t seed, *S; } zero__off_sumjob;
-static void zero__off_sum_part(void *arg, int part, int nparts) {
-    const zero__off_sumjob *j = (const zero__off_sumjob *)arg;
+typedef struct zero__nvme_sumjob { const zero__nvme *o; const char *buf; uint64_t seed, *S; } zero__nvme_sumjob;
+static void zero__nvme_sum_part(void *arg, int part, int nparts) {
+    const zero__nvme_sumjob *j = (const zero__nvme_sumjob *)arg;
     int p, p1 = (int)((int64_t)j->o->np * (part + 1) / nparts);
     for (p = (int)((int64_t)j->o->np * part / nparts); p < p1; p++)
-        zero__off_psums(j->o, j->buf, j->buf + zero__off_parea(j->o), p, j->seed, j->S);
+        zero__nvme_psums(j->o, j->buf, j->buf + zero__nvme_parea(j->o), p, j->seed, j->S);
 }
 /* a whole block's t[0] and t[4], the pieces on pl (NULL: the calling thread) */
-static void zero__off_bsum(const zero__off *o, zero__pool *pl, const char *buf, uint64_t seed, uint64_t *S, uint64_t *t0,
+static void zero__nvme_bsum(const zero__nvme *o, zero__pool *pl, const char *buf, uint64_t seed, uint64_t *S, uint64_t *t0,
                            uint64_t *t4) {
-    zero__off_sumjob j;
+    zero__nvme_sumjob j;
     j.o = o; j.buf = buf; j.seed = seed; j.S = S;
-    zero__pool_run(pl, zero__off_sum_part, &j, o->np < 2);
-    zero__off_combine(o, buf + zero__off_parea(o), seed, S, t0, t4);
+    zero__pool_run(pl, zero__nvme_sum_part, &j, o->np < 2);
+    zero__nvme_combine(o, buf + zero__nvme_parea(o), seed, S, t0, t4);
 }
-static uint64_t zero__off_sseed(int64_t blk, int slot) { return (uint64_t)blk * 2 + (uint64_t)slot; }
+static uint64_t zero__nvme_sseed(int64_t blk, int slot) { return (uint64_t)blk * 2 + (uint64_t)slot; }
 
 /* the trailer from t0, t4 (t4 kept only with the params on NVMe) */
-static void zero__off_trailer(zero__off *o, char *buf, int64_t blk, int slot, uint64_t t0, uint64_t t4) {
+static void zero__nvme_trailer(zero__nvme *o, char *buf, int64_t blk, int slot, uint64_t t0, uint64_t t4) {
     uint64_t t[5];
     t[0] = t0; t[1] = (uint64_t)blk; t[2] = (uint64_t)slot; t[3] = ZERO__OFF_MAGIC;
     t[4] = o->params ? t4 : 0;
     memcpy(buf + o->bb - ZERO__OFF_TRAILER, t, sizeof t);
 }
 /* the checksums run on pl, the optimizer's thread pool (NULL: the calling thread) */
-static void zero__off_seal(zero__off *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
+static void zero__nvme_seal(zero__nvme *o, zero__pool *pl, char *buf, int64_t blk, int slot) {
     uint64_t t0, t4;
-    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->ss, &t0, &t4);
-    zero__off_trailer(o, buf, blk, slot, t0, t4);
+    zero__nvme_bsum(o, pl, buf, zero__nvme_sseed(blk, slot), o->ss, &t0, &t4);
+    zero__nvme_trailer(o, buf, blk, slot, t0, t4);
 }
 /* the trailer names block blk of the slot and, when sum is not NULL, holds *sum */
-static zero_result zero__off_check(zero_ctx *ctx, zero__off *o, const char *buf, int64_t blk, int slot, const uint64_t *sum,
+static zero_result zero__nvme_check(zero_ctx *ctx, zero__nvme *o, const char *buf, int64_t blk, int slot, const uint64_t *sum,
                                    const char *what) {
     uint64_t t[4];
     memcpy(t, buf + o->bb - ZERO__OFF_TRAILER, sizeof t);
     if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)slot || (sum && t[0] != *sum))
         return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                           "%s: offload block %lld (slot %d) of %s at offset %lld fails its checksum", what,
-                          (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__off_pos(o, blk, slot));
+                          (long long)blk, slot, o->path[blk % o->ndirs], (long long)zero__nvme_pos(o, blk, slot));
     return ZERO_OK;
 }
-static zero_result zero__off_verify(zero_ctx *ctx, zero__off *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
+static zero_result zero__nvme_verify(zero_ctx *ctx, zero__nvme *o, zero__pool *pl, const char *buf, int64_t blk, int slot,
                                     const char *what) {
     uint64_t t0, t4;
-    zero_result r = zero__off_check(ctx, o, buf, blk, slot, NULL, what);
+    zero_result r = zero__nvme_check(ctx, o, buf, blk, slot, NULL, what);
     if (r != ZERO_OK) return r;
-    zero__off_bsum(o, pl, buf, zero__off_sseed(blk, slot), o->sv, &t0, &t4);
-    return zero__off_check(ctx, o, buf, blk, slot, &t0, what);
+    zero__nvme_bsum(o, pl, buf, zero__nvme_sseed(blk, slot), o->sv, &t0, &t4);
+    return zero__nvme_check(ctx, o, buf, blk, slot, &t0, what);
 }
 
-static void zero__off_issue(zero__off *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
+static void zero__nvme_issue(zero__nvme *o, zero__iobatch *b, int64_t blk, int slot, char *buf, int write) {
     memset(b, 0, sizeof *b);
     b->write = write;
     if ((b->trace_t0 = zero__trace_t0(o->ctx)) > 0) b->trace_ctx = o->ctx;
-    zero__io_submit(&o->io, b, zero__off_fd(o, blk), write, buf, o->bb, zero__off_pos(o, blk, slot), write ? o->wchunk : o->rchunk);
+    zero__io_submit(&o->io, b, zero__nvme_fd(o, blk), write, buf, o->bb, zero__nvme_pos(o, blk, slot), write ? o->wchunk : o->rchunk);
     if (write) o->bytes_written += o->bb; else o->bytes_read += o->bb;
 }
 
 /* one block, synchronously (between steps: buf[0] is free) */
-static zero_result zero__off_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
-    zero__off *o = ctx->tier.off;
+static zero_result zero__nvme_sync(zero_ctx *ctx, int64_t blk, int write, const char *what) {
+    zero__nvme *o = ctx->tier.nvme;
     o->cached = -1;
     if (write && blk == o->gblk) o->gblk = -1;
-    zero__off_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
+    zero__nvme_issue(o, &o->rb[0], blk, o->slot, o->buf[0], write);
     zero__io_wait(&o->io, &o->rb[0]);
-    if (o->rb[0].err) return zero__off_fail_io(ctx, o, &o->rb[0], blk, what);
-    return write ? ZERO_OK : zero__off_verify(ctx, o, NULL, o->buf[0], blk, o->slot, what);
+    if (o->rb[0].err) return zero__nvme_fail_io(ctx, o, &o->rb[0], blk, what);
+    return write ? ZERO_OK : zero__nvme_verify(ctx, o, NULL, o->buf[0], blk, o->slot, what);
 }
 
 /* writes back the block cached in buf[0] if it changed, and forgets it */
-static zero_result zero__off_flush(zero_ctx *ctx, const char *what) {
-    zero__off *o = ctx->tier.off;
+static zero_result zero__nvme_flush(zero_ctx *ctx, const char *what) {
+    zero__nvme *o = ctx->tier.nvme;
     int64_t blk = o->cached;
     if (blk < 0 || !o->dirty) { o->cached = -1; return ZERO_OK; }
     o->dirty = 0;
-    zero__off_seal(o, NULL, o->buf[0], blk, o->slot);
-    return zero__off_sync(ctx, blk, 1, what);
+    zero__nvme_seal(o, NULL, o->buf[0], blk, o->slot);
+    return zero__nvme_sync(ctx, blk, 1, what);
 }
 
 /* reads (out) or writes (in) elements [idx, idx+n) of state array `which` (0: master,
    1: first moment / momentum, 2: second moment), block by block. The last block stays
    in buf[0] (written back when another block is needed, at zero_step and after
    zero_load), so setting params one by one reads and writes each block about once. */
-static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                        const char *what) {
-    zero__off *o = ctx->tier.off;
+    zero__nvme *o = ctx->tier.nvme;
     int a = which == 0 ? 0 : o->has_master + which - 1, pdt = ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
         float *arr;
         if (o->cached != blk) {
-            if ((r = zero__off_flush(ctx, what)) != ZERO_OK) return r;
-            if ((r = zero__off_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
+            if ((r = zero__nvme_flush(ctx, what)) != ZERO_OK) return r;
+            if ((r = zero__nvme_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
             o->cached = blk;
         }
-        if (which == ZERO__OFF_PARAMS) {    /* the param area, in the param dtype */
-            char *p = o->buf[0] + zero__off_parea(o) + at * o->psz;
+        if (which == ZERO__TIER_PARAMS) {    /* the param area, in the param dtype */
+            char *p = o->buf[0] + zero__nvme_parea(o) + at * o->psz;
             if (out) { zero__to_f32(out, p, (zero_dtype)pdt, c); out += c; }
             else { zero__from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
         } else {
@@ -9722,12 +9722,12 @@ static zero_result zero__off_rw_locked(zero_ctx *ctx, int which, int64_t idx, in
     }
     return ZERO_OK;
 }
-static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
+static zero_result zero__nvme_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what) {
     zero_result r;
-    pthread_mutex_lock(&ctx->tier.off->mu);
-    r = zero__off_rw_locked(ctx, which, idx, n, out, in, what);
-    pthread_mutex_unlock(&ctx->tier.off->mu);
+    pthread_mutex_lock(&ctx->tier.nvme->mu);
+    r = zero__nvme_rw_locked(ctx, which, idx, n, out, in, what);
+    pthread_mutex_unlock(&ctx->tier.nvme->mu);
     return r;
 }
 
@@ -9737,16 +9737,16 @@ static zero_result zero__off_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n
    checked against the area's own sum; a block changed by zero_param_set_f32 and not yet
    written back is taken from buf[0]. */
 /* t[4] of a param area alone (the gathers' read, on the comm stream: no pool) */
-static uint64_t zero__off_gsum(const zero__off *o, const char *pbuf, uint64_t seed) {
+static uint64_t zero__nvme_gsum(const zero__nvme *o, const char *pbuf, uint64_t seed) {
     uint64_t S[ZERO__SUM_MAXS], t4;
     int p;
-    for (p = 0; p < o->np; p++) zero__off_psums(o, NULL, pbuf, p, seed, S);
-    zero__off_combine(o, pbuf, seed, S, NULL, &t4);
+    for (p = 0; p < o->np; p++) zero__nvme_psums(o, NULL, pbuf, p, seed, S);
+    zero__nvme_combine(o, pbuf, seed, S, NULL, &t4);
     return t4;
 }
-static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
-    zero__off *o = ctx->tier.off;
-    int64_t pa = zero__off_parea(o), len = o->bb - pa;
+static zero_result zero__nvme_gather(zero_ctx *ctx, int64_t idx, int64_t n, char *dst) {
+    zero__nvme *o = ctx->tier.nvme;
+    int64_t pa = zero__nvme_parea(o), len = o->bb - pa;
     zero_result r = ZERO_OK;
     pthread_mutex_lock(&o->mu);
     while (n > 0 && r == ZERO_OK) {
@@ -9759,18 +9759,18 @@ static zero_result zero__offp_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
                 o->gblk = -1;
                 memset(&o->gb, 0, sizeof o->gb);
                 if ((o->gb.trace_t0 = zero__trace_t0(ctx)) > 0) o->gb.trace_ctx = ctx;    /* on the nvme track */
-                zero__io_submit(&o->io, &o->gb, zero__off_fd(o, blk), 0, o->gbuf, len, zero__off_pos(o, blk, o->slot) + pa,
+                zero__io_submit(&o->io, &o->gb, zero__nvme_fd(o, blk), 0, o->gbuf, len, zero__nvme_pos(o, blk, o->slot) + pa,
                                 o->rchunk);
                 o->bytes_read += len;
                 zero__io_wait(&o->io, &o->gb);
-                if (o->gb.err) { r = zero__off_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
+                if (o->gb.err) { r = zero__nvme_fail_io(ctx, o, &o->gb, blk, "zero_fetch (stage-3 gather)"); break; }
                 memcpy(t, o->gbuf + len - ZERO__OFF_TRAILER, sizeof t);
                 if (t[3] != ZERO__OFF_MAGIC || t[1] != (uint64_t)blk || t[2] != (uint64_t)o->slot ||
-                    t[4] != zero__off_gsum(o, o->gbuf, zero__off_sseed(blk, o->slot))) {
+                    t[4] != zero__nvme_gsum(o, o->gbuf, zero__nvme_sseed(blk, o->slot))) {
                     r = zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                                    "zero_fetch (stage-3 gather): the params of offload block %lld (slot %d) of %s at "
                                    "offset %lld fail their checksum", (long long)blk, o->slot, o->path[blk % o->ndirs],
-                                   (long long)(zero__off_pos(o, blk, o->slot) + pa));
+                                   (long long)(zero__nvme_pos(o, blk, o->slot) + pa));
                     break;
                 }
                 o->gblk = blk;
@@ -9796,8 +9796,8 @@ static int64_t zero__pshard(const zero_ctx *ctx, int mi) {
     return off / ctx->world;
 }
 
-static void zero__off_free(zero_ctx *ctx) {
-    zero__off *o = ctx->tier.off;
+static void zero__nvme_free(zero_ctx *ctx) {
+    zero__nvme *o = ctx->tier.nvme;
     const zero_allocator *a = &ctx->desc.allocator;
     int i;
     if (!o) return;
@@ -9809,22 +9809,22 @@ static void zero__off_free(zero_ctx *ctx) {
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
     zero__raw_free(a, o);
-    ctx->tier.off = NULL;
+    ctx->tier.nvme = NULL;
 }
 
 /* the I/O engine's shape for o->bb: queue_depth (0: the default, 16) requests in flight,
    half of them reads and half writes at most, each request 1 MiB */
-static void zero__off_tune(zero__off *o, int queue_depth) {
+static void zero__nvme_tune(zero__nvme *o, int queue_depth) {
     o->depth = queue_depth ? queue_depth : 16;
     o->rdepth = o->wdepth = o->depth / 2 > 1 ? o->depth / 2 : 1;
     o->rchunk = o->wchunk = (int64_t)1 << 20;
 }
 
 /* the NVMe tier's I/O engine (zero__io_engine picks it) */
-static zero_result zero__off_io_start(zero_ctx *ctx, zero__off *o) {
+static zero_result zero__nvme_io_start(zero_ctx *ctx, zero__nvme *o) {
     int depth, why = 0, want;
     zero_result r;
-    zero__off_tune(o, ctx->desc.offload.queue_depth);
+    zero__nvme_tune(o, ctx->desc.offload.queue_depth);
     depth = o->depth;
     if ((r = zero__io_engine(ctx, &want)) != ZERO_OK) return r;
     if (zero__io_start(&o->io, depth, want, &ctx->desc.allocator, &why) != 0)
@@ -9868,10 +9868,10 @@ ZERO__VT_BEGIN(zero__tier_vt, zero__tier_mem)
 ZERO__VT_END(zero__tier_vt, zero__tier_mem)
 
 /* the nvme tier's build: files created, preallocated and filled with zero states (slot 0) */
-static zero_result zero__off_build(zero_ctx *ctx) {
+static zero_result zero__nvme_build(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
     const zero_allocator *a = &d->allocator;
-    zero__off *o;
+    zero__nvme *o;
     int i, nd = 0, K, direct_refused = 0;
     int64_t G, bb, nb, tstate = d->stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.plan.trainable_padded / ctx->world, blk;
     static uint32_t seq = 0;
@@ -9883,14 +9883,14 @@ static zero_result zero__off_build(zero_ctx *ctx) {
         ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
         ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     }
-    zero__off_geom(d, tstate, &K, &G, &bb, &nb);
+    zero__nvme_geom(d, tstate, &K, &G, &bb, &nb);
     if (nb == 0) { ctx->tier.vt = &zero__tier_mem; return ZERO_OK; }    /* no optimizer state to offload */
     while (nd < ZERO_MAX_NVME_DIRS && d->offload.nvme_dirs[nd]) nd++;
-    if (!(o = (zero__off *)zero__raw_alloc(a, sizeof *o)))
+    if (!(o = (zero__nvme *)zero__raw_alloc(a, sizeof *o)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
-    ctx->tier.off = o;
+    ctx->tier.nvme = o;
     o->ctx = ctx;
     o->params = d->offload_params == ZERO_OFFLOAD_NVME;
     o->gblk = -1;
@@ -9899,15 +9899,15 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero__dtype_size(d->param_dtype);
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
-    zero__off_layout(o);
+    zero__nvme_layout(o);
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
     for (i = 0; i < nd; i++) o->fd[i] = -1;
     for (i = 0; i < 3; i++) {
         if (!(o->buf[i] = zero__io_alloc(a, bb, &o->raw[i]))) break;
     }
-    o->pieces = (zero__offpiece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
-    if (o->params) o->gbuf = zero__io_alloc(a, bb - zero__off_parea(o), &o->graw);
-    if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__off_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+    o->pieces = (zero__nvme_piece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
+    if (o->params) o->gbuf = zero__io_alloc(a, bb - zero__nvme_parea(o), &o->graw);
+    if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__nvme_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
         snprintf(o->path[i], sizeof o->path[i], "%s/zero_optim.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
@@ -9917,16 +9917,16 @@ static zero_result zero__off_build(zero_ctx *ctx) {
     if (r == ZERO_OK && direct_refused)
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_OFFLOAD_BUFFERED,
                   "the filesystem of %s refused O_DIRECT: the offload files use buffered I/O", o->path[0]);
-    if (r == ZERO_OK) r = zero__off_io_start(ctx, o);
+    if (r == ZERO_OK) r = zero__nvme_io_start(ctx, o);
     if (r == ZERO_OK) {     /* zero states, sealed, in slot 0 */
         memset(o->buf[0], 0, (size_t)bb);
         for (blk = 0; blk < nb && r == ZERO_OK; blk++) {
-            zero__off_seal(o, ctx->opt.pool, o->buf[0], blk, 0);
-            r = zero__off_sync(ctx, blk, 1, "zero_build");
+            zero__nvme_seal(o, ctx->opt.pool, o->buf[0], blk, 0);
+            r = zero__nvme_sync(ctx, blk, 1, "zero_build");
         }
     }
-    if (r != ZERO_OK) { zero__off_free(ctx); return r; }
-    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__off_parea(o) : 0);
+    if (r != ZERO_OK) { zero__nvme_free(ctx); return r; }
+    ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb + (o->params ? bb - zero__nvme_parea(o) : 0);
     ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS];
     ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
     ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
@@ -9934,17 +9934,17 @@ static zero_result zero__off_build(zero_ctx *ctx) {
 }
 
 /* the optimizer pass over one block: segment pieces in [s0, s0 + G) */
-typedef struct zero__offjob {
+typedef struct zero__nvme_job {
     zero_ctx *ctx;
     zero__optk k;
     zero__opt_fn fn;
     char *buf;
     int64_t s0, total;
     uint64_t seed_r, seed_w;        /* the checksum seeds of the block read and of the block written */
-} zero__offjob;
+} zero__nvme_job;
 
-static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
-    zero__off *o = ctx->tier.off;
+static void zero__nvme_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *total) {
+    zero__nvme *o = ctx->tier.nvme;
     int si;
     o->npieces = 0;
     *total = 0;
@@ -9962,8 +9962,8 @@ static void zero__off_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *tot
 }
 
 /* copies the params of the block's pieces into (save 1) or out of (save 0) the block */
-static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
-    zero__off *o = ctx->tier.off;
+static void zero__nvme_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
+    zero__nvme *o = ctx->tier.nvme;
     int i, pdt = ctx->desc.param_dtype;
     char *pold = buf + (int64_t)o->K * o->G * 4;
     for (i = 0; i < o->npieces; i++) {
@@ -9976,17 +9976,17 @@ static void zero__off_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
 
 /* the pass over checksum pieces [np * part / nparts, np * (part + 1) / nparts): each piece
    summed as read (o->sv), updated, summed as written (o->ss), while it is in cache */
-static void zero__off_part(void *arg, int part, int nparts) {
-    const zero__offjob *j = (const zero__offjob *)arg;
+static void zero__nvme_part(void *arg, int part, int nparts) {
+    const zero__nvme_job *j = (const zero__nvme_job *)arg;
     zero_ctx *ctx = j->ctx;
-    zero__off *o = ctx->tier.off;
+    zero__nvme *o = ctx->tier.nvme;
     int pdt = j->k.pdt, adt = j->k.adt, i, q, q1 = (int)((int64_t)o->np * (part + 1) / nparts);
-    char *pbuf = j->buf + zero__off_parea(o);
+    char *pbuf = j->buf + zero__nvme_parea(o);
     float *arr[3] = { NULL, NULL, NULL };
     for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
     for (q = (int)((int64_t)o->np * part / nparts); q < q1; q++) {
         int64_t lo = (int64_t)q * o->E, hi = lo + o->E < o->G ? lo + o->E : o->G;
-        zero__off_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
+        zero__nvme_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
         for (i = 0; i < o->npieces; i++) {      /* the segment pieces in [lo, hi) of the block */
             const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
             int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
@@ -10007,72 +10007,72 @@ static void zero__off_part(void *arg, int part, int nparts) {
                 memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
             j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
         }
-        zero__off_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
+        zero__nvme_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
     }
 }
 
 /* The streamed optimizer pass: read block i+1 while computing block i and writing
    block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
-static zero_result zero__off_step(zero_ctx *ctx, float gscale) {
-    zero__off *o = ctx->tier.off;
-    zero__offjob job;
+static zero_result zero__nvme_step(zero_ctx *ctx, float gscale) {
+    zero__nvme *o = ctx->tier.nvme;
+    zero__nvme_job job;
     int so = o->slot, sn = 1 - o->slot, x;
     int64_t i, nb = o->nblocks;
     uint64_t tsum, t0, t4;
     zero_result r;
-    if ((r = zero__off_flush(ctx, "zero_step")) != ZERO_OK) return r;
+    if ((r = zero__nvme_flush(ctx, "zero_step")) != ZERO_OK) return r;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (x = 0; x < 3; x++) { o->bufblk[x] = -1; memset(&o->wb[x], 0, sizeof o->wb[x]); }
     o->done = 0;
-    zero__off_issue(o, &o->rb[0], 0, so, o->buf[0], 0);
+    zero__nvme_issue(o, &o->rb[0], 0, so, o->buf[0], 0);
     for (i = 0; i < nb; i++) {
         int b = (int)(i % 3), nx = (int)((i + 1) % 3);
         zero__io_wait(&o->io, &o->rb[b]);
-        if (o->rb[b].err) { r = zero__off_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
+        if (o->rb[b].err) { r = zero__nvme_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
         if (i + 1 < nb) {       /* block i+1 queued before block i is checked, so the reads barely
                                    pause; buf[nx] held block i-2: its write must be done */
             zero__io_wait(&o->io, &o->wb[nx]);
-            if (o->wb[nx].err) { r = zero__off_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
+            if (o->wb[nx].err) { r = zero__nvme_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
             o->bufblk[nx] = -1;
-            zero__off_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
+            zero__nvme_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
         }
         /* the checksums and the pass run on the optimizer's threads, the I/O on its own; the
            read's sum is known after the pass: a block that fails it fails the step, and the
            params it changed come back from the block's saved ones (bufblk) in the undo */
-        if ((r = zero__off_check(ctx, o, o->buf[b], i, so, NULL, "zero_step")) != ZERO_OK) break;
+        if ((r = zero__nvme_check(ctx, o, o->buf[b], i, so, NULL, "zero_step")) != ZERO_OK) break;
         memcpy(&tsum, o->buf[b] + o->bb - ZERO__OFF_TRAILER, sizeof tsum);
         job.buf = o->buf[b];
         job.s0 = i * o->G;
-        job.seed_r = zero__off_sseed(i, so);
-        job.seed_w = zero__off_sseed(i, sn);
-        zero__off_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
+        job.seed_r = zero__nvme_sseed(i, so);
+        job.seed_w = zero__nvme_sseed(i, sn);
+        zero__nvme_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
         o->bufblk[b] = i;
-        zero__pool_run(ctx->opt.pool, zero__off_part, &job, job.total < 65536 && o->np < 2);
-        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_r, o->sv, &t0, &t4);
+        zero__pool_run(ctx->opt.pool, zero__nvme_part, &job, job.total < 65536 && o->np < 2);
+        zero__nvme_combine(o, o->buf[b] + zero__nvme_parea(o), job.seed_r, o->sv, &t0, &t4);
         if (t0 != tsum) {
-            r = zero__off_check(ctx, o, o->buf[b], i, so, &t0, "zero_step");
+            r = zero__nvme_check(ctx, o, o->buf[b], i, so, &t0, "zero_step");
             break;
         }
         o->done = i + 1;
-        zero__off_combine(o, o->buf[b] + zero__off_parea(o), job.seed_w, o->ss, &t0, &t4);
-        zero__off_trailer(o, o->buf[b], i, sn, t0, t4);
-        zero__off_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
+        zero__nvme_combine(o, o->buf[b] + zero__nvme_parea(o), job.seed_w, o->ss, &t0, &t4);
+        zero__nvme_trailer(o, o->buf[b], i, sn, t0, t4);
+        zero__nvme_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
     }
     for (x = 0; x < 3; x++) {
         zero__io_wait(&o->io, &o->rb[x]);
         zero__io_wait(&o->io, &o->wb[x]);
     }
     for (x = 0; x < 3 && r == ZERO_OK; x++)
-        if (o->wb[x].err) r = zero__off_fail_io(ctx, o, &o->wb[x], o->bufblk[x], "zero_step");
+        if (o->wb[x].err) r = zero__nvme_fail_io(ctx, o, &o->wb[x], o->bufblk[x], "zero_step");
     return r;
 }
 
 /* after a failed step (here or on another rank): the params of every computed block
    back from the old values saved in it; the slot does not flip, so states stay too */
-static zero_result zero__off_undo(zero_ctx *ctx) {
-    zero__off *o = ctx->tier.off;
+static zero_result zero__nvme_undo(zero_ctx *ctx) {
+    zero__nvme *o = ctx->tier.nvme;
     int64_t i;
     int x, sn = 1 - o->slot;
     zero_result r = ZERO_OK;
@@ -10081,18 +10081,18 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
     for (x = 0; x < 3; x++) {
         kept[x] = o->bufblk[x];
         if (kept[x] < 0) continue;
-        zero__off_pieces(ctx, kept[x] * o->G, (kept[x] + 1) * o->G, &t);
-        zero__off_params(ctx, o->buf[x], kept[x] * o->G, 0);
+        zero__nvme_pieces(ctx, kept[x] * o->G, (kept[x] + 1) * o->G, &t);
+        zero__nvme_params(ctx, o->buf[x], kept[x] * o->G, 0);
     }
     for (i = 0; i < o->done; i++) {
         if (kept[0] == i || kept[1] == i || kept[2] == i) continue;
         for (x = 0; x < 3; x++) o->bufblk[x] = -1;
-        zero__off_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
+        zero__nvme_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
         zero__io_wait(&o->io, &o->rb[0]);
-        if (o->rb[0].err) { r = zero__off_fail_io(ctx, o, &o->rb[0], i, "zero_step (undo)"); continue; }
-        if (zero__off_verify(ctx, o, ctx->opt.pool, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
-        zero__off_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
-        zero__off_params(ctx, o->buf[0], i * o->G, 0);
+        if (o->rb[0].err) { r = zero__nvme_fail_io(ctx, o, &o->rb[0], i, "zero_step (undo)"); continue; }
+        if (zero__nvme_verify(ctx, o, ctx->opt.pool, o->buf[0], i, sn, "zero_step (undo)") != ZERO_OK) { r = ZERO_ERR_CORRUPT; continue; }
+        zero__nvme_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
+        zero__nvme_params(ctx, o->buf[0], i * o->G, 0);
     }
     o->done = 0;
     return r;
@@ -10100,15 +10100,15 @@ static zero_result zero__off_undo(zero_ctx *ctx) {
 
 /* zero_step's optimizer phase on the NVMe tier: every rank's outcome is shared, so
    a failure anywhere fails the step everywhere with the params put back */
-static zero_result zero__off_apply(zero_ctx *ctx, float gscale) {
-    zero_result r = zero__off_step(ctx, gscale), rr;
+static zero_result zero__nvme_apply(zero_ctx *ctx, float gscale) {
+    zero_result r = zero__nvme_step(ctx, gscale), rr;
     double v[2];
-    ctx->tier.off->gblk = -1;
+    ctx->tier.nvme->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
     if ((rr = zero__wait(ctx, zero__post_allreduce_f64(ctx, v, 2))) != ZERO_OK) return rr;
-    if (v[0] == 0) { ctx->tier.off->slot = 1 - ctx->tier.off->slot; return ZERO_OK; }
-    zero__off_undo(ctx);
+    if (v[0] == 0) { ctx->tier.nvme->slot = 1 - ctx->tier.nvme->slot; return ZERO_OK; }
+    zero__nvme_undo(ctx);
     if (r != ZERO_OK) return r;
     return zero__fail(ctx, v[0] == 1 ? (zero_result)(int)v[1] : ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
                       "zero_step: the offloaded optimizer pass failed on another rank; step undone");
@@ -10264,24 +10264,24 @@ ZERO__VT_BEGIN(zero__tier_vt, zero__tier_host)
     ZERO__VT_SET(run, zero__mem_run) ZERO__VT_SET(gather, zero__mem_gather)
 ZERO__VT_END(zero__tier_vt, zero__tier_host)
 
-/* nvme: the blocks of zero__off (an optimizer state of no element has none: then the
+/* nvme: the blocks of zero__nvme (an optimizer state of no element has none: then the
    context runs on the mem tier) */
-static int zero__nvme_has_master(const zero_ctx *ctx) { return ctx->tier.off->has_master; }
-static int zero__nvme_holds_params(const zero_ctx *ctx) { return ctx->tier.off->params; }
-static int64_t zero__nvme_run(const zero_ctx *ctx, int64_t idx) { return ctx->tier.off->G - idx % ctx->tier.off->G; }
+static int zero__nvme_has_master(const zero_ctx *ctx) { return ctx->tier.nvme->has_master; }
+static int zero__nvme_holds_params(const zero_ctx *ctx) { return ctx->tier.nvme->params; }
+static int64_t zero__nvme_run(const zero_ctx *ctx, int64_t idx) { return ctx->tier.nvme->G - idx % ctx->tier.nvme->G; }
 static zero_result zero__nvme_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
-    return zero__off_rw(ctx, which, idx, n, out, NULL, fn);
+    return zero__nvme_rw(ctx, which, idx, n, out, NULL, fn);
 }
 static zero_result zero__nvme_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
-    return zero__off_rw(ctx, which, idx, n, NULL, in, fn);
+    return zero__nvme_rw(ctx, which, idx, n, NULL, in, fn);
 }
 ZERO__VT_BEGIN(zero__tier_vt, zero__tier_nvme)
     ZERO__VT_SET(build_agreed, 1)
-    ZERO__VT_SET(name, "nvme") ZERO__VT_SET(build, zero__off_build) ZERO__VT_SET(free, zero__off_free)
+    ZERO__VT_SET(name, "nvme") ZERO__VT_SET(build, zero__nvme_build) ZERO__VT_SET(free, zero__nvme_free)
     ZERO__VT_SET(has_master, zero__nvme_has_master) ZERO__VT_SET(holds_params, zero__nvme_holds_params)
-    ZERO__VT_SET(step, zero__off_apply) ZERO__VT_SET(read, zero__nvme_read)
-    ZERO__VT_SET(write, zero__nvme_write) ZERO__VT_SET(flush, zero__off_flush) ZERO__VT_SET(blocked, 1)
-    ZERO__VT_SET(run, zero__nvme_run) ZERO__VT_SET(gather, zero__offp_gather)
+    ZERO__VT_SET(step, zero__nvme_apply) ZERO__VT_SET(read, zero__nvme_read)
+    ZERO__VT_SET(write, zero__nvme_write) ZERO__VT_SET(flush, zero__nvme_flush) ZERO__VT_SET(blocked, 1)
+    ZERO__VT_SET(run, zero__nvme_run) ZERO__VT_SET(gather, zero__nvme_gather)
 ZERO__VT_END(zero__tier_vt, zero__tier_nvme)
 
 static const zero__tier_vt *zero__tier_pick(const zero_desc *d) {
@@ -10652,7 +10652,7 @@ static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64
 /* A module's reduction. Its last of the step (the last micro-batch's, without ZeRO++) writes
    this rank's slice of the gradient as the norm will read it: the comm (local, or MPI on the
    CPU device) then takes the slice's norm blocks on the way, while the data is in cache
-   (zero__sum_sq_k), and zero_step's sumsq skips the module. One rank reduces nothing: its
+   (zero__sum_norm_k), and zero_step's sumsq skips the module. One rank reduces nothing: its
    norm stays in zero_step, on the threads that wrote the gradients (read from another
    core, the blocks took twice as long: bench_step). */
 static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
@@ -10683,7 +10683,7 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
             return r;
         }
     } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
-        if ((r = ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
+        if ((r = ctx->tier.vt->read(ctx, ZERO__TIER_PARAMS, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
             zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
             snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
             return r;
@@ -11534,7 +11534,7 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     if (ctx->desc.stage < 3)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt), pdt, values, pr->numel);
     else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
-        r = ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
+        r = ctx->tier.vt->write(ctx, ZERO__TIER_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
                                 "zero_param_set_f32");
     else if (s < e)
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__pshard(ctx, pr->module) + (s - lo), pdt), pdt,
@@ -12321,7 +12321,7 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
 /* ---- the checkpoint's only access to params, master weights and moments -------------
    Everything below reads and writes them through these five, in fp32: the arenas may
    live where the host cannot dereference them (a GPU), and the master and moments on
-   the NVMe tier (>>offload), which zero__off_rw reads and writes block by block. which:
+   the NVMe tier (>>offload), which zero__nvme_rw reads and writes block by block. which:
    0 the fp32 master, 1 the first moment (or SGD momentum), 2 the second moment; idx:
    the state index (zero__ck_state_idx). The params are addressed by param pi and
    param-local element o: in the param arena (zero__ck_param_idx), or with the stage-3
@@ -12343,13 +12343,13 @@ static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
 static zero_result zero__ck_param_read(zero_ctx *ctx, int pi, int64_t o, int64_t n, float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
-        return ctx->tier.vt->read(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
+        return ctx->tier.vt->read(ctx, ZERO__TIER_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_get_f32(ctx, buf, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
 }
 static zero_result zero__ck_param_write(zero_ctx *ctx, int pi, int64_t o, int64_t n, const float *buf, const char *fn) {
     int pdt = ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
-        return ctx->tier.vt->write(ctx, ZERO__OFF_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
+        return ctx->tier.vt->write(ctx, ZERO__TIER_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
 }
 

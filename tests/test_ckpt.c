@@ -1031,10 +1031,10 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
     if (!b->load && (r = big_steps(z, m, P, rank, 0, 3, d.param_dtype)) != ZERO_OK) goto done;
     big_window(z, rank, 1);
     if (rank == 0) {    /* the tier's own counters (internal: this test includes the implementation) */
-        b->tier_bytes = z->tier.off->nblocks * z->tier.off->bb;
-        b->tier_block = z->tier.off->bb;
-        b->tier_read = -z->tier.off->bytes_read;
-        b->tier_written = -z->tier.off->bytes_written;
+        b->tier_bytes = z->tier.nvme->nblocks * z->tier.nvme->bb;
+        b->tier_block = z->tier.nvme->bb;
+        b->tier_read = -z->tier.nvme->bytes_read;
+        b->tier_written = -z->tier.nvme->bytes_written;
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     r = b->load ? zero_load(z, b->dir) : zero_save(z, b->dir);
@@ -1043,8 +1043,8 @@ static zero_result big_main(zero_comm *comm, int rank, void *user) {
     if (rank == 0) {
         b->peak = big_mark;
         b->secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        b->tier_read += z->tier.off->bytes_read;
-        b->tier_written += z->tier.off->bytes_written;
+        b->tier_read += z->tier.nvme->bytes_read;
+        b->tier_written += z->tier.nvme->bytes_written;
     }
     if (r != ZERO_OK) goto done;
     if ((r = big_steps(z, m, P, rank, 3, 3, d.param_dtype)) != ZERO_OK) goto done;

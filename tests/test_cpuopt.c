@@ -274,7 +274,7 @@ static void test_sumsq4(int level) {
     }
 }
 
-/* a reduction that takes the norm's blocks on the way (zero__sum_sq_k): its output is
+/* a reduction that takes the norm's blocks on the way (zero__sum_norm_k): its output is
    bitwise zero__sum_into_k's, each block's sum is bitwise the norm kernel's on that block
    of the output, and each copy is the output, no byte more (one, two or more tiles of
    four blocks and short tails, 1-4 inputs, accumulating or not, the one-input in-place
@@ -312,7 +312,7 @@ static void test_sum_sq(int level) {
                 if (inplace) wins[0] = want;
                 zero__sum_into_k(NULL, level, want, rdt, wins, nin, sdt, n, acc);
                 for (b = 0; b <= nb; b++) blk[b] = -1.0;
-                zero__sum_sq_k(rep % 3 ? pool : NULL, level, out, rdt, ins, nin, sdt, n, acc, rep % 7 == 6 ? NULL : blk,
+                zero__sum_norm_k(rep % 3 ? pool : NULL, level, out, rdt, ins, nin, sdt, n, acc, rep % 7 == 6 ? NULL : blk,
                                copies, rep % 3);
                 for (i = 0; i < n && ok; i++) {
                     float x = zero__ld(out, i, rdt), y = zero__ld(want, i, rdt);
@@ -552,7 +552,7 @@ static void test_two_ranks(void) {
 
 /* The norm taken by the reductions (zero__task_reduce: each module's last reduction of
    the step takes its blocks; zero_step's sumsq skips it) against the norm taken by sumsq
-   alone (the device's sum_sq switched off): the same grad norm and params, bit for bit,
+   alone (the device's sum_norm switched off): the same grad norm and params, bit for bit,
    at 1-3 ranks, every stage, with and without micro-batches and a wider accumulator; and
    with more than one rank the reductions did take the blocks (else this compares the old
    path with itself; one rank's norm is taken in zero_step). */
@@ -580,7 +580,7 @@ static zero_result taken_rank(zero_comm *comm, int rank, void *user) {
     d.accum_steps = c->accum; d.cpu_threads = 2; d.clip_norm = 0.5f;
     d.optim.type = ZERO_OPTIM_ADAMW; d.optim.lr = 0.01;
     if ((r = zero_create(&z, &d)) != ZERO_OK) { free(gr); return r; }
-    if (!c->fused) { nofuse = *z->dev; nofuse.sum_sq = NULL; z->dev = &nofuse; }
+    if (!c->fused) { nofuse = *z->dev; nofuse.sum_norm = NULL; z->dev = &nofuse; }
     for (m = 0; m < 3; m++) {
         zero_module_desc md;
         zero_param_desc pd;

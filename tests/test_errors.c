@@ -903,7 +903,7 @@ done:
 
 /* The local comm's all-reduce on the CPU device writes each rank's sums into the other
    ranks' buffers (zero__local_all_reduce). Rank 1 is made slow inside that write (its
-   device's sum_sq sleeps 1.5x the timeout first), so rank 0's wait for it to leave times
+   device's sum_norm sleeps 1.5x the timeout first), so rank 0's wait for it to leave times
    out: rank 0 must get ZERO_ERR_TIMEOUT with a message, but only once rank 1 has finished
    writing into rank 0's buffer (its caller may free it on return; the library waits up
    to another timeout for that), and rank 1's sums must have landed there. Rank 1, the
@@ -924,7 +924,7 @@ static zero_result xw_slow_sum_sq(zero_ctx *ctx, int s, void *out, int rdt, cons
         struct timespec ts = { 0, 3 * XW_TIMEOUT_MS / 2 * 1000 * 1000 };
         nanosleep(&ts, NULL);
     }
-    r = zero__cpu_dev.sum_sq(ctx, s, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
+    r = zero__cpu_dev.sum_norm(ctx, s, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
     if (ctx->rank == 1) xw_cur->rank1_wrote_ms = test_now_ms();
     return r;
 }
@@ -956,7 +956,7 @@ static void timeout_allreduce_writer_finishes(void) {
     xw_job j;
     memset(&j, 0, sizeof j);
     j.slow = zero__cpu_dev;
-    j.slow.sum_sq = xw_slow_sum_sq;
+    j.slow.sum_norm = xw_slow_sum_sq;
     xw_cur = &j;
     zero_run_local(2, xw_rank, &j);
     CHECK(j.got[0] == ZERO_ERR_TIMEOUT, "rank 0: %s, want ZERO_ERR_TIMEOUT", zero_result_str(j.got[0]));

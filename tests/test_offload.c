@@ -138,7 +138,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     }
     if (rank == 0) zero_plan_get(z, &c->plan);
     if ((r = zero_build(z)) != ZERO_OK) goto done;
-    if (rank == 0) c->uring = z->tier.off ? z->tier.off->io.uring : -1;
+    if (rank == 0) c->uring = z->tier.nvme ? z->tier.nvme->io.uring : -1;
     buf = (float *)malloc((size_t)CHUNK * 4);
     for (m = 0; m < nmod; m++)
         for (k = 0; k < 2; k++) {
@@ -164,7 +164,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
                 before = (float *)malloc((size_t)pbytes);
                 memcpy(before, z->arena.param, (size_t)pbytes);
             }
-            slot = z->tier.off->slot;
+            slot = z->tier.nvme->slot;
             if (rank == 0) c->fault_fn(c, z);
             if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;   /* the fault is in place */
         }
@@ -199,11 +199,11 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
                 /* a block still damaged (the corrupt case) cannot be gathered: then the slot
                    not flipped is what says the params (read from it) are as they were */
                 if (rank == 0)
-                    c->fault_unchanged = z->tier.off->slot == slot &&
+                    c->fault_unchanged = z->tier.nvme->slot == slot &&
                                          (r2 == ZERO_OK ? memcmp(before, after, (size_t)pbytes) == 0 : r2 == ZERO_ERR_CORRUPT);
                 free(after);
             } else if (rank == 0)
-                c->fault_unchanged = memcmp(before, z->arena.param, (size_t)pbytes) == 0 && z->tier.off->slot == slot;
+                c->fault_unchanged = memcmp(before, z->arena.param, (size_t)pbytes) == 0 && z->tier.nvme->slot == slot;
             r = ZERO_OK;
             goto done;
         }
@@ -480,10 +480,10 @@ static void arm_eio(cfg *c, zero_ctx *z) {
    3 the last byte before the trailer (the padding). flip_np: the block's checksum pieces. */
 static int flip_at, flip_np;
 static void flip_byte(cfg *c, zero_ctx *z) {
-    zero__off *o = z->tier.off;
-    int64_t blk = o->nblocks / 2, pa = zero__off_parea(o);
+    zero__nvme *o = z->tier.nvme;
+    int64_t blk = o->nblocks / 2, pa = zero__nvme_parea(o);
     int64_t at = flip_at == 1 ? pa - 1 : flip_at == 2 ? pa + o->G * o->psz - 1 : flip_at == 3 ? o->bb - ZERO__OFF_TRAILER - 1 : 100;
-    int64_t off = zero__off_pos(o, blk, o->slot) + at;
+    int64_t off = zero__nvme_pos(o, blk, o->slot) + at;
     int fd = open(o->path[blk % o->ndirs], O_RDWR);
     unsigned char b;
     (void)c;
@@ -493,10 +493,10 @@ static void flip_byte(cfg *c, zero_ctx *z) {
     close(fd);
 }
 static void truncate_file(cfg *c, zero_ctx *z) {
-    zero__off *o = z->tier.off;
+    zero__nvme *o = z->tier.nvme;
     int64_t blk = o->nblocks / 2;
     (void)c;
-    if (truncate(o->path[blk % o->ndirs], (off_t)zero__off_pos(o, blk, o->slot)) != 0) { }
+    if (truncate(o->path[blk % o->ndirs], (off_t)zero__nvme_pos(o, blk, o->slot)) != 0) { }
 }
 static void fault_case2(const char *name, void (*fn)(cfg *, zero_ctx *), zero_result want, const char *want_text, int stage,
                         int world, int nvme_params) {
@@ -541,8 +541,8 @@ static void fault_case(const char *name, void (*fn)(cfg *, zero_ctx *), zero_res
 /* params on NVMe: one byte of the param area of a block in the current slot flipped
    after a step; the next gather of it (or the step reading it) is ZERO_ERR_CORRUPT */
 static void flip_param_byte(cfg *c, zero_ctx *z) {
-    zero__off *o = z->tier.off;
-    int64_t blk = 0, off = zero__off_pos(o, blk, o->slot) + zero__off_parea(o) + 10;    /* not the block cached in memory */
+    zero__nvme *o = z->tier.nvme;
+    int64_t blk = 0, off = zero__nvme_pos(o, blk, o->slot) + zero__nvme_parea(o) + 10;    /* not the block cached in memory */
     int fd = open(o->path[blk % o->ndirs], O_RDWR);
     unsigned char b;
     (void)c;

@@ -220,11 +220,11 @@ int main(int argc, char **argv) {
             z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
            (z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
             z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
-           z->tier.off->bb / 1048576.0, bench_now_ms() - t0);
+           z->tier.nvme->bb / 1048576.0, bench_now_ms() - t0);
     /* no zero_param_set_f32: the master and moments start at zero, the params too */
     buf = (float *)malloc((size_t)(1 << 20) * 4);
     for (step = 0; step < steps; step++) {
-        int64_t rd0 = z->tier.off->bytes_read, wr0 = z->tier.off->bytes_written;
+        int64_t rd0 = z->tier.nvme->bytes_read, wr0 = z->tier.nvme->bytes_written;
         double bound, serial, mixed, fb, rd, wr, tf = bench_now_ms();
         for (m = 0; m < nmod; m++) {
             int64_t n = zero_param_numel(z, ps[m]);
@@ -241,23 +241,23 @@ int main(int argc, char **argv) {
         }
         if (nvme_params)
             printf("step %d: fetches and gradients %.0f ms (read %.2f GB of params)\n", step, bench_now_ms() - tf,
-                   (z->tier.off->bytes_read - rd0) / 1e9);
-        rd0 = z->tier.off->bytes_read;   /* the optimizer phase's own traffic */
-        wr0 = z->tier.off->bytes_written;
+                   (z->tier.nvme->bytes_read - rd0) / 1e9);
+        rd0 = z->tier.nvme->bytes_read;   /* the optimizer phase's own traffic */
+        wr0 = z->tier.nvme->bytes_written;
         t0 = bench_now_ms();
         if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
         ms = bench_now_ms() - t0;
         tot_ms += ms;
-        rd = (double)(z->tier.off->bytes_read - rd0) / rgbs / 1e6;
-        wr = (double)(z->tier.off->bytes_written - wr0) / wgbs / 1e6;
+        rd = (double)(z->tier.nvme->bytes_read - rd0) / rgbs / 1e6;
+        wr = (double)(z->tier.nvme->bytes_written - wr0) / wgbs / 1e6;
         bound = rd > wr ? rd : wr;          /* reads and writes overlap: the longer of the two */
         serial = rd + wr;                   /* one after the other */
-        mixed = mixed_ms * (double)(z->tier.off->bytes_read - rd0);   /* the disk measured doing both at once */
+        mixed = mixed_ms * (double)(z->tier.nvme->bytes_read - rd0);   /* the disk measured doing both at once */
         fb = bound / ms;
         printf("step %d: %.0f ms (optimizer phase), read %.2f GB, wrote %.2f GB (read %.2f GB/s, write %.2f GB/s): "
                "%.2f of the overlapped bound (%.0f ms), %.2f of the serial one (%.0f ms), %.2f of the measured "
                "read-and-write-at-once one (%.0f ms)\n", step, ms,
-               (z->tier.off->bytes_read - rd0) / 1e9, (z->tier.off->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
+               (z->tier.nvme->bytes_read - rd0) / 1e9, (z->tier.nvme->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
                serial / ms, serial, mixed / ms, mixed);
         if (step == steps - 1) printf("ratio=%.3f\n", fb);
     }

@@ -5,7 +5,7 @@
    Ours: the tier's own machinery (>>io, >>offload) as zero_step drives it: blocks of the
    size the plan gives the default 64 MiB buffer budget, three of them in flight, reads
    queued two blocks ahead; the I/O engine's queue depths and request sizes are the
-   library's defaults (zero__off_tune; io_uring when built with ZERO_IO_URING and the
+   library's defaults (zero__nvme_tune; io_uring when built with ZERO_IO_URING and the
    kernel allows it, else the thread pool; ZERO_IO=uring|threads forces one); the blocks'
    buffers allocated as zero_build allocates them (zero__io_alloc: huge pages advised). zero_step
    takes the block checksums inside its optimizer pass, piece by piece while the data is
@@ -120,7 +120,7 @@ static int ours_uring, ours_rqd, ours_wqd;     /* what ours got */
 static char *ours_buf[3], *ours_raw[3];         /* its buffers, like the baseline's allocated once */
 static int64_t ours_rchunk, ours_wchunk, ours_bb;
 static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, int sums) {
-    zero__off o;
+    zero__nvme o;
     zero_desc d;
     zero_allocator a;
     int K, i, fd, why, want;
@@ -133,7 +133,7 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
     d.param_dtype = ZERO_BF16;
     if (getenv("ZERO_BENCH_BUFFER")) d.offload.buffer_bytes = atoll(getenv("ZERO_BENCH_BUFFER"));
     tstate = bytes / 14;            /* master + two moments + old params: 14 bytes per element */
-    zero__off_geom(&d, tstate, &K, &G, &bb, &nb);
+    zero__nvme_geom(&d, tstate, &K, &G, &bb, &nb);
     o.ndirs = 1;
     o.nblocks = nb;
     o.bb = bb;
@@ -156,7 +156,7 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
 #else
     want = 0; (void)e;
 #endif
-    zero__off_tune(&o, 0);
+    zero__nvme_tune(&o, 0);
     if (zero__io_start(&o.io, o.depth, want, &a, &why) != 0) exit(1);
     zero__io_limits(&o.io, o.rdepth, o.wdepth);
     ours_uring = o.io.uring; ours_rqd = o.rdepth; ours_wqd = o.wdepth;
@@ -169,17 +169,17 @@ static double ours(const char *path, int64_t bytes, int write, zero__pool *pl, i
                 zero__io_wait(&o.io, &o.wb[b]);
                 if (o.wb[b].err) { fprintf(stderr, "I/O error %d\n", o.wb[b].err); exit(1); }
             }
-            if (sums) zero__off_seal(&o, pl, o.buf[b], blk, 0);
-            zero__off_issue(&o, &o.wb[b], blk, 0, o.buf[b], 1);
+            if (sums) zero__nvme_seal(&o, pl, o.buf[b], blk, 0);
+            zero__nvme_issue(&o, &o.wb[b], blk, 0, o.buf[b], 1);
         }
     } else {
-        for (blk = 0; blk < nb && blk < 2; blk++) zero__off_issue(&o, &o.rb[blk], blk, 0, o.buf[blk], 0);
+        for (blk = 0; blk < nb && blk < 2; blk++) zero__nvme_issue(&o, &o.rb[blk], blk, 0, o.buf[blk], 0);
         for (blk = 0; blk < nb; blk++) {        /* two reads queued while one block is verified */
             int b = (int)(blk % 3);
             zero__io_wait(&o.io, &o.rb[b]);
             if (o.rb[b].err) { fprintf(stderr, "I/O error %d\n", o.rb[b].err); exit(1); }
-            if (blk + 2 < nb) zero__off_issue(&o, &o.rb[(blk + 2) % 3], blk + 2, 0, o.buf[(blk + 2) % 3], 0);
-            if (sums && zero__off_verify(NULL, &o, pl, o.buf[b], blk, 0, "bench_nvme") != ZERO_OK) { fprintf(stderr, "checksum\n"); exit(1); }
+            if (blk + 2 < nb) zero__nvme_issue(&o, &o.rb[(blk + 2) % 3], blk + 2, 0, o.buf[(blk + 2) % 3], 0);
+            if (sums && zero__nvme_verify(NULL, &o, pl, o.buf[b], blk, 0, "bench_nvme") != ZERO_OK) { fprintf(stderr, "checksum\n"); exit(1); }
         }
     }
     for (i = 0; i < 3; i++) { zero__io_wait(&o.io, &o.wb[i]); zero__io_wait(&o.io, &o.rb[i]); }
