@@ -2397,15 +2397,21 @@ struct zero_ctx {
 #  define ZERO_FREE(p, u) ((void)(u), free(p))
 #endif
 
-/* The one process-wide mutable state besides the thread's last error: a counter
-   that gives each context a different handle salt, so a handle from one context
-   is rejected by another. */
 /* the slice of every module that rank r owns: r, or with ZeRO++ (nodes of ns ranks, nn
    nodes; r = node n, place l) l * nn + n, so that the slices of ranks with one place l are
-   one contiguous chunk of the span (>>schedule: ZeRO++) */
+   one contiguous chunk of the span (>>zpp) */
 static int zero__part(const zero_ctx *ctx, int r) {
     return ctx->zpp.on ? (r % ctx->zpp.ns) * ctx->zpp.nn + r / ctx->zpp.ns : r;
 }
+/* Process-wide state, all of it; everything else hangs off a context:
+     - the thread's last error (zero__tls_err, thread-local; zero_last_error(NULL));
+     - this counter, which gives each context its own handle salt, so a handle from one
+       context is rejected by another;
+     - counters that make the names of the NVMe tier's and the stash's files and of the EMU
+       device's mapped files unique in this process (atomic or under the EMU map's lock);
+     - the EMU device's address map (zero__emu_maps, under its mutex: the local comm's ops
+       read other ranks' device memory, >>device);
+     - zero__fops, the file operations tests replace to provoke faults (>>io). */
 static uint32_t zero__next_salt(void) {
     static uint32_t counter = 0;
     return (__atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED) & 0x7ffu) + 1u;
@@ -4382,6 +4388,34 @@ static double zero__sumsq_slice(const zero_ctx *ctx, const void *grads, int r) {
 /* One fused pass over this rank's part of the model: widen the gradient, unscale and
    clip (one factor), update master and moments, narrow into the params. The segments
    are concatenated and cut into one contiguous chunk per pool thread. */
+/* The segments that meet [lo, hi) of their concatenation (the state index space of this
+   rank's trainable slice), in order, each with the part [s, e) of it that lies inside:
+       zero__seg_walk w = zero__seg_begin(ctx, lo, hi);
+       while (zero__seg_next(&w)) ... w.sg, w.s, w.e ... */
+typedef struct zero__seg_walk {
+    const zero_ctx *ctx;
+    int64_t lo, hi, off, s, e;
+    int si;
+    const zero__segment *sg;
+} zero__seg_walk;
+static zero__seg_walk zero__seg_begin(const zero_ctx *ctx, int64_t lo, int64_t hi) {
+    zero__seg_walk w;
+    memset(&w, 0, sizeof w);
+    w.ctx = ctx; w.lo = lo; w.hi = hi;
+    return w;
+}
+static int zero__seg_next(zero__seg_walk *w) {
+    while (w->si < w->ctx->lay.num_segs && w->off < w->hi) {
+        const zero__segment *sg = &w->ctx->lay.segs[w->si++];
+        int64_t off = w->off;
+        w->off += sg->n;
+        w->s = w->lo - off > 0 ? w->lo - off : 0;
+        w->e = w->hi - off < sg->n ? w->hi - off : sg->n;
+        if (w->s < w->e) { w->sg = sg; return 1; }
+    }
+    return 0;
+}
+
 typedef struct zero__opt_job {
     zero_ctx *ctx;
     zero__optk k;
@@ -4396,16 +4430,16 @@ typedef struct zero__opt_job {
 static void zero__opt_part(void *arg, int part, int nparts) {
     const zero__opt_job *j = (const zero__opt_job *)arg;
     zero_ctx *ctx = j->ctx;
-    int pdt = j->k.pdt, adt = j->k.adt, si;
-    int64_t lo, hi, off = 0;
+    int pdt = j->k.pdt, adt = j->k.adt;
+    int64_t lo, hi;
+    zero__seg_walk w;
     zero__chunk(j->total, part, nparts, &lo, &hi);
-    for (si = 0; si < ctx->lay.num_segs && off < hi; off += ctx->lay.segs[si].n, si++) {
-        const zero__segment *sg = &ctx->lay.segs[si];
-        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
+    w = zero__seg_begin(ctx, lo, hi);
+    while (zero__seg_next(&w)) {
+        const zero__segment *sg = w.sg;
+        int64_t s = w.s, e = w.e;
         void *p;
-        zero__optk k;
-        if (s >= e) continue;
-        k = j->k;
+        zero__optk k = j->k;
         k.decay = sg->decay;
         p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
         if (j->clear) {     /* a piece at a time, zeroed while its gradients are still in cache */
@@ -10138,18 +10172,16 @@ typedef struct zero__hostjob {
 static void zero__host_part(void *arg, int part, int nparts) {
     const zero__hostjob *j = (const zero__hostjob *)arg;
     zero_ctx *ctx = j->ctx;
-    int pdt = j->k.pdt, adt = j->k.adt, si;
-    int64_t lo, hi, off = 0;
+    int pdt = j->k.pdt, adt = j->k.adt;
+    int64_t lo, hi;
+    zero__seg_walk w;
     zero__chunk(j->total, part, nparts, &lo, &hi);
-    lo += j->lo;
-    hi += j->lo;
-    for (si = 0; si < ctx->lay.num_segs && off < hi; off += ctx->lay.segs[si].n, si++) {
-        const zero__segment *sg = &ctx->lay.segs[si];
-        int64_t s = lo - off > 0 ? lo - off : 0, e = hi - off < sg->n ? hi - off : sg->n;
+    w = zero__seg_begin(ctx, lo + j->lo, hi + j->lo);
+    while (zero__seg_next(&w)) {
+        const zero__segment *sg = w.sg;
+        int64_t s = w.s, e = w.e;
         void *p;
-        zero__optk k;
-        if (s >= e) continue;
-        k = j->k;
+        zero__optk k = j->k;
         k.decay = sg->decay;
         p = zero__at(j->params, sg->state_idx, pdt);
         j->fn(&k, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
