@@ -2408,7 +2408,7 @@ static int zero__part(const zero_ctx *ctx, int r) {
      - this counter, which gives each context its own handle salt, so a handle from one
        context is rejected by another;
      - counters that make the names of the NVMe tier's and the stash's files and of the EMU
-       device's mapped files unique in this process (atomic or under the EMU map's lock);
+       device's mapped files unique in this process (atomic);
      - the EMU device's address map (zero__emu_maps, under its mutex: the local comm's ops
        read other ranks' device memory, >>device);
      - zero__fops, the file operations tests replace to provoke faults (>>io). */
@@ -4657,8 +4657,8 @@ ZERO__VT_END(zero__dev_vt, zero__cpu_dev)
    to it faults, and the ops reach the memory through a second, writable mapping. It runs
    the engine exactly as the CUDA device does (only through the ops), on the CPU, with the
    CPU's arithmetic, so its results equal the CPU device's bit for bit. The address map is
-   process-wide (the one other piece of global state, like the handle salt): the local
-   comm's ops read other ranks' device memory. -- */
+   process-wide (see the list of process-wide state in >>base): the local comm's ops read
+   other ranks' device memory. -- */
 #if defined(__unix__) || defined(__APPLE__)
 #define ZERO__HAVE_EMU 1
 #define ZERO__EMU_MAX 4096
