@@ -9032,10 +9032,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
 }
 
 /* Validates a desc and fills its defaults, in one place. */
-static zero_result zero__fill_desc(zero_desc *d) {
-    const zero_logger *lg = &d->logger;
-    zero_optim_desc *o = &d->optim;
-    zero_result r;
+/* zero_desc's stage, dtypes and sizes */
+static zero_result zero__check_desc_sizes(const zero_desc *d, const zero_logger *lg) {
     if (d->stage < 0 || d->stage > 3)
         return zero__fail_lg(lg, ZERO_ERR_INVALID_STAGE, ZERO_LOGITEM_INVALID_STAGE,
                           "zero_desc.stage is %d; it must be 0, 1, 2 or 3", d->stage);
@@ -9059,6 +9057,11 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->align_elems > (1 << 20))
         return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
+    return ZERO_OK;
+}
+/* the optimizer's, the loss scale's and the threads' options */
+static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger *lg) {
+    const zero_optim_desc *o = &d->optim;
     if ((int)o->type < 0 || o->type >= ZERO_OPTIM_NUM || o->lr < 0 || o->beta1 < 0 || o->beta1 >= 1 ||
         o->beta2 < 0 || o->beta2 >= 1 || o->eps < 0 || o->weight_decay < 0 || o->momentum < 0 ||
         o->dampening < 0 || d->clip_norm < 0 || d->loss_scale < 0 || d->loss_scale_init < 0 ||
@@ -9068,6 +9071,10 @@ static zero_result zero__fill_desc(zero_desc *d) {
                           "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
                           o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
                           (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
+    return ZERO_OK;
+}
+/* where things go: the offload tiers, the device, the activation stash */
+static zero_result zero__check_desc_places(const zero_desc *d, const zero_logger *lg) {
     if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
         d->offload_params >= ZERO_OFFLOAD_NUM || d->offload.buffer_bytes < 0 || d->offload.queue_depth < 0 ||
         d->offload.queue_depth > 256)
@@ -9087,7 +9094,10 @@ static zero_result zero__fill_desc(zero_desc *d) {
     if (d->offload_activations == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                              "offload_activations is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if ((r = zero__zpp_check_desc(d, lg)) != ZERO_OK) return r;
+    return ZERO_OK;
+}
+/* the offload combinations this build runs */
+static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logger *lg) {
     if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) &&
         (d->offload_optimizer == ZERO_OFFLOAD_NVME || d->offload_params != ZERO_OFFLOAD_NONE))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
@@ -9101,6 +9111,11 @@ static zero_result zero__fill_desc(zero_desc *d) {
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
                           "(stage %d; other stages: use ZERO_OFFLOAD_HOST)", d->stage);
+    return ZERO_OK;
+}
+/* every zero field of a checked desc given its default (zero_query_desc shows them) */
+static void zero__desc_defaults(zero_desc *d) {
+    zero_optim_desc *o = &d->optim;
     d->offload.buffer_bytes = ZERO__DEF(d->offload.buffer_bytes, (int64_t)64 << 20);
     d->offload.queue_depth = ZERO__DEF(d->offload.queue_depth, 16);
     d->param_dtype = ZERO__DEF(d->param_dtype, ZERO_BF16);
@@ -9121,6 +9136,16 @@ static zero_result zero__fill_desc(zero_desc *d) {
     d->cpu_threads = ZERO__DEF(d->cpu_threads, 1);
     d->device = ZERO__DEF(d->device, ZERO_DEVICE_CPU);
     d->logger.level = ZERO__DEF(d->logger.level, ZERO_LOG_WARN);
+}
+/* a copy of the user's desc checked and completed: what zero_create and zero_estimate use */
+static zero_result zero__fill_desc(zero_desc *d) {
+    const zero_logger *lg = &d->logger;
+    zero_result r;
+    if ((r = zero__check_desc_sizes(d, lg)) != ZERO_OK || (r = zero__check_desc_optim(d, lg)) != ZERO_OK ||
+        (r = zero__check_desc_places(d, lg)) != ZERO_OK || (r = zero__zpp_check_desc(d, lg)) != ZERO_OK ||
+        (r = zero__check_desc_offload(d, lg)) != ZERO_OK)
+        return r;
+    zero__desc_defaults(d);
     return ZERO_OK;
 }
 
