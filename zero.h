@@ -2750,6 +2750,32 @@ static int zero__trace_write(const char *path, const zero__trace_event *ev, cons
     return ok;
 }
 
+/* zero_trace_enable: the event buffer, published to the comm stream once ready */
+static zero_result zero__trace_enable(zero_ctx *ctx, int64_t max_events) {
+    struct zero__trace *tr;
+    int64_t bytes;
+    if (max_events <= 0 || !zero__mul(max_events, (int64_t)sizeof(zero__trace_event), &bytes) || (size_t)bytes != (uint64_t)bytes)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_trace_enable: max_events must be positive (got %lld)", (long long)max_events);
+    if (ctx->trace)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_enable: tracing is already on");
+    tr = (struct zero__trace *)zero__raw_alloc(&ctx->desc.allocator, sizeof *tr);
+    if (tr) memset(tr, 0, sizeof *tr);
+    if (tr && !(tr->ev = (zero__trace_event *)zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes))) {
+        zero__raw_free(&ctx->desc.allocator, tr);
+        tr = NULL;
+    }
+    if (!tr)
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+                          "zero_trace_enable: cannot allocate %lld bytes of trace events", (long long)bytes);
+    tr->cap = max_events;
+    /* the comm stream reads ctx->trace: publish it once the buffer is ready */
+    __atomic_store_n(&ctx->trace, tr, __ATOMIC_RELEASE);
+    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_TRACE, "tracing on: %lld events, %lld bytes", (long long)max_events,
+              (long long)bytes);
+    return ZERO_OK;
+}
+
 /* >>stream -----------------------------------------------------------------------------
    A stream is a FIFO worker thread; an event is a ticket: the count of tasks enqueued
    when it was recorded. Waiting for a ticket waits until that many tasks are done. On
@@ -12217,6 +12243,48 @@ static zero_result zero__stash_build(zero_ctx *ctx) {
     return r;
 }
 
+/* zero_act_add: a slot registered (its place is planned at zero_build) */
+static zero_result zero__act_add(zero_ctx *ctx, const char *name, int64_t bytes, zero_act *out) {
+    zero__act_rec *a;
+    zero_result r;
+    int i;
+    if ((r = zero__name_check(ctx, "zero_act_add", "activation", name)) != ZERO_OK) return r;
+    if (bytes <= 0 || bytes > ((int64_t)1 << 48))
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_act_add('%s'): %lld bytes; it must be 1..2^48", name, (long long)bytes);
+    for (i = 0; i < ctx->act.num; i++)
+        if (strcmp(ctx->act.recs[i].name, name) == 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_act_add: an activation named '%s' already exists", name);
+    if (!zero__grow(ctx, (void **)&ctx->act.recs, &ctx->act.cap, ctx->act.num, sizeof *a))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
+    a = &ctx->act.recs[ctx->act.num];
+    memset(a, 0, sizeof *a);
+    if (!(a->name = zero__strdup(&ctx->desc.allocator, name)))
+        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
+    a->bytes = bytes;
+    a->buf = -1;
+    out->id = zero__handle(ctx, ctx->act.num++);
+    return ZERO_OK;
+}
+
+/* zero_act_get of slot i: checked against the slot's state, then read */
+static zero_result zero__act_get(zero_ctx *ctx, int i, void *dst) {
+    const zero__act_rec *a = &ctx->act.recs[i];
+    if (a->state == ZERO__ACT_TAKEN)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): already taken; one zero_act_get per zero_act_put", a->name);
+    if (a->state == ZERO__ACT_DROPPED)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): used after the step: its bytes were dropped at zero_step (a slot "
+                          "lives from zero_act_put to zero_act_get within one step)", a->name);
+    if (a->state != ZERO__ACT_PUT)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
+                          "zero_act_get('%s'): nothing was put %s", a->name,
+                          a->put_step >= 0 ? "since its last zero_act_get (used after the step?)" : "yet");
+    return zero__stash_get(ctx, i, dst);
+}
+
 /* >>ckpt ------------------------------------------------------------------------------
    Sharded checkpoints and safetensors. A checkpoint directory holds one shard file per
    rank of the saving world, "rank<R>.g<G>" (G: the save's generation), and a text
@@ -14439,6 +14507,33 @@ static zero_result zero__create(zero_ctx **out, const zero_desc *desc) {
     return zero__fail_lg(&d.logger, why.r, why.item, "%s", why.msg);
 }
 
+/* zero_build: the model states (>>build), then the activation stash; a failure undoes both */
+static zero_result zero__build_all(zero_ctx *ctx) {
+    zero_result r;
+    if ((r = zero__build(ctx)) != ZERO_OK) return r;
+    r = zero__stash_build(ctx);
+    if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none */
+        double v = r != ZERO_OK;
+        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
+        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
+            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                                "zero_build: another rank could not create its activation files");
+    }
+    if (r != ZERO_OK) {                     /* undo zero__build */
+        zero__stash_free(ctx);
+        zero__pool_free(ctx->opt.pool, &ctx->desc.allocator);
+        ctx->opt.pool = NULL;
+        zero__free_arenas(ctx);
+        ctx->built = 0;
+        return r;
+    }
+    /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
+    ctx->desc.bucket_bytes = zero__bucket_bytes(&ctx->desc, ctx->lay.plan.trainable_padded);
+    if (ctx->desc.stage == 3 && !ctx->desc.max_live_bytes) ctx->desc.max_live_bytes = ctx->sched.max_live;
+    if (ctx->desc.stage == 3 && !ctx->desc.prefetch_bytes) ctx->desc.prefetch_bytes = ctx->sched.prefetch_budget;
+    return ZERO_OK;
+}
+
 /* zero_stats_get: the bytes allocated now, the traffic counted so far and the step's figures */
 static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
     zero_ctx *c = (zero_ctx *)ctx;
@@ -14630,61 +14725,19 @@ ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_ac
 }
 /* ---- build ------------------------------------------------------------------------- */
 ZERO_API zero_result zero_build(zero_ctx *ctx) {
-    zero_result r;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_build: ctx is NULL");
     if (ctx->built) return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT, "zero_build: already built");
-    if ((r = zero__build(ctx)) != ZERO_OK) return r;
-    r = zero__stash_build(ctx);
-    if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none */
-        double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
-        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
-            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                                "zero_build: another rank could not create its activation files");
-    }
-    if (r != ZERO_OK) {                     /* undo zero__build */
-        zero__stash_free(ctx);
-        zero__pool_free(ctx->opt.pool, &ctx->desc.allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
-        ctx->built = 0;
-        return r;
-    }
-    /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
-    ctx->desc.bucket_bytes = zero__bucket_bytes(&ctx->desc, ctx->lay.plan.trainable_padded);
-    if (ctx->desc.stage == 3 && !ctx->desc.max_live_bytes) ctx->desc.max_live_bytes = ctx->sched.max_live;
-    if (ctx->desc.stage == 3 && !ctx->desc.prefetch_bytes) ctx->desc.prefetch_bytes = ctx->sched.prefetch_budget;
-    return ZERO_OK;
+    return zero__build_all(ctx);
 }
 /* ---- the activation stash (>>stash) --------------------------------------------------- */
 ZERO_API zero_result zero_act_add(zero_ctx *ctx, const char *name, int64_t bytes, zero_act *out) {
-    zero__act_rec *a;
-    zero_result r;
-    int i;
     if (!ctx || !name || !out)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_act_add: ctx, name and out must not be NULL");
     out->id = 0;
     if (ctx->built)
         return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
                           "zero_act_add('%s'): activation slots are planned at zero_build: add them before it", name);
-    if ((r = zero__name_check(ctx, "zero_act_add", "activation", name)) != ZERO_OK) return r;
-    if (bytes <= 0 || bytes > ((int64_t)1 << 48))
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_act_add('%s'): %lld bytes; it must be 1..2^48", name, (long long)bytes);
-    for (i = 0; i < ctx->act.num; i++)
-        if (strcmp(ctx->act.recs[i].name, name) == 0)
-            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                              "zero_act_add: an activation named '%s' already exists", name);
-    if (!zero__grow(ctx, (void **)&ctx->act.recs, &ctx->act.cap, ctx->act.num, sizeof *a))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
-    a = &ctx->act.recs[ctx->act.num];
-    memset(a, 0, sizeof *a);
-    if (!(a->name = zero__strdup(&ctx->desc.allocator, name)))
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_act_add: out of memory");
-    a->bytes = bytes;
-    a->buf = -1;
-    out->id = zero__handle(ctx, ctx->act.num++);
-    return ZERO_OK;
+    return zero__act_add(ctx, name, bytes, out);
 }
 
 ZERO_API zero_result zero_act_put(zero_ctx *ctx, zero_act act, const void *src) {
@@ -14708,18 +14761,7 @@ ZERO_API zero_result zero_act_get(zero_ctx *ctx, zero_act act, void *dst) {
     if ((i = zero__act_index(ctx, act, "zero_act_get")) < 0) return ZERO_ERR_INVALID_HANDLE;
     a = &ctx->act.recs[i];
     if (!dst) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_act_get('%s'): dst is NULL", a->name);
-    if (a->state == ZERO__ACT_TAKEN)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
-                          "zero_act_get('%s'): already taken; one zero_act_get per zero_act_put", a->name);
-    if (a->state == ZERO__ACT_DROPPED)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
-                          "zero_act_get('%s'): used after the step: its bytes were dropped at zero_step (a slot "
-                          "lives from zero_act_put to zero_act_get within one step)", a->name);
-    if (a->state != ZERO__ACT_PUT)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_ACT_MISUSE,
-                          "zero_act_get('%s'): nothing was put %s", a->name,
-                          a->put_step >= 0 ? "since its last zero_act_get (used after the step?)" : "yet");
-    return zero__stash_get(ctx, i, dst);
+    return zero__act_get(ctx, i, dst);
 }
 
 /* ---- the training step: fetch, release, gradients, step ------------------------------ */
@@ -14864,29 +14906,8 @@ ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogit
 
 /* ---- tracing ------------------------------------------------------------------------ */
 ZERO_API zero_result zero_trace_enable(zero_ctx *ctx, int64_t max_events) {
-    struct zero__trace *tr;
-    int64_t bytes;
     if (!ctx) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_trace_enable: ctx is NULL");
-    if (max_events <= 0 || !zero__mul(max_events, (int64_t)sizeof(zero__trace_event), &bytes) || (size_t)bytes != (uint64_t)bytes)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_trace_enable: max_events must be positive (got %lld)", (long long)max_events);
-    if (ctx->trace)
-        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "zero_trace_enable: tracing is already on");
-    tr = (struct zero__trace *)zero__raw_alloc(&ctx->desc.allocator, sizeof *tr);
-    if (tr) memset(tr, 0, sizeof *tr);
-    if (tr && !(tr->ev = (zero__trace_event *)zero__raw_alloc(&ctx->desc.allocator, (size_t)bytes))) {
-        zero__raw_free(&ctx->desc.allocator, tr);
-        tr = NULL;
-    }
-    if (!tr)
-        return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                          "zero_trace_enable: cannot allocate %lld bytes of trace events", (long long)bytes);
-    tr->cap = max_events;
-    /* the comm stream reads ctx->trace: publish it once the buffer is ready */
-    __atomic_store_n(&ctx->trace, tr, __ATOMIC_RELEASE);
-    zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_TRACE, "tracing on: %lld events, %lld bytes", (long long)max_events,
-              (long long)bytes);
-    return ZERO_OK;
+    return zero__trace_enable(ctx, max_events);
 }
 
 ZERO_API zero_result zero_trace_begin(zero_ctx *ctx, const char *name) {
