@@ -839,9 +839,11 @@
      zero_log_item_str(item) names it. The failures of a context and of zero_create are
      logged at ZERO_LOG_ERROR as well as returned; WARN gives a skipped step
      (STEP_SKIPPED: not an error, ERRORS) and a fetch or activation order that changed
-     (SCHEDULE_CHANGED, ACT_ORDER_CHANGED); INFO gives the plan's totals at zero_build
-     (BUILT), a grown loss scale (LOSS_SCALE_GROWN) and the NVMe tier's fallbacks
-     (OFFLOAD_BUFFERED, OFFLOAD_ENGINE).
+     (SCHEDULE_CHANGED, ACT_ORDER_CHANGED); INFO gives the plan per tier and the totals
+     at zero_build (PLAN, BUILT), a grown loss scale (LOSS_SCALE_GROWN) and the NVMe
+     tier's fallbacks (OFFLOAD_BUFFERED, OFFLOAD_ENGINE). A collective that fails
+     because a rank left its group is logged as RANK_LEFT, one whose rank never came as
+     COLL_TIMEOUT.
      Debug items come from the comm-stream thread: make func thread-safe.
 
    WHAT IT DOES NOT DO (yet)
@@ -9465,32 +9467,13 @@ static void zero__params_truncate(zero_ctx *ctx, int keep) {
         zero__raw_free(&ctx->desc.allocator, p->name);
     }
 }
-static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
-                                         const zero_param_desc *desc, zero_param *out) {
-    static const char *fn = "zero_add_param_stack";
+/* zero_add_param_stack: the slice each module gets (shape[1..], or [1] for a 1-D tensor),
+   its element count checked */
+static zero_result zero__stack_slice(zero_ctx *ctx, const char *fn, int n, const zero_param_desc *desc,
+                                     zero_param_desc *out, int64_t *numel_out) {
     zero_param_desc slice;
-    zero_result r;
-    int i, j, mi, keep;
     int64_t numel = 1, total;
-    if (!ctx || !modules || !desc || !out || !desc->name)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "%s: ctx, modules, desc, desc->name and out must not be NULL", fn);
-    for (i = 0; i < n; i++) out[i].id = 0;
-    if (ctx->built)
-        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
-                          "%s('%s'): the model cannot change after zero_build", fn, desc->name);
-    if ((r = zero__name_check(ctx, fn, "param", desc->name)) != ZERO_OK) return r;
-    if (n < 1)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
-    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): ndim is %d; it must be 1..%d", fn, desc->name, desc->ndim, ZERO_MAX_DIMS);
-    if (desc->shape[0] != n)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "%s('%s'): shape[0] is %lld but %d modules were given; the first axis is split one slice "
-                          "per module", fn, desc->name, (long long)desc->shape[0], n);
-    /* the slice: shape[1..], or [1] for a 1-D tensor */
+    int i;
     memset(&slice, 0, sizeof slice);
     slice.name = desc->name;
     slice.no_decay = desc->no_decay;
@@ -9509,6 +9492,14 @@ static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modul
     if (!zero__mul(numel, n, &total))
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "%s('%s'): the element count overflows", fn, desc->name);
+    *out = slice;
+    *numel_out = numel;
+    return ZERO_OK;
+}
+/* zero_add_param_stack: the n modules, each distinct, free of the name and with room */
+static zero_result zero__stack_modules(zero_ctx *ctx, const char *fn, const zero_module *modules, int n, const char *name,
+                                       int64_t numel) {
+    int i, j, mi;
     for (i = 0; i < n; i++) {
         const zero__module_rec *m;
         if ((mi = zero__module_index(ctx, modules[i], fn)) < 0) return ZERO_ERR_INVALID_HANDLE;
@@ -9517,19 +9508,42 @@ static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modul
             if (modules[j].id == modules[i].id)
                 return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                                   "%s('%s'): modules[%d] and modules[%d] are both module '%s'; each slice needs a "
-                                  "module of its own", fn, desc->name, j, i, m->name);
-        if (zero__param_named(ctx, mi, desc->name))
+                                  "module of its own", fn, name, j, i, m->name);
+        if (zero__param_named(ctx, mi, name))
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "%s: module '%s' (modules[%d]) already has a param named '%s'", fn, m->name, i,
-                              desc->name);
-        if ((j = zero__key_clash(ctx, mi, desc->name)) >= 0)
+                              name);
+        if ((j = zero__key_clash(ctx, mi, name)) >= 0)
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
-                              desc->name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
+                              name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
         if (zero__align_up(m->lay.used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                              "%s('%s'): module '%s' (modules[%d]) is too large", fn, desc->name, m->name, i);
+                              "%s('%s'): module '%s' (modules[%d]) is too large", fn, name, m->name, i);
     }
+    return ZERO_OK;
+}
+static zero_result zero__add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
+                                         const zero_param_desc *desc, zero_param *out) {
+    static const char *fn = "zero_add_param_stack";
+    zero_param_desc slice;
+    zero_result r;
+    int i, j, keep;
+    int64_t numel = 1;
+    if ((r = zero__name_check(ctx, fn, "param", desc->name)) != ZERO_OK) return r;
+    if (n < 1)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): n is %d; a stack has at least one module", fn, desc->name, n);
+    if (desc->ndim < 1 || desc->ndim > ZERO_MAX_DIMS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): ndim is %d; it must be 1..%d", fn, desc->name, desc->ndim, ZERO_MAX_DIMS);
+    if (desc->shape[0] != n)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "%s('%s'): shape[0] is %lld but %d modules were given; the first axis is split one slice "
+                          "per module", fn, desc->name, (long long)desc->shape[0], n);
+    if ((r = zero__stack_slice(ctx, fn, n, desc, &slice, &numel)) != ZERO_OK ||
+        (r = zero__stack_modules(ctx, fn, modules, n, desc->name, numel)) != ZERO_OK)
+        return r;
     /* checked; only running out of memory can fail now, and that takes back the slices added */
     keep = ctx->num_params;
     for (i = 0; i < n; i++)
@@ -14669,6 +14683,14 @@ ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const c
 
 ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
                                           const zero_param_desc *desc, zero_param *out) {
+    int i;
+    if (!ctx || !modules || !desc || !out || !desc->name)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_add_param_stack: ctx, modules, desc, desc->name and out must not be NULL");
+    for (i = 0; i < n; i++) out[i].id = 0;
+    if (ctx->built)
+        return zero__fail(ctx, ZERO_ERR_ALREADY_BUILT, ZERO_LOGITEM_ALREADY_BUILT,
+                          "zero_add_param_stack('%s'): the model cannot change after zero_build", desc->name);
     return zero__add_param_stack(ctx, modules, n, desc, out);
 }
 
