@@ -10738,9 +10738,10 @@ static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64
                                         per, micro > 1);
         /* stages 0-1 with a wider accumulator: accumulate locally, reduce on the last micro-batch */
         if ((r = ctx->dev->sum_into(ctx, ZERO__S_COMM, full, adt, &src, 1, gdt, m->lay.span, micro > 1)) != ZERO_OK) return r;
-        if (micro < d->accum_steps) return ZERO_OK;
+        if (zero__reduce_coll(d, micro) < 0) return ZERO_OK;
     }
-    if (d->stage == 0) return zero__all_reduce(ctx, full, adt, m->lay.span);
+    /* (without staging, stages 0-1 post their reduction on the last micro-batch only) */
+    if (zero__reduce_coll(d, micro) == ZERO_COLL_ALL_REDUCE) return zero__all_reduce(ctx, full, adt, m->lay.span);
     if (ctx->zpp.on) return zero__zpp_reduce(ctx, mi, full, adt, zero__at(full, (int64_t)ctx->prank * per, adt), adt, per, 0);
     r = zero__reduce_scatter(ctx, full, adt, zero__at(full, (int64_t)ctx->rank * per, adt), adt, per, 0);
     return r;
