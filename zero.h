@@ -2098,6 +2098,9 @@ typedef struct zero__tier_vt {
     /* state elements [idx, idx+n) of the params, in the param dtype, for a stage-3 gather
        (holds_params only) */
     zero_result (*gather)(zero_ctx *ctx, int64_t idx, int64_t n, char *dst);
+    /* this rank's fp32 slice of trainable module mi's master, for its gather (the comm
+       stream; a failure leaves its message in ctx->comm->err) */
+    zero_result (*master_slice)(zero_ctx *ctx, int mi, float *mine);
 } zero__tier_vt;
 typedef struct zero__comm_vt {
     /* each rank contributes `bytes` at send; recv gets all ranks' pieces in rank order */
@@ -9958,12 +9961,28 @@ static zero_result zero__mem_gather(zero_ctx *ctx, int64_t idx, int64_t n, char 
     (void)idx; (void)n; (void)dst;
     return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "internal: a param gather from a tier without params");
 }
+/* a module's slice of the params widened to fp32: the master where there is none */
+static zero_result zero__widen_slice(zero_ctx *ctx, int mi, float *mine) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    int pdt = ctx->desc.param_dtype;
+    int64_t per = m->lay.span / ctx->world;
+    const void *src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi)
+                                                 : m->lay.param_off + (int64_t)ctx->prank * per, pdt);
+    return ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);
+}
+/* the master's slice: the arena's (device or pinned host memory), else the params widened */
+static zero_result zero__mem_master_slice(zero_ctx *ctx, int mi, float *mine) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    if (!ctx->arena.master) return zero__widen_slice(ctx, mi, mine);
+    return ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->lay.train_off / ctx->world,
+                          m->lay.span / ctx->world * 4);
+}
 ZERO__VT_BEGIN(zero__tier_vt, zero__tier_mem)
     ZERO__VT_SET(name, "memory") ZERO__VT_SET(build, zero__mem_build) ZERO__VT_SET(free, zero__mem_free)
     ZERO__VT_SET(has_master, zero__mem_has_master) ZERO__VT_SET(holds_params, zero__mem_holds_params)
     ZERO__VT_SET(step, zero__mem_step) ZERO__VT_SET(read, zero__mem_read) ZERO__VT_SET(write, zero__mem_write)
     ZERO__VT_SET(flush, zero__mem_flush) ZERO__VT_SET(blocked, 0) ZERO__VT_SET(run, zero__mem_run)
-    ZERO__VT_SET(gather, zero__mem_gather)
+    ZERO__VT_SET(gather, zero__mem_gather) ZERO__VT_SET(master_slice, zero__mem_master_slice)
 ZERO__VT_END(zero__tier_vt, zero__tier_mem)
 
 /* the nvme tier's build: files created, preallocated and filled with zero states (slot 0) */
@@ -10359,6 +10378,7 @@ ZERO__VT_BEGIN(zero__tier_vt, zero__tier_host)
     ZERO__VT_SET(step, zero__host_step) ZERO__VT_SET(read, zero__mem_read)
     ZERO__VT_SET(write, zero__mem_write) ZERO__VT_SET(flush, zero__mem_flush) ZERO__VT_SET(blocked, 0)
     ZERO__VT_SET(run, zero__mem_run) ZERO__VT_SET(gather, zero__mem_gather)
+    ZERO__VT_SET(master_slice, zero__mem_master_slice)
 ZERO__VT_END(zero__tier_vt, zero__tier_host)
 
 /* nvme: the blocks of zero__nvme (an optimizer state of no element has none: then the
@@ -10372,6 +10392,18 @@ static zero_result zero__nvme_read(zero_ctx *ctx, int which, int64_t idx, int64_
 static zero_result zero__nvme_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
     return zero__nvme_rw(ctx, which, idx, n, NULL, in, fn);
 }
+/* the master's slice from the blocks: the fp32 master, or the params themselves when they
+   are f32 and on NVMe; the tier's failure message goes to the comm, which reports it */
+static zero_result zero__nvme_master_slice(zero_ctx *ctx, int mi, float *mine) {
+    const zero__module_rec *m = &ctx->modules[mi];
+    const zero__nvme *o = ctx->tier.nvme;
+    zero_result r;
+    if (ctx->arena.master || (!o->has_master && !o->params)) return zero__mem_master_slice(ctx, mi, mine);
+    r = zero__nvme_read(ctx, o->has_master ? 0 : ZERO__TIER_PARAMS, m->lay.train_off / ctx->world,
+                        m->lay.span / ctx->world, mine, "gather");
+    if (r != ZERO_OK) snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);
+    return r;
+}
 ZERO__VT_BEGIN(zero__tier_vt, zero__tier_nvme)
     ZERO__VT_SET(build_agreed, 1)
     ZERO__VT_SET(name, "nvme") ZERO__VT_SET(build, zero__nvme_build) ZERO__VT_SET(free, zero__nvme_free)
@@ -10379,6 +10411,7 @@ ZERO__VT_BEGIN(zero__tier_vt, zero__tier_nvme)
     ZERO__VT_SET(step, zero__nvme_apply) ZERO__VT_SET(read, zero__nvme_read)
     ZERO__VT_SET(write, zero__nvme_write) ZERO__VT_SET(flush, zero__nvme_flush) ZERO__VT_SET(blocked, 1)
     ZERO__VT_SET(run, zero__nvme_run) ZERO__VT_SET(gather, zero__nvme_gather)
+    ZERO__VT_SET(master_slice, zero__nvme_master_slice)
 ZERO__VT_END(zero__tier_vt, zero__tier_nvme)
 
 static const zero__tier_vt *zero__tier_pick(const zero_desc *d) {
@@ -10765,36 +10798,14 @@ static zero_result zero__task_reduce(zero_ctx *ctx, int mi, int micro, int64_t s
     return r;
 }
 
-/* buf: the module's span in fp32, in device memory (host memory on the CPU device) */
+/* buf: the module's span in fp32, in device memory (host memory on the CPU device); this
+   rank's slice from its tier (a frozen module's: the params widened) */
 static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
-    const zero__module_rec *m = &ctx->modules[mi];
-    int N = ctx->world, pdt = ctx->desc.param_dtype;
-    int64_t per = m->lay.span / N;
+    int64_t per = ctx->modules[mi].lay.span / ctx->world;
     float *mine = buf + (int64_t)ctx->prank * per;
-    const void *src;
-    zero_result r;
-    if (ctx->arena.master && !m->frozen)
-        r = ctx->dev->copy(ctx, ZERO__S_COMM, mine, ctx->arena.master + m->lay.train_off / N, per * 4);
-    else if (ctx->tier.vt->has_master(ctx) && !m->frozen) {
-        if ((r = ctx->tier.vt->read(ctx, 0, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
-            zero__gather_slice(ctx, mine, buf, per, ZERO_F32);     /* the others wait for this rank */
-            return r;
-        }
-    } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen) {     /* f32 params on NVMe: they are the master */
-        if ((r = ctx->tier.vt->read(ctx, ZERO__TIER_PARAMS, m->lay.train_off / N, per, mine, "gather")) != ZERO_OK) {
-            zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
-            snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err);    /* the stream reports it */
-            return r;
-        }
-    } else {
-        src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi) : m->lay.param_off + (int64_t)ctx->prank * per, pdt);
-        r = ctx->dev->sum_into(ctx, ZERO__S_COMM, mine, ZERO_F32, &src, 1, pdt, per, 0);   /* widen */
-    }
-    if (r != ZERO_OK) {
-        zero__gather_slice(ctx, mine, buf, per, ZERO_F32);         /* the others wait for this rank */
-        return r;
-    }
-    return zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
+    zero_result r = ctx->modules[mi].frozen ? zero__widen_slice(ctx, mi, mine) : ctx->tier.vt->master_slice(ctx, mi, mine);
+    zero_result g = zero__gather_slice(ctx, mine, buf, per, ZERO_F32);    /* the others wait for this rank */
+    return r != ZERO_OK ? r : g;
 }
 
 /* ---- tasks: what the comm stream runs (one runner per kind of ZERO__TASK_KINDS) ---------- */
