@@ -8604,13 +8604,23 @@ static const char *zero__io_no_uring(int why) {
 #endif
 }
 
-
 /* >>zpp: ZeRO++ (ON ZERO++) in one place ---------------------------------------------------
    Its option checks, its buffers' plan, the context's nodes and partition order, the node
    and cross-node endpoints made at zero_build, and the comm stream's ZeRO++ collectives:
    qwz's quantized gathers, hpz's secondary partition, qgz's quantized reductions. It sits
    above >>plan because the planner, the build and the schedule call into it; its payload
-   kernels are the device's ops (qp_encode, qp_sum). */
+   kernels are the device's ops (qp_encode, qp_sum).
+   Every collective runs in two levels: on ctx->comm's node endpoint (zpp.intra, the ns
+   ranks of this rank's node) and on its cross-node one (zpp.inter, the nn ranks at its
+   place l in their nodes). Rank r (node n, place l) owns slice l * nn + n of each module
+   (zero__part), so its cross-node peers' slices make one contiguous chunk of span / ns,
+   [l * chunk, (l + 1) * chunk): a gather is a cross-node all-gather of the slices into
+   the chunk, then a node all-gather of the chunks into the span; a reduce-scatter is a
+   node reduce-scatter of the chunks, then a cross-node one of the slices. No copies.
+   qwz sends int8 payloads (zero__qp_*) instead of the params, qgz payloads of the
+   gradients by all-to-all, decoded and summed in fp32 in rank order at each level;
+   hpz keeps each module's chunk (the secondary partition), refreshed by the first
+   gather after the params change, and later gathers only run the node level. */
 /* ns ranks per node: the comm's nodes, else desc.hpz, else one node of every rank */
 static int zero__zpp_on(const zero_desc *d) { return d->qwz || d->qgz || d->hpz; }
 static int zero__zpp_ns(const zero_desc *d, int world, const zero__sizes *z) {
@@ -9004,7 +9014,6 @@ static void zero__act_size(zero__sizes *z, int64_t bytes) {
     z->act_file += area;
     if (area > z->act_max) z->act_max = area;
 }
-
 
 /* one tier's bytes, all categories */
 static int64_t zero__tier_total(const int64_t *cats) {
@@ -10730,29 +10739,12 @@ static zero_result zero__build(zero_ctx *ctx) {
 }
 
 /* >>schedule: stage 3's fetch / prefetch / release, and the tasks the comm stream runs ------- */
-/* ---- ZeRO++ (ON ZERO++) ---------------------------------------------------------------
-   Every collective runs in two levels: on ctx->comm's node endpoint (zpp.intra, the ns
-   ranks of this rank's node) and on its cross-node one (zpp.inter, the nn ranks at its
-   place l in their nodes). Rank r (node n, place l) owns slice l * nn + n of each module
-   (zero__part), so its cross-node peers' slices make one contiguous chunk of span / ns,
-   [l * chunk, (l + 1) * chunk): a gather is a cross-node all-gather of the slices into
-   the chunk, then a node all-gather of the chunks into the span; a reduce-scatter is a
-   node reduce-scatter of the chunks, then a cross-node one of the slices. No copies.
-   qwz sends int8 payloads (zero__qp_*) instead of the params, qgz payloads of the
-   gradients by all-to-all, decoded and summed in fp32 in rank order at each level;
-   hpz keeps each module's chunk (the secondary partition), refreshed by the first
-   gather after the params change, and later gathers only run the node level. */
-
-
-
-
 
 /* this rank's slice `mine` into full, in one level or two (the gathers of every stage) */
 static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *full, int64_t per, int dt) {
     if (ctx->zpp.on) return zero__zpp_gather_exact(ctx, mine, full, per, dt);
     return zero__all_gather(ctx, mine, full, per, dt);
 }
-
 
 static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
     const zero_desc *d = &ctx->desc;
@@ -14677,11 +14669,9 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
 ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
 ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
 
-
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out) {
     return zero__add_module(ctx, desc, out);
 }
-
 
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module mod, const zero_param_desc *desc, zero_param *out) {
     return zero__add_param(ctx, mod, desc, out);
@@ -14691,7 +14681,6 @@ ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module mod, const c
                                         zero_param *out) {
     return zero__add_tied_param(ctx, mod, name, target, out);
 }
-
 
 ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modules, int n,
                                           const zero_param_desc *desc, zero_param *out) {
