@@ -1813,13 +1813,14 @@ ZERO__FP_PIN_END
 #endif
 
 /* The backend tables (device, comm, tier) are filled by field name in every language:
-   designated initializers in C and C++20, and before C++20 (which has none) a small
-   constructor function per table that sets the same fields by name. A table reads
+   designated initializers in C, and in C++ a small constructor function per table that
+   sets the same fields by name (C++ before C++20 has no designated initializers, and C++20's
+   must follow the declaration order and warn about the fields left out). A table reads
        ZERO__VT_BEGIN(zero__comm_vt, zero__local_vt)
            ZERO__VT_SET(all_gather, zero__local_all_gather) ...
        ZERO__VT_END(zero__comm_vt, zero__local_vt)
    and a field it does not set is NULL / 0. */
-#if defined(__cplusplus) && __cplusplus < 202002L
+#if defined(__cplusplus)
 #  define ZERO__VT_BEGIN(type, name) static type name##_make() { type v = type();
 #  define ZERO__VT_SET(field, val) v.field = val;
 #  define ZERO__VT_END(type, name) return v; } static const type name = name##_make();
@@ -2827,10 +2828,6 @@ static void *zero__stream_main(void *arg) {
     }
 }
 
-/* The traffic a task will send from this rank (ring volume: (N-1)/N of the data for
-   an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
-   task is issued, so the figures after a call do not depend on how far the comm
-   stream has got. Caller holds the stream lock. */
 /* the collective a module's reduction runs for micro-batch `micro` (1-based): stages 2-3
    reduce-scatter every micro-batch into the shard; stages 0-1 accumulate and reduce the last
    one (stage 0 all-reduces); -1: this micro-batch is only accumulated */
@@ -2839,6 +2836,10 @@ static int zero__reduce_coll(const zero_desc *d, int micro) {
     if (micro < d->accum_steps) return -1;
     return d->stage == 0 ? ZERO_COLL_ALL_REDUCE : ZERO_COLL_REDUCE_SCATTER;
 }
+/* The traffic a task will send from this rank (ring volume: (N-1)/N of the data for
+   an all-gather or reduce-scatter, twice that for an all-reduce). Counted when the
+   task is issued, so the figures after a call do not depend on how far the comm
+   stream has got. Caller holds the stream lock. */
 static void zero__count_task(zero_ctx *ctx, const zero__task *t) {
     const zero_desc *d = &ctx->desc;
     int64_t N = ctx->world, per = t->mod >= 0 && t->mod < ctx->num_modules ? ctx->modules[t->mod].lay.span / N : 0;
@@ -10796,8 +10797,14 @@ static zero_result zero__task_gather_master(zero_ctx *ctx, int mi, float *buf) {
     int64_t per = ctx->modules[mi].lay.span / ctx->world;
     float *mine = buf + (int64_t)ctx->prank * per;
     zero_result r = ctx->modules[mi].frozen ? zero__widen_slice(ctx, mi, mine) : ctx->tier.vt->master_slice(ctx, mi, mine);
-    zero_result g = zero__gather_slice(ctx, mine, buf, per, ZERO_F32);    /* the others wait for this rank */
-    return r != ZERO_OK ? r : g;
+    char keep[ZERO__MSG];
+    if (r == ZERO_OK) return zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
+    /* the others wait for this rank's slice: the gather still runs, and this rank's own
+       failure, not the gather's, is what the stream reports */
+    snprintf(keep, sizeof keep, "%s", ctx->comm->err);
+    zero__gather_slice(ctx, mine, buf, per, ZERO_F32);
+    snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", keep);
+    return r;
 }
 
 /* ---- tasks: what the comm stream runs (one runner per kind of ZERO__TASK_KINDS) ---------- */
@@ -14860,6 +14867,7 @@ ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear 
     int i;
     if ((r = zero__check_built(ctx, "zero_tiled_linear_set_f32")) != ZERO_OK) return r;
     if ((i = zero__tiled_index(ctx, tl, "zero_tiled_linear_set_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if (!w) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_tiled_linear_set_f32: w is NULL");
     return zero__tiled_set_f32(ctx, &ctx->tiled[i], w, b);
 }
 ZERO_API zero_result zero_tiled_linear_forward(zero_ctx *ctx, zero_tiled_linear tl, const float *x, int64_t rows, float *y) {

@@ -255,7 +255,7 @@ static void weight_over_budget(void) {
 static void bad_tiled_input(void) {
     zero_desc d;
     zero_tiled_linear_desc td;
-    zero_tiled_linear tl, bogus;
+    zero_tiled_linear tl, bogus, good;
     zero_ctx *z = NULL;
     float x[4] = { 0 }, y[4];
     memset(&d, 0, sizeof d);
@@ -269,9 +269,14 @@ static void bad_tiled_input(void) {
     CHECK(zero_tiled_linear_forward(z, tl, x, 1, y) == ZERO_ERR_NOT_BUILT, "forward before build");
     CHECK(zero_tiled_linear_add(z, &td, &tl) == ZERO_OK, "add: %s", zero_last_error(z));
     CHECK(zero_build(z) == ZERO_OK, "build: %s", zero_last_error(z));
+    good = tl;
     bogus.id = tl.id + 1;
     CHECK(zero_tiled_linear_forward(z, bogus, x, 1, y) == ZERO_ERR_INVALID_HANDLE, "bogus handle accepted");
     CHECK(zero_tiled_linear_add(z, &td, &tl) == ZERO_ERR_ALREADY_BUILT, "add after build accepted");
+    CHECK(zero_tiled_linear_set_f32(z, good, NULL, x) == ZERO_ERR_INVALID_ARG, "set_f32 took w = NULL");
+    CHECK(strstr(zero_last_error(z), "w is NULL") != NULL, "set_f32(w = NULL): %s", zero_last_error(z));
+    CHECK(zero_tiled_linear_forward(z, good, NULL, 1, y) == ZERO_ERR_INVALID_ARG, "forward took x = NULL");
+    CHECK(zero_tiled_linear_backward(z, good, x, NULL, 1, y) == ZERO_ERR_INVALID_ARG, "backward took dy = NULL");
     zero_destroy(z);
 }
 
