@@ -12,14 +12,16 @@
 #   tables_by_name          every backend table (ZERO__VT_BEGIN ... ZERO__VT_END) sets its
 #                           fields by name (ZERO__VT_SET), none is filled by position
 # One PASS/FAIL line per check; exit 1 on any failure. Run from the repository root
-# (tests/run_tests.sh tests/test_house.sh); ZERO_H=path checks another copy of zero.h.
+# (tests/run_tests.sh tests/test_house.sh); ZERO_H=path checks another copy of zero.h;
+# ZERO_HOUSE_REPORT=1 also prints the region table (tag, first line, lines) and the ten
+# longest functions, and the five longest in >>public.
 set -u
 H=${ZERO_H:-zero.h}
 [ -f "$H" ] || { echo "FAIL setup: $H not found (run from the repository root)"; exit 1; }
 command -v python3 >/dev/null 2>&1 || { echo "SKIP house: python3 is not installed"; exit 0; }
 
 python3 - "$H" <<'EOF'
-import re, sys
+import os, re, sys
 
 path = sys.argv[1]
 raw = open(path, encoding='utf-8', errors='replace').read()
@@ -147,6 +149,16 @@ for typ, name, body in tables:
 if len(tables) < 3:
     problems.append('only %d backend tables found (ZERO__VT_BEGIN ... ZERO__VT_END)' % len(tables))
 report('tables_by_name', problems)
+
+if os.environ.get('ZERO_HOUSE_REPORT'):
+    for k, (t, st) in enumerate(regions):
+        end = regions[k + 1][1] if k + 1 < len(regions) else len(lines)
+        print('region %-10s line %6d  %5d lines' % (t, st + 1, end - st))
+    by_len = sorted(((k - i + 1, n, r) for n, (i, k, r) in defs.items()), reverse=True)
+    for ln, n, r in by_len[:10]:
+        print('longest %4d %s (>>%s)' % (ln, n, r))
+    for ln, n, r in [x for x in by_len if x[2] == 'public'][:5]:
+        print('longest public %4d %s' % (ln, n))
 
 sys.exit(1 if failed else 0)
 EOF
