@@ -10655,6 +10655,24 @@ static int zero__build_books(zero_ctx *ctx, const zero__sizes *z) {
            ctx->opt.norm_part;
 }
 
+/* every rank's files, or none: this rank's result r of creating its `what` files, failed
+   on every rank when any rank's failed */
+static zero_result zero__files_agreed(zero_ctx *ctx, zero_result r, const char *what) {
+    double v = r != ZERO_OK;
+    zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
+    if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
+        r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
+                                            "zero_build: another rank could not create its %s files", what);
+    return r;
+}
+/* zero__build's allocations let go of (a failed build, or a failure after it) */
+static void zero__unbuild(zero_ctx *ctx) {
+    zero__pool_free(ctx->opt.pool, &ctx->desc.allocator);
+    ctx->opt.pool = NULL;
+    zero__free_arenas(ctx);
+    ctx->built = 0;
+}
+
 /* the optimizer's threads and its tier (agreed by every rank where the tier asks) */
 static zero_result zero__build_tier(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
@@ -10664,15 +10682,7 @@ static zero_result zero__build_tier(zero_ctx *ctx) {
                           "zero_build: could not start %d optimizer threads (cpu_threads)", d->cpu_threads - 1);
     ctx->tier.vt = zero__tier_pick(d);
     r = ctx->tier.vt->build(ctx);
-    if (ctx->tier.vt->build_agreed) {   /* every rank's files, or none: fail together */
-        double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
-        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0)) {
-            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                                "zero_build: another rank could not create its offload files");
-        }
-    }
-    return r;
+    return ctx->tier.vt->build_agreed ? zero__files_agreed(ctx, r, "offload") : r;
 }
 
 /* the stage-3 gather arena's free list and its persistent modules' fixed places */
@@ -10720,9 +10730,7 @@ static zero_result zero__build(zero_ctx *ctx) {
         r = ctx->dev->prepare(ctx);
     }
     if (r != ZERO_OK) {
-        zero__pool_free(ctx->opt.pool, &d->allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
+        zero__unbuild(ctx);
         return r;
     }
     ctx->lay.num_trainable = z.num_trainable;
@@ -14537,19 +14545,11 @@ static zero_result zero__build_all(zero_ctx *ctx) {
     zero_result r;
     if ((r = zero__build(ctx)) != ZERO_OK) return r;
     r = zero__stash_build(ctx);
-    if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME) {   /* every rank's files, or none */
-        double v = r != ZERO_OK;
-        zero_result r2 = zero__wait(ctx, zero__post_allreduce_f64(ctx, &v, 1));
-        if (r == ZERO_OK && (r2 != ZERO_OK || v > 0))
-            r = r2 != ZERO_OK ? r2 : zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
-                                                "zero_build: another rank could not create its activation files");
-    }
-    if (r != ZERO_OK) {                     /* undo zero__build */
+    if (ctx->act.num > 0 && ctx->desc.offload_activations == ZERO_OFFLOAD_NVME)
+        r = zero__files_agreed(ctx, r, "activation");
+    if (r != ZERO_OK) {
         zero__stash_free(ctx);
-        zero__pool_free(ctx->opt.pool, &ctx->desc.allocator);
-        ctx->opt.pool = NULL;
-        zero__free_arenas(ctx);
-        ctx->built = 0;
+        zero__unbuild(ctx);
         return r;
     }
     /* the defaults that depend on the model, as the plan used them (zero_query_desc) */
