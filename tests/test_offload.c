@@ -442,6 +442,22 @@ static void test_readonly_hook(void) {     /* a read-only filesystem, through th
     CHECK(strstr(c.err, tmpdir) && strstr(c.err, "Read-only"), "message: %s", c.err);
 }
 
+/* only rank 1 cannot create its files: every rank's zero_build fails, rank 0 saying why */
+static int rank1_open(const char *path, int flags, int mode) {
+    return strstr(path, ".r1.") ? -EACCES : zero__sys_open(path, flags, mode);
+}
+static void test_one_rank_cannot_create(void) {
+    cfg c = base_cfg(2, 2, ZERO_F32, ZERO_OPTIM_ADAMW);
+    zero_result r;
+    c.opt_tier = ZERO_OFFLOAD_NVME;
+    zero__fops.open = rank1_open;
+    r = zero_run_local(2, train, &c);
+    zero__fops.open = zero__sys_open;
+    CHECK(r == ZERO_ERR_IO, "rank 1 without files: %s", zero_result_str(r));
+    CHECK(strstr(c.err, "another rank could not create its offload files") != NULL, "rank 0's message: %s", c.err);
+    CHECK(count_files(tmpdir) == 0, "offload files left behind");
+}
+
 static volatile int full_after;     /* writes allowed before ENOSPC (set before the ranks start) */
 static int64_t enospc_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
@@ -885,6 +901,7 @@ int main(void) {
     TEST_RUN(test_dir_readonly);
     TEST_RUN(test_disk_full_at_build);
     TEST_RUN(test_readonly_hook);
+    TEST_RUN(test_one_rank_cannot_create);
     {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
