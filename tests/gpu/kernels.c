@@ -1,22 +1,70 @@
-/* tests/gpu/kernels.c - every launcher of zero_kernels.cu against its CPU reference, on a GPU.
+/* tests/gpu/kernels.c - every launcher of zero_kernels.cu against its CPU reference, on a GPU
+   (and on the CUDA test double: make build/mock/gpu_kernels).
 
-   Bitwise (a NaN only has to stay a NaN: the GPU does not keep NaN payloads):
-     zero__k_opt       vs zero__opt_kernel(scalar) per chunk: AdamW, SGD without momentum, with
-                       momentum (first step and later), Nesterov, decay on and off per chunk,
-                       every (grad dtype, param dtype), with and without an fp32 master, chunk
-                       tables with lengths 1..ZERO__KCHUNK (not multiples of 4 or 8) and odd
-                       offsets (the scalar path) next to aligned ones (the vector path);
-     zero__k_sumsq     vs zero__sumsq_scalar, every dtype, n 0..3000, odd starts;
-     zero__k_sum_into  vs zero__sum_into: nin 1..8 and 64, every (out dtype, in dtype),
-                       accumulate, out aliasing an input, misaligned pointers; nin 65 refused;
-     zero__k_quantize_i8 / zero__k_dequantize_i8 vs zero__quantize_i8 / zero__dequantize_i8;
+   The sizes S that every kernel runs at hit each of its paths: 0 (the launcher returns at
+   once, nothing is written), 1 and 3 (a scalar tail alone), 4 and 5 (one 4-element vector
+   group, without and with a tail), 31, 32, 33 (a warp and around), 255, 256, 257 (a block
+   of 256 threads, one 4-element group each = 1024 elements, and around), 16383, 16384,
+   16385 (ZERO__KCHUNK and around: many blocks, per-thread loops of many steps); plus ONE
+   large case per kernel of k * 2^20 + odd elements (hundreds of blocks). A case reads its
+   inputs from a 256-byte aligned allocation (cudaMalloc's); "misaligned" moves ONE pointer
+   one element off it while the others stay aligned: a kernel takes its vector path only
+   when every pointer allows it, so each pointer's check is tested alone. Every output
+   buffer is compared whole, one element past the end included (nothing may write outside).
+   The grid-stride loops over blocks (beyond 2^20 blocks) are not reached: that takes 2^28
+   threads, too slow for the test double's grid emulator; the cases stay small for it (in
+   all about 6M elements through zero__k_opt, 1.5M through zero__k_sumsq).
+
+   Bitwise (the same bits, or both NaN: the GPU does not keep NaN payloads):
+     zero__k_opt       vs zero__opt_kernel(scalar) per chunk. For every variant (AdamW, SGD
+                       without momentum, with momentum first step and later, Nesterov) and
+                       every (grad dtype, param dtype), with an fp32 master and (f32 params)
+                       without one: a chunk table with each chunk length 0, 1, 3, 4, 5, 31,
+                       32, 33, 255, 256, 257, 1028, 2052, 16383, 16384 twice, once at indices
+                       that are multiples of 8 (the vector path: two 4-element groups per
+                       thread per step, the one-group step, the scalar tail) and once at odd
+                       indices, different for grads, state and params (the scalar loop);
+                       decay on and off per chunk. Misaligned (AdamW, SGD, SGD with
+                       momentum, every dtype pair): grads, master (or the f32 params without
+                       one), m, v, the 16-bit params, each alone, chunks of 1, 5, 33, 257,
+                       4099. Large: AdamW bf16 / bf16 with a master, 65 chunks, 2^20 + 3
+                       elements, every third chunk at odd indices; no chunks returns 0; AdamW
+                       without m and 16-bit params without a master are refused;
+     zero__k_sumsq     vs zero__sumsq_scalar, every dtype: blocks of every size S and 1023,
+                       1024, 1025 (ZERO__NORM_BLOCK) at alternately even and odd starts, 17
+                       blocks (8 per CUDA block: a partial last one), the gradient base
+                       aligned and one element off; random blocks (mostly ZERO__NORM_BLOCK,
+                       odd starts); large (bf16): 2^20 + 3 elements, one block of 2^18 + 5,
+                       then ZERO__NORM_BLOCK blocks; values over 2^-30..2^30 so the lane sums
+                       round; no blocks returns 0;
+     zero__k_sum_into  vs zero__sum_into, every (out dtype, in dtype): nin 1 (the cast, dst +=
+                       src), 2 and 3 at every size S, accumulate and not, out aliasing an input
+                       (same dtypes); nin 3 with out, then each input alone misaligned (33 and
+                       16385: the scalar path); nin 8 and 64 (ZERO__K_MAXIN); large: f32 += the
+                       sum of two bf16 inputs, 2^20 + 3; nin 65 refused;
+     zero__k_quantize_i8 / zero__k_dequantize_i8 vs zero__quantize_i8 / zero__dequantize_i8,
+                       every dtype: every size S with blocks 1, 5, 32, 256, 300, 2048 (those
+                       giving at most 600 blocks: one CUDA block each), NaN / inf values
+                       (poisoned blocks) and all-zero blocks; x, q, scales and the dequantized
+                       x misaligned each alone; large: bf16, 2^20 + 3 values, blocks of 2048;
      zero__k_qp_encode / zero__k_qp_sum vs zero__qp_encode / zero__qp_sum (ZeRO++'s payloads):
-                       int8 and int4, blocks 1..2048 (odd ones too), NaN / inf / subnormal values,
-                       sums of 3 and ZERO__K_MAXIN payloads, accumulate; 65 payloads refused;
-     zero__k_bias_add, zero__k_bias_grad vs the CPU tiled linear's loops.
+                       int8 and int4, every dtype at every size S (blocks 1, 5, 7, 32, 256,
+                       300, 2048 in turn), at 4101 values every block (blocks that do not
+                       divide a 4-byte word of codes), NaN / inf / subnormal values, all-zero
+                       blocks, sums of 3 and ZERO__K_MAXIN payloads, accumulate; encode's x
+                       and the sum's out misaligned each alone, every dtype (a payload must
+                       be 4-byte aligned: the contract); large: int4 from bf16 into f32,
+                       2^20 + 3 values; 65 payloads and a misaligned payload refused;
+     zero__k_bias_add, zero__k_bias_grad vs the CPU tiled linear's loops, every bias dtype:
+                       3 rows of every size S columns with a row stride of cols + 3 (the gap
+                       is left alone), 300 rows of 33, no rows; y and b (bias_add), gb and dy
+                       (bias_grad) misaligned each alone; large: 7 rows of 149797 (2^20 + 3).
    Within a tolerance (CUDA's tanhf / expf / logf differ from glibc's by an ulp or two, and the
-   row sum is a tree): zero__k_gelu_fwd / _bwd (|d| <= 1e-5 (1 + |ref|)), zero__k_xent
-   (|d| <= 1e-5 (1 + |ref|)) vs examples/train_mlp.c's formulas.
+   row sum is a tree): zero__k_gelu_fwd / _bwd (|d| <= 1e-5 (1 + |ref|)) at every size S, each
+   pointer misaligned alone, large 2^20 + 3; zero__k_xent (|d| <= 1e-5 (1 + |ref|)) vs
+   examples/train_mlp.c's formulas: 64 x 32, 7 x 1000, 5 x 1, in place 9 x 1000, 3 rows of
+   classes 3..16385 (the per-row block loop), large 7 x 149797; and a launch on a created
+   stream gives what the default stream gives.
    Without a GPU it prints "SKIP gpu_kernels: no GPU" and exits 0; a CUDA error other than
    "no device" is a FAIL (tests/gpu/gpu.h). */
 #define _POSIX_C_SOURCE 200809L
@@ -25,6 +73,11 @@
 #include "../test.h"
 #include <cuda_runtime_api.h>   // defines: cudaMalloc, cudaMemcpy, cudaDeviceSynchronize
 #include "gpu.h"
+
+#define NELEMS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+/* the sizes S (above) and the large cases' */
+static const int64_t sizes[] = { 0, 1, 3, 4, 5, 31, 32, 33, 255, 256, 257, 16383, 16384, 16385 };
+#define LARGE (((int64_t)1 << 20) + 3)
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd32(void) {
@@ -46,6 +99,9 @@ static void fill(void *p, int dt, int64_t n, int edge) {
     int64_t i;
     for (i = 0; i < n; i++) zero__st(p, i, dt, rnd_val(edge));
 }
+static int64_t rup8(int64_t x) { return (x + 7) & ~(int64_t)7; }
+/* p + i elements of dtype dt */
+static void *at(const void *p, int64_t i, int dt) { return (char *)(uintptr_t)p + i * (int64_t)esz(dt); }
 
 /* ---- device memory ---- */
 static void *dalloc(size_t bytes) {
@@ -89,10 +145,22 @@ static int64_t compare(const char *what, const void *want, const void *got, int6
     if (bad > 3) CHECK(0, "%s: %lld elements differ", what, (long long)bad);
     return bad;
 }
+/* the same for bytes (int8 codes, payloads) */
+static int64_t compare_bytes(const char *what, const void *want, const void *got, int64_t n) {
+    const unsigned char *a = (const unsigned char *)want, *b = (const unsigned char *)got;
+    int64_t i, bad = 0;
+    for (i = 0; i < n; i++)
+        if (a[i] != b[i] && bad++ < 3) CHECK(0, "%s: byte %lld: cpu 0x%02x gpu 0x%02x", what, (long long)i, a[i], b[i]);
+    if (bad > 3) CHECK(0, "%s: %lld bytes differ", what, (long long)bad);
+    return bad;
+}
 
 /* ---- the fused optimizer ---- */
 enum { V_ADAMW, V_SGD_PLAIN, V_SGD_MOM_FIRST, V_SGD_MOM, V_SGD_NESTEROV, V_NUM };
 static const char *variant_name[V_NUM] = { "adamw", "sgd", "sgd_mom_first", "sgd_mom", "sgd_nesterov" };
+/* zero__k_opt's arrays: bit i of a case's `mis` puts that array one element off */
+enum { IN_G, IN_W, IN_M, IN_V, IN_P, IN_NUM };
+static const char *in_name[IN_NUM] = { "grads", "master", "m", "v", "params" };
 
 static void make_optk(zero__optk *k, int variant, int adt, int pdt) {
     double lr = 1e-3, wd = 0.1, b1 = 0.9, b2 = 0.999, step = 7;
@@ -114,96 +182,131 @@ static void make_optk(zero__optk *k, int variant, int adt, int pdt) {
     k->sh.first = variant == V_SGD_MOM_FIRST;
 }
 
-/* A chunk table over state arrays of `ns` elements: chunks back to back in the state
-   arrays (a random gap sometimes), grads and params at their own offsets; `odd` puts most
-   chunks at unaligned offsets. Returns the chunk count; *ng, *np: the extents needed. */
-static int64_t make_chunks(zero__kchunk *c, int64_t maxc, int64_t ns, int odd, int64_t *ng, int64_t *np) {
-    int64_t nc = 0, s = 0, goff = odd ? 3 : 0, poff = odd ? 5 : 8;
-    static const int32_t lens[] = { 1, 2, 3, 5, 7, 8, 9, 15, 17, 31, 64, 1000, 1023, 4093, ZERO__KCHUNK - 1,
-                                    ZERO__KCHUNK };
-    *ng = *np = 0;
-    while (nc < maxc) {
-        int32_t n = rnd32() % 3 ? lens[rnd32() % 16] : (int32_t)(1 + rnd32() % ZERO__KCHUNK);
-        if (!odd && rnd32() % 4) n = (n + 7) & ~7;
-        if (n > ZERO__KCHUNK) n = ZERO__KCHUNK;
-        if (s + n > ns) break;
-        c[nc].state_idx = s;
-        c[nc].grad_idx = s + goff;
-        c[nc].param_idx = s + poff;
-        c[nc].n = n;
-        c[nc].decay = (int32_t)(rnd32() & 1u);
-        if (s + goff + n > *ng) *ng = s + goff + n;
-        if (s + poff + n > *np) *np = s + poff + n;
-        nc++;
-        s += n;
-        if (odd && rnd32() % 2) s += 1 + rnd32() % 3;          /* a gap: the next chunk starts odd */
-        else if (!odd) s = (s + 7) & ~(int64_t)7;              /* keep the next one aligned */
-    }
-    return nc;
+/* A chunk table, built chunk by chunk: grads, state (master, m, v) and params each have
+   their own cursor, so the three indices of a chunk differ (and gaps differ). */
+typedef struct chunk_table { zero__kchunk *c; int64_t n, g, s, p; } chunk_table;
+/* a chunk of n elements: every index a multiple of 8 (with aligned bases, the vector path),
+   or with `odd` the grad, state and param indices at 3, 1, 5 past one (the scalar loop) */
+static void add_chunk(chunk_table *t, int32_t n, int odd) {
+    zero__kchunk *c = &t->c[t->n++];
+    c->grad_idx = rup8(t->g) + (odd ? 3 : 0);
+    c->state_idx = rup8(t->s) + (odd ? 1 : 0);
+    c->param_idx = rup8(t->p) + (odd ? 5 : 0);
+    c->n = n;
+    c->decay = (int32_t)(rnd32() & 1u);
+    t->g = c->grad_idx + n + 8 * (int64_t)(rnd32() % 3);      /* now and then a gap */
+    t->s = c->state_idx + n;
+    t->p = c->param_idx + n + 8 * (int64_t)(rnd32() % 2);
 }
 
-static void opt_case(int variant, int adt, int pdt, int use_master, int odd) {
-    const int64_t ns = 300000;
+/* One zero__k_opt launch over the table vs the scalar kernel on each chunk. use_master 0:
+   the f32 params are the master. mis: the arrays (IN_*) one element off their allocation. */
+static void opt_case(int variant, int adt, int pdt, int use_master, int mis, const chunk_table *t, const char *what) {
+    const zero__kchunk *ch = t->c;
+    const int64_t nc = t->n;
+    const int has_m = variant != V_SGD_PLAIN, has_v = variant == V_ADAMW;
+    const int pd = use_master ? pdt : ZERO_F32;          /* the params' dtype */
+    const int64_t og = mis >> IN_G & 1, ow = mis >> IN_W & 1, om = mis >> IN_M & 1, ov = mis >> IN_V & 1;
+    const int64_t op = use_master ? (mis >> IN_P & 1) : ow;    /* without a master, w is the params */
     zero__optk k;
-    zero__kchunk *ch = (zero__kchunk *)malloc(sizeof(zero__kchunk) * 4096);
-    int64_t nc, ng, np, c;
-    int has_m = variant != V_SGD_PLAIN, has_v = variant == V_ADAMW;
-    void *g, *p;
-    float *w, *m, *v, *pg, *wg, *mg, *vg;
+    zero__opt_fn fn;
+    int64_t ng = 0, ns = 0, np = 0, c;
+    void *g, *p, *pg;
+    float *w, *m, *v, *wg, *mg, *vg;
     void *dg, *dp, *dch;
     float *dw = NULL, *dm = NULL, *dv = NULL;
+    char d[160];
     int rc;
-    zero__opt_fn fn;
     make_optk(&k, variant, adt, pdt);
     fn = zero__opt_kernel(ZERO__SIMD_SCALAR, k.opt, adt, pdt);
-    nc = make_chunks(ch, 4096, ns, odd, &ng, &np);
+    for (c = 0; c < nc; c++) {
+        if (ch[c].grad_idx + ch[c].n > ng) ng = ch[c].grad_idx + ch[c].n;
+        if (ch[c].state_idx + ch[c].n > ns) ns = ch[c].state_idx + ch[c].n;
+        if (ch[c].param_idx + ch[c].n > np) np = ch[c].param_idx + ch[c].n;
+    }
+    ng++; ns++; np++;                    /* room for the offset, or one element past the end */
     g = malloc((size_t)ng * esz(adt));
-    p = malloc((size_t)np * 4);
+    p = malloc((size_t)np * esz(pd)); pg = malloc((size_t)np * esz(pd));
     w = (float *)malloc((size_t)ns * 4); m = (float *)malloc((size_t)ns * 4); v = (float *)malloc((size_t)ns * 4);
-    pg = (float *)malloc((size_t)np * 4); wg = (float *)malloc((size_t)ns * 4);
-    mg = (float *)malloc((size_t)ns * 4); vg = (float *)malloc((size_t)ns * 4);
+    wg = (float *)malloc((size_t)ns * 4); mg = (float *)malloc((size_t)ns * 4); vg = (float *)malloc((size_t)ns * 4);
     fill(g, adt, ng, 1);
-    fill(p, use_master ? pdt : ZERO_F32, np, 0);
+    fill(p, pd, np, !use_master);
     fill(w, ZERO_F32, ns, 1);
     fill(m, ZERO_F32, ns, 0);
     for (c = 0; c < ns; c++) v[c] = fabsf(rnd_val(0));
     dg = dup_to_dev(g, (size_t)ng * esz(adt));
-    dp = dup_to_dev(p, (size_t)np * 4);
+    dp = dup_to_dev(p, (size_t)np * esz(pd));
     dch = dup_to_dev(ch, sizeof(zero__kchunk) * (size_t)nc);
     if (use_master) dw = (float *)dup_to_dev(w, (size_t)ns * 4);
     if (has_m) dm = (float *)dup_to_dev(m, (size_t)ns * 4);
     if (has_v) dv = (float *)dup_to_dev(v, (size_t)ns * 4);
-    rc = zero__k_opt(&k, (const zero__kchunk *)dch, nc, dg, dp, dw, dm, dv, NULL);
+    rc = zero__k_opt(&k, (const zero__kchunk *)dch, nc, at(dg, og, adt), at(dp, op, pd), dw ? dw + ow : NULL,
+                     dm ? dm + om : NULL, dv ? dv + ov : NULL, NULL);
     /* the CPU reference: the scalar kernel on each chunk, its decay in k */
     for (c = 0; c < nc; c++) {
         zero__optk kc = k;
-        float *wc = use_master ? w + ch[c].state_idx : (float *)p + ch[c].param_idx;
+        float *pw = (float *)at(p, op + ch[c].param_idx, pd);
         kc.decay = ch[c].decay;
-        fn(&kc, (const char *)g + ch[c].grad_idx * (int64_t)esz(adt), (char *)p + ch[c].param_idx * (int64_t)esz(pdt),
-           wc, has_m ? m + ch[c].state_idx : NULL, has_v ? v + ch[c].state_idx : NULL, 0, ch[c].n);
+        fn(&kc, at(g, og + ch[c].grad_idx, adt), pw, use_master ? w + ow + ch[c].state_idx : pw,
+           has_m ? m + om + ch[c].state_idx : NULL, has_v ? v + ov + ch[c].state_idx : NULL, 0, ch[c].n);
     }
-    if (!sync_ok(rc, "zero__k_opt")) goto out;
-    to_host(pg, dp, (size_t)np * (use_master ? esz(pdt) : 4));
-    if (use_master) { to_host(wg, dw, (size_t)ns * 4); compare("master", w, wg, ns, ZERO_F32); }
-    compare("params", p, pg, np, use_master ? pdt : ZERO_F32);
-    if (has_m) { to_host(mg, dm, (size_t)ns * 4); compare("m", m, mg, ns, ZERO_F32); }
-    if (has_v) { to_host(vg, dv, (size_t)ns * 4); compare("v", v, vg, ns, ZERO_F32); }
+    snprintf(d, sizeof d, "zero__k_opt (%s, %s)", what, use_master ? "master" : "no master");
+    if (!sync_ok(rc, d)) goto out;
+    to_host(pg, dp, (size_t)np * esz(pd));
+    if (use_master) {
+        to_host(wg, dw, (size_t)ns * 4);
+        snprintf(d, sizeof d, "master (%s)", what);
+        compare(d, w, wg, ns, ZERO_F32);
+    }
+    snprintf(d, sizeof d, "params (%s, %s)", what, use_master ? "master" : "no master");
+    compare(d, p, pg, np, pd);
+    snprintf(d, sizeof d, "m (%s, %s)", what, use_master ? "master" : "no master");
+    if (has_m) { to_host(mg, dm, (size_t)ns * 4); compare(d, m, mg, ns, ZERO_F32); }
+    snprintf(d, sizeof d, "v (%s, %s)", what, use_master ? "master" : "no master");
+    if (has_v) { to_host(vg, dv, (size_t)ns * 4); compare(d, v, vg, ns, ZERO_F32); }
 out:
     cudaFree(dg); cudaFree(dp); cudaFree(dch); cudaFree(dw); cudaFree(dm); cudaFree(dv);
-    free(ch); free(g); free(p); free(w); free(m); free(v); free(pg); free(wg); free(mg); free(vg);
+    free(g); free(p); free(pg); free(w); free(m); free(v); free(wg); free(mg); free(vg);
 }
 
 static void test_opt(void) {
-    int variant, adt, pdt, odd;
+    static const int32_t lens[] = { 0, 1, 3, 4, 5, 31, 32, 33, 255, 256, 257, 1028, 2052, ZERO__KCHUNK - 1, ZERO__KCHUNK };
+    static const int32_t mis_lens[] = { 1, 5, 33, 257, 4099 };
+    zero__kchunk cs[2 * NELEMS(lens)], cm[NELEMS(mis_lens)];
+    int variant, adt, pdt, i, in;
+    char d[64];
     for (variant = 0; variant < V_NUM; variant++)
         for (adt = ZERO_F32; adt <= ZERO_F16; adt++)
-            for (pdt = ZERO_F32; pdt <= ZERO_F16; pdt++)
-                for (odd = 0; odd < 2; odd++) {
-                    test_begin("opt_%s_g%d_p%d_%s", variant_name[variant], adt, pdt, odd ? "odd" : "aligned");
-                    opt_case(variant, adt, pdt, 1, odd);
-                    if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, odd);   /* the params are the master */
-                    test_end();
-                }
+            for (pdt = ZERO_F32; pdt <= ZERO_F16; pdt++) {
+                chunk_table ts = { cs, 0, 0, 0, 0 }, tm = { cm, 0, 0, 0, 0 };
+                for (i = 0; i < NELEMS(lens); i++) { add_chunk(&ts, lens[i], 0); add_chunk(&ts, lens[i], 1); }
+                for (i = 0; i < NELEMS(mis_lens); i++) add_chunk(&tm, mis_lens[i], 0);
+                test_begin("opt_%s_g%d_p%d", variant_name[variant], adt, pdt);
+                opt_case(variant, adt, pdt, 1, 0, &ts, "sizes");
+                if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, 0, &ts, "sizes");   /* the params are the master */
+                /* each array alone one element off: the variants differ in the arrays they use */
+                if (variant == V_ADAMW || variant == V_SGD_PLAIN || variant == V_SGD_MOM)
+                    for (in = 0; in < IN_NUM; in++) {
+                        if ((in == IN_M && variant == V_SGD_PLAIN) || (in == IN_V && variant != V_ADAMW)) continue;
+                        snprintf(d, sizeof d, "misaligned %s", in_name[in]);
+                        if (in != IN_P || pdt != ZERO_F32) opt_case(variant, adt, pdt, 1, 1 << in, &tm, d);
+                        if (in != IN_P && pdt == ZERO_F32) {
+                            snprintf(d, sizeof d, "misaligned %s", in == IN_W ? "params" : in_name[in]);
+                            opt_case(variant, adt, pdt, 0, 1 << in, &tm, d);
+                        }
+                    }
+                test_end();
+            }
+}
+
+/* 2^20 + 3 elements: 64 full chunks, every third at odd indices, then 3 */
+static void test_opt_large(void) {
+    zero__kchunk cs[65];
+    chunk_table t = { cs, 0, 0, 0, 0 };
+    int i;
+    for (i = 0; i < 64; i++) add_chunk(&t, ZERO__KCHUNK, i % 3 == 1);
+    add_chunk(&t, 3, 1);
+    opt_case(V_ADAMW, ZERO_BF16, ZERO_BF16, 1, 0, &t, "large");
 }
 
 static void test_opt_refuses(void) {
@@ -219,102 +322,131 @@ static void test_opt_refuses(void) {
 }
 
 /* ---- sum of squares ---- */
+/* blocks of lens[0..nb) over one gradient array (contiguous; with odd, every other block
+   starts one element later), the base passed mis elements off its allocation */
+static void sumsq_case(int dt, const int64_t *lens, int64_t nb, int odd, int mis, const char *what) {
+    zero__knblk *blk = (zero__knblk *)malloc(sizeof(zero__knblk) * (size_t)nb);
+    double *want = (double *)malloc(sizeof(double) * (size_t)nb), *got = (double *)malloc(sizeof(double) * (size_t)nb);
+    double *dout;
+    void *g, *dg, *dblk;
+    int64_t b, i, n = 0;
+    int rc;
+    for (b = 0; b < nb; b++) {
+        if (odd && (b & 1)) n++;
+        blk[b].idx = n;
+        blk[b].n = lens[b];
+        n += lens[b];
+    }
+    n += 1;                              /* room for the offset */
+    g = malloc((size_t)n * esz(dt));
+    for (i = 0; i < n; i++) {            /* magnitudes over 2^-30..2^30, so the lane sums round */
+        float x = zero__bits_f32(((rnd32() & 1u) << 31) | ((97u + rnd32() % 60u) << 23) | (rnd32() & 0x7fffffu));
+        if (dt == ZERO_F16) x = x * 0x1p-18f;
+        zero__st(g, i, dt, x);
+    }
+    for (b = 0; b < nb; b++) want[b] = zero__sumsq_scalar(at(g, mis + blk[b].idx, dt), blk[b].n, dt);
+    dg = dup_to_dev(g, (size_t)n * esz(dt));
+    dblk = dup_to_dev(blk, sizeof(zero__knblk) * (size_t)nb);
+    dout = (double *)dalloc(sizeof(double) * (size_t)nb);
+    rc = zero__k_sumsq(at(dg, mis, dt), dt, (const zero__knblk *)dblk, nb, dout, NULL);
+    if (sync_ok(rc, "zero__k_sumsq")) {
+        int bad = 0;
+        to_host(got, dout, sizeof(double) * (size_t)nb);
+        for (b = 0; b < nb && bad < 3; b++)
+            if (memcmp(&want[b], &got[b], 8) != 0)
+                bad += !CHECK(0, "%s: dt %d block %lld (n %lld): cpu %.17g gpu %.17g", what, dt, (long long)b,
+                              (long long)blk[b].n, want[b], got[b]);
+    }
+    cudaFree(dg); cudaFree(dblk); cudaFree(dout);
+    free(g); free(blk); free(want); free(got);
+}
+
 static void test_sumsq(void) {
-    const int64_t n = 200000;
-    int dt;
+    int64_t lens[NELEMS(sizes) + 3], rl[64];
+    int dt, i, nr;
+    for (i = 0; i < NELEMS(sizes); i++) lens[i] = sizes[i];
+    for (i = 0; i < 3; i++) lens[NELEMS(sizes) + i] = ZERO__NORM_BLOCK - 1 + i;
     for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
-        void *g = malloc((size_t)n * esz(dt)), *dg;
-        zero__knblk blk[600];
-        double want[600], got[600], *dout;
-        void *dblk;
-        int64_t b, nb = 0, at = 0;
-        int rc;
-        int64_t i;
-        for (i = 0; i < n; i++) {     /* magnitudes over 2^-30..2^30, so the lane sums round */
-            float x = zero__bits_f32(((rnd32() & 1u) << 31) | ((97u + rnd32() % 60u) << 23) | (rnd32() & 0x7fffffu));
-            if (dt == ZERO_F16) x = x * 0x1p-18f;
-            zero__st(g, i, dt, x);
+        int64_t tot = 0;
+        test_begin("sumsq_dt%d", dt);
+        sumsq_case(dt, lens, NELEMS(lens), 1, 0, "sizes");
+        sumsq_case(dt, lens, NELEMS(lens), 1, 1, "sizes, misaligned");
+        for (nr = 0; nr < 64 && tot < 40000; nr++) {          /* as zero.h cuts a slice, mostly */
+            rl[nr] = rnd32() % 3 ? ZERO__NORM_BLOCK : rnd32() % 1100;
+            tot += rl[nr];
         }
-        while (nb < 600) {
-            int64_t len = nb < 3 ? (int64_t[]){ 0, 1, 3000 }[nb] : rnd32() % 3 ? ZERO__NORM_BLOCK : rnd32() % 1100;
-            if (at + len > n) break;
-            blk[nb].idx = at;
-            blk[nb].n = len;
-            at += len + (rnd32() % 2);   /* odd starts */
-            nb++;
-        }
-        for (b = 0; b < nb; b++) want[b] = zero__sumsq_scalar((const char *)g + blk[b].idx * (int64_t)esz(dt), blk[b].n, dt);
-        dg = dup_to_dev(g, (size_t)n * esz(dt));
-        dblk = dup_to_dev(blk, sizeof(zero__knblk) * (size_t)nb);
-        dout = (double *)dalloc(sizeof(double) * (size_t)nb);
-        rc = zero__k_sumsq(dg, dt, (const zero__knblk *)dblk, nb, dout, NULL);
-        if (sync_ok(rc, "zero__k_sumsq")) {
-            int bad = 0;
-            to_host(got, dout, sizeof(double) * (size_t)nb);
-            for (b = 0; b < nb && bad < 3; b++)
-                if (memcmp(&want[b], &got[b], 8) != 0)
-                    bad += !CHECK(0, "dt %d block %lld (n %lld): cpu %.17g gpu %.17g", dt, (long long)b,
-                                  (long long)blk[b].n, want[b], got[b]);
-        }
-        cudaFree(dg); cudaFree(dblk); cudaFree(dout);
-        free(g);
+        sumsq_case(dt, rl, nr, 1, 0, "random blocks");
+        test_end();
+    }
+    test_begin("sumsq_large");
+    {
+        int64_t *ll = (int64_t *)malloc(sizeof(int64_t) * 1024), nb = 0, left = LARGE;
+        ll[nb++] = ((int64_t)1 << 18) + 5;
+        for (left -= ll[0]; left > 0; left -= ll[nb - 1]) ll[nb++] = left < ZERO__NORM_BLOCK ? left : ZERO__NORM_BLOCK;
+        sumsq_case(ZERO_BF16, ll, nb, 0, 0, "large");
+        free(ll);
     }
     CHECK(zero__k_sumsq(NULL, ZERO_F32, NULL, 0, NULL, NULL) == 0, "zero blocks must return 0");
+    test_end();
 }
 
 /* ---- sum_into ---- */
-static void sum_case(int rdt, int sdt, int nin, int64_t count, int accumulate, int alias, int misalign) {
+/* out (rdt) = [out +] ins (sdt), count elements. The inputs are slices of one allocation,
+   each starting at a multiple of 8 elements; mis: -1 none, 0 out, k + 1 input k one element
+   off; alias: out is input nin / 2 (same dtypes). */
+static void sum_case(int rdt, int sdt, int nin, int64_t count, int accumulate, int alias, int mis) {
+    const int64_t stride = rup8(count + 2);              /* per input: count, the offset, one past */
+    const int64_t oo = mis == 0, no = count + 2;
     const void *ins[ZERO__K_MAXIN], *dins[ZERO__K_MAXIN];
-    void *hin[ZERO__K_MAXIN], *din[ZERO__K_MAXIN];
-    size_t off = misalign ? 1 : 0;       /* elements */
-    void *out = malloc((size_t)(count + 1) * 4), *got = malloc((size_t)(count + 1) * 4), *dout;
-    int k, rc;
+    void *hin = malloc((size_t)(nin * stride) * esz(sdt)), *out = malloc((size_t)no * esz(rdt));
+    void *got = malloc((size_t)no * esz(rdt)), *din, *dout;
+    char d[96];
+    int k, rc, a = alias && rdt == sdt ? nin / 2 : -1;
+    fill(hin, sdt, nin * stride, 0);
+    fill(out, rdt, no, 0);
+    if (a >= 0) memcpy(at(out, oo, rdt), at(hin, a * stride, sdt), (size_t)count * esz(rdt));
+    din = dup_to_dev(hin, (size_t)(nin * stride) * esz(sdt));
+    dout = dup_to_dev(out, (size_t)no * esz(rdt));
     for (k = 0; k < nin; k++) {
-        hin[k] = malloc((size_t)(count + 1) * esz(sdt));
-        fill(hin[k], sdt, count + 1, 0);
-        din[k] = dup_to_dev(hin[k], (size_t)(count + 1) * esz(sdt));
-        ins[k] = (const char *)hin[k] + off * esz(sdt);
-        dins[k] = (const char *)din[k] + off * esz(sdt);
+        ins[k] = at(hin, k * stride + (mis == k + 1), sdt);
+        dins[k] = at(din, k * stride + (mis == k + 1), sdt);
     }
-    fill(out, rdt, count + 1, 0);
-    dout = dup_to_dev(out, (size_t)(count + 1) * esz(rdt));
-    if (alias && rdt == sdt) {           /* out is input nin / 2 */
-        int a = nin / 2;
-        memcpy(out, hin[a], (size_t)(count + 1) * esz(rdt));
-        cudaMemcpy(dout, din[a], (size_t)(count + 1) * esz(rdt), cudaMemcpyDeviceToDevice);
-        ins[a] = (const char *)out + off * esz(rdt);
-        dins[a] = (const char *)dout + off * esz(rdt);
+    if (a >= 0) { ins[a] = at(out, oo, rdt); dins[a] = at(dout, oo, rdt); }
+    rc = zero__k_sum_into(at(dout, oo, rdt), rdt, dins, nin, sdt, count, accumulate, NULL);
+    zero__sum_into(at(out, oo, rdt), rdt, ins, nin, sdt, count, accumulate);
+    snprintf(d, sizeof d, "sum_into out (nin %d, count %lld, acc %d, alias %d, misaligned %d)", nin, (long long)count,
+             accumulate, a >= 0, mis);
+    if (sync_ok(rc, d)) {
+        to_host(got, dout, (size_t)no * esz(rdt));
+        compare(d, out, got, no, rdt);
     }
-    rc = zero__k_sum_into((char *)dout + off * esz(rdt), rdt, dins, nin, sdt, count, accumulate, NULL);
-    zero__sum_into((char *)out + off * esz(rdt), rdt, ins, nin, sdt, count, accumulate);
-    if (sync_ok(rc, "zero__k_sum_into")) {
-        to_host(got, dout, (size_t)(count + 1) * esz(rdt));
-        compare("sum_into out", out, got, count + 1, rdt);
-    }
-    for (k = 0; k < nin; k++) { cudaFree(din[k]); free(hin[k]); }
-    cudaFree(dout);
-    free(out); free(got);
+    cudaFree(din); cudaFree(dout);
+    free(hin); free(out); free(got);
 }
 
 static void test_sum_into(void) {
-    static const int nins[] = { 1, 2, 3, 4, 5, 7, 8, 64 };
-    static const int64_t counts[] = { 1, 3, 4, 1001, 65536 + 3 };
-    int rdt, sdt, i, c;
+    int rdt, sdt, i, nin, k;
     for (rdt = ZERO_F32; rdt <= ZERO_F16; rdt++)
         for (sdt = ZERO_F32; sdt <= ZERO_F16; sdt++) {
             test_begin("sum_into_out%d_in%d", rdt, sdt);
-            for (i = 0; i < 8; i++)
-                for (c = 0; c < 5; c++) {
-                    int64_t count = nins[i] == 64 ? counts[c] / 16 + 1 : counts[c];
-                    sum_case(rdt, sdt, nins[i], count, (i + c) & 1, 0, c == 2);
-                    sum_case(rdt, sdt, nins[i], count, !((i + c) & 1), 1, (i & 1) && c == 4);
-                }
+            for (nin = 1; nin <= 3; nin++)
+                for (i = 0; i < NELEMS(sizes); i++)
+                    sum_case(rdt, sdt, nin, sizes[i], (i + nin) & 1, (i + nin + rdt) % 3 == 0, -1);
+            for (k = 0; k <= 3; k++) {           /* out, then each input alone, one element off */
+                sum_case(rdt, sdt, 3, 33, k & 1, 0, k);
+                sum_case(rdt, sdt, 3, 16385, !(k & 1), 0, k);
+            }
+            sum_case(rdt, sdt, 8, 1029, rdt & 1, 1, -1);
+            sum_case(rdt, sdt, ZERO__K_MAXIN, 3, 1, 0, -1);
+            sum_case(rdt, sdt, ZERO__K_MAXIN, 1029, 0, 1, -1);
             test_end();
         }
+    test_begin("sum_into_large");
+    sum_case(ZERO_F32, ZERO_BF16, 2, LARGE, 1, 0, -1);
+    test_end();
     {
         const void *ins[65] = { 0 };
         float x;
-        int k;
         for (k = 0; k < 65; k++) ins[k] = &x;
         test_begin("sum_into_refuses");
         CHECK(zero__k_sum_into(&x, ZERO_F32, ins, 65, ZERO_F32, 1, 0, NULL) == (int)cudaErrorInvalidValue,
@@ -325,96 +457,146 @@ static void test_sum_into(void) {
 }
 
 /* ---- int8 quantization ---- */
+/* x (n + 2 elements of dt): ordinary values, n / 2500 NaN / inf (poisoned blocks), every
+   block b with b % 7 == 3 all zero */
+static void quant_values(void *x, int dt, int64_t n, int64_t off, int block, int edge) {
+    int64_t i;
+    fill(x, dt, n + 2, edge);
+    for (i = 0; i < n / 2500; i++)
+        zero__st(x, off + rnd32() % n, dt, zero__bits_f32(i & 1 ? 0xff800000u : 0x7fc00000u | (rnd32() & 0xffffu)));
+    for (i = 0; i < n; i++) if (i / block % 7 == 3) zero__st(x, off + i, dt, 0.0f);
+}
+
+enum { Q_X, Q_Q, Q_S, Q_BACK };         /* a quant case's arrays: mis (one element off) */
+/* quantize x (dt) into q, scales, then dequantize into back; mis: -1, or the Q_* one element off */
+static void quant_case(int dt, int64_t n, int block, int mis) {
+    const int64_t nb = (n + block - 1) / block, ox = mis == Q_X, oq = mis == Q_Q, os = mis == Q_S, ob = mis == Q_BACK;
+    void *x = malloc((size_t)(n + 2) * 4), *back = malloc((size_t)(n + 2) * 4), *gback = malloc((size_t)(n + 2) * 4);
+    int8_t *q = (int8_t *)malloc((size_t)n + 2), *gq = (int8_t *)malloc((size_t)n + 2);
+    float *s = (float *)malloc((size_t)(nb + 2) * 4), *gs = (float *)malloc((size_t)(nb + 2) * 4);
+    void *dx, *dq, *ds, *dback;
+    char d[96];
+    int64_t i;
+    int rc;
+    quant_values(x, dt, n, ox, block, 0);
+    for (i = 0; i < n + 2; i++) q[i] = (int8_t)rnd32();
+    fill(s, ZERO_F32, nb + 2, 0);
+    fill(back, dt, n + 2, 0);
+    dx = dup_to_dev(x, (size_t)(n + 2) * esz(dt));
+    dq = dup_to_dev(q, (size_t)n + 2);
+    ds = dup_to_dev(s, (size_t)(nb + 2) * 4);
+    dback = dup_to_dev(back, (size_t)(n + 2) * esz(dt));
+    zero__quantize_i8(q + oq, s + os, at(x, ox, dt), dt, n, block);
+    zero__dequantize_i8(at(back, ob, dt), dt, q + oq, s + os, n, block);
+    snprintf(d, sizeof d, "dt %d n %lld block %d misaligned %d", dt, (long long)n, block, mis);
+    rc = zero__k_quantize_i8((int8_t *)dq + oq, (float *)ds + os, at(dx, ox, dt), dt, n, block, NULL);
+    if (sync_ok(rc, "zero__k_quantize_i8")) {
+        to_host(gq, dq, (size_t)n + 2);
+        to_host(gs, ds, (size_t)(nb + 2) * 4);
+        if (compare_bytes(d, q, gq, n + 2)) CHECK(0, "%s: q differs", d);
+        if (compare(d, s, gs, nb + 2, ZERO_F32)) CHECK(0, "%s: scales differ", d);
+    }
+    rc = zero__k_dequantize_i8(at(dback, ob, dt), dt, (const int8_t *)dq + oq, (const float *)ds + os, n, block, NULL);
+    if (sync_ok(rc, "zero__k_dequantize_i8")) {
+        to_host(gback, dback, (size_t)(n + 2) * esz(dt));
+        if (compare(d, back, gback, n + 2, dt)) CHECK(0, "%s: dequantized x differs", d);
+    }
+    cudaFree(dx); cudaFree(dq); cudaFree(ds); cudaFree(dback);
+    free(x); free(back); free(gback); free(q); free(gq); free(s); free(gs);
+}
+
 static void test_quant(void) {
     static const int blocks[] = { 1, 5, 32, 256, 300, 2048 };
-    const int64_t n = 100003;
-    int dt, b;
-    for (dt = ZERO_F32; dt <= ZERO_F16; dt++)
-        for (b = 0; b < 6; b++) {
-            int block = blocks[b];
-            int64_t nb = (n + block - 1) / block, i;
-            void *x = malloc((size_t)n * 4), *back = malloc((size_t)n * 4), *gback = malloc((size_t)n * 4);
-            int8_t *q = (int8_t *)malloc((size_t)n), *gq = (int8_t *)malloc((size_t)n);
-            float *s = (float *)malloc((size_t)nb * 4), *gs = (float *)malloc((size_t)nb * 4);
-            void *dx, *dq, *ds, *dback;
-            int rc;
-            fill(x, dt, n, 0);
-            for (i = 0; i < 40; i++)                     /* a few NaN / inf: poisoned blocks */
-                zero__st(x, rnd32() % n, dt, zero__bits_f32(i & 1 ? 0xff800000u : 0x7fc00000u | (rnd32() & 0xffffu)));
-            for (i = 0; i < n; i++) if (i / block % 7 == 3) zero__st(x, i, dt, 0.0f);   /* all-zero blocks */
-            dx = dup_to_dev(x, (size_t)n * esz(dt));
-            dq = dalloc((size_t)n);
-            ds = dalloc((size_t)nb * 4);
-            dback = dalloc((size_t)n * esz(dt));
-            zero__quantize_i8(q, s, x, dt, n, block);
-            zero__dequantize_i8(back, dt, q, s, n, block);
-            rc = zero__k_quantize_i8((int8_t *)dq, (float *)ds, dx, dt, n, block, NULL);
-            if (sync_ok(rc, "zero__k_quantize_i8")) {
-                to_host(gq, dq, (size_t)n);
-                to_host(gs, ds, (size_t)nb * 4);
-                CHECK(memcmp(q, gq, (size_t)n) == 0, "dt %d block %d: q differs", dt, block);
-                compare("scales", s, gs, nb, ZERO_F32);
-            }
-            rc = zero__k_dequantize_i8(dback, dt, (const int8_t *)dq, (const float *)ds, n, block, NULL);
-            if (sync_ok(rc, "zero__k_dequantize_i8")) {
-                to_host(gback, dback, (size_t)n * esz(dt));
-                compare("dequantized", back, gback, n, dt);
-            }
-            cudaFree(dx); cudaFree(dq); cudaFree(ds); cudaFree(dback);
-            free(x); free(back); free(gback); free(q); free(gq); free(s); free(gs);
-        }
+    int dt, i, b, mis;
+    for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
+        test_begin("quant_dt%d", dt);
+        for (i = 0; i < NELEMS(sizes); i++)
+            for (b = 0; b < NELEMS(blocks); b++)
+                if ((sizes[i] + blocks[b] - 1) / blocks[b] <= 600 && (sizes[i] > 0 || b == 0))
+                    quant_case(dt, sizes[i], blocks[b], -1);
+        for (mis = Q_X; mis <= Q_BACK; mis++) quant_case(dt, 16385, 300, mis);
+        test_end();
+    }
+    test_begin("quant_large");
+    quant_case(ZERO_BF16, LARGE, 2048, -1);
+    test_end();
 }
 
 /* ---- ZeRO++'s payloads ---- */
-/* the payload of n values and their decoded sums, int8 and int4, blocks that do not divide a
-   4-byte word of codes, NaN / inf / subnormal values among ordinary ones, all-zero blocks */
+/* min(np, 3) payloads of n values of dt (the first with NaN / inf / subnormal values; all-zero
+   blocks), encoded from x one element off its allocation with xmis, each checked bytewise with
+   4 bytes past its end; then out (rdt) = [out +] the np payloads (payload k % 3), out one
+   element off with omis, accumulate 0 and 1 */
+static void qp_case(int bits, int dt, int rdt, int64_t n, int block, int np, int xmis, int omis) {
+    const int64_t pb = zero__qp_bytes(n, bits, block), npay = np < 3 ? np : 3;
+    void *x = malloc((size_t)(n + 2) * 4), *out = malloc((size_t)(n + 2) * 4), *ref = malloc((size_t)(n + 2) * 4);
+    void *got = malloc((size_t)(n + 2) * 4 > (size_t)pb + 4 ? (size_t)(n + 2) * 4 : (size_t)pb + 4);
+    char *hp = (char *)malloc((size_t)(pb + 4) * 3);
+    const void *hps[ZERO__K_MAXIN];
+    void *dps[ZERO__K_MAXIN], *dx, *dout;
+    char d[128];
+    int64_t k;
+    int rc, acc;
+    snprintf(d, sizeof d, "bits %d dt %d rdt %d n %lld block %d np %d x off %d out off %d", bits, dt, rdt, (long long)n,
+             block, np, xmis, omis);
+    for (k = 0; k < npay; k++) {
+        char *h = hp + k * (pb + 4);
+        quant_values(x, dt, n, xmis, block, k == 0);
+        memset(h, 0xa5, (size_t)pb + 4);
+        dps[k] = dup_to_dev(h, (size_t)pb + 4);
+        zero__qp_encode(h, at(x, xmis, dt), dt, n, bits, block);
+        dx = dup_to_dev(x, (size_t)(n + 2) * esz(dt));
+        rc = zero__k_qp_encode(dps[k], at(dx, xmis, dt), dt, n, bits, block, NULL);
+        if (sync_ok(rc, "zero__k_qp_encode")) {
+            to_host(got, dps[k], (size_t)pb + 4);
+            if (compare_bytes(d, h, got, pb + 4)) CHECK(0, "%s: payload %d differs", d, (int)k);
+        }
+        cudaFree(dx);
+    }
+    for (k = 0; k < np; k++) { hps[k] = hp + (k % 3) * (pb + 4); dps[k] = dps[k % 3]; }
+    fill(out, rdt, n + 2, 0);
+    dout = dalloc((size_t)(n + 2) * esz(rdt));
+    for (acc = 0; acc < 2; acc++) {
+        memcpy(ref, out, (size_t)(n + 2) * esz(rdt));
+        zero__qp_sum(at(ref, omis, rdt), rdt, hps, np, n, bits, block, acc);
+        cudaMemcpy(dout, out, (size_t)(n + 2) * esz(rdt), cudaMemcpyHostToDevice);
+        rc = zero__k_qp_sum(at(dout, omis, rdt), rdt, (const void *const *)dps, np, n, bits, block, acc, NULL);
+        if (sync_ok(rc, "zero__k_qp_sum")) {
+            to_host(got, dout, (size_t)(n + 2) * esz(rdt));
+            if (compare(d, ref, got, n + 2, rdt)) CHECK(0, "%s: qp_sum%s differs", d, acc ? " (accumulate)" : "");
+        }
+    }
+    for (k = 0; k < npay; k++) cudaFree(dps[k]);
+    cudaFree(dout);
+    free(x); free(out); free(ref); free(got); free(hp);
+}
+
 static void test_qp(void) {
     static const int blocks[] = { 1, 5, 7, 32, 256, 300, 2048 };
-    const int64_t n = 100003;
-    int dt, b, bits, k;
+    int dt, b, bits, i, k;
     for (bits = 4; bits <= 8; bits += 4)
-        for (dt = ZERO_F32; dt <= ZERO_F16; dt++)
-            for (b = 0; b < 7; b++) {
-                const int block = blocks[b], np = b == 3 ? ZERO__K_MAXIN : 3, rdt = (dt + b) % 3 + 1;
-                const int64_t pb = zero__qp_bytes(n, bits, block);
-                void *x = malloc((size_t)n * 4), *out = malloc((size_t)n * 4), *ref = malloc((size_t)n * 4);
-                void *got = malloc((size_t)(pb > n * 4 ? pb : n * 4));
-                char *hp = (char *)malloc((size_t)(pb * 3));
-                const void *hps[ZERO__K_MAXIN];
-                void *dps[ZERO__K_MAXIN], *dx, *dout;
-                int64_t i;
-                int rc, acc;
-                for (k = 0; k < 3; k++) {           /* 3 payloads (np 64: each used 21 or 22 times) */
-                    fill(x, dt, n, k == 0);
-                    for (i = 0; i < n; i++) if (i / block % 7 == 3) zero__st(x, i, dt, 0.0f);
-                    zero__qp_encode(hp + k * pb, x, dt, n, bits, block);
-                    dx = dup_to_dev(x, (size_t)n * esz(dt));
-                    dps[k] = dalloc((size_t)pb);
-                    rc = zero__k_qp_encode(dps[k], dx, dt, n, bits, block, NULL);
-                    if (sync_ok(rc, "zero__k_qp_encode")) {
-                        to_host(got, dps[k], (size_t)pb);
-                        CHECK(memcmp(got, hp + k * pb, (size_t)pb) == 0, "bits %d dt %d block %d: payload %d differs",
-                              bits, dt, block, k);
-                    }
-                    cudaFree(dx);
-                }
-                for (k = 0; k < np; k++) { hps[k] = hp + (k % 3) * pb; dps[k] = dps[k % 3]; }
-                fill(out, rdt, n, 0);
-                dout = dalloc((size_t)n * esz(rdt));
-                for (acc = 0; acc < 2; acc++) {
-                    memcpy(ref, out, (size_t)n * esz(rdt));
-                    zero__qp_sum(ref, rdt, hps, np, n, bits, block, acc);
-                    cudaMemcpy(dout, out, (size_t)n * esz(rdt), cudaMemcpyHostToDevice);
-                    rc = zero__k_qp_sum(dout, rdt, (const void *const *)dps, np, n, bits, block, acc, NULL);
-                    if (sync_ok(rc, "zero__k_qp_sum")) {
-                        to_host(got, dout, (size_t)n * esz(rdt));
-                        compare(acc ? "qp_sum (accumulate)" : "qp_sum", ref, got, n, rdt);
-                    }
-                }
-                for (k = 0; k < 3; k++) cudaFree(dps[k]);
-                cudaFree(dout);
-                free(x); free(out); free(ref); free(got); free(hp);
+        for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
+            test_begin("qp_int%d_dt%d", bits, dt);
+            for (i = 0; i < NELEMS(sizes); i++) {        /* every size, the blocks in turn (at most 600 of them) */
+                int block = blocks[(i + dt) % NELEMS(blocks)];
+                if ((sizes[i] + block - 1) / block > 600) block = 300;
+                qp_case(bits, dt, (dt + i) % 3 + 1, sizes[i], block, 3, 0, 0);
             }
+            qp_case(bits, dt, dt, 1029, 7, 3, 1, 0);        /* x alone one element off */
+            qp_case(bits, dt, dt, 1029, 5, 1, 0, 1);        /* out alone one element off (out's dtype: dt) */
+            test_end();
+        }
+    for (bits = 4; bits <= 8; bits += 4) {            /* every block at 4101 values; 64 payloads once */
+        test_begin("qp_int%d_blocks", bits);
+        for (b = 0; b < NELEMS(blocks); b++)
+            qp_case(bits, (b + bits / 4) % 3 + 1, (b + bits / 4 + 1) % 3 + 1, 4101, blocks[b], b == 3 ? ZERO__K_MAXIN : 3,
+                    0, 0);
+        test_end();
+    }
+    test_begin("qp_large");
+    qp_case(4, ZERO_BF16, ZERO_F32, LARGE, 2048, 1, 0, 0);
+    test_end();
+    test_begin("qp_refuses");
     {
         void *d = dalloc(4096), *p[ZERO__K_MAXIN + 1];
         for (k = 0; k <= ZERO__K_MAXIN; k++) p[k] = d;
@@ -424,84 +606,132 @@ static void test_qp(void) {
               "a misaligned payload was taken");
         cudaFree(d);
     }
+    test_end();
 }
 
 /* ---- bias, GELU, cross-entropy ---- */
-static void test_bias(void) {
-    const int64_t rows = 37, cols = 1003;
-    float *y = (float *)malloc(rows * cols * 4), *b = (float *)malloc(cols * 4), *yg = (float *)malloc(rows * cols * 4);
-    float *dy, *dyy, *db;
+/* y[r * (cols + 3) + c] += b[c] (bdt), rows x cols; mis: 1 y, 2 b one element off */
+static void bias_add_case(int bdt, int64_t rows, int64_t cols, int mis) {
+    const int64_t ld = cols + 3, ny = rows * ld + 2, oy = mis == 1, ob = mis == 2;
+    float *y = (float *)malloc((size_t)ny * 4), *yg = (float *)malloc((size_t)ny * 4), *dyy;
+    void *b = malloc((size_t)(cols + 2) * 4), *db;
     int64_t r, c;
-    int gdt, rc;
-    fill(y, ZERO_F32, rows * cols, 0);
-    fill(b, ZERO_F32, cols, 0);
-    dyy = (float *)dup_to_dev(y, rows * cols * 4);
-    db = (float *)dup_to_dev(b, cols * 4);
-    rc = zero__k_bias_add(dyy, cols, db, ZERO_F32, rows, cols, NULL);
-    for (r = 0; r < rows; r++) for (c = 0; c < cols; c++) y[r * cols + c] += b[c];
-    if (sync_ok(rc, "zero__k_bias_add")) { to_host(yg, dyy, rows * cols * 4); compare("bias_add", y, yg, rows * cols, ZERO_F32); }
-    cudaFree(db);
-    /* bias grad: y is dy now; gb += column sums, in each grad dtype */
-    dy = dyy;
-    for (gdt = ZERO_F32; gdt <= ZERO_F16; gdt++) {
-        void *gb = malloc(cols * 4), *gg = malloc(cols * 4), *dgb;
-        float *s = (float *)malloc(cols * 4);
-        fill(gb, gdt, cols, 0);
-        dgb = dup_to_dev(gb, cols * esz(gdt));
-        rc = zero__k_bias_grad(dgb, gdt, dy, cols, rows, cols, NULL);
-        for (c = 0; c < cols; c++) {     /* as zero_tiled_linear_backward */
-            float t = 0.0f;
-            for (r = 0; r < rows; r++) t += y[r * cols + c];
-            s[c] = t;
-        }
-        zero_add_f32(gb, (zero_dtype)gdt, s, cols);
-        if (sync_ok(rc, "zero__k_bias_grad")) { to_host(gg, dgb, cols * esz(gdt)); compare("bias_grad", gb, gg, cols, gdt); }
-        cudaFree(dgb);
-        free(gb); free(gg); free(s);
+    char d[96];
+    int rc;
+    fill(y, ZERO_F32, ny, 0);
+    fill(b, bdt, cols + 2, 0);
+    dyy = (float *)dup_to_dev(y, (size_t)ny * 4);
+    db = dup_to_dev(b, (size_t)(cols + 2) * esz(bdt));
+    rc = zero__k_bias_add(dyy + oy, ld, at(db, ob, bdt), bdt, rows, cols, NULL);
+    for (c = 0; c < cols; c++) {         /* as zero__cpu_bias_add */
+        float bc = zero__ld(b, ob + c, bdt);
+        for (r = 0; r < rows; r++) y[oy + r * ld + c] += bc;
     }
-    CHECK(zero__k_bias_add(NULL, 5, NULL, ZERO_F32, 0, 5, NULL) == 0 && zero__k_bias_grad(NULL, ZERO_F32, NULL, 3, 3, 0, NULL) == 0,
-          "empty shapes must return 0");
-    cudaFree(dyy);
-    free(y); free(b); free(yg);
+    snprintf(d, sizeof d, "bias_add (bdt %d, %lld x %lld, misaligned %d)", bdt, (long long)rows, (long long)cols, mis);
+    if (sync_ok(rc, d)) { to_host(yg, dyy, (size_t)ny * 4); compare(d, y, yg, ny, ZERO_F32); }
+    cudaFree(dyy); cudaFree(db);
+    free(y); free(yg); free(b);
+}
+/* gb[c] (gdt) += sum_r dy[r * (cols + 3) + c]; mis: 1 gb, 2 dy one element off */
+static void bias_grad_case(int gdt, int64_t rows, int64_t cols, int mis) {
+    const int64_t ld = cols + 3, ny = rows * ld + 2, og = mis == 1, oy = mis == 2;
+    float *dy = (float *)malloc((size_t)ny * 4), *s = (float *)malloc((size_t)(cols + 1) * 4), *ddy;
+    void *gb = malloc((size_t)(cols + 2) * 4), *gg = malloc((size_t)(cols + 2) * 4), *dgb;
+    int64_t r, c;
+    char d[96];
+    int rc;
+    fill(dy, ZERO_F32, ny, 0);
+    fill(gb, gdt, cols + 2, 0);
+    ddy = (float *)dup_to_dev(dy, (size_t)ny * 4);
+    dgb = dup_to_dev(gb, (size_t)(cols + 2) * esz(gdt));
+    rc = zero__k_bias_grad(at(dgb, og, gdt), gdt, ddy + oy, ld, rows, cols, NULL);
+    for (c = 0; c < cols; c++) {         /* as zero_tiled_linear_backward */
+        float t = 0.0f;
+        for (r = 0; r < rows; r++) t += dy[oy + r * ld + c];
+        s[c] = t;
+    }
+    zero_add_f32(at(gb, og, gdt), (zero_dtype)gdt, s, cols);
+    snprintf(d, sizeof d, "bias_grad (gdt %d, %lld x %lld, misaligned %d)", gdt, (long long)rows, (long long)cols, mis);
+    if (sync_ok(rc, d)) { to_host(gg, dgb, (size_t)(cols + 2) * esz(gdt)); compare(d, gb, gg, cols + 2, gdt); }
+    cudaFree(ddy); cudaFree(dgb);
+    free(dy); free(s); free(gb); free(gg);
+}
+
+static void test_bias(void) {
+    int dt, i, mis;
+    for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
+        test_begin("bias_dt%d", dt);
+        for (i = 0; i < NELEMS(sizes); i++) {
+            bias_add_case(dt, 3, sizes[i], 0);
+            bias_grad_case(dt, 3, sizes[i], 0);
+        }
+        bias_add_case(dt, 300, 33, 0);
+        bias_grad_case(dt, 300, 33, 0);
+        bias_add_case(dt, 0, 5, 0);
+        bias_grad_case(dt, 0, 5, 0);               /* gb += 0 */
+        for (mis = 1; mis <= 2; mis++) {
+            bias_add_case(dt, 5, 257, mis);
+            bias_grad_case(dt, 5, 257, mis);
+        }
+        test_end();
+    }
+    test_begin("bias_large");
+    bias_add_case(ZERO_BF16, 7, 149797, 0);        /* 2^20 + 3 elements */
+    bias_grad_case(ZERO_BF16, 7, 149797, 0);
+    test_end();
 }
 
 static int close_to(float want, float got, float tol) {
     return fabsf(want - got) <= tol * (1.0f + fabsf(want)) || (want != want && got != got);
 }
 
-static void test_gelu(void) {
-    const int64_t n = 100000;
-    float *x = (float *)malloc(n * 4), *dy = (float *)malloc(n * 4), *y = (float *)malloc(n * 4);
-    float *dx = (float *)malloc(n * 4), *g = (float *)malloc(n * 4);
+/* y = gelu(x) and dx = dy * gelu'(x) over n; mis: the one pointer one element off (1 y,
+   2 x of the forward; 3 dx, 4 x, 5 dy of the backward) */
+static void gelu_case(int64_t n, int mis) {
+    const int64_t nn = n + 2;
+    float *x = (float *)malloc((size_t)nn * 4), *dy = (float *)malloc((size_t)nn * 4), *y = (float *)malloc((size_t)nn * 4);
+    float *dx = (float *)malloc((size_t)nn * 4), *g = (float *)malloc((size_t)nn * 4);
     float *dxd, *dyd, *yd, *dxo;
+    const int64_t oy = mis == 1, ox = mis == 2, odx = mis == 3, ox2 = mis == 4, ody = mis == 5;
     int64_t i, bad = 0;
     int rc;
-    for (i = 0; i < n; i++) { x[i] = (unif() - 0.5f) * 16.0f; dy[i] = unif() - 0.5f; }
+    for (i = 0; i < nn; i++) { x[i] = (unif() - 0.5f) * 16.0f; dy[i] = unif() - 0.5f; y[i] = dx[i] = -7.0f; }
+    dxd = (float *)dup_to_dev(x, (size_t)nn * 4);
+    dyd = (float *)dup_to_dev(dy, (size_t)nn * 4);
+    yd = (float *)dup_to_dev(y, (size_t)nn * 4);
+    dxo = (float *)dup_to_dev(dx, (size_t)nn * 4);
     for (i = 0; i < n; i++) {            /* examples/train_mlp.c's gelu_forward / gelu_backward */
-        float th = tanhf(0.7978845608028654f * (x[i] + 0.044715f * x[i] * x[i] * x[i]));
-        y[i] = 0.5f * x[i] * (1.0f + th);
-        dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * x[i] * (1.0f - th * th) * 0.7978845608028654f *
-                                                 (1.0f + 3.0f * 0.044715f * x[i] * x[i]));
-        CHECK(y[i] == zero__gelu(x[i], zero__gelu_th(x[i])), "zero__gelu is not train_mlp's GELU at %g", (double)x[i]);
+        float xi = x[ox + i], xj = x[ox2 + i], th = tanhf(0.7978845608028654f * (xi + 0.044715f * xi * xi * xi));
+        float tj = tanhf(0.7978845608028654f * (xj + 0.044715f * xj * xj * xj));
+        y[oy + i] = 0.5f * xi * (1.0f + th);
+        dx[odx + i] = dy[ody + i] * (0.5f * (1.0f + tj) + 0.5f * xj * (1.0f - tj * tj) * 0.7978845608028654f *
+                                                             (1.0f + 3.0f * 0.044715f * xj * xj));
+        if (bad < 3)
+            bad += !CHECK(y[oy + i] == zero__gelu(xi, zero__gelu_th(xi)), "zero__gelu is not train_mlp's GELU at %g", (double)xi);
     }
-    dxd = (float *)dup_to_dev(x, n * 4);
-    dyd = (float *)dup_to_dev(dy, n * 4);
-    yd = (float *)dalloc(n * 4);
-    dxo = (float *)dalloc(n * 4);
-    rc = zero__k_gelu_fwd(yd, dxd, n, NULL);
+    rc = zero__k_gelu_fwd(yd + oy, dxd + ox, n, NULL);
     if (sync_ok(rc, "zero__k_gelu_fwd")) {
-        to_host(g, yd, n * 4);
-        for (i = 0; i < n && bad < 3; i++)
-            bad += !CHECK(close_to(y[i], g[i], 1e-5f), "gelu(%g): cpu %.9g gpu %.9g", (double)x[i], (double)y[i], (double)g[i]);
+        to_host(g, yd, (size_t)nn * 4);
+        for (i = 0; i < nn && bad < 3; i++)
+            bad += !CHECK(close_to(y[i], g[i], 1e-5f), "gelu (n %lld, misaligned %d) [%lld]: cpu %.9g gpu %.9g",
+                          (long long)n, mis, (long long)i, (double)y[i], (double)g[i]);
     }
-    rc = zero__k_gelu_bwd(dxo, dxd, dyd, n, NULL);
+    rc = zero__k_gelu_bwd(dxo + odx, dxd + ox2, dyd + ody, n, NULL);
     if (sync_ok(rc, "zero__k_gelu_bwd")) {
-        to_host(g, dxo, n * 4);
-        for (i = 0; i < n && bad < 6; i++)
-            bad += !CHECK(close_to(dx[i], g[i], 1e-5f), "gelu'(%g): cpu %.9g gpu %.9g", (double)x[i], (double)dx[i], (double)g[i]);
+        to_host(g, dxo, (size_t)nn * 4);
+        for (i = 0; i < nn && bad < 6; i++)
+            bad += !CHECK(close_to(dx[i], g[i], 1e-5f), "gelu' (n %lld, misaligned %d) [%lld]: cpu %.9g gpu %.9g",
+                          (long long)n, mis, (long long)i, (double)dx[i], (double)g[i]);
     }
     cudaFree(dxd); cudaFree(dyd); cudaFree(yd); cudaFree(dxo);
     free(x); free(dy); free(y); free(dx); free(g);
+}
+
+static void test_gelu(void) {
+    int i, mis;
+    for (i = 0; i < NELEMS(sizes); i++) gelu_case(sizes[i], 0);
+    for (mis = 1; mis <= 5; mis++) gelu_case(1029, mis);
+    gelu_case(LARGE, 0);
 }
 
 static void xent_case(int64_t rows, int64_t classes, int in_place) {
@@ -533,10 +763,11 @@ static void xent_case(int64_t rows, int64_t classes, int in_place) {
         to_host(gl, dloss, rows * 4);
         to_host(gd, dd, rows * classes * 4);
         for (r = 0; r < rows && bad < 3; r++)
-            bad += !CHECK(close_to(loss[r], gl[r], 1e-5f), "loss[%lld]: cpu %.9g gpu %.9g", (long long)r,
-                          (double)loss[r], (double)gl[r]);
+            bad += !CHECK(close_to(loss[r], gl[r], 1e-5f), "%lld x %lld: loss[%lld]: cpu %.9g gpu %.9g", (long long)rows,
+                          (long long)classes, (long long)r, (double)loss[r], (double)gl[r]);
         for (r = 0; r < rows * classes && bad < 6; r++)
-            bad += !CHECK(fabsf(d[r] - gd[r]) <= 1e-5f * (1.0f + fabsf(d[r])) * dscale, "dlogits[%lld]: cpu %.9g gpu %.9g",
+            bad += !CHECK(fabsf(d[r] - gd[r]) <= 1e-5f * (1.0f + fabsf(d[r])) * dscale,
+                          "%lld x %lld: dlogits[%lld]: cpu %.9g gpu %.9g", (long long)rows, (long long)classes,
                           (long long)r, (double)d[r], (double)gd[r]);
     }
     cudaFree(dl); cudaFree(dlab); cudaFree(dloss);
@@ -545,16 +776,18 @@ static void xent_case(int64_t rows, int64_t classes, int in_place) {
 }
 
 static void test_xent(void) {
+    int i;
     xent_case(64, 32, 0);
     xent_case(7, 1000, 0);
-    xent_case(3, 50257, 0);
     xent_case(5, 1, 0);
     xent_case(9, 1000, 1);                 /* dlogits over the logits */
+    for (i = 2; i < NELEMS(sizes); i++) xent_case(3, sizes[i], 0);   /* the per-row loop over classes */
+    xent_case(7, 149797, 0);               /* 2^20 + 3 */
 }
 
 /* a launcher runs on the stream it is given: the same result on a created stream */
 static void test_stream(void) {
-    const int64_t n = 100001;
+    const int64_t n = 4101;
     float *x = (float *)malloc(n * 4), *a = (float *)malloc(n * 4), *b = (float *)malloc(n * 4);
     float *dx, *da, *db;
     cudaStream_t st;
@@ -583,12 +816,13 @@ int main(void) {
     if (ndev <= 0) return ndev < 0;
     test_init();
     test_opt();
+    TEST_RUN(test_opt_large);
     TEST_RUN(test_opt_refuses);
-    TEST_RUN(test_sumsq);
+    test_sumsq();
     test_sum_into();
-    TEST_RUN(test_quant);
-    TEST_RUN(test_qp);
-    TEST_RUN(test_bias);
+    test_quant();
+    test_qp();
+    test_bias();
     TEST_RUN(test_gelu);
     TEST_RUN(test_xent);
     TEST_RUN(test_stream);
