@@ -223,7 +223,9 @@ static int mock_async(void) {
      waits for the work queued before on every blocking stream (cudaStreamCreate, or flags
      cudaStreamDefault), and every blocking stream's op waits for the legacy stream's work
      queued before it; a cudaStreamNonBlocking stream does neither;
-   - cudaEventRecord queues a marker: the event completes when the marker has run;
+   - cudaEventRecord queues a marker: the event completes when the marker has run, and its
+     time (cudaEventElapsedTime) is the host's monotonic clock when the marker ran (at the
+     call in synchronous mode, on the stream's worker in asynchronous mode);
      cudaStreamWaitEvent queues a marker that waits for the event's (its last record at
      the time of the call; never recorded: no wait);
    - cudaStreamQuery / cudaEventQuery: cudaErrorNotReady while work is queued, left as the
@@ -267,7 +269,17 @@ struct CUstream_st {
     unsigned long long rng;
     struct CUstream_st *next_live;  /* the list of live streams (the legacy one is not in it) */
 };
-struct CUevent_st { unsigned magic; unsigned flags; struct CUstream_st *s; uint64_t seq; };
+/* an event's time, shared by the event and the marker of its last record (which may run
+   after the event is recorded again or destroyed): freed, under mock_qmu, by whichever of
+   the two lets go last */
+typedef struct mock_stamp { int refs, done; double ms; } mock_stamp;
+struct CUevent_st {
+    unsigned magic;
+    unsigned flags;
+    struct CUstream_st *s;
+    uint64_t seq;
+    mock_stamp *stamp;              /* NULL: never recorded */
+};
 
 static pthread_mutex_t mock_qmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t mock_qcv = PTHREAD_COND_INITIALIZER;
@@ -508,22 +520,49 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+/* under mock_qmu */
+static void mock_stamp_put(mock_stamp *st) {
+    if (st && --st->refs == 0) free(st);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (!mock_event_ok(event, "cudaEventDestroy")) return mock_ret(cudaErrorInvalidResourceHandle);
     event->magic = 0;
+    pthread_mutex_lock(&mock_qmu);
+    mock_stamp_put(event->stamp);
+    pthread_mutex_unlock(&mock_qmu);
     free(event);
     return cudaSuccess;
+}
+/* the marker of a record: the time it ran */
+static int mock_run_stamp(void *p) {
+    mock_stamp *st = *(mock_stamp **)p;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&mock_qmu);
+    st->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    st->done = 1;
+    mock_stamp_put(st);
+    pthread_mutex_unlock(&mock_qmu);
+    return 0;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     int e;
     uint64_t seq;
+    mock_stamp *st;
     if (mock_inject("cudaEventRecord")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_event_ok(event, "cudaEventRecord") || !mock_stream_ok(stream, "cudaEventRecord"))
         return mock_ret(cudaErrorInvalidResourceHandle);
-    if (!(seq = mock_submit(stream, NULL, NULL, 0, NULL, &e))) return mock_ret(cudaErrorMemoryAllocation);
+    if (!(st = (mock_stamp *)calloc(1, sizeof *st))) return mock_ret(cudaErrorMemoryAllocation);
+    st->refs = 2;                       /* the event's and the marker's */
+    if (!(seq = mock_submit(stream, mock_run_stamp, &st, sizeof st, NULL, &e))) {
+        free(st);
+        return mock_ret(cudaErrorMemoryAllocation);
+    }
     pthread_mutex_lock(&mock_qmu);
     event->s = mock_async() ? mock_st(stream) : NULL;
     event->seq = seq;
+    mock_stamp_put(event->stamp);       /* the previous record's (its marker may still hold it) */
+    event->stamp = st;
     pthread_mutex_unlock(&mock_qmu);
     return cudaSuccess;
 }
@@ -544,6 +583,30 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
     pthread_mutex_lock(&mock_qmu);
     e = mock_sticky ? mock_sticky : event->s && event->s->done < event->seq ? cudaErrorNotReady : cudaSuccess;
     pthread_mutex_unlock(&mock_qmu);
+    return mock_ret(e);
+}
+/* the runtime's rules: a bad event, one never recorded or one created with
+   cudaEventDisableTiming is cudaErrorInvalidResourceHandle; either record not run yet is
+   cudaErrorNotReady (as cudaEventQuery, left as the last error); NULL ms is
+   cudaErrorInvalidValue; a fault of earlier work is returned, as the runtime may */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    cudaError_t e = cudaSuccess;
+    if (!ms) return mock_ret(cudaErrorInvalidValue);
+    if (!mock_event_ok(start, "cudaEventElapsedTime (start)") || !mock_event_ok(end, "cudaEventElapsedTime (end)"))
+        return mock_ret(cudaErrorInvalidResourceHandle);
+    if ((start->flags | end->flags) & cudaEventDisableTiming) {
+        mock_say("cudaEventElapsedTime: an event created with cudaEventDisableTiming");
+        return mock_ret(cudaErrorInvalidResourceHandle);
+    }
+    pthread_mutex_lock(&mock_qmu);
+    if (!start->stamp || !end->stamp) e = cudaErrorInvalidResourceHandle;
+    else if ((start->s && start->s->done < start->seq) || (end->s && end->s->done < end->seq) || !start->stamp->done ||
+             !end->stamp->done)
+        e = cudaErrorNotReady;
+    else if (mock_sticky) e = mock_sticky;
+    else *ms = (float)(end->stamp->ms - start->stamp->ms);
+    pthread_mutex_unlock(&mock_qmu);
+    if (e == cudaErrorInvalidResourceHandle) mock_say("cudaEventElapsedTime: an event that was never recorded");
     return mock_ret(e);
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {

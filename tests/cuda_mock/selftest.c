@@ -1,8 +1,9 @@
 /* tests/cuda_mock/selftest.c - the CUDA test double's own checks (build/mock/cuda_mock_selftest,
    run by tests/test_cuda_mock.sh): the misuse it must refuse (and report on stderr) the way a
    GPU would, and the semantics zero.h relies on (pointer attributes, cuBLAS's beta == 0);
-   with ZERO_CUDA_MOCK_ASYNC=1 the asynchronous mode's: not-ready queries and the last
-   error, events, the legacy stream's ordering, staged pageable copies. */
+   cudaEventElapsedTime's rules in both modes; with ZERO_CUDA_MOCK_ASYNC=1 the asynchronous
+   mode's: not-ready queries and the last error, events, the legacy stream's ordering,
+   staged pageable copies. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_KERNELS
 #include "../../zero.h"
@@ -43,6 +44,55 @@ static void streams(void) {
     CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess, "event");
     CHECK(cudaEventRecord(e, s) == cudaSuccess && cudaEventSynchronize(e) == cudaSuccess, "record");
     CHECK(cudaEventDestroy(e) == cudaSuccess && cudaStreamDestroy(s) == cudaSuccess, "destroy");
+    (void)cudaGetLastError();
+}
+
+/* cudaEventElapsedTime: the host time between the two records' markers; a bad event, one
+   never recorded or created with cudaEventDisableTiming is cudaErrorInvalidResourceHandle;
+   NULL ms is cudaErrorInvalidValue; a record not run yet is cudaErrorNotReady (async mode:
+   a record queued behind held work) */
+static void CUDART_CB hold(void *user);
+static int async_on(void);
+static void elapsed(void) {
+    cudaEvent_t a = NULL, b = NULL, never = NULL, untimed = NULL, dead = NULL;
+    cudaStream_t s = NULL;
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    float ms = -1.0f;
+    int i;
+    CHECK(cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess && cudaEventCreate(&never) == cudaSuccess &&
+          cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming) == cudaSuccess && cudaEventCreate(&dead) == cudaSuccess &&
+          cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "create");
+    CHECK(cudaEventRecord(a, NULL) == cudaSuccess && cudaEventSynchronize(a) == cudaSuccess, "record a");
+    nanosleep(&ts, NULL);                       /* at least 20 ms between the two records' markers */
+    CHECK(cudaEventRecord(b, NULL) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess, "record b");
+    CHECK(cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms >= 19.0f && ms < 5000.0f, "elapsed a -> b: %g ms", (double)ms);
+    CHECK(cudaEventElapsedTime(&ms, b, a) == cudaSuccess && ms <= -19.0f, "elapsed b -> a: %g ms (negative)", (double)ms);
+    CHECK(cudaEventElapsedTime(NULL, a, b) == cudaErrorInvalidValue, "NULL ms accepted");
+    CHECK(cudaEventRecord(untimed, NULL) == cudaSuccess && cudaEventSynchronize(untimed) == cudaSuccess, "record untimed");
+    CHECK(cudaEventElapsedTime(&ms, a, untimed) == cudaErrorInvalidResourceHandle &&
+          cudaEventElapsedTime(&ms, untimed, b) == cudaErrorInvalidResourceHandle, "a cudaEventDisableTiming event timed");
+    CHECK(cudaEventElapsedTime(&ms, a, never) == cudaErrorInvalidResourceHandle &&
+          cudaEventElapsedTime(&ms, never, b) == cudaErrorInvalidResourceHandle, "an event never recorded timed");
+    CHECK(cudaEventRecord(dead, NULL) == cudaSuccess && cudaEventSynchronize(dead) == cudaSuccess &&
+          cudaEventDestroy(dead) == cudaSuccess, "a destroyed event");
+    CHECK(cudaEventElapsedTime(&ms, a, NULL) == cudaErrorInvalidResourceHandle, "a NULL event timed");
+    CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle && cudaGetLastError() == cudaSuccess,
+          "an error is the last error");
+    /* recorded again many times, destroyed with its last record queued: no leak or crash (ASan, TSan) */
+    for (i = 0; i < 100; i++) CHECK(cudaEventRecord(never, s) == cudaSuccess, "record %d", i);
+    if (async_on()) {                           /* not ready: b's record queued behind 30 ms of work */
+        CHECK(cudaLaunchHostFunc(s, hold, NULL) == cudaSuccess && cudaEventRecord(b, s) == cudaSuccess, "queue");
+        CHECK(cudaEventElapsedTime(&ms, a, b) == cudaErrorNotReady && cudaEventElapsedTime(&ms, b, a) == cudaErrorNotReady,
+              "an event whose record has not run timed");
+        CHECK(cudaGetLastError() == cudaErrorNotReady, "not-ready is the last error, as cudaEventQuery's");
+        CHECK(cudaEventSynchronize(b) == cudaSuccess && cudaEventElapsedTime(&ms, a, b) == cudaSuccess && ms >= 49.0f,
+              "after cudaEventSynchronize: %g ms", (double)ms);
+        CHECK(cudaLaunchHostFunc(s, hold, NULL) == cudaSuccess && cudaEventRecord(never, s) == cudaSuccess, "queue");
+    }
+    CHECK(cudaEventDestroy(never) == cudaSuccess, "destroy an event with records queued");
+    cudaStreamSynchronize(s);
+    cudaEventDestroy(a); cudaEventDestroy(b); cudaEventDestroy(untimed);
+    cudaStreamDestroy(s);
     (void)cudaGetLastError();
 }
 
@@ -208,6 +258,7 @@ int main(void) {
     }
     TEST_RUN(memory);
     TEST_RUN(streams);
+    TEST_RUN(elapsed);
     TEST_RUN(kernels);
     TEST_RUN(gemm);
     if (async_on()) {
