@@ -39,25 +39,32 @@ static inline int zk_done(void) { return (int)cudaGetLastError(); }
 
 /* ---- 4-element vector loads and stores ----
    The bytes of 4 consecutive elements move in one 16-byte (f32) or 8-byte (16-bit) access;
-   the conversions are zero__ld / zero__st on the register copy. The cache-streaming hints
+   the conversions are zero__ld / zero__st on an array of 4 elements that memcpy fills from
+   the register copy (or the register from): reading a uint2 through a uint16_t pointer would
+   break C++'s aliasing rules, and g++ -O2 miscompiled exactly that when tests/kemu first ran
+   these kernels (bf16 / f16 gradients on the vector path). The cache-streaming hints
    (__ldcs / __stcs) keep data that is touched once from evicting what is reused. */
 template <int DT> struct zk_raw4;
-template <> struct zk_raw4<ZERO_F32> { typedef float4 t; };
-template <> struct zk_raw4<ZERO_BF16> { typedef uint2 t; };
-template <> struct zk_raw4<ZERO_F16> { typedef uint2 t; };
+template <> struct zk_raw4<ZERO_F32> { typedef float4 t; typedef float e; };
+template <> struct zk_raw4<ZERO_BF16> { typedef uint2 t; typedef uint16_t e; };
+template <> struct zk_raw4<ZERO_F16> { typedef uint2 t; typedef uint16_t e; };
 #define ZK_ES(DT) ((DT) == ZERO_F32 ? 4 : 2)
 
 template <int DT> __device__ __forceinline__ void zk_ld4(const void *p, int64_t i, float v[4]) {
     typedef typename zk_raw4<DT>::t R;
+    typename zk_raw4<DT>::e e[4];
     R r = __ldcs((const R *)((const char *)p + i * ZK_ES(DT)));
+    memcpy(e, &r, sizeof r);
     #pragma unroll
-    for (int j = 0; j < 4; j++) v[j] = zero__ld(&r, j, DT);
+    for (int j = 0; j < 4; j++) v[j] = zero__ld(e, j, DT);
 }
 template <int DT> __device__ __forceinline__ void zk_st4(void *p, int64_t i, const float v[4]) {
     typedef typename zk_raw4<DT>::t R;
+    typename zk_raw4<DT>::e e[4];
     R r;
     #pragma unroll
-    for (int j = 0; j < 4; j++) zero__st(&r, j, DT, v[j]);
+    for (int j = 0; j < 4; j++) zero__st(e, j, DT, v[j]);
+    memcpy(&r, e, sizeof r);
     __stcs((R *)((char *)p + i * ZK_ES(DT)), r);
 }
 __device__ __forceinline__ void zk_ldf4(const float *p, int64_t i, float v[4]) { zk_ld4<ZERO_F32>(p, i, v); }
@@ -503,8 +510,10 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_gelu_bwd(float *dx, const float
     }
 }
 
-/* a block-wide reduction of one float per thread (max or sum), every thread gets the result */
-template <int MAX> __device__ float zk_block_reduce(float v, float *sh) {
+/* a block-wide reduction of one float per thread (max or sum), every thread gets the result;
+   sh: a __shared__ float[ZK_THREADS / 32], by reference (the CPU grid emulator, tests/kemu,
+   checks every access to it) */
+template <int MAX, class SH> __device__ float zk_block_reduce(float v, SH &sh) {
     for (int o = 16; o > 0; o /= 2) {
         float u = __shfl_xor_sync(0xffffffffu, v, o);
         v = MAX ? (u > v ? u : v) : v + u;
