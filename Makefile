@@ -23,6 +23,8 @@
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
 #                     were not built
+#   make test-kernels zero_kernels.cu's own kernels on the CPU grid emulator (tests/kemu) behind the
+#                     CUDA double: tests/test_kernels.sh alone (make test runs it too; ~1 minute)
 #   make build/mock/NAME  tests/NAME.c or examples/NAME.c with ZERO_CUDA on the CUDA and NCCL test
 #                     doubles (tests/cuda_mock/cuda_mock.c, nccl_mock.c: no GPU, no nvcc, no libnccl;
 #                     the CUDA and NCCL headers); make test runs build/mock/test_device, test_nccl,
@@ -36,6 +38,7 @@
 # fails leaves no stale binary behind (rm -f first), so the runner sees it as missing.
 
 CC  := $(if $(filter default,$(origin CC)),gcc,$(CC))
+CXX := $(if $(filter default,$(origin CXX)),g++,$(CXX))
 
 BUILD    ?= build
 # Required flags are kept apart from CFLAGS/CPPFLAGS/LDLIBS, which stay the user's to add to.
@@ -191,10 +194,19 @@ CUDA_GPU      := $(patsubst tests/gpu/%.c,$(BUILD)/cuda/gpu_%,$(GPU_SRC))
 MOCK_NCCL_H   := $(or $(wildcard $(NCCL_INCDIR)/nccl.h),$(wildcard $(CUDA_HOME)/include/nccl.h))
 MOCK_OK       := $(if $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),$(wildcard \
                    $(CUDA_HOME)/include/cublas_v2.h),$(MOCK_NCCL_H)),1,)
+# The double's kernels are zero_kernels.cu's own, on the CPU grid emulator (tests/kemu):
+# tests/kemu/rewrite.sh makes build/<dir>/zero_kernels.kemu.cc of it (the <<<...>>> launches
+# and __shared__ declarations in C++ the host compiler takes), built by $(CXX) with
+# tests/kemu/kemu.h and linked with tests/kemu/kemu.cc (the fibers, barriers, shuffles and
+# checks). build/kemu-asan/: the double, the emulator and tests/gpu/*.c under ASan+UBSan.
+MOCK_OK       := $(if $(and $(MOCK_OK),$(shell command -v $(CXX) 2>/dev/null)),1,)
 MOCK_SRC      := tests/cuda_mock/cuda_mock.c tests/cuda_mock/nccl_mock.c
-MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o
+kemu_obj       = $(1)/zero_kernels_kemu.o $(1)/kemu.o
+MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o $(call kemu_obj,$(BUILD)/mock)
 MOCK_CPPFLAGS := -DZERO_CUDA -I$(CUDA_HOME)/include $(if $(MOCK_NCCL_H),-I$(dir $(MOCK_NCCL_H)))
-MOCK_LDLIBS   :=
+MOCK_LDLIBS   := -lstdc++
+KEMU_DEPS     := zero_kernels.cu zero.h Makefile tests/kemu/kemu.h tests/kemu/rewrite.sh
+KEMU_CXXFLAGS := -std=c++17 -Wall -Wextra $(WERROR) -Wno-unknown-pragmas -Wno-maybe-uninitialized -ffp-contract=off -pthread
 
 ifeq ($(CUDA),1)
   ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS) $(CUDA_GPU)
@@ -202,7 +214,7 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test sanitize run bench test-gpu clean mock-available gpu-arch gpu-probe gpu-sanitizer
+.PHONY: all test test-kernels sanitize run bench test-gpu clean mock-available gpu-arch gpu-probe gpu-sanitizer
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -246,6 +258,10 @@ gpu-sanitizer:
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
 
+# zero_kernels.cu on the CPU grid emulator alone (make test runs it too): tests/test_kernels.sh
+test-kernels:
+	@BUILD=$(BUILD) bash tests/run_tests.sh tests/test_kernels.sh
+
 clean:
 	rm -rf $(BUILD)
 
@@ -268,6 +284,8 @@ link_mpi       = $(link_plain)
 link_cuda      = $(CUDA_OBJ) $(CUDA_LDLIBS) $(link_plain)
 link_mock      = $(MOCK_OBJ) $(MOCK_LDLIBS) $(link_plain)
 link_mock_tsan = $(MOCK_TSAN_OBJ) $(MOCK_LDLIBS) $(link_plain)
+cc_kemu_asan   = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(ASAN_CFLAGS)
+link_kemu_asan = $(KEMU_ASAN_OBJ) $(MOCK_LDLIBS) $(link_plain)
 dir_plain     := $(BUILD)
 dir_asan      := $(BUILD)/asan
 dir_tsan      := $(BUILD)/tsan
@@ -276,8 +294,9 @@ dir_nvcc      := $(BUILD)/cuda
 dir_cuda      := $(BUILD)/cuda
 dir_mock      := $(BUILD)/mock
 dir_mock_tsan := $(BUILD)/mock-tsan
+dir_kemu_asan := $(BUILD)/kemu-asan
 
-$(sort $(foreach v,plain asan tsan mpi cuda mock mock_tsan,$(dir_$(v)))):
+$(sort $(foreach v,plain asan tsan mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
 	@mkdir -p $@
 
 # $(eval $(call program,V,HEAD)): the rule HEAD ("targets: prerequisites", a static pattern
@@ -310,7 +329,7 @@ $(eval $(call program,cuda,$(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ)
 $(eval $(call program,cuda,$(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h)))
 
 ifeq ($(MOCK_OK),1)
-$(eval $(call object,mock,$(MOCK_OBJ): $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS)))
+$(eval $(call object,mock,$(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o: $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS)))
 $(eval $(call program,mock,$(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS)))
 $(eval $(call program,mock,$(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS)))
 # the mock's own checks (tests/cuda_mock/selftest.c -> build/mock/cuda_mock_selftest)
@@ -323,15 +342,54 @@ $(eval $(call program,mock,$(BUILD)/mock/gpu_%: tests/gpu/%.c $(MOCK_OBJ) $(TEST
 # build/mock-tsan/<name>: the same programs and the double under ThreadSanitizer (with
 # ZERO_CUDA_MOCK_ASYNC=1 the double's stream workers race with host reads that come
 # before their producer finished); tests/test_cuda_mock.sh runs a few unless ZERO_MOCK_TSAN=0
-MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o
-$(eval $(call object,mock_tsan,$(MOCK_TSAN_OBJ): $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS)))
+MOCK_TSAN_OBJ := $(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o $(call kemu_obj,$(BUILD)/mock-tsan)
+$(eval $(call object,mock_tsan,$(BUILD)/mock-tsan/cuda_mock.o $(BUILD)/mock-tsan/nccl_mock.o: $(BUILD)/mock-tsan/%.o: tests/cuda_mock/%.c $(DEPS)))
 $(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/%: tests/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
 $(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/%: examples/%.c $(MOCK_TSAN_OBJ) $(EXAMPLE_DEPS)))
 $(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/test_nccl: tests/cuda_mock/test_nccl.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
 $(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/%.c $(MOCK_TSAN_OBJ) $(TEST_DEPS)))
+
+# the emulated kernels, per variant V (mock, mock_tsan, kemu_asan): the rewritten source, then
+# the kernels and the emulator's runtime built with V's sanitizer flags
+KEMU_SAN_mock      :=
+KEMU_SAN_mock_tsan := -O1 -g -fno-omit-frame-pointer $(TSAN_CFLAGS)
+# build/mock-tsan/kemu.o is not instrumented: its bookkeeping is one OS thread's, and TSan
+# checking each switch and shuffle would make the TSan runs minutes longer
+KEMU_RT_mock_tsan  := -O1 -g -fno-omit-frame-pointer
+KEMU_SAN_kemu_asan := -O1 -g -fno-omit-frame-pointer $(ASAN_CFLAGS)
+define kemu_rules
+$(dir_$(1))/zero_kernels.kemu.cc: zero_kernels.cu tests/kemu/rewrite.sh | $(dir_$(1))
+	sh tests/kemu/rewrite.sh $$< $$@
+$(dir_$(1))/zero_kernels_kemu.o: $(dir_$(1))/zero_kernels.kemu.cc $(KEMU_DEPS) | $(dir_$(1))
+	@rm -f $$@
+	$$(CXX) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(MOCK_CPPFLAGS) $$(KEMU_CXXFLAGS) $$(or $$(KEMU_SAN_$(1)),$$(CFLAGS)) \
+	    -include tests/kemu/kemu.h -c -o $$@ $$<
+$(dir_$(1))/kemu.o: tests/kemu/kemu.cc $(KEMU_DEPS) | $(dir_$(1))
+	@rm -f $$@
+	$$(CXX) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(MOCK_CPPFLAGS) $$(KEMU_CXXFLAGS) \
+	    $$(or $$(KEMU_RT_$(1)),$$(KEMU_SAN_$(1)),$$(CFLAGS)) -c -o $$@ $$<
+# tests/kemu/<name>.cu (CUDA C++ with its own main) -> <dir>/kemu_<name>, on the double
+$(dir_$(1))/%.kemu.cc: tests/kemu/%.cu tests/kemu/rewrite.sh | $(dir_$(1))
+	sh tests/kemu/rewrite.sh $$< $$@
+$(dir_$(1))/kemu_%: $(dir_$(1))/%.kemu.cc $$(KEMU_OBJ_$(1)) $(KEMU_DEPS) $(TEST_DEPS)
+	@rm -f $$@
+	$$(CXX) $$(ZERO_CPPFLAGS) $$(CPPFLAGS) $$(MOCK_CPPFLAGS) $$(KEMU_CXXFLAGS) $$(or $$(KEMU_SAN_$(1)),$$(CFLAGS)) \
+	    -include tests/kemu/kemu.h -o $$@ $$< $$(KEMU_OBJ_$(1)) $(link_plain)
+endef
+
+# build/kemu-asan/<name>: tests/gpu/<name>.c (and tests/kemu/*.c) with the double and the
+# emulated kernels, all under ASan+UBSan: device memory is allocated exactly to size, so a
+# kernel's out-of-bounds global access is ASan's report (tests/test_kernels.sh)
+KEMU_ASAN_OBJ := $(BUILD)/kemu-asan/cuda_mock.o $(BUILD)/kemu-asan/nccl_mock.o $(call kemu_obj,$(BUILD)/kemu-asan)
+KEMU_OBJ_mock      = $(MOCK_OBJ)
+KEMU_OBJ_mock_tsan = $(MOCK_TSAN_OBJ)
+KEMU_OBJ_kemu_asan = $(KEMU_ASAN_OBJ)
+$(foreach v,mock mock_tsan kemu_asan,$(eval $(call kemu_rules,$(v))))
+$(eval $(call object,kemu_asan,$(BUILD)/kemu-asan/cuda_mock.o $(BUILD)/kemu-asan/nccl_mock.o: $(BUILD)/kemu-asan/%.o: tests/cuda_mock/%.c $(DEPS)))
+$(eval $(call program,kemu_asan,$(BUILD)/kemu-asan/gpu_%: tests/gpu/%.c $(KEMU_ASAN_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h)))
 else
-$(BUILD)/mock/% $(BUILD)/mock-tsan/%:
-	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h} and nccl.h ($(NCCL_SAYS))"; exit 1
+$(BUILD)/mock/% $(BUILD)/mock-tsan/% $(BUILD)/kemu-asan/%:
+	@echo "$@: the CUDA mock needs $(CUDA_HOME)/include/{cuda_runtime.h,cublas_v2.h}, nccl.h ($(NCCL_SAYS)) and a C++ compiler ($(CXX))"; exit 1
 endif
 
 # Benchmarks: a rule per source, since tests/bench/x.c and tests/bench/bench_x.c both

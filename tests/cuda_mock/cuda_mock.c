@@ -22,11 +22,11 @@
      asynchronous mode" below);
    - ZERO_CUDA_MOCK_DEVICES: how many devices (0: none; -1: a driver/runtime mismatch);
    - cublasSgemm is a plain column-major loop, each dot product summed in order of k;
-   - the zero__k_* launchers compute exactly what zero.h's kernel ABI documents, element by
-     element through the shared ZERO_HD math (zero__ld / zero__st, zero__adamw_elem,
-     zero__sgd_elem, zero__lanes_sum, zero__q8*, the GELU and cross-entropy formulas), so the
-     CUDA device's results are bitwise the CPU device's; the cross-entropy sums a row in order,
-     like the CPU (the real kernel sums in a tree, within a few ulps). */
+   - the zero__k_* launchers and their kernels are zero_kernels.cu's own, run on the CPU grid
+     emulator (tests/kemu: a fiber per CUDA thread, real barriers and shuffles, checks of
+     shared memory and alignment); a launch is an op of its stream like any other ("the
+     kernels" below), so the CUDA device's results are the real kernels' (bitwise the CPU
+     device's; the cross-entropy sums a row in a tree, within a few ulps of the CPU). */
 #define _POSIX_C_SOURCE 200809L
 #ifndef ZERO_CUDA
 #define ZERO_CUDA
@@ -141,6 +141,41 @@ static void *mock_memalign(size_t n) {
     void *p = NULL;
     if (posix_memalign(&p, 256, n ? n : 1) != 0) return NULL;
     return p;
+}
+/* Device allocations end in a red zone of MOCK_RED bytes of 0xa5 that no kernel may write:
+   after every kernel, mock_red_check finds a write past the end of an allocation (in a
+   build without ASan; under ASan there is no red zone, allocations are exactly their size
+   and ASan itself reports any access past them, reads too) */
+#if defined(__SANITIZE_ADDRESS__)
+#define MOCK_RED 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MOCK_RED 0
+#endif
+#endif
+#ifndef MOCK_RED
+#define MOCK_RED 64
+#endif
+static void mock_red_fill(char *p, size_t n) { memset(p + n, 0xa5, MOCK_RED); }
+/* 1 when every device allocation's red zone is intact; else says which and restores it */
+static int mock_red_check(const char *launcher) {
+    size_t i, j;
+    int ok = 1;
+    pthread_mutex_lock(&mock_mu);
+    for (i = 0; i < mock_nallocs; i++) {
+        const mock_alloc *a = &mock_allocs[i];
+        if (a->kind != MOCK_DEV) continue;
+        for (j = 0; j < MOCK_RED; j++)
+            if ((unsigned char)a->p[a->n + j] != 0xa5) {
+                mock_say("%s: a kernel wrote past the end of device allocation %p (%llu bytes), at byte %llu", launcher,
+                         (void *)a->p, (unsigned long long)a->n, (unsigned long long)(a->n + j));
+                mock_red_fill(a->p, a->n);
+                ok = 0;
+                break;
+            }
+    }
+    pthread_mutex_unlock(&mock_mu);
+    return ok;
 }
 /* [p, p + n) must lie in one device allocation (pinned host memory too when pinned_ok; a
    kernel reads mapped pinned memory on a UVA system) */
@@ -643,8 +678,9 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
     if (mock_inject("cudaMalloc")) return mock_ret(cudaErrorMemoryAllocation);
     if (!devPtr) return mock_ret(cudaErrorInvalidValue);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
-    if (!(p = mock_memalign(size))) return mock_ret(cudaErrorMemoryAllocation);
+    if (!(p = mock_memalign(size + MOCK_RED))) return mock_ret(cudaErrorMemoryAllocation);
     memset(p, 0xff, size);              /* never-written device memory reads as NaN */
+    mock_red_fill((char *)p, size);
     if (!mock_register(p, size, MOCK_DEV)) { free(p); return mock_ret(cudaErrorMemoryAllocation); }
     *devPtr = p;
     return cudaSuccess;
@@ -818,6 +854,8 @@ const char *cudaGetErrorName(cudaError_t error) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     case cudaErrorSystemDriverMismatch: return "cudaErrorSystemDriverMismatch";
     default: return "cudaErrorUnknown";
@@ -834,6 +872,8 @@ const char *cudaGetErrorString(cudaError_t error) {
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaErrorMisalignedAddress: return "misaligned address";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorSystemDriverMismatch: return "system has unsupported display driver / cuda driver combination";
     default: return "unknown error (cuda_mock)";
@@ -923,397 +963,37 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     return e ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
 }
 
-/* ---- the kernel launchers (zero.h: "the CUDA kernels' C ABI") ----
-   Each checks its arguments at launch (the errors a launch gives), copies them (kernel
-   arguments are by value) and queues the kernel's body on the stream; like zero_kernels.cu
-   it then returns cudaGetLastError(), so an error some earlier call left as the thread's
-   last error (not-ready included) is what the launch reports. A refused launch returns
-   its error and leaves the last error alone (the real launchers return before any CUDA
-   call, or consume the launch's error with that cudaGetLastError). */
-static int mock_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
-static size_t mock_es(int dt) { return dt == ZERO_F32 ? 4 : 2; }
-/* a launch: the stream must be live; the kernel's memory must be device memory */
-static int mock_launch(void *stream, const char *what) {
-    return mock_stream_ok((cudaStream_t)stream, what);
+/* ---- the kernels: zero_kernels.cu itself, on the CPU grid emulator (tests/kemu) ----
+   build/mock/ programs link zero_kernels.cu's real launchers and kernels, rewritten for the
+   host compiler by tests/kemu/rewrite.sh and run by tests/kemu/kemu.cc (a fiber per CUDA
+   thread, real barriers and warp shuffles, checks of shared memory and alignment). A
+   launcher checks its arguments, launches (kernel<<<...>>>, which comes here as one call of
+   kemu_host_submit) and returns cudaGetLastError(), as on a GPU. Here a launch is an op of
+   its stream: it runs at issue in the synchronous mode, on the stream's worker later in the
+   asynchronous one, where a fault it finds is sticky. */
+typedef struct mock_kemu_op { int (*run)(void *); void *arg; const char *launcher; } mock_kemu_op;
+static int mock_run_kemu(void *p) {
+    const mock_kemu_op *o = (const mock_kemu_op *)p;
+    int e = o->run(o->arg);
+    if (!mock_red_check(o->launcher) && !e) e = (int)cudaErrorIllegalAddress;
+    return e;
 }
-#define MOCK_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)(cudaErrorIllegalAddress); } while (0)
-#define MOCK_RUN_MEM(p, bytes, what) do { if (!mock_in_dev((p), (bytes), 1, (what))) return (int)cudaErrorIllegalAddress; } while (0)
-#define MOCK_STREAM(s, what) do {                                                    \
-        if (!mock_launch((s), (what))) return (int)(cudaErrorInvalidResourceHandle); \
-        if (mock_inject(what)) return (int)(cudaErrorLaunchFailure);               \
-    } while (0)
-/* queues body(args) on stream; the launcher's result */
-static int mock_kernel(void *stream, mock_run_fn body, const void *args, size_t n) {
+int kemu_host_submit(cudaStream_t stream, const char *launcher, int (*run)(void *), void *arg, void (*drop)(void *)) {
+    mock_kemu_op o;
     int e;
-    if (!mock_submit((cudaStream_t)stream, body, args, n, NULL, &e)) return (int)(cudaErrorMemoryAllocation);
-    if (e) return (int)((cudaError_t)e);
-    return (int)cudaGetLastError();
+    if (!mock_stream_ok(stream, launcher)) { drop(arg); return mock_ret(cudaErrorInvalidResourceHandle); }
+    if (mock_inject(launcher)) { drop(arg); return mock_ret(cudaErrorLaunchFailure); }
+    o.run = run; o.arg = arg; o.launcher = launcher;
+    if (!mock_submit(stream, mock_run_kemu, &o, sizeof o, NULL, &e)) { drop(arg); return mock_ret(cudaErrorMemoryAllocation); }
+    return e ? mock_ret((cudaError_t)e) : cudaSuccess;
 }
-
-typedef struct mock_opt_args {
-    zero__optk k;
-    const zero__kchunk *chunks;
-    int64_t nchunks;
-    const void *grad_base;
-    void *param_base;
-    float *master, *opt_m, *opt_v;
-} mock_opt_args;
-static int mock_run_opt(void *p) {
-    const mock_opt_args *a = (const mock_opt_args *)p;
-    const zero__optk *k = &a->k;
-    int64_t c, i;
-    for (c = 0; c < a->nchunks; c++) {
-        const zero__kchunk ch = a->chunks[c];
-        const void *g = (const char *)a->grad_base + ch.grad_idx * (int64_t)mock_es(k->adt);
-        float *w = a->master ? a->master + ch.state_idx : (float *)a->param_base + ch.param_idx;
-        void *pp = (char *)a->param_base + ch.param_idx * (int64_t)mock_es(k->pdt);
-        float *m = a->opt_m ? a->opt_m + ch.state_idx : NULL;
-        float *v = k->opt == ZERO_OPTIM_ADAMW ? a->opt_v + ch.state_idx : NULL;
-        if (ch.n < 0 || ch.n > ZERO__KCHUNK) return (int)cudaErrorIllegalAddress;
-        if (ch.n == 0) continue;
-        MOCK_RUN_MEM(g, (size_t)ch.n * mock_es(k->adt), "zero__k_opt (gradients)");
-        MOCK_RUN_MEM(w, (size_t)ch.n * 4, a->master ? "zero__k_opt (master)" : "zero__k_opt (params)");
-        if (k->pdt != ZERO_F32) MOCK_RUN_MEM(pp, (size_t)ch.n * mock_es(k->pdt), "zero__k_opt (params)");
-        if (m) MOCK_RUN_MEM(m, (size_t)ch.n * 4, "zero__k_opt (m)");
-        if (v) MOCK_RUN_MEM(v, (size_t)ch.n * 4, "zero__k_opt (v)");
-        for (i = 0; i < ch.n; i++) {        /* zero__opt_scalar_t with decay = ch.decay */
-            float gg = zero__ld(g, i, k->adt) * k->gscale;
-            if (k->opt == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, &k->sh, ch.decay);
-            else zero__adamw_elem(&w[i], &m[i], &v[i], gg, &k->ah, ch.decay);
-            if (k->pdt != ZERO_F32) zero__st(pp, i, k->pdt, w[i]);
-        }
-    }
-    return 0;
+/* a kernel's pointer arguments: NULL, device memory or (mapped) pinned memory */
+int kemu_host_check_ptr(const void *p, const char *launcher, int arg_index) {
+    if (!p || mock_find(p, NULL, NULL)) return 0;
+    mock_say("%s: the kernel's argument %d, %p, is not device memory", launcher, arg_index, p);
+    return (int)cudaErrorIllegalAddress;
 }
-int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
-                void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
-    mock_opt_args a;
-    if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !mock_dtype_ok(k->adt) ||
-        !mock_dtype_ok(k->pdt))
-        return (int)(cudaErrorInvalidValue);
-    if (nchunks == 0) return 0;
-    if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
-        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
-        return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_opt");
-    MOCK_MEM(chunks, (size_t)nchunks * sizeof *chunks, "zero__k_opt (chunks)");
-    a.k = *k; a.chunks = chunks; a.nchunks = nchunks; a.grad_base = grad_base; a.param_base = param_base;
-    a.master = master; a.opt_m = opt_m; a.opt_v = opt_v;
-    return mock_kernel(stream, mock_run_opt, &a, sizeof a);
-}
-
-typedef struct mock_sumsq_args { const void *g; int adt; const zero__knblk *blk; int64_t nblk; double *out; } mock_sumsq_args;
-static int mock_run_sumsq(void *p) {
-    const mock_sumsq_args *a = (const mock_sumsq_args *)p;
-    int64_t b, j;
-    for (b = 0; b < a->nblk; b++) {
-        const zero__knblk bk = a->blk[b];
-        double lanes[8] = { 0, 0, 0, 0, 0, 0, 0, 0 };
-        if (bk.n > 0) MOCK_RUN_MEM((const char *)a->g + bk.idx * (int64_t)mock_es(a->adt), (size_t)bk.n * mock_es(a->adt),
-                                   "zero__k_sumsq (gradients)");
-        for (j = 0; j < bk.n; j++) {        /* element j into lane j % 8, in order */
-            double x = (double)zero__ld(a->g, bk.idx + j, a->adt);
-            lanes[j & 7] += x * x;
-        }
-        a->out[b] = zero__lanes_sum(lanes);
-    }
-    return 0;
-}
-int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream) {
-    mock_sumsq_args a;
-    if (!mock_dtype_ok(adt) || nblk < 0) return (int)(cudaErrorInvalidValue);
-    if (nblk == 0) return 0;
-    if (!g || !blk || !out) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_sumsq");
-    MOCK_MEM(blk, (size_t)nblk * sizeof *blk, "zero__k_sumsq (blocks)");
-    MOCK_MEM(out, (size_t)nblk * sizeof *out, "zero__k_sumsq (out)");
-    a.g = g; a.adt = adt; a.blk = blk; a.nblk = nblk; a.out = out;
-    return mock_kernel(stream, mock_run_sumsq, &a, sizeof a);
-}
-
-typedef struct mock_sum_args {
-    void *out;
-    int rdt, nin, sdt, accumulate;
-    const void *ins[ZERO__K_MAXIN];
-    int64_t count;
-} mock_sum_args;
-static int mock_run_sum(void *p) {
-    const mock_sum_args *a = (const mock_sum_args *)p;
-    int64_t i;
-    int k;
-    for (i = 0; i < a->count; i++) {        /* element-wise: every input read before out is written */
-        float acc = zero__ld(a->ins[0], i, a->sdt);
-        for (k = 1; k < a->nin; k++) acc += zero__ld(a->ins[k], i, a->sdt);
-        if (a->accumulate) acc = zero__ld(a->out, i, a->rdt) + acc;
-        zero__st(a->out, i, a->rdt, acc);
-    }
-    return 0;
-}
-int zero__k_sum_into(void *out, int rdt, const void *const *ins, int nin, int sdt, int64_t count, int accumulate,
-                     void *stream) {
-    mock_sum_args a;
-    int k;
-    if (!mock_dtype_ok(rdt) || !mock_dtype_ok(sdt) || nin < 1 || nin > ZERO__K_MAXIN || count < 0 || !ins)
-        return (int)(cudaErrorInvalidValue);
-    if (count == 0) return 0;
-    if (!out) return (int)(cudaErrorInvalidValue);
-    for (k = 0; k < nin; k++) if (!ins[k]) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_sum_into");
-    MOCK_MEM(out, (size_t)count * mock_es(rdt), "zero__k_sum_into (out)");
-    for (k = 0; k < nin; k++) MOCK_MEM(ins[k], (size_t)count * mock_es(sdt), "zero__k_sum_into (an input)");
-    memset(&a, 0, sizeof a);
-    a.out = out; a.rdt = rdt; a.nin = nin; a.sdt = sdt; a.accumulate = accumulate; a.count = count;
-    for (k = 0; k < nin; k++) a.ins[k] = ins[k];
-    return mock_kernel(stream, mock_run_sum, &a, sizeof a);
-}
-
-typedef struct mock_q8_args { int8_t *q; float *scales; void *x; int xdt, block; int64_t n; } mock_q8_args;
-static int mock_run_quant(void *p) {
-    const mock_q8_args *a = (const mock_q8_args *)p;
-    int64_t b, i, nb = (a->n + a->block - 1) / a->block;
-    for (b = 0; b < nb; b++) {
-        int64_t lo = b * a->block, hi = a->n - lo < a->block ? a->n : lo + a->block;
-        float m = 0.0f, s;
-        for (i = lo; i < hi; i++) m = zero__q8_absmax(m, zero__ld(a->x, i, a->xdt));
-        a->scales[b] = s = zero__q8_scale(m);
-        for (i = lo; i < hi; i++) a->q[i] = zero__q8(zero__ld(a->x, i, a->xdt), s);
-    }
-    return 0;
-}
-int zero__k_quantize_i8(int8_t *q, float *scales, const void *x, int xdt, int64_t n, int block, void *stream) {
-    mock_q8_args a;
-    int64_t nb;
-    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!q || !scales || !x) return (int)(cudaErrorInvalidValue);
-    nb = (n + block - 1) / block;
-    MOCK_STREAM(stream, "zero__k_quantize_i8");
-    MOCK_MEM(q, (size_t)n, "zero__k_quantize_i8 (q)");
-    MOCK_MEM(scales, (size_t)nb * 4, "zero__k_quantize_i8 (scales)");
-    MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_quantize_i8 (x)");
-    a.q = q; a.scales = scales; a.x = (void *)(uintptr_t)x; a.xdt = xdt; a.block = block; a.n = n;
-    return mock_kernel(stream, mock_run_quant, &a, sizeof a);
-}
-static int mock_run_dequant(void *p) {
-    const mock_q8_args *a = (const mock_q8_args *)p;
-    int64_t i;
-    for (i = 0; i < a->n; i++) zero__st(a->x, i, a->xdt, zero__dq8(a->q[i], a->scales[i / a->block]));
-    return 0;
-}
-int zero__k_dequantize_i8(void *x, int xdt, const int8_t *q, const float *scales, int64_t n, int block, void *stream) {
-    mock_q8_args a;
-    if (!mock_dtype_ok(xdt) || n < 0 || block < 1) return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!q || !scales || !x) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_dequantize_i8");
-    MOCK_MEM(q, (size_t)n, "zero__k_dequantize_i8 (q)");
-    MOCK_MEM(scales, (size_t)((n + block - 1) / block) * 4, "zero__k_dequantize_i8 (scales)");
-    MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_dequantize_i8 (x)");
-    a.q = (int8_t *)(uintptr_t)q; a.scales = (float *)(uintptr_t)scales; a.x = x; a.xdt = xdt; a.block = block; a.n = n;
-    return mock_kernel(stream, mock_run_dequant, &a, sizeof a);
-}
-
-/* ZeRO++'s payloads: element by element through the shared rules (zero__qp_scale, zero__qp_code,
-   zero__qp_value), block by block, not through zero.h's CPU zero__qp_* */
-typedef struct mock_qp_args {
-    void *dst;
-    const void *x;
-    int xdt, bits, block, np, accumulate;
-    int64_t n;
-    const void *ps[ZERO__K_MAXIN];
-} mock_qp_args;
-static int mock_run_qp_encode(void *p) {
-    const mock_qp_args *a = (const mock_qp_args *)p;
-    int64_t cb = zero__qp_codes(a->n, a->bits), lo, i;
-    uint8_t *codes = (uint8_t *)a->dst;
-    float *scales = (float *)(codes + cb), qmax = a->bits == 8 ? 127.0f : 7.0f;
-    memset(codes, 0, (size_t)cb);
-    for (lo = 0; lo < a->n; lo += a->block) {
-        int64_t hi = a->n - lo < a->block ? a->n : lo + a->block;
-        uint32_t m = 0;
-        float s;
-        for (i = lo; i < hi; i++) {
-            uint32_t u = zero__f32_bits(zero__ld(a->x, i, a->xdt)) & 0x7fffffffu;
-            if (u > m) m = u;
-        }
-        scales[lo / a->block] = s = zero__qp_scale(m, qmax);
-        for (i = lo; i < hi; i++) {
-            int q = zero__qp_code(zero__ld(a->x, i, a->xdt), s, qmax);
-            if (a->bits == 8) codes[i] = (uint8_t)(int8_t)q;
-            else codes[i >> 1] = (uint8_t)(codes[i >> 1] | (((unsigned)q & 0xfu) << ((i & 1) * 4)));
-        }
-    }
-    return 0;
-}
-int zero__k_qp_encode(void *dst, const void *x, int xdt, int64_t n, int bits, int block, void *stream) {
-    mock_qp_args a;
-    if (!mock_dtype_ok(xdt) || n < 0 || block < 1 || (bits != 8 && bits != 4)) return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!dst || !x || ((uintptr_t)dst & 3)) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_qp_encode");
-    MOCK_MEM(dst, (size_t)(zero__qp_codes(n, bits) + (n + block - 1) / block * 4), "zero__k_qp_encode (payload)");
-    MOCK_MEM(x, (size_t)n * mock_es(xdt), "zero__k_qp_encode (x)");
-    memset(&a, 0, sizeof a);
-    a.dst = dst; a.x = x; a.xdt = xdt; a.bits = bits; a.block = block; a.n = n;
-    return mock_kernel(stream, mock_run_qp_encode, &a, sizeof a);
-}
-static int mock_run_qp_sum(void *p) {
-    const mock_qp_args *a = (const mock_qp_args *)p;
-    int64_t cb = zero__qp_codes(a->n, a->bits), i;
-    int k;
-    for (i = 0; i < a->n; i++) {            /* the stored value first, then the payloads in order */
-        const int64_t b = i / a->block;
-        float acc = a->accumulate ? zero__ld(a->dst, i, a->xdt) : zero__qp_value(a->ps[0], cb, i, a->bits, b);
-        for (k = a->accumulate ? 0 : 1; k < a->np; k++) acc += zero__qp_value(a->ps[k], cb, i, a->bits, b);
-        zero__st(a->dst, i, a->xdt, acc);
-    }
-    return 0;
-}
-int zero__k_qp_sum(void *out, int rdt, const void *const *ps, int np, int64_t n, int bits, int block, int accumulate,
-                   void *stream) {
-    mock_qp_args a;
-    size_t pb;
-    int k;
-    if (!mock_dtype_ok(rdt) || np < 1 || np > ZERO__K_MAXIN || n < 0 || block < 1 || (bits != 8 && bits != 4) || !ps)
-        return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!out) return (int)(cudaErrorInvalidValue);
-    for (k = 0; k < np; k++) if (!ps[k] || ((uintptr_t)ps[k] & 3)) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_qp_sum");
-    pb = (size_t)(zero__qp_codes(n, bits) + (n + block - 1) / block * 4);
-    MOCK_MEM(out, (size_t)n * mock_es(rdt), "zero__k_qp_sum (out)");
-    for (k = 0; k < np; k++) MOCK_MEM(ps[k], pb, "zero__k_qp_sum (a payload)");
-    memset(&a, 0, sizeof a);
-    a.dst = out; a.xdt = rdt; a.bits = bits; a.block = block; a.np = np; a.accumulate = accumulate != 0; a.n = n;
-    for (k = 0; k < np; k++) a.ps[k] = ps[k];
-    return mock_kernel(stream, mock_run_qp_sum, &a, sizeof a);
-}
-
-typedef struct mock_bias_args { float *y; const float *dy; void *b; int bdt; int64_t ld, rows, cols; } mock_bias_args;
-static int mock_run_bias_add(void *p) {
-    const mock_bias_args *a = (const mock_bias_args *)p;
-    int64_t r, c;
-    for (r = 0; r < a->rows; r++)
-        for (c = 0; c < a->cols; c++) a->y[r * a->ld + c] += zero__ld(a->b, c, a->bdt);
-    return 0;
-}
-int zero__k_bias_add(float *y, int64_t ldy, const void *b, int bdt, int64_t rows, int64_t cols, void *stream) {
-    mock_bias_args a;
-    if (!mock_dtype_ok(bdt) || rows < 0 || cols < 0 || ldy < cols) return (int)(cudaErrorInvalidValue);
-    if (rows == 0 || cols == 0) return 0;
-    if (!y || !b) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_bias_add");
-    MOCK_MEM(y, (size_t)((rows - 1) * ldy + cols) * 4, "zero__k_bias_add (y)");
-    MOCK_MEM(b, (size_t)cols * mock_es(bdt), "zero__k_bias_add (b)");
-    memset(&a, 0, sizeof a);
-    a.y = y; a.b = (void *)(uintptr_t)b; a.bdt = bdt; a.ld = ldy; a.rows = rows; a.cols = cols;
-    return mock_kernel(stream, mock_run_bias_add, &a, sizeof a);
-}
-static int mock_run_bias_grad(void *p) {
-    const mock_bias_args *a = (const mock_bias_args *)p;
-    int64_t r, c;
-    for (c = 0; c < a->cols; c++) {
-        float s = 0.0f;
-        for (r = 0; r < a->rows; r++) s += a->dy[r * a->ld + c];
-        zero__st(a->b, c, a->bdt, zero__ld(a->b, c, a->bdt) + s);
-    }
-    return 0;
-}
-int zero__k_bias_grad(void *gb, int gdt, const float *dy, int64_t ld, int64_t rows, int64_t cols, void *stream) {
-    mock_bias_args a;
-    if (!mock_dtype_ok(gdt) || rows < 0 || cols < 0 || ld < cols) return (int)(cudaErrorInvalidValue);
-    if (cols == 0) return 0;
-    if (!gb || (rows > 0 && !dy)) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_bias_grad");
-    MOCK_MEM(gb, (size_t)cols * mock_es(gdt), "zero__k_bias_grad (gb)");
-    if (rows > 0) MOCK_MEM(dy, (size_t)((rows - 1) * ld + cols) * 4, "zero__k_bias_grad (dy)");
-    memset(&a, 0, sizeof a);
-    a.b = gb; a.bdt = gdt; a.dy = dy; a.ld = ld; a.rows = rows; a.cols = cols;
-    return mock_kernel(stream, mock_run_bias_grad, &a, sizeof a);
-}
-
-typedef struct mock_gelu_args { float *out; const float *x, *dy; int64_t n; } mock_gelu_args;
-static int mock_run_gelu(void *p) {
-    const mock_gelu_args *a = (const mock_gelu_args *)p;
-    int64_t i;
-    for (i = 0; i < a->n; i++) {
-        float xi = a->x[i];
-        a->out[i] = zero__gelu(xi, zero__gelu_th(xi));
-    }
-    return 0;
-}
-int zero__k_gelu_fwd(float *y, const float *x, int64_t n, void *stream) {
-    mock_gelu_args a;
-    if (n < 0) return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!y || !x) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_gelu_fwd");
-    MOCK_MEM(y, (size_t)n * 4, "zero__k_gelu_fwd (y)");
-    MOCK_MEM(x, (size_t)n * 4, "zero__k_gelu_fwd (x)");
-    a.out = y; a.x = x; a.dy = NULL; a.n = n;
-    return mock_kernel(stream, mock_run_gelu, &a, sizeof a);
-}
-static int mock_run_gelu_bwd(void *p) {
-    const mock_gelu_args *a = (const mock_gelu_args *)p;
-    int64_t i;
-    for (i = 0; i < a->n; i++) {
-        float xi = a->x[i];
-        a->out[i] = a->dy[i] * zero__gelu_grad(xi, zero__gelu_th(xi));
-    }
-    return 0;
-}
-int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void *stream) {
-    mock_gelu_args a;
-    if (n < 0) return (int)(cudaErrorInvalidValue);
-    if (n == 0) return 0;
-    if (!dx || !x || !dy) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_gelu_bwd");
-    MOCK_MEM(dx, (size_t)n * 4, "zero__k_gelu_bwd (dx)");
-    MOCK_MEM(x, (size_t)n * 4, "zero__k_gelu_bwd (x)");
-    MOCK_MEM(dy, (size_t)n * 4, "zero__k_gelu_bwd (dy)");
-    a.out = dx; a.x = x; a.dy = dy; a.n = n;
-    return mock_kernel(stream, mock_run_gelu_bwd, &a, sizeof a);
-}
-
-typedef struct mock_xent_args {
-    float *loss, *dlogits;
-    const float *logits;
-    const int32_t *labels;
-    int64_t rows, classes;
-    float dscale;
-} mock_xent_args;
-static int mock_run_xent(void *p) {
-    const mock_xent_args *a = (const mock_xent_args *)p;
-    int64_t r, c, classes = a->classes;
-    for (r = 0; r < a->rows; r++) {
-        const float *l = a->logits + r * classes;
-        float *d = a->dlogits + r * classes, mx = l[0], sum = 0.0f, inv, l_label;
-        const int32_t label = a->labels[r];
-        const int ok = label >= 0 && label < classes;
-        l_label = ok ? l[label] : 0.0f;     /* read before d (which may be l) is written */
-        for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
-        for (c = 0; c < classes; c++) sum += expf(l[c] - mx);
-        inv = 1.0f / sum;
-        a->loss[r] = ok ? zero__xent_loss(sum, l_label, mx) : zero__bits_f32(0x7fc00000u);
-        for (c = 0; c < classes; c++) d[c] = zero__xent_grad(expf(l[c] - mx), inv, c == label, a->dscale);
-    }
-    return 0;
-}
-int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
-                 int64_t classes, float dscale, void *stream) {
-    mock_xent_args a;
-    if (rows < 0 || classes < 0) return (int)(cudaErrorInvalidValue);
-    if (rows == 0) return 0;
-    if (classes == 0 || !loss || !dlogits || !logits || !labels) return (int)(cudaErrorInvalidValue);
-    MOCK_STREAM(stream, "zero__k_xent");
-    MOCK_MEM(loss, (size_t)rows * 4, "zero__k_xent (loss)");
-    MOCK_MEM(dlogits, (size_t)(rows * classes) * 4, "zero__k_xent (dlogits)");
-    MOCK_MEM(logits, (size_t)(rows * classes) * 4, "zero__k_xent (logits)");
-    MOCK_MEM(labels, (size_t)rows * 4, "zero__k_xent (labels)");
-    a.loss = loss; a.dlogits = dlogits; a.logits = logits; a.labels = labels; a.rows = rows; a.classes = classes;
-    a.dscale = dscale;
-    return mock_kernel(stream, mock_run_xent, &a, sizeof a);
-}
+void kemu_host_launch_failed(int err) { (void)mock_ret((cudaError_t)err); }
 
 /* ZERO_CUDA_MOCK_LEAKS=1: at exit, device or pinned memory never freed (zero_destroy frees
    everything a context allocated) is a failure: a FAIL line and exit status 1 */
