@@ -24,7 +24,7 @@
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
 #                     were not built
 #   make test-kernels zero_kernels.cu's own kernels on the CPU grid emulator (tests/kemu) behind the
-#                     CUDA double: tests/test_kernels.sh alone (make test runs it too; ~1 minute)
+#                     CUDA double: tests/test_kernels.sh alone (make test runs it too; under 3 minutes)
 #   make build/mock/NAME  tests/NAME.c or examples/NAME.c with ZERO_CUDA on the CUDA and NCCL test
 #                     doubles (tests/cuda_mock/cuda_mock.c, nccl_mock.c: no GPU, no nvcc, no libnccl;
 #                     the CUDA and NCCL headers); make test runs build/mock/test_device, test_nccl,
