@@ -380,8 +380,8 @@ void syncthreads(const char *file, int line) {
         fail(cudaErrorLaunchFailure, file, line,
              "__syncthreads reached by part of the block: %d of its %d threads exited before it", x->exited, x->n);
     for (; waiting; waiting &= waiting - 1) {
-        const lane_rec *J = &x->lanes[base + __builtin_ctz(waiting)];
         j = base + __builtin_ctz(waiting);
+        const lane_rec *J = &x->lanes[j];
         if (J->mask >> (t - base) & 1u)
             fail(cudaErrorLaunchFailure, file, line,
                  "thread %d reaches __syncthreads while lane %d of its warp waits for it at %s (%s:%d, mask 0x%08x)", t,
@@ -670,7 +670,7 @@ int config_error(const cfg &c) {
 int run_grid(const cfg &c, void (*body)(void *), void *arg) {
     static uint64_t launches;
     exec *x;
-    int e, t;
+    int e;
     uint64_t nb, i, a, b, seed;
     long cap = env_long("ZERO_KEMU_MAX_GRID", 0);
     if ((e = config_error(c)) != 0) return e;
@@ -704,7 +704,6 @@ int run_grid(const cfg &c, void (*body)(void *), void *arg) {
     }
     e = x->err;
     x->c = NULL;
-    for (t = 0; t < x->n; t++) x->lanes[t].started = 0;
     return e;
 }
 
