@@ -309,11 +309,13 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
         q->gen = 1;
         nm_shared_path(&id, q->shpath, sizeof q->shpath);
         if (!(q->sh = nm_shared_open(q->shpath))) {
+            int e = errno;
+            ncclResult_t r = nm_err(NULL, ncclSystemError, "ncclCommInitRankConfig: the join record %s: %s", q->shpath,
+                                    strerror(e));
             pthread_mutex_unlock(&nm_mu);
             free(q);
             free(c);
-            return nm_err(NULL, ncclSystemError, "ncclCommInitRankConfig: the join record %s: %s", q->shpath,
-                          strerror(errno));
+            return r;
         }
         q->next = nm_cliques;
         nm_cliques = q;
