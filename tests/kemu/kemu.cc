@@ -3,9 +3,11 @@
 
    A launch runs its blocks one after another on the calling thread (the CUDA double's stream
    worker in its asynchronous mode), in a seeded random order. A block's threads are fibers,
-   one per CUDA thread, kept per OS thread and reused from block to block. The scheduler
-   switches to each ready thread in turn; a thread runs until it waits (a __syncthreads, a
-   warp operation whose lanes have not all arrived) or ends. The last thread to arrive at a
+   one per CUDA thread, kept per OS thread and reused from block to block. A thread runs
+   until it waits (a __syncthreads, a warp operation whose lanes have not all arrived) or
+   ends, then switches straight to the next ready thread of the block in the block's order
+   (forward or reverse, by the seed); only when none is ready does it switch back to the
+   scheduler, which finds the block done, or deadlocked. The last thread to arrive at a
    barrier or a warp operation completes it and goes on without a switch. Nothing runs in
    parallel, so the emulator itself needs no locks; what it checks is what a GPU would leave
    undefined (kemu.h). */
@@ -145,6 +147,8 @@ struct exec {                   /* one per OS thread that runs grids */
     const void *sched_bottom;
     size_t sched_size;
     void *sched_fake;
+    int from_sched;             /* ASan: the fiber being entered comes from the scheduler's stack */
+    int reverse;                /* this block's order of threads */
     /* the launch */
     const cfg *c;
     void (*body)(void *);
@@ -272,6 +276,16 @@ static void fiber_free(fiber *f) {
     free(f);
 }
 
+#ifdef KEMU_ASAN
+/* ASan: fiber f runs again (or for the first time: fake NULL); the scheduler's stack bounds
+   are learnt only when it is the scheduler that switched to it */
+static void kemu_asan_entered(exec *x, fiber *f) {
+    const void *bottom = NULL;
+    size_t size = 0;
+    __sanitizer_finish_switch_fiber(f ? f->fake : NULL, &bottom, &size);
+    if (x->from_sched) { x->sched_bottom = bottom; x->sched_size = size; }
+}
+#endif
 static void to_lane(exec *x, int t) {
     fiber *f = x->fib[t];
     x->cur = t;
@@ -280,6 +294,7 @@ static void to_lane(exec *x, int t) {
     if (f->fresh) fiber_make(f);
     x->in_lane = 1;
 #ifdef KEMU_ASAN
+    x->from_sched = 1;
     __sanitizer_start_switch_fiber(&x->sched_fake, f->stack, f->stack_bytes);
 #endif
 #ifdef KEMU_ASM_SWITCH
@@ -303,7 +318,45 @@ static void to_sched(exec *x) {
     swapcontext(&f->uc, &x->sched_uc);
 #endif
 #ifdef KEMU_ASAN
-    __sanitizer_finish_switch_fiber(f->fake, &x->sched_bottom, &x->sched_size);
+    kemu_asan_entered(x, f);
+#endif
+}
+/* the next ready thread after the current one in the block's order, -1: none */
+static int next_ready(const exec *x) {
+    const int n = x->n, cur = x->cur;
+    int t;
+    if (x->err) return -1;
+    if (x->reverse) {
+        for (t = cur - 1; t >= 0; t--) if (x->lanes[t].state == L_READY) return t;
+        for (t = n - 1; t > cur; t--) if (x->lanes[t].state == L_READY) return t;
+    } else {
+        for (t = cur + 1; t < n; t++) if (x->lanes[t].state == L_READY) return t;
+        for (t = 0; t < cur; t++) if (x->lanes[t].state == L_READY) return t;
+    }
+    return -1;
+}
+/* the current thread waits or has ended: on to the next ready one, or the scheduler */
+static void yield_lane(exec *x) {
+    const int from = x->cur, to = next_ready(x);
+    fiber *f, *g;
+    if (to < 0) { to_sched(x); return; }
+    f = x->fib[from];
+    g = x->fib[to];
+    x->cur = to;
+    tls.tid = x->lanes[to].tid;
+    x->lanes[to].started = 1;
+    if (g->fresh) fiber_make(g);
+#ifdef KEMU_ASAN
+    x->from_sched = 0;
+    __sanitizer_start_switch_fiber(&f->fake, g->stack, g->stack_bytes);
+#endif
+#ifdef KEMU_ASM_SWITCH
+    kemu_ctx_switch(&f->sp, g->sp);
+#else
+    swapcontext(&f->uc, &g->uc);
+#endif
+#ifdef KEMU_ASAN
+    kemu_asan_entered(x, f);
 #endif
 }
 
@@ -313,12 +366,12 @@ static void fiber_main(fiber *f) {
     exec *x = kemu_ex;
     (void)f;
 #ifdef KEMU_ASAN
-    __sanitizer_finish_switch_fiber(NULL, &x->sched_bottom, &x->sched_size);
+    kemu_asan_entered(x, NULL);
 #endif
     for (;;) {
         x->body(x->arg);
         lane_exit(x);
-        to_sched(x);
+        yield_lane(x);
     }
 }
 
@@ -401,7 +454,7 @@ void syncthreads(const char *file, int line) {
         for (j = 0; j < x->n; j++) x->lanes[j].state = L_READY;
         memset(x->w_bar, 0, sizeof x->w_bar);
     } else {
-        to_sched(x);
+        yield_lane(x);
     }
 }
 
@@ -447,7 +500,7 @@ uint64_t warp_op(int kind, unsigned mask, uint64_t bits, int param, int width, c
     }
     x->w_wait[w] |= 1u << l;
     if ((x->w_wait[w] & mask) != mask) {  /* not all there yet */
-        to_sched(x);
+        yield_lane(x);
         return L->res;
     }
     /* all there: they must all be at this operation, with this mask */
@@ -619,6 +672,7 @@ static void deadlock(exec *x) {
 
 static int run_block(exec *x, int reverse) {
     const int n = x->n;
+    x->reverse = reverse;
     const unsigned bx = tls.bdim.x, by = tls.bdim.y;
     int t, k;
     for (t = 0; t < n; t++) {
