@@ -7,9 +7,11 @@
 #                     VERBOSE=1 shows all test output, logs in build/logs/, ZERO_RUN_TIMEOUT=300)
 #   make run          build/train_gpt $(RUN_ARGS): the tiny GPT at stage 3 on 4 ranks (1-2 min)
 #   make bench        tests/bench/*.c -> build/bench_<name> (a leading "bench_" is not doubled)
-#   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
-#                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
-#                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
+#   make CUDA=1       also builds zero_kernels.cu and CUDA variants under build/cuda/
+#                     (build/cuda/zero_kernels.o, build/cuda/<example>, build/cuda/gpu_*, the
+#                     tests with CUDA cases: test_device, test_errors, test_comm_env, test_stash;
+#                     make build/cuda/<test or bench_*> builds any other), so CPU and CUDA
+#                     builds coexist
 #   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine (under 8 minutes): a
 #                     probe (GPUs, nvcc, compiler, NCCL, cuBLAS), builds what it runs with CUDA=1
 #                     WERROR= on every core, then build/cuda/test_device (CUDA vs CPU device),
@@ -205,11 +207,18 @@ kemu_obj       = $(1)/zero_kernels_kemu.o $(1)/kemu.o
 MOCK_OBJ      := $(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o $(call kemu_obj,$(BUILD)/mock)
 MOCK_CPPFLAGS := -DZERO_CUDA -I$(CUDA_HOME)/include $(if $(MOCK_NCCL_H),-I$(dir $(MOCK_NCCL_H)))
 MOCK_LDLIBS   := -lstdc++
+# the double's programs (build/mock/<name>) build their host code at -O0: 6 s a program
+# instead of 21 s at -O2, and no slower to run, since their time is spent in the double and
+# the emulated kernels, which keep CFLAGS (the plain build checks zero.h at -O2)
+MOCK_CFLAGS   ?= -O0 -g
 KEMU_DEPS     := zero_kernels.cu zero.h Makefile tests/kemu/kemu.h tests/kemu/rewrite.sh
 KEMU_CXXFLAGS := -std=c++17 -Wall -Wextra $(WERROR) -Wno-unknown-pragmas -Wno-maybe-uninitialized -ffp-contract=off -pthread
 
+# `make CUDA=1 all` builds the tests that have CUDA cases (the others, built with ZERO_CUDA,
+# would run only their CPU cases; make build/cuda/test_NAME builds any of them)
+CUDA_TESTS_ALL := $(filter $(addprefix $(BUILD)/cuda/,test_device test_errors test_comm_env test_stash),$(CUDA_TESTS))
 ifeq ($(CUDA),1)
-  ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS) $(CUDA_GPU)
+  ALL_CUDA := $(CUDA_OBJ) $(CUDA_EXAMPLES) $(CUDA_TESTS_ALL) $(CUDA_GPU)
   BENCH_CUDA := $(CUDA_BENCHES)
 endif
 
@@ -275,7 +284,8 @@ cc_tsan        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS)
 cc_mpi         = $(MPICC) $(ZERO_CPPFLAGS) -DZERO_MPI $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
 cc_nvcc        = $(NVCC) $(ZERO_CPPFLAGS) $(NVCCFLAGS)
 cc_cuda        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(CUDA_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
-cc_mock        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+cc_mock        = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(MOCK_CFLAGS)
+cc_mock_obj    = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
 cc_mock_tsan   = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS)
 link_plain     = $(LDLIBS) $(ZERO_LDLIBS)
 link_asan      = $(link_plain)
@@ -293,6 +303,7 @@ dir_mpi       := $(BUILD)/mpi
 dir_nvcc      := $(BUILD)/cuda
 dir_cuda      := $(BUILD)/cuda
 dir_mock      := $(BUILD)/mock
+dir_mock_obj  := $(BUILD)/mock
 dir_mock_tsan := $(BUILD)/mock-tsan
 dir_kemu_asan := $(BUILD)/kemu-asan
 
@@ -329,7 +340,7 @@ $(eval $(call program,cuda,$(CUDA_TESTS): $(BUILD)/cuda/%: tests/%.c $(CUDA_OBJ)
 $(eval $(call program,cuda,$(CUDA_GPU): $(BUILD)/cuda/gpu_%: tests/gpu/%.c $(CUDA_OBJ) $(TEST_DEPS) $(wildcard tests/gpu/*.h)))
 
 ifeq ($(MOCK_OK),1)
-$(eval $(call object,mock,$(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o: $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS)))
+$(eval $(call object,mock_obj,$(BUILD)/mock/cuda_mock.o $(BUILD)/mock/nccl_mock.o: $(BUILD)/mock/%.o: tests/cuda_mock/%.c $(DEPS)))
 $(eval $(call program,mock,$(BUILD)/mock/%: tests/%.c $(MOCK_OBJ) $(TEST_DEPS)))
 $(eval $(call program,mock,$(BUILD)/mock/%: examples/%.c $(MOCK_OBJ) $(EXAMPLE_DEPS)))
 # the mock's own checks (tests/cuda_mock/selftest.c -> build/mock/cuda_mock_selftest)
