@@ -2,15 +2,17 @@
 # tests/test_compile.sh - zero.h compiles cleanly as C99 and C++11, with gcc and clang:
 # declarations only (-c), with ZERO_IMPLEMENTATION (linked, run: zero_create/zero_destroy
 # must give ZERO_OK) and under ZERO_STATIC. One PASS/FAIL line per variant; a compiler
-# that is not installed is reported as SKIP (counted as skipped, not passed). Run from the
-# repository root.
+# that is not installed is reported as SKIP (counted as skipped, not passed). The variants
+# build and run as many at a time as there are cores (ZERO_JOBS); their lines come out in
+# the order below. Run from the repository root.
 set -u
 OUT=${BUILD:-build}/compile
 mkdir -p "$OUT"
-failed=0
+JOBS=${ZERO_JOBS:-$(nproc 2>/dev/null || echo 2)}
+names=()
 
-# check NAME KIND(decl|run) COMPILER FLAGS... SOURCE
-check() {
+# check NAME KIND(decl|run) COMPILER FLAGS... SOURCE: its line on stdout
+check1() {
     local name=$1 kind=$2 cc=$3; shift 3
     if ! command -v "$cc" >/dev/null 2>&1; then echo "SKIP $name: $cc not installed"; return; fi
     local log="$OUT/$name.log" bin="$OUT/$name"
@@ -24,17 +26,21 @@ check() {
     if [ "$ok" = 0 ]; then
         echo "FAIL $name: $cc $*: $(grep -m1 -E 'error|warning' "$log")"
         sed 's/^/    /' "$log" | head -n 30
-        failed=1
         return
     fi
     if [ "$kind" = run ]; then
         if ! timeout 60 "$bin" >"$log.run" 2>&1; then
             echo "FAIL $name: $bin exited non-zero: $(head -c 300 "$log.run")"
-            failed=1
             return
         fi
     fi
     echo "PASS $name"
+}
+# check ...: check1 in the background, its line kept in $OUT/NAME.line (JOBS at a time)
+check() {
+    names+=("$1")
+    check1 "$@" >"$OUT/$1.line" 2>&1 &
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n 2>/dev/null || true; done
 }
 
 C99=(-std=c99 -O2 -g -Wall -Wextra -Werror -I. -pthread)
@@ -58,4 +64,10 @@ check impl_cpp20_gxx         run g++     "${CXX20[@]}" tests/compile/impl_cpp.cp
 check impl_cpp20_clangxx     run clang++ "${CXX20[@]}" tests/compile/impl_cpp.cpp
 check impl_cpp_pedantic_gxx  run g++     "${CXX11[@]}" -Wpedantic tests/compile/impl_cpp.cpp
 check impl_cpp_pedantic_clangxx run clang++ "${CXX11[@]}" -Wpedantic tests/compile/impl_cpp.cpp
+wait
+failed=0
+for n in "${names[@]}"; do
+    cat "$OUT/$n.line"
+    grep -q '^PASS \|^SKIP ' "$OUT/$n.line" || failed=1
+done
 exit $failed

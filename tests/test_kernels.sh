@@ -30,7 +30,7 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
     echo "SKIP kernels: the CUDA or NCCL headers or a C++ compiler are missing (make mock-available), nothing to build"
     exit 0
 fi
-if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/kemu_checks" "$BUILD/mock/gpu_kernels" \
+if ! make --no-print-directory -j"${ZERO_JOBS:-$(nproc 2>/dev/null || echo 2)}" BUILD="$BUILD" "$BUILD/mock/kemu_checks" "$BUILD/mock/gpu_kernels" \
         "$BUILD/mock/gpu_bench_adamw" "$BUILD/kemu-asan/kemu_checks" "$BUILD/kemu-asan/gpu_kernels" >"$LOG" 2>&1; then
     echo "FAIL kernels_build: make of the emulated kernels' programs failed (see $LOG)"
     tail -n 20 "$LOG"
