@@ -17,8 +17,11 @@
 #   - a program that exits 0 without printing any PASS, FAIL or SKIP line counts as one
 #     failure;
 #   - a tests/test_*.c whose binary is missing (it failed to build) counts as one failure.
-# Programs run one at a time from the repository root, under `timeout $ZERO_RUN_TIMEOUT`
-# (300 s), each with a fresh private TMPDIR. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
+# Programs run from the repository root, as many at a time as there are cores
+# (ZERO_TEST_JOBS; 1: one after another), each under `timeout $ZERO_RUN_TIMEOUT` (300 s)
+# with a fresh private TMPDIR; the scripts that run make (they build into the same
+# directories) run one after another, the longest first. Each program's lines come out
+# together when it ends. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
 # which names the hung case) defaults to 15 s less, so it fires before the runner's kill.
 # Test scripts tests/test_*.sh follow the same protocol (tests/test_gpu.sh is left to
 # `make test-gpu`), under `timeout $ZERO_RUN_SCRIPT_TIMEOUT` (900 s): a script runs many
@@ -53,6 +56,8 @@ fi
 total_pass=0
 total_fail=0
 total_skip=0
+JOBS=${ZERO_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $JOBS in ''|*[!0-9]*|0) JOBS=1 ;; esac
 
 now() { date +%s.%N; }
 
@@ -94,9 +99,70 @@ run_one() {
     fi
     printf '%s: %d passed, %d failed, %d skipped (%.1fs)\n' "$label" "$npass" "$nfail" "$nskip" \
         "$(echo "$t0 $t1" | awk '{ print $2 - $1 }')"
-    total_pass=$((total_pass + npass))
-    total_fail=$((total_fail + nfail))
-    total_skip=$((total_skip + nskip))
+    echo "@counts $npass $nfail $nskip"
+}
+
+# ---- the queue: add LABEL GROUP COMMAND... ----------------------------------------------
+# Jobs start in the order added, except that one of a GROUP waits while another of its
+# group runs (GROUP "-": none); each writes its report into $LOGS/.q/N and N.done when it
+# ends; the reports are printed as they end, and their counts added up.
+Q=$LOGS/.q
+rm -rf "$Q"
+mkdir -p "$Q"
+q_label=() q_group=() q_cmd=()
+add() {
+    local label=$1 group=$2; shift 2
+    q_label+=("$label"); q_group+=("$group"); q_cmd+=("$(printf '%q ' "$@")")
+}
+# a job whose line is printed at once (a program that was not built): LABEL LINE...
+add_fixed() {
+    local label=$1; shift
+    q_label+=("$label"); q_group+=("-"); q_cmd+=("$(printf 'printf "%%s\\n" %q; ' "$@")")
+}
+report() {   # report N: print job N's report, add its counts
+    local line p f s
+    while IFS= read -r line; do
+        case $line in
+            "@counts "*) read -r _ p f s <<<"$line"
+                         total_pass=$((total_pass + p)); total_fail=$((total_fail + f)); total_skip=$((total_skip + s)) ;;
+            *) printf '%s\n' "$line" ;;
+        esac
+    done <"$Q/$1"
+}
+run_queue() {
+    local n=${#q_label[@]} i started=() done_=() pid=() running=0 left g busy
+    left=$n
+    for ((i = 0; i < n; i++)); do started[i]=0; done_[i]=0; done
+    while [ "$left" -gt 0 ]; do
+        for ((i = 0; i < n && running < JOBS; i++)); do
+            [ "${started[i]}" = 0 ] || continue
+            g=${q_group[i]} busy=0
+            if [ "$g" != - ]; then
+                local j
+                for ((j = 0; j < n; j++)); do
+                    if [ "${q_group[j]}" = "$g" ] && [ "${started[j]}" = 1 ] && [ "${done_[j]}" = 0 ]; then busy=1; break; fi
+                done
+            fi
+            [ "$busy" = 0 ] || continue
+            started[i]=1; running=$((running + 1))
+            ( eval "${q_cmd[i]}" >"$Q/$i" 2>&1; : >"$Q/$i.done" ) &
+            pid[i]=$!
+        done
+        wait -n 2>/dev/null || sleep 0.2
+        for ((i = 0; i < n; i++)); do
+            [ "${started[i]}" = 1 ] && [ "${done_[i]}" = 0 ] || continue
+            if [ ! -e "$Q/$i.done" ] && ! kill -0 "${pid[i]}" 2>/dev/null && [ ! -e "$Q/$i.done" ]; then
+                # the job itself was killed (not its program: that is run_one's to report)
+                printf '%s\n' "FAIL ${q_label[i]}: the runner's job for it died" "@counts 0 1 0" >>"$Q/$i"
+                : >"$Q/$i.done"
+            fi
+            if [ -e "$Q/$i.done" ]; then
+                done_[i]=1; running=$((running - 1)); left=$((left - 1))
+                report "$i"
+            fi
+        done
+    done
+    wait
 }
 
 run_variant() {
@@ -113,22 +179,27 @@ run_variant() {
         name=$(basename "$src" .c)
         if [ "$variant" = plain ]; then label=$name; else label=$variant/$name; fi
         if [ ! -x "$dir/$name" ]; then
-            echo "FAIL $label not built ($dir/$name missing: see the compiler errors above)"
-            echo "$label: 0 passed, 1 failed, 0 skipped"
-            total_fail=$((total_fail + 1))
+            add_fixed "$label" "FAIL $label not built ($dir/$name missing: see the compiler errors above)" \
+                "$label: 0 passed, 1 failed, 0 skipped" "@counts 0 1 0"
             continue
         fi
-        run_one "$label" ${prefix[@]+"${prefix[@]}"} "$dir/$name"
+        add "$label" - run_one "$label" ${prefix[@]+"${prefix[@]}"} "$dir/$name"
     done
 }
 
+# the scripts that run make share the build directories: group "make", the longest first
+MAKE_SCRIPTS="test_cuda_mock test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu"
 run_scripts() {
-    local script name
+    local script name m
+    for m in $MAKE_SCRIPTS; do
+        [ -e "tests/$m.sh" ] && add "$m.sh" make run_one "$m.sh" bash "tests/$m.sh"
+    done
     for script in tests/test_*.sh; do
         [ -e "$script" ] || continue
         name=$(basename "$script" .sh)
         [ "$name" = test_gpu ] && continue
-        run_one "$name.sh" bash "$script"
+        case " $MAKE_SCRIPTS " in *" $name "*) continue ;; esac
+        add "$name.sh" - run_one "$name.sh" bash "$script"
     done
 }
 
@@ -136,15 +207,14 @@ run_scripts() {
 run_program() {
     local path=$1
     if [ ! -f "$path" ]; then
-        echo "FAIL $path not found"
-        echo "$path: 0 passed, 1 failed, 0 skipped"
-        total_fail=$((total_fail + 1))
-    elif [ "${path%.sh}" != "$path" ]; then run_one "$path" bash "$path"
-    else run_one "$path" "$path"; fi
+        add_fixed "$path" "FAIL $path not found" "$path: 0 passed, 1 failed, 0 skipped" "@counts 0 1 0"
+    elif [ "${path%.sh}" != "$path" ]; then add "$path" make run_one "$path" bash "$path"
+    else add "$path" - run_one "$path" "$path"; fi
 }
 
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(plain asan tsan scripts)
+# (the scripts first: the longest of them start first)
+[ ${#variants[@]} -gt 0 ] || variants=(scripts tsan asan plain)
 for v in "${variants[@]}"; do
     case $v in
         scripts) run_scripts ;;
@@ -152,6 +222,7 @@ for v in "${variants[@]}"; do
         *) run_variant "$v" ;;
     esac
 done
+run_queue
 
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]
