@@ -223,7 +223,8 @@
          for the reductions and updates the params (ON THE OPTIMIZER); every module must be
          released (else ZERO_ERR_STATE) and ready (else ZERO_ERR_GRADS_NOT_READY). With f16,
          multiply your loss by zero_loss_scale(z). zero_stats_get(z, &s) gives steps taken and
-         skipped, the last gradient norm, bytes sent per collective and the prefetch counters.
+         skipped, the last gradient norm, bytes sent per collective, the prefetch counters and
+         what the steps cost the host (CUDA: host_syncs, device_allocs, comm_headers).
          zero_allreduce_f64(z, v, n) (collective) sums n doubles of a host array over the
          ranks, in place, in rank order, so every rank gets the same bits (a loss to print).
 
@@ -1182,6 +1183,13 @@ typedef struct zero_stats {
     /* bytes this rank's collectives sent, counted by the communicator: to ranks of its own node
        and to ranks of other nodes (zero_comm_bytes; one node when no topology is set) */
     int64_t comm_bytes_within, comm_bytes_across;
+    /* what the step costs the host, in all since zero_create (a step's share: the change
+       from one zero_step to the next). host_syncs: waits of the host on the device (CUDA:
+       a stream or event synchronized, a stream polled until done by the NCCL comm);
+       device_allocs: allocations of device memory (the context's and its communicator's);
+       comm_headers: collective headers exchanged (NCCL: the mismatch check before a
+       collective's data moves). 0 on the CPU device and the local and MPI comms. */
+    int64_t host_syncs, device_allocs, comm_headers;
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -2151,6 +2159,9 @@ struct zero_comm {
     zero_comm *intra, *inter;       /* vt->split's endpoints (ZeRO++), destroyed with this one */
     int split_ns;                   /* the ranks_per_node they were made for */
     int64_t sent_within, sent_across;   /* zero_comm_bytes: written by the thread running the collectives */
+    /* zero_stats (written by the thread running the collectives): collective headers
+       exchanged (nccl's mismatch check), host waits on the comm's stream, device allocations */
+    int64_t headers, host_syncs, device_allocs;
     int64_t link_ns;                /* local: the modelled link's sleeps so far (build/bench_zpp reads it) */
     /* set by the caller around one reduce-scatter (NULL otherwise): its output's gradient-norm
        blocks go to sq_blk (zero__sum_norm_k), and the comm sets sq_done if it took them */
@@ -2368,6 +2379,8 @@ struct zero_ctx {
     } tier;
     const zero__dev_vt *dev;        /* the device (>>device) */
     void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
+    int64_t host_syncs;             /* zero_stats: the device's host waits (atomic: caller and comm thread) */
+    int64_t device_allocs;          /* zero_stats: the device's allocations of device memory */
     zero__stream stream;            /* the comm stream (>>stream) */
     struct {                        /* traffic issued, per collective (zero_stats) */
         int64_t calls[ZERO_COLL_NUM], elems[ZERO_COLL_NUM], bytes[ZERO_COLL_NUM];
@@ -4972,6 +4985,25 @@ static zero_result zero__cuda_err(zero_ctx *ctx, int s, int e, const char *what)
     return ZERO_ERR_DEVICE;
 }
 static zero__cuda *zero__cu(zero_ctx *ctx) { return (zero__cuda *)ctx->dev_state; }
+/* the host waiting for the device, and device allocations: every one goes through these,
+   counted for zero_stats (host_syncs, device_allocs). cudaFree synchronizes the device too. */
+static int zero__cu_sync(zero_ctx *ctx, cudaStream_t s) {
+    __atomic_add_fetch(&ctx->host_syncs, 1, __ATOMIC_RELAXED);
+    return (int)cudaStreamSynchronize(s);
+}
+static int zero__cu_wait(zero_ctx *ctx, cudaEvent_t ev) {
+    __atomic_add_fetch(&ctx->host_syncs, 1, __ATOMIC_RELAXED);
+    return (int)cudaEventSynchronize(ev);
+}
+static int zero__cu_malloc(zero_ctx *ctx, void **p, size_t bytes) {
+    __atomic_add_fetch(&ctx->device_allocs, 1, __ATOMIC_RELAXED);
+    return (int)cudaMalloc(p, bytes);
+}
+static void zero__cu_free(zero_ctx *ctx, void *p) {
+    if (!p) return;
+    __atomic_add_fetch(&ctx->host_syncs, 1, __ATOMIC_RELAXED);
+    cudaFree(p);
+}
 static void *zero__cuda_comm_stream(zero_ctx *ctx) { return (void *)zero__cu(ctx)->comm; }
 static cudaStream_t zero__cu_stream(zero_ctx *ctx, int s) {
     return s == ZERO__S_COMM ? zero__cu(ctx)->comm : zero__cu(ctx)->compute;
@@ -4982,11 +5014,11 @@ static void zero__cuda_fini(zero_ctx *ctx) {
     int i;
     if (!cu) return;
     cudaSetDevice(cu->device);
-    if (cu->comm) cudaStreamSynchronize(cu->comm);
-    if (cu->compute) cudaStreamSynchronize(cu->compute);
-    cudaFree(cu->chunks);
-    cudaFree(cu->blk);
-    cudaFree(cu->bout);
+    if (cu->comm) zero__cu_sync(ctx, cu->comm);
+    if (cu->compute) zero__cu_sync(ctx, cu->compute);
+    zero__cu_free(ctx, cu->chunks);
+    zero__cu_free(ctx, cu->blk);
+    zero__cu_free(ctx, cu->bout);
     for (i = 0; i < 2; i++) if (cu->staging[i]) cudaFreeHost(cu->staging[i]);
     for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
     for (i = 0; i < cu->nxev; i++) cudaEventDestroy(cu->xev[i]);
@@ -5038,17 +5070,17 @@ static void *zero__cuda_alloc(zero_ctx *ctx, int64_t bytes) {
     zero__cuda *cu = zero__cu(ctx);
     void *p = NULL;
     cudaSetDevice(cu->device);
-    if (cudaMalloc(&p, (size_t)bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    if (cudaMemsetAsync(p, 0, (size_t)bytes, cu->compute) != cudaSuccess || cudaStreamSynchronize(cu->compute) != cudaSuccess) {
+    if (zero__cu_malloc(ctx, &p, (size_t)bytes) != 0) { cudaGetLastError(); return NULL; }
+    if (cudaMemsetAsync(p, 0, (size_t)bytes, cu->compute) != cudaSuccess || zero__cu_sync(ctx, cu->compute) != 0) {
         cudaGetLastError();
-        cudaFree(p);
+        zero__cu_free(ctx, p);
         return NULL;
     }
     return p;
 }
 static void zero__cuda_free(zero_ctx *ctx, void *p) {
     cudaSetDevice(zero__cu(ctx)->device);
-    cudaFree(p);        /* implicitly synchronizes: nothing may still use p */
+    zero__cu_free(ctx, p);   /* implicitly synchronizes: nothing may still use p */
 }
 static void *zero__cuda_host_alloc(zero_ctx *ctx, int64_t bytes) {
     void *p = NULL;
@@ -5107,12 +5139,12 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
        cudaMemcpy from pageable memory may return before its legacy-stream DMA lands, and a
        non-blocking desc.cuda_stream does not wait for that stream), then are waited for */
     cudaSetDevice(cu->device);
-    if (nch > 0 && (e = (int)cudaMalloc((void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
+    if (nch > 0 && (e = zero__cu_malloc(ctx, (void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
         e = (int)cudaMemcpyAsync(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice, cu->compute);
-    if (e == 0 && nb > 0 && (e = (int)cudaMalloc((void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
+    if (e == 0 && nb > 0 && (e = zero__cu_malloc(ctx, (void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
         (e = (int)cudaMemcpyAsync(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice, cu->compute)) == 0)
-        e = (int)cudaMalloc((void **)&cu->bout, sizeof(double) * (size_t)nb);
-    if (e == 0) e = (int)cudaStreamSynchronize(cu->compute);
+        e = zero__cu_malloc(ctx, (void **)&cu->bout, sizeof(double) * (size_t)nb);
+    if (e == 0) e = zero__cu_sync(ctx, cu->compute);
     zero__raw_free(&ctx->desc.allocator, ch);
     zero__raw_free(&ctx->desc.allocator, bl);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
@@ -5131,11 +5163,11 @@ static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *
     if (bytes <= 0 || dst == src) return ZERO_OK;
     if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) != 0)
         return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
-    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(st), "cudaStreamSynchronize after a copy");
+    return zero__cuda_err(ctx, s, zero__cu_sync(ctx, st), "cudaStreamSynchronize after a copy");
 }
 /* an op's launch result e: on the comm stream, also wait for it (the ops' contract, >>device) */
 static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what) {
-    if (e == 0 && s == ZERO__S_COMM) e = (int)cudaStreamSynchronize(zero__cu(ctx)->comm);
+    if (e == 0 && s == ZERO__S_COMM) e = zero__cu_sync(ctx, zero__cu(ctx)->comm);
     return zero__cuda_err(ctx, s, e, what);
 }
 static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
@@ -5180,7 +5212,7 @@ static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
                            cu->compute)) == 0 &&
         (e = (int)cudaMemcpyAsync(ctx->opt.norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
                                   cudaMemcpyDeviceToHost, cu->compute)) == 0)
-        e = (int)cudaStreamSynchronize(cu->compute);
+        e = zero__cu_sync(ctx, cu->compute);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
     for (b = 0; b < cu->nblk; b++) s += ctx->opt.norm_part[b];      /* in order, as on the CPU */
     *out = s;
@@ -5254,14 +5286,14 @@ static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
     if (e) return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaEventRecord on the compute stream before a comm task");
-    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = (int)cudaEventSynchronize(cu->ev[ticket % ZERO__STREAM_CAP]);
+    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = zero__cu_wait(ctx, cu->ev[ticket % ZERO__STREAM_CAP]);
     return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
 }
 static zero_result zero__cuda_task_end(zero_ctx *ctx) {
-    return zero__cuda_err(ctx, ZERO__S_COMM, (int)cudaStreamSynchronize(zero__cu(ctx)->comm), "a comm task");
+    return zero__cuda_err(ctx, ZERO__S_COMM, zero__cu_sync(ctx, zero__cu(ctx)->comm), "a comm task");
 }
 static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
-    return zero__cuda_err(ctx, s, (int)cudaStreamSynchronize(zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
+    return zero__cuda_err(ctx, s, zero__cu_sync(ctx, zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
 }
 
 /* fp32 host values <-> device memory through the pinned double buffer (zero_param_set_f32,
@@ -5274,7 +5306,7 @@ static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
    the values are in place and an error surfaces here; get: every event was waited for), so
    the buffers are free for the next call and a failed call leaves none in use either. */
 static zero_result zero__cuda_stage_fail(zero_ctx *ctx, int e, const char *what) {
-    cudaStreamSynchronize(zero__cu(ctx)->compute);  /* nothing may still read or write a buffer */
+    zero__cu_sync(ctx, zero__cu(ctx)->compute);  /* nothing may still read or write a buffer */
     cudaGetLastError();
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, what);
 }
@@ -5285,7 +5317,7 @@ static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const fl
     for (i = 0, k = 0; i < n; i += per, k++) {
         int b = (int)(k & 1);
         int64_t c = n - i < per ? n - i : per;
-        if (k >= 2 && (e = (int)cudaEventSynchronize(cu->xev[b])) != 0)
+        if (k >= 2 && (e = zero__cu_wait(ctx, cu->xev[b])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
         zero__from_f32(cu->staging[b], (zero_dtype)dt, src + i, c);
         if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->staging[b], (size_t)(c * es), cudaMemcpyDefault,
@@ -5294,7 +5326,7 @@ static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const fl
         if ((e = (int)cudaEventRecord(cu->xev[b], cu->compute)) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventRecord (a staging buffer)");
     }
-    if ((e = (int)cudaStreamSynchronize(cu->compute)) != 0)
+    if ((e = zero__cu_sync(ctx, cu->compute)) != 0)
         return zero__cuda_stage_fail(ctx, e, "cudaStreamSynchronize after the staged copies");
     return ZERO_OK;
 }
@@ -5321,7 +5353,7 @@ static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src
         /* staging[(k + 1) % 2] held chunk k - 1, converted already */
         if (k + 1 < nk && (e = zero__cuda_stage_issue(cu, src, es, n, per, k + 1, &what)) != 0)
             return zero__cuda_stage_fail(ctx, e, what);
-        if ((e = (int)cudaEventSynchronize(cu->xev[k & 1])) != 0)
+        if ((e = zero__cu_wait(ctx, cu->xev[k & 1])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
         zero__to_f32(dst + i, cu->staging[k & 1], (zero_dtype)dt, c);
     }
@@ -5341,14 +5373,14 @@ static zero_result zero__cuda_fence(zero_ctx *ctx, int slot) {
                           "cudaEventRecord (the offloaded optimizer's pipeline)");
 }
 static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventSynchronize(zero__cu(ctx)->xev[slot & 1]),
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__cu_wait(ctx, zero__cu(ctx)->xev[slot & 1]),
                           "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
 static int64_t zero__cuda_table_bytes(int64_t chunks, int64_t blocks) {
     return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
 }
 static void zero__cuda_drain(zero_ctx *ctx) {
-    cudaStreamSynchronize(zero__cu(ctx)->compute);
+    zero__cu_sync(ctx, zero__cu(ctx)->compute);
     cudaGetLastError();
 }
 /* through the pinned staging buffers once zero_build made them, else the CPU's bounce */
@@ -7035,6 +7067,7 @@ static zero_result zero__nccl_issued(zero__nccl_comm *m, int kind, const char *w
 static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *phase, int timeout_ms, double deadline) {
     cudaStream_t s = zero__nccl_stream(m);
     int spins = 0;
+    __atomic_add_fetch(&m->base.host_syncs, 1, __ATOMIC_RELAXED);
     for (;;) {
         ncclResult_t ar = ncclSuccess;
         cudaError_t e = cudaStreamQuery(s);
@@ -7064,10 +7097,11 @@ static char *zero__nccl_scratch(zero__nccl_comm *m, int kind, int64_t bytes) {
     zero__nccl_comm *o = m->parent ? m->parent : m;
     cudaError_t e;
     if (bytes <= o->scratch_cap) return o->scratch;
-    if (o->scratch) cudaFree(o->scratch);
+    if (o->scratch) { cudaFree(o->scratch); __atomic_add_fetch(&o->base.host_syncs, 1, __ATOMIC_RELAXED); }
     o->base.scratch_bytes -= o->scratch_cap;
     o->scratch = NULL;
     o->scratch_cap = 0;
+    __atomic_add_fetch(&o->base.device_allocs, 1, __ATOMIC_RELAXED);
     if ((e = cudaMalloc((void **)&o->scratch, (size_t)bytes)) != cudaSuccess) {
         (void)cudaGetLastError();
         o->scratch = NULL;
@@ -7137,6 +7171,7 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
     mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
     mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
     if (n == 1) return ZERO_OK;
+    __atomic_add_fetch(&c->headers, 1, __ATOMIC_RELAXED);
     s = zero__nccl_stream(m);
     e = cudaMemcpyAsync(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, mine, ZERO__NCCL_HDR * sizeof(int64_t),
                         cudaMemcpyHostToDevice, s);
@@ -7557,7 +7592,7 @@ static zero_result zero__nccl_alloc(zero__nccl_comm **out, int rank, int size, i
         return ZERO_ERR_OUT_OF_MEMORY;
     }
     if (own_stream) e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
-    if (e == cudaSuccess) e = cudaMalloc((void **)&m->hdr_dev, (size_t)hb);
+    if (e == cudaSuccess && (e = cudaMalloc((void **)&m->hdr_dev, (size_t)hb)) == cudaSuccess) m->base.device_allocs++;
     if (e == cudaSuccess) e = cudaMallocHost((void **)&m->hdr_host, (size_t)hb);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
@@ -8142,6 +8177,19 @@ static zero_result zero__run_local(int world_size, zero_rank_fn fn, void *user) 
 }
 
 /* the bytes this endpoint (and its node and cross-node ones) sent within and across nodes */
+/* zero_stats' host_syncs, device_allocs (added to the context's) and comm_headers: the
+   endpoint's and its split's */
+static void zero__comm_costs(const zero_comm *c, zero_stats *out) {
+    const zero_comm *e[3];
+    int i;
+    e[0] = c; e[1] = c ? c->intra : NULL; e[2] = c ? c->inter : NULL;
+    for (i = 0; i < 3; i++)
+        if (e[i]) {
+            out->comm_headers += __atomic_load_n(&e[i]->headers, __ATOMIC_RELAXED);
+            out->host_syncs += __atomic_load_n(&e[i]->host_syncs, __ATOMIC_RELAXED);
+            out->device_allocs += __atomic_load_n(&e[i]->device_allocs, __ATOMIC_RELAXED);
+        }
+}
 static void zero__comm_bytes(const zero_comm *c, int64_t *within, int64_t *across) {
     int64_t w = 0, a = 0;
     const zero_comm *e[3];
@@ -14594,6 +14642,9 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
         out->act_wait_ms = ctx->act.st->wait_ms;
     }
     zero__comm_bytes(ctx->comm, &out->comm_bytes_within, &out->comm_bytes_across);
+    out->host_syncs = __atomic_load_n(&ctx->host_syncs, __ATOMIC_RELAXED);
+    out->device_allocs = __atomic_load_n(&ctx->device_allocs, __ATOMIC_RELAXED);
+    zero__comm_costs(ctx->comm, out);
 }
 
 /* >>public -------------------------------------------------------------------------------

@@ -19,6 +19,9 @@
 #   - train_mlp --device cuda under injected faults (ZERO_CUDA_MOCK_FAIL=NAME:N): a clean error
 #     (ZeRO++'s two kernels included);
 #   - train_mlp --device cuda --nonblocking-stream against --device emu;
+#   - build/mock/cuda_mock_costs (tests/cuda_mock/costs.c, 2 mock devices): zero_stats' host_syncs and
+#     device_allocs against the double's own counts of host waits and cudaMalloc calls, and what a
+#     steady-state step costs (stage 3, world 2, 8 modules; local comm and NCCL double: "costs" lines);
 #   - build/mock/cuda_mock_zpp (tests/cuda_mock/zpp.c, 4 mock devices): ZeRO++'s kernels bitwise
 #     the CPU's, qwz/qgz/hpz training on the CUDA device bitwise the CPU device and over the NCCL
 #     double bitwise the local comm, the NCCL comm's all_to_all and split, and their mismatches,
@@ -46,9 +49,12 @@ if [ "$(make --no-print-directory -s BUILD="$BUILD" mock-available 2>/dev/null)"
     echo "SKIP cuda_mock: the CUDA or NCCL headers are missing (make mock-available), nothing to build"
     exit 0
 fi
-if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
+# (its makes build as many programs at a time as there are cores: ZERO_JOBS)
+JOBS=${ZERO_JOBS:-$(nproc 2>/dev/null || echo 2)}
+if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mock/test_device" "$BUILD/mock/train_mlp" "$BUILD/mock/gpu_kernels" \
         "$BUILD/mock/cuda_mock_selftest" "$BUILD/mock/cuda_mock_streams" "$BUILD/mock/test_nccl" "$BUILD/mock/gpu_nccl" \
-        "$BUILD/mock/test_stash" "$BUILD/mock/cuda_mock_zpp" "$BUILD/train_mlp" >"$LOG" 2>&1; then
+        "$BUILD/mock/test_stash" "$BUILD/mock/cuda_mock_zpp" "$BUILD/mock/cuda_mock_staging" "$BUILD/mock/gpu_bench_staging" "$BUILD/mock/cuda_mock_costs" \
+        "$BUILD/train_mlp" >"$LOG" 2>&1; then
     echo "FAIL cuda_mock_build: make of the build/mock/ programs failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
@@ -170,6 +176,12 @@ mode_checks() {
             printf '%s\n' "$out" | grep -v '^PASS ' | tail -n 10
         fi
     done
+    # 6. what a step costs the host (tests/cuda_mock/costs.c): zero_stats' host_syncs and
+    #    device_allocs against the double's own counts, and a steady-state step's figures
+    out=$(ZERO_CUDA_MOCK_DEVICES=2 timeout -k 5 120 "$BUILD/mock/cuda_mock_costs" 2>&1); rc=$?
+    printf '%s\n' "$out" | grep -E '^(PASS|FAIL|SKIP) ' | sed "s/^\\(PASS\\|FAIL\\|SKIP\\) /\\1 ${P}costs_/"
+    printf '%s\n' "$out" | grep '^costs ' | sed "s/^/  ${P}/"
+    [ "$rc" -eq 0 ] || fail "${P}costs: build/mock/cuda_mock_costs exited $rc"
 }
 ZERO_CUDA_MOCK_ASYNC=0 mode_checks mock_ 1
 ZERO_CUDA_MOCK_ASYNC=1 mode_checks mock_async_ "1 2 3"
@@ -216,8 +228,8 @@ fi
 
 # 8. ThreadSanitizer over the async double (ZERO_MOCK_TSAN=0: left out, slow to build)
 if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
-    if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
-            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" "$BUILD/mock-tsan/cuda_mock_zpp" \
+    if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
+            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" "$BUILD/mock-tsan/cuda_mock_zpp" "$BUILD/mock-tsan/cuda_mock_staging" \
             >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
         fail "mock_tsan_build: see $BUILD/logs/cuda_mock_tsan_build.log"
     else
@@ -278,7 +290,7 @@ else
     fail "mock_async_bench_staging_smoke: $(printf '%s\n' "${out:-}" | grep -v '^PASS ' | tail -n 3 | tr '\n' ' ')"
 fi
 if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
-    if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock-tsan/cuda_mock_staging" >>"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
+    if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mock-tsan/cuda_mock_staging" >>"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
         fail "mock_tsan_staging_build: see $BUILD/logs/cuda_mock_tsan_build.log"
     else
         out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 600 "$BUILD/mock-tsan/cuda_mock_staging" 2>&1); rc=$?

@@ -525,7 +525,15 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (started) pthread_join(stream->worker, NULL);
     return cudaSuccess;
 }
+/* every host wait and device allocation, counted for tests/cuda_mock/costs.c, which checks
+   zero_stats' host_syncs and device_allocs against them */
+static long long mock_n_syncs, mock_n_mallocs;
+void cuda_mock_counts(long long *syncs, long long *mallocs) {
+    *syncs = __atomic_load_n(&mock_n_syncs, __ATOMIC_SEQ_CST);
+    *mallocs = __atomic_load_n(&mock_n_mallocs, __ATOMIC_SEQ_CST);
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    __atomic_add_fetch(&mock_n_syncs, 1, __ATOMIC_SEQ_CST);
     if (mock_inject("cudaStreamSynchronize")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_stream_ok(stream, "cudaStreamSynchronize")) return mock_ret(cudaErrorInvalidResourceHandle);
     return mock_ret(mock_sync_stream(stream));
@@ -540,6 +548,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     return mock_ret(e);         /* not-ready too is left as the last error, as the runtime does */
 }
 cudaError_t cudaDeviceSynchronize(void) {
+    __atomic_add_fetch(&mock_n_syncs, 1, __ATOMIC_SEQ_CST);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
     mock_drain_all();
     return mock_ret(mock_sticky_get());
@@ -604,6 +613,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     struct CUstream_st *s;
     uint64_t seq;
+    __atomic_add_fetch(&mock_n_syncs, 1, __ATOMIC_SEQ_CST);
     if (mock_inject("cudaEventSynchronize")) return mock_ret(cudaErrorLaunchFailure);
     if (!mock_event_ok(event, "cudaEventSynchronize")) return mock_ret(cudaErrorInvalidResourceHandle);
     pthread_mutex_lock(&mock_qmu);
@@ -675,6 +685,7 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userD
 /* ---- memory ---- */
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
     void *p;
+    __atomic_add_fetch(&mock_n_mallocs, 1, __ATOMIC_SEQ_CST);
     if (mock_inject("cudaMalloc")) return mock_ret(cudaErrorMemoryAllocation);
     if (!devPtr) return mock_ret(cudaErrorInvalidValue);
     if (mock_devices() <= 0) return mock_ret(cudaErrorNoDevice);
@@ -699,7 +710,10 @@ static cudaError_t mock_free(void *p, int kind, const char *what) {
     else mock_say("%s: %p was never allocated here or is already freed", what, p);
     return mock_ret(cudaErrorInvalidValue);
 }
-cudaError_t cudaFree(void *devPtr) { return mock_free(devPtr, MOCK_DEV, "cudaFree"); }
+cudaError_t cudaFree(void *devPtr) {
+    if (devPtr) __atomic_add_fetch(&mock_n_syncs, 1, __ATOMIC_SEQ_CST);     /* it synchronizes the device */
+    return mock_free(devPtr, MOCK_DEV, "cudaFree");
+}
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags) {
     void *p;
     (void)flags;
