@@ -9,7 +9,10 @@
      H2D of the last): a pass that ran before its gradients landed, or params read back
      before their copy, differ from the CPU device's bits;
    - segments out of order in the state (a module's params added around another's: the
-     pipeline may not copy across their gaps).
+     pipeline may not copy across their gaps);
+   - the params read on the device right after each step (zero_param_data through zero_copy,
+     on the compute stream): with ZeRO-Offload, a compute stream not ordered after the
+     pipeline's copies to the device reads the old values (or the double's 0xff bytes).
    Each case: the values set then gathered, a few steps, the params gathered, zero_save,
    zero_load into a fresh context and gathered again; every result bitwise against the same
    run on the CPU device, and zero_stats_get's bytes equal to the plan's (which counts the
@@ -36,11 +39,33 @@ typedef struct run_cfg {
     const char *dir;                /* zero_save here, then zero_load into a fresh context */
     int64_t numel;
     float set_back[MAXN], out[MAXN], loaded[MAXN];
+    uint64_t after_step[8];         /* rank 0: a hash of every param's bytes on the device after each step */
     int plan_mismatch;
     int64_t host_buffers;           /* the plan's ZERO_TIER_HOST, ZERO_CAT_BUFFERS bytes (rank 0) */
     zero_result r;
     char msg[512];
 } run_cfg;
+
+/* every param's bytes as the compute stream sees them now (module by module, fetched), hashed */
+static zero_result device_hash(zero_ctx *z, int rank, const zero_param *p, const zero_module *ms, int dt, uint64_t *out) {
+    static unsigned char raw[2][MAXN * 4];
+    uint64_t h = 1469598103934665603ull;
+    zero_result r;
+    int mi, i;
+    int64_t k;
+    unsigned char *b = raw[rank & 1];
+    for (mi = 0; mi < 3; mi++)
+        if ((r = zero_fetch(z, ms[mi])) != ZERO_OK) return r;
+    for (i = 0; i < NP; i++) {
+        int64_t bytes = rows[i] * (cols[i] ? cols[i] : 1) * (int64_t)zero_dtype_size((zero_dtype)dt);
+        if ((r = zero_copy(z, b, zero_param_data(z, p[i]), bytes)) != ZERO_OK) return r;
+        for (k = 0; k < bytes; k++) h = (h ^ b[k]) * 1099511628211ull;
+    }
+    for (mi = 0; mi < 3; mi++)
+        if ((r = zero_release(z, ms[mi])) != ZERO_OK) return r;
+    *out = h;
+    return ZERO_OK;
+}
 
 static float val(int64_t i, int salt) { return (float)((i * 7919 + salt * 104729) % 2001 - 1000) * 1e-3f; }
 
@@ -121,6 +146,11 @@ static zero_result rank_fn(zero_comm *comm, int rank, void *user) {
             if ((r = zero_release(z, ms[mi])) != ZERO_OK) goto done;
         r = zero_step(z);
         if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
+        {
+            uint64_t hv = 0;
+            if ((r = device_hash(z, rank, p, ms, c->dtype, &hv)) != ZERO_OK) goto done;
+            if (rank == 0 && step < 8) c->after_step[step] = hv;
+        }
     }
     if ((r = zero_gather_params_f32(z, h)) != ZERO_OK) goto done;
     if (rank == 0) {
@@ -188,6 +218,10 @@ static void one(const char *tag, int stage, int world, zero_dtype dt, zero_offlo
     bad = first_diff(ref.out, got.out, ref.numel);
     CHECK(bad < 0, "%s: after %d steps element %d: cuda %g cpu %g", tag, ref.steps, bad,
           bad < 0 ? 0.0 : (double)got.out[bad], bad < 0 ? 0.0 : (double)ref.out[bad]);
+    for (bad = 0; bad < ref.steps && bad < 8; bad++)
+        if (!CHECK(got.after_step[bad] == ref.after_step[bad], "%s: the params read on the device right after step %d "
+                   "differ from the CPU device's (a read not ordered after the step's copies?)", tag, bad))
+            break;
     bad = first_diff(got.out, got.loaded, ref.numel);
     CHECK(bad < 0, "%s: zero_save then zero_load on the CUDA device: element %d is %g, saved %g", tag, bad,
           bad < 0 ? 0.0 : (double)got.loaded[bad], bad < 0 ? 0.0 : (double)got.out[bad]);
