@@ -261,7 +261,7 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test test-kernels sanitize run bench test-gpu clean mock-available gpu-arch gpu-probe gpu-sanitizer
+.PHONY: all test test-kernels sanitize run bench test-gpu test-gpu-rehearsal clean mock-available gpu-arch gpu-probe gpu-sanitizer
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -302,6 +302,11 @@ gpu-sanitizer:
 
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
+
+# make test-gpu without a GPU: the same steps, deadline, summary and tarball on the CUDA and NCCL
+# test doubles (build/mock/), with stand-ins for nvidia-smi and compute-sanitizer (tests/standin)
+test-gpu-rehearsal:
+	@BUILD=$(BUILD) ZERO_GPU_REHEARSAL=1 bash tests/test_gpu.sh
 
 # zero_kernels.cu on the CPU grid emulator alone (make test runs it too): tests/test_kernels.sh
 test-kernels:
