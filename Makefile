@@ -10,15 +10,21 @@
 #   make CUDA=1       also builds zero_kernels.cu and CUDA variants of everything, all of
 #                     them under build/cuda/ (build/cuda/zero_kernels.o, build/cuda/<example>,
 #                     build/cuda/test_*, build/cuda/bench_*), so CPU and CUDA builds coexist
-#   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine (under 8 minutes): a
-#                     probe (GPUs, nvcc, compiler, NCCL, cuBLAS), builds what it runs with CUDA=1
-#                     WERROR= on every core, then build/cuda/test_device (CUDA vs CPU device),
-#                     build/cuda/gpu_* (tests/gpu/*.c: kernels vs CPU, NCCL and both reduce modes'
-#                     bandwidth, AdamW bandwidth ratio=), compute-sanitizer's four tools, train_mlp
-#                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu;
-#                     ZeRO++ --qwz --qgz --hpz 2 on 4 ranks: reproducible, vs emu), build/bench_zpp on
-#                     the machine's cores (8 ranks, a core each).
-#                     No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets the summary.
+#   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine, within ZERO_GPU_DEADLINE
+#                     (540 s) by construction: a probe (GPUs, nvcc, compiler, cudart, cuBLAS, NCCL),
+#                     builds what it runs with CUDA=1 WERROR= on every core, then the GPU checks first:
+#                     build/cuda/test_device (CUDA vs CPU device), gpu_kernels (kernels vs CPU), gpu_nccl
+#                     (NCCL, both reduce modes' bandwidth), compute-sanitizer's four tools, gpu_bench_adamw
+#                     (AdamW bandwidth ratio=) and gpu_bench_staging, train_mlp --device cuda (reproducible,
+#                     CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu; ZeRO++ --qwz --qgz --hpz 2 on 4
+#                     ranks: reproducible, vs emu); last, optional, the CPU and disk benchmarks (bench_zpp,
+#                     bench_comm, bench_step, bench_infinity, bench_nvme) on the machine's cores and disk.
+#                     A step that no longer fits the deadline is not run (a line says so; counted as
+#                     skipped). No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets two files,
+#                     summary.txt (written as it goes) and logs.tgz (packed at each step's end)
+#   make test-gpu-rehearsal  the same run without a GPU, on the CUDA and NCCL test doubles
+#                     (build/mock/) with stand-ins for nvidia-smi and compute-sanitizer (tests/standin),
+#                     small sizes; make test checks it through tests/test_gpu_rehearsal.sh
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
