@@ -192,7 +192,7 @@ fi
 say "step probe: done in $(( $(date +%s) - t0 )) s"
 
 # ---- build --------------------------------------------------------------------------------
-if begin build 300 20; then
+if begin build 420 20; then
     targets=("$BIN/test_device" "$BIN/train_mlp" "$BUILD/train_mlp")
     [ -z "$REHEARSAL" ] && targets+=("$BUILD/cuda/zero_kernels.o")
     for p in ${gpu_progs[@]+"${gpu_progs[@]}"}; do targets+=("$BIN/$p"); done
