@@ -12,15 +12,21 @@
 #                     tests with CUDA cases: test_device, test_errors, test_comm_env, test_stash;
 #                     make build/cuda/<test or bench_*> builds any other), so CPU and CUDA
 #                     builds coexist
-#   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine (under 8 minutes): a
-#                     probe (GPUs, nvcc, compiler, NCCL, cuBLAS), builds what it runs with CUDA=1
-#                     WERROR= on every core, then build/cuda/test_device (CUDA vs CPU device),
-#                     build/cuda/gpu_* (tests/gpu/*.c: kernels vs CPU, NCCL and both reduce modes'
-#                     bandwidth, AdamW bandwidth ratio=), compute-sanitizer's four tools, train_mlp
-#                     --device cuda (reproducible, CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu;
-#                     ZeRO++ --qwz --qgz --hpz 2 on 4 ranks: reproducible, vs emu), build/bench_zpp on
-#                     the machine's cores (8 ranks, a core each).
-#                     No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets the summary.
+#   make test-gpu     tests/test_gpu.sh, the one command for a GPU machine, within ZERO_GPU_DEADLINE
+#                     (540 s) by construction: a probe (GPUs, nvcc, compiler, cudart, cuBLAS, NCCL),
+#                     builds what it runs with CUDA=1 WERROR= on every core, then the GPU checks first:
+#                     build/cuda/test_device (CUDA vs CPU device), gpu_kernels (kernels vs CPU), gpu_nccl
+#                     (NCCL, both reduce modes' bandwidth), compute-sanitizer's four tools, gpu_bench_adamw
+#                     (AdamW bandwidth ratio=) and gpu_bench_staging, train_mlp --device cuda (reproducible,
+#                     CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu; ZeRO++ --qwz --qgz --hpz 2 on 4
+#                     ranks: reproducible, vs emu); last, optional, the CPU and disk benchmarks (bench_zpp,
+#                     bench_comm, bench_step, bench_infinity, bench_nvme) on the machine's cores and disk.
+#                     A step that no longer fits the deadline is not run (a line says so; counted as
+#                     skipped). No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets two files,
+#                     summary.txt (written as it goes) and logs.tgz (packed at each step's end)
+#   make test-gpu-rehearsal  the same run without a GPU, on the CUDA and NCCL test doubles
+#                     (build/mock/) with stand-ins for nvidia-smi and compute-sanitizer (tests/standin),
+#                     small sizes; make test checks it through tests/test_gpu_rehearsal.sh
 #   make (MPI)        when mpicc is on PATH (MPICC=...), also the ZERO_MPI builds under build/mpi/:
 #                     train_mlp and tests/mpi/*.c (make bench: build/mpi/bench_comm); make test
 #                     runs them through tests/test_mpi.sh under mpirun, which says so when they
@@ -119,31 +125,42 @@ ifeq ($(origin CUDA_HOME),undefined)
   CUDA_HOME := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(or $(strip \
                  $(patsubst %/bin/,%,$(dir $(shell command -v nvcc 2>/dev/null)))),/usr/local/cuda))
 endif
+# Where libraries are looked for after CUDA_HOME (tests/test_cuda_libs.sh empties them):
+# the system's directories, and ldconfig's cache
+SYS_LIBDIRS ?= /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib
+LDCONFIG    ?= ldconfig
+# $(call lib_in,NAME,DIRS): the first libNAME.so or libNAME.so.<major> in DIRS
+lib_in = $(firstword $(foreach d,$(2),$(wildcard $(d)/lib$(1).so $(d)/lib$(1).so.[0-9] $(d)/lib$(1).so.[0-9][0-9])))
+# $(call lib_ldconfig,NAME): libNAME.so or libNAME.so.<major> from ldconfig -p
+lib_ldconfig = $(shell $(LDCONFIG) -p 2>/dev/null | awk '$$1 ~ /^lib$(1)\.so(\.[0-9]+)?$$/ { print $$NF; exit }')
+# $(call lib_link,FILE,NAME): -lNAME for an unversioned libNAME.so; -l:libNAME.so.N for a versioned
+# one (what the nvidia-* Python packages ship): -lNAME would look for the unversioned name only
+lib_link = $(if $(filter %/lib$(2).so,$(1)),-l$(2),-l:$(notdir $(1)))
+# $(call py_pkg_dirs,MODULE...): the directories of those nvidia-* Python packages python3 finds
+py_pkg_dirs = $(shell python3 -c 'import sys, importlib.util as u; p = u.find_spec("nvidia"); \
+                [print(list(s.submodule_search_locations)[0]) for s in [p and u.find_spec(n) for n in sys.argv[1:]] if s]' \
+                $(1) 2>/dev/null)
 # NCCL (headers and library), first found of: NCCL_HOME, CUDA_HOME, the system's
 # directories (and ldconfig), the nvidia-nccl-cu* Python package (site-packages/nvidia/nccl/
 # {include,lib}, which has only the versioned libnccl.so.2: linked as -l:libnccl.so.2).
 # Set NCCL_INCDIR and NCCL_LIBDIR to choose; NCCL_FOUND says where they came from.
-nccl_lib_in = $(firstword $(foreach d,$(1),$(wildcard $(d)/libnccl.so $(d)/libnccl.so.2)))
 ifeq ($(origin NCCL_LIBDIR)$(origin NCCL_INCDIR),undefinedundefined)
-  NCCL_CAND := $(if $(NCCL_HOME),$(call nccl_lib_in,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64))
+  NCCL_CAND := $(if $(NCCL_HOME),$(call lib_in,nccl,$(NCCL_HOME)/lib $(NCCL_HOME)/lib64))
   NCCL_FOUND := NCCL_HOME=$(NCCL_HOME)
   NCCL_INCDIR := $(if $(NCCL_CAND),$(NCCL_HOME)/include)
   ifeq ($(NCCL_CAND),)
-    NCCL_CAND := $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(call nccl_lib_in,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
+    NCCL_CAND := $(if $(wildcard $(CUDA_HOME)/include/nccl.h),$(call lib_in,nccl,$(CUDA_HOME)/lib64 $(CUDA_HOME)/lib))
     NCCL_FOUND := CUDA_HOME=$(CUDA_HOME)
     NCCL_INCDIR := $(CUDA_HOME)/include
   endif
   ifeq ($(NCCL_CAND),)
-    NCCL_CAND := $(if $(wildcard /usr/include/nccl.h),$(or $(call nccl_lib_in,/usr/lib/x86_64-linux-gnu \
-                   /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib),$(shell ldconfig -p 2>/dev/null | \
-                   awk '$$1 == "libnccl.so" || $$1 == "libnccl.so.2" { print $$NF; exit }')))
+    NCCL_CAND := $(if $(wildcard /usr/include/nccl.h),$(or $(call lib_in,nccl,$(SYS_LIBDIRS)),$(call lib_ldconfig,nccl)))
     NCCL_FOUND := the system
     NCCL_INCDIR := /usr/include
   endif
   ifeq ($(NCCL_CAND),)
-    NCCL_PY := $(shell python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); \
-                 print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null)
-    NCCL_CAND := $(if $(NCCL_PY),$(call nccl_lib_in,$(NCCL_PY)/lib))
+    NCCL_PY := $(firstword $(call py_pkg_dirs,nvidia.nccl))
+    NCCL_CAND := $(if $(NCCL_PY),$(call lib_in,nccl,$(NCCL_PY)/lib))
     NCCL_FOUND := the Python package nvidia-nccl ($(NCCL_PY))
     NCCL_INCDIR := $(NCCL_PY)/include
   endif
@@ -155,12 +172,42 @@ ifeq ($(origin NCCL_LIBDIR)$(origin NCCL_INCDIR),undefinedundefined)
 else
   NCCL_INCDIR ?= $(CUDA_HOME)/include
   NCCL_LIBDIR ?= $(CUDA_HOME)/lib64
-  NCCL_CAND   := $(call nccl_lib_in,$(NCCL_LIBDIR))
+  NCCL_CAND   := $(call lib_in,nccl,$(NCCL_LIBDIR))
   NCCL_FOUND  := NCCL_INCDIR/NCCL_LIBDIR
 endif
-# -lnccl needs the unversioned libnccl.so; the pip package ships only libnccl.so.2
-NCCL_LINK := $(if $(filter %libnccl.so.2,$(NCCL_CAND)),-l:libnccl.so.2,-lnccl)
+NCCL_LINK := $(if $(NCCL_CAND),$(call lib_link,$(NCCL_CAND),nccl),-lnccl)
 NCCL_SAYS := NCCL from $(NCCL_FOUND): $(or $(NCCL_CAND),libnccl not found) (headers: $(or $(NCCL_INCDIR),none))
+# cudart and cuBLAS (CUDA=1 and gpu-probe), each the first found of: CUDART_LIB / CUBLAS_LIB
+# (a file), CUDA_HOME's lib64 or lib, the system's directories (and ldconfig), the nvidia-*
+# Python packages (CUDA 13's site-packages/nvidia/cu13/lib, where a pip nvcc's CUDA_HOME
+# already points; CUDA 12's nvidia/cuda_runtime/lib and nvidia/cublas/lib). A pip CUDA has
+# only the versioned libcudart.so.13 and libcublas.so.13: linked as -l:libcudart.so.13 with
+# -L and an rpath to their directory. CUDA_LIBS_SAYS says which.
+define find_cuda_lib
+ifeq ($$(origin $(1)_LIB),undefined)
+  $(1)_LIB := $$(call lib_in,$(2),$$(CUDA_HOME)/lib64 $$(CUDA_HOME)/lib)
+  $(1)_FROM := CUDA_HOME=$$(CUDA_HOME)
+  ifeq ($$($(1)_LIB),)
+    $(1)_LIB := $$(or $$(call lib_in,$(2),$$(SYS_LIBDIRS)),$$(call lib_ldconfig,$(2)))
+    $(1)_FROM := the system
+  endif
+  ifeq ($$($(1)_LIB),)
+    $(1)_LIB := $$(call lib_in,$(2),$$(addsuffix /lib,$$(call py_pkg_dirs,nvidia.cu13 nvidia.$(3))))
+    $(1)_FROM := the Python package at $$(patsubst %/lib/,%,$$(dir $$($(1)_LIB)))
+  endif
+  ifeq ($$($(1)_LIB),)
+    $(1)_FROM := nowhere
+  endif
+else
+  $(1)_FROM := $(1)_LIB
+endif
+endef
+ifneq ($(or $(filter 1,$(CUDA)),$(filter gpu-probe,$(MAKECMDGOALS))),)
+  $(eval $(call find_cuda_lib,CUDART,cudart,cuda_runtime))
+  $(eval $(call find_cuda_lib,CUBLAS,cublas,cublas))
+  CUDA_LIBS_SAYS := cudart from $(CUDART_FROM): $(or $(CUDART_LIB),libcudart not found); cuBLAS from \
+                    $(CUBLAS_FROM): $(or $(CUBLAS_LIB),libcublas not found)
+endif
 ifeq ($(CUDA),1)
   ifeq ($(origin NVCC),undefined)
     NVCC := $(or $(wildcard $(CUDA_HOME)/bin/nvcc),$(shell command -v nvcc 2>/dev/null),nvcc)
@@ -169,12 +216,18 @@ ifeq ($(CUDA),1)
     ifeq ($(NCCL_LIBDIR),)
       $(error CUDA=1: libnccl not found (looked under NCCL_HOME, $(CUDA_HOME), the system's directories, ldconfig -p and the nvidia-nccl-cu* Python package); set NCCL_HOME= or NCCL_INCDIR= and NCCL_LIBDIR=)
     endif
-    $(info make CUDA=1: nvcc $(NVCC); $(NCCL_SAYS))
+    ifeq ($(CUDART_LIB),)
+      $(error CUDA=1: libcudart not found (looked in $(CUDA_HOME)/lib64 and lib, the system's directories, ldconfig -p and the nvidia-cuda-runtime Python package); set CUDA_HOME= or CUDART_LIB=/path/to/libcudart.so.N)
+    endif
+    ifeq ($(CUBLAS_LIB),)
+      $(error CUDA=1: libcublas not found (looked in $(CUDA_HOME)/lib64 and lib, the system's directories, ldconfig -p and the nvidia-cublas Python package); set CUDA_HOME= or CUBLAS_LIB=/path/to/libcublas.so.N)
+    endif
+    $(info make CUDA=1: nvcc $(NVCC); $(CUDA_LIBS_SAYS); $(NCCL_SAYS))
   endif
-  CUDA_LIBDIRS  := $(sort $(CUDA_HOME)/lib64 $(NCCL_LIBDIR))
+  CUDA_LIBDIRS  := $(sort $(patsubst %/,%,$(dir $(CUDART_LIB) $(CUBLAS_LIB))) $(NCCL_LIBDIR))
   CUDA_CPPFLAGS ?= -DZERO_CUDA -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME)/include,$(NCCL_INCDIR)),-I$(NCCL_INCDIR))
   CUDA_LDLIBS   ?= $(addprefix -L,$(CUDA_LIBDIRS)) $(addprefix -Wl$(comma)-rpath$(comma),$(CUDA_LIBDIRS)) \
-                   -lcudart $(NCCL_LINK) -lcublas -lstdc++
+                   $(call lib_link,$(CUDART_LIB),cudart) $(NCCL_LINK) $(call lib_link,$(CUBLAS_LIB),cublas) -lstdc++
 endif
 
 CUDA_OBJ      := $(BUILD)/cuda/zero_kernels.o
@@ -223,7 +276,7 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test test-kernels sanitize run bench test-gpu clean mock-available gpu-arch gpu-probe gpu-sanitizer
+.PHONY: all test test-kernels sanitize run bench test-gpu test-gpu-rehearsal clean mock-available gpu-arch gpu-probe gpu-sanitizer
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
@@ -248,14 +301,12 @@ gpu-arch:
 	@echo $(GPU_ARCH)
 
 # make test-gpu's probe: the toolchain it builds with, one line each
-CUBLAS_FOUND = $(firstword $(wildcard $(CUDA_HOME)/lib64/libcublas.so $(CUDA_HOME)/lib64/libcublas.so.* \
-                 $(CUDA_HOME)/lib/libcublas.so /usr/lib/x86_64-linux-gnu/libcublas.so))
 gpu-probe:
 	@echo "nvcc: $(NVCC): $$($(NVCC) --version 2>/dev/null | tail -n 2 | head -n 1 || echo not found)"
 	@echo "host compiler: $(CC): $$($(CC) --version 2>/dev/null | head -n 1)"
 	@echo "CUDA_HOME: $(CUDA_HOME); GPU_ARCH: $(GPU_ARCH)"
+	@echo "$(CUDA_LIBS_SAYS)"
 	@echo "$(NCCL_SAYS)"
-	@echo "cuBLAS: $(or $(CUBLAS_FOUND),not found under $(CUDA_HOME))"
 # prints the compute-sanitizer make test-gpu runs (empty: none): CUDA_HOME's, PATH's, or the
 # nvidia-cuda-sanitizer-api Python package's (site-packages/nvidia/cuda_sanitizer_api/compute-sanitizer/)
 gpu-sanitizer:
@@ -266,6 +317,11 @@ gpu-sanitizer:
 
 test-gpu:
 	@BUILD=$(BUILD) bash tests/test_gpu.sh
+
+# make test-gpu without a GPU: the same steps, deadline, summary and tarball on the CUDA and NCCL
+# test doubles (build/mock/), with stand-ins for nvidia-smi and compute-sanitizer (tests/standin)
+test-gpu-rehearsal:
+	@BUILD=$(BUILD) ZERO_GPU_REHEARSAL=1 bash tests/test_gpu.sh
 
 # zero_kernels.cu on the CPU grid emulator alone (make test runs it too): tests/test_kernels.sh
 test-kernels:

@@ -188,7 +188,7 @@ run_variant() {
 }
 
 # the scripts that run make share the build directories: group "make", the longest first
-MAKE_SCRIPTS="test_cuda_mock test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu"
+MAKE_SCRIPTS="test_cuda_mock test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu test_cuda_libs"
 run_scripts() {
     local script name m
     for m in $MAKE_SCRIPTS; do
