@@ -286,12 +286,17 @@ static void kemu_asan_entered(exec *x, fiber *f) {
     if (x->from_sched) { x->sched_bottom = bottom; x->sched_size = size; }
 }
 #endif
-static void to_lane(exec *x, int t) {
+/* thread t is the current one now: its fiber, ready to be switched to */
+static fiber *lane_take(exec *x, int t) {
     fiber *f = x->fib[t];
     x->cur = t;
     tls.tid = x->lanes[t].tid;
     x->lanes[t].started = 1;
     if (f->fresh) fiber_make(f);
+    return f;
+}
+static void to_lane(exec *x, int t) {
+    fiber *f = lane_take(x, t);
     x->in_lane = 1;
 #ifdef KEMU_ASAN
     x->from_sched = 1;
@@ -341,11 +346,7 @@ static void yield_lane(exec *x) {
     fiber *f, *g;
     if (to < 0) { to_sched(x); return; }
     f = x->fib[from];
-    g = x->fib[to];
-    x->cur = to;
-    tls.tid = x->lanes[to].tid;
-    x->lanes[to].started = 1;
-    if (g->fresh) fiber_make(g);
+    g = lane_take(x, to);
 #ifdef KEMU_ASAN
     x->from_sched = 0;
     __sanitizer_start_switch_fiber(&f->fake, g->stack, g->stack_bytes);
