@@ -9,7 +9,8 @@
    What is here, each with its host launcher (zero__k_*):
    - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments; one
                   block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
-                  (bf16 / f16) loads when the chunk's addresses allow, two steps in flight per
+                  (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
+                  to 3 elements when they are equally misaligned), two steps in flight per
                   thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
    - zk_sumsq:    the gradient norm's blockwise sum of squares, one warp per block, keeping
                   the CPU's 8 lane order with shuffles (bitwise equal to zero__sumsq_scalar).
@@ -20,7 +21,8 @@
                   scales, then the int8 / int4 codes a word at a time; the decoded sum of payloads.
    - zk_bias_add, zk_bias_grad, zk_gelu_fwd, zk_gelu_bwd, zk_xent: the tiled linear's and the
                   example trainers' small fp32 kernels.
-   tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU. */
+   tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU, and on the
+   CPU grid emulator (tests/kemu), whose build alone has zk_kemu_opt_groups (below). */
 #define ZERO_KERNELS
 #include "zero.h"
 
@@ -34,8 +36,20 @@ static inline unsigned zk_grid(int64_t blocks) {
     return (unsigned)(blocks < 1 ? 1 : blocks > ZK_MAX_GRID ? ZK_MAX_GRID : blocks);
 }
 static inline int zk_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
-static inline int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+static inline __host__ __device__ int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 static inline int zk_done(void) { return (int)cudaGetLastError(); }
+
+/* Under tests/kemu only (its kemu.h defines KEMU_H; nvcc's build has none of this): the
+   number of 4-element groups zk_opt's vector loop has run, taken and reset by
+   zk_kemu_opt_groups(), so tests/gpu/kernels.c can show that a chunk with a head took it
+   (a chunk run all scalar gives the same bits, only slower) */
+#ifdef KEMU_H
+static long long zk_kemu_groups;
+extern "C" long long zk_kemu_opt_groups(void) { return __atomic_exchange_n(&zk_kemu_groups, 0, __ATOMIC_SEQ_CST); }
+#  define ZK_KEMU_GROUPS(k) ((void)__atomic_fetch_add(&zk_kemu_groups, (k), __ATOMIC_RELAXED))
+#else
+#  define ZK_KEMU_GROUPS(k) ((void)0)
+#endif
 
 /* ---- 4-element vector loads and stores ----
    The bytes of 4 consecutive elements move in one 16-byte (f32) or 8-byte (16-bit) access;
@@ -71,11 +85,16 @@ __device__ __forceinline__ void zk_ldf4(const float *p, int64_t i, float v[4]) {
 __device__ __forceinline__ void zk_stf4(float *p, int64_t i, const float v[4]) { zk_st4<ZERO_F32>(p, i, v); }
 
 /* ---- the fused optimizer ----
-   One block per chunk (grid-stride beyond ZK_MAX_GRID chunks). A chunk whose gradient,
-   master / moment and param addresses are all 4-element aligned runs the vector loop (two
-   groups of 4 elements per thread per step, all loads issued before the math) and a scalar
-   tail; any other chunk runs the scalar loop, still coalesced. Both compute per element
-   exactly the CPU's zero__opt_scalar_t. */
+   One block per chunk (grid-stride beyond ZK_MAX_GRID chunks). The vector loop (two groups
+   of 4 elements per thread per step, all loads issued before the math, then one group) runs
+   over the chunk's elements from its head on: the head is the 0 to 3 elements that bring the
+   gradient to a 4-element boundary, and it is taken when the same head brings every other
+   array there too (master / moments 16 bytes, 16-bit params 8 bytes), i.e. when all five
+   addresses are equally misaligned in elements modulo 4 (an aligned chunk has no head). The
+   head and the tail after the last whole group (together at most 6 elements) go through the
+   scalar loop, as does a whole chunk whose addresses can never reach alignment together.
+   Both loops compute per element exactly the CPU's zero__opt_scalar_t, so which elements go
+   where changes no bit; each element is written by one thread only. */
 /* 4 blocks of 256 per SM (64 registers; no spills on sm_90): 50% occupancy, about
    100 KB of loads in flight per SM, well above what hides DRAM latency at full bandwidth */
 #define ZK_OPT_MIN_BLOCKS 4
@@ -129,13 +148,18 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
         float *v = OPT == ZERO_OPTIM_ADAMW ? opt_v + c.state_idx : NULL;
         const int64_t n = c.n;
         const int decay = c.decay, has_m = m != NULL;
-        int64_t i = 0;
-        int vec = ((uintptr_t)g & (4 * ZK_ES(ADT) - 1)) == 0 && ((uintptr_t)w & 15) == 0 &&
-                  ((uintptr_t)m & 15) == 0 && ((uintptr_t)v & 15) == 0 &&
-                  ((uintptr_t)p & (4 * ZK_ES(PDT) - 1)) == 0;   /* NULL counts as aligned */
+        /* the vector range [lo, hi): whole groups of 4 from the head on, when the head aligns
+           every array (NULL counts as aligned); the scalar loop takes [0, lo) and [hi, n) */
+        const int64_t head = (int64_t)((-(uintptr_t)g & (4 * ZK_ES(ADT) - 1)) / ZK_ES(ADT));
+        const int vec = n - head >= 4 && zk_aligned((const char *)g + head * ZK_ES(ADT), 4 * ZK_ES(ADT)) &&
+                        zk_aligned(w + head, 16) && (!m || zk_aligned(m + head, 16)) &&
+                        (!v || zk_aligned(v + head, 16)) &&
+                        (!p || zk_aligned((char *)p + head * ZK_ES(PDT), 4 * ZK_ES(PDT)));
+        const int64_t lo = vec ? head : 0, hi = vec ? lo + ((n - lo) & ~(int64_t)3) : 0;
         if (vec) {
-            const int64_t n4 = n & ~(int64_t)3, step = 4 * (int64_t)blockDim.x;
-            for (i = 4 * (int64_t)threadIdx.x; i + step < n4; i += 2 * step) {
+            const int64_t step = 4 * (int64_t)blockDim.x;
+            int64_t i;
+            for (i = lo + 4 * (int64_t)threadIdx.x; i + step < hi; i += 2 * step) {
                 float g0[4], w0[4], m0[4], v0[4], g1[4], w1[4], m1[4], v1[4];
                 O::load(g, w, m, v, i, g0, w0, m0, v0);
                 O::load(g, w, m, v, i + step, g1, w1, m1, v1);
@@ -143,16 +167,21 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
                 O::group(k, &ah, &sh, g1, w1, m1, v1, has_m, decay);
                 O::store(p, w, m, v, i, w0, m0, v0);
                 O::store(p, w, m, v, i + step, w1, m1, v1);
+                ZK_KEMU_GROUPS(2);
             }
-            if (i < n4) {
+            if (i < hi) {
                 float g0[4], w0[4], m0[4], v0[4];
                 O::load(g, w, m, v, i, g0, w0, m0, v0);
                 O::group(k, &ah, &sh, g0, w0, m0, v0, has_m, decay);
                 O::store(p, w, m, v, i, w0, m0, v0);
+                ZK_KEMU_GROUPS(1);
             }
-            i = n4;
         }
-        for (i += threadIdx.x; i < n; i += blockDim.x) O::scalar(k, &ah, &sh, g, p, w, m, v, i, decay);
+        /* the head and the tail (everything without a vector range), s-th of them at i */
+        for (int64_t s = threadIdx.x; s < n - (hi - lo); s += blockDim.x) {
+            const int64_t i = s < lo ? s : s - lo + hi;
+            O::scalar(k, &ah, &sh, g, p, w, m, v, i, decay);
+        }
     }
 }
 
