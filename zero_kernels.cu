@@ -12,8 +12,9 @@
                   (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
                   to 3 elements when they are equally misaligned), two steps in flight per
                   thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
-   - zk_sumsq:    the gradient norm's blockwise sum of squares, one warp per block, keeping
-                  the CPU's 8 lane order with shuffles (bitwise equal to zero__sumsq_scalar).
+   - zk_sumsq:    the gradient norm's blockwise sum of squares, 8 threads per norm block,
+                  each running one of the CPU's 8 lanes in its order (bitwise equal to
+                  zero__sumsq_scalar), 4 norm blocks per warp.
    - zk_sum_into: out = [out +] sum_k ins[k] in fp32, input order kept (zero__sum_into); also
                   the dtype cast and dst += src.
    - zk_quant / zk_dequant: int8 block quantization (one block per quantization block).
@@ -205,41 +206,57 @@ extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int6
 }
 
 /* ---- the gradient norm's sum of squares ----
-   One warp per block. Per round of 32 elements (element base + t in thread t), lane l's
-   chain needs the squares held by threads l, l+8, l+16, l+24, in that order: every thread t
-   runs the chain of lane t % 8 through shuffles (threads 0-7 hold the real ones), so each
-   lane adds its elements one by one in increasing order, as zero__sumsq_tail does. A square
-   of a float is exact in double, so the only rounding is the lanes' additions. Thread 0
-   combines the 8 lanes with zero__lanes_sum. Any n works (n > 1024 continues the lanes). */
+   The CPU order (zero__sumsq_tail): element j's square, exact in double, is added into lane
+   j % 8 in increasing j, one by one; zero__lanes_sum combines the 8 lanes. A lane is one
+   chain of dependent additions, so it must be one thread's: here each thread runs one lane,
+   8 consecutive threads (a group) one norm block, a warp 4 norm blocks, a CUDA block
+   ZK_NORM_WARPS warps (grid-stride beyond). Thread l of a group adds elements l, l+8, l+16,
+   ... itself, so no value crosses threads until the block is done: then 8 shuffles within
+   the group give its threads the 8 lanes, and the first combines them with zero__lanes_sum.
+   Per 256 elements a warp runs, per thread, 8 loads, 8 conversions to double, 8 multiplies
+   and 8 adds, and no shuffle or shared-memory access (the kernel this replaced ran a warp per
+   norm block and formed each lane through 32 double shuffles, 64 SHFL instructions, per 256
+   elements, with every thread running a lane's chain, 3 of 4 of them for nothing: the
+   shuffles bound it near half the bandwidth for 16-bit gradients). The price is in the
+   loads: one warp-wide load reads 4 runs of 8 consecutive elements, one per norm block,
+   instead of 32 consecutive ones: 4 whole 32-byte sectors in f32, 4 half sectors in bf16 /
+   f16, whose other halves the same threads load next (ZK_NORM_LOADS in flight per thread).
+   Any n works (n > ZERO__NORM_BLOCK only makes longer chains). */
 #define ZK_NORM_WARPS 8
+#define ZK_NORM_LANES 8                 /* the CPU's lanes: a norm block's threads */
+#define ZK_NORM_PER_WARP (32 / ZK_NORM_LANES)
+#define ZK_NORM_LOADS 8                 /* loads in flight per thread */
 template <int ADT>
 __global__ void __launch_bounds__(ZK_NORM_WARPS * 32)
 zk_sumsq(const void *g, const zero__knblk *__restrict__ blk, int64_t nblk, double *out) {
-    const int t = threadIdx.x & 31, l = t & 7;
-    for (int64_t b = (int64_t)blockIdx.x * ZK_NORM_WARPS + threadIdx.x / 32; b < nblk;
-         b += (int64_t)gridDim.x * ZK_NORM_WARPS) {
-        const zero__knblk bk = blk[b];
-        double acc = 0.0, lanes[8];
-        for (int64_t base = 0; base < bk.n; base += 256) {
-            double sq[8];
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {      /* 8 rounds' loads in flight */
-                int64_t j = base + 32 * r + t;
-                double x = j < bk.n ? (double)zero__ld(g, bk.idx + j, ADT) : 0.0;
-                sq[r] = x * x;
-            }
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {
+    const int l = threadIdx.x % ZK_NORM_LANES, q = (threadIdx.x & 31) / ZK_NORM_LANES;
+    const int64_t stride = (int64_t)gridDim.x * ZK_NORM_WARPS * ZK_NORM_PER_WARP;
+    /* w: the warp's first norm block; every thread of the warp runs the same iterations, so
+       the shuffles below see the whole warp */
+    for (int64_t w = ((int64_t)blockIdx.x * ZK_NORM_WARPS + threadIdx.x / 32) * ZK_NORM_PER_WARP; w < nblk;
+         w += stride) {
+        const int64_t b = w + q;
+        double acc = 0.0, lanes[ZK_NORM_LANES];
+        if (b < nblk) {
+            const zero__knblk bk = blk[b];
+            for (int64_t j = l; j < bk.n; j += ZK_NORM_LOADS * ZK_NORM_LANES) {
+                float x[ZK_NORM_LOADS];
                 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    double s = __shfl_sync(0xffffffffu, sq[r], l + 8 * q);
-                    if (base + 32 * r + l + 8 * q < bk.n) acc = acc + s;
+                for (int r = 0; r < ZK_NORM_LOADS; r++) {
+                    const int64_t e = j + r * ZK_NORM_LANES;
+                    x[r] = e < bk.n ? zero__ld(g, bk.idx + e, ADT) : 0.0f;
                 }
+                #pragma unroll
+                for (int r = 0; r < ZK_NORM_LOADS; r++)
+                    if (j + r * ZK_NORM_LANES < bk.n) {
+                        const double d = (double)x[r];
+                        acc = acc + zero__nfd(d * d);
+                    }
             }
         }
         #pragma unroll
-        for (int q = 0; q < 8; q++) lanes[q] = __shfl_sync(0xffffffffu, acc, q);
-        if (t == 0) out[b] = zero__lanes_sum(lanes);
+        for (int k = 0; k < ZK_NORM_LANES; k++) lanes[k] = __shfl_sync(0xffffffffu, acc, k, ZK_NORM_LANES);
+        if (l == 0 && b < nblk) out[b] = zero__lanes_sum(lanes);
     }
 }
 
@@ -248,7 +265,7 @@ extern "C" int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int
     if (!zk_dtype_ok(adt) || nblk < 0) return (int)cudaErrorInvalidValue;
     if (nblk == 0) return 0;
     if (!g || !blk || !out) return (int)cudaErrorInvalidValue;
-    grid = zk_grid((nblk + ZK_NORM_WARPS - 1) / ZK_NORM_WARPS);
+    grid = zk_grid((nblk + ZK_NORM_WARPS * ZK_NORM_PER_WARP - 1) / (ZK_NORM_WARPS * ZK_NORM_PER_WARP));
     if (adt == ZERO_F32) zk_sumsq<ZERO_F32><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
     else if (adt == ZERO_BF16) zk_sumsq<ZERO_BF16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
     else zk_sumsq<ZERO_F16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);

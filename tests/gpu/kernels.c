@@ -15,7 +15,7 @@
    element past the end included (nothing may write outside).
    The grid-stride loops over blocks (beyond 2^20 blocks) are not reached: that takes 2^28
    threads, too slow for the test double's grid emulator; the cases stay small for it (in
-   all about 7M elements through zero__k_opt, 1.5M through zero__k_sumsq).
+   all about 7M elements through zero__k_opt, 1.6M through zero__k_sumsq).
 
    Bitwise (the same bits, or both NaN: the GPU does not keep NaN payloads):
      zero__k_opt       vs zero__opt_kernel(scalar) per chunk. For every variant (AdamW, SGD
@@ -43,11 +43,15 @@
                        16-bit params without a master are refused;
      zero__k_sumsq     vs zero__sumsq_scalar, every dtype: blocks of every size S and 1023,
                        1024, 1025 (ZERO__NORM_BLOCK) at alternately even and odd starts, 17
-                       blocks (8 per CUDA block: a partial last one), the gradient base
-                       aligned and one element off; random blocks (mostly ZERO__NORM_BLOCK,
-                       odd starts); large (bf16): 2^20 + 3 elements, one block of 2^18 + 5,
-                       then ZERO__NORM_BLOCK blocks; values over 2^-30..2^30 so the lane sums
-                       round; no blocks returns 0;
+                       blocks (4 per warp, 32 per CUDA block: partial ones), the gradient
+                       base aligned and one element off; blocks of every length 0..72 (each
+                       lane count, a lane group's 64-element step and around); lengths
+                       around the multiples of 64 and 256 up to 1025; 1..9 and 31..33
+                       blocks of lengths that differ within a warp (1025, short, empty);
+                       random blocks (mostly ZERO__NORM_BLOCK, odd starts); large (bf16):
+                       2^20 + 3 elements, one block of 2^18 + 5, then ZERO__NORM_BLOCK
+                       blocks; values over 2^-30..2^30 so the lane sums round; the output
+                       one past the last block left alone; no blocks returns 0;
      zero__k_sum_into  vs zero__sum_into, every (out dtype, in dtype): nin 1 (the cast, dst +=
                        src), 2 and 3 at every size S, accumulate and not, out aliasing an input
                        (same dtypes); nin 3 with out, then each input alone misaligned (33 and
@@ -406,7 +410,8 @@ static void test_opt_refuses(void) {
    starts one element later), the base passed mis elements off its allocation */
 static void sumsq_case(int dt, const int64_t *lens, int64_t nb, int odd, int mis, const char *what) {
     zero__knblk *blk = (zero__knblk *)malloc(sizeof(zero__knblk) * (size_t)nb);
-    double *want = (double *)malloc(sizeof(double) * (size_t)nb), *got = (double *)malloc(sizeof(double) * (size_t)nb);
+    double *want = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
+    double *got = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
     double *dout;
     void *g, *dg, *dblk;
     int64_t b, i, n = 0;
@@ -427,30 +432,44 @@ static void sumsq_case(int dt, const int64_t *lens, int64_t nb, int odd, int mis
     for (b = 0; b < nb; b++) want[b] = zero__sumsq_scalar(at(g, mis + blk[b].idx, dt), blk[b].n, dt);
     dg = dup_to_dev(g, (size_t)n * esz(dt));
     dblk = dup_to_dev(blk, sizeof(zero__knblk) * (size_t)nb);
-    dout = (double *)dalloc(sizeof(double) * (size_t)nb);
+    want[nb] = -7.0;                     /* one past the end: left alone */
+    dout = (double *)dalloc(sizeof(double) * (size_t)(nb + 1));
+    cudaMemcpy(dout + nb, want + nb, sizeof(double), cudaMemcpyHostToDevice);
     rc = zero__k_sumsq(at(dg, mis, dt), dt, (const zero__knblk *)dblk, nb, dout, NULL);
     if (sync_ok(rc, "zero__k_sumsq")) {
         int bad = 0;
-        to_host(got, dout, sizeof(double) * (size_t)nb);
-        for (b = 0; b < nb && bad < 3; b++)
+        to_host(got, dout, sizeof(double) * (size_t)(nb + 1));
+        for (b = 0; b <= nb && bad < 3; b++)
             if (memcmp(&want[b], &got[b], 8) != 0)
-                bad += !CHECK(0, "%s: dt %d block %lld (n %lld): cpu %.17g gpu %.17g", what, dt, (long long)b,
-                              (long long)blk[b].n, want[b], got[b]);
+                bad += !CHECK(0, "%s: dt %d block %lld of %lld (n %lld): cpu %.17g gpu %.17g", what, dt, (long long)b,
+                              (long long)nb, b < nb ? (long long)blk[b].n : -1LL, want[b], got[b]);
     }
     cudaFree(dg); cudaFree(dblk); cudaFree(dout);
     free(g); free(blk); free(want); free(got);
 }
 
 static void test_sumsq(void) {
-    int64_t lens[NELEMS(sizes) + 3], rl[64];
-    int dt, i, nr;
+    /* around multiples of 64 (a lane group's step: 8 loads of 8 elements) and of 256 */
+    static const int64_t around[] = { 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 319, 320, 321,
+                                      511, 512, 513, 767, 768, 769, 1023, 1024, 1025 };
+    /* block counts around 4 (norm blocks per warp) and 32 (per CUDA block) */
+    static const int counts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33 };
+    int64_t lens[NELEMS(sizes) + 3], rl[64], small[73], mixed[33];
+    int dt, i, nr, c;
     for (i = 0; i < NELEMS(sizes); i++) lens[i] = sizes[i];
     for (i = 0; i < 3; i++) lens[NELEMS(sizes) + i] = ZERO__NORM_BLOCK - 1 + i;
+    for (i = 0; i < NELEMS(small); i++) small[i] = i;
     for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
         int64_t tot = 0;
         test_begin("sumsq_dt%d", dt);
         sumsq_case(dt, lens, NELEMS(lens), 1, 0, "sizes");
         sumsq_case(dt, lens, NELEMS(lens), 1, 1, "sizes, misaligned");
+        sumsq_case(dt, small, NELEMS(small), 1, 0, "every length 0..72");    /* every lane count, one step and more */
+        sumsq_case(dt, around, NELEMS(around), 1, 1, "around multiples of 64");
+        for (c = 0; c < NELEMS(counts); c++) {  /* lengths that differ within a warp: long, short, empty */
+            for (i = 0; i < counts[c]; i++) mixed[i] = i % 4 == 1 ? ZERO__NORM_BLOCK + 1 : (int64_t)(rnd32() % 70);
+            sumsq_case(dt, mixed, counts[c], 1, 0, "block counts");
+        }
         for (nr = 0; nr < 64 && tot < 40000; nr++) {          /* as zero.h cuts a slice, mostly */
             rl[nr] = rnd32() % 3 ? ZERO__NORM_BLOCK : rnd32() % 1100;
             tot += rl[nr];
