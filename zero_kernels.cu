@@ -9,10 +9,12 @@
    What is here, each with its host launcher (zero__k_*):
    - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments; one
                   block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
-                  (bf16 / f16) loads when the chunk's addresses allow, two steps in flight per
+                  (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
+                  to 3 elements when they are equally misaligned), two steps in flight per
                   thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
-   - zk_sumsq:    the gradient norm's blockwise sum of squares, one warp per block, keeping
-                  the CPU's 8 lane order with shuffles (bitwise equal to zero__sumsq_scalar).
+   - zk_sumsq:    the gradient norm's blockwise sum of squares, 8 threads per norm block,
+                  each running one of the CPU's 8 lanes in its order (bitwise equal to
+                  zero__sumsq_scalar), 4 norm blocks per warp.
    - zk_sum_into: out = [out +] sum_k ins[k] in fp32, input order kept (zero__sum_into); also
                   the dtype cast and dst += src.
    - zk_quant / zk_dequant: int8 block quantization (one block per quantization block).
@@ -20,7 +22,8 @@
                   scales, then the int8 / int4 codes a word at a time; the decoded sum of payloads.
    - zk_bias_add, zk_bias_grad, zk_gelu_fwd, zk_gelu_bwd, zk_xent: the tiled linear's and the
                   example trainers' small fp32 kernels.
-   tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU. */
+   tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU, and on the
+   CPU grid emulator (tests/kemu), whose build alone has zk_kemu_opt_groups (below). */
 #define ZERO_KERNELS
 #include "zero.h"
 
@@ -34,8 +37,20 @@ static inline unsigned zk_grid(int64_t blocks) {
     return (unsigned)(blocks < 1 ? 1 : blocks > ZK_MAX_GRID ? ZK_MAX_GRID : blocks);
 }
 static inline int zk_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
-static inline int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
+static inline __host__ __device__ int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 static inline int zk_done(void) { return (int)cudaGetLastError(); }
+
+/* Under tests/kemu only (its kemu.h defines KEMU_H; nvcc's build has none of this): the
+   number of 4-element groups zk_opt's vector loop has run, taken and reset by
+   zk_kemu_opt_groups(), so tests/gpu/kernels.c can show that a chunk with a head took it
+   (a chunk run all scalar gives the same bits, only slower) */
+#ifdef KEMU_H
+static long long zk_kemu_groups;
+extern "C" long long zk_kemu_opt_groups(void) { return __atomic_exchange_n(&zk_kemu_groups, 0, __ATOMIC_SEQ_CST); }
+#  define ZK_KEMU_GROUPS(k) ((void)__atomic_fetch_add(&zk_kemu_groups, (k), __ATOMIC_RELAXED))
+#else
+#  define ZK_KEMU_GROUPS(k) ((void)0)
+#endif
 
 /* ---- 4-element vector loads and stores ----
    The bytes of 4 consecutive elements move in one 16-byte (f32) or 8-byte (16-bit) access;
@@ -71,11 +86,16 @@ __device__ __forceinline__ void zk_ldf4(const float *p, int64_t i, float v[4]) {
 __device__ __forceinline__ void zk_stf4(float *p, int64_t i, const float v[4]) { zk_st4<ZERO_F32>(p, i, v); }
 
 /* ---- the fused optimizer ----
-   One block per chunk (grid-stride beyond ZK_MAX_GRID chunks). A chunk whose gradient,
-   master / moment and param addresses are all 4-element aligned runs the vector loop (two
-   groups of 4 elements per thread per step, all loads issued before the math) and a scalar
-   tail; any other chunk runs the scalar loop, still coalesced. Both compute per element
-   exactly the CPU's zero__opt_scalar_t. */
+   One block per chunk (grid-stride beyond ZK_MAX_GRID chunks). The vector loop (two groups
+   of 4 elements per thread per step, all loads issued before the math, then one group) runs
+   over the chunk's elements from its head on: the head is the 0 to 3 elements that bring the
+   gradient to a 4-element boundary, and it is taken when the same head brings every other
+   array there too (master / moments 16 bytes, 16-bit params 8 bytes), i.e. when all five
+   addresses are equally misaligned in elements modulo 4 (an aligned chunk has no head). The
+   head and the tail after the last whole group (together at most 6 elements) go through the
+   scalar loop, as does a whole chunk whose addresses can never reach alignment together.
+   Both loops compute per element exactly the CPU's zero__opt_scalar_t, so which elements go
+   where changes no bit; each element is written by one thread only. */
 /* 4 blocks of 256 per SM (64 registers; no spills on sm_90): 50% occupancy, about
    100 KB of loads in flight per SM, well above what hides DRAM latency at full bandwidth */
 #define ZK_OPT_MIN_BLOCKS 4
@@ -129,13 +149,18 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
         float *v = OPT == ZERO_OPTIM_ADAMW ? opt_v + c.state_idx : NULL;
         const int64_t n = c.n;
         const int decay = c.decay, has_m = m != NULL;
-        int64_t i = 0;
-        int vec = ((uintptr_t)g & (4 * ZK_ES(ADT) - 1)) == 0 && ((uintptr_t)w & 15) == 0 &&
-                  ((uintptr_t)m & 15) == 0 && ((uintptr_t)v & 15) == 0 &&
-                  ((uintptr_t)p & (4 * ZK_ES(PDT) - 1)) == 0;   /* NULL counts as aligned */
+        /* the vector range [lo, hi): whole groups of 4 from the head on, when the head aligns
+           every array (NULL counts as aligned); the scalar loop takes [0, lo) and [hi, n) */
+        const int64_t head = (int64_t)((-(uintptr_t)g & (4 * ZK_ES(ADT) - 1)) / ZK_ES(ADT));
+        const int vec = n - head >= 4 && zk_aligned((const char *)g + head * ZK_ES(ADT), 4 * ZK_ES(ADT)) &&
+                        zk_aligned(w + head, 16) && (!m || zk_aligned(m + head, 16)) &&
+                        (!v || zk_aligned(v + head, 16)) &&
+                        (!p || zk_aligned((char *)p + head * ZK_ES(PDT), 4 * ZK_ES(PDT)));
+        const int64_t lo = vec ? head : 0, hi = vec ? lo + ((n - lo) & ~(int64_t)3) : 0;
         if (vec) {
-            const int64_t n4 = n & ~(int64_t)3, step = 4 * (int64_t)blockDim.x;
-            for (i = 4 * (int64_t)threadIdx.x; i + step < n4; i += 2 * step) {
+            const int64_t step = 4 * (int64_t)blockDim.x;
+            int64_t i;
+            for (i = lo + 4 * (int64_t)threadIdx.x; i + step < hi; i += 2 * step) {
                 float g0[4], w0[4], m0[4], v0[4], g1[4], w1[4], m1[4], v1[4];
                 O::load(g, w, m, v, i, g0, w0, m0, v0);
                 O::load(g, w, m, v, i + step, g1, w1, m1, v1);
@@ -143,16 +168,21 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
                 O::group(k, &ah, &sh, g1, w1, m1, v1, has_m, decay);
                 O::store(p, w, m, v, i, w0, m0, v0);
                 O::store(p, w, m, v, i + step, w1, m1, v1);
+                ZK_KEMU_GROUPS(2);
             }
-            if (i < n4) {
+            if (i < hi) {
                 float g0[4], w0[4], m0[4], v0[4];
                 O::load(g, w, m, v, i, g0, w0, m0, v0);
                 O::group(k, &ah, &sh, g0, w0, m0, v0, has_m, decay);
                 O::store(p, w, m, v, i, w0, m0, v0);
+                ZK_KEMU_GROUPS(1);
             }
-            i = n4;
         }
-        for (i += threadIdx.x; i < n; i += blockDim.x) O::scalar(k, &ah, &sh, g, p, w, m, v, i, decay);
+        /* the head and the tail (everything without a vector range), s-th of them at i */
+        for (int64_t s = threadIdx.x; s < n - (hi - lo); s += blockDim.x) {
+            const int64_t i = s < lo ? s : s - lo + hi;
+            O::scalar(k, &ah, &sh, g, p, w, m, v, i, decay);
+        }
     }
 }
 
@@ -176,41 +206,57 @@ extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int6
 }
 
 /* ---- the gradient norm's sum of squares ----
-   One warp per block. Per round of 32 elements (element base + t in thread t), lane l's
-   chain needs the squares held by threads l, l+8, l+16, l+24, in that order: every thread t
-   runs the chain of lane t % 8 through shuffles (threads 0-7 hold the real ones), so each
-   lane adds its elements one by one in increasing order, as zero__sumsq_tail does. A square
-   of a float is exact in double, so the only rounding is the lanes' additions. Thread 0
-   combines the 8 lanes with zero__lanes_sum. Any n works (n > 1024 continues the lanes). */
+   The CPU order (zero__sumsq_tail): element j's square, exact in double, is added into lane
+   j % 8 in increasing j, one by one; zero__lanes_sum combines the 8 lanes. A lane is one
+   chain of dependent additions, so it must be one thread's: here each thread runs one lane,
+   8 consecutive threads (a group) one norm block, a warp 4 norm blocks, a CUDA block
+   ZK_NORM_WARPS warps (grid-stride beyond). Thread l of a group adds elements l, l+8, l+16,
+   ... itself, so no value crosses threads until the block is done: then 8 shuffles within
+   the group give its threads the 8 lanes, and the first combines them with zero__lanes_sum.
+   Per 256 elements a warp runs, per thread, 8 loads, 8 conversions to double, 8 multiplies
+   and 8 adds, and no shuffle or shared-memory access (the kernel this replaced ran a warp per
+   norm block and formed each lane through 32 double shuffles, 64 SHFL instructions, per 256
+   elements, with every thread running a lane's chain, 3 of 4 of them for nothing: the
+   shuffles bound it near half the bandwidth for 16-bit gradients). The price is in the
+   loads: one warp-wide load reads 4 runs of 8 consecutive elements, one per norm block,
+   instead of 32 consecutive ones: 4 whole 32-byte sectors in f32, 4 half sectors in bf16 /
+   f16, whose other halves the same threads load next (ZK_NORM_LOADS in flight per thread).
+   Any n works (n > ZERO__NORM_BLOCK only makes longer chains). */
 #define ZK_NORM_WARPS 8
+#define ZK_NORM_LANES 8                 /* the CPU's lanes: a norm block's threads */
+#define ZK_NORM_PER_WARP (32 / ZK_NORM_LANES)
+#define ZK_NORM_LOADS 8                 /* loads in flight per thread */
 template <int ADT>
 __global__ void __launch_bounds__(ZK_NORM_WARPS * 32)
 zk_sumsq(const void *g, const zero__knblk *__restrict__ blk, int64_t nblk, double *out) {
-    const int t = threadIdx.x & 31, l = t & 7;
-    for (int64_t b = (int64_t)blockIdx.x * ZK_NORM_WARPS + threadIdx.x / 32; b < nblk;
-         b += (int64_t)gridDim.x * ZK_NORM_WARPS) {
-        const zero__knblk bk = blk[b];
-        double acc = 0.0, lanes[8];
-        for (int64_t base = 0; base < bk.n; base += 256) {
-            double sq[8];
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {      /* 8 rounds' loads in flight */
-                int64_t j = base + 32 * r + t;
-                double x = j < bk.n ? (double)zero__ld(g, bk.idx + j, ADT) : 0.0;
-                sq[r] = x * x;
-            }
-            #pragma unroll
-            for (int r = 0; r < 8; r++) {
+    const int l = threadIdx.x % ZK_NORM_LANES, q = (threadIdx.x & 31) / ZK_NORM_LANES;
+    const int64_t stride = (int64_t)gridDim.x * ZK_NORM_WARPS * ZK_NORM_PER_WARP;
+    /* w: the warp's first norm block; every thread of the warp runs the same iterations, so
+       the shuffles below see the whole warp */
+    for (int64_t w = ((int64_t)blockIdx.x * ZK_NORM_WARPS + threadIdx.x / 32) * ZK_NORM_PER_WARP; w < nblk;
+         w += stride) {
+        const int64_t b = w + q;
+        double acc = 0.0, lanes[ZK_NORM_LANES];
+        if (b < nblk) {
+            const zero__knblk bk = blk[b];
+            for (int64_t j = l; j < bk.n; j += ZK_NORM_LOADS * ZK_NORM_LANES) {
+                float x[ZK_NORM_LOADS];
                 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    double s = __shfl_sync(0xffffffffu, sq[r], l + 8 * q);
-                    if (base + 32 * r + l + 8 * q < bk.n) acc = acc + s;
+                for (int r = 0; r < ZK_NORM_LOADS; r++) {
+                    const int64_t e = j + r * ZK_NORM_LANES;
+                    x[r] = e < bk.n ? zero__ld(g, bk.idx + e, ADT) : 0.0f;
                 }
+                #pragma unroll
+                for (int r = 0; r < ZK_NORM_LOADS; r++)
+                    if (j + r * ZK_NORM_LANES < bk.n) {
+                        const double d = (double)x[r];
+                        acc = acc + zero__nfd(d * d);
+                    }
             }
         }
         #pragma unroll
-        for (int q = 0; q < 8; q++) lanes[q] = __shfl_sync(0xffffffffu, acc, q);
-        if (t == 0) out[b] = zero__lanes_sum(lanes);
+        for (int k = 0; k < ZK_NORM_LANES; k++) lanes[k] = __shfl_sync(0xffffffffu, acc, k, ZK_NORM_LANES);
+        if (l == 0 && b < nblk) out[b] = zero__lanes_sum(lanes);
     }
 }
 
@@ -219,7 +265,7 @@ extern "C" int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int
     if (!zk_dtype_ok(adt) || nblk < 0) return (int)cudaErrorInvalidValue;
     if (nblk == 0) return 0;
     if (!g || !blk || !out) return (int)cudaErrorInvalidValue;
-    grid = zk_grid((nblk + ZK_NORM_WARPS - 1) / ZK_NORM_WARPS);
+    grid = zk_grid((nblk + ZK_NORM_WARPS * ZK_NORM_PER_WARP - 1) / (ZK_NORM_WARPS * ZK_NORM_PER_WARP));
     if (adt == ZERO_F32) zk_sumsq<ZERO_F32><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
     else if (adt == ZERO_BF16) zk_sumsq<ZERO_BF16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
     else zk_sumsq<ZERO_F16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);

@@ -1,4 +1,5 @@
-/* tests/gpu/bench_adamw.c - is the fused AdamW (zero__k_opt) memory-bound?
+/* tests/gpu/bench_adamw.c - is the fused AdamW (zero__k_opt) memory-bound? (And, for information, a
+   misaligned AdamW and the gradient norm's sum of squares.)
 
    256M elements (ZERO_BENCH_N overrides): bf16 params, fp32 master / m / v, bf16 grads, in
    chunks of ZERO__KCHUNK: each step reads 14 bytes per element (g 2, master 4, m 4, v 4)
@@ -6,9 +7,13 @@
    1 GiB buffer (with ZERO_BENCH_N: 14 bytes per element, the traffic of one AdamW pass, at
    most 1 GiB), counted as 2 bytes moved per byte copied (read + write). Both are timed with
    events over 20 repetitions (ZERO_BENCH_REPS overrides) after a warm-up; the best
-   repetition counts. Prints the AdamW bandwidth with other chunk sizes for information, then
-   with ZERO__KCHUNK both bandwidths, a PASS line when adamw / copy >= 0.8 (FAIL otherwise),
-   and last `ratio=<x>`. A CUDA error (a launch, a copy, an event) is a FAIL line and exit 1.
+   repetition counts. Prints the AdamW bandwidth with other chunk sizes for information; then,
+   also for information, AdamW with every array one element off its allocation (each chunk
+   runs a 3-element scalar head, then the vector path: adamw_off1_GBps=) and the gradient
+   norm's sum of squares (zero__k_sumsq over ZERO__NORM_BLOCK blocks, bytes read per second:
+   sumsq_f32_GBps= over the master's memory, sumsq_bf16_GBps= over the grads); then with
+   ZERO__KCHUNK both bandwidths, a PASS line when adamw / copy >= 0.8 (FAIL otherwise), and
+   last `ratio=<x>`. A CUDA error (a launch, a copy, an event) is a FAIL line and exit 1.
    ZERO_BENCH_NO_VERDICT=1, for a run whose figures are not a GPU's (the CUDA test double:
    make build/mock/gpu_bench_adamw; ZERO_BENCH_N=300007 ZERO_BENCH_REPS=2 runs in well under
    a second there): no chunk-size sweep, the figures and `ratio=` with an INFO line instead
@@ -79,7 +84,23 @@ static int run_opt(void *arg) {
     opt_args *o = (opt_args *)arg;
     return zero__k_opt(&o->k, o->chunks, o->nchunks, o->g, o->p, o->w, o->m, o->v, NULL);
 }
+typedef struct sumsq_args { const void *g; int adt; zero__knblk *blk; int64_t nblk; double *out; } sumsq_args;
+static int run_sumsq(void *arg) {
+    sumsq_args *a = (sumsq_args *)arg;
+    return zero__k_sumsq(a->g, a->adt, a->blk, a->nblk, a->out, NULL);
+}
 typedef struct copy_args { void *dst, *src; size_t bytes; } copy_args;
+/* hc[0..) = chunks of `chunk` elements over n elements (indices equal, decay on); the count */
+static int64_t make_chunks(zero__kchunk *hc, int64_t n, int64_t chunk) {
+    int64_t i, nc = (n + chunk - 1) / chunk;
+    for (i = 0; i < nc; i++) {
+        int64_t at = i * chunk;
+        hc[i].grad_idx = hc[i].state_idx = hc[i].param_idx = at;
+        hc[i].n = (int32_t)(n - at < chunk ? n - at : chunk);
+        hc[i].decay = 1;
+    }
+    return nc;
+}
 static int run_copy(void *arg) {
     copy_args *c = (copy_args *)arg;
     return (int)cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, NULL);
@@ -96,7 +117,7 @@ int main(void) {
     cudaEvent_t ea, eb;
     static const int64_t sizes[4] = { 4096, 8192, 32768, 65536 };
     int size;
-    float ms_opt = 0, ms_copy;
+    float ms_opt = 0, ms_copy, ms;
     double bw_opt = 0, bw_copy, ratio;
     const size_t copy_bytes = e && n > 0 && 14 * (uint64_t)n < ((uint64_t)1 << 30) ? 14 * (size_t)n : (size_t)1 << 30;
     if ((ndev = gpu_count("gpu_bench_adamw")) <= 0) return ndev < 0;
@@ -136,13 +157,7 @@ int main(void) {
     for (size = verdict ? 0 : 4; size < 5; size++) {
         int64_t chunk = size < 4 ? sizes[size] : ZERO__KCHUNK;
         if (size < 4 && chunk == ZERO__KCHUNK) continue;
-        o.nchunks = (n + chunk - 1) / chunk;
-        for (i = 0; i < o.nchunks; i++) {
-            int64_t at = i * chunk;
-            hc[i].grad_idx = hc[i].state_idx = hc[i].param_idx = at;
-            hc[i].n = (int32_t)(n - at < chunk ? n - at : chunk);
-            hc[i].decay = 1;
-        }
+        o.nchunks = make_chunks(hc, n, chunk);
         if (fail_cuda(cudaMemcpy(o.chunks, hc, sizeof *hc * (size_t)o.nchunks, cudaMemcpyHostToDevice), "chunks"))
             return 1;
         ms_opt = best_ms(run_opt, &o, ea, eb, reps, "zero__k_opt");
@@ -152,6 +167,50 @@ int main(void) {
         if (size < 4) printf("adamw with %lld-element chunks: %.1f GB/s, %.3f of copy\n", (long long)chunk, bw_opt / 1e9,
                              bw_opt / bw_copy);
     }
+    /* for information: every array one element off (each chunk runs a 3-element head, then
+       the vector path), and the gradient norm's sum of squares over bf16 grads and f32 ones
+       (the master's memory) in ZERO__NORM_BLOCK blocks, reading 2 or 4 bytes per element */
+    if (n > 1) {
+        opt_args oh = o;
+        oh.g = (char *)o.g + 2; oh.p = (char *)o.p + 2; oh.w = o.w + 1; oh.m = o.m + 1; oh.v = o.v + 1;
+        oh.nchunks = make_chunks(hc, n - 1, ZERO__KCHUNK);
+        if (fail_cuda(cudaMemcpy(o.chunks, hc, sizeof *hc * (size_t)oh.nchunks, cudaMemcpyHostToDevice), "chunks"))
+            return 1;
+        ms = best_ms(run_opt, &oh, ea, eb, reps, "zero__k_opt (misaligned)");
+        if (ms < 0) return 1;
+        printf("adamw with every array one element off: %.1f GB/s, %.3f of copy\n", 28.0 * (double)(n - 1) / (ms * 1e-3) / 1e9,
+               28.0 * (double)(n - 1) / (ms * 1e-3) / bw_copy);
+        printf("adamw_off1_GBps=%.1f\n", 28.0 * (double)(n - 1) / (ms * 1e-3) / 1e9);
+    }
+    {
+        sumsq_args sq;
+        zero__knblk *hb;
+        int dt;
+        sq.nblk = (n + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+        hb = (zero__knblk *)malloc(sizeof *hb * (size_t)sq.nblk);
+        if (!hb) { printf("FAIL bench_adamw: out of host memory\n"); return 1; }
+        for (i = 0; i < sq.nblk; i++) {
+            hb[i].idx = i * ZERO__NORM_BLOCK;
+            hb[i].n = n - hb[i].idx < ZERO__NORM_BLOCK ? n - hb[i].idx : ZERO__NORM_BLOCK;
+        }
+        if (fail_cuda(cudaMalloc((void **)&sq.blk, sizeof *hb * (size_t)sq.nblk), "cudaMalloc norm blocks") ||
+            fail_cuda(cudaMalloc((void **)&sq.out, sizeof(double) * (size_t)sq.nblk), "cudaMalloc norm sums") ||
+            fail_cuda(cudaMemcpy(sq.blk, hb, sizeof *hb * (size_t)sq.nblk, cudaMemcpyHostToDevice), "norm blocks"))
+            return 1;
+        for (dt = ZERO_F32; dt <= ZERO_BF16; dt++) {
+            const double bytes = (double)n * (dt == ZERO_F32 ? 4 : 2);
+            sq.adt = dt;
+            sq.g = dt == ZERO_F32 ? (const void *)o.w : o.g;
+            ms = best_ms(run_sumsq, &sq, ea, eb, reps, "zero__k_sumsq");
+            if (ms < 0) return 1;
+            printf("sumsq over %s grads: %.1f GB/s read, %.3f of copy\n", dt == ZERO_F32 ? "f32" : "bf16",
+                   bytes / (ms * 1e-3) / 1e9, bytes / (ms * 1e-3) / bw_copy);
+            printf("sumsq_%s_GBps=%.1f\n", dt == ZERO_F32 ? "f32" : "bf16", bytes / (ms * 1e-3) / 1e9);
+        }
+        cudaFree(sq.blk); cudaFree(sq.out);
+        free(hb);
+    }
+    if (fail_cuda(cudaDeviceSynchronize(), "sync") || fail_cuda(cudaGetLastError(), "launch")) return 1;
     ratio = bw_opt / bw_copy;
     printf("copy:  %.1f GB/s (cudaMemcpy D2D of %zu MiB, %.3f ms, read + write counted)\n", bw_copy / 1e9,
            copy_bytes >> 20, (double)ms_copy);

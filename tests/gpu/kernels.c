@@ -9,12 +9,13 @@
    large case per kernel of k * 2^20 + odd elements (hundreds of blocks). A case reads its
    inputs from a 256-byte aligned allocation (cudaMalloc's); "misaligned" moves ONE pointer
    one element off it (zero__k_opt and zero__k_sum_into: one, then two) while the others
-   stay aligned: a kernel takes its vector path only
-   when every pointer allows it, so each pointer's check is tested alone. Every output
-   buffer is compared whole, one element past the end included (nothing may write outside).
+   stay aligned: a kernel takes its vector path only when every pointer allows it, so each
+   pointer's check is tested alone (zero__k_opt also moves them all by 1, 2, 3 elements
+   together: its vector path after a head). Every output buffer is compared whole, one
+   element past the end included (nothing may write outside).
    The grid-stride loops over blocks (beyond 2^20 blocks) are not reached: that takes 2^28
    threads, too slow for the test double's grid emulator; the cases stay small for it (in
-   all about 6M elements through zero__k_opt, 1.5M through zero__k_sumsq).
+   all about 7M elements through zero__k_opt, 1.6M through zero__k_sumsq).
 
    Bitwise (the same bits, or both NaN: the GPU does not keep NaN payloads):
      zero__k_opt       vs zero__opt_kernel(scalar) per chunk. For every variant (AdamW, SGD
@@ -25,19 +26,32 @@
                        that are multiples of 8 (the vector path: two 4-element groups per
                        thread per step, the one-group step, the scalar tail) and once at odd
                        indices, different for grads, state and params (the scalar loop);
-                       decay on and off per chunk. Misaligned (AdamW, SGD, SGD with
-                       momentum, every dtype pair): grads, master (or the f32 params without
-                       one), m, v, the 16-bit params, each alone, chunks of 1, 5, 33, 257,
-                       4099. Large: AdamW bf16 / bf16 with a master, 65 chunks, 2^20 + 3
-                       elements, every third chunk at odd indices; no chunks returns 0; AdamW
-                       without m and 16-bit params without a master are refused;
+                       decay on and off per chunk. Heads: chunks of 0..8, 33, 1029, 2055
+                       elements whose indices are all 1, 2, 3 past a multiple of 8, and at
+                       1, 5, 1 (different, equal modulo 4): 3, 2, 1 scalar elements, then the
+                       vector path. Misaligned (AdamW, SGD, SGD with momentum, every dtype
+                       pair): grads, master (or the f32 params without one), m, v, the
+                       16-bit params, each alone, chunks of 1, 5, 33, 257, 4099; and every
+                       array by the same 1, 2, 3 elements (a head on every chunk). On the
+                       grid emulator each case also counts the groups of 4 the vector path
+                       ran (zero_kernels.cu's zk_kemu_opt_groups, in that build only): those
+                       after the head of every chunk whose arrays are equally misaligned
+                       modulo 4 elements, none elsewhere, so a chunk that could take the
+                       vector path and ran scalar (the same bits, slower) fails. Large:
+                       AdamW bf16 / bf16 with a master, 65 chunks, 2^20 + 3 elements, every
+                       third chunk at odd indices; no chunks returns 0; AdamW without m and
+                       16-bit params without a master are refused;
      zero__k_sumsq     vs zero__sumsq_scalar, every dtype: blocks of every size S and 1023,
                        1024, 1025 (ZERO__NORM_BLOCK) at alternately even and odd starts, 17
-                       blocks (8 per CUDA block: a partial last one), the gradient base
-                       aligned and one element off; random blocks (mostly ZERO__NORM_BLOCK,
-                       odd starts); large (bf16): 2^20 + 3 elements, one block of 2^18 + 5,
-                       then ZERO__NORM_BLOCK blocks; values over 2^-30..2^30 so the lane sums
-                       round; no blocks returns 0;
+                       blocks (4 per warp, 32 per CUDA block: partial ones), the gradient
+                       base aligned and one element off; blocks of every length 0..72 (each
+                       lane count, a lane group's 64-element step and around); lengths
+                       around the multiples of 64 and 256 up to 1025; 1..9 and 31..33
+                       blocks of lengths that differ within a warp (1025, short, empty);
+                       random blocks (mostly ZERO__NORM_BLOCK, odd starts); large (bf16):
+                       2^20 + 3 elements, one block of 2^18 + 5, then ZERO__NORM_BLOCK
+                       blocks; values over 2^-30..2^30 so the lane sums round; the output
+                       one past the last block left alone; no blocks returns 0;
      zero__k_sum_into  vs zero__sum_into, every (out dtype, in dtype): nin 1 (the cast, dst +=
                        src), 2 and 3 at every size S, accumulate and not, out aliasing an input
                        (same dtypes); nin 3 with out, then each input alone misaligned (33 and
@@ -191,19 +205,48 @@ static void make_optk(zero__optk *k, int variant, int adt, int pdt) {
 /* A chunk table, built chunk by chunk: grads, state (master, m, v) and params each have
    their own cursor, so the three indices of a chunk differ (and gaps differ). */
 typedef struct chunk_table { zero__kchunk *c; int64_t n, g, s, p; } chunk_table;
-/* a chunk of n elements: every index a multiple of 8 (with aligned bases, the vector path),
-   or with `odd` the grad, state and param indices at 3, 1, 5 past one (the scalar loop) */
-static void add_chunk(chunk_table *t, int32_t n, int odd) {
+/* a chunk of n elements whose grad, state and param indices are og, os, op past a multiple
+   of 8 */
+static void add_chunk_at(chunk_table *t, int32_t n, int og, int os, int op) {
     zero__kchunk *c = &t->c[t->n++];
-    c->grad_idx = rup8(t->g) + (odd ? 3 : 0);
-    c->state_idx = rup8(t->s) + (odd ? 1 : 0);
-    c->param_idx = rup8(t->p) + (odd ? 5 : 0);
+    c->grad_idx = rup8(t->g) + og;
+    c->state_idx = rup8(t->s) + os;
+    c->param_idx = rup8(t->p) + op;
     c->n = n;
     c->decay = (int32_t)(rnd32() & 1u);
     t->g = c->grad_idx + n + 8 * (int64_t)(rnd32() % 3);      /* now and then a gap */
     t->s = c->state_idx + n;
     t->p = c->param_idx + n + 8 * (int64_t)(rnd32() % 2);
 }
+/* every index a multiple of 8 (with aligned bases, the vector path), or with `odd` the grad,
+   state and param indices at 3, 1, 5 past one: misaligned in elements by 3, 1, 1 modulo 4,
+   never aligned together (the scalar loop) */
+static void add_chunk(chunk_table *t, int32_t n, int odd) {
+    if (odd) add_chunk_at(t, n, 3, 1, 5);
+    else add_chunk_at(t, n, 0, 0, 0);
+}
+
+/* How many 4-element groups zk_opt's vector loop must run on a chunk whose arrays start at
+   a[0..na) (NULL: absent), with element sizes es[]: when every array is misaligned by the same
+   number of elements modulo 4 (mis), the chunk's first (4 - mis) % 4 elements are its scalar
+   head and every whole group after them is a vector group; otherwise there are none. */
+static int64_t vec_groups(int64_t n, const void *const *a, const int *es, int na) {
+    int64_t mis = -1, e, head;
+    int i;
+    for (i = 0; i < na; i++) {
+        if (!a[i]) continue;
+        if ((uintptr_t)a[i] % (uintptr_t)es[i]) return 0;
+        e = (int64_t)((uintptr_t)a[i] / (uintptr_t)es[i] % 4);
+        if (mis >= 0 && e != mis) return 0;
+        mis = e;
+    }
+    head = (4 - mis) % 4;
+    return n - head >= 4 ? (n - head) / 4 : 0;
+}
+/* zero_kernels.cu's count of the vector loop's groups, taken and reset: only its build for
+   the CPU grid emulator (tests/kemu) has it; on a GPU the weak reference is NULL and the
+   count is not checked */
+extern long long zk_kemu_opt_groups(void) __attribute__((weak));
 
 /* One zero__k_opt launch over the table vs the scalar kernel on each chunk. use_master 0:
    the f32 params are the master. mis: the arrays (IN_*) one element off their allocation. */
@@ -217,7 +260,7 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     const int64_t op = use_master ? (mis >> IN_P & 1) * mis_off : ow;    /* without a master, w is the params */
     zero__optk k;
     zero__opt_fn fn;
-    int64_t ng = 0, ns = 0, np = 0, c;
+    int64_t ng = 0, ns = 0, np = 0, c, groups = 0;
     void *g, *p, *pg;
     float *w, *m, *v, *wg, *mg, *vg;
     void *dg, *dp, *dch;
@@ -231,7 +274,7 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
         if (ch[c].state_idx + ch[c].n > ns) ns = ch[c].state_idx + ch[c].n;
         if (ch[c].param_idx + ch[c].n > np) np = ch[c].param_idx + ch[c].n;
     }
-    ng += 3; ns += 3; np += 3;           /* room for the offset and one element past the end */
+    ng += 4; ns += 4; np += 4;           /* room for the offset (up to 3) and one element past the end */
     g = malloc((size_t)ng * esz(adt));
     p = malloc((size_t)np * esz(pd)); pg = malloc((size_t)np * esz(pd));
     w = (float *)malloc((size_t)ns * 4); m = (float *)malloc((size_t)ns * 4); v = (float *)malloc((size_t)ns * 4);
@@ -247,6 +290,17 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     if (use_master) dw = (float *)dup_to_dev(w, (size_t)ns * 4);
     if (has_m) dm = (float *)dup_to_dev(m, (size_t)ns * 4);
     if (has_v) dv = (float *)dup_to_dev(v, (size_t)ns * 4);
+    for (c = 0; c < nc; c++) {           /* the arrays as the kernel sees them */
+        const void *a[5];
+        const int es[5] = { (int)esz(adt), 4, 4, 4, (int)esz(pd) };
+        a[0] = at(dg, og + ch[c].grad_idx, adt);
+        a[1] = use_master ? (const void *)(dw + ow + ch[c].state_idx) : at(dp, op + ch[c].param_idx, pd);
+        a[2] = has_m ? (const void *)(dm + om + ch[c].state_idx) : NULL;
+        a[3] = has_v ? (const void *)(dv + ov + ch[c].state_idx) : NULL;
+        a[4] = use_master && pd != ZERO_F32 ? at(dp, op + ch[c].param_idx, pd) : NULL;
+        groups += vec_groups(ch[c].n, a, es, 5);
+    }
+    if (zk_kemu_opt_groups) (void)zk_kemu_opt_groups();
     rc = zero__k_opt(&k, (const zero__kchunk *)dch, nc, at(dg, og, adt), at(dp, op, pd), dw ? dw + ow : NULL,
                      dm ? dm + om : NULL, dv ? dv + ov : NULL, NULL);
     /* the CPU reference: the scalar kernel on each chunk, its decay in k */
@@ -259,6 +313,10 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     }
     snprintf(d, sizeof d, "zero__k_opt (%s, %s)", what, use_master ? "master" : "no master");
     if (!sync_ok(rc, d)) goto out;
+    if (zk_kemu_opt_groups) {
+        long long ran = zk_kemu_opt_groups();
+        CHECK(ran == groups, "%s: the vector loop ran %lld groups of 4, %lld expected", d, ran, (long long)groups);
+    }
     to_host(pg, dp, (size_t)np * esz(pd));
     if (use_master) {
         to_host(wg, dw, (size_t)ns * 4);
@@ -279,20 +337,29 @@ out:
 static void test_opt(void) {
     static const int32_t lens[] = { 0, 1, 3, 4, 5, 31, 32, 33, 255, 256, 257, 1028, 2052, ZERO__KCHUNK - 1, ZERO__KCHUNK };
     static const int32_t mis_lens[] = { 1, 5, 33, 257, 4099 };
-    zero__kchunk cs[2 * NELEMS(lens)], cm[NELEMS(mis_lens)];
-    int variant, adt, pdt, i, in;
+    /* the chunks with a head: lengths around the head plus one group, a few steps, a tail */
+    static const int32_t peel_lens[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 33, 1029, 2055 };
+    zero__kchunk cs[2 * NELEMS(lens)], cm[NELEMS(mis_lens)], cp[4 * NELEMS(peel_lens)];
+    int variant, adt, pdt, i, in, sh;
     char d[64];
     for (variant = 0; variant < V_NUM; variant++)
         for (adt = ZERO_F32; adt <= ZERO_F16; adt++)
             for (pdt = ZERO_F32; pdt <= ZERO_F16; pdt++) {
-                chunk_table ts = { cs, 0, 0, 0, 0 }, tm = { cm, 0, 0, 0, 0 };
+                chunk_table ts = { cs, 0, 0, 0, 0 }, tm = { cm, 0, 0, 0, 0 }, tp = { cp, 0, 0, 0, 0 };
                 for (i = 0; i < NELEMS(lens); i++) { add_chunk(&ts, lens[i], 0); add_chunk(&ts, lens[i], 1); }
                 for (i = 0; i < NELEMS(mis_lens); i++) add_chunk(&tm, mis_lens[i], 0);
+                /* every index 1, 2 or 3 past a multiple of 8 (heads of 3, 2, 1 elements), and
+                   indices that differ but agree modulo 4 (1, 5, 1: a head of 3) */
+                for (sh = 1; sh <= 3; sh++)
+                    for (i = 0; i < NELEMS(peel_lens); i++) add_chunk_at(&tp, peel_lens[i], sh, sh, sh);
+                for (i = 0; i < NELEMS(peel_lens); i++) add_chunk_at(&tp, peel_lens[i], 1, 5, 1);
                 test_begin("opt_%s_g%d_p%d", variant_name[variant], adt, pdt);
                 opt_case(variant, adt, pdt, 1, 0, &ts, "sizes");
                 if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, 0, &ts, "sizes");   /* the params are the master */
+                opt_case(variant, adt, pdt, 1, 0, &tp, "heads");
+                if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, 0, &tp, "heads");
                 /* each array alone one element off: the variants differ in the arrays they use */
-                if (variant == V_ADAMW || variant == V_SGD_PLAIN || variant == V_SGD_MOM)
+                if (variant == V_ADAMW || variant == V_SGD_PLAIN || variant == V_SGD_MOM) {
                     for (mis_off = 1; mis_off <= 2; mis_off++)
                     for (in = 0; in < IN_NUM; in++) {
                         if ((in == IN_M && variant == V_SGD_PLAIN) || (in == IN_V && variant != V_ADAMW)) continue;
@@ -304,6 +371,13 @@ static void test_opt(void) {
                             opt_case(variant, adt, pdt, 0, 1 << in, &tm, d);
                         }
                     }
+                    /* every array off by the same 1, 2, 3 elements: a head on every chunk */
+                    for (mis_off = 1; mis_off <= 3; mis_off++) {
+                        snprintf(d, sizeof d, "every array misaligned by %d", (int)mis_off);
+                        opt_case(variant, adt, pdt, 1, (1 << IN_NUM) - 1, &tm, d);
+                        if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, (1 << IN_NUM) - 1, &tm, d);
+                    }
+                }
                 mis_off = 1;
                 test_end();
             }
@@ -336,7 +410,8 @@ static void test_opt_refuses(void) {
    starts one element later), the base passed mis elements off its allocation */
 static void sumsq_case(int dt, const int64_t *lens, int64_t nb, int odd, int mis, const char *what) {
     zero__knblk *blk = (zero__knblk *)malloc(sizeof(zero__knblk) * (size_t)nb);
-    double *want = (double *)malloc(sizeof(double) * (size_t)nb), *got = (double *)malloc(sizeof(double) * (size_t)nb);
+    double *want = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
+    double *got = (double *)malloc(sizeof(double) * (size_t)(nb + 1));
     double *dout;
     void *g, *dg, *dblk;
     int64_t b, i, n = 0;
@@ -357,30 +432,44 @@ static void sumsq_case(int dt, const int64_t *lens, int64_t nb, int odd, int mis
     for (b = 0; b < nb; b++) want[b] = zero__sumsq_scalar(at(g, mis + blk[b].idx, dt), blk[b].n, dt);
     dg = dup_to_dev(g, (size_t)n * esz(dt));
     dblk = dup_to_dev(blk, sizeof(zero__knblk) * (size_t)nb);
-    dout = (double *)dalloc(sizeof(double) * (size_t)nb);
+    want[nb] = -7.0;                     /* one past the end: left alone */
+    dout = (double *)dalloc(sizeof(double) * (size_t)(nb + 1));
+    cudaMemcpy(dout + nb, want + nb, sizeof(double), cudaMemcpyHostToDevice);
     rc = zero__k_sumsq(at(dg, mis, dt), dt, (const zero__knblk *)dblk, nb, dout, NULL);
     if (sync_ok(rc, "zero__k_sumsq")) {
         int bad = 0;
-        to_host(got, dout, sizeof(double) * (size_t)nb);
-        for (b = 0; b < nb && bad < 3; b++)
+        to_host(got, dout, sizeof(double) * (size_t)(nb + 1));
+        for (b = 0; b <= nb && bad < 3; b++)
             if (memcmp(&want[b], &got[b], 8) != 0)
-                bad += !CHECK(0, "%s: dt %d block %lld (n %lld): cpu %.17g gpu %.17g", what, dt, (long long)b,
-                              (long long)blk[b].n, want[b], got[b]);
+                bad += !CHECK(0, "%s: dt %d block %lld of %lld (n %lld): cpu %.17g gpu %.17g", what, dt, (long long)b,
+                              (long long)nb, b < nb ? (long long)blk[b].n : -1LL, want[b], got[b]);
     }
     cudaFree(dg); cudaFree(dblk); cudaFree(dout);
     free(g); free(blk); free(want); free(got);
 }
 
 static void test_sumsq(void) {
-    int64_t lens[NELEMS(sizes) + 3], rl[64];
-    int dt, i, nr;
+    /* around multiples of 64 (a lane group's step: 8 loads of 8 elements) and of 256 */
+    static const int64_t around[] = { 63, 64, 65, 127, 128, 129, 191, 192, 193, 255, 256, 257, 319, 320, 321,
+                                      511, 512, 513, 767, 768, 769, 1023, 1024, 1025 };
+    /* block counts around 4 (norm blocks per warp) and 32 (per CUDA block) */
+    static const int counts[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 31, 32, 33 };
+    int64_t lens[NELEMS(sizes) + 3], rl[64], small[73], mixed[33];
+    int dt, i, nr, c;
     for (i = 0; i < NELEMS(sizes); i++) lens[i] = sizes[i];
     for (i = 0; i < 3; i++) lens[NELEMS(sizes) + i] = ZERO__NORM_BLOCK - 1 + i;
+    for (i = 0; i < NELEMS(small); i++) small[i] = i;
     for (dt = ZERO_F32; dt <= ZERO_F16; dt++) {
         int64_t tot = 0;
         test_begin("sumsq_dt%d", dt);
         sumsq_case(dt, lens, NELEMS(lens), 1, 0, "sizes");
         sumsq_case(dt, lens, NELEMS(lens), 1, 1, "sizes, misaligned");
+        sumsq_case(dt, small, NELEMS(small), 1, 0, "every length 0..72");    /* every lane count, one step and more */
+        sumsq_case(dt, around, NELEMS(around), 1, 1, "around multiples of 64");
+        for (c = 0; c < NELEMS(counts); c++) {  /* lengths that differ within a warp: long, short, empty */
+            for (i = 0; i < counts[c]; i++) mixed[i] = i % 4 == 1 ? ZERO__NORM_BLOCK + 1 : (int64_t)(rnd32() % 70);
+            sumsq_case(dt, mixed, counts[c], 1, 0, "block counts");
+        }
         for (nr = 0; nr < 64 && tot < 40000; nr++) {          /* as zero.h cuts a slice, mostly */
             rl[nr] = rnd32() % 3 ? ZERO__NORM_BLOCK : rnd32() % 1100;
             tot += rl[nr];
