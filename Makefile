@@ -55,10 +55,13 @@ ZERO_CPPFLAGS := -I.
 WERROR        ?= -Werror
 ZERO_CFLAGS   := -std=c99 -Wall -Wextra $(WERROR) -ffp-contract=off -pthread
 ZERO_LDLIBS   := -lm
-CFLAGS        ?= -O2 -g
+# -g1: line tables and functions, what a backtrace and a sanitizer's report need, at 70%
+# of -g's compile time (zero.h's implementation: 14 s vs 20 s at -O2, 31 s vs 43 s under
+# ASan); CFLAGS="-O2 -g" for a debugger's locals
+CFLAGS        ?= -O2 -g1
 # Sanitizer builds keep the warnings but not -Werror: GCC's sanitizer instrumentation
 # produces false-positive warnings (-Wmaybe-uninitialized, -Wstringop-*) at -O1.
-SAN_CFLAGS  := -std=c99 -O1 -g -Wall -Wextra -ffp-contract=off -pthread -fno-omit-frame-pointer
+SAN_CFLAGS  := -std=c99 -O1 -g1 -Wall -Wextra -ffp-contract=off -pthread -fno-omit-frame-pointer
 ASAN_CFLAGS ?= -fsanitize=address,undefined -fno-sanitize-recover=undefined
 TSAN_CFLAGS ?= -fsanitize=thread
 # make run = train_gpt's defaults, spelled out: it also writes gpt.svg and gpt_trace.json here
@@ -419,11 +422,11 @@ $(eval $(call program,mock_tsan,$(BUILD)/mock-tsan/cuda_mock_%: tests/cuda_mock/
 # the emulated kernels, per variant V (mock, mock_tsan, kemu_asan): the rewritten source, then
 # the kernels and the emulator's runtime built with V's sanitizer flags
 KEMU_SAN_mock      :=
-KEMU_SAN_mock_tsan := -O1 -g -fno-omit-frame-pointer $(TSAN_CFLAGS)
+KEMU_SAN_mock_tsan := -O1 -g1 -fno-omit-frame-pointer $(TSAN_CFLAGS)
 # build/mock-tsan/kemu.o is not instrumented: its bookkeeping is one OS thread's, and TSan
 # checking each switch and shuffle would make the TSan runs minutes longer
-KEMU_RT_mock_tsan  := -O1 -g -fno-omit-frame-pointer
-KEMU_SAN_kemu_asan := -O1 -g -fno-omit-frame-pointer $(ASAN_CFLAGS)
+KEMU_RT_mock_tsan  := -O1 -g1 -fno-omit-frame-pointer
+KEMU_SAN_kemu_asan := -O1 -g1 -fno-omit-frame-pointer $(ASAN_CFLAGS)
 define kemu_rules
 $(dir_$(1))/zero_kernels.kemu.cc: zero_kernels.cu tests/kemu/rewrite.sh | $(dir_$(1))
 	sh tests/kemu/rewrite.sh $$< $$@

@@ -43,8 +43,8 @@ check() {
     while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n 2>/dev/null || true; done
 }
 
-C99=(-std=c99 -O2 -g -Wall -Wextra -Werror -I. -pthread)
-CXX11=(-std=c++11 -O2 -g -Wall -Wextra -Werror -I. -pthread)
+C99=(-std=c99 -O2 -Wall -Wextra -Werror -I. -pthread)
+CXX11=(-std=c++11 -O2 -Wall -Wextra -Werror -I. -pthread)
 check decl_c_gcc       decl gcc     "${C99[@]}" tests/compile/compile_c.c
 check decl_c_clang     decl clang   "${C99[@]}" tests/compile/compile_c.c
 check decl_cpp_gxx     decl g++     "${CXX11[@]}" tests/compile/compile_cpp.cpp
@@ -59,7 +59,7 @@ check static_c_clang   run  clang   "${C99[@]}" tests/compile/static_c.c
 check after_stdio_c_gcc   run gcc   "${C99[@]}" tests/compile/impl_c_after_stdio.c
 check after_stdio_c_clang run clang "${C99[@]}" tests/compile/impl_c_after_stdio.c
 # the backend tables: designated initializers from C++20, positional (and -Wpedantic clean) before
-CXX20=(-std=c++20 -O2 -g -Wall -Wextra -Werror -I. -pthread)
+CXX20=(-std=c++20 -O2 -Wall -Wextra -Werror -I. -pthread)
 check impl_cpp20_gxx         run g++     "${CXX20[@]}" tests/compile/impl_cpp.cpp
 check impl_cpp20_clangxx     run clang++ "${CXX20[@]}" tests/compile/impl_cpp.cpp
 check impl_cpp_pedantic_gxx  run g++     "${CXX11[@]}" -Wpedantic tests/compile/impl_cpp.cpp
