@@ -130,20 +130,15 @@ report() {   # report N: print job N's report, add its counts
     done <"$Q/$1"
 }
 run_queue() {
-    local n=${#q_label[@]} i started=() done_=() pid=() running=0 left g busy
+    local n=${#q_label[@]} i started=() done_=() pid=() running=0 left g
+    local -A busy=()                # the groups with a job running
     left=$n
     for ((i = 0; i < n; i++)); do started[i]=0; done_[i]=0; done
     while [ "$left" -gt 0 ]; do
         for ((i = 0; i < n && running < JOBS; i++)); do
-            [ "${started[i]}" = 0 ] || continue
-            g=${q_group[i]} busy=0
-            if [ "$g" != - ]; then
-                local j
-                for ((j = 0; j < n; j++)); do
-                    if [ "${q_group[j]}" = "$g" ] && [ "${started[j]}" = 1 ] && [ "${done_[j]}" = 0 ]; then busy=1; break; fi
-                done
-            fi
-            [ "$busy" = 0 ] || continue
+            g=${q_group[i]}
+            [ "${started[i]}" = 0 ] && [ -z "${busy[$g]:-}" ] || continue
+            [ "$g" = - ] || busy[$g]=1
             started[i]=1; running=$((running + 1))
             ( eval "${q_cmd[i]}" >"$Q/$i" 2>&1; : >"$Q/$i.done" ) &
             pid[i]=$!
@@ -158,6 +153,7 @@ run_queue() {
             fi
             if [ -e "$Q/$i.done" ]; then
                 done_[i]=1; running=$((running - 1)); left=$((left - 1))
+                unset "busy[${q_group[i]}]"
                 report "$i"
             fi
         done
