@@ -114,15 +114,27 @@ struct lane_rec {
     const char *file;
     int line;
 };
-struct fiber {
+struct context {                /* a stack switched away from: the asm switch's sp, or ucontext */
+#ifdef KEMU_ASM_SWITCH
     void *sp;
+#else
+    ucontext_t uc;
+#endif
+};
+/* save the running context in from, resume to */
+static inline void ctx_swap(context *from, context *to) {
+#ifdef KEMU_ASM_SWITCH
+    kemu_ctx_switch(&from->sp, to->sp);
+#else
+    swapcontext(&from->uc, &to->uc);
+#endif
+}
+struct fiber {
+    context ctx;
     char *map, *stack;          /* the mapping (a guard page, then the stack) */
     size_t map_bytes, stack_bytes;
     void *fake;                 /* ASan's fake stack while switched away */
     int fresh;                  /* its context must be (re)made before it runs */
-#ifndef KEMU_ASM_SWITCH
-    ucontext_t uc;
-#endif
 };
 struct shadow {                 /* one element of a shared variable, in this block */
     int32_t w_tid, r_tid;       /* the last writer; the reader of r_ep (-2: several) */
@@ -140,10 +152,7 @@ struct shvar {
 struct exec {                   /* one per OS thread that runs grids */
     fiber *fib[MAX_THREADS];
     int nfib;
-    void *sched_sp;
-#ifndef KEMU_ASM_SWITCH
-    ucontext_t sched_uc;
-#endif
+    context sched;
     const void *sched_bottom;
     size_t sched_size;
     void *sched_fake;
@@ -247,14 +256,14 @@ static void fiber_make(fiber *f) {
     *--sp = (void *)fiber_main;          /* r13: the entry */
     *--sp = NULL;                        /* r14 */
     *--sp = NULL;                        /* r15 */
-    f->sp = sp;
+    f->ctx.sp = sp;
 #else
     uintptr_t u = (uintptr_t)f;
-    getcontext(&f->uc);
-    f->uc.uc_stack.ss_sp = f->stack;
-    f->uc.uc_stack.ss_size = f->stack_bytes;
-    f->uc.uc_link = NULL;
-    makecontext(&f->uc, (void (*)(void))fiber_entry_uc, 2, (unsigned)(u & 0xffffffffu), (unsigned)(u >> 32));
+    getcontext(&f->ctx.uc);
+    f->ctx.uc.uc_stack.ss_sp = f->stack;
+    f->ctx.uc.uc_stack.ss_size = f->stack_bytes;
+    f->ctx.uc.uc_link = NULL;
+    makecontext(&f->ctx.uc, (void (*)(void))fiber_entry_uc, 2, (unsigned)(u & 0xffffffffu), (unsigned)(u >> 32));
 #endif
     f->fresh = 0;
 }
@@ -302,11 +311,7 @@ static void to_lane(exec *x, int t) {
     x->from_sched = 1;
     __sanitizer_start_switch_fiber(&x->sched_fake, f->stack, f->stack_bytes);
 #endif
-#ifdef KEMU_ASM_SWITCH
-    kemu_ctx_switch(&x->sched_sp, f->sp);
-#else
-    swapcontext(&x->sched_uc, &f->uc);
-#endif
+    ctx_swap(&x->sched, &f->ctx);
 #ifdef KEMU_ASAN
     __sanitizer_finish_switch_fiber(x->sched_fake, NULL, NULL);
 #endif
@@ -317,11 +322,7 @@ static void to_sched(exec *x) {
 #ifdef KEMU_ASAN
     __sanitizer_start_switch_fiber(&f->fake, x->sched_bottom, x->sched_size);
 #endif
-#ifdef KEMU_ASM_SWITCH
-    kemu_ctx_switch(&f->sp, x->sched_sp);
-#else
-    swapcontext(&f->uc, &x->sched_uc);
-#endif
+    ctx_swap(&f->ctx, &x->sched);
 #ifdef KEMU_ASAN
     kemu_asan_entered(x, f);
 #endif
@@ -351,11 +352,7 @@ static void yield_lane(exec *x) {
     x->from_sched = 0;
     __sanitizer_start_switch_fiber(&f->fake, g->stack, g->stack_bytes);
 #endif
-#ifdef KEMU_ASM_SWITCH
-    kemu_ctx_switch(&f->sp, g->sp);
-#else
-    swapcontext(&f->uc, &g->uc);
-#endif
+    ctx_swap(&f->ctx, &g->ctx);
 #ifdef KEMU_ASAN
     kemu_asan_entered(x, f);
 #endif
