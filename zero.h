@@ -1187,8 +1187,11 @@ typedef struct zero_stats {
        from one zero_step to the next). host_syncs: waits of the host on the device (CUDA:
        a stream or event synchronized, a stream polled until done by the NCCL comm);
        device_allocs: allocations of device memory (the context's and its communicator's);
-       comm_headers: collective headers exchanged (NCCL: the mismatch check before a
-       collective's data moves). 0 on the CPU device and the local and MPI comms. */
+       comm_headers: collective headers exchanged (NCCL: the mismatch check, issued ahead
+       of a collective's data and checked in the same wait). 0 on the CPU device and the
+       local and MPI comms. A steady step on CUDA over NCCL waits once per collective (its
+       bounded wait on the comm thread), plus once for the norm's scalar when clipping and
+       once per zero_copy; over the local comm at most twice per collective. */
     int64_t host_syncs, device_allocs, comm_headers;
 } zero_stats;
 
@@ -2012,12 +2015,14 @@ typedef struct zero__stream {
    the CUDA device and the EMU device (CPU memory the host cannot touch, which proves
    the rule in the tests). s is the stream an op is ordered on: ZERO__S_COMPUTE (the
    caller's thread; desc.cuda_stream on CUDA) or ZERO__S_COMM (the comm stream).
-   Ops on host and device memory alike: copy waits for the copy to finish; sumsq
-   returns its value on the host; every op on the comm stream is done when it returns
-   (with the local comm, other ranks read what it wrote without waiting on this rank's
-   events). The others may run asynchronously on the compute stream; `sync` waits for them. A task on the comm stream waits (task_begin) for the compute-stream
-   work queued before it was enqueued (mark), and task_end waits for the task's own
-   device work, so a finished ticket means finished device work. */
+   Ops on host and device memory alike: a copy on the compute stream waits for the copy to
+   finish; sumsq returns its value on the host; an op on the comm stream that writes
+   memory the host can read is done when it returns, one that writes device memory is
+   ordered on the comm stream and done after `flush` (the local comm calls it before other
+   ranks read what it wrote, or read its buffers). The others may run asynchronously on the
+   compute stream; `sync` waits for them. A task on the comm stream waits (task_begin) for
+   the compute-stream work queued before it was enqueued (mark), and task_end waits for the
+   task's own device work, so a finished ticket means finished device work. */
 enum { ZERO__S_COMPUTE = 0, ZERO__S_COMM = 1 };
 typedef struct zero__dev_vt {
     const char *name;
@@ -2040,6 +2045,11 @@ typedef struct zero__dev_vt {
        cannot (the norm is then taken by sumsq, and the local comm reduces and gathers) */
     zero_result (*sum_norm)(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                           int64_t count, int accumulate, double *blk, void *const *copies, int ncopies);
+    /* a device without sum_norm: the norm's blocks of out (this rank's slice of a module's
+       reduced gradient, count elements, the grad arena's dtype), kept on the device where blk
+       (its place in ctx->opt.norm_part) says, for grad_sumsq to use instead of reading out
+       again. NULL: the norm reads every slice at the step */
+    zero_result (*norm_blocks)(zero_ctx *ctx, int s, const void *out, int64_t count, double *blk);
     /* ZeRO++'s payloads (>>kernels: zero__qp_*): dst = the payload of n values of x (xdt);
        out (rdt) = [out +] the values of np payloads added in fp32, in order. NULL: the
        device has no such kernels (ZeRO++ is refused) */
@@ -2061,6 +2071,9 @@ typedef struct zero__dev_vt {
     zero_result (*task_begin)(zero_ctx *ctx, uint64_t ticket);   /* comm thread, before the task */
     zero_result (*task_end)(zero_ctx *ctx);                      /* comm thread, after it */
     zero_result (*sync)(zero_ctx *ctx, int s);
+    /* the comm stream's ops issued so far done (the local comm, before other ranks read what
+       they wrote, or read buffers they wrote). NULL: they are done on return */
+    zero_result (*flush)(zero_ctx *ctx);
     /* fp32 host values <-> device memory of dtype dt (done on return). NULL: the CPU's
        conversion through a small host buffer and copy (zero__dev_put_f32) */
     zero_result (*put_f32)(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n);
@@ -2152,6 +2165,9 @@ struct zero_comm {
     int owns_group;                 /* zero_comm_from_env's world of one: destroy frees the group */
     zero_ctx *ctx;                  /* the context using this endpoint (its device moves the data); NULL: none */
     void *cuda_stream;              /* nccl: the cudaStream_t its collectives run on; NULL: its own */
+    int device_ordered;             /* it reads and writes only this rank's memory, on the context's comm
+                                       stream (nccl, attached): a comm task may wait for the compute
+                                       stream on the device (cudaStreamWaitEvent) instead of the host */
     int64_t scratch_bytes;          /* nccl: device bytes it holds (headers, scratch grown on demand) */
     /* the node topology (zero_comm_set_nodes): 0 unknown (one node) */
     int node_size;
@@ -4970,6 +4986,7 @@ typedef struct zero__cuda {
     unsigned char *staging[2];      /* pinned: zero__cuda_put_f32 / get_f32's double buffer */
     cudaEvent_t xev[2];             /* the copy out of / into staging[i]; the host tier's pipeline */
     int nxev;
+    int comm_pending;               /* comm-stream ops issued since the comm stream was last waited for */
 } zero__cuda;
 
 /* a failed CUDA call: the message goes where the stream's error goes (comm thread) or to
@@ -5157,35 +5174,63 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     ctx->lay.bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 2 * (int64_t)ZERO_STAGING_BYTES;
     return ZERO_OK;
 }
+/* device memory (not pinned, managed or plain host memory, which the host may read) */
+static int zero__cu_on_device(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return a.type == cudaMemoryTypeDevice;
+}
+/* an op's launch result e (the ops' contract, >>device): an op on the comm stream that wrote
+   device memory stays in flight, ordered on the comm stream (comm_pending: flush or task_end
+   waits for it); one that wrote memory the host can read is waited for at once */
+static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what, const void *out) {
+    zero__cuda *cu = zero__cu(ctx);
+    if (e == 0 && s == ZERO__S_COMM) {
+        if (zero__cu_on_device(out)) __atomic_store_n(&cu->comm_pending, 1, __ATOMIC_RELAXED);
+        else e = zero__cu_sync(ctx, cu->comm);
+    }
+    return zero__cuda_err(ctx, s, e, what);
+}
+/* copies on the compute stream are waited for (the ops' contract: zero_copy's source may be
+   the caller's memory, reused once it returns); on the comm stream, as zero__cuda_issued */
 static zero_result zero__cuda_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
     cudaStream_t st = zero__cu_stream(ctx, s);
     int e;
     if (bytes <= 0 || dst == src) return ZERO_OK;
     if ((e = (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, st)) != 0)
         return zero__cuda_err(ctx, s, e, "cudaMemcpyAsync");
+    if (s == ZERO__S_COMM) return zero__cuda_issued(ctx, s, 0, "a copy on the comm stream", dst);
     return zero__cuda_err(ctx, s, zero__cu_sync(ctx, st), "cudaStreamSynchronize after a copy");
 }
-/* an op's launch result e: on the comm stream, also wait for it (the ops' contract, >>device) */
-static zero_result zero__cuda_issued(zero_ctx *ctx, int s, int e, const char *what) {
-    if (e == 0 && s == ZERO__S_COMM) e = zero__cu_sync(ctx, zero__cu(ctx)->comm);
-    return zero__cuda_err(ctx, s, e, what);
+/* the comm stream's ops done (the local comm, before other ranks read what they wrote or
+   before they read this rank's buffers): a wait only when one is in flight; a failed wait
+   leaves it pending, so the next one reports the (sticky) error too */
+static zero_result zero__cuda_flush(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    int e;
+    if (!__atomic_load_n(&cu->comm_pending, __ATOMIC_RELAXED)) return ZERO_OK;
+    if ((e = zero__cu_sync(ctx, cu->comm)) != 0)
+        return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaStreamSynchronize (the comm stream's ops)");
+    __atomic_store_n(&cu->comm_pending, 0, __ATOMIC_RELAXED);
+    return ZERO_OK;
 }
 static zero_result zero__cuda_fill0(zero_ctx *ctx, int s, void *dst, int64_t bytes) {
     if (bytes <= 0) return ZERO_OK;
-    return zero__cuda_issued(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync");
+    return zero__cuda_issued(ctx, s, (int)cudaMemsetAsync(dst, 0, (size_t)bytes, zero__cu_stream(ctx, s)), "cudaMemsetAsync",
+                             dst);
 }
 static zero_result zero__cuda_sum_into(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                        int64_t count, int accumulate) {
     if (count <= 0) return ZERO_OK;
     return zero__cuda_issued(ctx, s, zero__k_sum_into(out, rdt, ins, nin, sdt, count, accumulate, zero__cu_stream(ctx, s)),
-                             "the summing kernel");
+                             "the summing kernel", out);
 }
 /* ZeRO++'s payloads (zero_kernels.cu: zk_qp_*), on the stream of s */
 static zero_result zero__cuda_qp_encode(zero_ctx *ctx, int s, void *dst, const void *x, int xdt, int64_t n, int bits,
                                         int block) {
     if (n <= 0) return ZERO_OK;
     return zero__cuda_issued(ctx, s, zero__k_qp_encode(dst, x, xdt, n, bits, block, zero__cu_stream(ctx, s)),
-                             "the ZeRO++ encoding kernel");
+                             "the ZeRO++ encoding kernel", dst);
 }
 static zero_result zero__cuda_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ps, int np, int64_t n,
                                      int bits, int block, int accumulate) {
@@ -5200,23 +5245,62 @@ static zero_result zero__cuda_qp_sum(zero_ctx *ctx, int s, void *out, int rdt, c
         return ZERO_ERR_UNSUPPORTED;
     }
     return zero__cuda_issued(ctx, s, zero__k_qp_sum(out, rdt, ps, np, n, bits, block, accumulate, zero__cu_stream(ctx, s)),
-                             "the ZeRO++ decoding kernel");
+                             "the ZeRO++ decoding kernel", out);
 }
+/* the norm's blocks: computed into bout (rank r's slice at stage 0) by zk_sumsq, for the
+   modules whose last reduction did not already (norm_blocks: norm.taken), in runs of
+   consecutive blocks; then copied back and added in order, as on the CPU: one host wait */
 static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
     zero__cuda *cu = zero__cu(ctx);
-    int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b;
+    int64_t off = ctx->desc.stage == 0 ? (int64_t)r * cu->nblk : 0, b, first = 0, run = 0, run0 = 0;
     double s = 0.0;
-    int e;
+    int e = 0, i;
     if (cu->nblk == 0) { *out = 0.0; return ZERO_OK; }
-    if ((e = zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off, cu->nblk, cu->bout + off,
-                           cu->compute)) == 0 &&
-        (e = (int)cudaMemcpyAsync(ctx->opt.norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
-                                  cudaMemcpyDeviceToHost, cu->compute)) == 0)
-        e = zero__cu_sync(ctx, cu->compute);
+    for (i = 0; i <= ctx->num_modules && e == 0; i++) {
+        const zero__module_rec *m = i < ctx->num_modules ? &ctx->modules[i] : NULL;
+        int64_t nb = m && !m->frozen ? (m->lay.span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK : 0;
+        if (m && m->frozen) continue;
+        if (m && !m->norm.taken) {
+            if (!run) run0 = first;
+            run += nb;
+        } else if (run) {           /* a taken module or the end: the run so far */
+            e = zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off + run0, run,
+                              cu->bout + off + run0, cu->compute);
+            run = 0;
+        }
+        first += nb;
+    }
+    if (e == 0)
+        e = (int)cudaMemcpyAsync(ctx->opt.norm_part, cu->bout + off, sizeof(double) * (size_t)cu->nblk,
+                                 cudaMemcpyDeviceToHost, cu->compute);
+    if (e == 0) e = zero__cu_sync(ctx, cu->compute);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "the gradient norm");
     for (b = 0; b < cu->nblk; b++) s += ctx->opt.norm_part[b];      /* in order, as on the CPU */
     *out = s;
     return ZERO_OK;
+}
+/* the norm's blocks of a module's reduced slice, right after its reduction on the comm
+   stream (zk_sumsq on the module's entries of the block table, into bout): grad_sumsq then
+   skips it, so the step does not read the gradients again */
+static zero_result zero__cuda_norm_blocks(zero_ctx *ctx, int s, const void *out, int64_t count, double *blk) {
+    zero__cuda *cu = zero__cu(ctx);
+    int64_t first = blk - ctx->opt.norm_part, nb = (count + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+    int64_t off = ctx->desc.stage == 0 ? (int64_t)ctx->prank * cu->nblk : 0, per = 0, idx = -1;
+    int i;
+    for (i = 0; i < ctx->num_modules; i++) {       /* the module whose blocks start at first */
+        const zero__module_rec *m = &ctx->modules[i];
+        if (m->frozen || m->norm.first != first) continue;
+        per = m->lay.span / ctx->world;
+        idx = ctx->desc.stage < 2 ? m->lay.train_off + (int64_t)ctx->prank * per : m->lay.train_off / ctx->world;
+        break;
+    }
+    if (idx < 0 || per != count || first + nb > cu->nblk ||
+        (const char *)out != (const char *)zero__at(ctx->arena.grad, idx, ctx->desc.grad_accum_dtype))
+        return zero__cuda_err(ctx, s, (int)cudaErrorInvalidValue, "the norm's blocks of a module's slice (internal: "
+                              "not a module's slice)");
+    return zero__cuda_issued(ctx, s, zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off + first, nb,
+                                                   cu->bout + off + first, zero__cu_stream(ctx, s)),
+                             "the norm's blocks", cu->bout + off + first);
 }
 static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
     zero__cuda *cu = zero__cu(ctx);
@@ -5272,28 +5356,32 @@ static void zero__cuda_mark(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
     cu->mark_err[ticket % ZERO__STREAM_CAP] = (int)cudaEventRecord(cu->ev[ticket % ZERO__STREAM_CAP], cu->compute);
 }
-/* The comm thread waits (on the host, not the device) for the compute work queued before
-   the task: with the local comm other ranks' streams read this rank's buffers too, and
-   they cannot wait on this rank's events. A cudaStreamWaitEvent on the comm stream would
-   not free the thread with NCCL either: each collective first exchanges a header (the
-   mismatch check, zero__nccl_enter) and waits for it on the host, so the thread would
-   block there instead, and that wait's timeout_ms would then count the compute work
-   queued before it; task_end's wait is what makes a finished ticket mean finished device
-   work (zero__wait). Ordering comm tasks on the device needs a comm that says it reads
-   only its own rank's memory on the comm stream, an asynchronous header check, and
-   tickets that complete through events: not here yet. */
+/* A comm task starts after the compute work queued before it (mark's event). Over NCCL
+   (device_ordered: it touches only this rank's memory, on this comm stream) the comm stream
+   waits for that event on the device and the comm thread goes on; the collective's one
+   host wait (zero__nccl_wait: done, an error, or its timeout, which then also counts the
+   compute work queued ahead of it) covers both. The local comm's other ranks read this
+   rank's buffers from their own threads and streams, so with it the comm thread waits for
+   the event on the host. task_end waits for what the task left in flight on the comm
+   stream (comm_pending), so a finished ticket still means finished device work. */
 static zero_result zero__cuda_task_begin(zero_ctx *ctx, uint64_t ticket) {
     zero__cuda *cu = zero__cu(ctx);
+    cudaEvent_t ev = cu->ev[ticket % ZERO__STREAM_CAP];
     int e = cu->mark_err[ticket % ZERO__STREAM_CAP];
     if (e) return zero__cuda_err(ctx, ZERO__S_COMM, e, "cudaEventRecord on the compute stream before a comm task");
-    if ((e = (int)cudaSetDevice(cu->device)) == 0) e = zero__cu_wait(ctx, cu->ev[ticket % ZERO__STREAM_CAP]);
+    if ((e = (int)cudaSetDevice(cu->device)) == 0) {
+        if (ctx->comm && ctx->comm->device_ordered) e = (int)cudaStreamWaitEvent(cu->comm, ev, 0);
+        else e = zero__cu_wait(ctx, ev);
+    }
     return zero__cuda_err(ctx, ZERO__S_COMM, e, "waiting for the compute stream before a comm task");
 }
 static zero_result zero__cuda_task_end(zero_ctx *ctx) {
-    return zero__cuda_err(ctx, ZERO__S_COMM, zero__cu_sync(ctx, zero__cu(ctx)->comm), "a comm task");
+    return zero__cuda_flush(ctx);
 }
 static zero_result zero__cuda_sync(zero_ctx *ctx, int s) {
-    return zero__cuda_err(ctx, s, zero__cu_sync(ctx, zero__cu_stream(ctx, s)), "cudaStreamSynchronize");
+    int e = zero__cu_sync(ctx, zero__cu_stream(ctx, s));
+    if (e == 0 && s == ZERO__S_COMM) __atomic_store_n(&zero__cu(ctx)->comm_pending, 0, __ATOMIC_RELAXED);
+    return zero__cuda_err(ctx, s, e, "cudaStreamSynchronize");
 }
 
 /* fp32 host values <-> device memory through the pinned double buffer (zero_param_set_f32,
@@ -5399,13 +5487,14 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(host_free, zero__cuda_host_free) ZERO__VT_SET(prepare, zero__cuda_prepare)
     ZERO__VT_SET(copy, zero__cuda_copy) ZERO__VT_SET(fill0, zero__cuda_fill0)
     ZERO__VT_SET(sum_into, zero__cuda_sum_into) ZERO__VT_SET(grad_sumsq, zero__cuda_sumsq)
-    ZERO__VT_SET(sum_norm, NULL) ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
+    ZERO__VT_SET(sum_norm, NULL) ZERO__VT_SET(norm_blocks, zero__cuda_norm_blocks)
+    ZERO__VT_SET(qp_encode, zero__cuda_qp_encode)
     ZERO__VT_SET(qp_sum, zero__cuda_qp_sum) ZERO__VT_SET(optimizer, zero__cuda_optimizer)
     ZERO__VT_SET(gemm, zero__cuda_gemm) ZERO__VT_SET(bias_add, zero__cuda_bias_add)
     ZERO__VT_SET(bias_grad, zero__cuda_bias_grad) ZERO__VT_SET(gelu, zero__cuda_gelu)
     ZERO__VT_SET(gelu_bwd, zero__cuda_gelu_bwd) ZERO__VT_SET(xent, zero__cuda_xent)
     ZERO__VT_SET(mark, zero__cuda_mark) ZERO__VT_SET(task_begin, zero__cuda_task_begin)
-    ZERO__VT_SET(task_end, zero__cuda_task_end) ZERO__VT_SET(sync, zero__cuda_sync)
+    ZERO__VT_SET(task_end, zero__cuda_task_end) ZERO__VT_SET(sync, zero__cuda_sync) ZERO__VT_SET(flush, zero__cuda_flush)
     ZERO__VT_SET(put_f32, zero__cuda_put_f32_op) ZERO__VT_SET(get_f32, zero__cuda_get_f32_op)
     ZERO__VT_SET(copy_async, zero__cuda_copy_async) ZERO__VT_SET(fence, zero__cuda_fence)
     ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(drain, zero__cuda_drain)
@@ -5480,14 +5569,24 @@ static const char *zero__where(const zero_group *g) {
     return g->scope == ZERO__SCOPE_NODE ? " within the node" : g->scope == ZERO__SCOPE_CROSS ? " across nodes" : "";
 }
 
+/* The device's comm-stream ops this rank issued, done (CUDA: one wait, when any is in
+   flight): before other ranks read this rank's buffers (enter) and before they go on to
+   use what this rank wrote (leave). A failed wait leaves them pending, so leave's reports
+   the (sticky) error that enter's dropped. */
+static zero_result zero__local_flush(zero_comm *c) {
+    return c->ctx && c->ctx->dev->flush ? c->ctx->dev->flush(c->ctx) : ZERO_OK;
+}
+
 /* Arrive at the group's current op and wait until every rank has arrived with a
    matching call. On timeout the group is broken for good: every rank, now and
    later, fails fast instead of waiting for a partner that is gone. */
 static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int timeout_ms) {
     zero_group *g = c->group;
     zero_result r = ZERO_OK;
-    struct timespec dl = zero__deadline(timeout_ms);
+    struct timespec dl;
     int i;
+    (void)zero__local_flush(c);
+    dl = zero__deadline(timeout_ms);
     pthread_mutex_lock(&g->mu);
     if (g->broken) {
         snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
@@ -5565,6 +5664,7 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
 /* a rank of a cross op (zero__slot.cross) has written all it writes into the others' buffers */
 static void zero__local_wrote(zero_comm *c) {
     zero_group *g = c->group;
+    (void)zero__local_flush(c);     /* (an error is leave's to report) */
     pthread_mutex_lock(&g->mu);
     if (g->writers > 0) g->writers--;
     pthread_cond_broadcast(&g->cv);
@@ -5575,7 +5675,7 @@ static void zero__local_wrote(zero_comm *c) {
    buffer until they are done. */
 static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
     zero_group *g = c->group;
-    zero_result r = ZERO_OK;
+    zero_result r = ZERO_OK, rf = zero__local_flush(c);
     struct timespec dl = zero__deadline(timeout_ms);
     pthread_mutex_lock(&g->mu);
     if (++g->departed == g->n) {
@@ -5603,7 +5703,7 @@ static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
         }
     }
     pthread_mutex_unlock(&g->mu);
-    return r;
+    return rf != ZERO_OK ? rf : r;
 }
 
 /* The modelled link: after moving the data, the comm thread sleeps for what sending
@@ -5685,7 +5785,9 @@ static zero_result zero__local_reduce_scatter(zero_comm *c, const void *send, in
         r2 = c->ctx->dev->sum_norm(c->ctx, ZERO__S_COMM, recv, rdt, ins, c->size, sdt, count, accumulate, c->sq_blk, NULL, 0);
         c->sq_done = r2 == ZERO_OK;
     } else if (c->size == 1 && ins[0] == recv && sdt == rdt && !accumulate) r2 = ZERO_OK;
-    else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);   /* done when it returns */
+    else r2 = zero__comm_sum(c, recv, rdt, ins, c->size, sdt, count, accumulate);
+    if (r2 == ZERO_OK && c->sq_blk && !c->sq_done && c->ctx && c->ctx->dev->norm_blocks)  /* CUDA */
+        c->sq_done = (r2 = c->ctx->dev->norm_blocks(c->ctx, ZERO__S_COMM, recv, count, c->sq_blk)) == ZERO_OK;
     r = zero__local_link(c, count * (int64_t)zero__esize(sdt), zero__local_leave(c, timeout_ms));
     return r2 != ZERO_OK ? r2 : r;
 }
@@ -6960,8 +7062,10 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
    aborts the communicator (ncclCommAbort), the endpoint is broken for good (later calls
    fail fast with ZERO_ERR_COMM), and the error names the collective.
    Like the MPI comm, each collective first all-gathers a small header (seq, kind,
-   count, dtypes, tag): ranks that called different collectives get ZERO_ERR_MISMATCH
-   with bad_tag/bad_rank set, before any data moves. NCCL never sums: a reduce-scatter
+   count, dtypes, tag), on the stream ahead of its data, and checks it in the collective's
+   one wait: ranks that called different collectives get ZERO_ERR_MISMATCH with
+   bad_tag/bad_rank set, also when the mismatched data collective failed or hung (the
+   header is back by then; zero__nccl_fail looks). NCCL never sums: a reduce-scatter
    is an all-to-all of the slices (grouped ncclSend/ncclRecv) into a device scratch of
    N*count elements, then zero__k_sum_into adds them in fp32 in rank order, the sum the
    local comm takes, so both give bitwise-identical results (N <= 64: the kernel's
@@ -6996,6 +7100,8 @@ typedef struct zero__nccl_comm {
     int broken;
     uint64_t seq;                   /* collectives issued, for headers and messages */
     int64_t *hdr_host, *hdr_dev;    /* [size][6] (pinned, device) */
+    cudaEvent_t hdr_ev;             /* after the header's copy back to hdr_host */
+    int hdr_out;                    /* a header exchange issued and not checked yet */
     char *scratch;                  /* device, grows */
     int64_t scratch_cap;
     char *pinned;                   /* pinned host staging, grows */
@@ -7019,8 +7125,19 @@ static void zero__nccl_abort(zero__nccl_comm *m) {
 
 /* a failure: the message goes to c->err; after a timeout or an NCCL/CUDA error the
    communicator is aborted (its kernels may never finish otherwise) */
+static zero_result zero__nccl_check(zero__nccl_comm *m);
 static zero_result zero__nccl_fail(zero__nccl_comm *m, zero_result r, const char *fmt, ...) {
     va_list ap;
+    /* a data collective that failed or hung after a header exchange that went through: a
+       mismatch the headers show is the cause to name (the header is ahead of the data on
+       the stream, so it is back unless a rank never issued it) */
+    if (m->hdr_out && r != ZERO_ERR_MISMATCH && m->comm && cudaEventQuery(m->hdr_ev) == cudaSuccess &&
+        zero__nccl_check(m) == ZERO_ERR_MISMATCH) {
+        zero__nccl_abort(m);
+        return ZERO_ERR_MISMATCH;
+    }
+    (void)cudaGetLastError();       /* (a not-ready query) */
+    m->hdr_out = 0;
     va_start(ap, fmt);
     vsnprintf(m->base.err, sizeof m->base.err, fmt, ap);
     va_end(ap);
@@ -7080,7 +7197,14 @@ static zero_result zero__nccl_wait(zero__nccl_comm *m, int kind, const char *pha
             return zero__nccl_fail(m, ZERO_ERR_COMM, "%s #%llu on rank %d (%s): NCCL failed: %s (%s); the NCCL "
                                    "communicator was aborted", zero__nccl_kind(kind), (unsigned long long)m->seq,
                                    m->base.rank, phase, ncclGetErrorString(ar), ncclGetLastError(m->comm));
-        if (e == cudaSuccess) return ZERO_OK;
+        if (e == cudaSuccess) {
+            /* the stream is idle: the context's comm-stream ops queued before are done too */
+            const zero__nccl_comm *o = m->parent ? m->parent : m;
+            if (o->base.ctx && o->base.ctx->desc.device == ZERO_DEVICE_CUDA && o->base.ctx->dev_state &&
+                zero__cu(o->base.ctx)->comm == s)
+                __atomic_store_n(&zero__cu(o->base.ctx)->comm_pending, 0, __ATOMIC_RELAXED);
+            return m->hdr_out ? zero__nccl_check(m) : ZERO_OK;
+        }
         if (zero__now_ms() > deadline)
             return zero__nccl_fail(m, ZERO_ERR_TIMEOUT, "%s #%llu timed out after %d ms on rank %d (%s): a rank "
                                    "never arrived, died or stalled (NCCL cannot say which); the NCCL communicator "
@@ -7144,47 +7268,13 @@ static int zero__nccl_on_host(const void *p) {
     return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
 }
 
-/* Phase 1: the header all-gather (see above); also makes the device current */
-static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count, int sdt, int rdt, int timeout_ms,
-                                    double deadline) {
+/* The header check, once the header is back in hdr_host (the collective's wait, or
+   zero__nccl_fail finding hdr_ev done): the ranks' calls must match */
+static zero_result zero__nccl_check(zero__nccl_comm *m) {
     zero_comm *c = &m->base;
-    cudaStream_t s;
-    int64_t *mine;
-    cudaError_t e;
-    zero_result r;
-    int i, n = c->size;
-    if (m->broken || !m->comm) {
-        if (!c->err[0]) snprintf(c->err, sizeof c->err, "the NCCL communicator failed earlier");
-        m->broken = 1;
-        return ZERO_ERR_COMM;
-    }
-    /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
-       stream); zero_create checks it first, this keeps a later cudaSetDevice honest */
-    if (c->ctx && c->ctx->desc.device == ZERO_DEVICE_CUDA && c->ctx->dev_state &&
-        zero__cu(c->ctx)->device != m->device)
-        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
-                               "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
-                               zero__nccl_kind(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
-                               zero__cu(c->ctx)->device, m->device);
-    if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
-    m->seq++;
-    mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
-    mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
-    if (n == 1) return ZERO_OK;
-    __atomic_add_fetch(&c->headers, 1, __ATOMIC_RELAXED);
-    s = zero__nccl_stream(m);
-    e = cudaMemcpyAsync(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, mine, ZERO__NCCL_HDR * sizeof(int64_t),
-                        cudaMemcpyHostToDevice, s);
-    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
-    r = zero__nccl_issued(m, kind, "ncclAllGather (header)",
-                          ncclAllGather(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, m->hdr_dev, ZERO__NCCL_HDR,
-                                        ncclInt64, m->comm, s), timeout_ms, deadline);
-    if (r != ZERO_OK) return r;
-    e = cudaMemcpyAsync(m->hdr_host, m->hdr_dev, (size_t)n * ZERO__NCCL_HDR * sizeof(int64_t),
-                        cudaMemcpyDeviceToHost, s);
-    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
-    if ((r = zero__nccl_wait(m, kind, "header exchange", timeout_ms, deadline)) != ZERO_OK) return r;
-    for (i = 1; i < n; i++) {
+    int i;
+    m->hdr_out = 0;
+    for (i = 1; i < c->size; i++) {
         const int64_t *a = m->hdr_host, *b = m->hdr_host + (int64_t)i * ZERO__NCCL_HDR;
         if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3] || a[4] != b[4] || a[5] != b[5]) {
             c->bad_tag[0] = a[5];
@@ -7201,6 +7291,61 @@ static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count,
     }
     return ZERO_OK;
 }
+/* a collective that returns without a wait of its own (nothing to move; a barrier, a
+   split): its header exchange waited for and checked */
+static zero_result zero__nccl_settle(zero__nccl_comm *m, int kind, int timeout_ms, double deadline) {
+    if (!m->hdr_out) return ZERO_OK;
+    return zero__nccl_wait(m, kind, "header exchange", timeout_ms, deadline);
+}
+
+/* Phase 1: the header all-gather (see above), issued, not waited for: the collective's
+   own wait checks it (zero__nccl_wait: zero__nccl_check), so a collective costs the host
+   one wait, not two. Also makes the device current. */
+static zero_result zero__nccl_enter(zero__nccl_comm *m, int kind, int64_t count, int sdt, int rdt, int timeout_ms,
+                                    double deadline) {
+    zero_comm *c = &m->base;
+    cudaStream_t s;
+    int64_t *mine;
+    cudaError_t e;
+    zero_result r;
+    int n = c->size;
+    if (m->broken || !m->comm) {
+        if (!c->err[0]) snprintf(c->err, sizeof c->err, "the NCCL communicator failed earlier");
+        m->broken = 1;
+        return ZERO_ERR_COMM;
+    }
+    /* the context's memory must be on the communicator's GPU (NCCL moves it on that GPU's
+       stream); zero_create checks it first, this keeps a later cudaSetDevice honest */
+    if (c->ctx && c->ctx->desc.device == ZERO_DEVICE_CUDA && c->ctx->dev_state &&
+        zero__cu(c->ctx)->device != m->device)
+        return zero__nccl_fail(m, ZERO_ERR_INVALID_ARG, "%s #%llu on rank %d: the NCCL communicator is on GPU %d but "
+                               "the context's memory is on GPU %d (cudaSetDevice(%d) before zero_create)",
+                               zero__nccl_kind(kind), (unsigned long long)m->seq + 1, c->rank, m->device,
+                               zero__cu(c->ctx)->device, m->device);
+    if ((e = cudaSetDevice(m->device)) != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaSetDevice", e);
+    /* the previous collective's header, when it returned early (an argument every rank got
+       wrong alike): checked before hdr_host is written again */
+    if ((r = zero__nccl_settle(m, kind, timeout_ms, deadline)) != ZERO_OK) return r;
+    m->seq++;
+    mine = m->hdr_host + (int64_t)c->rank * ZERO__NCCL_HDR;
+    mine[0] = (int64_t)m->seq; mine[1] = kind; mine[2] = count; mine[3] = sdt; mine[4] = rdt; mine[5] = c->tag;
+    if (n == 1) return ZERO_OK;
+    __atomic_add_fetch(&c->headers, 1, __ATOMIC_RELAXED);
+    s = zero__nccl_stream(m);
+    e = cudaMemcpyAsync(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, mine, ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyHostToDevice, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    r = zero__nccl_issued(m, kind, "ncclAllGather (header)",
+                          ncclAllGather(m->hdr_dev + (int64_t)c->rank * ZERO__NCCL_HDR, m->hdr_dev, ZERO__NCCL_HDR,
+                                        ncclInt64, m->comm, s), timeout_ms, deadline);
+    if (r != ZERO_OK) return r;
+    e = cudaMemcpyAsync(m->hdr_host, m->hdr_dev, (size_t)n * ZERO__NCCL_HDR * sizeof(int64_t),
+                        cudaMemcpyDeviceToHost, s);
+    if (e == cudaSuccess) e = cudaEventRecord(m->hdr_ev, s);
+    if (e != cudaSuccess) return zero__nccl_cuda(m, kind, "cudaMemcpyAsync (header)", e);
+    m->hdr_out = 1;
+    return ZERO_OK;
+}
 
 static zero_result zero__nccl_copy(zero__nccl_comm *m, int kind, void *dst, const void *src, int64_t bytes) {
     cudaError_t e = cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, zero__nccl_stream(m));
@@ -7215,7 +7360,7 @@ static zero_result zero__nccl_all_gather(zero_comm *c, const void *send, void *r
     zero_result r;
     char *dev = NULL, *pin = NULL;
     if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_GATHER, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
-    if (bytes == 0) return ZERO_OK;
+    if (bytes == 0) return zero__nccl_settle(m, ZERO_COLL_ALL_GATHER, timeout_ms, dl);
     hs = zero__nccl_on_host(send);
     hr = zero__nccl_on_host(recv);
     if (hs != hr)
@@ -7248,7 +7393,7 @@ static zero_result zero__nccl_broadcast(zero_comm *c, void *buf, int64_t bytes, 
     char *dev = NULL, *pin = NULL;
     int host;
     if ((r = zero__nccl_enter(m, ZERO_COLL_BROADCAST, bytes, 0, root, timeout_ms, dl)) != ZERO_OK) return r;
-    if (bytes == 0 || c->size == 1) return ZERO_OK;
+    if (bytes == 0 || c->size == 1) return zero__nccl_settle(m, ZERO_COLL_BROADCAST, timeout_ms, dl);
     if ((host = zero__nccl_on_host(buf)) != 0) {
         if (!(pin = zero__nccl_pinned(m, ZERO_COLL_BROADCAST, bytes)) ||
             !(dev = zero__nccl_scratch(m, ZERO_COLL_BROADCAST, bytes)))
@@ -7293,6 +7438,15 @@ static ncclResult_t zero__nccl_exchange(zero__nccl_comm *m, const char *send, ch
     return nr == ncclSuccess ? ne : nr;
 }
 
+/* a module's last reduction (c->sq_blk, set by the engine): the norm's blocks of its slice,
+   on the stream after the sum (the context's norm_blocks; its error is in c->err) */
+static zero_result zero__nccl_norm(zero__nccl_comm *m, int host, const void *out, int64_t count) {
+    zero_comm *c = &m->base;
+    zero_result r;
+    if (host || !c->sq_blk || !c->ctx || !c->ctx->dev->norm_blocks) return ZERO_OK;
+    if ((r = c->ctx->dev->norm_blocks(c->ctx, ZERO__S_COMM, out, count, c->sq_blk)) == ZERO_OK) c->sq_done = 1;
+    return r;
+}
 static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int sdt, void *recv, int rdt,
                                              int64_t count, int accumulate, int timeout_ms) {
     zero__nccl_comm *m = (zero__nccl_comm *)c;
@@ -7306,7 +7460,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
     int n = c->size, me = c->rank, k, host, rc;
     zero_result r;
     if ((r = zero__nccl_enter(m, kind, count, sdt, rdt, timeout_ms, dl)) != ZERO_OK) return r;
-    if (count == 0) return ZERO_OK;
+    if (count == 0) return zero__nccl_settle(m, kind, timeout_ms, dl);
     if (n > ZERO__NCCL_MAX_SUM)
         return zero__nccl_fail(m, ZERO_ERR_UNSUPPORTED, "reduce_scatter: the NCCL communicator sums at most %d "
                                "ranks' slices in order (zero__k_sum_into); this world has %d", ZERO__NCCL_MAX_SUM, n);
@@ -7339,6 +7493,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
         ins[0] = slices;
         if (!direct && (rc = zero__k_sum_into(drecv, rdt, ins, 1, sdt, count, accumulate, (void *)s)) != 0)
             return zero__nccl_cuda(m, kind, "zero__k_sum_into", (cudaError_t)rc);
+        if ((r = zero__nccl_norm(m, host, drecv, count)) != ZERO_OK) return r;
         if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, rbytes)) != ZERO_OK) return r;
         if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
         if (host) memcpy(recv, pin + total, (size_t)rbytes);
@@ -7356,6 +7511,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
     }
     if ((rc = zero__k_sum_into(drecv, rdt, ins, n, sdt, count, accumulate, (void *)s)) != 0)
         return zero__nccl_cuda(m, kind, "zero__k_sum_into", (cudaError_t)rc);
+    if ((r = zero__nccl_norm(m, host, drecv, count)) != ZERO_OK) return r;
     if (host && (r = zero__nccl_copy(m, kind, pin + total, drecv, rbytes)) != ZERO_OK) return r;
     if ((r = zero__nccl_wait(m, kind, "data", timeout_ms, dl)) != ZERO_OK) return r;
     if (host) memcpy(recv, pin + total, (size_t)rbytes);
@@ -7377,7 +7533,7 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
             return ZERO_ERR_INVALID_SIZE;
         }
         if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
-        if (count <= 0) return ZERO_OK;
+        if (count <= 0) return zero__nccl_settle(m, ZERO_COLL_ALL_REDUCE, timeout_ms, dl);
         if (!(all = (double *)zero__nccl_pinned(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)) ||
             !(dev = zero__nccl_scratch(m, ZERO_COLL_ALL_REDUCE, bytes * c->size)))
             return ZERO_ERR_OUT_OF_MEMORY;
@@ -7413,7 +7569,7 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
         double dl = zero__now_ms() + timeout_ms;
         zero_result r;
         if ((r = zero__nccl_enter(m, ZERO_COLL_ALL_REDUCE, count, dt, dt, timeout_ms, dl)) != ZERO_OK) return r;
-        if (count <= 0) return ZERO_OK;
+        if (count <= 0) return zero__nccl_settle(m, ZERO_COLL_ALL_REDUCE, timeout_ms, dl);
         r = zero__nccl_issued(m, ZERO_COLL_ALL_REDUCE, "ncclAllReduce",
                               ncclAllReduce(buf, buf, (size_t)count, (ncclDataType_t)zero__nccl_type(dt), ncclSum,
                                             m->comm, zero__nccl_stream(m)), timeout_ms, dl);
@@ -7435,7 +7591,9 @@ static zero_result zero__nccl_all_reduce(zero_comm *c, void *buf, int dt, int64_
 
 static zero_result zero__nccl_barrier(zero_comm *c, int timeout_ms) {
     /* the header all-gather is itself a barrier: every rank heard from every other */
-    return zero__nccl_enter((zero__nccl_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms, zero__now_ms() + timeout_ms);
+    double dl = zero__now_ms() + timeout_ms;
+    zero_result r = zero__nccl_enter((zero__nccl_comm *)c, ZERO_COLL_BARRIER, 0, 0, 0, timeout_ms, dl);
+    return r == ZERO_OK ? zero__nccl_settle((zero__nccl_comm *)c, ZERO_COLL_BARRIER, timeout_ms, dl) : r;
 }
 
 /* The reduce-scatter's exchange with no sum: chunk k of send goes to rank k (grouped
@@ -7453,6 +7611,7 @@ static zero_result zero__nccl_all_to_all(zero_comm *c, const void *send, void *r
     cudaStream_t s;
     zero_result r;
     if ((r = zero__nccl_enter(m, kind, bytes, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if ((r = zero__nccl_settle(m, kind, timeout_ms, dl)) != ZERO_OK) return r;
     if (bytes < 0 || bytes > INT64_MAX / 2 / n) {   /* every rank passed the same bytes: all fail alike */
         snprintf(c->err, sizeof c->err, "all_to_all: %lld bytes per rank", (long long)bytes);
         return ZERO_ERR_INVALID_SIZE;
@@ -7505,6 +7664,7 @@ static zero_result zero__nccl_attach(zero_comm *c, zero_ctx *ctx, zero__why *why
                              "the thread's current device (cudaSetDevice(%d) before zero_create)", m->device,
                              zero__cu(ctx)->device, m->device);
     c->cuda_stream = zero__cuda_comm_stream(ctx);
+    c->device_ordered = 1;
     m->reduce_mode = (int)ctx->desc.reduce_mode;
     return ZERO_OK;
 }
@@ -7542,6 +7702,7 @@ static void zero__nccl_destroy(zero_comm *c) {
     if (m->hdr_dev) cudaFree(m->hdr_dev);
     if (m->pinned) cudaFreeHost(m->pinned);
     if (m->hdr_host) cudaFreeHost(m->hdr_host);
+    if (m->hdr_ev) cudaEventDestroy(m->hdr_ev);
     (void)cudaGetLastError();
     zero__group_destroy(m->base.group);
     zero__raw_free(NULL, m);
@@ -7594,6 +7755,8 @@ static zero_result zero__nccl_alloc(zero__nccl_comm **out, int rank, int size, i
     if (own_stream) e = cudaStreamCreateWithFlags(&m->own, cudaStreamNonBlocking);
     if (e == cudaSuccess && (e = cudaMalloc((void **)&m->hdr_dev, (size_t)hb)) == cudaSuccess) m->base.device_allocs++;
     if (e == cudaSuccess) e = cudaMallocHost((void **)&m->hdr_host, (size_t)hb);
+    if (e == cudaSuccess && (e = cudaEventCreateWithFlags(&m->hdr_ev, cudaEventDisableTiming)) != cudaSuccess)
+        m->hdr_ev = NULL;
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         m->broken = 1;
@@ -7702,7 +7865,9 @@ static zero_result zero__nccl_split(zero_comm *c, int ns, zero_comm **intra, zer
     double dl = zero__now_ms() + timeout_ms;
     zero_result r;
     *intra = *inter = NULL;
-    if ((r = zero__nccl_enter(m, ZERO__NCCL_SPLIT, ns, 0, 0, timeout_ms, dl)) != ZERO_OK) return r;
+    if ((r = zero__nccl_enter(m, ZERO__NCCL_SPLIT, ns, 0, 0, timeout_ms, dl)) != ZERO_OK ||
+        (r = zero__nccl_settle(m, ZERO__NCCL_SPLIT, timeout_ms, dl)) != ZERO_OK)
+        return r;
     /* every rank passed the same ns and has the same parent: all fail alike */
     if (ns < 1 || c->size % ns) {
         snprintf(c->err, sizeof c->err, "split: %d ranks per node does not divide the world of %d", ns, c->size);
@@ -10881,11 +11046,15 @@ static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
     const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt);
     zero_result r, rr = ZERO_OK, rc = ZERO_OK;
     if (ctx->zpp.on) return zero__zpp_gather(ctx, t->mod, shard, dst, t->u.gather.refresh);
-    if (ctx->tier.vt->holds_params(ctx) && !m->frozen)    /* on failure the others still get their gather */
-        rr = ctx->tier.vt->gather(ctx, m->lay.train_off / N, per, mine);
-    else
-        rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, shard, per * (int64_t)zero__esize(pdt));
-    r = zero__all_gather(ctx, mine, dst, per, pdt);
+    if (!ctx->tier.vt->holds_params(ctx)) {     /* out of place: the shard (device memory) is sent */
+        r = zero__all_gather(ctx, shard, dst, per, pdt);
+    } else {
+        if (!m->frozen)                             /* on failure the others still get their gather */
+            rr = ctx->tier.vt->gather(ctx, m->lay.train_off / N, per, mine);
+        else
+            rc = ctx->dev->copy(ctx, ZERO__S_COMM, mine, shard, per * (int64_t)zero__esize(pdt));
+        r = zero__all_gather(ctx, mine, dst, per, pdt);
+    }
     if (rc != ZERO_OK) return rc;       /* the device wrote its message into comm->err */
     if (rr != ZERO_OK) { snprintf(ctx->comm->err, sizeof ctx->comm->err, "%s", ctx->err); return rr; }
     if (r == ZERO_ERR_MISMATCH && ctx->comm->bad_tag[0] >= 0 && ctx->comm->bad_tag[1] >= 0 &&

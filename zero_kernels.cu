@@ -48,8 +48,15 @@ static inline int zk_done(void) { return (int)cudaGetLastError(); }
 static long long zk_kemu_groups;
 extern "C" long long zk_kemu_opt_groups(void) { return __atomic_exchange_n(&zk_kemu_groups, 0, __ATOMIC_SEQ_CST); }
 #  define ZK_KEMU_GROUPS(k) ((void)__atomic_fetch_add(&zk_kemu_groups, (k), __ATOMIC_RELAXED))
+/* and the norm blocks zero__k_sumsq launches were asked for by the calling thread, taken and
+   reset by zk_kemu_sumsq_blocks() (tests/cuda_mock/costs.c: a step whose reductions took the
+   norm's blocks launches none) */
+static __thread long long zk_kemu_sumsq_tl;
+extern "C" long long zk_kemu_sumsq_blocks(void) { long long v = zk_kemu_sumsq_tl; zk_kemu_sumsq_tl = 0; return v; }
+#  define ZK_KEMU_SUMSQ(n) ((void)(zk_kemu_sumsq_tl += (n)))
 #else
 #  define ZK_KEMU_GROUPS(k) ((void)0)
+#  define ZK_KEMU_SUMSQ(n) ((void)0)
 #endif
 
 /* ---- 4-element vector loads and stores ----
@@ -265,6 +272,7 @@ extern "C" int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int
     if (!zk_dtype_ok(adt) || nblk < 0) return (int)cudaErrorInvalidValue;
     if (nblk == 0) return 0;
     if (!g || !blk || !out) return (int)cudaErrorInvalidValue;
+    ZK_KEMU_SUMSQ(nblk);
     grid = zk_grid((nblk + ZK_NORM_WARPS * ZK_NORM_PER_WARP - 1) / (ZK_NORM_WARPS * ZK_NORM_PER_WARP));
     if (adt == ZERO_F32) zk_sumsq<ZERO_F32><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);
     else if (adt == ZERO_BF16) zk_sumsq<ZERO_BF16><<<grid, ZK_NORM_WARPS * 32, 0, zk_stream(stream)>>>(g, blk, nblk, out);

@@ -6,10 +6,11 @@
      cudaDeviceSynchronize, cudaFree and cudaMalloc the double saw during a steady-state
      step is in zero_stats (so no host wait can hide from the counters), and so is every
      one of the whole run up to zero_destroy;
-   - steady_local / steady_nccl: stage 3, world 2, 8 modules, clipping on, bf16: a
+   - steady_local / steady_nccl: stage 3, world 2, 8 modules, clipping on, bf16: the
+     norm's blocks are taken by each module's last reduction (zero_step launches none); a
      steady-state step's host_syncs, device_allocs and comm_headers per rank, over the local
      comm and over the NCCL double (printed as "costs ..." lines), checked against what
-     the step is documented to cost (below: COST_*). A change that adds a host wait to the
+     the step is documented to cost (report, below). A change that adds a host wait to the
      step fails here until the figure is changed on purpose. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
@@ -19,6 +20,7 @@
 #include <cuda_runtime.h>
 
 void cuda_mock_counts(long long *syncs, long long *mallocs);   /* tests/cuda_mock/cuda_mock.c */
+long long zk_kemu_sumsq_blocks(void);   /* zero_kernels.cu on the emulator: this thread's norm blocks launched */
 
 #define NM 8          /* modules */
 #define STEPS 6       /* steps 1..STEPS-1 are the steady state measured */
@@ -30,6 +32,7 @@ typedef struct cost_run {
     long long mock_syncs[2], mock_mallocs[2];   /* the double's, around the last step (world 1) */
     zero_result r;
     char msg[512];
+    long long step_blocks[MAXW][STEPS];   /* the norm's blocks zero_step itself launched */
 } cost_run;
 
 static zero_result rank_fn(zero_comm *comm, int rank, void *user) {
@@ -82,7 +85,9 @@ static zero_result rank_fn(zero_comm *comm, int rank, void *user) {
             }
             if ((r = zero_release(z, m[i])) != ZERO_OK || (r = zero_grads_ready(z, m[i])) != ZERO_OK) goto done;
         }
+        (void)zk_kemu_sumsq_blocks();
         r = zero_step(z);
+        c->step_blocks[rank][step] = zk_kemu_sumsq_blocks();
         if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
         zero_stats_get(z, &c->st[rank][step + 1]);
         if (step == STEPS - 1 && c->world == 1) cuda_mock_counts(&c->mock_syncs[1], &c->mock_mallocs[1]);
@@ -116,6 +121,8 @@ static void counted_all(void) {
     memset(&cr, 0, sizeof cr);
     cr.world = 1;
     if (!run(&cr)) return;
+    CHECK(cr.step_blocks[0][STEPS - 1] == 3 * NM, "world 1: zero_step launched the norm for %lld blocks, not the "
+          "model's %d (3 a module)", cr.step_blocks[0][STEPS - 1], 3 * NM);
     ds = cr.mock_syncs[1] - cr.mock_syncs[0];
     dm = cr.mock_mallocs[1] - cr.mock_mallocs[0];
     CHECK(DELTA(&cr, 0, host_syncs) == ds, "a steady-state step: zero_stats.host_syncs counted %lld, the double saw %lld "
@@ -124,23 +131,43 @@ static void counted_all(void) {
           "saw %lld cudaMalloc calls", (long long)DELTA(&cr, 0, device_allocs), dm);
 }
 
-/* What a steady-state step costs each rank now (stage 3, world 2, 8 modules, clipping).
-   Local comm: 2 host waits per comm task (task_begin waits for the compute stream's
-   event, task_end for the comm stream), one more per comm-stream op (zero__cuda_issued),
-   and the norm's (its partial sums copied to the host). NCCL: also a header and its wait
-   per collective. */
+/* What a steady-state step costs each rank (stage 3, world 2, 8 modules, clipping), the
+   documented host waits (zero_stats.host_syncs), per step:
+   - the test's own zero_copy calls, 2 per module (zero_copy returns once the copy is done:
+     its source is the caller's memory) and the norm's one scalar (zero_step's clip);
+   - NCCL: one per collective, its bounded wait for completion on the comm thread
+     (zero__nccl_wait: done, an NCCL error or the timeout). The header exchange is checked
+     in that same wait and the comm task waits for the compute stream on the device;
+   - local comm: at most two per collective: the comm task's wait for the compute stream
+     (the other ranks read this rank's buffers from their threads) and the wait for its own
+     comm-stream work before it leaves the collective (they then read what it wrote).
+   Before issue #26 the same step cost 107 (local) and 133 (NCCL) host waits: every
+   comm-stream op and every comm task's end waited, and every NCCL collective also waited
+   for its header. A change that adds a host wait to the step fails here. */
+#define COST_FIXED (2 * NM + 1)
 static void report(const char *name, cost_run *c) {
     int rk;
     for (rk = 0; rk < c->world; rk++) {
-        int64_t calls = 0;
+        int64_t calls = 0, syncs = MEAN(c, rk, host_syncs);
         int k;
         for (k = 0; k < ZERO_COLL_NUM; k++) calls += MEAN(c, rk, comm_calls[k]);
         printf("costs %s rank %d: per step host_syncs=%lld device_allocs=%lld comm_headers=%lld collectives=%lld\n", name,
-               rk, (long long)MEAN(c, rk, host_syncs), (long long)MEAN(c, rk, device_allocs),
-               (long long)MEAN(c, rk, comm_headers), (long long)calls);
+               rk, (long long)syncs, (long long)MEAN(c, rk, device_allocs), (long long)MEAN(c, rk, comm_headers),
+               (long long)calls);
         CHECK(c->st[rk][STEPS].device_allocs == c->st[rk][1].device_allocs,
               "%s rank %d: %lld device allocations in steps 1-%d", name, rk,
               (long long)(c->st[rk][STEPS].device_allocs - c->st[rk][1].device_allocs), STEPS - 1);
+        /* the norm: each module's blocks taken by its last reduction on the comm stream, so
+           the step itself launches none (one rank: the step takes them all) */
+        for (k = 1; k < STEPS; k++)
+            CHECK(c->step_blocks[rk][k] == 0, "%s rank %d step %d: zero_step launched the norm for %lld blocks; its "
+                  "reductions should have taken them", name, rk, k, c->step_blocks[rk][k]);
+        if (c->nccl)
+            CHECK(syncs == calls + COST_FIXED, "nccl rank %d: %lld host waits per step; documented: one per collective "
+                  "(%lld) + %d", rk, (long long)syncs, (long long)calls, COST_FIXED);
+        else
+            CHECK(syncs <= 2 * calls + COST_FIXED, "local rank %d: %lld host waits per step; documented: at most two "
+                  "per collective (%lld) + %d", rk, (long long)syncs, (long long)calls, COST_FIXED);
     }
 }
 

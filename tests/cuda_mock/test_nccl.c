@@ -120,6 +120,7 @@ static zero_result train(zero_comm *c, int rank, void *user) {
     zero_result r;
     int i, step;
     int64_t k;
+    unsigned char *pins[NPAR] = { NULL, NULL }, **pin = NULL;   /* CUDA: pinned sources of the gradients */
     fx_desc(&d, c, e->stage, ZERO_BF16, e->optim, 1e-2);
     d.device = e->device;
     d.clip_norm = 0.5f;
@@ -132,14 +133,25 @@ static zero_result train(zero_comm *c, int rank, void *user) {
         for (k = 0; k < psz[i]; k++) h[k] = (float)((k * 31 + i * 7) % 101 - 50) * 0.01f;
         if ((r = zero_param_set_f32(z, p[i], h)) != ZERO_OK) goto done;
     }
+    if (e->device == ZERO_DEVICE_CUDA)
+        for (i = 0, pin = pins; i < NPAR; i++)
+            if (cudaMallocHost((void **)&pins[i], (size_t)psz[i] * 2) != cudaSuccess) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
     for (step = 0; step < 3; step++) {
+        /* (the last step's copies out of pin are done before pin is written again) */
+        if (pin && cudaStreamSynchronize((cudaStream_t)d.cuda_stream) != cudaSuccess) { r = ZERO_ERR_DEVICE; goto done; }
         if ((r = zero_fetch(z, mod)) != ZERO_OK) goto done;
         for (i = 0; i < NPAR; i++) {
             /* each rank its own gradient, so that the sum matters */
             for (k = 0; k < psz[i]; k++) h[k] = (float)((k * 13 + step * 5 + i + rank * 11) % 37 - 18) * 0.003f;
             if ((r = zero_copy(z, raw, zero_param_grad(z, p[i]), psz[i] * 2)) != ZERO_OK) goto done;
             zero_add_f32(raw, ZERO_BF16, h, psz[i]);
-            if ((r = zero_copy(z, zero_param_grad(z, p[i]), raw, psz[i] * 2)) != ZERO_OK) goto done;
+            if (e->device == ZERO_DEVICE_CUDA && pin) {
+                /* on the compute stream, not waited for, as a backward kernel would write it:
+                   the reduction (comm stream) must be ordered after it (task_begin) */
+                memcpy(pin[i], raw, (size_t)psz[i] * 2);
+                if (cudaMemcpyAsync(zero_param_grad(z, p[i]), pin[i], (size_t)psz[i] * 2, cudaMemcpyHostToDevice,
+                                    (cudaStream_t)d.cuda_stream) != cudaSuccess) { r = ZERO_ERR_DEVICE; goto done; }
+            } else if ((r = zero_copy(z, zero_param_grad(z, p[i]), raw, psz[i] * 2)) != ZERO_OK) goto done;
         }
         if ((r = zero_release(z, mod)) != ZERO_OK || (r = zero_grads_ready(z, mod)) != ZERO_OK) goto done;
         if ((r = zero_step(z)) != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
@@ -149,6 +161,7 @@ static zero_result train(zero_comm *c, int rank, void *user) {
 done:
     if (r != ZERO_OK) snprintf(e->msg, sizeof e->msg, "rank %d: %s", rank, zero_last_error(z));
     zero_destroy(z);
+    for (i = 0; i < NPAR; i++) if (pins[i]) cudaFreeHost(pins[i]);
     return r;
 }
 static eng ref, got;
@@ -463,14 +476,16 @@ static zero_result mfn(zero_comm *c, int rank, void *user) {
         return ZERO_ERR_COMM;
     }
     t0 = test_now_ms();
-    ncclAllGather(b, b, rank == 1 && !j->destroy ? 32 : 64, ncclFloat32, m->comm, zero__nccl_stream(m));
+    /* (a call that fails at once, a peer gone already, is the error itself) */
+    e = ncclAllGather(b, b, rank == 1 && !j->destroy ? 32 : 64, ncclFloat32, m->comm, zero__nccl_stream(m));
     while (e == ncclSuccess || e == ncclInProgress) {
         cudaError_t se;
+        ncclResult_t ge;
         if (test_now_ms() - t0 > 20000) break;
         /* the stream first, then the error (as zero__nccl_wait does): an op that fails
            between the two reads still shows its error */
         se = cudaStreamQuery(zero__nccl_stream(m));
-        if (ncclCommGetAsyncError(m->comm, &e) != ncclSuccess) break;
+        if ((ge = ncclCommGetAsyncError(m->comm, &e)) != ncclSuccess) { e = ge; break; }
         if (e == ncclSuccess && se == cudaSuccess) break;
         (void)cudaGetLastError();
         zero__rdv_sleep_ms(1);

@@ -4,8 +4,10 @@
    and f16, with and without accumulation, mixed send/recv dtypes, and the engine's host
    pointer collectives (f64 all-reduce, byte all-gather, broadcast). A world of one comes
    from zero_comm_from_env(&c, "nccl") with torchrun's variables. With two or more GPUs:
-   a mismatch (different tags) and a timeout (one rank skips a collective: the others
-   must return ZERO_ERR_TIMEOUT within timeout_ms). bandwidth_n<N>: desc.reduce_mode's two
+   a mismatch (different tags; another count; a barrier against an all-gather, which
+   leaves the others' data collective hanging: ZERO_ERR_MISMATCH named on every rank all
+   the same) and a timeout (one rank skips a collective: the others must return
+   ZERO_ERR_TIMEOUT within timeout_ms). bandwidth_n<N>: desc.reduce_mode's two
    ways of summing (ZERO_REDUCE_EXACT: send/recv + zero.h's kernel; ZERO_REDUCE_NCCL:
    ncclReduceScatter / ncclAllReduce), their all-reduce of all-ones exact in both, and
    their speed (lines <collective>_<mode>_GBps=: NCCL's bus bandwidth, the bytes a rank
@@ -237,6 +239,40 @@ static void mismatch(int n) {
     }
 }
 
+/* the header is checked with the data's wait, not before the data moves: a mismatch that
+   makes the data collective fail (another count: NCCL may fail or hang) or hang (rank 1
+   calls a barrier, which has no data, while the others all-gather) must still be named as
+   the mismatch on every rank, within the timeout */
+static int mismatch_bykind;
+static zero_result mismatch_data_fn(zero_comm *c, int rank, void *user) {
+    fault *f = (fault *)user;
+    float *d = NULL;
+    int bykind = mismatch_bykind;
+    double t0 = test_now_ms();
+    cudaMalloc((void **)&d, 128 * sizeof(float) * (size_t)c->size);
+    c->tag = 1;
+    if (rank == 1 && bykind) f->r[rank] = c->vt->barrier(c, 1500);
+    else f->r[rank] = c->vt->all_gather(c, d, d, (rank == 1 ? 128 : 64) * sizeof(float), 1500);
+    f->ms[rank] = test_now_ms() - t0;
+    snprintf(f->err[rank], ZERO__MSG, "%s", c->err);
+    f->bad_rank[rank] = c->bad_rank;
+    cudaFree(d);
+    return ZERO_OK;
+}
+static void mismatch_data(int n, int bykind) {
+    static fault f;
+    memset(&f, 0, sizeof f);
+    mismatch_bykind = bykind;
+    zero_result r = zero_run_nccl(n, mismatch_data_fn, &f);
+    CHECK(r == ZERO_OK, "zero_run_nccl: %s: %s", zero_result_str(r), zero_last_error(NULL));
+    for (int k = 0; k < n; k++) {
+        CHECK(f.r[k] == ZERO_ERR_MISMATCH && strstr(f.err[k], bykind ? "rank 1 called barrier" : "rank 1 called all_gather(count=512"),
+              "rank %d: %s '%s'", k, zero_result_str(f.r[k]), f.err[k]);
+        CHECK(f.bad_rank[k] == 1, "rank %d: bad_rank %d", k, f.bad_rank[k]);
+        CHECK(f.ms[k] < 6000, "rank %d returned after %.0f ms for a 1500 ms timeout", k, f.ms[k]);
+    }
+}
+
 /* the last rank skips the collective; the others must time out, not hang */
 static zero_result timeout_fn(zero_comm *c, int rank, void *user) {
     fault *f = (fault *)user;
@@ -362,6 +398,12 @@ int main(void) {
     if (ngpu >= 2) {
         test_begin("mismatch_n%d", ngpu);
         mismatch(ngpu);
+        test_end();
+        test_begin("mismatch_count_n%d", ngpu);
+        mismatch_data(ngpu, 0);
+        test_end();
+        test_begin("mismatch_kind_n%d", ngpu);
+        mismatch_data(ngpu, 1);
         test_end();
         test_begin("timeout_n%d", ngpu);
         timeout(ngpu);
