@@ -2078,13 +2078,17 @@ typedef struct zero__dev_vt {
        conversion through a small host buffer and copy (zero__dev_put_f32) */
     zero_result (*put_f32)(zero_ctx *ctx, void *dst, int dt, const float *src, int64_t n);
     zero_result (*get_f32)(zero_ctx *ctx, float *dst, const void *src, int dt, int64_t n);
-    /* a pipeline's copies (the host tier's step): copy_async may still be in flight on return
-       until fence_wait(slot) returns for a fence(slot) recorded after it; drain, after a
+    /* a pipeline's copies (the host tier's step): copy_async (to_host: device -> host, else
+       host -> device) may still be in flight on return, ordered after the compute stream's
+       work queued before the pipeline's first copy; fence(slot) marks the copies to the
+       host issued so far, fence_wait(slot) waits for them; close orders the compute
+       stream's later work after every copy (then `sync` waits for all); drain, after a
        pipeline's failure, leaves nothing in flight and the first error kept. NULL: copy,
        and fences with nothing to wait for (the copies are done on return) */
-    zero_result (*copy_async)(zero_ctx *ctx, void *dst, const void *src, int64_t bytes);
+    zero_result (*copy_async)(zero_ctx *ctx, int to_host, void *dst, const void *src, int64_t bytes);
     zero_result (*fence)(zero_ctx *ctx, int slot);
     zero_result (*fence_wait)(zero_ctx *ctx, int slot);
+    zero_result (*close)(zero_ctx *ctx);
     void (*drain)(zero_ctx *ctx);
     int qp_max_inputs;              /* qp_sum adds at most this many payloads; 0: any number */
     /* device bytes of the fused pass's tables for this many chunks (of at most table_chunk
@@ -4986,6 +4990,12 @@ typedef struct zero__cuda {
     unsigned char *staging[2];      /* pinned: zero__cuda_put_f32 / get_f32's double buffer */
     cudaEvent_t xev[2];             /* the copy out of / into staging[i]; the host tier's pipeline */
     int nxev;
+    /* the host tier's pipeline: its copies to the host and to the device on streams of their
+       own, so the two directions overlap; pev[0]: the compute stream's work before it,
+       pev[1]: its last copy to the device; pipe: a pipeline is open (its streams waited) */
+    cudaStream_t d2h, h2d;
+    cudaEvent_t pev[2];
+    int npev, pipe;
     int comm_pending;               /* comm-stream ops issued since the comm stream was last waited for */
 } zero__cuda;
 
@@ -5033,14 +5043,19 @@ static void zero__cuda_fini(zero_ctx *ctx) {
     cudaSetDevice(cu->device);
     if (cu->comm) zero__cu_sync(ctx, cu->comm);
     if (cu->compute) zero__cu_sync(ctx, cu->compute);
+    if (cu->d2h) zero__cu_sync(ctx, cu->d2h);
+    if (cu->h2d) zero__cu_sync(ctx, cu->h2d);
     zero__cu_free(ctx, cu->chunks);
     zero__cu_free(ctx, cu->blk);
     zero__cu_free(ctx, cu->bout);
     for (i = 0; i < 2; i++) if (cu->staging[i]) cudaFreeHost(cu->staging[i]);
     for (i = 0; i < cu->nev; i++) cudaEventDestroy(cu->ev[i]);
     for (i = 0; i < cu->nxev; i++) cudaEventDestroy(cu->xev[i]);
+    for (i = 0; i < cu->npev; i++) cudaEventDestroy(cu->pev[i]);
     if (cu->blas) cublasDestroy(cu->blas);
     if (cu->comm) cudaStreamDestroy(cu->comm);
+    if (cu->d2h) cudaStreamDestroy(cu->d2h);
+    if (cu->h2d) cudaStreamDestroy(cu->h2d);
     zero__raw_free(&ctx->desc.allocator, cu);
     ctx->dev_state = NULL;
 }
@@ -5073,6 +5088,16 @@ static zero_result zero__cuda_init(zero_ctx *ctx) {
             zero__cuda_fini(ctx);
             return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
         }
+    for (cu->npev = 0; cu->npev < 2; cu->npev++)
+        if ((e = (int)cudaEventCreateWithFlags(&cu->pev[cu->npev], cudaEventDisableTiming)) != 0) {
+            zero__cuda_fini(ctx);
+            return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "cudaEventCreate");
+        }
+    if ((e = (int)cudaStreamCreateWithFlags(&cu->d2h, cudaStreamNonBlocking)) != 0 ||
+        (e = (int)cudaStreamCreateWithFlags(&cu->h2d, cudaStreamNonBlocking)) != 0) {
+        zero__cuda_fini(ctx);
+        return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "creating the offload pipeline's streams");
+    }
     if (cublasCreate(&cu->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(cu->blas, cu->compute) != CUBLAS_STATUS_SUCCESS) {
         cu->blas = NULL;
         zero__cuda_fini(ctx);
@@ -5447,28 +5472,53 @@ static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src
     }
     return ZERO_OK;
 }
-/* the host tier's pipeline (>>offload): a copy in flight on the compute stream, an event
-   after it (slot 0 or 1 of xev; the staging calls above leave none in flight), a host wait */
-static zero_result zero__cuda_copy_async(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
+/* the host tier's pipeline (>>offload): the gradients come down on d2h while the new params
+   go up on h2d (PCIe moves both ways at once); both streams first wait for the compute
+   stream's work queued before the pipeline (pev[0]: the gradients are final and nothing
+   still reads the params); fence(slot) is xev[slot] on d2h (the staging calls above leave
+   none in flight), waited for by the host; close makes the compute stream wait for h2d's
+   last copy (pev[1]) */
+static zero_result zero__cuda_copy_async(zero_ctx *ctx, int to_host, void *dst, const void *src, int64_t bytes) {
+    zero__cuda *cu = zero__cu(ctx);
+    int e = 0;
     if (bytes <= 0) return ZERO_OK;
+    if (!cu->pipe) {
+        if ((e = (int)cudaEventRecord(cu->pev[0], cu->compute)) == 0 &&
+            (e = (int)cudaStreamWaitEvent(cu->d2h, cu->pev[0], 0)) == 0)
+            e = (int)cudaStreamWaitEvent(cu->h2d, cu->pev[0], 0);
+        if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "ordering the offloaded optimizer's copies after the compute stream");
+        cu->pipe = 1;
+    }
     return zero__cuda_err(ctx, ZERO__S_COMPUTE,
-                          (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, zero__cu(ctx)->compute),
+                          (int)cudaMemcpyAsync(dst, src, (size_t)bytes, cudaMemcpyDefault, to_host ? cu->d2h : cu->h2d),
                           "cudaMemcpyAsync (the offloaded optimizer's pipeline)");
 }
 static zero_result zero__cuda_fence(zero_ctx *ctx, int slot) {
     zero__cuda *cu = zero__cu(ctx);
-    return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventRecord(cu->xev[slot & 1], cu->compute),
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, (int)cudaEventRecord(cu->xev[slot & 1], cu->d2h),
                           "cudaEventRecord (the offloaded optimizer's pipeline)");
 }
 static zero_result zero__cuda_fence_wait(zero_ctx *ctx, int slot) {
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__cu_wait(ctx, zero__cu(ctx)->xev[slot & 1]),
                           "cudaEventSynchronize (the offloaded optimizer's pipeline)");
 }
+static zero_result zero__cuda_close(zero_ctx *ctx) {
+    zero__cuda *cu = zero__cu(ctx);
+    int e = 0;
+    if (!cu->pipe) return ZERO_OK;
+    cu->pipe = 0;
+    if ((e = (int)cudaEventRecord(cu->pev[1], cu->h2d)) == 0) e = (int)cudaStreamWaitEvent(cu->compute, cu->pev[1], 0);
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "ordering the compute stream after the offloaded optimizer's copies");
+}
 static int64_t zero__cuda_table_bytes(int64_t chunks, int64_t blocks) {
     return chunks * (int64_t)sizeof(zero__kchunk) + blocks * (int64_t)(sizeof(zero__knblk) + sizeof(double));
 }
 static void zero__cuda_drain(zero_ctx *ctx) {
-    zero__cu_sync(ctx, zero__cu(ctx)->compute);
+    zero__cuda *cu = zero__cu(ctx);
+    zero__cu_sync(ctx, cu->compute);
+    zero__cu_sync(ctx, cu->d2h);
+    zero__cu_sync(ctx, cu->h2d);
+    cu->pipe = 0;
     cudaGetLastError();
 }
 /* through the pinned staging buffers once zero_build made them, else the CPU's bounce */
@@ -5497,7 +5547,8 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(task_end, zero__cuda_task_end) ZERO__VT_SET(sync, zero__cuda_sync) ZERO__VT_SET(flush, zero__cuda_flush)
     ZERO__VT_SET(put_f32, zero__cuda_put_f32_op) ZERO__VT_SET(get_f32, zero__cuda_get_f32_op)
     ZERO__VT_SET(copy_async, zero__cuda_copy_async) ZERO__VT_SET(fence, zero__cuda_fence)
-    ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(drain, zero__cuda_drain)
+    ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(close, zero__cuda_close)
+    ZERO__VT_SET(drain, zero__cuda_drain)
     ZERO__VT_SET(qp_max_inputs, ZERO__K_MAXIN) ZERO__VT_SET(table_bytes, zero__cuda_table_bytes)
     ZERO__VT_SET(table_chunk, ZERO__KCHUNK)
 ZERO__VT_END(zero__dev_vt, zero__cuda_dev)
@@ -5535,9 +5586,12 @@ static zero_result zero__dev_get_f32(zero_ctx *ctx, float *dst, const void *src,
     if (ctx->dev->host_access) { zero__to_f32(dst, src, (zero_dtype)dt, n); return ZERO_OK; }
     return ctx->dev->get_f32 ? ctx->dev->get_f32(ctx, dst, src, dt, n) : zero__bounce_get_f32(ctx, dst, src, dt, n);
 }
-static zero_result zero__dev_copy_async(zero_ctx *ctx, void *dst, const void *src, int64_t bytes) {
-    if (ctx->dev->copy_async) return ctx->dev->copy_async(ctx, dst, src, bytes);
+static zero_result zero__dev_copy_async(zero_ctx *ctx, int to_host, void *dst, const void *src, int64_t bytes) {
+    if (ctx->dev->copy_async) return ctx->dev->copy_async(ctx, to_host, dst, src, bytes);
     return ctx->dev->copy(ctx, ZERO__S_COMPUTE, dst, src, bytes);
+}
+static zero_result zero__dev_close(zero_ctx *ctx) {
+    return ctx->dev->close ? ctx->dev->close(ctx) : ZERO_OK;
 }
 static zero_result zero__dev_fence(zero_ctx *ctx, int slot) {
     return ctx->dev->fence ? ctx->dev->fence(ctx, slot) : ZERO_OK;
@@ -10514,8 +10568,8 @@ static zero_result zero__host_xfer(zero_ctx *ctx, int to_host, int64_t lo, int64
         if (sg) { h = sg->state_idx + s; d = (to_host ? sg->grad_idx : sg->param_idx) + s; }
         if (hs >= 0 && sg && h - hs == d - ds && (h == he || (gaps_ok && h > he))) { he = h + e - s; continue; }
         if (hs >= 0) {
-            r = to_host ? zero__dev_copy_async(ctx, (char *)host + hs * es, zero__at(dev_base, ds, dt), (he - hs) * es)
-                        : zero__dev_copy_async(ctx, zero__at(dev_base, ds, dt), (char *)host + hs * es, (he - hs) * es);
+            r = to_host ? zero__dev_copy_async(ctx, 1, (char *)host + hs * es, zero__at(dev_base, ds, dt), (he - hs) * es)
+                        : zero__dev_copy_async(ctx, 0, zero__at(dev_base, ds, dt), (char *)host + hs * es, (he - hs) * es);
             if (r != ZERO_OK) return r;
         }
         if (!sg) break;
@@ -10566,6 +10620,7 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     }
 out:
     /* the params in place, and no copy left reading or writing the host buffers */
+    if (r == ZERO_OK) r = zero__dev_close(ctx);
     if (r != ZERO_OK) { zero__dev_drain(ctx); return r; }
     return ctx->dev->sync(ctx, ZERO__S_COMPUTE);
 }

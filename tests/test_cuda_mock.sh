@@ -249,13 +249,16 @@ else
 fi
 # 9. the CUDA device's pipelined copies (tests/cuda_mock/staging.c, ZERO_STAGING_BYTES 256): the pinned
 #    double buffer of set / gather / checkpoints and the ZeRO-Offload step by sub-group, bitwise against
-#    the CPU device; synchronous, then asynchronous with three seeds (and under TSan unless ZERO_MOCK_TSAN=0)
+#    the CPU device; synchronous, then asynchronous with three seeds, then with the copies on non-blocking
+#    streams held back (ZERO_CUDA_MOCK_ASYNC=2: the offload pipeline's d2h/h2d streams; a compute stream
+#    not ordered after the last copy up reads the old params), and under TSan unless ZERO_MOCK_TSAN=0
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/cuda_mock_staging" >>"$LOG" 2>&1; then
     fail "mock_staging_build: see $LOG"
 else
-    for ms in 0:1 1:1 1:2 1:3; do
+    for ms in 0:1 1:1 1:2 1:3 2:1; do
         out=$(ZERO_CUDA_MOCK_ASYNC=${ms%%:*} ZERO_CUDA_MOCK_SEED=${ms##*:} timeout -k 5 300 "$BUILD/mock/cuda_mock_staging" 2>&1); rc=$?
         name=mock_staging; [ "${ms%%:*}" = 1 ] && name=mock_async_staging_seed${ms##*:}
+        [ "${ms%%:*}" = 2 ] && name=mock_async_hold_staging   # side streams' copies held back
         if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q '^FAIL '; then
             echo "PASS $name ($(printf '%s\n' "$out" | grep -c '^PASS ') cases)"
         else

@@ -234,13 +234,20 @@ cudaError_t cudaSetDevice(int device) {
    stream is always idle (one legal schedule). Asynchronous (ZERO_CUDA_MOCK_ASYNC=1): each
    stream is a worker thread that runs its queue in order, each op after a random delay
    (ZERO_CUDA_MOCK_SEED, default 1; ZERO_CUDA_MOCK_DELAY_US, the most, default 200), as a
-   GPU may: see "the asynchronous mode" below. */
-static int mock_async_on, mock_delay_us = 200;
+   GPU may: see "the asynchronous mode" below. ZERO_CUDA_MOCK_ASYNC=2 also holds every copy
+   on a non-blocking stream back a while (a side stream's copies that a reader on another
+   stream forgot to wait for then land after it, every time). */
+static int mock_async_on, mock_delay_us = 200, mock_hold_us;
 static unsigned long mock_seed = 1;
 static pthread_once_t mock_once = PTHREAD_ONCE_INIT;
 static void mock_read_env(void) {
     const char *e = getenv("ZERO_CUDA_MOCK_ASYNC");
     mock_async_on = e && e[0] && strcmp(e, "0") != 0;
+    /* 2: also hold every copy or memset on a non-blocking stream back (ZERO_CUDA_MOCK_HOLD_US,
+       default 3000) before it starts, so work on other streams that does not wait for it
+       (an event) runs first and reads what was there before */
+    if (e && strcmp(e, "2") == 0) mock_hold_us = 3000;
+    if ((e = getenv("ZERO_CUDA_MOCK_HOLD_US")) && e[0] && mock_hold_us) mock_hold_us = atoi(e) < 0 ? 0 : atoi(e);
     if ((e = getenv("ZERO_CUDA_MOCK_SEED")) && e[0]) mock_seed = strtoul(e, NULL, 10);
     if ((e = getenv("ZERO_CUDA_MOCK_DELAY_US")) && e[0]) mock_delay_us = atoi(e) < 0 ? 0 : atoi(e);
 }
@@ -381,6 +388,7 @@ static int mock_deps_done(const mock_op *op) {
         if (op->deps[i].s->done < op->deps[i].seq) return 0;
     return 1;
 }
+static int mock_run_mem(void *p);
 static void *mock_worker(void *p) {
     struct CUstream_st *s = (struct CUstream_st *)p;
     mock_cur_worker = s;
@@ -394,6 +402,12 @@ static void *mock_worker(void *p) {
         while (!mock_deps_done(op)) pthread_cond_wait(&mock_qcv, &mock_qmu);
         pthread_mutex_unlock(&mock_qmu);
         mock_delay(s);
+        if (mock_hold_us && op->run == mock_run_mem && !s->legacy && (s->flags & cudaStreamNonBlocking)) {
+            struct timespec ts;
+            ts.tv_sec = mock_hold_us / 1000000;
+            ts.tv_nsec = (long)(mock_hold_us % 1000000) * 1000L;
+            nanosleep(&ts, NULL);
+        }
         if (op->run) e = op->run(op->args);
         pthread_mutex_lock(&mock_qmu);
         if (e && !mock_sticky) mock_sticky = (cudaError_t)e;

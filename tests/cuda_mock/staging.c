@@ -12,7 +12,8 @@
      pipeline may not copy across their gaps);
    - the params read on the device right after each step (zero_param_data through zero_copy,
      on the compute stream): with ZeRO-Offload, a compute stream not ordered after the
-     pipeline's copies to the device reads the old values (or the double's 0xff bytes).
+     pipeline's copies to the device (its own stream, h2d) reads the old values (or the
+     double's 0xff bytes); ZERO_CUDA_MOCK_ASYNC=2 holds those copies back so it always would.
    Each case: the values set then gathered, a few steps, the params gathered, zero_save,
    zero_load into a fresh context and gathered again; every result bitwise against the same
    run on the CPU device, and zero_stats_get's bytes equal to the plan's (which counts the
