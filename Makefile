@@ -279,15 +279,25 @@ ifeq ($(CUDA),1)
 endif
 
 # ---- targets -------------------------------------------------------------------------
-.PHONY: all test test-kernels sanitize run bench test-gpu test-gpu-rehearsal clean mock-available gpu-arch gpu-probe gpu-sanitizer
+.PHONY: all test test-progs test-kernels sanitize run bench test-gpu test-gpu-rehearsal clean mock-available gpu-arch gpu-probe gpu-sanitizer
 all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every
 # tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
+# what the test scripts run, built here with everything else on every core (-j), so that the
+# scripts' own makes find it done and the runner can run the scripts side by side
+MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash test_nccl gpu_kernels gpu_nccl \
+                     gpu_bench_adamw gpu_bench_staging kemu_checks cuda_mock_selftest cuda_mock_streams \
+                     cuda_mock_zpp cuda_mock_staging cuda_mock_costs) \
+                   $(addprefix $(BUILD)/mock-tsan/,test_device cuda_mock_streams test_nccl train_mlp cuda_mock_zpp \
+                     cuda_mock_staging) \
+                   $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
+test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES)
+
 test:
-	@$(MAKE) --no-print-directory -k all sanitize || \
+	@$(MAKE) --no-print-directory -k all sanitize test-progs || \
 	    echo "make test: some targets failed to build (counted as failures below)"
 	@BUILD=$(BUILD) bash tests/run_tests.sh
 

@@ -17,10 +17,10 @@
 #   - a program that exits 0 without printing any PASS, FAIL or SKIP line counts as one
 #     failure;
 #   - a tests/test_*.c whose binary is missing (it failed to build) counts as one failure.
-# Programs run from the repository root, as many at a time as there are cores
+# Programs run from the repository root, one more at a time than there are cores
 # (ZERO_TEST_JOBS; 1: one after another), each under `timeout $ZERO_RUN_TIMEOUT` (300 s)
-# with a fresh private TMPDIR; the scripts that run make (they build into the same
-# directories) run one after another, the longest first. Each program's lines come out
+# with a fresh private TMPDIR; the scripts first, the longest first (the ones that run make
+# find their programs built by make test: make test-progs). Each program's lines come out
 # together when it ends. ZERO_TEST_TIMEOUT (tests/test.h's watchdog,
 # which names the hung case) defaults to 15 s less, so it fires before the runner's kill.
 # Test scripts tests/test_*.sh follow the same protocol (tests/test_gpu.sh is left to
@@ -56,7 +56,9 @@ fi
 total_pass=0
 total_fail=0
 total_skip=0
-JOBS=${ZERO_TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+# one more than the cores: many jobs spend part of their time asleep (timeouts being proved,
+# the CUDA double's random delays, the modelled links)
+JOBS=${ZERO_TEST_JOBS:-$(( $(nproc 2>/dev/null || echo 1) + 1 ))}
 case $JOBS in ''|*[!0-9]*|0) JOBS=1 ;; esac
 
 now() { date +%s.%N; }
@@ -183,19 +185,26 @@ run_variant() {
     done
 }
 
-# the scripts that run make share the build directories: group "make", the longest first
-MAKE_SCRIPTS="test_cuda_mock test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu test_cuda_libs"
+# The scripts that run make: make test built their programs first (make test-progs), so
+# their makes find them done and they run side by side, the longest first (ZERO_TEST_SERIAL_MAKE=1:
+# one after another, group "make", for a runner started without that build)
+LONG_SCRIPTS="test_cuda_mock test_flags test_compile test_cuda_mock_tsan test_kernels test_gpu_rehearsal test_fuzz test_bench_build"
+MAKE_SCRIPTS="test_cuda_mock test_cuda_mock_tsan test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu test_cuda_libs"
 run_scripts() {
-    local script name m
-    for m in $MAKE_SCRIPTS; do
-        [ -e "tests/$m.sh" ] && add "$m.sh" make run_one "$m.sh" bash "tests/$m.sh"
+    local script name m g
+    for m in $LONG_SCRIPTS; do
+        g=-
+        case " $MAKE_SCRIPTS " in *" $m "*) [ "${ZERO_TEST_SERIAL_MAKE:-0}" = 1 ] && g=make ;; esac
+        [ -e "tests/$m.sh" ] && add "$m.sh" "$g" run_one "$m.sh" bash "tests/$m.sh"
     done
     for script in tests/test_*.sh; do
         [ -e "$script" ] || continue
         name=$(basename "$script" .sh)
         [ "$name" = test_gpu ] && continue
-        case " $MAKE_SCRIPTS " in *" $name "*) continue ;; esac
-        add "$name.sh" - run_one "$name.sh" bash "$script"
+        case " $LONG_SCRIPTS " in *" $name "*) continue ;; esac
+        g=-
+        case " $MAKE_SCRIPTS " in *" $name "*) [ "${ZERO_TEST_SERIAL_MAKE:-0}" = 1 ] && g=make ;; esac
+        add "$name.sh" "$g" run_one "$name.sh" bash "$script"
     done
 }
 

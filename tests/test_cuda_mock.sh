@@ -34,8 +34,8 @@
 # (tests/gpu/nccl.c: every collective at worlds 1-4 bitwise the local comm, a mismatch,
 # a stalled rank -> ZERO_ERR_TIMEOUT within the timeout). Also once: a driver/runtime
 # mismatch (ZERO_CUDA_MOCK_DEVICES=-1) is a FAIL of tests/gpu, not a SKIP, and GPU_ARCH
-# embeds PTX. Also build/mock-tsan/ (the double and the programs under ThreadSanitizer,
-# async mode; ZERO_MOCK_TSAN=0 leaves it out, with a SKIP line: ~2 minutes to build).
+# embeds PTX. (build/mock-tsan/, the double and the programs under ThreadSanitizer:
+# tests/test_cuda_mock_tsan.sh, which make test runs beside this one.)
 # ZERO_CUDA_MOCK_LEAKS=1 makes every run fail if device or pinned memory was never freed.
 # Where the CUDA or NCCL headers are missing there is nothing to build: one SKIP line says so.
 set -u
@@ -226,32 +226,11 @@ else
     fail "mock_gpu_arch_ptx: GPU_ARCH embeds no PTX (no code=compute_NN): $arch"
 fi
 
-# 8. ThreadSanitizer over the async double (ZERO_MOCK_TSAN=0: left out, slow to build)
-if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
-    if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mock-tsan/test_device" "$BUILD/mock-tsan/cuda_mock_streams" \
-            "$BUILD/mock-tsan/test_nccl" "$BUILD/mock-tsan/train_mlp" "$BUILD/mock-tsan/cuda_mock_zpp" "$BUILD/mock-tsan/cuda_mock_staging" \
-            >"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
-        fail "mock_tsan_build: see $BUILD/logs/cuda_mock_tsan_build.log"
-    else
-        for prog in test_device cuda_mock_streams test_nccl cuda_mock_zpp "train_mlp --device cuda $ARGS --quiet"; do
-            name=${prog%% *}
-            out=$(ZERO_CUDA_MOCK_ASYNC=1 ZERO_CUDA_MOCK_DEVICES=4 timeout -k 5 600 "$BUILD/mock-tsan/"$prog 2>&1); rc=$?
-            if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
-                echo "PASS mock_tsan_$name"
-            else
-                fail "mock_tsan_$name: exit $rc"
-                printf '%s\n' "$out" | grep -E -A8 -e '^FAIL ' -e 'WARNING: ThreadSanitizer' | head -n 30
-            fi
-        done
-    fi
-else
-    echo "SKIP mock_tsan: ZERO_MOCK_TSAN=0 left out the double under ThreadSanitizer (build/mock-tsan/)"
-fi
 # 9. the CUDA device's pipelined copies (tests/cuda_mock/staging.c, ZERO_STAGING_BYTES 256): the pinned
 #    double buffer of set / gather / checkpoints and the ZeRO-Offload step by sub-group, bitwise against
 #    the CPU device; synchronous, then asynchronous with three seeds, then with the copies on non-blocking
 #    streams held back (ZERO_CUDA_MOCK_ASYNC=2: the offload pipeline's d2h/h2d streams; a compute stream
-#    not ordered after the last copy up reads the old params), and under TSan unless ZERO_MOCK_TSAN=0
+#    not ordered after the last copy up reads the old params); under TSan: tests/test_cuda_mock_tsan.sh
 if ! make --no-print-directory BUILD="$BUILD" "$BUILD/mock/cuda_mock_staging" >>"$LOG" 2>&1; then
     fail "mock_staging_build: see $LOG"
 else
@@ -291,18 +270,5 @@ if make --no-print-directory BUILD="$BUILD" "$BUILD/mock/gpu_bench_staging" >>"$
     echo "PASS mock_async_bench_staging_smoke"
 else
     fail "mock_async_bench_staging_smoke: $(printf '%s\n' "${out:-}" | grep -v '^PASS ' | tail -n 3 | tr '\n' ' ')"
-fi
-if [ "${ZERO_MOCK_TSAN:-1}" = 1 ]; then
-    if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/mock-tsan/cuda_mock_staging" >>"$BUILD/logs/cuda_mock_tsan_build.log" 2>&1; then
-        fail "mock_tsan_staging_build: see $BUILD/logs/cuda_mock_tsan_build.log"
-    else
-        out=$(ZERO_CUDA_MOCK_ASYNC=1 timeout -k 5 600 "$BUILD/mock-tsan/cuda_mock_staging" 2>&1); rc=$?
-        if [ "$rc" -eq 0 ] && ! printf '%s\n' "$out" | grep -q -e '^FAIL ' -e 'WARNING: ThreadSanitizer'; then
-            echo "PASS mock_tsan_staging"
-        else
-            fail "mock_tsan_staging: exit $rc"
-            printf '%s\n' "$out" | grep -E -A8 -e '^FAIL ' -e 'WARNING: ThreadSanitizer' | head -n 30
-        fi
-    fi
 fi
 [ "$fails" -eq 0 ]
