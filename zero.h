@@ -7180,13 +7180,21 @@ static void zero__nccl_abort(zero__nccl_comm *m) {
 /* a failure: the message goes to c->err; after a timeout or an NCCL/CUDA error the
    communicator is aborted (its kernels may never finish otherwise) */
 static zero_result zero__nccl_check(zero__nccl_comm *m);
+/* the header exchange went through: every rank's row carries this collective's number (a
+   failed all-gather of the headers leaves rows of an older one, or never-written bytes) */
+static int zero__nccl_hdr_whole(const zero__nccl_comm *m) {
+    int i;
+    for (i = 0; i < m->base.size; i++)
+        if (m->hdr_host[(int64_t)i * ZERO__NCCL_HDR] != (int64_t)m->seq) return 0;
+    return 1;
+}
 static zero_result zero__nccl_fail(zero__nccl_comm *m, zero_result r, const char *fmt, ...) {
     va_list ap;
     /* a data collective that failed or hung after a header exchange that went through: a
        mismatch the headers show is the cause to name (the header is ahead of the data on
        the stream, so it is back unless a rank never issued it) */
     if (m->hdr_out && r != ZERO_ERR_MISMATCH && m->comm && cudaEventQuery(m->hdr_ev) == cudaSuccess &&
-        zero__nccl_check(m) == ZERO_ERR_MISMATCH) {
+        zero__nccl_hdr_whole(m) && zero__nccl_check(m) == ZERO_ERR_MISMATCH) {
         zero__nccl_abort(m);
         return ZERO_ERR_MISMATCH;
     }
