@@ -49,10 +49,10 @@ check decl_c_gcc       decl gcc     "${C99[@]}" tests/compile/compile_c.c
 check decl_c_clang     decl clang   "${C99[@]}" tests/compile/compile_c.c
 check decl_cpp_gxx     decl g++     "${CXX11[@]}" tests/compile/compile_cpp.cpp
 check decl_cpp_clangxx decl clang++ "${CXX11[@]}" tests/compile/compile_cpp.cpp
-check impl_c_gcc       run  gcc     "${C99[@]}" tests/compile/impl_c.c
-check impl_c_clang     run  clang   "${C99[@]}" tests/compile/impl_c.c
-check impl_cpp_gxx     run  g++     "${CXX11[@]}" tests/compile/impl_cpp.cpp
-check impl_cpp_clangxx run  clang++ "${CXX11[@]}" tests/compile/impl_cpp.cpp
+# the implementation as C99 (-Wpedantic: a superset of the plain build's gcc -std=c99 -Wall
+# -Wextra -Werror, which every build/test_* already is) and as C++11, each compiled once
+check impl_c_pedantic_gcc   run gcc   "${C99[@]}" -Wpedantic tests/compile/impl_c.c
+check impl_c_pedantic_clang run clang "${C99[@]}" -Wpedantic tests/compile/impl_c.c
 check static_c_gcc     run  gcc     "${C99[@]}" tests/compile/static_c.c
 check static_c_clang   run  clang   "${C99[@]}" tests/compile/static_c.c
 # the includer's system headers first (strict C99 then hides POSIX names: zero.h's shims)
