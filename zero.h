@@ -729,7 +729,8 @@
      shard comes to a pinned host copy, the CPU's fused pass (cpu_threads, SIMD; the same
      bits) updates master and moments, and the new params go back to the device, pipelined
      by sub-group (an eighth of the shard, at most 4M elements each): while the CPU updates
-     one, the next one's gradients come down and the last one's params go up. The plan
+     one, the next one's gradients come down and the last one's params go up, at once (two
+     streams of their own, ordered after your work and before the next). The plan
      counts both host copies under ZERO_TIER_HOST, ZERO_CAT_BUFFERS; the gradients stay on
      the device.
      The NVMe tier and offload_params are not there yet on CUDA or EMU. Every CUDA context
@@ -10523,7 +10524,7 @@ static zero_result zero__nvme_apply(zero_ctx *ctx, float gscale) {
    to the device. The state's elements (the segments concatenated, as zero__opt_part cuts
    them) are cut into sub-groups, pipelined on the CUDA device: while the CPU pass runs on
    sub-group g, the D2H copy of g + 1's gradients and the H2D copy of g - 1's params are in
-   flight (the compute stream runs them in the order D2H g + 1, H2D g - 1 ... as issued).
+   flight, each on a stream of its own (CUDA: d2h, h2d), so the two directions overlap.
    Pieces of consecutive segments whose positions advance in lockstep in both layouts move
    as one copy, so a sub-group makes a few large transfers; the padding between them too,
    but only when the segments are in order in all three layouts (gaps_ok): then a gap holds
