@@ -284,8 +284,6 @@ all: $(EXAMPLES) $(TESTS) $(ALL_CUDA) $(ALL_MPI)
 
 sanitize: $(ASAN) $(TSAN)
 
-# -k: a test that fails to compile must not hide the others; the runner counts every
-# tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
 # what the test scripts run, built here with everything else on every core (-j), so that the
 # scripts' own makes find it done and the runner can run the scripts side by side
 MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash test_nccl gpu_kernels gpu_nccl \
@@ -296,6 +294,8 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
                    $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
 test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES)
 
+# -k: a test that fails to compile must not hide the others; the runner counts every
+# tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
 test:
 	@$(MAKE) --no-print-directory -k all sanitize test-progs || \
 	    echo "make test: some targets failed to build (counted as failures below)"
