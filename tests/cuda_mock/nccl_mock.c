@@ -95,6 +95,7 @@ struct ncclComm {
     ncclResult_t err;               /* sticky */
     uint64_t issued;                /* ops queued */
     int split_pending;              /* this rank's ncclCommSplit of this communicator has not completed */
+    int ready;                      /* its init was reported complete (GetAsyncError or a blocking init) */
     char last[512];
 };
 
@@ -124,6 +125,9 @@ typedef struct nm_clique {
     nm_op *post[NM_MAX_RANKS];
     unsigned char read[NM_MAX_RANKS];
     ncclResult_t err;               /* a failure of the whole communicator (a mismatch, the hang limit) */
+    int op_err;                     /* err came after every rank joined: from a call, not the init. A rank
+                                       still polling its init then completes it (its init is done, as on
+                                       NCCL) and meets the error at its next call or poll */
     int dead;                       /* a rank aborted: no op completes any more (its peers wait, as on
                                        NCCL, until they abort too or the hang limit) */
     char msg[512];
@@ -264,6 +268,7 @@ static int nm_all_joined(nm_clique *q) {
 static void nm_clique_fail(nm_clique *q, ncclResult_t r, const char *msg) {
     if (q->err == ncclSuccess) {
         q->err = r;
+        q->op_err = nm_all_joined(q);
         snprintf(q->msg, sizeof q->msg, "%s", msg);
     }
     pthread_cond_broadcast(&nm_cv);
@@ -354,8 +359,9 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId i
     }
     dl = nm_now_ms() + nm_hang_ms();
     while (!nm_all_joined(q) && q->err == ncclSuccess && nm_now_ms() < dl) nm_wait();
-    if (q->err != ncclSuccess) c->err = q->err;
+    if (q->err != ncclSuccess && !q->op_err) c->err = q->err;
     else if (!nm_all_joined(q)) c->err = ncclSystemError;
+    c->ready = 1;
     pthread_mutex_unlock(&nm_mu);
     return c->err == ncclSuccess ? ncclSuccess : nm_err(c, c->err, "ncclCommInitRankConfig: rank %d: %s", rank,
                                                         q->msg[0] ? q->msg : "not every rank joined");
@@ -372,7 +378,13 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
         pthread_mutex_unlock(&nm_mu);
         return ncclSuccess;
     }
-    if (c->err == ncclSuccess && c->q && c->q->err != ncclSuccess) {
+    if (!c->ready && !c->gone && c->err == ncclSuccess && c->q->err != ncclSuccess && c->q->op_err) {
+        c->ready = 1;           /* the init completed before a call failed: that failure shows next time */
+        pthread_mutex_unlock(&nm_mu);
+        *e = ncclSuccess;
+        return ncclSuccess;
+    }
+    if (c->err == ncclSuccess && c->q->err != ncclSuccess) {
         c->err = c->q->err;     /* a failed init, or a failed op of the communicator */
         snprintf(c->last, sizeof c->last, "%s", c->q->msg[0] ? c->q->msg : "a peer failed");
     }
@@ -380,6 +392,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *e) {
     else if (!nm_all_joined(c->q)) *e = ncclInProgress;
     else if (c->pending) { c->pending = 0; *e = ncclInProgress; }
     else *e = ncclSuccess;
+    if (*e != ncclInProgress) c->ready = 1;
     if (c->gone && *e == ncclSuccess) *e = ncclInvalidUsage;
     pthread_mutex_unlock(&nm_mu);
     return ncclSuccess;

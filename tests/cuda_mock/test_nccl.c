@@ -23,7 +23,9 @@
    - duplicate_gpu: two ranks on one GPU fail the init (ZERO_ERR_COMM, the double says why);
    - double_mismatch: the double itself reports mismatched calls (another count) with
      ncclInvalidUsage and a message on every rank instead of hanging;
-   - peer_destroyed: a rank waiting for a peer that destroyed its communicator gets an error. */
+   - peer_destroyed: a rank waiting for a peer that destroyed its communicator gets an error;
+   - slow_init_peer_failed: a rank that polls its init only after its peers' call failed still
+     completes its init, and meets the failure at its first call. */
 #define _POSIX_C_SOURCE 200809L
 #define TEST_SOCKETS
 #include "../test.h"
@@ -458,6 +460,60 @@ static void duplicate_gpu(void) {
           zero_result_str(j.r[1]), j.err[1]);
 }
 
+/* A rank still polling its init when its peers' first call already failed (a peer destroyed
+   its communicator): every rank had joined, so its init is done, and the failure meets it
+   at its first call, as on NCCL. (Once a CI flake under TSan: the slow rank's init took the
+   peers' error, so its call never ran.) One thread, three non-blocking inits. */
+static ncclResult_t poll_nccl(ncclComm_t c, cudaStream_t s, ncclResult_t e) {
+    double t0 = test_now_ms();
+    while ((e == ncclSuccess || e == ncclInProgress) && test_now_ms() - t0 < 20000) {
+        cudaError_t se = s ? cudaStreamQuery(s) : cudaSuccess;
+        if (ncclCommGetAsyncError(c, &e) != ncclSuccess) return ncclInternalError;
+        if (e == ncclSuccess && se == cudaSuccess) break;
+        (void)cudaGetLastError();
+        zero__rdv_sleep_ms(1);
+    }
+    return e;
+}
+static void slow_init_peer_failed(void) {
+    ncclUniqueId id;
+    ncclComm_t c[3] = { NULL, NULL, NULL };
+    cudaStream_t s[2] = { NULL, NULL };
+    float *b[2] = { NULL, NULL };
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclResult_t e1, e0, i0;
+    int k;
+    cfg.blocking = 0;
+    ncclGetUniqueId(&id);
+    for (k = 0; k < 3; k++) {
+        cudaSetDevice(k);
+        if (!CHECK(ncclCommInitRankConfig(&c[k], 3, id, k, &cfg) == ncclInProgress, "rank %d's init", k)) return;
+        if (k < 2) {
+            cudaStreamCreateWithFlags(&s[k], cudaStreamNonBlocking);
+            cudaMalloc((void **)&b[k], 3 * 16 * 4);
+        }
+    }
+    CHECK(poll_nccl(c[1], NULL, ncclInProgress) == ncclSuccess && poll_nccl(c[2], NULL, ncclInProgress) == ncclSuccess,
+          "ranks 1 and 2 initialized");
+    ncclCommDestroy(c[2]);
+    cudaSetDevice(1);
+    e1 = poll_nccl(c[1], s[1], ncclAllGather(b[1], b[1], 16, ncclFloat32, c[1], s[1]));
+    CHECK(e1 == ncclRemoteError, "rank 1's call after rank 2 left: %s", ncclGetErrorString(e1));
+    i0 = poll_nccl(c[0], NULL, ncclInProgress);         /* rank 0 polls its init only now */
+    CHECK(i0 == ncclSuccess, "rank 0's init: %s (%s)", ncclGetErrorString(i0), ncclGetLastError(c[0]));
+    cudaSetDevice(0);
+    e0 = poll_nccl(c[0], s[0], ncclAllGather(b[0], b[0], 16, ncclFloat32, c[0], s[0]));
+    CHECK(e0 == ncclRemoteError && strstr(ncclGetLastError(c[0]), "rank 2 destroyed"), "rank 0's first call: %s (%s)",
+          ncclGetErrorString(e0), ncclGetLastError(c[0]));
+    for (k = 0; k < 2; k++) {
+        cudaSetDevice(k);
+        ncclCommAbort(c[k]);
+        cudaStreamDestroy(s[k]);
+        cudaFree(b[k]);
+    }
+    cudaSetDevice(0);
+}
+
 /* raw NCCL calls on the communicator: the double itself checks them */
 typedef struct mjob { ncclResult_t e[3]; char msg[3][256]; double ms[3]; int destroy; } mjob;
 static zero_result mfn(zero_comm *c, int rank, void *user) {
@@ -542,5 +598,6 @@ int main(void) {
     TEST_RUN(duplicate_gpu);
     TEST_RUN(double_mismatch);
     TEST_RUN(peer_destroyed);
+    TEST_RUN(slow_init_peer_failed);
     return test_summary();
 }
