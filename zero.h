@@ -274,6 +274,11 @@
                              old name, is still accepted
      No feature-test macro (_POSIX_C_SOURCE, _GNU_SOURCE) is needed or defined by zero.h;
      define one yourself if your own code wants it. Compiler flags: any (DO THIS).
+     Warnings: none from zero.h, gcc or clang, C or C++, under -Wall -Wextra -Wpedantic
+     -Wshadow -Wundef -Wcast-qual -Wconversion -Wsign-conversion -Wdouble-promotion, plus
+     -Wstrict-prototypes -Wmissing-prototypes in C and -Wold-style-cast
+     -Wzero-as-null-pointer-constant -Wmissing-declarations in C++ (the implementation, which
+     is C, turns those two cast and null warnings off inside itself).
 
    ENVIRONMENT VARIABLES (all optional)
 
@@ -1383,7 +1388,16 @@ typedef struct zero_ckpt_file_info {
 /* alloc: host memory for the manifest and buffers; NULL: ZERO_MALLOC / malloc */
 ZERO_API zero_result zero_ckpt_open(const char *dir, const zero_allocator *alloc, zero_ckpt **out);
 ZERO_API void zero_ckpt_close(zero_ckpt *ck);
+/* (g++ -Wshadow says the function hides the struct's constructor: both names are meant, as
+   with POSIX's stat, and C++ code names the struct `struct zero_ckpt_info`) */
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out);
+#if defined(__cplusplus) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out);   /* 0 <= i < num_modules */
 ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out);     /* 0 <= i < num_params */
 ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out);       /* 0 <= i < num_files */
@@ -1451,6 +1465,19 @@ ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n)
    ================================================================================== */
 #if (defined(ZERO_IMPLEMENTATION) || defined(ZERO_KERNELS)) && !defined(ZERO__MATH_DEFINED)
 #define ZERO__MATH_DEFINED
+/* Compiled as C++, this block and the implementation are still C: C casts and NULL, which
+   -Wold-style-cast and -Wzero-as-null-pointer-constant report at every one. Those two are off
+   inside ZERO__C_IN_CXX_BEGIN / _END; the declarations are clean under them (tests/test_compile.sh). */
+#if defined(__cplusplus) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#  define ZERO__C_IN_CXX_BEGIN _Pragma("GCC diagnostic push") \
+       _Pragma("GCC diagnostic ignored \"-Wold-style-cast\"") \
+       _Pragma("GCC diagnostic ignored \"-Wzero-as-null-pointer-constant\"")
+#  define ZERO__C_IN_CXX_END _Pragma("GCC diagnostic pop")
+#else
+#  define ZERO__C_IN_CXX_BEGIN
+#  define ZERO__C_IN_CXX_END
+#endif
+ZERO__C_IN_CXX_BEGIN
 #include <math.h>
 #include <string.h>
 #ifdef __CUDACC__
@@ -1759,6 +1786,7 @@ int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t
 #endif
 #endif /* ZERO_CUDA || __CUDACC__ */
 ZERO__FP_PIN_END
+ZERO__C_IN_CXX_END
 #endif /* ZERO__MATH_DEFINED */
 
 /* ==================================================================================
@@ -1766,6 +1794,7 @@ ZERO__FP_PIN_END
    ================================================================================== */
 #if defined(ZERO_IMPLEMENTATION) && !defined(ZERO__IMPL_DEFINED)
 #define ZERO__IMPL_DEFINED
+ZERO__C_IN_CXX_BEGIN
 
 /* Table of contents. Regions in the order the data flows, each tag once and contiguous; a
    region calls only the regions above it, and the backends are reached only through their
@@ -1953,7 +1982,10 @@ ZERO__FP_PIN_BEGIN
    layout records and the context. A backend's private state (MPI, NCCL, CUDA, EMU,
    the NVMe tier, the thread pool, the trace) is declared with its implementation and
    reached through an opaque pointer. */
-#define ZERO__DEF(v, d) ((v) ? (v) : (d))
+#define ZERO__DEF(v, d) ((v) != 0 ? (v) : (d))
+/* a const pointer made writable where the callee's type needs it (it does not write): without
+   a cast that -Wcast-qual reports */
+#define ZERO__UNCONST(T, p) ((T)(uintptr_t)(p))
 #define ZERO__ALIGN 64                 /* every arena starts on a cache line */
 #define ZERO__MSG 512
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
@@ -2884,11 +2916,11 @@ static void zero__count_task(zero_ctx *ctx, const zero__task *t) {
     case ZERO__TASK_REDUCE:
         coll = zero__reduce_coll(d, t->u.reduce.micro);
         elems = per * (N - 1) * (coll == ZERO_COLL_ALL_REDUCE ? 2 : 1);
-        es = (int64_t)zero__esize(d->stage >= 2 ? d->grad_dtype : d->grad_accum_dtype);
+        es = (int64_t)zero__esize((int)(d->stage >= 2 ? d->grad_dtype : d->grad_accum_dtype));
         break;
     case ZERO__TASK_GATHER_MODULE:
     case ZERO__TASK_GATHER_PARAMS:
-        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = (int64_t)zero__esize(d->param_dtype); break;
+        coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = (int64_t)zero__esize((int)d->param_dtype); break;
     case ZERO__TASK_GATHER_MASTER:
         coll = ZERO_COLL_ALL_GATHER; elems = per * (N - 1); es = 4; break;
     case ZERO__TASK_ALLREDUCE_F64:
@@ -3225,7 +3257,7 @@ static double zero__sumsq_scalar(const void *g, int64_t n, int adt) {
 typedef void (*zero__sumsq4_fn)(const void *g, int adt, double *out);
 static void zero__sumsq4_scalar(const void *g, int adt, double *out) {
     int q;
-    for (q = 0; q < 4; q++) out[q] = zero__sumsq_scalar(zero__at((void *)g, (int64_t)q * ZERO__NORM_BLOCK, adt), ZERO__NORM_BLOCK, adt);
+    for (q = 0; q < 4; q++) out[q] = zero__sumsq_scalar(zero__at(ZERO__UNCONST(void *, g), (int64_t)q * ZERO__NORM_BLOCK, adt), ZERO__NORM_BLOCK, adt);
 }
 
 /* The reductions' sum (zero__sum_into, below): elements [lo, hi) of
@@ -3481,6 +3513,9 @@ ZERO__SUM_INSTANCES(avx2, ZERO__AVX2_ATTR)
 
 /* ---- AVX-512F: 16 lanes ---- */
 #define ZERO__AVX512_ATTR __attribute__((target("avx512f")))
+/* every lane: the masked forms of the rounding intrinsics, whose unmasked forms are macros in
+   gcc's headers at -O0 that convert -1 to a mask (a -Wsign-conversion in the includer's build) */
+#define ZERO__M16_ALL ((__mmask16)0xffffu)
 #define ZERO__AVX512_INLINE static inline __attribute__((always_inline, target("avx512f")))
 ZERO__AVX512_INLINE __m512 zero__nf16(__m512 x) { ZERO__NF_ASM(x, "v"); return x; }
 ZERO__AVX512_INLINE __m512d zero__nf8d(__m512d x) { ZERO__NF_ASM(x, "v"); return x; }
@@ -3522,7 +3557,7 @@ ZERO__AVX512_INLINE void zero__avx512_st(void *p, int64_t i, int pdt, __m512 x) 
         __m512i rnd = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), _mm512_and_si512(hi, _mm512_set1_epi32(1))));
         r = _mm512_mask_blend_epi32(nan, _mm512_srli_epi32(rnd, 16), _mm512_or_si512(hi, _mm512_set1_epi32(0x40)));
     } else {   /* see zero__avx2_st: hardware RNE, NaN replaced by sign | 0x7e00 */
-        __m256i h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        __m256i h = _mm512_mask_cvtps_ph(_mm256_setzero_si256(), ZERO__M16_ALL, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         r = _mm512_mask_blend_epi32(nan, _mm512_cvtepu16_epi32(h),
                                     _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7e00)));
     }
@@ -4067,6 +4102,12 @@ ZERO__AVX2_ATTR static void zero__qp_dec8_avx2(float *acc, const uint8_t *q, flo
    when 1 / s is infinite) divides. 15-25% faster than dividing here; on AVX2, whose
    division is relatively cheaper, the check cost more than it saved, so it divides. */
 #define ZERO__QP_NEAR (0.5f - 1.0f / 16384.0f)
+/* (gcc's headers make _mm512_*roundscale_ps a macro at -O0 that hands its builtin a mask of
+   type short: a -Wsign-conversion of theirs reported in our code) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#endif
 ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     const __m512i mag = _mm512_set1_epi32(0x7fffffff);
     __m512i mb = _mm512_setzero_si512();
@@ -4100,6 +4141,9 @@ ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, 
     }
     return s;
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 ZERO__AVX512_ATTR static float zero__qp_enc8_avx512(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
     if (xdt == ZERO_BF16) return zero__qp_enc8_avx512_t(codes, x, ZERO_BF16, lo, hi);
     if (xdt == ZERO_F16) return zero__qp_enc8_avx512_t(codes, x, ZERO_F16, lo, hi);
@@ -4412,7 +4456,7 @@ typedef struct zero__norm_job {
 static void zero__norm_part(void *arg, int part, int nparts) {
     const zero__norm_job *j = (const zero__norm_job *)arg;
     const zero_ctx *ctx = j->ctx;
-    int N = ctx->world, adt = ctx->desc.grad_accum_dtype, i;
+    int N = ctx->world, adt = (int)ctx->desc.grad_accum_dtype, i;
     int64_t lo, hi, first = 0;
     unsigned fpenv = zero__fpenv_enter();
     zero__chunk(ctx->opt.norm_blocks, part, nparts, &lo, &hi);
@@ -4425,11 +4469,11 @@ static void zero__norm_part(void *arg, int part, int nparts) {
         for (b = lo - first > 0 ? lo - first : 0; b < nb && first + b < hi; b++) {
             int64_t s = b * ZERO__NORM_BLOCK, n = per - s < ZERO__NORM_BLOCK ? per - s : ZERO__NORM_BLOCK;
             if (first + b + 4 <= hi && per - s >= 4 * ZERO__NORM_BLOCK) {     /* four whole blocks */
-                j->fn4(zero__at((void *)j->grads, base + s, adt), adt, &ctx->opt.norm_part[first + b]);
+                j->fn4(zero__at(ZERO__UNCONST(void *, j->grads), base + s, adt), adt, &ctx->opt.norm_part[first + b]);
                 b += 3;
                 continue;
             }
-            ctx->opt.norm_part[first + b] = j->fn(zero__at((void *)j->grads, base + s, adt), n, adt);
+            ctx->opt.norm_part[first + b] = j->fn(zero__at(ZERO__UNCONST(void *, j->grads), base + s, adt), n, adt);
         }
         first += nb;
     }
@@ -4534,9 +4578,9 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     zero__sgd_hp *sh = &k->sh;
     double t = (double)(ctx->opt.steps + 1);
     memset(k, 0, sizeof *k);
-    k->opt = o->type;
-    k->adt = d->grad_accum_dtype;
-    k->pdt = d->param_dtype;
+    k->opt = (int)o->type;
+    k->adt = (int)d->grad_accum_dtype;
+    k->pdt = (int)d->param_dtype;
     k->gscale = gscale;
     ah->beta1 = (float)o->beta1;
     ah->beta2 = (float)o->beta2;
@@ -5290,7 +5334,7 @@ static zero_result zero__cuda_sumsq(zero_ctx *ctx, int r, double *out) {
             if (!run) run0 = first;
             run += nb;
         } else if (run) {           /* a taken module or the end: the run so far */
-            e = zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off + run0, run,
+            e = zero__k_sumsq(ctx->arena.grad, (int)ctx->desc.grad_accum_dtype, cu->blk + off + run0, run,
                               cu->bout + off + run0, cu->compute);
             run = 0;
         }
@@ -5321,10 +5365,10 @@ static zero_result zero__cuda_norm_blocks(zero_ctx *ctx, int s, const void *out,
         break;
     }
     if (idx < 0 || per != count || first + nb > cu->nblk ||
-        (const char *)out != (const char *)zero__at(ctx->arena.grad, idx, ctx->desc.grad_accum_dtype))
+        (const char *)out != (const char *)zero__at(ctx->arena.grad, idx, (int)ctx->desc.grad_accum_dtype))
         return zero__cuda_err(ctx, s, (int)cudaErrorInvalidValue, "the norm's blocks of a module's slice (internal: "
                               "not a module's slice)");
-    return zero__cuda_issued(ctx, s, zero__k_sumsq(ctx->arena.grad, ctx->desc.grad_accum_dtype, cu->blk + off + first, nb,
+    return zero__cuda_issued(ctx, s, zero__k_sumsq(ctx->arena.grad, (int)ctx->desc.grad_accum_dtype, cu->blk + off + first, nb,
                                                    cu->bout + off + first, zero__cu_stream(ctx, s)),
                              "the norm's blocks", cu->bout + off + first);
 }
@@ -6736,7 +6780,7 @@ static int zero__rdv_reply(int fd, int world, zero_result status, const void *pa
     h.rank = (uint32_t)(-(int)status); h.bytes = (uint64_t)len;
     zero__rdv_pack(b, &h);
     if (zero__rdv_io(fd, b, sizeof b, 1, deadline) != 0) return -1;
-    return zero__rdv_io(fd, (void *)payload, (size_t)len, 1, deadline) == 0 ? 0 : -1;
+    return zero__rdv_io(fd, ZERO__UNCONST(void *, payload), (size_t)len, 1, deadline) == 0 ? 0 : -1;
 }
 
 typedef struct zero__rdv_conn {
@@ -7038,7 +7082,7 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
     h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
     zero__rdv_pack(b, &h);
     io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
-    if (io == 0) io = zero__rdv_io(fd, (void *)mine, (size_t)bytes, 1, deadline);
+    if (io == 0) io = zero__rdv_io(fd, ZERO__UNCONST(void *, mine), (size_t)bytes, 1, deadline);
     if (io == 0) r = zero__rdv_hear(fd, where, world, bytes, all, deadline, &io, err, errlen);
     close(fd);
     if (r != ZERO_OK) return r;
@@ -7534,7 +7578,7 @@ static zero_result zero__nccl_reduce_scatter(zero_comm *c, const void *send, int
     /* scratch: [the other ranks' slices][host: our send][host: our recv] */
     if (!(slices = zero__nccl_scratch(m, kind, total + (host ? total + rbytes : 0)))) return ZERO_ERR_OUT_OF_MEMORY;
     s = zero__nccl_stream(m);
-    dsend = (char *)send;
+    dsend = ZERO__UNCONST(char *, send);
     drecv = (char *)recv;
     if (host) {
         if (!(pin = zero__nccl_pinned(m, kind, total + rbytes))) return ZERO_ERR_OUT_OF_MEMORY;
@@ -8819,7 +8863,7 @@ static uint64_t zero__blk_sum8(const char *p, int64_t n, uint64_t seed) {
     uint64_t h[8], w[8], r;
     int64_t i;
     int l;
-    for (l = 0; l < 8; l++) h[l] = seed ^ (0x243f6a8885a308d3ull * (uint64_t)(2 * l + 1));
+    for (l = 0; l < 8; l++) h[l] = seed ^ ((uint64_t)0x243f6a8885a308d3ull * (uint64_t)(2 * l + 1));
     for (i = 0; i + 64 <= n; i += 64) {
         memcpy(w, p + i, 64);
         h[0] = (h[0] ^ w[0]) * 0x100000001b3ull; h[1] = (h[1] ^ w[1]) * 0x100000001b3ull;
@@ -9039,7 +9083,7 @@ static zero_result zero__zpp_gather_exact(zero_ctx *ctx, const void *mine, void 
    (through int8 payloads with qwz) */
 static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
     const zero__module_rec *m = &ctx->modules[mi];
-    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
+    int pdt = (int)ctx->desc.param_dtype, blk = ctx->desc.quant_block, k;
     int64_t per = m->lay.span / ctx->world, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
     char *sec = ctx->zpp.sec + m->zpp.sec_off, *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
     zero_result r;
@@ -9058,7 +9102,7 @@ static zero_result zero__zpp_refresh(zero_ctx *ctx, int mi, const char *shard) {
    hpz's chunk is stale */
 static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, const char *shard, char *dst, int refresh) {
     const zero__module_rec *m = &ctx->modules[mi];
-    int pdt = ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
+    int pdt = (int)ctx->desc.param_dtype, blk = ctx->desc.quant_block, N = ctx->world, k;
     int64_t per = m->lay.span / N, es = (int64_t)zero__esize(pdt), P = zero__qp_bytes(per, 8, blk);
     char *a = ctx->zpp.buf, *b = a + ctx->zpp.a_bytes;
     zero_result r;
@@ -9177,7 +9221,7 @@ static int zero__dev_offload(const zero_desc *d) {
     return d->device != ZERO_DEVICE_CPU && d->offload_optimizer == ZERO_OFFLOAD_HOST;
 }
 static int zero__cat_tier(const zero_desc *d, int cat) {
-    int opt = d->offload_optimizer, par = d->offload_params;
+    int opt = (int)d->offload_optimizer, par = (int)d->offload_params;
     if (cat == ZERO_CAT_PARAMS)
         return par == ZERO_OFFLOAD_NONE ? ZERO_TIER_DEVICE : par == ZERO_OFFLOAD_HOST ? ZERO_TIER_HOST : ZERO_TIER_NVME;
     if (cat == ZERO_CAT_GRADS)      /* a GPU reduces into device memory; the host gets a copy (ZERO_CAT_BUFFERS) */
@@ -9533,7 +9577,7 @@ static uint32_t zero__handle(const zero_ctx *ctx, int index) { return (ctx->salt
 static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const char *kind, const char *fn) {
     int i = (int)(id & 0xfffffu) - 1;
     if (!ctx || (id >> 20) != ctx->salt || i < 0 || i >= count) {
-        zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
+        zero__fail(ZERO__UNCONST(zero_ctx *, ctx), ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
                    "%s: handle 0x%08x is not a %s of this context", fn, (unsigned)id, kind);
         return -1;
     }
@@ -10087,7 +10131,7 @@ static zero_result zero__nvme_flush(zero_ctx *ctx, const char *what) {
 static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                        const char *what) {
     zero__nvme *o = ctx->tier.nvme;
-    int a = which == 0 ? 0 : o->has_master + which - 1, pdt = ctx->desc.param_dtype;
+    int a = which == 0 ? 0 : o->has_master + which - 1, pdt = (int)ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
@@ -10250,7 +10294,7 @@ static zero_result zero__mem_gather(zero_ctx *ctx, int64_t idx, int64_t n, char 
 /* a module's slice of the params widened to fp32: the master where there is none */
 static zero_result zero__widen_slice(zero_ctx *ctx, int mi, float *mine) {
     const zero__module_rec *m = &ctx->modules[mi];
-    int pdt = ctx->desc.param_dtype;
+    int pdt = (int)ctx->desc.param_dtype;
     int64_t per = m->lay.span / ctx->world;
     const void *src = zero__at(ctx->arena.param, ctx->desc.stage == 3 ? zero__pshard(ctx, mi)
                                                  : m->lay.param_off + (int64_t)ctx->prank * per, pdt);
@@ -10368,7 +10412,7 @@ static void zero__nvme_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *to
 /* copies the params of the block's pieces into (save 1) or out of (save 0) the block */
 static void zero__nvme_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
     zero__nvme *o = ctx->tier.nvme;
-    int i, pdt = ctx->desc.param_dtype;
+    int i, pdt = (int)ctx->desc.param_dtype;
     char *pold = buf + (int64_t)o->K * o->G * 4;
     for (i = 0; i < o->npieces; i++) {
         const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
@@ -10587,7 +10631,7 @@ static zero_result zero__host_xfer(zero_ctx *ctx, int to_host, int64_t lo, int64
     return ZERO_OK;
 }
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
-    int pdt = ctx->desc.param_dtype, adt = ctx->desc.grad_accum_dtype, si;
+    int pdt = (int)ctx->desc.param_dtype, adt = (int)ctx->desc.grad_accum_dtype, si;
     void *hp = pdt == ZERO_F32 ? (void *)ctx->arena.master : ctx->tier.hparam;
     int64_t total = 0, sub, g, ng;
     int gaps_ok = 1;
@@ -10640,8 +10684,8 @@ static zero_result zero__host_build(zero_ctx *ctx) {
     const zero_desc *d = &ctx->desc;
     int64_t ts = d->stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.shard_trainable, gb, pb;
     if (ctx->lay.shard_trainable <= 0) return ZERO_OK;
-    gb = ts * (int64_t)zero__esize(d->grad_accum_dtype);
-    pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize(d->param_dtype);
+    gb = ts * (int64_t)zero__esize((int)d->grad_accum_dtype);
+    pb = d->param_dtype == ZERO_F32 ? 0 : ts * (int64_t)zero__esize((int)d->param_dtype);
     ctx->tier.hgrad = ctx->dev->host_alloc(ctx, gb);
     if (pb) ctx->tier.hparam = ctx->dev->host_alloc(ctx, pb);
     if (!ctx->tier.hgrad || (pb && !ctx->tier.hparam))
@@ -10751,9 +10795,9 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
 static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *ok) {
     void *p;
     if (bytes <= 0) return NULL;
-    p = zero__cat_tier(&ctx->desc, cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
+    p = zero__cat_tier(&ctx->desc, (int)cat) == ZERO_TIER_HOST ? ctx->dev->host_alloc(ctx, bytes) : ctx->dev->alloc(ctx, bytes);
     if (!p) { *ok = 0; return NULL; }
-    ctx->lay.bytes[zero__cat_tier(&ctx->desc, cat)][cat] += bytes;
+    ctx->lay.bytes[zero__cat_tier(&ctx->desc, (int)cat)][cat] += bytes;
     return p;
 }
 
@@ -11035,7 +11079,7 @@ static zero_result zero__gather_slice(zero_ctx *ctx, const void *mine, void *ful
 static zero_result zero__task_reduce_run(zero_ctx *ctx, int mi, int micro, int64_t staging_off) {
     const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
-    int N = ctx->world, gdt = d->grad_dtype, adt = d->grad_accum_dtype;
+    int N = ctx->world, gdt = (int)d->grad_dtype, adt = (int)d->grad_accum_dtype;
     int64_t per = m->lay.span / N;
     void *full = zero__at(ctx->arena.grad, m->lay.train_off, adt);
     zero_result r;
@@ -11104,7 +11148,7 @@ static zero_result zero__do_reduce(zero_ctx *ctx, const zero__task *t) {
    the params are on NVMe) */
 static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
     const zero__module_rec *m = &ctx->modules[t->mod];
-    int N = ctx->world, pdt = ctx->desc.param_dtype;
+    int N = ctx->world, pdt = (int)ctx->desc.param_dtype;
     int64_t per = m->lay.span / N;
     char *dst = (char *)t->u.gather.dst, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
     const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt);
@@ -11132,7 +11176,7 @@ static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
 /* stages 1-2 after the optimizer: every rank's new slice of the params into the full copy */
 static zero_result zero__do_gather_params(zero_ctx *ctx, const zero__task *t) {
     const zero__module_rec *m = &ctx->modules[t->mod];
-    int pdt = ctx->desc.param_dtype;
+    int pdt = (int)ctx->desc.param_dtype;
     int64_t per = m->lay.span / ctx->world;
     char *full = zero__at(ctx->arena.param, m->lay.param_off, pdt);
     return zero__gather_slice(ctx, zero__at(full, (int64_t)ctx->prank * per, pdt), full, per, pdt);
@@ -11493,7 +11537,7 @@ static void *zero__param_data(zero_ctx *ctx, int pi) {
     int pdt;
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
+    pdt = (int)ctx->desc.param_dtype;
     if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt);
     if (!m->gat.fetched) {
         zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
@@ -11748,7 +11792,7 @@ static void *zero__param_grad(zero_ctx *ctx, int pi) {
                    m->name, pr->name, ctx->desc.accum_steps, m->name);
         return NULL;
     }
-    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->lay.train_off + pr->offset, ctx->desc.grad_dtype);
+    if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->lay.train_off + pr->offset, (int)ctx->desc.grad_dtype);
     if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
     return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
 }
@@ -11893,11 +11937,11 @@ static zero_result zero__step(zero_ctx *ctx) {
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
     if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) return r;
-    inv = 1.0 / ((double)ctx->world * d->accum_steps * ctx->opt.loss_scale);
+    inv = 1.0 / ((double)ctx->world * d->accum_steps * (double)ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
     ctx->opt.grad_norm = norm;
     if (!zero__finite64(norm)) return zero__step_skip(ctx);   /* a non-finite element makes the sum non-finite */
-    if (d->clip_norm > 0 && norm > d->clip_norm) clip = d->clip_norm / (norm + 1e-6);
+    if (d->clip_norm > 0 && norm > (double)d->clip_norm) clip = (double)d->clip_norm / (norm + 1e-6);
     if ((r = zero__step_apply(ctx, (float)(inv * clip))) != ZERO_OK) return r;
     zero__end_step(ctx);
     if (d->stage == 3) zero__stage3_step_start(ctx);
@@ -11921,7 +11965,7 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     int64_t lo, s, e;
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
-    pdt = ctx->desc.param_dtype;
+    pdt = (int)ctx->desc.param_dtype;
     /* stage 3: a copy gathered ahead of the next fetch (or still being gathered from the
        shard) would be stale; wait for it and drop it, so the next fetch gathers anew */
     if (ctx->desc.stage == 3 && m->gat.live && !m->gat.fetched && (r = zero__drop(ctx, pr->module)) != ZERO_OK) return r;
@@ -11949,7 +11993,7 @@ static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
     zero_result r = ZERO_OK;
     int i, j, pdt;
     d = &ctx->desc;
-    pdt = d->param_dtype;
+    pdt = (int)d->param_dtype;
     for (i = 0; i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
         int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
@@ -11999,7 +12043,7 @@ static const float *zero__tile_fetch(zero_ctx *ctx, const zero__tiled *t, int k,
     if ((*r = zero__fetch_tied(ctx, t->first_module + k)) != ZERO_OK) return NULL;
     w = zero__param_data(ctx, zero__tile_pi(t, k, 0));
     if (ctx->desc.param_dtype == ZERO_F32) return (const float *)w;
-    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile.w, ZERO_F32, &w, 1, ctx->desc.param_dtype, rows * t->in, 0))
+    if ((*r = ctx->dev->sum_into(ctx, ZERO__S_COMPUTE, ctx->tile.w, ZERO_F32, &w, 1, (int)ctx->desc.param_dtype, rows * t->in, 0))
         != ZERO_OK) return NULL;
     return ctx->tile.w;
 }
@@ -12077,7 +12121,7 @@ static zero_result zero__tiled_forward(zero_ctx *ctx, const zero__tiled *t, cons
         if (!w) return r;
         if ((r = ctx->dev->gemm(ctx, 0, 1, rows, n, t->in, x, t->in, w, t->in, 0, y + r0, t->out)) != ZERO_OK) return r;
         if (t->bias && (r = ctx->dev->bias_add(ctx, y + r0, t->out, zero__param_data(ctx, zero__tile_pi(t, k, 1)),
-                                               ctx->desc.param_dtype, rows, n)) != ZERO_OK)
+                                               (int)ctx->desc.param_dtype, rows, n)) != ZERO_OK)
             return r;
         if ((r = zero__release_tied(ctx, t->first_module + k)) != ZERO_OK) return r;
     }
@@ -12091,7 +12135,7 @@ static zero_result zero__tiled_backward(zero_ctx *ctx, const zero__tiled *t, con
     int k;
     for (k = 0; k < t->tiles; k++) {
         int64_t r0 = zero__tile_row0(t, k), n = zero__tile_row0(t, k + 1) - r0;
-        zero_dtype gdt = ctx->desc.grad_dtype;
+        int gdt = (int)ctx->desc.grad_dtype;
         const void *tg = ctx->tile.g;
         const float *w = zero__tile_fetch(ctx, t, k, &r);
         void *gw, *gb = NULL;
@@ -12250,7 +12294,7 @@ static void zero__ab_issue(zero_ctx *ctx, int i, int slot, int write) {
 static void zero__act_seal(const zero__act_rec *a, int slot, char *p) {
     uint64_t t[4];
     t[1] = (uint64_t)slot; t[2] = a->gen; t[3] = ZERO__ACT_MAGIC;
-    t[0] = zero__blk_sum(p, a->bytes, (uint64_t)slot * 0x9e3779b97f4a7c15ull + a->gen);
+    t[0] = zero__blk_sum(p, a->bytes, (uint64_t)slot * (uint64_t)0x9e3779b97f4a7c15ull + a->gen);
     memcpy(p + zero__act_area(a->bytes) - ZERO__ACT_TRAILER, t, sizeof t);
 }
 
@@ -12266,7 +12310,7 @@ static zero_result zero__act_verify(zero_ctx *ctx, int i, int slot) {
                           (long long)b->b.err_off, b->b.err == -1 ? "short file" : strerror(b->b.err));
     memcpy(t, b->p + zero__act_area(a->bytes) - ZERO__ACT_TRAILER, sizeof t);
     if (t[3] != ZERO__ACT_MAGIC || t[1] != (uint64_t)slot || t[2] != a->gen ||
-        t[0] != zero__blk_sum(b->p, a->bytes, (uint64_t)slot * 0x9e3779b97f4a7c15ull + a->gen))
+        t[0] != zero__blk_sum(b->p, a->bytes, (uint64_t)slot * (uint64_t)0x9e3779b97f4a7c15ull + a->gen))
         return zero__fail(ctx, ZERO_ERR_CORRUPT, ZERO_LOGITEM_OFFLOAD_CORRUPT,
                           "zero_act_get('%s'): the bytes read from %s at offset %lld fail their checksum", a->name,
                           st->path[a->dir], (long long)a->off);
@@ -12502,7 +12546,7 @@ static zero_result zero__stash_build(zero_ctx *ctx) {
     struct zero__stash *st;
     zero__sizes z;
     zero_result r = ZERO_OK;
-    int i, tier = d->offload_activations;
+    int i, tier = (int)d->offload_activations;
     if (ctx->act.num == 0) return ZERO_OK;
     memset(&z, 0, sizeof z);
     for (i = 0; i < ctx->act.num; i++) zero__act_size(&z, ctx->act.recs[i].bytes);
@@ -12780,13 +12824,13 @@ static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
     return ctx->tier.vt->holds_params(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
 }
 static zero_result zero__ck_param_read(zero_ctx *ctx, int pi, int64_t o, int64_t n, float *buf, const char *fn) {
-    int pdt = ctx->desc.param_dtype;
+    int pdt = (int)ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
         return ctx->tier.vt->read(ctx, ZERO__TIER_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_get_f32(ctx, buf, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, n);
 }
 static zero_result zero__ck_param_write(zero_ctx *ctx, int pi, int64_t o, int64_t n, const float *buf, const char *fn) {
-    int pdt = ctx->desc.param_dtype;
+    int pdt = (int)ctx->desc.param_dtype;
     if (zero__ck_param_in_tier(ctx, pi))
         return ctx->tier.vt->write(ctx, ZERO__TIER_PARAMS, zero__ck_state_idx(ctx, pi, o), n, buf, fn);
     return zero__dev_put_f32(ctx, zero__at(ctx->arena.param, zero__ck_param_idx(ctx, pi, o), pdt), pdt, buf, n);
@@ -13569,7 +13613,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     }
     ZERO__CK_P("files %d\n", ctx->world);
     for (k = 0; k < ctx->world; k++)
-        ZERO__CK_P("file %d %lld rank%d.g%llu\n", k, (long long)all[(size_t)k * stride + 1], k, (unsigned long long)gen);
+        ZERO__CK_P("file %d %lld rank%d.g%llu\n", k, (long long)all[(size_t)k * (size_t)stride + 1], k, (unsigned long long)gen);
     j = 0;
     for (k = 0; k < ctx->world; k++)
         for (i = 0; i < ctx->num_params; i++) {
@@ -13584,8 +13628,8 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
             zero__ck_slice(ctx, i, zero__part(ctx, k), ctx->world, &b, &e);
             if (b >= e) continue;
             ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx\n", i, k, (long long)b, (long long)e,
-                       (long long)off, (unsigned long long)all[(size_t)k * stride + 2 + 2 * i],
-                       (unsigned long long)all[(size_t)k * stride + 3 + 2 * i]);
+                       (long long)off, (unsigned long long)all[(size_t)k * (size_t)stride + 2 + 2 * (size_t)i],
+                       (unsigned long long)all[(size_t)k * (size_t)stride + 3 + 2 * (size_t)i]);
             off += (e - b) * 4 * (1 + kp);
         }
     }
@@ -14095,7 +14139,7 @@ static zero_result zero__ck_save_shards(zero_ctx *ctx, const char *dir, uint64_t
     r = zero__wait(ctx, zero__post_allgather(ctx, mine, all, (int64_t)(8 * stride)));
     if (r != ZERO_OK) return r;
     if (*local != ZERO_OK) zero__fail(ctx, *local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
-    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * stride] != 0) *failed = 1;
+    for (i = 0; i < ctx->world; i++) if (all[(size_t)i * (size_t)stride] != 0) *failed = 1;
     return ZERO_OK;
 }
 
@@ -14842,7 +14886,7 @@ static zero_result zero__build_all(zero_ctx *ctx) {
 
 /* zero_stats_get: the bytes allocated now, the traffic counted so far and the step's figures */
 static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
-    zero_ctx *c = (zero_ctx *)ctx;
+    zero_ctx *c = ZERO__UNCONST(zero_ctx *, ctx);
     int t, k;
     memset(out, 0, sizeof *out);
     memcpy(out->bytes, ctx->lay.bytes, sizeof out->bytes);
@@ -15143,7 +15187,7 @@ ZERO_API zero_result zero_tiled_linear_add(zero_ctx *ctx, const zero_tiled_linea
     return zero__tiled_add(ctx, desc, out);
 }
 ZERO_API int zero_tiled_linear_tiles(const zero_ctx *ctx, zero_tiled_linear tl) {
-    int i = zero__tiled_index((zero_ctx *)ctx, tl, "zero_tiled_linear_tiles");
+    int i = zero__tiled_index(ZERO__UNCONST(zero_ctx *, ctx), tl, "zero_tiled_linear_tiles");
     return i < 0 ? -1 : ctx->tiled[i].tiles;
 }
 ZERO_API zero_result zero_tiled_linear_set_f32(zero_ctx *ctx, zero_tiled_linear tl, const float *w, const float *b) {
@@ -15308,7 +15352,7 @@ ZERO_API zero_result zero_allreduce_f64(zero_ctx *ctx, double *values, int n) {
 
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out) {
     if (!ctx || !out)
-        return zero__fail((zero_ctx *)ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
+        return zero__fail(ZERO__UNCONST(zero_ctx *, ctx), ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_stats_get: NULL argument");
     zero__stats_get(ctx, out);
     return ZERO_OK;
 }
@@ -15426,6 +15470,7 @@ ZERO_API zero_result zero_ckpt_read_f32(zero_ckpt *ck, float *out) {
 }
 
 ZERO__FP_PIN_END   /* the includer's floating-point rules again (>>platform) */
+ZERO__C_IN_CXX_END
 #endif /* ZERO_IMPLEMENTATION */
 
 /*
