@@ -1794,7 +1794,6 @@ ZERO__C_IN_CXX_END
    ================================================================================== */
 #if defined(ZERO_IMPLEMENTATION) && !defined(ZERO__IMPL_DEFINED)
 #define ZERO__IMPL_DEFINED
-ZERO__C_IN_CXX_BEGIN
 
 /* Table of contents. Regions in the order the data flows, each tag once and contiguous; a
    region calls only the regions above it, and the backends are reached only through their
@@ -1822,6 +1821,7 @@ ZERO__C_IN_CXX_BEGIN
      >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
      >>context    the context's life: zero_create, zero_destroy, and its stats
      >>public     the public functions */
+ZERO__C_IN_CXX_BEGIN     /* C++: see the element-wise math block */
 
 /* >>platform ---------------------------------------------------------------------------
    Every system header and shim the implementation uses, in one place. */
