@@ -113,7 +113,8 @@
              zero_result train(zero_comm *comm, int rank, void *user) { ... steps 2-7 ... }
              zero_run_local(4, train, user);   // 4 threads; the lowest failing rank's result
 
-         zero_run_local makes and destroys the endpoints; zero_run_group(g, train, user) does
+         zero_last_error(NULL) then says which rank failed and why. zero_run_local makes and
+         destroys the endpoints; zero_run_group(g, train, user) does
          the same on a group you made (to call zero_group_set_link or zero_group_set_nodes
          first). With threads of your own: zero_group_create(&g, N), then zero_comm_local(&c,
          g, rank) on each thread. One rank per process under mpirun, srun or torchrun:
@@ -1239,7 +1240,9 @@ ZERO_API int zero_comm_ranks_per_node(const zero_comm *c);
    (as point-to-point exchanges move them). Either pointer may be NULL. */
 ZERO_API void zero_comm_bytes(const zero_comm *c, int64_t *within, int64_t *across);
 /* Runs fn(comm, rank, user) on world_size threads, each with its own endpoint of one
-   local group. Returns ZERO_OK if every fn did, else the lowest rank's failure. */
+   local group. Returns ZERO_OK if every fn did, else the lowest failing rank's result,
+   which zero_last_error(NULL) then describes on the calling thread: "zero_run_local: rank
+   1: " and that rank's last error (so a trainer need not print inside each rank). */
 typedef zero_result (*zero_rank_fn)(zero_comm *comm, int rank, void *user);
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user);
 /* The same on a group you made (for zero_group_set_link, or several groups at once). */
@@ -8392,6 +8395,7 @@ typedef struct zero__run_arg {
     void *user;
     int rank;
     zero_result result;
+    char err[ZERO__MSG];        /* the rank thread's last error when it failed */
 } zero__run_arg;
 
 static void *zero__run_main(void *p) {
@@ -8399,12 +8403,13 @@ static void *zero__run_main(void *p) {
     zero_comm *c = NULL;
     a->result = zero__comm_local(&c, a->g, a->rank);
     if (a->result == ZERO_OK) a->result = a->fn(c, a->rank, a->user);
+    if (a->result != ZERO_OK) snprintf(a->err, sizeof a->err, "%s", zero__tls_err);
     zero__comm_destroy(c);
     return NULL;
 }
 
 /* one thread per rank of g, each with its endpoint; the first failing rank's result */
-static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user) {
+static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user, const char *who) {
     zero__run_arg *args;
     pthread_t *th;
     zero_result r;
@@ -8418,6 +8423,7 @@ static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user) {
     r = ZERO_OK;
     for (i = 0; i < world_size; i++) {
         args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
+        args[i].err[0] = 0;
         if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
             r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                            "zero_run_group: could not start thread for rank %d", i);
@@ -8433,7 +8439,10 @@ static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user) {
         pthread_mutex_unlock(&g->mu);
     }
     for (i = 0; i < started; i++) pthread_join(th[i], NULL);
-    for (i = 0; i < started && r == ZERO_OK; i++) r = args[i].result;
+    for (i = 0; i < started && r == ZERO_OK; i++)     /* the caller's last error says why */
+        if (args[i].result != ZERO_OK)
+            r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "%s: rank %d: %s", who, i,
+                           args[i].err[0] ? args[i].err : "its function returned this result without a message");
     zero__raw_free(NULL, args);
     zero__raw_free(NULL, th);
     return r;
@@ -8443,7 +8452,7 @@ static zero_result zero__run_local(int world_size, zero_rank_fn fn, void *user) 
     zero_group *g = NULL;
     zero_result r;
     if ((r = zero__group_create(&g, world_size)) != ZERO_OK) return r;
-    r = zero__run_group(g, fn, user);
+    r = zero__run_group(g, fn, user, "zero_run_local");
     zero__group_destroy(g);
     return r;
 }
@@ -14977,7 +14986,7 @@ ZERO_API int zero_comm_size(const zero_comm *c) { return c ? c->size : -1; }
 
 ZERO_API zero_result zero_run_group(zero_group *g, zero_rank_fn fn, void *user) {
     if (!fn || !g) return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_run_group: NULL argument");
-    return zero__run_group(g, fn, user);
+    return zero__run_group(g, fn, user, "zero_run_group");
 }
 
 ZERO_API zero_result zero_run_local(int world_size, zero_rank_fn fn, void *user) {

@@ -966,6 +966,34 @@ static void timeout_allreduce_writer_finishes(void) {
     CHECK(j.landed, "rank 1's sums are not in rank 0's buffer");
 }
 
+/* zero_run_local's result comes with its message on the calling thread (#27 item 3): the
+   failing rank's own last error, or a sentence when its function returned a code without one */
+static zero_result rm_rank(zero_comm *comm, int rank, void *user) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_result r;
+    (void)comm;
+    if (*(int *)user == 1) return rank == 1 ? ZERO_ERR_INVALID_ARG : ZERO_OK;     /* no message */
+    if (rank == 0) return ZERO_OK;
+    memset(&d, 0, sizeof d);
+    d.stage = 7;                        /* a world of one of its own: fails at once, with a message */
+    r = zero_create(&z, &d);
+    zero_destroy(z);
+    return r;
+}
+static void run_local_message(void) {
+    int kind = 0;
+    zero_result r;
+    zero_create(NULL, NULL);            /* a stale error on this thread, to be replaced */
+    r = zero_run_local(3, rm_rank, &kind);
+    CHECK(r == ZERO_ERR_INVALID_STAGE && strstr(zero_last_error(NULL), "zero_run_local: rank 1: ") &&
+          strstr(zero_last_error(NULL), "stage"), "%s: '%s'", zero_result_str(r), zero_last_error(NULL));
+    kind = 1;
+    r = zero_run_local(2, rm_rank, &kind);
+    CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(NULL), "zero_run_local: rank 1: its function returned"),
+          "%s: '%s'", zero_result_str(r), zero_last_error(NULL));
+}
+
 static void timeout_case(to_kind kind, int stall) {
     to_job j;
     memset(&j, 0, sizeof j);
@@ -1417,5 +1445,6 @@ int main(void) {
     TEST_RUN(oom_build_stage3);
     TEST_RUN(oom_sweep);
     TEST_RUN(strings_nonempty);
+    TEST_RUN(run_local_message);
     return test_summary();
 }
