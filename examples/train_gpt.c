@@ -63,6 +63,7 @@ Build and run:
 
 typedef struct {
     int stage, ranks, steps, accum, layers, dim, heads, seq, batch, quiet;
+    int batch_set;               // --batch given (else the default rounds up to fit --ranks * --accum)
     int untie;                   // the output layer has weights of its own (a tiled linear)
     zero_dtype dtype;
     float lr;
@@ -1092,7 +1093,8 @@ static void usage(FILE *f) {
         "  --dim C            channels (default 48)\n"
         "  --heads H          attention heads; divides --dim (default 4)\n"
         "  --seq T            sequence length in bytes (default 64)\n"
-        "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32)\n"
+        "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32,\n"
+        "                     rounded up to one)\n"
         "  --lr LR            AdamW learning rate (default 3e-3)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
@@ -1170,7 +1172,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--dim")) c->dim = (int)parse_long(o, v, 1, 4096);
         else if (!strcmp(o, "--heads")) c->heads = (int)parse_long(o, v, 1, 256);
         else if (!strcmp(o, "--seq")) c->seq = (int)parse_long(o, v, 1, 4096);
-        else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--batch")) { c->batch = (int)parse_long(o, v, 1, 1 << 20); c->batch_set = 1; }
         else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
         else if (!strcmp(o, "--data")) c->data = v;
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
@@ -1184,6 +1186,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--cross-gbps")) c->cross_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--dtype")) c->dtype = parse_dtype(o, v);
         else bad_arg("is not an option", o, NULL);
+    }
+    if (!c->batch_set && c->batch % (c->ranks * c->accum) != 0) {
+        int k = c->ranks * c->accum, b = (c->batch + k - 1) / k * k;
+        fprintf(stderr, "train_gpt: batch %d (the default %d rounded up to a multiple of --ranks * --accum = %d)\n", b,
+                c->batch, k);
+        c->batch = b;
     }
     if (c->batch % (c->ranks * c->accum) != 0) {
         fprintf(stderr, "train_gpt: --batch %d must be a multiple of --ranks * --accum = %d\n", c->batch, c->ranks * c->accum);

@@ -51,6 +51,7 @@ typedef struct {
     long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
     const char *save_ckpt, *load_ckpt;          // checkpoint directories
     int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
+    int batch_set;                              // --batch given (else the default rounds up to fit the ranks)
     zero_offload_tier offload_optimizer, offload_params;
     const char *nvme_dir;                       // the NVMe tier's directory
     zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
@@ -651,7 +652,8 @@ static void usage(FILE *f) {
         "  --load-ckpt DIR    before training, load DIR (any stage/ranks); --steps K then means K more\n"
         "  --prefetch-bytes B stage 3: gather up to B bytes ahead of use; -1 = off (default: max-live-bytes)\n"
         "  --max-live-bytes B stage 3: bytes of prefetched/kept modules (default: the largest module)\n"
-        "  --batch B          global batch per step; a multiple of ranks*accum (default 64)\n"
+        "  --batch B          global batch per step; a multiple of ranks*accum (default 64,\n"
+        "                     rounded up to one)\n"
         "  --hidden H         hidden width (default 576)\n"
         "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
         "  --optim O          adamw or sgd (sgd: momentum 0.9) (default adamw)\n"
@@ -708,7 +710,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--ranks")) { c->ranks = (int)parse_long(o, v, 1, 256); c->ranks_set = 1; }
         else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, 100000000);
         else if (!strcmp(o, "--accum")) c->accum = (int)parse_long(o, v, 1, 65536);
-        else if (!strcmp(o, "--batch")) c->batch = (int)parse_long(o, v, 1, 1 << 20);
+        else if (!strcmp(o, "--batch")) { c->batch = (int)parse_long(o, v, 1, 1 << 20); c->batch_set = 1; }
         else if (!strcmp(o, "--hidden")) c->hidden = (int)parse_long(o, v, 1, 16384);
         else if (!strcmp(o, "--layers")) c->layers = (int)parse_long(o, v, 1, 1000);
         else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
@@ -765,6 +767,12 @@ int main(int argc, char **argv) {
             return 2;
         }
         c->ranks = zero_comm_size(comm);
+    }
+    if (!c->batch_set && c->batch % (c->ranks * c->accum) != 0) {     /* the default fits any --ranks */
+        int k = c->ranks * c->accum, b = (c->batch + k - 1) / k * k;
+        fprintf(stderr, "train_mlp: batch %d (the default %d rounded up to a multiple of --ranks * --accum = %d)\n", b,
+                c->batch, k);
+        c->batch = b;
     }
     if (c->batch % (c->ranks * c->accum) != 0) {
         fprintf(stderr, "train_mlp: --batch %d must be a multiple of --ranks * --accum = %d\n",

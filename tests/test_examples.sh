@@ -162,4 +162,12 @@ done
 "$B/zero_estimate" --params -5 --ranks 4 --stage 1 >"$T/bad" 2>&1; rc=$?
 if [ $rc = 2 ]; then pass estimate_bad_args; else fail estimate_bad_args "exit $rc"; fi
 
+# the default batch fits any --ranks (rounded up, and said); a --batch given is never changed
+out=$("$B/train_mlp" --ranks 3 --steps 2 --quiet 2>&1); rc=$?
+if [ $rc = 0 ] && printf '%s\n' "$out" | tail -n 1 | grep -q ' batch=66 ' && printf '%s\n' "$out" | grep -q 'rounded up'
+then pass default_batch_ranks3; else fail default_batch_ranks3 "exit $rc: $(printf '%s\n' "$out" | tail -n 2)"; fi
+"$B/train_mlp" --ranks 3 --batch 64 --steps 1 --quiet >"$T/bad" 2>&1; rc=$?
+if [ $rc = 2 ] && grep -q 'must be a multiple' "$T/bad"; then pass given_batch_ranks3_refused
+else fail given_batch_ranks3_refused "exit $rc: $(head -c 200 "$T/bad")"; fi
+
 exit $failed

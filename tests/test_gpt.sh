@@ -221,4 +221,9 @@ else fail gpt_estimate_activations "train_gpt's stash host/nvme bytes '$got', ze
 out=$("$B/train_gpt" "${TINY[@]}" --offload-activations disk 2>&1); rc=$?
 if [ $rc -eq 2 ]; then pass gpt_offload_activations_bad_tier; else fail gpt_offload_activations_bad_tier "exit $rc: $out"; fi
 
+# the default batch (32) fits --ranks 3: 33, said on stderr
+out=$("$B/train_gpt" --layers 1 --dim 16 --heads 2 --seq 16 --steps 2 --quiet --ranks 3 --plot none --trace none 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q 'batch 33 (the default 32 rounded up'; then pass gpt_default_batch_ranks3
+else fail gpt_default_batch_ranks3 "exit $rc: $(printf '%s\n' "$out" | tail -n 2)"; fi
+
 exit $failed
