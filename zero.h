@@ -752,10 +752,26 @@
      master copy, or the params widened when there is none) and the optimizer moments,
      keyed by param and element range and checksummed. So a checkpoint saved at (stage s,
      N ranks) loads at any (stage s', M ranks), and a load restores master weights, params,
-     moments, step count and loss scale: training continues bit for bit, at every stage and
-     offload mode (at stage 3 the modules kept gathered between steps are gathered again).
+     moments, step count, loss scale, the data position and the trainer's records: training
+     continues bit for bit, at every stage and offload mode (at stage 3 the modules kept
+     gathered between steps are gathered again).
      Both stream: a save takes about 64 KiB and a load about 128 KiB of host memory per
      rank, plus the manifest, also with the states (and params) on the NVMe tier.
+
+     --- The trainer's state. The data position: zero_stats' steps + skipped_steps is the
+     number of global batches consumed (a skipped step consumed its batch too), and
+     micro_batches the micro-batches of all ranks together (each step adds world size x
+     accum_steps); both come back with a load, so resuming the data is one line:
+             zero_stats s; zero_stats_get(z, &s);
+             int64_t next_batch = s.steps + s.skipped_steps;   // or s.micro_batches
+     The rest of the trainer's state (its config, an RNG, a data loader's cursor) goes in
+     named records: zero_ckpt_put(z, "rng", &rng, sizeof rng) before zero_save keeps a
+     copy in the context, zero_save writes rank 0's into the manifest (checksummed with it),
+     and after zero_load, on every rank, zero_ckpt_get(z, "rng", &rng, sizeof rng, NULL)
+     gives it back (ZERO_ERR_NOT_FOUND for a key the checkpoint does not have). Keys are
+     1-64 characters of A-Z a-z 0-9 _ . - ; at most 64 records of up to 64 KiB.
+     A checkpoint of format 1 (before records) still loads: no records, and micro_batches
+     taken as (steps + skipped) x the loader's world size x accum_steps.
 
      --- Atomicity. Files are written under temporary names, fsynced and renamed; the
      manifest goes last, once every rank's shard is durable, and its rename is the commit
@@ -791,6 +807,8 @@
          zero_ckpt_module(ck, i, &module_info);     the i-th module (name, frozen)
          zero_ckpt_param(ck, i, &param_info);       the i-th param (name, module, shape)
          zero_ckpt_file(ck, i, &file_info);         the i-th shard file
+         zero_ckpt_record(ck, i, &record_info);     the i-th of the trainer's records (key,
+                                                    bytes, data; info.num_records of them)
          zero_ckpt_verify(ck);                      reads every record, checks every checksum
          zero_ckpt_export(ck, path);                the consolidated weights as one
                                                     safetensors file (zero_ckpt_export_as
@@ -917,7 +935,8 @@ typedef enum zero_result {
     ZERO_ERR_UNSUPPORTED = -18,
     ZERO_ERR_CORRUPT = -19,         /* a checkpoint file fails its checksum, is truncated or malformed */
     ZERO_ERR_VERSION = -20,         /* a checkpoint in a newer format than this zero.h reads */
-    ZERO_ERR_DEVICE = -21           /* a device call (CUDA runtime, cuBLAS, a kernel) failed */
+    ZERO_ERR_DEVICE = -21,          /* a device call (CUDA runtime, cuBLAS, a kernel) failed */
+    ZERO_ERR_NOT_FOUND = -22        /* no checkpoint record of that key (zero_ckpt_get) */
 } zero_result;
 
 /* ---- enums (0 always means "the default") --------------------------------------- */
@@ -1171,6 +1190,9 @@ typedef struct zero_stats {
     int64_t comm_bytes[ZERO_COLL_NUM];  /* bytes this rank sent (ring volume) */
     int64_t steps;                  /* optimizer steps applied */
     int64_t skipped_steps;          /* steps skipped for non-finite gradients */
+    int64_t micro_batches;          /* micro-batches the steps so far consumed, all ranks together:
+                                       each step, applied or skipped, adds world size * accum_steps;
+                                       a checkpoint carries it (ON CHECKPOINTS: the data position) */
     float loss_scale;
     double grad_norm;               /* last step's global norm (unscaled, before clipping) */
     /* stage 3, from the second step on */
@@ -1343,6 +1365,20 @@ ZERO_API zero_result zero_softmax_xent(zero_ctx *ctx, float *loss, float *dlogit
 /* checkpoints (collective, between steps, after zero_build; see ON CHECKPOINTS) */
 ZERO_API zero_result zero_save(zero_ctx *ctx, const char *dir);
 ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir);
+/* The trainer's own state in the checkpoint: named byte records (its data position, its
+   config, an RNG). The context keeps them; zero_save writes rank 0's, checksummed with the
+   manifest; zero_load replaces every rank's with the checkpoint's (all of them: a key put
+   before the load and absent from the checkpoint is gone). Not collective; any time after
+   zero_create. A key is 1-64 characters of A-Z a-z 0-9 _ . - ; a value 0 to
+   ZERO_CKPT_RECORD_MAX bytes; at most ZERO_CKPT_MAX_RECORDS keys; a put of a key the
+   context has replaces its value. zero_ckpt_get copies the value into out (cap bytes) and
+   sets *bytes (may be NULL) to its size: ZERO_ERR_NOT_FOUND when no record has the key,
+   ZERO_ERR_INVALID_SIZE (nothing copied, *bytes set) when cap is smaller. The records'
+   host memory is outside the plan (at most 4 MiB). */
+#define ZERO_CKPT_RECORD_MAX 65536
+#define ZERO_CKPT_MAX_RECORDS 64
+ZERO_API zero_result zero_ckpt_put(zero_ctx *ctx, const char *key, const void *data, int64_t bytes);
+ZERO_API zero_result zero_ckpt_get(const zero_ctx *ctx, const char *key, void *out, int64_t cap, int64_t *bytes);
 /* safetensors: "module.param" tensors; export writes from rank 0 (dtype ZERO_F32 or
    ZERO_BF16), load sets the params (and fp32 master) only; both collective */
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype);
@@ -1362,8 +1398,10 @@ struct zero_ckpt_info {                         /* a struct tag, like struct sta
     zero_optim_type optimizer;                  /* ZERO_OPTIM_ADAMW or ZERO_OPTIM_SGD */
     int moments;                                /* fp32 moment arrays a trainable element has: AdamW 2, SGD 0 or 1 */
     int64_t steps, skipped_steps, good_steps;   /* optimizer steps applied, skipped; loss-scale clean steps */
+    int64_t micro_batches;                      /* zero_stats' at the save; -1: not recorded (format 1) */
     float loss_scale;
     int num_modules, num_params, num_files, num_ranges;
+    int num_records;                            /* the trainer's records (zero_ckpt_put) */
     int64_t numel;                              /* elements of all params */
     int64_t trainable_numel;                    /* elements of the params of trainable modules */
     int64_t total_bytes;                        /* the shard files' bytes, all together */
@@ -1404,6 +1442,12 @@ ZERO_API zero_result zero_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *
 ZERO_API zero_result zero_ckpt_module(const zero_ckpt *ck, int i, zero_ckpt_module_info *out);   /* 0 <= i < num_modules */
 ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param_info *out);     /* 0 <= i < num_params */
 ZERO_API zero_result zero_ckpt_file(const zero_ckpt *ck, int i, zero_ckpt_file_info *out);       /* 0 <= i < num_files */
+typedef struct zero_ckpt_record_info {
+    const char *key;                            /* valid until zero_ckpt_close */
+    const void *data;                           /* its bytes, likewise */
+    int64_t bytes;
+} zero_ckpt_record_info;
+ZERO_API zero_result zero_ckpt_record(const zero_ckpt *ck, int i, zero_ckpt_record_info *out);   /* 0 <= i < num_records */
 /* Reads every shard whole, streamed (64 KiB of buffer), and checks every record's
    checksums (weights: the fp32 master or the params; moments). ZERO_ERR_CORRUPT names the
    first bad record and counts the others. */
@@ -2358,6 +2402,15 @@ typedef struct zero__act_rec {      /* a stash slot (zero_act_add; >>stash) */
     int64_t put_step;               /* the step of its last put */
     uint64_t gen;                   /* puts so far: sealed into the trailer */
 } zero__act_rec;
+/* a record of the trainer's state for checkpoints (zero_ckpt_put; >>ckpt): the key, its
+   value's bytes (data: allocated, NULL when empty) */
+#define ZERO__CK_KEY_MAX 64
+typedef struct zero__ck_rec {
+    char key[ZERO__CK_KEY_MAX + 1];
+    int64_t bytes;
+    unsigned char *data;
+} zero__ck_rec;
+
 struct zero_ctx {
     zero_desc desc;                 /* effective values */
     zero_comm *comm;
@@ -2423,6 +2476,7 @@ struct zero_ctx {
         double *norm_part;          /* the gradient norm's block sums */
         int64_t norm_blocks;
         int64_t steps, skipped;
+        int64_t micro;              /* zero_stats' micro_batches */
         float loss_scale;
         int dynamic_scale, good_steps;
         double grad_norm;
@@ -2433,6 +2487,10 @@ struct zero_ctx {
         struct zero__nvme *nvme;    /* the nvme tier's state */
         void *hgrad, *hparam;       /* ZeRO-Offload on a device: host copies of the gradient shard and new params */
     } tier;
+    struct {                        /* the trainer's records for checkpoints (zero_ckpt_put) */
+        zero__ck_rec rec[ZERO_CKPT_MAX_RECORDS];
+        int n;
+    } ckrec;
     const zero__dev_vt *dev;        /* the device (>>device) */
     void *dev_state;                /* the device's own state (CUDA: streams, events, cuBLAS, tables) */
     int64_t host_syncs;             /* zero_stats: the device's host waits (atomic: caller and comm thread) */
@@ -2675,6 +2733,7 @@ static const char *zero__result_name(zero_result r) {
     case ZERO_ERR_CORRUPT: return "ZERO_ERR_CORRUPT";
     case ZERO_ERR_VERSION: return "ZERO_ERR_VERSION";
     case ZERO_ERR_DEVICE: return "ZERO_ERR_DEVICE";
+    case ZERO_ERR_NOT_FOUND: return "ZERO_ERR_NOT_FOUND";
     }
     return "ZERO_ERR_(unknown)";
 }
@@ -11896,6 +11955,7 @@ static zero_result zero__step_skip(zero_ctx *ctx) {
     float old = ctx->opt.loss_scale;
     zero__end_step(ctx);
     ctx->opt.skipped++;
+    ctx->opt.micro += (int64_t)ctx->world * d->accum_steps;
     if (ctx->opt.dynamic_scale) {
         ctx->opt.loss_scale = old * 0.5f < d->loss_scale_min ? d->loss_scale_min : old * 0.5f;
         ctx->opt.good_steps = 0;
@@ -11955,6 +12015,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     zero__end_step(ctx);
     if (d->stage == 3) zero__stage3_step_start(ctx);
     ctx->opt.steps++;
+    ctx->opt.micro += (int64_t)ctx->world * d->accum_steps;
     if (ctx->opt.dynamic_scale && ++ctx->opt.good_steps >= d->loss_scale_window) {
         ctx->opt.loss_scale *= 2.0f;
         ctx->opt.good_steps = 0;
@@ -12665,7 +12726,10 @@ static zero_result zero__act_get(zero_ctx *ctx, int i, void *dst) {
    new shards get a new generation suffix, so the files an older manifest names stay
    until the new manifest is in place; stale generations are removed afterwards. */
 
-#define ZERO__CK_VERSION 1
+/* the manifest's format: 2 adds micro_batches and the trainer's records after good_steps
+   (a format-1 manifest is still read: micro_batches then unknown, no records) */
+#define ZERO__CK_VERSION 2
+#define ZERO__CK_SHARD_VERSION 1    /* the shards' header and records: unchanged by format 2 */
 /* shard header, 64 bytes: magic, u32 version, rank, world, 0; u64 generation; i64 steps,
    skipped; f32 loss scale; i32 good steps; u64 checksum of the 56 bytes before it */
 #define ZERO__CK_HEADER 64
@@ -12866,6 +12930,9 @@ typedef struct zero__ck_manifest {
     zero_optim_type optim;
     uint64_t gen;
     int64_t steps, skipped, good_steps;
+    int64_t micro;                  /* -1: not recorded (format 1) */
+    int nrec;
+    zero__ck_rec *recs;             /* the trainer's records, decoded (allocated) */
     float loss_scale;
     zero__ck_module *mods;
     zero__ck_param *params;
@@ -12874,6 +12941,9 @@ typedef struct zero__ck_manifest {
 } zero__ck_manifest;
 
 static void zero__ck_manifest_free(const zero_allocator *a, zero__ck_manifest *m) {
+    int i;
+    for (i = 0; i < m->nrec && m->recs; i++) zero__raw_free(a, m->recs[i].data);
+    zero__raw_free(a, m->recs);
     zero__raw_free(a, m->text);
     zero__raw_free(a, m->mods);
     zero__raw_free(a, m->params);
@@ -13243,6 +13313,49 @@ static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
     return zero__ck_kv(c, "good_steps", 0, INT32_MAX, &m->good_steps);     /* an i32 in the shards */
 }
 
+/* a record key: 1-64 characters of A-Z a-z 0-9 _ . - */
+static int zero__ck_key_ok(const char *k) {
+    size_t n = 0;
+    if (!k) return 0;
+    for (; k[n]; n++)
+        if (n >= ZERO__CK_KEY_MAX || !((k[n] >= 'a' && k[n] <= 'z') || (k[n] >= 'A' && k[n] <= 'Z') ||
+                                       (k[n] >= '0' && k[n] <= '9') || k[n] == '_' || k[n] == '.' || k[n] == '-'))
+            return 0;
+    return n > 0;
+}
+static int zero__ck_hexval(char ch) {
+    return ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+/* format 2's micro_batches and record lines, each value decoded into m->recs (every key
+   once); 1, 0 (malformed), -1 (out of memory) */
+static int zero__ck_read_records(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
+    char *rest, *hex, *key;
+    int64_t v, q;
+    int i, k;
+    if (!zero__ck_kv(c, "micro_batches", 0, INT64_MAX, &m->micro)) return 0;
+    if (!zero__ck_kv(c, "records", 0, ZERO_CKPT_MAX_RECORDS, &v) || v > zero__ck_lines_left(c)) return 0;
+    if (v > 0 && !(m->recs = (zero__ck_rec *)zero__raw_alloc(a, sizeof *m->recs * (size_t)v))) return -1;
+    for (i = 0; i < (int)v; i++) {
+        zero__ck_rec *rc = &m->recs[i];
+        memset(rc, 0, sizeof *rc);
+        m->nrec = i + 1;
+        if (!zero__ck_kw(c, "record", &rest) || !zero__ck_i64(&rest, 0, ZERO_CKPT_RECORD_MAX, &rc->bytes) ||
+            !(hex = zero__ck_word(&rest)) || !(key = zero__ck_word(&rest)) || *rest || !zero__ck_key_ok(key))
+            return 0;
+        if (rc->bytes == 0 ? strcmp(hex, "-") != 0 : (int64_t)strlen(hex) != 2 * rc->bytes) return 0;
+        for (k = 0; k < i; k++)
+            if (strcmp(m->recs[k].key, key) == 0) return 0;
+        memcpy(rc->key, key, strlen(key) + 1);
+        if (rc->bytes && !(rc->data = (unsigned char *)zero__raw_alloc(a, (size_t)rc->bytes))) return -1;
+        for (q = 0; q < rc->bytes; q++) {
+            int hi = zero__ck_hexval(hex[2 * q]), lo = zero__ck_hexval(hex[2 * q + 1]);
+            if (hi < 0 || lo < 0) return 0;
+            rc->data[q] = (unsigned char)(hi * 16 + lo);
+        }
+    }
+    return 1;
+}
+
 /* the model: the module lines, then the param lines; 1, 0 (malformed), -1 (out of memory) */
 static int zero__ck_read_model(const zero_allocator *a, zero__ck_cur *c, zero__ck_manifest *m) {
     char *rest;
@@ -13328,6 +13441,8 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
     if ((r = zero__ck_read_text(a, path, m, &c, msg, msgn)) != ZERO_OK) return r;
     if ((r = zero__ck_read_version(a, &c, m, path, msg, msgn)) != ZERO_OK) return r;
     ok = zero__ck_read_settings(&c, m);
+    m->micro = -1;
+    if (ok > 0 && m->version >= 2) ok = zero__ck_read_records(a, &c, m);
     if (ok > 0) ok = zero__ck_read_model(a, &c, m);
     if (ok > 0) ok = zero__ck_read_layout(a, &c, m);
     if (ok == 0) return zero__ck_malformed(a, m, path, c.line, msg, msgn);
@@ -13379,7 +13494,7 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
                         scale != m->loss_scale || good != m->good_steps))
             rr = 0;
     }
-    if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_VERSION || (int)u[1] != rank ||
+    if (rr != 1 || memcmp(hdr, ZERO__CK_MAGIC, 8) != 0 || u[0] != ZERO__CK_SHARD_VERSION || (int)u[1] != rank ||
         (int)u[2] != m->world || u[3] != 0 || gen != m->gen) {
         zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: bad header (not shard %d of %d, generation %llu, of this save)", path, rank, m->world,
@@ -13481,7 +13596,7 @@ static void zero__ck_shard_header(const zero_ctx *ctx, uint64_t gen, char *hdr) 
     uint64_t hs;
     memset(hdr, 0, ZERO__CK_HEADER);
     memcpy(hdr, ZERO__CK_MAGIC, 8);
-    u[0] = ZERO__CK_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
+    u[0] = ZERO__CK_SHARD_VERSION; u[1] = (uint32_t)ctx->rank; u[2] = (uint32_t)ctx->world; u[3] = 0;
     memcpy(hdr + 8, u, 16);
     memcpy(hdr + 24, &gen, 8);
     memcpy(hdr + 32, &ctx->opt.steps, 8);
@@ -13603,6 +13718,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     for (i = 0; i < ctx->num_modules; i++) cap += strlen(ctx->modules[i].name) + 32;
     for (i = 0; i < ctx->num_params; i++) cap += strlen(ctx->params[i].name) + 32 + 22 * ZERO_MAX_DIMS;
     cap += (size_t)ctx->world * (size_t)(ctx->num_params + 1) * 100;
+    for (i = 0; i < ctx->ckrec.n; i++) cap += 2 * (size_t)ctx->ckrec.rec[i].bytes + ZERO__CK_KEY_MAX + 48;
     if (!(t = (char *)zero__raw_alloc(a, cap))) { snprintf(msg, msgn, "manifest: out of memory"); return ZERO_ERR_OUT_OF_MEMORY; }
 #define ZERO__CK_P(...) (len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__))
     ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\ngrad_dtype %s\n"
@@ -13610,8 +13726,23 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
                ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero__dtype_name(d->param_dtype),
                zero__dtype_name(d->grad_dtype), zero__dtype_name(d->grad_accum_dtype),
                d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
-    ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\nmodules %d\n", (long long)ctx->opt.steps,
-               (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps, ctx->num_modules);
+    ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\n", (long long)ctx->opt.steps,
+               (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps);
+    /* format 2: the data position and the trainer's records, "record <bytes> <hex or -> <key>" */
+    ZERO__CK_P("micro_batches %lld\nrecords %d\n", (long long)ctx->opt.micro, ctx->ckrec.n);
+    for (i = 0; i < ctx->ckrec.n; i++) {
+        const zero__ck_rec *rc = &ctx->ckrec.rec[i];
+        static const char hx[] = "0123456789abcdef";
+        int64_t q;
+        ZERO__CK_P("record %lld ", (long long)rc->bytes);
+        if (rc->bytes == 0) ZERO__CK_P("-");
+        for (q = 0; q < rc->bytes && len + 2 < cap; q++) {
+            t[len++] = hx[rc->data[q] >> 4];
+            t[len++] = hx[rc->data[q] & 15];
+        }
+        ZERO__CK_P(" %s\n", rc->key);
+    }
+    ZERO__CK_P("modules %d\n", ctx->num_modules);
     for (i = 0; i < ctx->num_modules; i++) ZERO__CK_P("module %d %s\n", ctx->modules[i].frozen, ctx->modules[i].name);
     ZERO__CK_P("params %d\n", ctx->num_params);
     for (i = 0; i < ctx->num_params; i++) {
@@ -14273,9 +14404,8 @@ static zero_result zero__ck_load_verify(const char *dir, zero__ck_loader *L, cha
 
 /* the second pass: the records into the params, master and moments; then the step count
    and loss scale, once every rank succeeded */
-static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, const zero__ck_loader *L, char *msg,
-                                       size_t msgn) {
-    const zero__ck_manifest *m = &L->m;
+static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, zero__ck_loader *L, char *msg, size_t msgn) {
+    zero__ck_manifest *m = &L->m;
     zero_result r, local = ZERO_OK;
     int k;
     for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
@@ -14289,6 +14419,15 @@ static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, const zer
         ctx->opt.skipped = m->skipped;
         ctx->opt.loss_scale = m->loss_scale;
         ctx->opt.good_steps = (int)m->good_steps;
+        /* format 1 did not record it: every step taken as this context's world and accum_steps */
+        ctx->opt.micro = m->micro >= 0 ? m->micro : (m->steps + m->skipped) * ctx->world * ctx->desc.accum_steps;
+        /* the checkpoint's records replace the context's (moved: they cannot fail now) */
+        for (k = 0; k < ctx->ckrec.n; k++) zero__raw_free(&ctx->desc.allocator, ctx->ckrec.rec[k].data);
+        for (k = 0; k < m->nrec; k++) {
+            ctx->ckrec.rec[k] = m->recs[k];
+            m->recs[k].data = NULL;
+        }
+        ctx->ckrec.n = m->nrec;
     }
     return r;
 }
@@ -14676,6 +14815,8 @@ static void zero__ck_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) 
     out->moments = m->moments;
     out->steps = m->steps;
     out->skipped_steps = m->skipped;
+    out->micro_batches = m->micro;
+    out->num_records = m->nrec;
     out->good_steps = m->good_steps;
     out->loss_scale = m->loss_scale;
     out->num_modules = m->nmod;
@@ -14784,6 +14925,7 @@ static void zero__destroy(zero_ctx *ctx) {
     zero__raw_free(a, ctx->tiled);
     for (i = 0; i < ctx->num_ties; i++) zero__raw_free(a, ctx->ties[i].name);
     zero__raw_free(a, ctx->ties);
+    for (i = 0; i < ctx->ckrec.n; i++) zero__raw_free(a, ctx->ckrec.rec[i].data);
     zero__release_comm(ctx);
     zero__raw_free(a, ctx);
 }
@@ -14911,6 +15053,7 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
     pthread_mutex_unlock(&c->stream.mu);
     out->steps = ctx->opt.steps;
     out->skipped_steps = ctx->opt.skipped;
+    out->micro_batches = ctx->opt.micro;
     out->loss_scale = ctx->opt.loss_scale;
     out->grad_norm = ctx->opt.grad_norm;
     out->prefetch_hits = ctx->sched.hits;
@@ -15390,6 +15533,63 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     return zero__ck_load(ctx, dir);
 }
 
+ZERO_API zero_result zero_ckpt_put(zero_ctx *ctx, const char *key, const void *data, int64_t bytes) {
+    const zero_allocator *a;
+    unsigned char *copy = NULL;
+    int i;
+    if (!ctx || !key || (bytes > 0 && !data))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_ckpt_put: ctx and key must not be NULL, nor data when bytes > 0");
+    if (!zero__ck_key_ok(key))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_ckpt_put: key '%.80s' is not 1-%d characters of A-Z a-z 0-9 _ . -", key, ZERO__CK_KEY_MAX);
+    if (bytes < 0 || bytes > ZERO_CKPT_RECORD_MAX)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_ckpt_put('%s'): %lld bytes; a record holds 0 to %d (ZERO_CKPT_RECORD_MAX)", key,
+                          (long long)bytes, ZERO_CKPT_RECORD_MAX);
+    for (i = 0; i < ctx->ckrec.n && strcmp(ctx->ckrec.rec[i].key, key) != 0; i++) {}
+    if (i == ZERO_CKPT_MAX_RECORDS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_ckpt_put('%s'): the context holds %d records already (ZERO_CKPT_MAX_RECORDS)", key,
+                          ZERO_CKPT_MAX_RECORDS);
+    a = &ctx->desc.allocator;
+    if (bytes > 0) {
+        if (!(copy = (unsigned char *)zero__raw_alloc(a, (size_t)bytes)))
+            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_put('%s'): out of memory",
+                              key);
+        memcpy(copy, data, (size_t)bytes);
+    }
+    if (i == ctx->ckrec.n) {
+        memcpy(ctx->ckrec.rec[i].key, key, strlen(key) + 1);
+        ctx->ckrec.n++;
+    } else {
+        zero__raw_free(a, ctx->ckrec.rec[i].data);
+    }
+    ctx->ckrec.rec[i].data = copy;
+    ctx->ckrec.rec[i].bytes = bytes;
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_get(const zero_ctx *ctx, const char *key, void *out, int64_t cap, int64_t *bytes) {
+    zero_ctx *c = ZERO__UNCONST(zero_ctx *, ctx);       /* for the last error only */
+    int i;
+    if (bytes) *bytes = 0;
+    if (!ctx || !key || (cap > 0 && !out))
+        return zero__fail(c, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_ckpt_get: ctx and key must not be NULL, nor out when cap > 0");
+    for (i = 0; i < ctx->ckrec.n && strcmp(ctx->ckrec.rec[i].key, key) != 0; i++) {}
+    if (i == ctx->ckrec.n)
+        return zero__fail(c, ZERO_ERR_NOT_FOUND, ZERO_LOGITEM_BAD_OPTION, "zero_ckpt_get: no record '%.80s'%s", key,
+                          ctx->ckrec.n ? "" : " (the context has none: zero_ckpt_put, or zero_load of a checkpoint with records)");
+    if (bytes) *bytes = ctx->ckrec.rec[i].bytes;
+    if (cap < ctx->ckrec.rec[i].bytes)
+        return zero__fail(c, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_ckpt_get('%s'): the record has %lld bytes, out only %lld", key,
+                          (long long)ctx->ckrec.rec[i].bytes, (long long)cap);
+    if (ctx->ckrec.rec[i].bytes) memcpy(out, ctx->ckrec.rec[i].data, (size_t)ctx->ckrec.rec[i].bytes);
+    return ZERO_OK;
+}
+
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype) {
     zero_result r;
     if ((r = zero__ck_check(ctx, "zero_export_safetensors", path)) != ZERO_OK) return r;
@@ -15442,6 +15642,15 @@ ZERO_API zero_result zero_ckpt_param(const zero_ckpt *ck, int i, zero_ckpt_param
     zero_result r = zero__ck_index(ck, out, i, ck ? ck->m.nparam : 0, "zero_ckpt_param", "param");
     if (r != ZERO_OK) return r;
     zero__ck_param_info(ck, i, out);
+    return ZERO_OK;
+}
+
+ZERO_API zero_result zero_ckpt_record(const zero_ckpt *ck, int i, zero_ckpt_record_info *out) {
+    zero_result r;
+    if ((r = zero__ck_index(ck, out, i, ck ? ck->m.nrec : 0, "zero_ckpt_record", "record")) != ZERO_OK) return r;
+    out->key = ck->m.recs[i].key;
+    out->data = ck->m.recs[i].data;
+    out->bytes = ck->m.recs[i].bytes;
     return ZERO_OK;
 }
 

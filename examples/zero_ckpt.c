@@ -1,6 +1,7 @@
 /* examples/zero_ckpt.c - inspect, verify and convert zero.h checkpoints without a trainer.
 
-       zero_ckpt info DIR                     the manifest: config, modules, params, files
+       zero_ckpt info DIR                     the manifest: config, the data position, the
+                                              trainer's records, modules, params, files
        zero_ckpt verify DIR                   every shard's header, size and record checksum;
                                               exit 0 if all good, 1 otherwise
        zero_ckpt export DIR OUT.safetensors [--bf16]
@@ -41,6 +42,17 @@ static int info(zero_ckpt *ck) {
            in.optimizer == ZERO_OPTIM_SGD ? "sgd" : "adamw", in.moments);
     printf("steps %lld, skipped %lld, loss_scale %g, good_steps %lld\n", (long long)in.steps, (long long)in.skipped_steps,
            (double)in.loss_scale, (long long)in.good_steps);
+    if (in.micro_batches >= 0) printf("micro_batches %lld\n", (long long)in.micro_batches);
+    else printf("micro_batches not recorded (format 1)\n");
+    for (i = 0; i < in.num_records; i++) {     // the trainer's records: key, size, the first bytes
+        zero_ckpt_record_info ri;
+        const unsigned char *b;
+        if ((r = zero_ckpt_record(ck, i, &ri)) != ZERO_OK) return failed(r);
+        b = (const unsigned char *)ri.data;
+        printf("record %s %lld bytes", ri.key, (long long)ri.bytes);
+        for (k = 0; k < ri.bytes && k < 16; k++) printf("%s%02x", k ? "" : " ", b[k]);
+        printf("%s\n", ri.bytes > 16 ? "..." : "");
+    }
     for (i = 0; i < in.num_modules; i++) {
         if ((r = zero_ckpt_module(ck, i, &mi)) != ZERO_OK) return failed(r);
         printf("module %s%s\n", mi.name, mi.frozen ? " (frozen)" : "");

@@ -12,8 +12,9 @@
                          (offload_params and offload_optimizer; files in a subdirectory),
                          through zero_load's streaming passes.
    If ZERO_FUZZ_CORPUS names a directory, the real manifest is written there as a seed.
-   The contract under test: no crash, no sanitizer report, and a failed load leaves the
-   params as they were. */
+   The saved checkpoint carries three of the trainer's records (zero_ckpt_put), so the
+   record lines' parser is fuzzed too. The contract under test: no crash, no sanitizer
+   report, and a failed load leaves the params as they were. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
@@ -61,6 +62,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (zero_build(z) != ZERO_OK) die("build");
     for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
     for (i = 0; i < 3; i++) if (zero_param_set_f32(z, p[i], init) != ZERO_OK) die("set");
+    /* the trainer's records (format 2): the seed manifest has record lines to mutate */
+    if (zero_ckpt_put(z, "data_pos", init, 8) != ZERO_OK || zero_ckpt_put(z, "empty", NULL, 0) != ZERO_OK ||
+        zero_ckpt_put(z, "cfg.text", "seq=64 batch=32", 15) != ZERO_OK)
+        die("put records");
     if (zero_save(z, dir) != ZERO_OK) die("save");
     {   /* the twin: the same model, bf16 param shards, master and moments on the NVMe tier */
         zero_module mn[2];

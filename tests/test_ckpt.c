@@ -446,10 +446,10 @@ static void fault_newer_version(void) {
     snprintf(path, sizeof path, "%s/manifest", fault_dir);
     if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n + 1)) != NULL, "no manifest")) return;
     memcpy(bad, orig, (size_t)n);
-    CHECK(memcmp(bad, "zero-checkpoint 1\n", 18) == 0, "manifest starts '%.18s'", bad);
-    bad[16] = '2';
+    CHECK(memcmp(bad, "zero-checkpoint 2\n", 18) == 0, "manifest starts '%.18s'", bad);
+    bad[16] = '3';
     spit(path, bad, n);
-    expect_fault(ZERO_ERR_VERSION, "manifest", "format version 2");
+    expect_fault(ZERO_ERR_VERSION, "manifest", "format version 3");
     spit(path, orig, n);
     free(orig);
     free(bad);

@@ -94,6 +94,23 @@ static zero_result make_model(zero_comm *comm, const model_cfg *c, zero_ctx **ou
     return ZERO_OK;
 }
 
+/* the trainer's records every save carries: a data position that differs by rank (rank
+   0's is saved), a text, an empty value and one of the largest size */
+#define POS0 1234
+static unsigned char big_rec[ZERO_CKPT_RECORD_MAX];
+static const char cfg_rec[] = "stage=3 world=3 seed=7";
+static zero_result put_records(zero_ctx *z, int rank) {
+    int64_t pos = POS0 + rank;
+    zero_result r;
+    int k;
+    for (k = 0; k < ZERO_CKPT_RECORD_MAX; k++) big_rec[k] = (unsigned char)(k * 7 + 3);
+    if ((r = zero_ckpt_put(z, "data_pos", &pos, sizeof pos)) != ZERO_OK ||
+        (r = zero_ckpt_put(z, "trainer.cfg", "placeholder", 11)) != ZERO_OK ||
+        (r = zero_ckpt_put(z, "empty", NULL, 0)) != ZERO_OK || (r = zero_ckpt_put(z, "big-1.x_y", big_rec, sizeof big_rec)) != ZERO_OK)
+        return r;
+    return zero_ckpt_put(z, "trainer.cfg", cfg_rec, sizeof cfg_rec);     /* replaces, keeps its place */
+}
+
 /* trains c->steps steps on a gradient that is a fixed function of the params, then saves and exports */
 static zero_result train_save(zero_comm *comm, int rank, void *user) {
     model_cfg *c = (model_cfg *)user;
@@ -119,6 +136,7 @@ static zero_result train_save(zero_comm *comm, int rank, void *user) {
         }
         if ((r = zero_step(z)) != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
     }
+    if ((r = put_records(z, rank)) != ZERO_OK) goto done;
     if ((r = zero_save(z, c->save_dir)) != ZERO_OK) goto done;
     if (c->ref_f32 && (r = zero_export_safetensors(z, c->ref_f32, ZERO_F32)) != ZERO_OK) goto done;
     if (c->ref_bf16 && (r = zero_export_safetensors(z, c->ref_bf16, ZERO_BF16)) != ZERO_OK) goto done;
@@ -442,6 +460,26 @@ typedef struct bad_case {
     zero_result open;               /* what zero_ckpt_open returns; ZERO_OK: verify and export refuse */
     zero_result code;               /* what the refusing calls and zero_load return */
 } bad_case;
+/* the trainer's records, damaged: a value that is not hex, a key twice, a size its value
+   does not have (format 2's lines; the malformed line is named) */
+static int bad_record(const char *dir, const char *old, const char *repl, char *param, char *range) {
+    manifest m;
+    int ok = read_manifest(dir, &m) && edit(&m, old, repl) && reseal(dir, &m);
+    free(m.body);
+    strcpy(param, "malformed");
+    strcpy(range, "line");
+    return ok;
+}
+static int bad_record_hex(const char *dir, char *param, char *range) {
+    return bad_record(dir, "record 8 d204000000000000 data_pos\n", "record 8 d20400000000000g data_pos\n", param, range);
+}
+static int bad_record_twice(const char *dir, char *param, char *range) {
+    return bad_record(dir, "record 0 - empty\n", "record 0 - data_pos\n", param, range);
+}
+static int bad_record_size(const char *dir, char *param, char *range) {
+    return bad_record(dir, "record 8 d204000000000000 data_pos\n", "record 9 d204000000000000 data_pos\n", param, range);
+}
+
 static const bad_case bad_cases[] = {
     { "bad_other_param_range", bad_other_param_range, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_huge_shape", bad_huge_shape, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
@@ -452,6 +490,9 @@ static const bad_case bad_cases[] = {
     { "bad_offset_max", bad_offset_max, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_moments", bad_moments, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
     { "bad_two_modules", bad_two_modules, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
+    { "bad_record_hex", bad_record_hex, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
+    { "bad_record_twice", bad_record_twice, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
+    { "bad_record_size", bad_record_size, ZERO_ERR_CORRUPT, ZERO_ERR_CORRUPT },
 };
 #define NBAD ((int)(sizeof bad_cases / sizeof bad_cases[0]))
 
@@ -511,7 +552,7 @@ static void info_matches_saved(void) {
     if (!CHECK(r == ZERO_OK && ck, "zero_ckpt_open: %s: %s", zero_result_str(r), zero_last_error(NULL))) return;
     if (!CHECK(read_manifest(good_dir, &m), "cannot read the manifest")) { zero_ckpt_close(ck); return; }
     CHECK(zero_ckpt_info(ck, &in) == ZERO_OK, "zero_ckpt_info: %s", zero_last_error(NULL));
-    CHECK(in.format_version == 1 && in.generation >= 1, "format %d generation %llu", in.format_version,
+    CHECK(in.format_version == 2 && in.generation >= 1, "format %d generation %llu", in.format_version,
           (unsigned long long)in.generation);
     CHECK(in.stage == 3 && in.world_size == 3, "stage %d world %d", in.stage, in.world_size);
     CHECK(in.param_dtype == ZERO_BF16 && in.grad_dtype == ZERO_BF16 && in.grad_accum_dtype == ZERO_BF16, "dtypes %d %d %d",
@@ -723,6 +764,183 @@ static void bad_case_run(const bad_case *bc) {
     rm_rf(dir);
 }
 
+/* ---- the trainer's records (zero_ckpt_put / _get / zero_ckpt_record) ------------------- */
+/* the records of good (rank 0's at the save), as a context or the inspection API gives them */
+static void check_records(const zero_ctx *z) {
+    unsigned char buf[ZERO_CKPT_RECORD_MAX];
+    int64_t pos = 0, n = -1;
+    zero_result r;
+    r = zero_ckpt_get(z, "data_pos", &pos, sizeof pos, &n);
+    CHECK(r == ZERO_OK && n == 8 && pos == POS0, "data_pos: %s, %lld bytes, %lld (rank 0's is %d)", zero_result_str(r),
+          (long long)n, (long long)pos, POS0);
+    r = zero_ckpt_get(z, "trainer.cfg", buf, sizeof buf, &n);
+    CHECK(r == ZERO_OK && n == (int64_t)sizeof cfg_rec && memcmp(buf, cfg_rec, sizeof cfg_rec) == 0, "trainer.cfg: %s, %lld bytes",
+          zero_result_str(r), (long long)n);
+    r = zero_ckpt_get(z, "empty", NULL, 0, &n);
+    CHECK(r == ZERO_OK && n == 0, "empty: %s, %lld bytes", zero_result_str(r), (long long)n);
+    memset(buf, 0xee, 16);
+    r = zero_ckpt_get(z, "big-1.x_y", buf, 16, &n);
+    CHECK(r == ZERO_ERR_INVALID_SIZE && n == ZERO_CKPT_RECORD_MAX && buf[0] == 0xee && strstr(zero_last_error(z), "65536"),
+          "big into 16 bytes: %s, %lld bytes (%s)", zero_result_str(r), (long long)n, zero_last_error(z));
+    r = zero_ckpt_get(z, "big-1.x_y", buf, sizeof buf, &n);
+    CHECK(r == ZERO_OK && n == ZERO_CKPT_RECORD_MAX && memcmp(buf, big_rec, sizeof buf) == 0, "big: %s", zero_result_str(r));
+}
+
+static void records_inspect(void) {
+    zero_ckpt *ck = NULL;
+    struct zero_ckpt_info in;
+    zero_ckpt_record_info ri;
+    static const char *keys[4] = { "data_pos", "trainer.cfg", "empty", "big-1.x_y" };
+    static const int64_t sizes[4] = { 8, (int64_t)sizeof cfg_rec, 0, ZERO_CKPT_RECORD_MAX };
+    int i;
+    if (!CHECK(zero_ckpt_open(good_dir, NULL, &ck) == ZERO_OK, "open: %s", zero_last_error(NULL))) return;
+    zero_ckpt_info(ck, &in);
+    /* 3 steps of 3 ranks, one micro-batch each */
+    CHECK(in.num_records == 4 && in.micro_batches == 9, "%d records, micro_batches %lld", in.num_records,
+          (long long)in.micro_batches);
+    for (i = 0; i < 4 && i < in.num_records; i++) {
+        zero_result r = zero_ckpt_record(ck, i, &ri);
+        CHECK(r == ZERO_OK && strcmp(ri.key, keys[i]) == 0 && ri.bytes == sizes[i], "record %d: %s '%s' %lld bytes", i,
+              zero_result_str(r), r == ZERO_OK ? ri.key : "", (long long)ri.bytes);
+    }
+    if (CHECK(zero_ckpt_record(ck, 0, &ri) == ZERO_OK, "record 0"))
+        CHECK(*(const int64_t *)ri.data == POS0, "data_pos is %lld, rank 0's was %d", *(const long long *)ri.data, POS0);
+    if (CHECK(zero_ckpt_record(ck, 3, &ri) == ZERO_OK, "record 3"))
+        CHECK(memcmp(ri.data, big_rec, sizeof big_rec) == 0, "the big record's bytes differ");
+    CHECK(zero_ckpt_record(ck, 4, &ri) == ZERO_ERR_INVALID_ARG && zero_ckpt_record(ck, -1, &ri) == ZERO_ERR_INVALID_ARG &&
+          zero_ckpt_record(ck, 0, NULL) == ZERO_ERR_INVALID_ARG, "records out of range or NULL out are refused");
+    zero_ckpt_close(ck);
+}
+
+/* zero_load at another world size and stage: every rank gets rank 0's records (its own,
+   put before the load, are replaced: "stale" is gone) and the data position */
+static zero_result rl_rank(zero_comm *comm, int rank, void *user) {
+    model_cfg c;
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[NPAR];
+    zero_stats st;
+    int64_t v = 99;
+    zero_result r;
+    (void)user;
+    memset(&c, 0, sizeof c);
+    c.stage = 1; c.world = 2; c.optim = ZERO_OPTIM_ADAMW;
+    if ((r = make_model(comm, &c, &z, mod, P)) != ZERO_OK || (r = zero_ckpt_put(z, "stale", &v, sizeof v)) != ZERO_OK ||
+        (r = zero_ckpt_put(z, "data_pos", &v, sizeof v)) != ZERO_OK || (r = zero_load(z, good_dir)) != ZERO_OK) {
+        CHECK(0, "rank %d: %s: %s", rank, zero_result_str(r), zero_last_error(z));
+        zero_destroy(z);
+        return r;
+    }
+    check_records(z);
+    r = zero_ckpt_get(z, "stale", &v, sizeof v, NULL);
+    CHECK(r == ZERO_ERR_NOT_FOUND && strstr(zero_last_error(z), "'stale'"), "rank %d: a record put before the load: %s (%s)",
+          rank, zero_result_str(r), zero_last_error(z));
+    zero_stats_get(z, &st);
+    CHECK(st.micro_batches == 9 && st.steps == 3, "rank %d: micro_batches %lld, steps %lld after the load", rank,
+          (long long)st.micro_batches, (long long)st.steps);
+    zero_destroy(z);
+    return ZERO_OK;
+}
+static void records_load(void) {
+    zero_result r = zero_run_local(2, rl_rank, NULL);
+    CHECK(r == ZERO_OK, "%s: %s", zero_result_str(r), zero_last_error(NULL));
+}
+
+/* zero_ckpt_put's and zero_ckpt_get's refusals, each leaving the records as they were */
+static void records_put_get_errors(void) {
+    model_cfg c;
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[NPAR];
+    char key[80];
+    int64_t v = 5, n = 0;
+    int i;
+    memset(&c, 0, sizeof c);
+    c.optim = ZERO_OPTIM_ADAMW;
+    if (!CHECK(make_model(NULL, &c, &z, mod, P) == ZERO_OK, "model: %s", zero_last_error(z))) { zero_destroy(z); return; }
+    CHECK(zero_ckpt_get(z, "x", &v, sizeof v, &n) == ZERO_ERR_NOT_FOUND && strstr(zero_last_error(z), "has none"),
+          "get from a context without records: %s", zero_last_error(z));
+    CHECK(zero_ckpt_put(z, "keep", &v, sizeof v) == ZERO_OK, "put keep");
+    CHECK(zero_ckpt_put(NULL, "k", &v, 8) == ZERO_ERR_INVALID_ARG && zero_ckpt_put(z, NULL, &v, 8) == ZERO_ERR_INVALID_ARG &&
+          zero_ckpt_put(z, "k", NULL, 8) == ZERO_ERR_INVALID_ARG, "NULL ctx, key or data");
+    CHECK(zero_ckpt_put(z, "", &v, 8) == ZERO_ERR_INVALID_ARG && zero_ckpt_put(z, "a b", &v, 8) == ZERO_ERR_INVALID_ARG &&
+          zero_ckpt_put(z, "a/b", &v, 8) == ZERO_ERR_INVALID_ARG && zero_ckpt_put(z, "\xc3\xa9", &v, 8) == ZERO_ERR_INVALID_ARG,
+          "keys outside A-Z a-z 0-9 _ . -");
+    memset(key, 'k', sizeof key);
+    key[65] = 0;
+    CHECK(zero_ckpt_put(z, key, &v, 8) == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(z), "1-64"), "a 65-character key: %s",
+          zero_last_error(z));
+    key[64] = 0;
+    CHECK(zero_ckpt_put(z, key, &v, 8) == ZERO_OK, "a 64-character key: %s", zero_last_error(z));
+    CHECK(zero_ckpt_put(z, "keep", big_rec, -1) == ZERO_ERR_INVALID_SIZE &&
+          zero_ckpt_put(z, "keep", big_rec, ZERO_CKPT_RECORD_MAX + 1) == ZERO_ERR_INVALID_SIZE &&
+          strstr(zero_last_error(z), "ZERO_CKPT_RECORD_MAX"), "sizes: %s", zero_last_error(z));
+    v = 0;
+    CHECK(zero_ckpt_get(z, "keep", &v, sizeof v, &n) == ZERO_OK && v == 5 && n == 8, "a refused put changed 'keep': %lld",
+          (long long)v);
+    for (i = 2; i < ZERO_CKPT_MAX_RECORDS; i++) {
+        snprintf(key, sizeof key, "r%d", i);
+        if (!CHECK(zero_ckpt_put(z, key, &i, sizeof i) == ZERO_OK, "record %d: %s", i, zero_last_error(z))) break;
+    }
+    CHECK(zero_ckpt_put(z, "one_more", &v, 8) == ZERO_ERR_INVALID_SIZE && strstr(zero_last_error(z), "ZERO_CKPT_MAX_RECORDS"),
+          "record %d: %s", ZERO_CKPT_MAX_RECORDS + 1, zero_last_error(z));
+    v = 6;
+    CHECK(zero_ckpt_put(z, "keep", &v, sizeof v) == ZERO_OK, "replacing a value when full: %s", zero_last_error(z));
+    v = 0;
+    CHECK(zero_ckpt_get(z, "keep", &v, sizeof v, NULL) == ZERO_OK && v == 6, "replaced value %lld", (long long)v);
+    CHECK(zero_ckpt_get(z, NULL, &v, 8, NULL) == ZERO_ERR_INVALID_ARG && zero_ckpt_get(z, "keep", NULL, 8, NULL) ==
+          ZERO_ERR_INVALID_ARG && zero_ckpt_get(NULL, "keep", &v, 8, NULL) == ZERO_ERR_INVALID_ARG, "get with NULL");
+    CHECK(zero_ckpt_get(z, "nope", &v, 8, &n) == ZERO_ERR_NOT_FOUND && n == 0 && strstr(zero_last_error(z), "'nope'"),
+          "an unknown key: %s", zero_last_error(z));
+    zero_destroy(z);
+}
+
+/* a format-1 checkpoint (the lines format 2 added taken out): still opened and loaded;
+   its data position is then steps + skipped of the loader's world and accum_steps, and
+   it has no records (the context's are dropped, as any load replaces them) */
+static void records_format1(void) {
+    char dir[1100];
+    manifest m;
+    struct zero_ckpt_info in;
+    zero_ckpt *ck = NULL;
+    model_cfg c;
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[NPAR];
+    zero_stats st;
+    int64_t v = 1;
+    char *p;
+    int ok;
+    snprintf(dir, sizeof dir, "%s/format1", tmpdir);
+    if (!CHECK(copy_dir(good_dir, dir) && read_manifest(dir, &m), "copy")) return;
+    ok = edit(&m, "zero-checkpoint 2\n", "zero-checkpoint 1\n");
+    while (ok && (p = strstr(m.body, "\nmicro_batches ")) != NULL) {       /* through the last record line */
+        char *q = strstr(p, "\nmodules ");
+        if (!q) { ok = 0; break; }
+        memmove(p, q, strlen(q) + 1);
+    }
+    ok = ok && reseal(dir, &m);
+    free(m.body);
+    if (!CHECK(ok, "cannot rewrite the manifest as format 1")) return;
+    if (CHECK(zero_ckpt_open(dir, NULL, &ck) == ZERO_OK, "open: %s", zero_last_error(NULL))) {
+        zero_ckpt_info(ck, &in);
+        CHECK(in.format_version == 1 && in.micro_batches == -1 && in.num_records == 0, "format %d, micro %lld, %d records",
+              in.format_version, (long long)in.micro_batches, in.num_records);
+        zero_ckpt_close(ck);
+    }
+    memset(&c, 0, sizeof c);
+    c.optim = ZERO_OPTIM_ADAMW;
+    if (CHECK(make_model(NULL, &c, &z, mod, P) == ZERO_OK && zero_ckpt_put(z, "mine", &v, 8) == ZERO_OK, "model") &&
+        CHECK(zero_load(z, dir) == ZERO_OK, "load: %s", zero_last_error(z))) {
+        zero_stats_get(z, &st);
+        CHECK(st.micro_batches == 3 && zero_ckpt_get(z, "mine", &v, 8, NULL) == ZERO_ERR_NOT_FOUND,
+              "micro_batches %lld (want 3 steps x 1 rank x 1), 'mine' after the load: %s", (long long)st.micro_batches,
+              zero_last_error(z));
+    }
+    zero_destroy(z);
+    rm_rf(dir);
+}
+
 static void empty_path(void) {
     zero_ckpt *ck = NULL;
     char out[1200], msg[ZERO__MSG];
@@ -786,6 +1004,10 @@ int main(int argc, char **argv) {
         TEST_RUN(sgd_no_moments);
         TEST_RUN(custom_allocator);
         TEST_RUN(empty_path);
+        TEST_RUN(records_inspect);
+        TEST_RUN(records_load);
+        TEST_RUN(records_put_get_errors);
+        TEST_RUN(records_format1);
         for (i = 0; i < NBAD; i++) { test_begin("%s", bad_cases[i].name); bad_case_run(&bad_cases[i]); test_end(); }
     }
     rm_rf(good_dir);

@@ -98,6 +98,7 @@ DOC_EXAMPLES = [
     ('STEP BY STEP', 'zero_add_param_stack(', 'frag', 'extern zero_ctx *z; enum { L = 12, C = 768 };'),
     ('STEP BY STEP', 'zero_save(z, "ckpt")', 'frag', 'extern zero_ctx *z;'),
     ('ON ACTIVATIONS', 'zero_act_add(', 'frag', 'extern zero_ctx *z; extern int64_t bytes;'),
+    ('ON CHECKPOINTS', 'int64_t next_batch', 'frag', 'extern zero_ctx *z;'),
 ]
 
 t_start = time.time()

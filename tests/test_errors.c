@@ -1098,6 +1098,9 @@ static zero_result nf_rank(zero_comm *comm, int rank, void *user) {
             OK(zero_stats_get(mo.z, &st), mo.z);
             CHECK(st.skipped_steps == 1 && st.steps == 0, "rank %d: stats skipped_steps %lld steps %lld, want 1 and 0",
                   rank, (long long)st.skipped_steps, (long long)st.steps);
+            /* a skipped step consumed its micro-batches all the same (the data position) */
+            CHECK(st.micro_batches == zero_world_size(mo.z), "rank %d: micro_batches %lld after a skipped step, want %d",
+                  rank, (long long)st.micro_batches, zero_world_size(mo.z));
             s1 = zero_loss_scale(mo.z);
             if (j->dtype == ZERO_F16)
                 CHECK(s1 == s0 / 2, "rank %d: loss scale %g after an overflow, want %g", rank, s1, s0 / 2);
@@ -1112,6 +1115,8 @@ static zero_result nf_rank(zero_comm *comm, int rank, void *user) {
             OK(zero_stats_get(mo.z, &st), mo.z);
             CHECK(st.skipped_steps == 1 && st.steps == 1, "rank %d: stats skipped_steps %lld steps %lld, want 1 and 1",
                   rank, (long long)st.skipped_steps, (long long)st.steps);
+            CHECK(st.micro_batches == 2 * zero_world_size(mo.z), "rank %d: micro_batches %lld after two steps, want %d",
+                  rank, (long long)st.micro_batches, 2 * zero_world_size(mo.z));
             OK(zero_gather_params_f32(mo.z, after2), mo.z);
             for (int k = 0; k < 15; k++) {
                 if (!CHECK(isfinite(after2[k]) && after2[k] != after[k],
@@ -1298,7 +1303,7 @@ static void strings_nonempty(void) {
         ZERO_ERR_INVALID_DTYPE, ZERO_ERR_INVALID_HANDLE, ZERO_ERR_ALREADY_BUILT, ZERO_ERR_NOT_BUILT,
         ZERO_ERR_GRADS_NOT_READY, ZERO_ERR_NOT_FETCHED, ZERO_ERR_STATE, ZERO_ERR_MISMATCH, ZERO_ERR_TIMEOUT,
         ZERO_ERR_COMM, ZERO_ERR_OUT_OF_MEMORY, ZERO_ERR_OVER_CAP, ZERO_ERR_IO, ZERO_ERR_NO_DEVICE,
-        ZERO_ERR_UNSUPPORTED };
+        ZERO_ERR_UNSUPPORTED, ZERO_ERR_CORRUPT, ZERO_ERR_VERSION, ZERO_ERR_DEVICE, ZERO_ERR_NOT_FOUND };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *s = zero_result_str(codes[i]);
         CHECK(s && s[0], "zero_result_str(%d) is empty", (int)codes[i]);

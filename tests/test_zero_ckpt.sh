@@ -33,9 +33,15 @@ run() { "$Z" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 gen=$(sed -n 's/^generation \([0-9a-f]*\)$/\1/p' "$G/manifest")
 gen=$((16#$gen))
 {
-    echo "format 1, generation $gen"
+    echo "format 2, generation $gen"
     echo "stage 3, world 3, param_dtype bf16, optimizer adamw (2 moments)"
     echo "steps 3, skipped 0, loss_scale $(sed -n 's/^loss_scale //p' "$G/manifest"), good_steps $(sed -n 's/^good_steps //p' "$G/manifest")"
+    echo "micro_batches 9"
+    # the trainer's records (test_ckpt_inspect's put_records): key, size, the first 16 bytes
+    echo "record data_pos 8 bytes d204000000000000"
+    echo "record trainer.cfg 23 bytes $(printf 'stage=3 world=3 seed=7' | od -An -tx1 | tr -d ' \n' | cut -c1-32)..."
+    echo "record empty 0 bytes"
+    echo "record big-1.x_y 65536 bytes 030a11181f262d343b424950575e656c..."
     printf 'module emb\nmodule mid (frozen)\nmodule head\n'
     printf 'param emb.w [5, 7] 35 elements\nparam emb.b [3] 3 elements\nparam mid.w [13] 13 elements\n'
     printf 'param head.w [4, 6] 24 elements\nparam head.b [5] 5 elements\n'
