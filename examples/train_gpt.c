@@ -35,6 +35,14 @@ stage 3's gathers stay in the node. The ranks, threads of one local group, form 
 node and to other nodes (bytes_within=, bytes_across=), and the memory table adds a line
 with the secondary partition's and the quantized payloads' bytes.
 
+Checkpoints: --save-ckpt DIR saves after the last step (and after every --ckpt-every N
+steps); --load-ckpt DIR resumes at any stage and rank count. Besides zero.h's state, a
+checkpoint carries this trainer's records (zero_ckpt_put): "train_gpt.data" (the next
+step's data position, the batch and the seed of the data and sampling streams) and
+"train_gpt.args" (the model's options, for `zero_ckpt info`), so a resumed run sees the
+batches the uninterrupted one would have and, at the same rank count, ends with the same
+bits (params_hash) — skipped steps included (--skip-step K makes one, for tests).
+
 Build and run:
     make build/train_gpt && build/train_gpt          # = make run
     build/train_gpt --stage 2 --ranks 2 --steps 50 --plot gpt.svg --trace gpt.json
@@ -76,6 +84,9 @@ typedef struct {
     int qwz, qgz, hpz, quant_block;   // ZeRO++: desc.qwz, desc.qgz (bits), desc.hpz, desc.quant_block
     int ranks_per_node;          // the local group's nodes (zero_group_set_nodes); 0: --hpz's, else one node
     float link_gbps, cross_gbps; // the local group's modelled links within / across nodes (0: none)
+    const char *save_ckpt, *load_ckpt;   // checkpoint directories (zero_save / zero_load)
+    int ckpt_every;              // --ckpt-every N: also save after every N-th step (counted from the run's start)
+    long long skip_step;         // --skip-step K: poison step K's gradients (a skipped step, for tests); -1: none
 } config;
 
 typedef struct {
@@ -329,6 +340,8 @@ typedef struct {
     float *lnf, *lnf_mean, *lnf_rstd, *logits;
     float *dres, *dtmp, *dqkv, *d4c, *datt_row, *wt, *doutT, *dbias;   // wt, doutT, dbias: matmul scratch
     int *tokens, *targets;
+    uint64_t seed;                               // data positions and sampling (a checkpoint's, after --load-ckpt)
+    int64_t step0;                               // steps (applied or skipped) before this run: the data position
 } trainer;
 
 #define ZCHECK(call) do { zero_result r_ = (call); \
@@ -629,13 +642,14 @@ static zero_result backward(trainer *t, int B, int T) {
     return ZERO_OK;
 }
 
-// this rank's sequences of micro-batch a of a step: positions drawn from (seed, global index)
+// this rank's sequences of micro-batch a of step `step` (counted from the first run's start):
+// positions drawn from (seed, global index)
 static void load_batch(trainer *t, int64_t step, int a) {
     const config *c = t->cfg;
     int T = t->T;
     for (int i = 0; i < t->per; i++) {
         int64_t g = step * c->batch + (int64_t)(t->rank * c->accum + a) * t->per + i;
-        uint64_t s = stream_seed(c->seed, STREAM_DATA, (uint64_t)g);
+        uint64_t s = stream_seed(t->seed, STREAM_DATA, (uint64_t)g);
         int64_t off = (int64_t)(next_u64(&s) % (uint64_t)(t->sh->text_len - T));
         for (int j = 0; j < T; j++) {
             t->tokens[i * T + j] = t->sh->text[off + j];
@@ -653,7 +667,7 @@ static void fmt_bytes(char *out, size_t n, double b) {
 static zero_result sample_text(trainer *t) {
     // every rank runs the same forward passes in lockstep (stage 3 fetches are collective);
     // rank 0 prints. The stream of draws is the same on every rank.
-    uint64_t s = stream_seed(t->cfg->seed, STREAM_SAMPLE, 0);
+    uint64_t s = stream_seed(t->seed, STREAM_SAMPLE, 0);
     unsigned char out[SAMPLE_BYTES + 1];
     int n = 0;
     out[n++] = '\n';
@@ -780,6 +794,61 @@ static void print_memory_table(const shared_state *sh, const config *c) {
 
 static int write_svg(const char *path, const shared_state *sh);
 
+// ----------------------------------------------------------------------------
+// checkpoints: zero.h's state plus this trainer's own, in the checkpoint's records
+
+typedef struct {                 // the record "train_gpt.data": where the data and sampling streams are
+    int64_t next_step;           // steps taken (applied or skipped): the next step's data position
+    int64_t batch;               // sequences per step (a resumed run must keep it: the positions depend on it)
+    uint64_t seed;               // the data, init and sampling streams' seed
+} data_record;
+
+static zero_result save_checkpoint(trainer *t, int64_t next_step) {
+    const config *c = t->cfg;
+    data_record dr = { next_step, c->batch, t->seed };
+    char args[256];
+    int n = snprintf(args, sizeof args, "layers=%d dim=%d heads=%d seq=%d batch=%d accum=%d dtype=%s untie=%d",
+                     c->layers, c->dim, c->heads, c->seq, c->batch, c->accum, dtype_name(c->dtype), c->untie);
+    ZCHECK(zero_ckpt_put(t->z, "train_gpt.data", &dr, sizeof dr));
+    ZCHECK(zero_ckpt_put(t->z, "train_gpt.args", args, n));      // for people: zero_ckpt info shows it
+    zero_result r = zero_save(t->z, c->save_ckpt);
+    if (r < 0) {
+        fprintf(stderr, "train_gpt: rank %d: --save-ckpt %s: %s\n", t->rank, c->save_ckpt, zero_last_error(t->z));
+        return r;
+    }
+    if (t->rank == 0 && !c->quiet) printf("saved %s after step %lld\n", c->save_ckpt, (long long)next_step);
+    return ZERO_OK;
+}
+
+// --load-ckpt: the params, optimizer and step count, then the data position and seed
+static zero_result load_checkpoint(trainer *t) {
+    const config *c = t->cfg;
+    data_record dr;
+    zero_stats st;
+    zero_result r = zero_load(t->z, c->load_ckpt);
+    if (r < 0) {
+        fprintf(stderr, "train_gpt: rank %d: --load-ckpt %s: %s\n", t->rank, c->load_ckpt, zero_last_error(t->z));
+        return r;
+    }
+    ZCHECK(zero_stats_get(t->z, &st));
+    t->step0 = st.steps + st.skipped_steps;     // zero.h's data position, for a checkpoint of another trainer
+    if ((r = zero_ckpt_get(t->z, "train_gpt.data", &dr, sizeof dr, NULL)) == ZERO_OK) {
+        if (dr.batch != c->batch) {
+            fprintf(stderr, "train_gpt: --load-ckpt %s was saved with --batch %lld; resume with the same batch\n",
+                    c->load_ckpt, (long long)dr.batch);
+            return ZERO_ERR_MISMATCH;
+        }
+        t->step0 = dr.next_step;
+        t->seed = dr.seed;
+    } else if (r != ZERO_ERR_NOT_FOUND) {
+        return r;
+    }
+    if (t->rank == 0 && !c->quiet)
+        printf("loaded %s: resuming at step %lld (seed %llu)\n", c->load_ckpt, (long long)t->step0,
+               (unsigned long long)t->seed);
+    return ZERO_OK;
+}
+
 static zero_result train(trainer *t) {
     const config *c = t->cfg;
     int rank = t->rank, tty = rank == 0 && isatty(fileno(stdout));
@@ -788,10 +857,12 @@ static zero_result train(trainer *t) {
     float grad_scale = zero_loss_scale(t->z) / (float)BT;
     for (int step = 0; step < c->steps; step++) {
         double loss_sum = 0.0;
+        int64_t gstep = t->step0 + step;        // the data position: the same in a resumed run
         zero_trace_begin(t->z, "step");
         for (int a = 0; a < c->accum; a++) {
-            load_batch(t, step, a);
+            load_batch(t, gstep, a);
             grad_scale = zero_loss_scale(t->z) / (float)BT;
+            if (gstep == c->skip_step && a == 0 && rank == 0) grad_scale = NAN;   // every gradient NaN: skipped
             zero_result r = forward(t, t->per, t->T, t->targets, grad_scale, 0, &loss_sum);
             if (r >= 0) r = backward(t, t->per, t->T);
             if (r < 0) return r;
@@ -803,6 +874,8 @@ static zero_result train(trainer *t) {
         ZCHECK(zero_allreduce_f64(t->z, &loss_sum, 1));
         zero_trace_end(t->z);
         loss = loss_sum / ((double)c->batch * t->T);
+        if (c->save_ckpt && ((c->ckpt_every && (step + 1) % c->ckpt_every == 0) || step == c->steps - 1))
+            ZCHECK(save_checkpoint(t, gstep + 1));
         if (rank == 0) {
             t->sh->losses[step] = (float)loss;
             if (!c->quiet) {
@@ -989,7 +1062,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         trainer_free(t);
         return ZERO_ERR_OUT_OF_MEMORY;
     }
+    t->seed = c->seed;
     r = build_model(t);
+    if (r >= 0 && c->load_ckpt) r = load_checkpoint(t);
     if (r >= 0) r = train(t);
     trainer_free(t);
     return r < 0 ? r : ZERO_OK;
@@ -1118,7 +1193,13 @@ static void usage(FILE *f) {
         "  --ranks-per-node N the node topology without hpz (default: --hpz's N, else one node)\n"
         "  --quant-block B    elements per quantization block (default 256)\n"
         "  --link-gbps G      a modelled link of G GB/s within a node (default none)\n"
-        "  --cross-gbps G     a modelled link of G GB/s across nodes (default: --link-gbps)\n");
+        "  --cross-gbps G     a modelled link of G GB/s across nodes (default: --link-gbps)\n"
+        "  --save-ckpt DIR    save a checkpoint (zero_save, any stage and rank count) after the last step\n"
+        "  --ckpt-every N     and after every N-th step of this run (with --save-ckpt)\n"
+        "  --load-ckpt DIR    start from DIR: params, optimizer, step count, the data position and seed;\n"
+        "                     --steps more steps then continue the saved run bit for bit\n"
+        "  --skip-step K      make step K (counted from the first run's start) overflow: zero_step\n"
+        "                     skips it (to test that a resume keeps skipped steps' data)\n");
 }
 
 static unsigned char *read_file(const char *path, int64_t *len) {
@@ -1147,7 +1228,7 @@ int main(int argc, char **argv) {
     config *c = &sh.cfg;
     c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 4; c->dim = 48; c->heads = 4;
     c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
-    c->plot = "gpt.svg"; c->trace = "gpt_trace.json";
+    c->plot = "gpt.svg"; c->trace = "gpt_trace.json"; c->skip_step = -1;
 
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -1185,6 +1266,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--link-gbps")) c->link_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--cross-gbps")) c->cross_gbps = parse_float(o, v, 0.0, 1e6);
         else if (!strcmp(o, "--dtype")) c->dtype = parse_dtype(o, v);
+        else if (!strcmp(o, "--save-ckpt")) c->save_ckpt = v;
+        else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
+        else if (!strcmp(o, "--ckpt-every")) c->ckpt_every = (int)parse_long(o, v, 1, 1 << 30);
+        else if (!strcmp(o, "--skip-step")) c->skip_step = parse_long(o, v, 0, (long)1 << 40);
         else bad_arg("is not an option", o, NULL);
     }
     if (!c->batch_set && c->batch % (c->ranks * c->accum) != 0) {
@@ -1195,6 +1280,10 @@ int main(int argc, char **argv) {
     }
     if (c->batch % (c->ranks * c->accum) != 0) {
         fprintf(stderr, "train_gpt: --batch %d must be a multiple of --ranks * --accum = %d\n", c->batch, c->ranks * c->accum);
+        return 2;
+    }
+    if (c->ckpt_every && !c->save_ckpt) {
+        fprintf(stderr, "train_gpt: --ckpt-every needs --save-ckpt DIR\n");
         return 2;
     }
     if (c->dim % c->heads != 0) {

@@ -83,6 +83,29 @@ b=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offlo
 c=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offload-optimizer cpu 2>&1)")
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then pass gpt_tied_accum_offload
 else fail gpt_tied_accum_offload "params_hash stage 2: '$a', stage 3 nvme: '$b', stage 3 cpu: '$c'"; fi
+# checkpoints: 600 steps straight (step 150 made to overflow: a skipped step) equal bitwise
+# 300 steps, --save-ckpt, then --load-ckpt and 300 more, resumed at stages 3, 1 and 0 (the
+# data position and seed come from the checkpoint's records); --ckpt-every saves on the way
+R=(--layers 1 --dim 16 --heads 2 --seq 16 --batch 12 --quiet --seed 2 --plot none --trace none --data "$T/data.txt"
+   --ranks 2 --dtype bf16)
+want=$(hash_of "$("$B/train_gpt" "${R[@]}" --stage 3 --steps 600 --skip-step 150 2>&1)")
+rm -rf "$T/ck"
+out=$("$B/train_gpt" "${R[@]}" --stage 3 --steps 300 --skip-step 150 --save-ckpt "$T/ck" --ckpt-every 100 2>&1); rc=$?
+gen=$(sed -n 's/^generation //p' "$T/ck/manifest" 2>/dev/null)
+skipped=$(sed -n 's/^skipped //p' "$T/ck/manifest" 2>/dev/null)
+if [ $rc -ne 0 ] || [ "$gen" != 3 ] || [ "$skipped" != 1 ]; then
+    fail gpt_ckpt_save "exit $rc, generation '$gen' (want 3: after steps 100, 200 and 300, the last), skipped '$skipped' (want 1): $(printf '%s' "$out" | tail -n 2)"
+else pass gpt_ckpt_save; fi
+for s in 3 1 0; do
+    got=$(hash_of "$("$B/train_gpt" "${R[@]}" --stage $s --steps 300 --load-ckpt "$T/ck" --seed 99 2>&1)")
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then pass gpt_ckpt_resume_stage$s
+    else fail gpt_ckpt_resume_stage$s "params_hash '$got', straight 600 steps '$want'"; fi
+done
+out=$("$B/train_gpt" "${R[@]}" --batch 24 --steps 1 --load-ckpt "$T/ck" 2>&1); rc=$?
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q 'saved with --batch 12'; then pass gpt_ckpt_other_batch_refused
+else fail gpt_ckpt_other_batch_refused "exit $rc: $(printf '%s' "$out" | tail -n 2)"; fi
+out=$("$B/train_gpt" "${R[@]}" --steps 1 --ckpt-every 5 2>&1); rc=$?
+if [ $rc -eq 2 ]; then pass gpt_ckpt_every_needs_dir; else fail gpt_ckpt_every_needs_dir "exit $rc: $out"; fi
 u0=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 0 --ranks 2 --untie 2>&1)")
 u3=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --untie 2>&1)")
 if [ -n "$u0" ] && [ "$u0" = "$u3" ] && [ "$u0" != "${tied2:-}" ]; then pass gpt_untie
