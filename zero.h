@@ -2818,18 +2818,21 @@ static void zero__trace_add(zero_ctx *ctx, int track, const char *name, const ch
 }
 
 /* the comm stream runs every task through here */
-static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
+/* a task's name on the trace's comm track and in its failure's message ("all-gather") */
+static const char *zero__task_label(int kind) {
     static const char *labels[] = {
 #define ZERO__X(kind, runner, label, module_task) label,
         ZERO__TASK_KINDS(ZERO__X)
 #undef ZERO__X
     };
+    return kind >= 0 && kind < ZERO__TASK_NUM ? labels[kind] : "?";
+}
+static zero_result zero__trace_run_task(zero_ctx *ctx, const zero__task *t) {
     double t0 = zero__trace_t0(ctx);
     zero_result r = zero__run_task(ctx, t);
     if (zero__trace_get(ctx)) {
         int mod = t->mod >= 0 && t->mod < ctx->num_modules;
-        zero__trace_add(ctx, ZERO__TRACK_COMM, t->kind >= 0 && t->kind < ZERO__TASK_NUM ? labels[t->kind] : "?",
-                        mod ? ctx->modules[t->mod].name : NULL, t0);
+        zero__trace_add(ctx, ZERO__TRACK_COMM, zero__task_label(t->kind), mod ? ctx->modules[t->mod].name : NULL, t0);
     }
     return r;
 }
@@ -2946,9 +2949,11 @@ static void *zero__stream_main(void *arg) {
             if (r == ZERO_OK) r = r2;
         }
         pthread_mutex_lock(&s->mu);
-        if (r != ZERO_OK && s->err == ZERO_OK) {
+        if (r != ZERO_OK && s->err == ZERO_OK) {    /* what was running, then the comm's own words */
+            int mod = t.mod >= 0 && t.mod < ctx->num_modules;
             s->err = r;
-            snprintf(s->err_msg, sizeof s->err_msg, "%s", ctx->comm->err);
+            snprintf(s->err_msg, sizeof s->err_msg, "%s%s%.100s%s: %.380s", zero__task_label(t.kind),
+                     mod ? " of module '" : "", mod ? ctx->modules[t.mod].name : "", mod ? "'" : "", ctx->comm->err);
         }
         s->done++;
         pthread_cond_broadcast(&s->cv);
@@ -13833,6 +13838,15 @@ static zero_result zero__ck_agree(zero_ctx *ctx, const char *fn, zero_result min
 /* ---- load ------------------------------------------------------------------------- */
 /* The manifest's model must be this context's: the same modules (name, frozen) and
    params (module, name, shape) in the same order, and the same optimizer state. */
+/* "[5, 7]" */
+static void zero__ck_shape_str(char *out, size_t n, int ndim, const int64_t *shape) {
+    size_t len = 0;
+    int k;
+    out[0] = 0;
+    len += (size_t)snprintf(out, n, "[");
+    for (k = 0; k < ndim && len < n; k++) len += (size_t)snprintf(out + len, n - len, "%s%lld", k ? ", " : "", (long long)shape[k]);
+    if (len < n) snprintf(out + len, n - len, "]");
+}
 static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *m, const char *dir,
                                   char *msg, size_t msgn) {
     int i, k;
@@ -13853,8 +13867,15 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
                    strcmp(m->params[i].name, p->name) == 0;
         for (k = 0; same && k < p->ndim; k++) same = m->params[i].shape[k] == p->shape[k];
         if (!same) {
-            snprintf(msg, msgn, "%.300s/manifest: param %d is '%s.%s' with a different name or shape than this model's '%s.%s'",
-                     dir, i, m->mods[m->params[i].module].name, m->params[i].name, ctx->modules[p->module].name, p->name);
+            char a[16 * ZERO_MAX_DIMS + 4], b[16 * ZERO_MAX_DIMS + 4];
+            zero__ck_shape_str(a, sizeof a, m->params[i].ndim, m->params[i].shape);
+            zero__ck_shape_str(b, sizeof b, p->ndim, p->shape);
+            size_t len;
+            snprintf(msg, msgn, "%.300s/manifest: param %d is '%s.%s' ", dir, i, m->mods[m->params[i].module].name,
+                     m->params[i].name);
+            len = strlen(msg);
+            snprintf(msg + len, msgn - len, "%s in the checkpoint, this model's is '%s.%s' %s", a,
+                     ctx->modules[p->module].name, p->name, b);
             return ZERO_ERR_MISMATCH;
         }
     }

@@ -1020,6 +1020,9 @@ static void timeout_case(to_kind kind, int stall) {
     if (stall) CHECK(j.saw_timeout, "rank 0: the logger did not see COLL_TIMEOUT");
     if (!stall && j.got == ZERO_ERR_COMM && strstr(j.last, "left the group"))
         CHECK(j.saw_left, "rank 0: '%s' but the logger did not see RANK_LEFT", j.last);
+    /* the message says what was waiting (#27 item 8), not only the comm's collective number */
+    if (!stall && kind == TO_FETCH && j.got == ZERO_ERR_COMM)
+        CHECK(strstr(j.last, "all-gather of module '") != NULL, "rank 0: '%s' does not name the module's all-gather", j.last);
     if (stall) CHECK(!j.saw_left, "rank 0: RANK_LEFT logged, but rank 1 is alive");
 }
 static void timeout_step_stage2_rank_left(void) { timeout_case(TO_STEP, 0); }
