@@ -215,7 +215,8 @@
              r = zero_step(z);                 // collective: ZERO_OK or ZERO_STEP_SKIPPED
 
          zero_fetch makes a module's params readable (stage 3: waits for its all-gather;
-         stages 0-2: nothing to do) and zero_release lets them go. zero_param_data points at a
+         stages 0-2: nothing to do) and zero_release lets them go. They nest: a module
+         fetched twice stays fetched until it is released twice. zero_param_data points at a
          param's values in param_dtype (stage 3: between fetch and release only; else NULL,
          ZERO_ERR_NOT_FETCHED). zero_param_grad points at the buffer you ADD the param's
          gradient into (ON GRADIENTS). zero_grads_ready(z, m) says module m's gradients of
@@ -1289,7 +1290,9 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx);   /* effective values *
 ZERO_API int zero_rank(const zero_ctx *ctx);
 ZERO_API int zero_world_size(const zero_ctx *ctx);
 
-/* registration (before zero_build) */
+/* registration (before zero_build). On failure *out is the handle 0, which every later
+   call refuses as "handle 0x00000000 ... (never set, or left by a zero_add_* that failed)":
+   check each result (or zero_last_error) where the registration is, not at the first use. */
 ZERO_API zero_result zero_add_module(zero_ctx *ctx, const zero_module_desc *desc, zero_module *out);
 ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module m, const zero_param_desc *desc, zero_param *out);
 /* A tied param (a weight used in two places: GPT-2's output layer is its token embedding):
@@ -9651,7 +9654,8 @@ static int zero__handle_index(const zero_ctx *ctx, uint32_t id, int count, const
     int i = (int)(id & 0xfffffu) - 1;
     if (!ctx || (id >> 20) != ctx->salt || i < 0 || i >= count) {
         zero__fail(ZERO__UNCONST(zero_ctx *, ctx), ZERO_ERR_INVALID_HANDLE, ZERO_LOGITEM_INVALID_HANDLE,
-                   "%s: handle 0x%08x is not a %s of this context", fn, (unsigned)id, kind);
+                   "%s: handle 0x%08x is not a %s of this context%s", fn, (unsigned)id, kind,
+                   id == 0 ? " (handle 0: never set, or left by a zero_add_* that failed)" : "");
         return -1;
     }
     return i;

@@ -578,6 +578,10 @@ static void fetch_bad_handle(int stage, zero_module bad) {
     if (model_build(&mo, &d, 1, &n)) {
         EXPECT(zero_fetch(mo.z, bad), ZERO_ERR_INVALID_HANDLE, mo.z);
         CHECK_LOGGED(&rec, ZERO_LOGITEM_INVALID_HANDLE);
+        /* handle 0 says where such a handle comes from (#27 item 7) */
+        if (bad.id == 0)
+            CHECK(strstr(zero_last_error(mo.z), "left by a zero_add_* that failed") != NULL, "handle 0's message: %s",
+                  zero_last_error(mo.z));
         /* the context still works */
         OK(zero_fetch(mo.z, mo.m[0]), mo.z);
         OK(zero_release(mo.z, mo.m[0]), mo.z);
@@ -626,6 +630,22 @@ static void handle_param_unknown(void) {
               (long long)zero_param_numel(mo.z, bad));
         CHECK(zero_param_data(mo.z, bad) == NULL, "zero_param_data(12345) is not NULL");
         CHECK(msg_ok(zero_last_error(mo.z)), "no message after zero_param_data(12345)");
+    }
+    model_free(&mo);
+}
+
+/* zero_fetch nests (#27 item 7): fetched twice, a module stays fetched until released twice */
+static void fetch_nests_stage3(void) {
+    model mo; zero_desc d; int64_t n = 8;
+    base_desc(&d); d.stage = 3;
+    if (model_build(&mo, &d, 1, &n)) {
+        OK(zero_fetch(mo.z, mo.m[0]), mo.z);
+        OK(zero_fetch(mo.z, mo.m[0]), mo.z);
+        OK(zero_release(mo.z, mo.m[0]), mo.z);
+        CHECK(zero_param_data(mo.z, mo.p[0]) != NULL, "fetched twice, released once: the data is gone (%s)",
+              zero_last_error(mo.z));
+        OK(zero_release(mo.z, mo.m[0]), mo.z);
+        CHECK(zero_param_data(mo.z, mo.p[0]) == NULL, "released twice: the data is still there");
     }
     model_free(&mo);
 }
@@ -1454,5 +1474,6 @@ int main(void) {
     TEST_RUN(oom_sweep);
     TEST_RUN(strings_nonempty);
     TEST_RUN(run_local_message);
+    TEST_RUN(fetch_nests_stage3);
     return test_summary();
 }
