@@ -1301,7 +1301,15 @@ ZERO_API zero_result zero_add_param(zero_ctx *ctx, zero_module m, const zero_par
    zero_param_grad and zero_param_set_f32 on either handle reach the same tensor; it is not
    in zero_num_params, gathers or checkpoints. zero_fetch(m) also fetches target's module
    (zero_release lets it go), and target's gradient is reduced once its own module and every
-   module that ties to it have called zero_grads_ready. (ON GRADIENTS: shared modules.) */
+   module that ties to it have called zero_grads_ready. (ON GRADIENTS: shared modules.)
+   The rule, in the GPT-2 terms (embed owns wte; lnf ties "head" to it): a module either
+   owns tied-to params or uses ties, never both, and a tie joins two modules. Refused, with
+   ZERO_ERR_INVALID_ARG and a message naming both params:
+     - a target in the tying module itself (lnf ties to lnf.w: use lnf.w's own handle);
+     - a target that is a tied handle (x ties to lnf.head: tie x to embed.wte directly);
+     - a user's params as targets (x ties to lnf.w, where lnf uses a tie);
+     - an owner using ties (embed ties to anything, where lnf ties to embed.wte).
+   And zero_build refuses a module whose params are all tied ("a param of its own"). */
 ZERO_API zero_result zero_add_tied_param(zero_ctx *ctx, zero_module m, const char *name, zero_param target,
                                          zero_param *out);
 /* A stacked tensor [n, ...] split along its first axis: slice i becomes param desc->name of
@@ -1385,6 +1393,15 @@ ZERO_API zero_result zero_ckpt_get(const zero_ctx *ctx, const char *key, void *o
 /* safetensors: "module.param" tensors; export writes from rank 0 (dtype ZERO_F32 or
    ZERO_BF16), load sets the params (and fp32 master) only; both collective */
 ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, zero_dtype dtype);
+/* Ties in the file: "__metadata__" has "tied": "lnf.head=embed.wte" (user=owner, comma-
+   separated) whenever the model has tied params. With tied_copies, each tied param is also
+   written under its user's name (a copy of its owner's values), so a consumer that looks
+   for "lnf.head" finds it without knowing the tie (zero_load_safetensors ignores those). */
+typedef struct zero_export_desc {
+    zero_dtype dtype;                           /* ZERO_F32 (default) or ZERO_BF16 */
+    int tied_copies;
+} zero_export_desc;
+ZERO_API zero_result zero_export_safetensors_ex(zero_ctx *ctx, const char *path, const zero_export_desc *desc);
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
 /* checkpoint inspection, without a context: zero_ckpt_open reads dir/manifest through the
@@ -9833,13 +9850,25 @@ static zero_result zero__add_tied_param(zero_ctx *ctx, zero_module mod, const ch
     if ((ti = zero__param_index(ctx, target, "zero_add_tied_param")) < 0) return ZERO_ERR_INVALID_HANDLE;
     o = ctx->params[ti].module;
     if ((r = zero__name_check(ctx, "zero_add_tied_param", "param", name)) != ZERO_OK) return r;
+    i = (int)(target.id & 0xfffffu) - 1;
+    if (i >= ctx->num_params) {         /* a tied handle: no chains, tie to the owner's param */
+        const zero__tie *tt = &ctx->ties[ZERO__TIE_INDEX(i)];
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param('%s.%s'): the target is the tied param '%s.%s' (no chains): tie to the "
+                          "param it uses, '%s.%s', instead", ctx->modules[mi].name, name, ctx->modules[tt->module].name,
+                          tt->name, ctx->modules[o].name, ctx->params[ti].name);
+    }
+    if (mi == o)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param('%s.%s'): the target '%s.%s' is in the same module: a tie joins two "
+                          "modules (within one, use the param's own handle)", ctx->modules[mi].name, name,
+                          ctx->modules[o].name, ctx->params[ti].name);
     if (zero__param_named(ctx, mi, name))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
     /* one level only: an owner uses no ties, a user owns no tied-to params (no chains, no cycles) */
     for (i = 0; i < ctx->num_ties; i++) {
         int u = ctx->ties[i].module, uo = ctx->params[ctx->ties[i].target].module;
-        if (u == uo || mi == o) continue;
         if (u == o)
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "zero_add_tied_param('%s.%s'): module '%s' uses tied params itself, so its params cannot "
@@ -14003,9 +14032,11 @@ static const char *zero__st_dtype_name(zero_dtype t) {
     return t == ZERO_F32 ? "F32" : t == ZERO_BF16 ? "BF16" : "F16";
 }
 
-/* the JSON header, padded; *len gets its length (a multiple of 8); NULL on OOM */
-static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, int n, zero_dtype dt, int64_t *len) {
-    size_t cap = 64, l = 0;
+/* the JSON header, padded; *len gets its length (a multiple of 8); NULL on OOM. meta: the
+   "__metadata__" object's members (JSON text, names already checked), or NULL */
+static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, int n, zero_dtype dt, const char *meta,
+                             int64_t *len) {
+    size_t cap = 64 + (meta ? strlen(meta) + 32 : 0), l = 0;
     int i, k;
     int64_t off = 0, es = (int64_t)zero__dtype_size(dt);
     char *h;
@@ -14013,6 +14044,7 @@ static char *zero__st_header(const zero_allocator *a, const zero__st_tensor *t, 
     if (!(h = (char *)zero__raw_alloc(a, cap))) return NULL;
 #define ZERO__ST_P(...) (l += (size_t)snprintf(h + l, cap - l, __VA_ARGS__))
     ZERO__ST_P("{");
+    if (meta && *meta) ZERO__ST_P("\"__metadata__\":{%s}%s", meta, n ? "," : "");
     for (i = 0; i < n; i++) {
         ZERO__ST_P("%s\"%s.%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "", t[i].module, t[i].name,
                    zero__st_dtype_name(dt));
@@ -14495,21 +14527,48 @@ static int zero__ck_seal(int fd, int ok, const char *tmp, const char *path) {
 
 /* rank 0's start: the header of every param in order, written to path.tmp (tmp, *fd,
    *hlen) */
-static zero_result zero__st_export_begin(zero_ctx *ctx, const char *path, zero_dtype dtype, char *tmp, size_t tmpn,
-                                         int *fd, int64_t *hlen, char *msg, size_t msgn) {
+/* The ties in "__metadata__": "tied" is "user.param=owner.param" for each, comma-separated
+   (a string, as safetensors metadata must be); "" without ties; NULL: out of memory */
+static char *zero__st_tie_meta(const zero_ctx *ctx) {
+    size_t cap = 32, l = 0;
+    char *t;
+    int i;
+    for (i = 0; i < ctx->num_ties; i++)
+        cap += strlen(ctx->modules[ctx->ties[i].module].name) + strlen(ctx->ties[i].name) +
+               strlen(ctx->modules[ctx->params[ctx->ties[i].target].module].name) +
+               strlen(ctx->params[ctx->ties[i].target].name) + 4;
+    if (!(t = (char *)zero__raw_alloc(&ctx->desc.allocator, cap))) return NULL;
+    t[0] = 0;
+    if (ctx->num_ties) l += (size_t)snprintf(t + l, cap - l, "\"tied\":\"");
+    for (i = 0; i < ctx->num_ties; i++) {
+        const zero__param_rec *o = &ctx->params[ctx->ties[i].target];
+        l += (size_t)snprintf(t + l, cap - l, "%s%s.%s=%s.%s", i ? "," : "", ctx->modules[ctx->ties[i].module].name,
+                              ctx->ties[i].name, ctx->modules[o->module].name, o->name);
+    }
+    if (ctx->num_ties) snprintf(t + l, cap - l, "\"");
+    return t;
+}
+
+/* the tensors in file order: every param, then (copies) each tie under its user's name */
+static zero_result zero__st_export_begin(zero_ctx *ctx, const char *path, zero_dtype dtype, int copies, char *tmp,
+                                         size_t tmpn, int *fd, int64_t *hlen, char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
-    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)ctx->num_params);
-    char *hdr = NULL;
+    int nt = ctx->num_params + (copies ? ctx->num_ties : 0);
+    zero__st_tensor *ts = (zero__st_tensor *)zero__raw_alloc(a, sizeof *ts * (size_t)nt);
+    char *hdr = NULL, *meta = zero__st_tie_meta(ctx);
     zero_result local = ZERO_OK;
     int i;
-    for (i = 0; ts && i < ctx->num_params; i++) {
-        ts[i].module = ctx->modules[ctx->params[i].module].name;
-        ts[i].name = ctx->params[i].name;
-        ts[i].ndim = ctx->params[i].ndim;
-        ts[i].shape = ctx->params[i].shape;
-        ts[i].numel = ctx->params[i].numel;
+    for (i = 0; ts && i < nt; i++) {
+        const zero__param_rec *p = &ctx->params[i < ctx->num_params ? i : ctx->ties[i - ctx->num_params].target];
+        ts[i].module = i < ctx->num_params ? ctx->modules[p->module].name
+                                           : ctx->modules[ctx->ties[i - ctx->num_params].module].name;
+        ts[i].name = i < ctx->num_params ? p->name : ctx->ties[i - ctx->num_params].name;
+        ts[i].ndim = p->ndim;
+        ts[i].shape = p->shape;
+        ts[i].numel = p->numel;
     }
-    if (ts) hdr = zero__st_header(a, ts, ctx->num_params, dtype, hlen);
+    if (ts && meta) hdr = zero__st_header(a, ts, nt, dtype, meta, hlen);
+    zero__raw_free(a, meta);
     if (!ts || !hdr) {
         local = ZERO_ERR_OUT_OF_MEMORY;
         snprintf(msg, msgn, "out of memory");
@@ -14528,28 +14587,28 @@ static zero_result zero__st_export_begin(zero_ctx *ctx, const char *path, zero_d
 /* module by module (memory: one module span, buf): every rank takes part in the
    gathers, rank 0 writes each of the module's params at its offset in fd (while *local
    is ZERO_OK). Returns the gathers' result. */
-static zero_result zero__st_export_modules(zero_ctx *ctx, const char *path, zero_dtype dtype, int fd, int64_t hlen,
-                                           float *buf, zero_result *local, char *msg, size_t msgn) {
+static zero_result zero__st_export_modules(zero_ctx *ctx, const char *path, zero_dtype dtype, int copies, int fd,
+                                           int64_t hlen, float *buf, zero_result *local, char *msg, size_t msgn) {
     zero_result r;
-    int64_t off;
-    int i, j;
+    int64_t off, es = (int64_t)zero__dtype_size(dtype);
+    int i, j, n = ctx->num_params + (copies ? ctx->num_ties : 0);
     for (i = 0; i < ctx->num_modules; i++) {
         if ((r = zero__st_module_f32(ctx, i, buf)) != ZERO_OK) return r;
         if (ctx->rank != 0 || *local != ZERO_OK) continue;
         off = 8 + hlen;
-        for (j = 0; j < ctx->num_params && *local == ZERO_OK; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
+        for (j = 0; j < n && *local == ZERO_OK; j++) {     /* a tie's copy: its target's values again */
+            const zero__param_rec *pr = &ctx->params[j < ctx->num_params ? j : ctx->ties[j - ctx->num_params].target];
             if (pr->module == i && !zero__st_write_values(fd, buf + pr->offset, pr->numel, dtype, off)) {
                 *local = ZERO_ERR_IO;
                 snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
             }
-            off += pr->numel * (int64_t)zero__dtype_size(dtype);
+            off += pr->numel * es;
         }
     }
     return ZERO_OK;
 }
 
-static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype dtype) {
+static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype dtype, int copies) {
     const zero_allocator *a = &ctx->desc.allocator;
     char msg[ZERO__MSG] = "", tmp[4096];
     zero_result r, local = ZERO_OK;
@@ -14559,8 +14618,9 @@ static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype d
     if (!(buf = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                           "zero_export_safetensors: out of memory");
-    if (ctx->rank == 0) local = zero__st_export_begin(ctx, path, dtype, tmp, sizeof tmp, &fd, &hlen, msg, sizeof msg);
-    r = zero__st_export_modules(ctx, path, dtype, fd, hlen, buf, &local, msg, sizeof msg);
+    if (ctx->rank == 0)
+        local = zero__st_export_begin(ctx, path, dtype, copies, tmp, sizeof tmp, &fd, &hlen, msg, sizeof msg);
+    r = zero__st_export_modules(ctx, path, dtype, copies, fd, hlen, buf, &local, msg, sizeof msg);
     zero__raw_free(a, buf);
     if (r != ZERO_OK) {
         if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
@@ -14595,7 +14655,7 @@ static char *zero__ck_export_layout(const zero_ckpt *ck, zero_dtype dtype, int64
         ts[i].shape = m->params[i].shape;
         ts[i].numel = m->params[i].numel;
     }
-    if (ts && *data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, hlen);
+    if (ts && *data_off) hdr = zero__st_header(a, ts, m->nparam, dtype, NULL, hlen);
     zero__raw_free(a, ts);
     if (!hdr) return NULL;
     off = 8 + *hlen;
@@ -15621,7 +15681,20 @@ ZERO_API zero_result zero_export_safetensors(zero_ctx *ctx, const char *path, ze
     if (dtype != ZERO_F32 && dtype != ZERO_BF16)
         return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                           "zero_export_safetensors: dtype must be ZERO_F32 or ZERO_BF16");
-    return zero__st_export(ctx, path, dtype);
+    return zero__st_export(ctx, path, dtype, 0);
+}
+
+ZERO_API zero_result zero_export_safetensors_ex(zero_ctx *ctx, const char *path, const zero_export_desc *desc) {
+    zero_result r;
+    zero_dtype dt;
+    if ((r = zero__ck_check(ctx, "zero_export_safetensors_ex", path)) != ZERO_OK) return r;
+    if (!desc)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_export_safetensors_ex: desc is NULL");
+    dt = desc->dtype == ZERO_DTYPE_DEFAULT ? ZERO_F32 : desc->dtype;
+    if (dt != ZERO_F32 && dt != ZERO_BF16)
+        return zero__fail(ctx, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                          "zero_export_safetensors_ex: desc->dtype must be ZERO_F32 or ZERO_BF16");
+    return zero__st_export(ctx, path, dt, desc->tied_copies != 0);
 }
 
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path) {

@@ -463,23 +463,138 @@ static zero_result err_fn(zero_comm *comm, int rank, void *user) {
         e->got = zero_param_numel(z, t) == 32 ? ZERO_OK : ZERO_ERR_STATE;
         { zero_module bad; bad.id = 777; e->got2 = zero_add_tied_param(z, bad, "u", wa, &t2); }
         break;
+    case 10:    /* a tie within one module (an alias): refused */
+        e->got = zero_add_tied_param(z, a, "w2", wa, &t);
+        break;
+    case 11:    /* a tie of a tied handle (a chain): refused, naming the param to tie to */
+        zero_add_tied_param(z, b, "t", wa, &t);
+        e->got = zero_add_tied_param(z, c2, "t", t, &t2);
+        break;
     }
     snprintf(e->msg, sizeof e->msg, "%s", zero_last_error(z));
     zero_destroy(z);
     return ZERO_OK;
 }
 
+/* safetensors export of a tied model (#27 item 6): "__metadata__" names the tie; with
+   tied_copies the tied param is also a tensor under its user's name, equal to its owner;
+   zero_load_safetensors reads either file back */
+typedef struct stjob { char dir[256]; int ok_meta, ok_copy, ok_plain, loaded; char msg[512]; } stjob;
+static char *st_slurp(const char *path, long *n) {
+    FILE *f = fopen(path, "rb");
+    char *b;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = (char *)malloc((size_t)*n + 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
+    if (b) b[*n] = 0;
+    fclose(f);
+    return b;
+}
+/* the data of tensor `name` in a safetensors file b (header json at b + 8): its bytes */
+static const char *st_data(const char *b, const char *name, long *bytes) {
+    char key[128];
+    const char *at, *o;
+    long long lo, hi, hlen = 0;
+    int k;
+    for (k = 0; k < 8; k++) hlen |= (long long)(unsigned char)b[k] << (8 * k);
+    snprintf(key, sizeof key, "\"%s\":{", name);
+    if (!(at = strstr(b + 8, key)) || at > b + 8 + hlen || !(o = strstr(at, "\"data_offsets\":[")) ||
+        sscanf(o + 16, "%lld,%lld", &lo, &hi) != 2)
+        return NULL;
+    *bytes = (long)(hi - lo);
+    return b + 8 + hlen + lo;
+}
+static zero_result st_fn(zero_comm *comm, int rank, void *user) {
+    stjob *j = (stjob *)user;
+    zero_ctx *z = NULL;
+    zero_desc d;
+    zero_module a, b;
+    zero_param wa, wb, t;
+    zero_export_desc ed;
+    char plain[300], copies[300];
+    float v[32];
+    long n = 0, na = 0, nt = 0;
+    char *f;
+    const char *da, *dt;
+    zero_result r;
+    int k;
+    (void)rank;
+    snprintf(plain, sizeof plain, "%s/plain.safetensors", j->dir);
+    snprintf(copies, sizeof copies, "%s/copies.safetensors", j->dir);
+    fx_desc(&d, comm, 3, ZERO_F32, ZERO_OPTIM_ADAMW, 0.01);
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    fx_module(z, "a", 0, &a); fx_module(z, "b", 0, &b);
+    fx_param(z, a, "w", 8, 4, 0, &wa); fx_param(z, b, "w", 8, 4, 0, &wb);
+    TRY(zero_add_tied_param(z, b, "head", wa, &t));
+    TRY(zero_build(z));
+    for (k = 0; k < 32; k++) v[k] = (float)k * 0.25f - 1.0f;
+    TRY(zero_param_set_f32(z, wa, v));
+    for (k = 0; k < 32; k++) v[k] = (float)k;
+    TRY(zero_param_set_f32(z, wb, v));
+    TRY(zero_export_safetensors(z, plain, ZERO_F32));
+    memset(&ed, 0, sizeof ed);
+    ed.tied_copies = 1;
+    TRY(zero_export_safetensors_ex(z, copies, &ed));
+    if ((f = st_slurp(plain, &n)) != NULL) {
+        j->ok_meta = strstr(f + 8, "\"__metadata__\":{\"tied\":\"b.head=a.w\"}") != NULL;
+        j->ok_plain = st_data(f, "b.head", &nt) == NULL && st_data(f, "a.w", &na) != NULL;
+        free(f);
+    }
+    if ((f = st_slurp(copies, &n)) != NULL) {
+        da = st_data(f, "a.w", &na);
+        dt = st_data(f, "b.head", &nt);
+        j->ok_copy = da && dt && na == 128 && nt == 128 && memcmp(da, dt, 128) == 0 &&
+                     strstr(f + 8, "\"tied\":\"b.head=a.w\"") != NULL;
+        free(f);
+    }
+    for (k = 0; k < 32; k++) v[k] = 0.0f;
+    TRY(zero_param_set_f32(z, wa, v));
+    TRY(zero_load_safetensors(z, copies));
+    TRY(zero_fetch(z, b));
+    j->loaded = ((const float *)zero_param_data(z, t))[5] == 0.25f;
+    TRY(zero_release(z, b));
+done:
+    snprintf(j->msg, sizeof j->msg, "%s", zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+static void test_export_ties(void) {
+    static stjob j;
+    const char *tmp = getenv("TMPDIR");
+    zero_result r;
+    memset(&j, 0, sizeof j);
+    snprintf(j.dir, sizeof j.dir, "%s/zero_tied_st_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    test_begin("tied_export_safetensors");
+    if (CHECK(mkdtemp(j.dir) != NULL, "mkdtemp")) {
+        char p[300];
+        r = zero_run_local(1, st_fn, &j);
+        CHECK(r == ZERO_OK, "%s: %s", zero_result_str(r), j.msg);
+        CHECK(j.ok_meta && j.ok_plain, "plain export: metadata %d, no copy and a.w present %d", j.ok_meta, j.ok_plain);
+        CHECK(j.ok_copy, "tied_copies: b.head is not a.w's bytes (or the tie is not in the metadata)");
+        CHECK(j.loaded, "zero_load_safetensors of the file with copies did not set a.w");
+        snprintf(p, sizeof p, "%s/plain.safetensors", j.dir); unlink(p);
+        snprintf(p, sizeof p, "%s/copies.safetensors", j.dir); unlink(p);
+        rmdir(j.dir);
+    }
+    test_end();
+}
+
 static void test_errors(void) {
     static const zero_result want[] = { ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_HANDLE, ZERO_ERR_INVALID_ARG,
                                         ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG,
                                         ZERO_ERR_ALREADY_BUILT, ZERO_ERR_INVALID_SIZE, ZERO_ERR_GRADS_NOT_READY,
-                                        ZERO_OK };
+                                        ZERO_OK, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG };
     static const char *names[] = { "name_taken", "bad_target", "null_ctx", "null_name", "chain", "owner_uses_ties",
-                                   "after_build", "only_tied", "user_not_ready", "handle" };
+                                   "after_build", "only_tied", "user_not_ready", "handle", "same_module",
+                                   "tie_of_a_tie" };
     static const char *words[] = { "already has", "not a param", "", "NULL", "uses tied params itself",
-                                   "owns params", "after zero_build", "of its own", "tied params whose users", "" };
+                                   "owns params", "after zero_build", "of its own", "tied params whose users", "",
+                                   "same module", "tie to the param it uses, 'a.w'" };
     int k;
-    for (k = 0; k < 10; k++) {
+    for (k = 0; k < 12; k++) {
         errcase e;
         memset(&e, 0, sizeof e);
         e.which = k;
@@ -495,6 +610,7 @@ static void test_errors(void) {
 int main(void) {
     test_init();
     test_errors();
+    test_export_ties();
     test_equivalence();
     test_head_last();
     test_prefetch_tied();
