@@ -147,6 +147,10 @@
                         offload_params, offload (ON OFFLOAD); offload_activations,
                         act_live_bytes (ON ACTIVATIONS)
              hooks      allocator (MEMORY OVERRIDES), logger (LOGGING)
+         From a DeepSpeed config file instead: zero_desc_from_json(text, &d, report, size,
+         &n) fills d from its zero_optimization, fp16/bf16, optimizer, gradient_clipping and
+         gradient_accumulation_steps, and writes one line into report for each of the n keys
+         it does not honour (its declaration below says which, and why); then set d.comm.
          zero_query_desc(z) returns the values in effect; zero_rank(z) and zero_world_size(z)
          give the context's rank and world size. One context per endpoint at a time: for two
          models, make two groups.
@@ -794,7 +798,9 @@
      with the error on every rank: load again.
 
      --- Safetensors. zero_export_safetensors(z, path, ZERO_F32 or ZERO_BF16) writes every
-     param as a "module.param" tensor, from rank 0 (memory: one module);
+     param as a "module.param" tensor, from rank 0 (memory: one module); a tie is recorded
+     in the file's metadata ("tied": "lnf.head=embed.wte"), and zero_export_safetensors_ex
+     with tied_copies also writes the tied param under its user's name ("lnf.head");
      zero_load_safetensors(z, path) sets the params (and master weights) from such a file,
      each rank reading its ranges; optimizer state and step count are left alone.
 
@@ -1287,6 +1293,80 @@ ZERO_API zero_result zero_run_nccl(int world_size, zero_rank_fn fn, void *user);
 ZERO_API zero_result zero_create(zero_ctx **out, const zero_desc *desc);
 ZERO_API void zero_destroy(zero_ctx *ctx);
 ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx);   /* effective values */
+/* A zero_desc from a DeepSpeed config: json is the whole text of a ds_config.json.
+
+       zero_desc d; char report[4096]; int n;
+       if (zero_desc_from_json(text, &d, report, sizeof report, &n) != ZERO_OK) {
+           fprintf(stderr, "%s\n", zero_last_error(NULL)); return 1;    // line and column
+       }
+       if (n) fprintf(stderr, "%d DeepSpeed keys not honoured:\n%s", n, report);
+       d.comm = comm; d.device = ...;            // what a config cannot say
+       zero_create(&z, &d);
+
+   *out is set to all zeros (every default), then filled from the keys that have a zero_desc
+   field of the same meaning:
+       zero_optimization   stage; reduce_bucket_size, stage3_prefetch_bucket_size and
+                           stage3_param_persistence_threshold, which DeepSpeed counts in
+                           elements, as bytes of param_dtype (x2 for fp16 and bf16, x4 for
+                           fp32; a prefetch of 0 is prefetch_bytes -1, off); offload_optimizer
+                           and offload_param devices (cpu: ZERO_OFFLOAD_HOST, nvme:
+                           ZERO_OFFLOAD_NVME, nvme_path in offload.nvme_dirs[0]);
+                           zero_quantized_weights (qwz), zero_quantized_gradients (qgz = 4:
+                           DeepSpeed's qgZ sends int4), zero_hpz_partition_size (hpz)
+       fp16, bf16          param_dtype (neither enabled: ZERO_F32, as DeepSpeed trains in
+                           fp32); fp16's loss_scale (0: dynamic), initial_scale_power,
+                           loss_scale_window, min_loss_scale
+       optimizer           Adam and AdamW: ZERO_OPTIM_ADAMW, decoupled decay, which is what
+                           DeepSpeed runs for both unless adam_w_mode is false; SGD:
+                           ZERO_OPTIM_SGD (type case-insensitive); lr, betas, eps,
+                           weight_decay, momentum, dampening, nesterov
+       the rest            gradient_clipping (clip_norm; absent: 1.0, DeepSpeed's default
+                           since mid-2026, so write 0 for none), gradient_accumulation_steps
+                           (accum_steps), data_types.grad_accum_dtype, aio.queue_depth
+
+   The report lists every way the desc differs from what DeepSpeed would do with the config,
+   one line per key, "<path>=<value>: not honoured: <why>":
+       zero_optimization.sub_group_size=1e9: not honoured: zero.h steps the rank's whole ...
+   A key is not honoured when zero.h has nothing like it (scheduler, steps_per_print, the
+   monitors), when it means something else here or asks for what zero.h cannot do (Adam's
+   L2 decay with adam_w_mode false, hysteresis other than 1, stage3_max_live_parameters,
+   which zero.h would allocate rather than cap), when its value is outside zero.h's range
+   or is a 0 that zero.h reads as "the default" (an lr of 0), when it is "auto" (left for
+   the HF Trainer to fill in), or when zero.h does not know it. Its field keeps its default:
+   a value is never clamped. A section zero.h does not have (tensorboard, flops_profiler,
+   ...) is one line, unless it says "enabled": false. No line for a key set to what zero.h
+   does anyway (overlap_comm true, contiguous_gradients true), nor for one that does nothing
+   in DeepSpeed either (nvme_path without device nvme, fp16's keys while fp16 is off,
+   offload_param and the ZeRO++ keys below stage 3): the run is the same. Two absent keys
+   have lines, since zero.h cannot follow DeepSpeed's default: "optimizer (absent)"
+   (DeepSpeed would run your program's optimizer) and, with a dynamic fp16 scale,
+   "fp16.hysteresis (absent, DeepSpeed's default 2)". A null is an absent key.
+   train_batch_size and train_micro_batch_size_per_gpu are your loop's: their lines say
+   what they mean for desc.accum_steps.
+
+   report (NULL: none) receives the lines, each ending in '\n', NUL-terminated: as many whole
+   lines as fit in report_size bytes. *unhonoured (NULL: not wanted) is the number of lines,
+   those that did not fit included. zero_create accepts the desc, unless the run disagrees
+   with it (hpz must divide the world size; a GPU cannot offload to NVMe yet); comm and
+   device are yours to set.
+
+   json must be NUL-terminated and writable: on success, and only where offload_optimizer's
+   nvme_path is, it is decoded in place and NUL-terminated; offload.nvme_dirs[0] points
+   there, so keep json until zero_build.
+
+   Errors return ZERO_ERR_INVALID_ARG and leave *out and json untouched; report holds one
+   line, the sentence zero_last_error(NULL) gives, with the line and column (from 1; a
+   column counts UTF-8 characters), and *unhonoured is 0:
+       zero_desc_from_json: line 3, column 14: zero_optimization.stage: expected an integer 0-3, found "3"
+   The text must be strict JSON (RFC 8259: no comments, trailing commas, NaN, single quotes
+   or byte-order mark; valid UTF-8), an object at the root with no key twice in an object,
+   at most 64 levels deep, at most 256 keys in the objects open at once, numbers of at most
+   100 characters within a double's range. A known key of the wrong type is an error, and
+   so is a value DeepSpeed's own config checks refuse (stage 4, a negative bucket size, fp16
+   and bf16 both enabled, offload device "gpu", optimizer.params.max_grad_norm). A NULL
+   json or out is ZERO_ERR_INVALID_ARG too. It allocates nothing and is thread-safe. */
+ZERO_API zero_result zero_desc_from_json(char *json, zero_desc *out, char *report, size_t report_size,
+                                         int *unhonoured);
 ZERO_API int zero_rank(const zero_ctx *ctx);
 ZERO_API int zero_world_size(const zero_ctx *ctx);
 
@@ -1887,6 +1967,7 @@ ZERO__C_IN_CXX_END
      >>stash      the activation stash: slots in memory or in files, read ahead for the backward pass
      >>ckpt       sharded checkpoints, safetensors, checkpoint inspection
      >>context    the context's life: zero_create, zero_destroy, and its stats
+     >>dsjson     a DeepSpeed config file's JSON read into a zero_desc
      >>public     the public functions */
 ZERO__C_IN_CXX_BEGIN     /* C++: see the element-wise math block */
 
@@ -11257,7 +11338,8 @@ static zero_result zero__do_gather_module(zero_ctx *ctx, const zero__task *t) {
     int N = ctx->world, pdt = (int)ctx->desc.param_dtype;
     int64_t per = m->lay.span / N;
     char *dst = (char *)t->u.gather.dst, *mine = zero__at(dst, (int64_t)ctx->rank * per, pdt);
-    const char *shard = zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt);
+    /* (no param arena when every module's shard is the tier's: no pointer arithmetic on NULL) */
+    const char *shard = ctx->arena.param ? zero__at(ctx->arena.param, zero__pshard(ctx, t->mod), pdt) : NULL;
     zero_result r, rr = ZERO_OK, rc = ZERO_OK;
     if (ctx->zpp.on) return zero__zpp_gather(ctx, t->mod, shard, dst, t->u.gather.refresh);
     if (!ctx->tier.vt->holds_params(ctx)) {     /* out of place: the shard (device memory) is sent */
@@ -14380,6 +14462,41 @@ static zero_result zero__ck_save(zero_ctx *ctx, const char *dir) {
     return r;
 }
 
+/* zero_ckpt_put: the record of key set to a copy of data (checked: ctx, key, data) */
+static zero_result zero__ck_rec_put(zero_ctx *ctx, const char *key, const void *data, int64_t bytes) {
+    const zero_allocator *a;
+    unsigned char *copy = NULL;
+    int i;
+    if (!zero__ck_key_ok(key))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_ckpt_put: key '%.80s' is not 1-%d characters of A-Z a-z 0-9 _ . -", key, ZERO__CK_KEY_MAX);
+    if (bytes < 0 || bytes > ZERO_CKPT_RECORD_MAX)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_ckpt_put('%s'): %lld bytes; a record holds 0 to %d (ZERO_CKPT_RECORD_MAX)", key,
+                          (long long)bytes, ZERO_CKPT_RECORD_MAX);
+    for (i = 0; i < ctx->ckrec.n && strcmp(ctx->ckrec.rec[i].key, key) != 0; i++) {}
+    if (i == ZERO_CKPT_MAX_RECORDS)
+        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
+                          "zero_ckpt_put('%s'): the context holds %d records already (ZERO_CKPT_MAX_RECORDS)", key,
+                          ZERO_CKPT_MAX_RECORDS);
+    a = &ctx->desc.allocator;
+    if (bytes > 0) {
+        if (!(copy = (unsigned char *)zero__raw_alloc(a, (size_t)bytes)))
+            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_put('%s'): out of memory",
+                              key);
+        memcpy(copy, data, (size_t)bytes);
+    }
+    if (i == ctx->ckrec.n) {
+        memcpy(ctx->ckrec.rec[i].key, key, strlen(key) + 1);
+        ctx->ckrec.n++;
+    } else {
+        zero__raw_free(a, ctx->ckrec.rec[i].data);
+    }
+    ctx->ckrec.rec[i].data = copy;
+    ctx->ckrec.rec[i].bytes = bytes;
+    return ZERO_OK;
+}
+
 /* ---- zero_load, zero_load_safetensors */
 /* The end of a load's writes (local: how they went): what the state writes left in the
    tier's buffer written back, the stage-3 gathers redone, and every rank agrees;
@@ -15161,6 +15278,1371 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
     zero__comm_costs(ctx->comm, out);
 }
 
+/* >>dsjson ------------------------------------------------------------------------------
+   A DeepSpeed config's JSON into a zero_desc, without allocating. Two steps:
+     zero__js_*   a strict recursive-descent check of the whole text (RFC 8259), which
+                  records the position of the first error; duplicate keys are found by
+                  keeping the offsets of the keys of the objects open at the moment (at most
+                  ZERO__JS_KEYS), and nesting is bounded (ZERO__JS_DEPTH), so the stack is too.
+     zero__dsc_*  a walk over the checked text: every key is looked up in a table of the
+                  keys DeepSpeed documents, mapped onto the desc or reported, one line each.
+                  It reads the text in place; values are decoded when they are used.
+   DeepSpeed's meaning of each key is taken from its config classes (deepspeed/runtime/
+   config.py, zero/config.py, zero/offload_config.py, precision_config.py) and engine.py's
+   optimizer choice; where those classes refuse a value (a stage of 4, a negative size), so
+   does this. The offsets are size_t; ZERO__JS_NONE is "no such value". */
+#define ZERO__JS_DEPTH 64               /* nesting levels (a DeepSpeed config uses 4) */
+#define ZERO__JS_KEYS 256               /* keys of the objects open at once (the duplicate check) */
+#define ZERO__JS_NUMLEN 100             /* characters of one number */
+#define ZERO__JS_NONE ((size_t)-1)
+
+typedef struct zero__js {               /* the text being checked and its first error */
+    const char *s;
+    size_t err_at;                      /* the error's byte offset */
+    char err[384];                      /* "" while there is none */
+    size_t keys[ZERO__JS_KEYS];         /* the open objects' keys (offsets of their quotes) */
+    int nkeys;
+} zero__js;
+
+static int zero__js_fail(zero__js *j, size_t at, const char *fmt, ...) {
+    va_list ap;
+    if (!j || j->err[0]) return 0;      /* the first error stands */
+    j->err_at = at;
+    va_start(ap, fmt);
+    vsnprintf(j->err, sizeof j->err, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+static int zero__js_isws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static int zero__js_digit(char c) { return c >= '0' && c <= '9'; }
+static int zero__js_alnum(char c) {
+    return zero__js_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static size_t zero__js_ws(const char *s, size_t i) {
+    while (zero__js_isws(s[i])) i++;
+    return i;
+}
+/* line and column (from 1) of byte offset at; a column counts UTF-8 characters */
+static void zero__js_linecol(const char *s, size_t at, unsigned long long *line, unsigned long long *col) {
+    size_t i;
+    *line = 1;
+    *col = 1;
+    for (i = 0; i < at && s[i]; i++) {
+        if (s[i] == '\n') { (*line)++; *col = 1; }
+        else if (((unsigned char)s[i] & 0xC0u) != 0x80u) (*col)++;
+    }
+}
+static int zero__js_hex4(const char *s, size_t i, unsigned long *out) {
+    unsigned long u = 0;
+    int k;
+    for (k = 0; k < 4; k++) {               /* stops at the first non-hex byte: never past a NUL */
+        char c = s[i + (size_t)k];
+        unsigned long d = zero__js_digit(c) ? (unsigned long)(c - '0') : (c >= 'a' && c <= 'f') ?
+                          (unsigned long)(c - 'a' + 10) : (c >= 'A' && c <= 'F') ? (unsigned long)(c - 'A' + 10) : 16u;
+        if (d > 15u) return 0;
+        u = u * 16u + d;
+    }
+    *out = u;
+    return 1;
+}
+/* The next character of a string, *i at it (the first after the opening quote, or the one
+   after the last): its code point; -1 at the closing quote (*i then just past it); -2 on an
+   error (recorded in j when j is given; on checked text there is none). */
+static long zero__js_char(zero__js *j, const char *s, size_t *i) {
+    size_t at = *i;
+    unsigned char b = (unsigned char)s[at];
+    unsigned long u, lo, cp;
+    int n, k;
+    if (b == '"') { *i = at + 1; return -1; }
+    if (b == 0) return zero__js_fail(j, at, "the text ends inside a string (a '\"' is missing)"), -2;
+    if (b < 0x20)
+        return zero__js_fail(j, at, "a control character (U+%04X) inside a string; write it as an escape (\\n, \\t, "
+                             "\\u%04X)", (unsigned)b, (unsigned)b), -2;
+    if (b == '\\') {
+        char e = s[at + 1];
+        *i = at + 2;
+        switch (e) {
+        case '"': return '"';
+        case '\\': return '\\';
+        case '/': return '/';
+        case 'b': return 8;
+        case 'f': return 12;
+        case 'n': return 10;
+        case 'r': return 13;
+        case 't': return 9;
+        case 'u':
+            if (!zero__js_hex4(s, at + 2, &u))
+                return zero__js_fail(j, at, "\\u must be followed by four hex digits"), -2;
+            *i = at + 6;
+            if (u >= 0xDC00u && u <= 0xDFFFu)
+                return zero__js_fail(j, at, "\\u%04lX is the low half of a surrogate pair, without its high half", u), -2;
+            if (u >= 0xD800u && u <= 0xDBFFu) {
+                if (s[at + 6] != '\\' || s[at + 7] != 'u' || !zero__js_hex4(s, at + 8, &lo) || lo < 0xDC00u || lo > 0xDFFFu)
+                    return zero__js_fail(j, at, "\\u%04lX is the high half of a surrogate pair, without its low half", u), -2;
+                *i = at + 12;
+                return (long)(0x10000u + ((u - 0xD800u) << 10) + (lo - 0xDC00u));
+            }
+            return (long)u;
+        case 0:
+            return zero__js_fail(j, at, "the text ends inside a string (a '\"' is missing)"), -2;
+        default:
+            if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f)
+                return zero__js_fail(j, at, "an invalid escape \\%c (JSON's are \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX)",
+                                     e), -2;
+            return zero__js_fail(j, at, "an invalid escape: a backslash before byte 0x%02X", (unsigned)(unsigned char)e), -2;
+        }
+    }
+    if (b < 0x80) { *i = at + 1; return (long)b; }
+    n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 ? 2 : 0;     /* 0x80-0xC1: a stray continuation, an overlong */
+    if (n == 0 || b > 0xF4) return zero__js_fail(j, at, "invalid UTF-8 (byte 0x%02X)", (unsigned)b), -2;
+    cp = (unsigned long)(b & (0x7Fu >> n));
+    for (k = 1; k < n; k++) {               /* a NUL is not a continuation byte: never past the end */
+        unsigned char c = (unsigned char)s[at + (size_t)k];
+        if ((c & 0xC0u) != 0x80u) return zero__js_fail(j, at, "invalid UTF-8 (byte 0x%02X)", (unsigned)b), -2;
+        cp = (cp << 6) | (unsigned long)(c & 0x3Fu);
+    }
+    if ((n == 3 && (cp < 0x800u || (cp >= 0xD800u && cp <= 0xDFFFu))) || (n == 4 && (cp < 0x10000u || cp > 0x10FFFFu)))
+        return zero__js_fail(j, at, "invalid UTF-8 (an overlong form, a surrogate or a code point past U+10FFFF)"), -2;
+    *i = at + (size_t)n;
+    return (long)cp;
+}
+static int zero__js_string(zero__js *j, size_t *i) {       /* *i at the opening quote; then past the closing one */
+    long c;
+    (*i)++;
+    while ((c = zero__js_char(j, j->s, i)) >= 0) {}
+    return c == -1;
+}
+/* two checked strings (offsets of their opening quotes) decode to the same characters */
+static int zero__js_str_eq(const char *s, size_t a, size_t b) {
+    long ca, cb;
+    a++;
+    b++;
+    do {
+        ca = zero__js_char(NULL, s, &a);
+        cb = zero__js_char(NULL, s, &b);
+        if (ca != cb) return 0;
+    } while (ca >= 0);
+    return 1;
+}
+static long zero__js_lower(long c) { return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c; }
+/* the checked string at a (or ZERO__JS_NONE, or another value) is lit (ASCII); ci: ignoring ASCII case */
+static int zero__js_str_is(const char *s, size_t a, const char *lit, int ci) {
+    const unsigned char *l = (const unsigned char *)lit;
+    long c;
+    if (a == ZERO__JS_NONE || s[a] != '"') return 0;
+    a++;
+    for (;; l++) {
+        c = zero__js_char(NULL, s, &a);
+        if (c < 0) return *l == 0;
+        if (*l == 0 || (ci ? zero__js_lower(c) != zero__js_lower((long)*l) : c != (long)*l)) return 0;
+    }
+}
+static int zero__js_finite(double x) {     /* on the bit pattern: the includer's -ffast-math cannot drop it */
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return ((u >> 52) & 0x7FFu) != 0x7FFu;
+}
+/* The value of the number in s[a, b) (checked grammar, at most ZERO__JS_NUMLEN characters),
+   correctly rounded: its digits without the point and an adjusted exponent go to strtod,
+   which reads no radix character, so the C locale's decimal point cannot change the value.
+   *nonzero: a digit other than 0 was written (a value that underflowed to 0 is an error). */
+static double zero__js_numval(const char *s, size_t a, size_t b, int *nonzero) {
+    char buf[ZERO__JS_NUMLEN + 24];
+    size_t n = 0, i = a;
+    long exp = 0, frac = 0;             /* the exponent written; digits after the point */
+    int neg = 0, point = 0;
+    *nonzero = 0;
+    if (s[i] == '-') { buf[n++] = '-'; i++; }
+    for (; i < b && (zero__js_digit(s[i]) || s[i] == '.'); i++) {
+        if (s[i] == '.') { point = 1; continue; }
+        frac += point;
+        if (s[i] != '0') *nonzero = 1;
+        buf[n++] = s[i];
+    }
+    if (i < b) {                                /* 'e' or 'E' */
+        i++;
+        if (s[i] == '+' || s[i] == '-') neg = s[i++] == '-';
+        for (; i < b; i++)
+            if (exp < 1000000L) exp = exp * 10 + (s[i] - '0');   /* beyond that, any exponent is out of range */
+        if (neg) exp = -exp;
+    }
+    snprintf(buf + n, sizeof buf - n, "e%ld", exp - frac);
+    return strtod(buf, NULL);
+}
+static int zero__js_value(zero__js *j, size_t *i, int depth);
+static int zero__js_unexpected(zero__js *j, size_t at, const char *what) {
+    unsigned char c = (unsigned char)j->s[at];
+    if (c == 0) return zero__js_fail(j, at, "the text ends where %s should be", what);
+    if (c == '\'') return zero__js_fail(j, at, "expected %s, found a single quote (JSON strings take double quotes)", what);
+    if (c == '/') return zero__js_fail(j, at, "expected %s, found '/' (JSON has no comments)", what);
+    if (c >= 0x20 && c < 0x7f) return zero__js_fail(j, at, "expected %s, found '%c'", what, (char)c);
+    return zero__js_fail(j, at, "expected %s, found byte 0x%02X", what, (unsigned)c);
+}
+static int zero__js_number(zero__js *j, size_t *i) {
+    const char *s = j->s;
+    size_t p = *i, start = p;
+    int nonzero;
+    double v;
+    if (s[p] == '-') p++;
+    if (s[p] == '0') {
+        p++;
+        if (zero__js_digit(s[p])) return zero__js_fail(j, start, "a number with a leading zero");
+    } else if (zero__js_digit(s[p])) {
+        while (zero__js_digit(s[p])) p++;
+    } else {
+        return zero__js_unexpected(j, p, "a digit after '-'");
+    }
+    if (s[p] == '.') {
+        p++;
+        if (!zero__js_digit(s[p])) return zero__js_unexpected(j, p, "a digit after the decimal point");
+        while (zero__js_digit(s[p])) p++;
+    }
+    if (s[p] == 'e' || s[p] == 'E') {
+        p++;
+        if (s[p] == '+' || s[p] == '-') p++;
+        if (!zero__js_digit(s[p])) return zero__js_unexpected(j, p, "a digit in the exponent");
+        while (zero__js_digit(s[p])) p++;
+    }
+    if (p - start > ZERO__JS_NUMLEN)
+        return zero__js_fail(j, start, "a number of more than %d characters", ZERO__JS_NUMLEN);
+    v = zero__js_numval(s, start, p, &nonzero);
+    if (!zero__js_finite(v) || (v == 0 && nonzero))
+        return zero__js_fail(j, start, "the number %.*s is out of the range of a double", (int)(p - start), s + start);
+    *i = p;
+    return 1;
+}
+static int zero__js_word(zero__js *j, size_t *i) {     /* true, false, null; a word that is none of them */
+    const char *s = j->s;
+    size_t p = *i, n;
+    while (zero__js_alnum(s[p])) p++;
+    n = p - *i;
+    if ((n == 4 && !memcmp(s + *i, "true", 4)) || (n == 5 && !memcmp(s + *i, "false", 5)) ||
+        (n == 4 && !memcmp(s + *i, "null", 4))) {
+        *i = p;
+        return 1;
+    }
+    if ((n == 3 && !memcmp(s + *i, "NaN", 3)) || (n == 8 && !memcmp(s + *i, "Infinity", 8)))
+        return zero__js_fail(j, *i, "%.*s is not JSON (JSON numbers are finite)", (int)n, s + *i);
+    if ((n == 4 && !memcmp(s + *i, "True", 4)) || (n == 5 && !memcmp(s + *i, "False", 5)) ||
+        (n == 4 && !memcmp(s + *i, "None", 4)))
+        return zero__js_fail(j, *i, "Python's %.*s is not JSON (write true, false or null)", (int)n, s + *i);
+    return zero__js_fail(j, *i, "an unknown word '%.*s' (JSON's are true, false and null)", (int)(n > 24 ? 24 : n),
+                         s + *i);
+}
+static int zero__js_object(zero__js *j, size_t *i, int depth) {
+    const char *s = j->s;
+    size_t p = zero__js_ws(s, *i + 1), k;
+    int base = j->nkeys, ok = 1, n;
+    unsigned long long line, col;
+    if (s[p] == '}') { *i = p + 1; return 1; }
+    for (;;) {
+        if (s[p] != '"') { ok = zero__js_unexpected(j, p, "a key (a string in double quotes)"); break; }
+        k = p;
+        if (!zero__js_string(j, &p)) { ok = 0; break; }
+        for (n = base; n < j->nkeys && !zero__js_str_eq(s, j->keys[n], k); n++) {}
+        if (n < j->nkeys) {
+            zero__js_linecol(s, j->keys[n], &line, &col);
+            ok = zero__js_fail(j, k, "the key %.*s%s is in this object twice (first at line %llu, column %llu)",
+                               (int)(p - k > 40 ? 40 : p - k), s + k, p - k > 40 ? "..." : "", line, col);
+            break;
+        }
+        if (j->nkeys == ZERO__JS_KEYS) {
+            ok = zero__js_fail(j, k, "more than %d keys in the objects open here", ZERO__JS_KEYS);
+            break;
+        }
+        j->keys[j->nkeys++] = k;
+        p = zero__js_ws(s, p);
+        if (s[p] != ':') { ok = zero__js_unexpected(j, p, "':' after the key"); break; }
+        p = zero__js_ws(s, p + 1);
+        if (!zero__js_value(j, &p, depth)) { ok = 0; break; }
+        p = zero__js_ws(s, p);
+        if (s[p] == '}') { p++; break; }
+        if (s[p] != ',') {
+            ok = s[p] ? zero__js_unexpected(j, p, "',' or '}' after an object's member")
+                      : zero__js_fail(j, p, "the text ends inside an object (a '}' is missing)");
+            break;
+        }
+        k = p;
+        p = zero__js_ws(s, p + 1);
+        if (s[p] == '}') { ok = zero__js_fail(j, k, "a comma before '}' (JSON has no trailing commas)"); break; }
+    }
+    j->nkeys = base;
+    *i = p;
+    return ok;
+}
+static int zero__js_array(zero__js *j, size_t *i, int depth) {
+    const char *s = j->s;
+    size_t p = zero__js_ws(s, *i + 1), c;
+    if (s[p] == ']') { *i = p + 1; return 1; }
+    for (;;) {
+        if (!zero__js_value(j, &p, depth)) return 0;
+        p = zero__js_ws(s, p);
+        if (s[p] == ']') { *i = p + 1; return 1; }
+        if (s[p] != ',')
+            return s[p] ? zero__js_unexpected(j, p, "',' or ']' after an array's element")
+                        : zero__js_fail(j, p, "the text ends inside an array (a ']' is missing)");
+        c = p;
+        p = zero__js_ws(s, p + 1);
+        if (s[p] == ']') return zero__js_fail(j, c, "a comma before ']' (JSON has no trailing commas)");
+    }
+}
+static int zero__js_value(zero__js *j, size_t *i, int depth) {
+    char c = j->s[*i];
+    if (c == '{' || c == '[') {
+        if (depth >= ZERO__JS_DEPTH) return zero__js_fail(j, *i, "more than %d levels of nesting", ZERO__JS_DEPTH);
+        return c == '{' ? zero__js_object(j, i, depth + 1) : zero__js_array(j, i, depth + 1);
+    }
+    if (c == '"') return zero__js_string(j, i);
+    if (c == '-' || zero__js_digit(c)) return zero__js_number(j, i);
+    if (zero__js_alnum(c)) return zero__js_word(j, i);
+    return zero__js_unexpected(j, *i, "a value");
+}
+static const char *zero__js_kind(const char *s, size_t v) {
+    switch (s[v]) {
+    case '{': return "an object";
+    case '[': return "an array";
+    case '"': return "a string";
+    case 't': case 'f': return "a boolean";
+    case 'n': return "null";
+    default: return "a number";
+    }
+}
+/* the whole text: one JSON value, an object */
+static int zero__js_check(zero__js *j) {
+    const char *s = j->s;
+    size_t p;
+    if ((unsigned char)s[0] == 0xEF && (unsigned char)s[1] == 0xBB && (unsigned char)s[2] == 0xBF)
+        return zero__js_fail(j, 0, "a UTF-8 byte-order mark (JSON text starts without one)");
+    p = zero__js_ws(s, 0);
+    if (!s[p]) return zero__js_fail(j, p, "no JSON value: the text is empty");
+    if (!zero__js_value(j, &p, 0)) return 0;
+    p = zero__js_ws(s, p);
+    if (s[p]) return zero__js_fail(j, p, "more text after the JSON value");
+    p = zero__js_ws(s, 0);
+    if (s[p] != '{')
+        return zero__js_fail(j, p, "the root is %s; a DeepSpeed config is an object ({...})", zero__js_kind(s, p));
+    return 1;
+}
+
+/* Reading checked text: skip a value, walk an object's members or an array's elements. */
+static size_t zero__js_skip(const char *s, size_t i) {     /* i at a value: the offset just past it */
+    int depth = 0;
+    do {
+        char c = s[i];
+        if (c == '"') {
+            for (i++; s[i] != '"'; i += s[i] == '\\' ? 2 : 1) {}
+            i++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            i++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+            i++;
+        } else if (c == ',' || c == ':' || zero__js_isws(c)) {
+            i++;
+        } else {
+            while (zero__js_alnum(s[i]) || s[i] == '-' || s[i] == '+' || s[i] == '.') i++;
+        }
+    } while (depth > 0);
+    return i;
+}
+/* the next member of the object whose text continues at *it (just after '{' or a member):
+   1 with *k at its key's quote and *v at its value; 0 after the last */
+static int zero__js_member(const char *s, size_t *it, size_t *k, size_t *v) {
+    size_t p = zero__js_ws(s, *it);
+    if (s[p] == ',') p = zero__js_ws(s, p + 1);
+    if (s[p] == '}') return 0;
+    *k = p;
+    p = zero__js_ws(s, zero__js_skip(s, p));
+    *v = zero__js_ws(s, p + 1);
+    *it = zero__js_skip(s, *v);
+    return 1;
+}
+static int zero__js_elem(const char *s, size_t *it, size_t *v) {
+    size_t p = zero__js_ws(s, *it);
+    if (s[p] == ',') p = zero__js_ws(s, p + 1);
+    if (s[p] == ']') return 0;
+    *v = p;
+    *it = zero__js_skip(s, p);
+    return 1;
+}
+/* the value of key name in the object at o (or ZERO__JS_NONE: no object, no such key, or null) */
+static size_t zero__js_get(const char *s, size_t o, const char *name) {
+    size_t it = o + 1, k, v;
+    if (o == ZERO__JS_NONE || s[o] != '{') return ZERO__JS_NONE;
+    while (zero__js_member(s, &it, &k, &v))
+        if (zero__js_str_is(s, k, name, 0)) return s[v] == 'n' ? ZERO__JS_NONE : v;
+    return ZERO__JS_NONE;
+}
+static int zero__js_true(const char *s, size_t v) { return v != ZERO__JS_NONE && s[v] == 't'; }
+static int zero__js_isnum(const char *s, size_t v) { return v != ZERO__JS_NONE && (s[v] == '-' || zero__js_digit(s[v])); }
+static double zero__js_num(const char *s, size_t v) {      /* a checked number */
+    size_t e = v;
+    int nonzero;
+    while (zero__js_digit(s[e]) || s[e] == '-' || s[e] == '+' || s[e] == '.' || s[e] == 'e' || s[e] == 'E') e++;
+    return zero__js_numval(s, v, e, &nonzero);
+}
+static double zero__js_num_or(const char *s, size_t v, double dflt) {
+    return zero__js_isnum(s, v) ? zero__js_num(s, v) : dflt;
+}
+static int zero__js_isint(const char *s, size_t v, double lo, double hi, double *out) {
+    double x;
+    if (!zero__js_isnum(s, v)) return 0;
+    x = zero__js_num(s, v);
+    if (x != floor(x) || x < lo || x > hi) return 0;
+    if (out) *out = x;
+    return 1;
+}
+/* The value at v as it is written, without the whitespace outside strings, cut to 48 bytes
+   (at a character's start) with "..." after: what report lines and errors quote. */
+static void zero__js_snip(const char *s, size_t v, char *out, size_t cap) {
+    size_t end = zero__js_skip(s, v), i = v, n = 0, max = cap - 5;
+    int in_str = 0;
+    if (max > 48) max = 48;
+    for (; i < end && n < max; i++) {
+        char c = s[i];
+        if (in_str) {
+            if (c == '\\' && n + 1 < max) { out[n++] = c; c = s[++i]; }
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (zero__js_isws(c)) {
+            continue;
+        }
+        out[n++] = c;
+    }
+    if (i < end) {
+        while (n > 0 && ((unsigned char)out[n - 1] & 0xC0u) == 0x80u) n--;      /* not half a character */
+        if (n > 0 && (unsigned char)out[n - 1] >= 0xC0u) n--;
+        memcpy(out + n, "...", 3);
+        n += 3;
+    }
+    out[n] = 0;
+}
+
+/* ---- the DeepSpeed keys ----------------------------------------------------------------- */
+typedef struct zero__dsk {          /* a key the walk knows */
+    const char *name;
+    char kind;                      /* 'f': its case of the object's function (id); 'F': the same, and the
+                                       function reads "auto" itself; 'b': a boolean, honoured when it is
+                                       id (1 or 0); 'v': an integer, honoured when it is id; 'n': never
+                                       honoured; 's': a section, honoured while empty or "enabled": false;
+                                       'z': type-checked, no line (it does nothing in DeepSpeed either, or
+                                       only what zero.h does anyway) */
+    char type;                      /* 'b' boolean, 'i' integer, 'n' number, 's' string, 'o' object,
+                                       'a' array, '*' any: a value of another type is an error */
+    int id;
+    const char *why;                /* 'b' 'v' 'n' 's': the line's reason; 'f': zero.h's default, named in the
+                                       line of an "auto" value (NULL: none to name) */
+} zero__dsk;
+
+enum {                              /* the cases of the objects' functions */
+    ZERO__DSC_TBS = 1, ZERO__DSC_MICRO, ZERO__DSC_GAS, ZERO__DSC_OPTIM, ZERO__DSC_CLIP, ZERO__DSC_FP16,
+    ZERO__DSC_BF16, ZERO__DSC_BF16_OLD, ZERO__DSC_ZERO, ZERO__DSC_PREDIV, ZERO__DSC_REDOP, ZERO__DSC_COMMDT,
+    ZERO__DSC_DTYPES, ZERO__DSC_AIO,
+    /* zero_optimization */
+    ZERO__DSC_STAGE, ZERO__DSC_BUCKET, ZERO__DSC_PREFETCH, ZERO__DSC_PERSIST, ZERO__DSC_OFF_OPT, ZERO__DSC_OFF_PAR,
+    ZERO__DSC_CPU_OFF, ZERO__DSC_CPU_OFF_PAR, ZERO__DSC_QWZ, ZERO__DSC_QGZ, ZERO__DSC_HPZ,
+    /* offload_optimizer, offload_param */
+    ZERO__DSC_DEVICE, ZERO__DSC_PATH, ZERO__DSC_PIN, ZERO__DSC_NVME_ONLY, ZERO__DSC_MAX_IN_CPU, ZERO__DSC_PIPE,
+    ZERO__DSC_FAST_INIT,
+    ZERO__DSC_RATIO,
+    /* fp16, bf16 */
+    ZERO__DSC_ENABLED, ZERO__DSC_LOSS_SCALE, ZERO__DSC_SCALE_POWER, ZERO__DSC_SCALE_WINDOW, ZERO__DSC_HYST,
+    ZERO__DSC_CONSEC_HYST, ZERO__DSC_MIN_SCALE, ZERO__DSC_HALF_TRUE,    /* true: a line (while enabled) */
+    ZERO__DSC_HALF_FALSE,           /* false: a line (while enabled) */
+    /* optimizer */
+    ZERO__DSC_TYPE, ZERO__DSC_PARAMS, ZERO__DSC_LR, ZERO__DSC_BETAS, ZERO__DSC_EPS, ZERO__DSC_WD, ZERO__DSC_WMODE,
+    ZERO__DSC_MAXNORM, ZERO__DSC_MOMENTUM, ZERO__DSC_DAMPENING, ZERO__DSC_NESTEROV,
+    /* aio, data_types */
+    ZERO__DSC_AIO_BLOCK, ZERO__DSC_AIO_QD, ZERO__DSC_AIO_THREADS, ZERO__DSC_AIO_TRUE, ZERO__DSC_AIO_FALSE,
+    ZERO__DSC_ACC_DTYPE
+};
+enum { ZERO__DSC_OPT_NONE, ZERO__DSC_OPT_ADAM, ZERO__DSC_OPT_ADAMW, ZERO__DSC_OPT_SGD, ZERO__DSC_OPT_OTHER };
+
+static const zero__dsk zero__dsc_root_keys[] = {
+    {"train_batch_size", 'f', 'i', ZERO__DSC_TBS, NULL},
+    {"train_micro_batch_size_per_gpu", 'f', 'i', ZERO__DSC_MICRO, NULL},
+    {"gradient_accumulation_steps", 'f', 'i', ZERO__DSC_GAS, "accum_steps 1"},
+    {"optimizer", 'f', 'o', ZERO__DSC_OPTIM, NULL},
+    {"scheduler", 'n', '*', 0, "zero.h has no learning-rate schedule: optim.lr stays what it is at zero_create"},
+    {"gradient_clipping", 'f', 'n', ZERO__DSC_CLIP, "clip_norm 0: no clipping"},
+    {"fp16", 'f', 'o', ZERO__DSC_FP16, NULL},
+    {"bf16", 'f', 'o', ZERO__DSC_BF16, NULL},
+    {"bfloat16", 'f', 'o', ZERO__DSC_BF16_OLD, NULL},
+    {"zero_optimization", 'f', '*', ZERO__DSC_ZERO, "stage 0"},
+    {"data_types", 'f', 'o', ZERO__DSC_DTYPES, NULL},
+    {"aio", 'f', 'o', ZERO__DSC_AIO, NULL},
+    {"gradient_predivide_factor", 'f', 'n', ZERO__DSC_PREDIV, NULL},
+    {"gradient_allreduce_op", 'f', 's', ZERO__DSC_REDOP, NULL},
+    {"communication_data_type", 'f', 's', ZERO__DSC_COMMDT, NULL},
+    {"steps_per_print", 'n', 'i', 0, "zero.h prints nothing: print from your loop"},
+    {"wall_clock_breakdown", 'b', 'b', 0, "zero.h's timeline is zero_trace_enable (ON TRACING)"},
+    {"memory_breakdown", 'b', 'b', 0, "zero.h prints nothing: zero_plan_get and zero_stats_get give the bytes"},
+    {"dump_state", 'b', 'b', 0, "zero.h prints nothing: zero_query_desc gives the settings in effect"},
+    {"prescale_gradients", 'b', 'b', 0, "zero.h divides the summed gradients inside the optimizer pass"},
+    {"sparse_gradients", 'b', 'b', 0, "zero.h reduces every gradient dense"},
+    {"disable_allgather", 'b', 'b', 0, "zero.h always gathers the updated params"},
+    {"zero_allow_untested_optimizer", 'b', 'b', 0, "zero.h runs only its own optimizers"},
+    {"zero_force_ds_cpu_optimizer", 'b', 'b', 1, "an offloaded step is always zero.h's own CPU pass"},
+    {"dataloader_drop_last", 'b', 'b', 0, "zero.h has no data loader"},
+    {"activation_checkpointing", 's', '*', 0,
+     "zero.h keeps checkpointed activations through zero_act_* and desc.offload_activations (ON ACTIVATIONS)"},
+    {"amp", 's', '*', 0, "zero.h has no Apex AMP: param_dtype sets the precision"},
+    {"torch_autocast", 's', '*', 0, "zero.h does not cast your forward pass: param_dtype sets the precision"},
+    {"tensorboard", 's', '*', 0, "zero.h writes no monitor logs"},
+    {"wandb", 's', '*', 0, "zero.h writes no monitor logs"},
+    {"comet", 's', '*', 0, "zero.h writes no monitor logs"},
+    {"csv_monitor", 's', '*', 0, "zero.h writes no monitor logs"},
+    {"flops_profiler", 's', '*', 0, "zero.h has no FLOPS profiler (zero_trace_enable times its own work)"},
+    {"comms_logger", 's', '*', 0, "zero.h logs no collectives: zero_stats_get counts their calls and bytes"},
+    {"autotuning", 's', '*', 0, "zero.h has no autotuner: zero_estimate gives a setting's bytes"},
+    {"elasticity", 's', '*', 0, "zero.h has no elastic training (its checkpoints load at any world size)"},
+    {"sparse_attention", 's', '*', 0, "zero.h has no model code"},
+    {"data_efficiency", 's', '*', 0, "zero.h does not touch your data"},
+    {"curriculum_learning", 's', '*', 0, "zero.h does not touch your data"},
+    {"compression_training", 's', '*', 0, "zero.h has no model compression"},
+    {"checkpoint", 's', '*', 0, "zero.h's checkpoints are zero_save and zero_load (ON CHECKPOINTS)"},
+    {"pipeline", 's', '*', 0, "zero.h is data parallel only"},
+    {"tensor_parallel", 's', '*', 0, "zero.h is data parallel only"},
+    {"expert_parallel", 's', '*', 0, "zero.h is data parallel only"},
+    {"hybrid_engine", 's', '*', 0, "zero.h has no inference engine"}
+};
+static const zero__dsk zero__dsc_zero_keys[] = {
+    {"stage", 'f', '*', ZERO__DSC_STAGE, "stage 0"},     /* its function names the range in an error */
+    {"reduce_bucket_size", 'f', 'i', ZERO__DSC_BUCKET, "bucket_bytes: min(16 MiB, the gradient bytes / 8)"},
+    {"stage3_prefetch_bucket_size", 'f', 'i', ZERO__DSC_PREFETCH, "prefetch_bytes: max_live_bytes"},
+    {"prefetch_bucket_size", 'f', 'i', ZERO__DSC_PREFETCH, "prefetch_bytes: max_live_bytes"},
+    {"stage3_param_persistence_threshold", 'f', 'i', ZERO__DSC_PERSIST, "persist_bytes 0: none"},
+    {"param_persistence_threshold", 'f', 'i', ZERO__DSC_PERSIST, "persist_bytes 0: none"},
+    {"offload_optimizer", 'f', 'o', ZERO__DSC_OFF_OPT, "none"},
+    {"offload_param", 'f', 'o', ZERO__DSC_OFF_PAR, "none"},
+    {"cpu_offload", 'f', 'b', ZERO__DSC_CPU_OFF, "none"},
+    {"cpu_offload_param", 'f', 'b', ZERO__DSC_CPU_OFF_PAR, "none"},
+    {"cpu_offload_use_pin_memory", 'z', 'b', 0, NULL},     /* deprecated; DeepSpeed ignores it */
+    {"zero_quantized_weights", 'f', 'b', ZERO__DSC_QWZ, "qwz off"},
+    {"zero_quantized_gradients", 'f', 'b', ZERO__DSC_QGZ, "qgz off"},
+    {"zero_hpz_partition_size", 'f', 'i', ZERO__DSC_HPZ, "hpz off"},
+    {"contiguous_gradients", 'b', 'b', 1, "zero.h always stages gradients in one contiguous area"},
+    {"reduce_scatter", 'b', 'b', 1, "zero.h always reduce-scatters (stage 0: and all-gathers); the sums are the same"},
+    {"overlap_comm", 'b', 'b', 1, "zero.h always overlaps the gradient reduction with your backward pass"},
+    {"allgather_partitions", 'b', 'b', 1, "zero.h always all-gathers the updated params"},
+    {"load_from_fp32_weights", 'b', 'b', 1, "zero_load always restores the fp32 master weights"},
+    {"elastic_checkpoint", 'b', 'b', 0, "zero.h's checkpoints load at any world size anyway"},
+    {"ignore_unused_parameters", 'b', 'b', 1,
+     "zero.h does not look for unused parameters (a gradient you never add is reduced as zeros)"},
+    {"round_robin_gradients", 'b', 'b', 0, "zero.h copies no gradients to the host round robin"},
+    {"legacy_stage1", 'b', 'b', 0, "zero.h has one stage 1"},
+    {"zero_quantized_nontrainable_weights", 'b', 'b', 0, "zero.h keeps frozen modules in param_dtype"},
+    {"mics_hierarchical_params_gather", 'b', 'b', 0, "zero.h has no MiCS"},
+    {"stage3_gather_16bit_weights_on_model_save", 'b', 'b', 0,
+     "the desc has no say in saving: zero_export_safetensors(z, path, ZERO_BF16) writes the 16-bit weights"},
+    {"gather_16bit_weights_on_model_save", 'b', 'b', 0,
+     "the desc has no say in saving: zero_export_safetensors(z, path, ZERO_BF16) writes the 16-bit weights"},
+    {"stage3_gather_fp16_weights_on_model_save", 'b', 'b', 0,
+     "the desc has no say in saving: zero_export_safetensors(z, path, ZERO_BF16) writes the 16-bit weights"},
+    {"stage3_use_all_reduce_for_fetch_params", 'b', 'b', 0, "zero.h fetches with all-gathers"},
+    {"use_all_reduce_for_fetch_params", 'b', 'b', 0, "zero.h fetches with all-gathers"},
+    {"stage3_allgather_sequential", 'b', 'b', 0, "zero.h gathers a module's params as one span"},
+    {"allgather_sequential", 'b', 'b', 0, "zero.h gathers a module's params as one span"},
+    {"pipeline_loading_checkpoint", 'b', 'b', 0, "zero.h is data parallel only"},
+    {"log_trace_cache_warnings", 'b', 'b', 0, "zero.h logs a changed fetch order as SCHEDULE_CHANGED (LOGGING)"},
+    {"save_muon_momentum_buffer_in_memory", 'b', 'b', 0, "zero.h has no Muon"},
+    {"grad_hooks", 'b', 'b', 1, "zero.h learns that gradients are ready from zero_grads_ready, not from hooks"},
+    {"enable_sanity_checks", 'z', 'b', 0, NULL},           /* zero.h always checks what it can */
+    {"stage3_module_granularity_threshold", 'v', 'i', 0, "zero.h fetches the modules you register, as registered"},
+    {"module_granularity_threshold", 'v', 'i', 0, "zero.h fetches the modules you register, as registered"},
+    {"mics_shard_size", 'v', 'i', -1, "zero.h has no MiCS: the partition spans every rank"},
+    {"allgather_bucket_size", 'n', 'i', 0, "zero.h gathers the updated params module by module, with no bucket"},
+    {"use_multi_rank_bucket_allreduce", 'n', 'b', 0, "zero.h reduce-scatters each bucket, never all-reduces them"},
+    {"sub_group_size", 'n', 'i', 0,
+     "zero.h steps the rank's whole shard in one pass (NVMe: through offload.buffer_bytes of buffers)"},
+    {"stage3_max_live_parameters", 'n', 'i', 0,
+     "zero.h allocates max_live_bytes as its gather arena at zero_build, where DeepSpeed's is a limit: left at "
+     "zero.h's default (the largest module)"},
+    {"max_live_parameters", 'n', 'i', 0,
+     "zero.h allocates max_live_bytes as its gather arena at zero_build, where DeepSpeed's is a limit: left at "
+     "zero.h's default (the largest module)"},
+    {"stage3_max_reuse_distance", 'n', 'i', 0, "zero.h's reuse_distance counts fetches, not elements: left at 0"},
+    {"max_reuse_distance", 'n', 'i', 0, "zero.h's reuse_distance counts fetches, not elements: left at 0"},
+    {"stage3_model_persistence_threshold", 'n', 'i', 0, "zero.h bounds the kept modules by persist_bytes alone"},
+    {"model_persistence_threshold", 'n', 'i', 0, "zero.h bounds the kept modules by persist_bytes alone"},
+    {"memory_efficient_linear", 'n', 'b', 0, "zero.h runs none of your layers (its own tiled linear: ON TILING)"},
+    {"override_module_apply", 'n', 'b', 0, "zero.h does not hook your modules"},
+    {"zeropp_loco_param", 'n', 'o', 0, "zero.h's qgz has no error feedback (LoCo)"},
+    {"leaf_module", 'n', 'o', 0, "zero.h fetches the modules you register; it has no leaf modules to mark"},
+    {"zenflow", 's', '*', 0, "zero.h has no ZenFlow"}
+};
+static const zero__dsk zero__dsc_off_keys[] = {       /* offload_optimizer and offload_param */
+    {"device", 'f', 's', ZERO__DSC_DEVICE, "none"},
+    {"nvme_path", 'f', 's', ZERO__DSC_PATH, NULL},
+    {"pin_memory", 'f', 'b', ZERO__DSC_PIN, NULL},
+    {"buffer_count", 'f', 'i', ZERO__DSC_NVME_ONLY, NULL},
+    {"buffer_size", 'f', 'i', ZERO__DSC_NVME_ONLY, NULL},            /* offload_param's */
+    {"max_in_cpu", 'f', 'i', ZERO__DSC_MAX_IN_CPU, NULL},            /* offload_param's */
+    {"pipeline_read", 'f', 'b', ZERO__DSC_PIPE, NULL},               /* offload_optimizer's from here on */
+    {"pipeline_write", 'f', 'b', ZERO__DSC_PIPE, NULL},
+    {"fast_init", 'f', 'b', ZERO__DSC_FAST_INIT, NULL},
+    {"ratio", 'f', 'n', ZERO__DSC_RATIO, NULL},
+    {"super_offload", 'b', 'b', 0, "zero.h has no Superchip mode"},
+    {"cpuadam_cores_perc", 'n', 'n', 0, "zero.h's CPU pass runs on desc.cpu_threads threads"}
+};
+static const zero__dsk zero__dsc_fp16_keys[] = {
+    {"enabled", 'F', 'b', ZERO__DSC_ENABLED, NULL},
+    {"loss_scale", 'f', 'n', ZERO__DSC_LOSS_SCALE, "loss_scale 0: dynamic"},
+    {"initial_scale_power", 'f', 'i', ZERO__DSC_SCALE_POWER, "loss_scale_init 65536"},
+    {"loss_scale_window", 'f', 'i', ZERO__DSC_SCALE_WINDOW, "loss_scale_window 1000"},
+    {"hysteresis", 'f', 'i', ZERO__DSC_HYST, "1"},
+    {"consecutive_hysteresis", 'f', 'b', ZERO__DSC_CONSEC_HYST, NULL},
+    {"min_loss_scale", 'f', 'i', ZERO__DSC_MIN_SCALE, "loss_scale_min 1"},
+    {"auto_cast", 'f', 'b', ZERO__DSC_HALF_TRUE, NULL},
+    {"fp16_master_weights_and_grads", 'f', 'b', ZERO__DSC_HALF_TRUE, NULL}
+};
+static const zero__dsk zero__dsc_bf16_keys[] = {
+    {"enabled", 'F', 'b', ZERO__DSC_ENABLED, NULL},
+    {"immediate_grad_update", 'f', 'b', ZERO__DSC_HALF_TRUE, NULL},
+    {"bf16_master_weights_and_grads", 'f', 'b', ZERO__DSC_HALF_TRUE, NULL},
+    {"bf16_optimizer_states", 'f', 'b', ZERO__DSC_HALF_TRUE, NULL},
+    {"check_grad_overflow", 'f', 'b', ZERO__DSC_HALF_FALSE, NULL}
+};
+static const zero__dsk zero__dsc_optim_keys[] = {
+    {"type", 'f', 's', ZERO__DSC_TYPE, "AdamW"},
+    {"params", 'f', 'o', ZERO__DSC_PARAMS, NULL},
+    {"legacy_fusion", 'b', 'b', 0, "zero.h has one fused optimizer pass"}
+};
+static const zero__dsk zero__dsc_adam_keys[] = {      /* Adam and AdamW (engine.py: FusedAdam, DeepSpeedCPUAdam) */
+    {"lr", 'f', 'n', ZERO__DSC_LR, "1e-3"},
+    {"betas", 'f', 'a', ZERO__DSC_BETAS, "0.9, 0.999"},
+    {"eps", 'f', 'n', ZERO__DSC_EPS, "1e-8"},
+    {"weight_decay", 'f', 'n', ZERO__DSC_WD, "0"},
+    {"adam_w_mode", 'f', 'b', ZERO__DSC_WMODE, NULL},
+    {"max_grad_norm", 'f', '*', ZERO__DSC_MAXNORM, NULL},
+    {"torch_adam", 'z', 'b', 0, NULL},                     /* torch's Adam(W): the same update */
+    {"bias_correction", 'b', 'b', 1, "zero.h's AdamW always corrects the moments' bias"},
+    {"amsgrad", 'b', 'b', 0, "zero.h's AdamW has no AMSGrad"},
+    {"fp32_optimizer_states", 'b', 'b', 1, "zero.h keeps its moments in fp32"},
+    {"maximize", 'b', 'b', 0, "zero.h minimizes"}
+};
+static const zero__dsk zero__dsc_sgd_keys[] = {       /* torch.optim.SGD */
+    {"lr", 'f', 'n', ZERO__DSC_LR, "1e-3"},
+    {"momentum", 'f', 'n', ZERO__DSC_MOMENTUM, "0"},
+    {"dampening", 'f', 'n', ZERO__DSC_DAMPENING, "0"},
+    {"weight_decay", 'f', 'n', ZERO__DSC_WD, "0"},
+    {"nesterov", 'f', 'b', ZERO__DSC_NESTEROV, "off"},
+    {"max_grad_norm", 'f', '*', ZERO__DSC_MAXNORM, NULL},
+    {"maximize", 'b', 'b', 0, "zero.h minimizes"},
+    {"foreach", 'z', '*', 0, NULL},                         /* how torch loops: the same update */
+    {"fused", 'z', '*', 0, NULL},
+    {"differentiable", 'b', 'b', 0, "zero.h's step is not differentiated"}
+};
+static const zero__dsk zero__dsc_aio_keys[] = {       /* the NVMe tier's I/O: lines only while it is in use */
+    {"block_size", 'f', 'i', ZERO__DSC_AIO_BLOCK, NULL},
+    {"queue_depth", 'f', 'i', ZERO__DSC_AIO_QD, "queue_depth 16"},
+    {"thread_count", 'f', 'i', ZERO__DSC_AIO_THREADS, NULL},
+    {"intra_op_parallelism", 'f', 'i', ZERO__DSC_AIO_THREADS, NULL},
+    {"single_submit", 'f', 'b', ZERO__DSC_AIO_TRUE, NULL},
+    {"use_gds", 'f', 'b', ZERO__DSC_AIO_TRUE, NULL},
+    {"overlap_events", 'f', 'b', ZERO__DSC_AIO_FALSE, NULL}
+};
+static const zero__dsk zero__dsc_dtypes_keys[] = {
+    {"grad_accum_dtype", 'f', 's', ZERO__DSC_ACC_DTYPE, "grad_accum_dtype: grad_dtype"}
+};
+#define ZERO__DSC_N(tab) ((int)(sizeof tab / sizeof tab[0]))
+
+typedef struct zero__dsc {          /* the walk's state */
+    zero__js js;                    /* the text and the first error */
+    zero_desc d;                    /* what it fills */
+    char *rep;                      /* the caller's report, rep_cap bytes; rep_len used */
+    size_t rep_cap, rep_len;
+    int rep_full, lines;
+    char path[200];                 /* the key being read, "zero_optimization.stage" */
+    size_t plen;
+    /* what the first look at the text found (zero__dsc_scan), for keys that depend on others */
+    int stage;                      /* zero_optimization.stage */
+    int dtype;                      /* param_dtype: ZERO_F16, ZERO_BF16, ZERO_F32 (neither enabled), 0 ("auto") */
+    int fp16_dyn;                   /* fp16 enabled with a dynamic loss scale */
+    double hyst;                    /* fp16.hysteresis, when an integer (else 2, DeepSpeed's default) */
+    zero_offload_tier opt_dev, par_dev;     /* the offload devices asked for */
+    zero_offload_tier opt_eff, par_eff;     /* what the desc gets */
+    size_t opt_path;                /* offload_optimizer.nvme_path (a string) or ZERO__JS_NONE */
+    int optim;                      /* ZERO__DSC_OPT_*: optimizer.type */
+    int adam_l2;                    /* Adam with adam_w_mode false: weight decay goes into the gradient */
+    double wd, momentum, dampening; /* optimizer.params' values (0 when absent or not numbers) */
+    const char *opt_why, *par_why;  /* why the desc does not get the device asked for (NULL: no line) */
+    int off_param;                  /* the offload object being read is offload_param */
+    int in_fp16;                    /* the precision section being read is fp16 (else bf16) */
+} zero__dsc;
+
+static void zero__dsc_emit(zero__dsc *c, const char *line) {     /* whole lines only, while they fit */
+    size_t n = strlen(line);
+    c->lines++;
+    if (!c->rep || c->rep_full) return;
+    if (c->rep_len + n + 2 > c->rep_cap) { c->rep_full = 1; return; }
+    memcpy(c->rep + c->rep_len, line, n);
+    c->rep_len += n;
+    c->rep[c->rep_len++] = '\n';
+    c->rep[c->rep_len] = 0;
+}
+/* the line of the key at the path, value v: "<path>=<value>: not honoured: <why>" */
+static void zero__dsc_note(zero__dsc *c, size_t v, const char *fmt, ...) {
+    char why[400], val[64], line[720];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    zero__js_snip(c->js.s, v, val, sizeof val);
+    snprintf(line, sizeof line, "%.200s=%.64s: not honoured: %.400s", c->path, val, why);
+    zero__dsc_emit(c, line);
+}
+/* the line of an absent key whose DeepSpeed default zero.h does not follow */
+static void zero__dsc_absent(zero__dsc *c, const char *key, const char *dflt, const char *why) {
+    char line[720];
+    snprintf(line, sizeof line, "%.200s%s%s (absent%s%s): not honoured: %s", c->path, c->plen ? "." : "", key,
+             dflt ? ", DeepSpeed's default " : "", dflt ? dflt : "", why);
+    zero__dsc_emit(c, line);
+}
+/* an error at value v: "<path>: expected <what>, found <value>" */
+static int zero__dsc_bad(zero__dsc *c, size_t v, const char *what) {
+    char val[64];
+    zero__js_snip(c->js.s, v, val, sizeof val);
+    return zero__js_fail(&c->js, v, "%s: expected %s, found %s", c->path, what, val);
+}
+static size_t zero__dsc_push(zero__dsc *c, size_t k) {         /* ".key" onto the path; the old length */
+    const char *s = c->js.s;
+    size_t old = c->plen, i = k + 1, cap = sizeof c->path - 1;
+    if (c->plen && c->plen < cap) c->path[c->plen++] = '.';
+    for (; s[i] != '"' && c->plen < cap; i++) {
+        if (s[i] == '\\' && c->plen + 1 < cap) c->path[c->plen++] = s[i++];
+        c->path[c->plen++] = s[i];
+    }
+    while (s[i] != '"' && c->plen > old && ((unsigned char)c->path[c->plen - 1] & 0xC0u) == 0x80u) c->plen--;
+    if (s[i] != '"' && c->plen > old && (unsigned char)c->path[c->plen - 1] >= 0xC0u) c->plen--;
+    c->path[c->plen] = 0;
+    return old;
+}
+static void zero__dsc_pop(zero__dsc *c, size_t old) { c->plen = old; c->path[old] = 0; }
+
+/* the value at v of the type a key takes; else an error */
+static int zero__dsc_type(zero__dsc *c, size_t v, char type) {
+    const char *s = c->js.s;
+    switch (type) {
+    case 'b': return s[v] == 't' || s[v] == 'f' ? 1 : zero__dsc_bad(c, v, "true or false");
+    case 'i': return zero__js_isint(s, v, -9.3e18, 9.3e18, NULL) ? 1 : zero__dsc_bad(c, v, "an integer");
+    case 'n': return zero__js_isnum(s, v) ? 1 : zero__dsc_bad(c, v, "a number");
+    case 's': return s[v] == '"' ? 1 : zero__dsc_bad(c, v, "a string");
+    case 'o': return s[v] == '{' ? 1 : zero__dsc_bad(c, v, "an object");
+    case 'a': return s[v] == '[' ? 1 : zero__dsc_bad(c, v, "an array");
+    default: return 1;
+    }
+}
+/* an integer in [lo, hi] (DeepSpeed's own range: outside it, an error naming what) */
+static int zero__dsc_int(zero__dsc *c, size_t v, double lo, double hi, const char *what, double *out) {
+    return zero__js_isint(c->js.s, v, lo, hi, out) ? 1 : zero__dsc_bad(c, v, what);
+}
+static double zero__dsc_esize(const zero__dsc *c) {            /* bytes of a param (and gradient) element */
+    return c->dtype == ZERO_F32 ? 4.0 : 2.0;
+}
+/* elements (DeepSpeed's sizes) as bytes of param_dtype; 0 when they do not fit zero.h's int64 */
+static int zero__dsc_bytes(zero__dsc *c, double elems, int64_t *out) {
+    double b = elems * zero__dsc_esize(c);
+    if (b > 9.2e18) return 0;
+    *out = (int64_t)b;
+    return 1;
+}
+static const char *zero__dsc_dtype_name(int t) {
+    return t == ZERO_F32 ? "fp32" : t == ZERO_F16 ? "fp16" : "bf16";
+}
+
+typedef int (*zero__dsc_fn)(zero__dsc *c, int id, size_t k, size_t v);
+
+/* Every member of the object at o, in the text's order, by tab; fn takes the 'f' and 'F' keys.
+   null is an absent key; "auto" a line (but for 'F' and 'z' keys). */
+static int zero__dsc_walk(zero__dsc *c, size_t o, const zero__dsk *tab, int n, zero__dsc_fn fn) {
+    const char *s = c->js.s;
+    size_t it = o + 1, k, v, old;
+    int t, ok = 1, b;
+    double x;
+    while (ok && zero__js_member(s, &it, &k, &v)) {
+        const zero__dsk *e = NULL;
+        for (t = 0; t < n && !e; t++)
+            if (zero__js_str_is(s, k, tab[t].name, 0)) e = &tab[t];
+        if (s[v] == 'n') continue;
+        old = zero__dsc_push(c, k);
+        if (!e) {
+            zero__dsc_note(c, v, "zero.h does not know this key");
+        } else if (e->kind == 'z' && zero__js_str_is(s, v, "auto", 0)) {
+            /* nothing to honour either way */
+        } else if (e->kind != 'F' && zero__js_str_is(s, v, "auto", 0)) {
+            if (e->kind == 'f' && e->why)
+                zero__dsc_note(c, v, "\"auto\" is for the HF Trainer to fill in: left at zero.h's default (%s)", e->why);
+            else if (e->kind == 'b' || e->kind == 'v' || e->kind == 'n' || e->kind == 's')
+                zero__dsc_note(c, v, "\"auto\" is for the HF Trainer to fill in; %s", e->why);
+            else
+                zero__dsc_note(c, v, "\"auto\" is for the HF Trainer to fill in");
+        } else if (e->kind == 'f' || e->kind == 'F') {
+            ok = (e->kind == 'F' || zero__dsc_type(c, v, e->type)) && fn(c, e->id, k, v);
+        } else if (!zero__dsc_type(c, v, e->type)) {
+            ok = 0;
+        } else if (e->kind == 'b') {
+            b = s[v] == 't';
+            if (b != e->id) zero__dsc_note(c, v, "%s", e->why);
+        } else if (e->kind == 'v') {
+            x = zero__js_num(s, v);
+            if (x != (double)e->id) zero__dsc_note(c, v, "%s", e->why);
+        } else if (e->kind == 'n') {
+            zero__dsc_note(c, v, "%s", e->why);
+        } else if (e->kind == 's') {
+            size_t en = zero__js_get(s, v, "enabled"), it2 = v + 1, k2, v2;
+            int empty = s[v] == '{' && !zero__js_member(s, &it2, &k2, &v2);
+            if (!(s[v] == '{' && (empty || (en != ZERO__JS_NONE && s[en] == 'f')))) zero__dsc_note(c, v, "%s", e->why);
+        }
+        zero__dsc_pop(c, old);
+    }
+    return ok;
+}
+
+/* ---- the sections ------------------------------------------------------------------------ */
+static int zero__dsc_offload_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    int par = c->off_param, b = s[v] == 't';
+    /* the keys matter only where the desc offloads: where it does not (a device DeepSpeed
+       ignores too, or one reported at "device"), they give no line of their own */
+    zero_offload_tier eff = par ? c->par_eff : c->opt_eff;
+    double x;
+    size_t i;
+    long ch;
+    (void)k;
+    switch (id) {
+    case ZERO__DSC_DEVICE:
+        if (!zero__js_str_is(s, v, "none", 0) && !zero__js_str_is(s, v, "cpu", 0) && !zero__js_str_is(s, v, "nvme", 0))
+            return zero__dsc_bad(c, v, "\"none\", \"cpu\" or \"nvme\"");
+        if (par ? c->par_why : c->opt_why) zero__dsc_note(c, v, "%s", par ? c->par_why : c->opt_why);
+        return 1;
+    case ZERO__DSC_PATH:
+        if (eff != ZERO_OFFLOAD_NVME) return 1;     /* used only with device nvme, here as in DeepSpeed */
+        i = v + 1;
+        while ((ch = zero__js_char(NULL, s, &i)) > 0) {}
+        if (ch == 0) return zero__js_fail(&c->js, v, "%s: a path with a NUL character (\\u0000)", c->path);
+        if (par && c->opt_path != ZERO__JS_NONE && !zero__js_str_eq(s, c->opt_path, v))
+            zero__dsc_note(c, v, "zero.h keeps the params in the optimizer states' files (offload_optimizer.nvme_path)");
+        return 1;
+    case ZERO__DSC_PIN:
+        if (!b && eff != ZERO_OFFLOAD_NONE)
+            zero__dsc_note(c, v, "zero.h always pins its host copies on a GPU (on the CPU device there is nothing to pin)");
+        return 1;
+    case ZERO__DSC_NVME_ONLY:
+    case ZERO__DSC_MAX_IN_CPU:
+        if (!zero__dsc_int(c, v, 0, 9.3e18, "an integer >= 0", NULL)) return 0;
+        if (eff == ZERO_OFFLOAD_NVME && id == ZERO__DSC_MAX_IN_CPU)
+            zero__dsc_note(c, v, "zero.h keeps no params in host memory but one block of the NVMe tier's buffers");
+        else if (eff == ZERO_OFFLOAD_NVME)
+            zero__dsc_note(c, v, "zero.h streams the NVMe tier through three host buffers sharing offload.buffer_bytes "
+                                 "(default 64 MiB)");
+        return 1;
+    case ZERO__DSC_PIPE:
+        if (!b && eff == ZERO_OFFLOAD_NVME)
+            zero__dsc_note(c, v, "zero.h always overlaps the NVMe reads and writes with the optimizer pass");
+        return 1;
+    case ZERO__DSC_FAST_INIT:
+        if (b && eff == ZERO_OFFLOAD_NVME) zero__dsc_note(c, v, "zero.h writes the NVMe files' initial state at zero_build");
+        return 1;
+    case ZERO__DSC_RATIO:
+        x = zero__js_num(s, v);
+        if (x < 0 || x > 1) return zero__dsc_bad(c, v, "a ratio in [0, 1]");
+        if (x < 1 && c->stage != 3) return zero__dsc_bad(c, v, "1 (DeepSpeed offloads part of the states at stage 3 only)");
+        if (x < 1 && eff != ZERO_OFFLOAD_NONE)
+            zero__dsc_note(c, v, "zero.h offloads all of the optimizer states or none");
+        return 1;
+    default:
+        return 1;
+    }
+}
+static int zero__dsc_zero_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    size_t zo = zero__js_get(s, 0, "zero_optimization");
+    int b = s[v] == 't';
+    double x = 0;
+    int64_t bytes;
+    (void)k;
+    switch (id) {
+    case ZERO__DSC_STAGE:
+        if (!zero__dsc_int(c, v, 0, 3, "an integer 0-3", &x)) return 0;
+        c->d.stage = (int)x;
+        return 1;
+    case ZERO__DSC_BUCKET:
+        if (!zero__dsc_int(c, v, 0, 9.3e18, "an integer >= 0 (elements)", &x)) return 0;
+        if (x == 0)
+            zero__dsc_note(c, v, "0 is zero.h's \"default\" (min(16 MiB, the gradient bytes / 8)), not an empty bucket");
+        else if (!zero__dsc_bytes(c, x, &bytes))
+            zero__dsc_note(c, v, "%.0f elements of %s are more bytes than zero.h's int64 holds", x, zero__dsc_dtype_name(c->dtype));
+        else
+            c->d.bucket_bytes = bytes;
+        return 1;
+    case ZERO__DSC_PREFETCH:
+    case ZERO__DSC_PERSIST:
+        if (!zero__dsc_int(c, v, 0, 9.3e18, "an integer >= 0 (elements)", &x)) return 0;
+        if (c->stage != 3) return 1;            /* stage 3's, in both */
+        if (!zero__dsc_bytes(c, x, &bytes))
+            zero__dsc_note(c, v, "%.0f elements of %s are more bytes than zero.h's int64 holds", x, zero__dsc_dtype_name(c->dtype));
+        else if (id == ZERO__DSC_PREFETCH)
+            c->d.prefetch_bytes = bytes ? bytes : -1;           /* DeepSpeed's 0: no prefetch */
+        else
+            c->d.persist_bytes = bytes;     /* a module of at most this stays gathered (DeepSpeed: a param) */
+        return 1;
+    case ZERO__DSC_OFF_OPT:
+    case ZERO__DSC_OFF_PAR:
+        c->off_param = id == ZERO__DSC_OFF_PAR;
+        if (c->off_param) c->d.offload_params = c->par_eff;
+        else c->d.offload_optimizer = c->opt_eff;
+        return zero__dsc_walk(c, v, zero__dsc_off_keys, ZERO__DSC_N(zero__dsc_off_keys), zero__dsc_offload_key);
+    case ZERO__DSC_CPU_OFF:
+    case ZERO__DSC_CPU_OFF_PAR:
+        if (b && zero__js_get(s, zo, id == ZERO__DSC_CPU_OFF ? "offload_optimizer" : "offload_param") != ZERO__JS_NONE)
+            return zero__js_fail(&c->js, v, "%s: deprecated, and DeepSpeed refuses it together with %s", c->path,
+                                 id == ZERO__DSC_CPU_OFF ? "offload_optimizer" : "offload_param");
+        if (id == ZERO__DSC_CPU_OFF) c->d.offload_optimizer = c->opt_eff;
+        else c->d.offload_params = c->par_eff;
+        return 1;
+    case ZERO__DSC_QWZ:
+    case ZERO__DSC_QGZ:
+    case ZERO__DSC_HPZ:
+        if (id == ZERO__DSC_HPZ) {
+            if (!zero__dsc_int(c, v, 0, 9.3e18, "an integer >= 0", &x)) return 0;
+            b = x > 1;                              /* 1: no secondary partition */
+        }
+        if (!b || c->stage != 3) return 1;         /* stage 3's, in both */
+        if (c->par_eff != ZERO_OFFLOAD_NONE) {
+            zero__dsc_note(c, v, "zero.h's ZeRO++ does not work with offload_param yet");
+            return 1;
+        }
+        if (id == ZERO__DSC_QWZ) c->d.qwz = 1;
+        else if (id == ZERO__DSC_QGZ) c->d.qgz = 4;     /* DeepSpeed's qgZ sends int4 */
+        else if (x > ZERO__MAX_RANKS) zero__dsc_note(c, v, "zero.h's hpz is at most %d ranks", ZERO__MAX_RANKS);
+        else c->d.hpz = (int)x;
+        return 1;
+    default:
+        return 1;
+    }
+}
+static int zero__dsc_half_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    int fp16 = c->in_fp16, b = s[v] == 't';
+    int on = c->dtype == (fp16 ? ZERO_F16 : ZERO_BF16), other;
+    double x = 0;
+    (void)k;
+    switch (id) {
+    case ZERO__DSC_ENABLED:
+        if (zero__js_str_is(s, v, "auto", 0)) {
+            other = c->dtype == (fp16 ? ZERO_BF16 : ZERO_F16);
+            zero__dsc_note(c, v, "\"auto\" is for the HF Trainer to fill in: param_dtype %s", other ?
+                           (fp16 ? "is bf16, from bf16.enabled" : "is fp16, from fp16.enabled") :
+                           "left at zero.h's default (bf16)");
+            return 1;
+        }
+        return zero__dsc_type(c, v, 'b');       /* read by zero__dsc_scan */
+    case ZERO__DSC_LOSS_SCALE:
+        x = zero__js_num(s, v);
+        if (x < 0) return zero__dsc_bad(c, v, "a loss scale >= 0 (0: dynamic)");
+        if (!on || x == 0) return 1;
+        if (x > 3.4028234663852886e38 || (float)x == 0.0f) zero__dsc_note(c, v, "outside a float's range");
+        else c->d.loss_scale = (float)x;
+        return 1;
+    case ZERO__DSC_SCALE_POWER:
+        if (!zero__dsc_int(c, v, -9.3e18, 9.3e18, "an integer", &x)) return 0;
+        if (!c->fp16_dyn) return 1;
+        if (x < -126 || x > 127) zero__dsc_note(c, v, "2^%.0f is outside a float's range", x);
+        else c->d.loss_scale_init = ldexpf(1.0f, (int)x);
+        return 1;
+    case ZERO__DSC_SCALE_WINDOW:
+    case ZERO__DSC_MIN_SCALE:
+        if (!zero__dsc_int(c, v, -9.3e18, 9.3e18, "an integer", &x)) return 0;
+        if (!c->fp16_dyn) return 1;
+        if (x <= 0) return zero__dsc_bad(c, v, "an integer > 0 (DeepSpeed refuses others with a dynamic loss scale)");
+        if (id == ZERO__DSC_SCALE_WINDOW && x > 2147483647.0) zero__dsc_note(c, v, "zero.h's loss_scale_window is an int");
+        else if (id == ZERO__DSC_SCALE_WINDOW) c->d.loss_scale_window = (int)x;
+        else if (x > 3.4028234663852886e38) zero__dsc_note(c, v, "outside a float's range");
+        else c->d.loss_scale_min = (float)x;
+        return 1;
+    case ZERO__DSC_HYST:
+        if (!zero__dsc_int(c, v, -9.3e18, 9.3e18, "an integer", &x)) return 0;
+        if (c->fp16_dyn && x != 1)
+            zero__dsc_note(c, v, "zero.h lowers the loss scale at the first overflow (hysteresis 1)");
+        return 1;
+    case ZERO__DSC_CONSEC_HYST:
+        if (c->fp16_dyn && b && c->hyst != 1)
+            zero__dsc_note(c, v, "zero.h has no hysteresis to refill: it lowers the loss scale at every overflow");
+        return 1;
+    case ZERO__DSC_HALF_TRUE:
+    case ZERO__DSC_HALF_FALSE:
+        if (on && b == (id == ZERO__DSC_HALF_TRUE)) {
+            const char *key = c->path + c->plen;
+            while (key > c->path && key[-1] != '.') key--;
+            zero__dsc_note(c, v, "%s", !strcmp(key, "auto_cast") ? "zero.h does not cast your forward pass's inputs"
+                               : !strcmp(key, "immediate_grad_update") ? "zero.h updates the params in zero_step, once a step"
+                               : !strcmp(key, "check_grad_overflow") ? "zero.h always skips a step whose gradients are "
+                                                                       "not finite"
+                               : !strcmp(key, "bf16_optimizer_states") ? "zero.h keeps its optimizer moments in fp32"
+                               : "zero.h keeps fp32 master weights");
+        }
+        return 1;
+    default:
+        return 1;
+    }
+}
+static int zero__dsc_param_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    double x = 0, b1, b2;
+    size_t it, e1, e2, e3;
+    (void)k;
+    if (id != ZERO__DSC_BETAS && id != ZERO__DSC_NESTEROV && id != ZERO__DSC_WMODE && id != ZERO__DSC_MAXNORM)
+        x = zero__js_num(s, v);
+    switch (id) {
+    case ZERO__DSC_LR:
+    case ZERO__DSC_EPS:
+        if (x < 0) zero__dsc_note(c, v, "outside zero.h's range (>= 0)");
+        else if (x == 0) zero__dsc_note(c, v, "0 is zero.h's \"default\" (%s), not 0", id == ZERO__DSC_LR ? "1e-3" : "1e-8");
+        else if (id == ZERO__DSC_LR) c->d.optim.lr = x;
+        else c->d.optim.eps = x;
+        return 1;
+    case ZERO__DSC_BETAS:
+        it = v + 1;
+        if (!zero__js_elem(s, &it, &e1) || !zero__js_elem(s, &it, &e2) || zero__js_elem(s, &it, &e3) ||
+            !zero__js_isnum(s, e1) || !zero__js_isnum(s, e2))
+            return zero__dsc_bad(c, v, "[beta1, beta2], two numbers");
+        b1 = zero__js_num(s, e1);
+        b2 = zero__js_num(s, e2);
+        if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1) zero__dsc_note(c, v, "outside zero.h's range (each in [0, 1))");
+        else if (b1 == 0 || b2 == 0) zero__dsc_note(c, v, "a beta of 0 is zero.h's \"default\" (0.9, 0.999), not 0");
+        else { c->d.optim.beta1 = b1; c->d.optim.beta2 = b2; }
+        return 1;
+    case ZERO__DSC_WD:
+        if (x < 0) zero__dsc_note(c, v, "outside zero.h's range (>= 0)");
+        else if (c->adam_l2 && x > 0)
+            zero__dsc_note(c, v, "with adam_w_mode false DeepSpeed's Adam adds weight_decay x param to the gradient "
+                                 "(L2); zero.h's AdamW decays decoupled");
+        else c->d.optim.weight_decay = x;
+        return 1;
+    case ZERO__DSC_WMODE:
+        if (c->adam_l2 && c->wd > 0)
+            zero__dsc_note(c, v, "zero.h has only decoupled weight decay (AdamW): weight_decay is not applied");
+        return 1;                           /* AdamW ignores it; without weight decay both modes are one update */
+    case ZERO__DSC_MAXNORM:
+        return zero__js_fail(&c->js, v, "%s: DeepSpeed refuses it as an optimizer parameter (use gradient_clipping)",
+                             c->path);
+    case ZERO__DSC_MOMENTUM:
+    case ZERO__DSC_DAMPENING:
+        if (x < 0) zero__dsc_note(c, v, "outside zero.h's range (>= 0)");
+        else if (id == ZERO__DSC_MOMENTUM) c->d.optim.momentum = x;
+        else c->d.optim.dampening = x;
+        return 1;
+    case ZERO__DSC_NESTEROV:
+        if (s[v] != 't') return 1;
+        if (c->momentum <= 0 || c->dampening != 0)
+            zero__dsc_note(c, v, "torch.optim.SGD refuses Nesterov without momentum or with dampening");
+        else c->d.optim.nesterov = 1;
+        return 1;
+    default:
+        return 1;
+    }
+}
+static int zero__dsc_optim_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    size_t prm;
+    (void)k;
+    if (id == ZERO__DSC_TYPE) {
+        if (c->optim == ZERO__DSC_OPT_OTHER)
+            zero__dsc_note(c, v, "zero.h runs AdamW or SGD: optim is left at its default (AdamW, lr 1e-3)");
+        else
+            c->d.optim.type = c->optim == ZERO__DSC_OPT_SGD ? ZERO_OPTIM_SGD : ZERO_OPTIM_ADAMW;
+        return 1;
+    }
+    if (id == ZERO__DSC_PARAMS) {
+        if (c->optim == ZERO__DSC_OPT_NONE || c->optim == ZERO__DSC_OPT_OTHER) {
+            zero__dsc_note(c, v, "the params of an optimizer zero.h does not run");
+            return 1;
+        }
+        if (c->optim == ZERO__DSC_OPT_SGD)
+            return zero__dsc_walk(c, v, zero__dsc_sgd_keys, ZERO__DSC_N(zero__dsc_sgd_keys), zero__dsc_param_key);
+        if (!zero__dsc_walk(c, v, zero__dsc_adam_keys, ZERO__DSC_N(zero__dsc_adam_keys), zero__dsc_param_key)) return 0;
+        /* torch_adam: torch.optim.AdamW, whose weight_decay defaults to 0.01 (FusedAdam's to 0) */
+        prm = zero__js_get(s, v, "torch_adam");
+        if (!c->adam_l2 && prm != ZERO__JS_NONE && s[prm] == 't' && zero__js_get(s, v, "weight_decay") == ZERO__JS_NONE)
+            c->d.optim.weight_decay = 0.01;
+        return 1;
+    }
+    return 1;
+}
+static int zero__dsc_small_key(zero__dsc *c, int id, size_t k, size_t v) {     /* aio, data_types */
+    const char *s = c->js.s;
+    int nvme = c->opt_eff == ZERO_OFFLOAD_NVME, b = s[v] == 't';
+    double x = 0;
+    (void)k;
+    switch (id) {
+    case ZERO__DSC_AIO_BLOCK:
+        if (nvme && zero__js_num(s, v) != 1048576.0) zero__dsc_note(c, v, "zero.h moves the NVMe tier's data in 1 MiB requests");
+        return 1;
+    case ZERO__DSC_AIO_QD:
+        x = zero__js_num(s, v);
+        if (x >= 1 && x <= 256) c->d.offload.queue_depth = (int)x;
+        else if (nvme) zero__dsc_note(c, v, "outside zero.h's range (1-256)");
+        return 1;
+    case ZERO__DSC_AIO_THREADS:
+        if (nvme) zero__dsc_note(c, v, "zero.h's NVMe I/O runs on io_uring or on offload.queue_depth threads");
+        return 1;
+    case ZERO__DSC_AIO_TRUE:
+        if (nvme && b) zero__dsc_note(c, v, "zero.h's NVMe tier has no such mode");
+        return 1;
+    case ZERO__DSC_AIO_FALSE:
+        if (nvme && !b) zero__dsc_note(c, v, "zero.h always keeps offload.queue_depth requests in flight");
+        return 1;
+    case ZERO__DSC_ACC_DTYPE:       /* DeepSpeed's DtypeEnum names */
+        if (zero__js_str_is(s, v, "fp32", 0) || zero__js_str_is(s, v, "float32", 0) || zero__js_str_is(s, v, "float", 0) ||
+            zero__js_str_is(s, v, "torch.float32", 0))
+            c->d.grad_accum_dtype = ZERO_F32;
+        else if (zero__js_str_is(s, v, "bf16", 0) || zero__js_str_is(s, v, "bfloat16", 0) ||
+                 zero__js_str_is(s, v, "torch.bfloat16", 0))
+            c->d.grad_accum_dtype = ZERO_BF16;
+        else if (zero__js_str_is(s, v, "fp16", 0) || zero__js_str_is(s, v, "float16", 0) || zero__js_str_is(s, v, "half", 0) ||
+                 zero__js_str_is(s, v, "torch.float16", 0))
+            c->d.grad_accum_dtype = ZERO_F16;
+        else if (zero__js_str_is(s, v, "int8", 0) || zero__js_str_is(s, v, "torch.int8", 0))
+            zero__dsc_note(c, v, "zero.h accumulates gradients in fp32, bf16 or fp16");
+        else
+            return zero__dsc_bad(c, v, "\"fp32\", \"bf16\" or \"fp16\"");
+        return 1;
+    default:
+        return 1;
+    }
+}
+static int zero__dsc_root_key(zero__dsc *c, int id, size_t k, size_t v) {
+    const char *s = c->js.s;
+    double x = 0, micro = 0, gas = 0;
+    int has_micro, has_gas, t;
+    char extra[200];
+    (void)k;
+    switch (id) {
+    case ZERO__DSC_TBS:
+    case ZERO__DSC_MICRO:
+        if (!zero__dsc_int(c, v, 1, 9.3e18, "an integer > 0", &x)) return 0;
+        if (id == ZERO__DSC_MICRO) {
+            zero__dsc_note(c, v, "the micro-batch is your loop's: zero.h sees only the gradients you add");
+            return 1;
+        }
+        has_micro = zero__js_isint(s, zero__js_get(s, 0, "train_micro_batch_size_per_gpu"), 1, 9.3e18, &micro);
+        has_gas = zero__js_isint(s, zero__js_get(s, 0, "gradient_accumulation_steps"), 1, 9.3e18, &gas);
+        extra[0] = 0;
+        if (has_micro && has_gas && fmod(x, micro * gas) != 0)
+            return zero__js_fail(&c->js, v, "train_batch_size %.0f is not train_micro_batch_size_per_gpu %.0f x "
+                                 "gradient_accumulation_steps %.0f x a world size: DeepSpeed refuses it", x, micro, gas);
+        if (has_micro && has_gas)
+            snprintf(extra, sizeof extra, " (here with a world size of %.0f)", x / (micro * gas));
+        else if (has_micro)
+            snprintf(extra, sizeof extra, "; gradient_accumulation_steps is absent: set desc.accum_steps to %.0f / "
+                     "(%.0f x the world size)", x, micro);
+        zero__dsc_note(c, v, "the batch is your loop's: DeepSpeed's is micro-batch x gradient_accumulation_steps x "
+                             "world size%s", extra);
+        return 1;
+    case ZERO__DSC_GAS:
+        if (!zero__dsc_int(c, v, 1, 9.3e18, "an integer > 0", &x)) return 0;
+        if (x > 2147483647.0) zero__dsc_note(c, v, "zero.h's accum_steps is an int");
+        else c->d.accum_steps = (int)x;
+        return 1;
+    case ZERO__DSC_OPTIM:
+        if (c->optim == ZERO__DSC_OPT_NONE && zero__js_get(s, v, "type") == ZERO__JS_NONE)
+            zero__dsc_absent(c, "type", NULL, "DeepSpeed runs the optimizer your program passes it; zero.h runs its own "
+                                              "(AdamW, lr 1e-3, unless you set desc.optim)");
+        return zero__dsc_walk(c, v, zero__dsc_optim_keys, ZERO__DSC_N(zero__dsc_optim_keys), zero__dsc_optim_key);
+    case ZERO__DSC_CLIP:
+        x = zero__js_num(s, v);
+        if (x < 0 || x > 3.4028234663852886e38) zero__dsc_note(c, v, "outside zero.h's range (a float >= 0)");
+        else c->d.clip_norm = (float)x;
+        return 1;
+    case ZERO__DSC_FP16:
+    case ZERO__DSC_BF16:
+    case ZERO__DSC_BF16_OLD:
+        if (id == ZERO__DSC_BF16_OLD && zero__js_get(s, 0, "bf16") != ZERO__JS_NONE) {
+            zero__dsc_note(c, v, "DeepSpeed reads bf16, not its old name, when both are given");
+            return 1;
+        }
+        c->in_fp16 = id == ZERO__DSC_FP16;
+        if (!zero__dsc_walk(c, v, id == ZERO__DSC_FP16 ? zero__dsc_fp16_keys : zero__dsc_bf16_keys,
+                            id == ZERO__DSC_FP16 ? ZERO__DSC_N(zero__dsc_fp16_keys) : ZERO__DSC_N(zero__dsc_bf16_keys),
+                            zero__dsc_half_key))
+            return 0;
+        if (id == ZERO__DSC_FP16 && c->fp16_dyn && zero__js_get(s, v, "hysteresis") == ZERO__JS_NONE)
+            zero__dsc_absent(c, "hysteresis", "2", "zero.h lowers the loss scale at the first overflow (hysteresis 1)");
+        return 1;
+    case ZERO__DSC_ZERO:
+        if (s[v] == 't' || s[v] == 'f') {               /* the old form: true is stage 1 (zero__dsc_scan) */
+            c->d.stage = c->stage;
+            return 1;
+        }
+        if (s[v] != '{') return zero__dsc_bad(c, v, "an object");
+        return zero__dsc_walk(c, v, zero__dsc_zero_keys, ZERO__DSC_N(zero__dsc_zero_keys), zero__dsc_zero_key);
+    case ZERO__DSC_DTYPES:
+        return zero__dsc_walk(c, v, zero__dsc_dtypes_keys, ZERO__DSC_N(zero__dsc_dtypes_keys), zero__dsc_small_key);
+    case ZERO__DSC_AIO:
+        return zero__dsc_walk(c, v, zero__dsc_aio_keys, ZERO__DSC_N(zero__dsc_aio_keys), zero__dsc_small_key);
+    case ZERO__DSC_PREDIV:
+        if (zero__js_num(s, v) != 1.0)
+            zero__dsc_note(c, v, "zero.h divides the summed gradients once, by world size x accum_steps, in the optimizer pass");
+        return 1;
+    case ZERO__DSC_REDOP:
+        if (zero__js_str_is(s, v, "mean", 1)) return 1;
+        if (!zero__js_str_is(s, v, "sum", 1)) return zero__dsc_bad(c, v, "\"mean\" or \"sum\"");
+        zero__dsc_note(c, v, "zero.h averages the gradients over the ranks (\"mean\")");
+        return 1;
+    case ZERO__DSC_COMMDT:
+        t = zero__js_str_is(s, v, "fp32", 1) ? ZERO_F32 : zero__js_str_is(s, v, "fp16", 1) ? ZERO_F16 :
+            zero__js_str_is(s, v, "bf16", 1) ? ZERO_BF16 : 0;
+        if (t == 0) return zero__dsc_bad(c, v, "\"fp32\", \"fp16\" or \"bf16\"");
+        if (t != (c->dtype ? c->dtype : ZERO_BF16))
+            zero__dsc_note(c, v, "zero.h reduces gradients in grad_dtype, the dtype you add them in (here %s): set "
+                                 "desc.grad_dtype to change both", zero__dsc_dtype_name(c->dtype));
+        return 1;
+    default:
+        return 1;
+    }
+}
+
+/* the device an offload object asks for; old: the deprecated boolean that stands for {"device": "cpu"} */
+static zero_offload_tier zero__dsc_device(const char *s, size_t off, size_t old) {
+    size_t dv = zero__js_get(s, off, "device");
+    if (off == ZERO__JS_NONE) return zero__js_true(s, old) ? ZERO_OFFLOAD_HOST : ZERO_OFFLOAD_NONE;
+    return zero__js_str_is(s, dv, "cpu", 0) ? ZERO_OFFLOAD_HOST : zero__js_str_is(s, dv, "nvme", 0) ? ZERO_OFFLOAD_NVME
+                                                                                                : ZERO_OFFLOAD_NONE;
+}
+/* The first look: the keys others depend on, read leniently (the walk checks them). */
+static int zero__dsc_scan(zero__dsc *c) {
+    const char *s = c->js.s;
+    size_t zo = zero__js_get(s, 0, "zero_optimization"), f16 = zero__js_get(s, 0, "fp16");
+    size_t b16 = zero__js_get(s, 0, "bf16"), fe, be, oo, op, opt, prm, ty;
+    double x;
+    if (b16 == ZERO__JS_NONE) b16 = zero__js_get(s, 0, "bfloat16");
+    if (zo != ZERO__JS_NONE && s[zo] == 't') c->stage = 1;
+    if (zero__js_isint(s, zero__js_get(s, zo, "stage"), 0, 3, &x)) c->stage = (int)x;
+    fe = zero__js_get(s, f16, "enabled");
+    be = zero__js_get(s, b16, "enabled");
+    if (fe != ZERO__JS_NONE && be != ZERO__JS_NONE && s[fe] == 't' && s[be] == 't')
+        return zero__js_fail(&c->js, fe > be ? fe : be, "fp16.enabled and bf16.enabled are both true: DeepSpeed refuses it");
+    c->dtype = fe != ZERO__JS_NONE && s[fe] == 't' ? ZERO_F16 : be != ZERO__JS_NONE && s[be] == 't' ? ZERO_BF16 :
+               zero__js_str_is(s, fe, "auto", 0) || zero__js_str_is(s, be, "auto", 0) ? 0 : ZERO_F32;
+    c->fp16_dyn = c->dtype == ZERO_F16 && zero__js_num_or(s, zero__js_get(s, f16, "loss_scale"), 0) == 0;
+    c->hyst = 2;
+    zero__js_isint(s, zero__js_get(s, f16, "hysteresis"), -9.3e18, 9.3e18, &c->hyst);
+    /* offload: what is asked for, then what the desc gets */
+    oo = zero__js_get(s, zo, "offload_optimizer");
+    op = zero__js_get(s, zo, "offload_param");
+    c->opt_dev = zero__dsc_device(s, oo, zero__js_get(s, zo, "cpu_offload"));
+    c->par_dev = zero__dsc_device(s, op, zero__js_get(s, zo, "cpu_offload_param"));
+    c->opt_path = zero__js_get(s, oo, "nvme_path");
+    if (c->opt_path != ZERO__JS_NONE && s[c->opt_path] != '"') c->opt_path = ZERO__JS_NONE;
+    /* DeepSpeed offloads in ZeRO only, and params at stage 3 only: elsewhere it ignores the
+       devices, as the desc does (no line, the same run) */
+    c->opt_eff = c->stage == 0 ? ZERO_OFFLOAD_NONE : c->opt_dev;
+    if (c->opt_eff == ZERO_OFFLOAD_NVME && c->opt_path == ZERO__JS_NONE) {
+        c->opt_eff = ZERO_OFFLOAD_NONE;
+        c->opt_why = "no nvme_path: the optimizer states stay on the device";
+    }
+    c->par_eff = c->stage != 3 ? ZERO_OFFLOAD_NONE : c->par_dev;
+    if (c->par_eff == ZERO_OFFLOAD_NVME && c->opt_eff != ZERO_OFFLOAD_NVME) {
+        c->par_eff = ZERO_OFFLOAD_NONE;
+        c->par_why = "zero.h keeps params on NVMe only together with the optimizer states (offload_optimizer.device "
+                     "\"nvme\" with its nvme_path): the params stay on the device";
+    }
+    /* the optimizer (engine.py: DeepSpeed's own names case-insensitive, torch's "SGD" as written) */
+    opt = zero__js_get(s, 0, "optimizer");
+    ty = zero__js_get(s, opt, "type");
+    prm = zero__js_get(s, opt, "params");
+    c->optim = ty == ZERO__JS_NONE || zero__js_str_is(s, ty, "auto", 0) ? ZERO__DSC_OPT_NONE
+             : zero__js_str_is(s, ty, "adam", 1) ? ZERO__DSC_OPT_ADAM
+             : zero__js_str_is(s, ty, "adamw", 1) ? ZERO__DSC_OPT_ADAMW
+             : zero__js_str_is(s, ty, "sgd", 1) ? ZERO__DSC_OPT_SGD : ZERO__DSC_OPT_OTHER;
+    c->wd = zero__js_num_or(s, zero__js_get(s, prm, "weight_decay"), 0);
+    c->momentum = zero__js_num_or(s, zero__js_get(s, prm, "momentum"), 0);
+    c->dampening = zero__js_num_or(s, zero__js_get(s, prm, "dampening"), 0);
+    ty = zero__js_get(s, prm, "adam_w_mode");
+    c->adam_l2 = c->optim == ZERO__DSC_OPT_ADAM && ty != ZERO__JS_NONE && s[ty] == 'f';
+    return 1;
+}
+
+/* decodes the checked string at q in place (text[q] on: the UTF-8 bytes, then a NUL): the
+   decoded form is never longer than the escaped one; returns its start */
+static char *zero__dsc_decode(char *text, size_t q) {
+    size_t i = q + 1, o = q;
+    long cp;
+    while ((cp = zero__js_char(NULL, text, &i)) >= 0) {
+        unsigned long u = (unsigned long)cp;
+        if (u < 0x80u) {
+            text[o++] = (char)u;
+        } else if (u < 0x800u) {
+            text[o++] = (char)(0xC0u | (u >> 6));
+            text[o++] = (char)(0x80u | (u & 0x3Fu));
+        } else if (u < 0x10000u) {
+            text[o++] = (char)(0xE0u | (u >> 12));
+            text[o++] = (char)(0x80u | ((u >> 6) & 0x3Fu));
+            text[o++] = (char)(0x80u | (u & 0x3Fu));
+        } else {
+            text[o++] = (char)(0xF0u | (u >> 18));
+            text[o++] = (char)(0x80u | ((u >> 12) & 0x3Fu));
+            text[o++] = (char)(0x80u | ((u >> 6) & 0x3Fu));
+            text[o++] = (char)(0x80u | (u & 0x3Fu));
+        }
+    }
+    text[o] = 0;
+    return text + q;
+}
+
+static zero_result zero__desc_from_json(char *json, zero_desc *out, char *report, size_t report_size,
+                                        int *unhonoured) {
+    zero__dsc *c, cs;
+    zero_desc check;
+    size_t opt;
+    unsigned long long line, col;
+    zero_result r;
+    int ok;
+    c = &cs;
+    memset(c, 0, sizeof *c);
+    c->js.s = json;
+    c->rep = report && report_size ? report : NULL;
+    c->rep_cap = report_size;
+    if (c->rep) c->rep[0] = 0;
+    c->opt_path = ZERO__JS_NONE;
+    ok = zero__js_check(&c->js) && zero__dsc_scan(c) &&
+         zero__dsc_walk(c, zero__js_ws(json, 0), zero__dsc_root_keys, ZERO__DSC_N(zero__dsc_root_keys), zero__dsc_root_key);
+    if (!ok) {
+        zero__js_linecol(json, c->js.err_at, &line, &col);
+        r = zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION, "zero_desc_from_json: line %llu, column %llu: %s",
+                       line, col, c->js.err);
+        if (c->rep) snprintf(c->rep, report_size, "%s\n", zero__last_err(NULL));
+        if (unhonoured) *unhonoured = 0;
+        return r;
+    }
+    /* what the walk does not meet: absent keys */
+    opt = zero__js_get(json, 0, "optimizer");
+    if (opt == ZERO__JS_NONE)
+        zero__dsc_absent(c, "optimizer", NULL, "DeepSpeed runs the optimizer your program passes it; zero.h runs its own "
+                                              "(AdamW, lr 1e-3, unless you set desc.optim)");
+    if (zero__js_get(json, 0, "gradient_clipping") == ZERO__JS_NONE)
+        c->d.clip_norm = 1.0f;                  /* DeepSpeed's default since mid-2026 (#8068; 0 before) */
+    c->d.param_dtype = (zero_dtype)c->dtype;
+    /* the check zero_create makes (on a copy: it fills the defaults); the NVMe path is decoded after it */
+    check = c->d;
+    if (check.offload_optimizer == ZERO_OFFLOAD_NVME) check.offload.nvme_dirs[0] = ".";
+    if ((r = zero__fill_desc(&check)) != ZERO_OK) {
+        if (c->rep) snprintf(c->rep, report_size, "zero_desc_from_json: %s\n", zero__last_err(NULL));
+        if (unhonoured) *unhonoured = 0;
+        return r;
+    }
+    if (c->d.offload_optimizer == ZERO_OFFLOAD_NVME) {
+        c->d.offload.nvme_dirs[0] = zero__dsc_decode(json, c->opt_path);
+        if (!c->d.offload.nvme_dirs[0][0]) c->d.offload.nvme_dirs[0] = ".";      /* Python's Path("") */
+    }
+    *out = c->d;
+    if (unhonoured) *unhonoured = c->lines;
+    return ZERO_OK;
+}
+
 /* >>public -------------------------------------------------------------------------------
    The public functions, on top of everything above. */
 /* ---- basics ------------------------------------------------------------------------- */
@@ -15237,6 +16719,17 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx) {
     if (ctx) return ctx->desc;
     memset(&d, 0, sizeof d);
     return d;
+}
+
+ZERO_API zero_result zero_desc_from_json(char *json, zero_desc *out, char *report, size_t report_size, int *unhonoured) {
+    if (unhonoured) *unhonoured = 0;
+    if (report && report_size) report[0] = 0;
+    if (!json || !out) {
+        zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_desc_from_json: %s is NULL", json ? "out" : "json");
+        if (report && report_size) snprintf(report, report_size, "%s\n", zero_last_error(NULL));
+        return ZERO_ERR_INVALID_ARG;
+    }
+    return zero__desc_from_json(json, out, report, report_size, unhonoured);
 }
 ZERO_API int zero_rank(const zero_ctx *ctx) { return ctx ? ctx->rank : -1; }
 ZERO_API int zero_world_size(const zero_ctx *ctx) { return ctx ? ctx->world : -1; }
@@ -15619,40 +17112,10 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
 }
 
 ZERO_API zero_result zero_ckpt_put(zero_ctx *ctx, const char *key, const void *data, int64_t bytes) {
-    const zero_allocator *a;
-    unsigned char *copy = NULL;
-    int i;
     if (!ctx || !key || (bytes > 0 && !data))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
                           "zero_ckpt_put: ctx and key must not be NULL, nor data when bytes > 0");
-    if (!zero__ck_key_ok(key))
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
-                          "zero_ckpt_put: key '%.80s' is not 1-%d characters of A-Z a-z 0-9 _ . -", key, ZERO__CK_KEY_MAX);
-    if (bytes < 0 || bytes > ZERO_CKPT_RECORD_MAX)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_ckpt_put('%s'): %lld bytes; a record holds 0 to %d (ZERO_CKPT_RECORD_MAX)", key,
-                          (long long)bytes, ZERO_CKPT_RECORD_MAX);
-    for (i = 0; i < ctx->ckrec.n && strcmp(ctx->ckrec.rec[i].key, key) != 0; i++) {}
-    if (i == ZERO_CKPT_MAX_RECORDS)
-        return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
-                          "zero_ckpt_put('%s'): the context holds %d records already (ZERO_CKPT_MAX_RECORDS)", key,
-                          ZERO_CKPT_MAX_RECORDS);
-    a = &ctx->desc.allocator;
-    if (bytes > 0) {
-        if (!(copy = (unsigned char *)zero__raw_alloc(a, (size_t)bytes)))
-            return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_ckpt_put('%s'): out of memory",
-                              key);
-        memcpy(copy, data, (size_t)bytes);
-    }
-    if (i == ctx->ckrec.n) {
-        memcpy(ctx->ckrec.rec[i].key, key, strlen(key) + 1);
-        ctx->ckrec.n++;
-    } else {
-        zero__raw_free(a, ctx->ckrec.rec[i].data);
-    }
-    ctx->ckrec.rec[i].data = copy;
-    ctx->ckrec.rec[i].bytes = bytes;
-    return ZERO_OK;
+    return zero__ck_rec_put(ctx, key, data, bytes);
 }
 
 ZERO_API zero_result zero_ckpt_get(const zero_ctx *ctx, const char *key, void *out, int64_t cap, int64_t *bytes) {

@@ -87,6 +87,9 @@ typedef struct {
     const char *save_ckpt, *load_ckpt;   // checkpoint directories (zero_save / zero_load)
     int ckpt_every;              // --ckpt-every N: also save after every N-th step (counted from the run's start)
     long long skip_step;         // --skip-step K: poison step K's gradients (a skipped step, for tests); -1: none
+    const char *deepspeed;       // --deepspeed FILE: the desc from a DeepSpeed config (zero_desc_from_json)
+    zero_desc ds;                // ... which it filled
+    char *ds_text;               // its text (the desc's NVMe path points into it)
 } config;
 
 typedef struct {
@@ -995,20 +998,24 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     t->L = c->layers; t->C = c->dim; t->NH = c->heads; t->T = c->seq;
 
     zero_desc d = {0};
+    if (c->deepspeed) {
+        d = c->ds;                  // the config's optimizer, clipping, loss scaling, buckets, prefetch...
+    } else {
+        d.optim.lr = c->lr;
+        d.optim.weight_decay = 0.0;
+        d.clip_norm = 1.0f;
+        d.qwz = c->qwz;
+        d.qgz = c->qgz;
+        d.hpz = c->hpz;
+    }
     d.comm = comm;
-    d.stage = c->stage;
+    d.stage = c->stage;             // (with --deepspeed: the config's, copied into c by read_deepspeed)
     d.param_dtype = c->dtype;
     d.accum_steps = c->accum;
-    d.optim.lr = c->lr;
-    d.optim.weight_decay = 0.0;
-    d.clip_norm = 1.0f;
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     d.offload_activations = c->offload_acts;
-    d.qwz = c->qwz;
-    d.qgz = c->qgz;
-    d.hpz = c->hpz;
     d.quant_block = c->quant_block;
     zero_result r = zero_create(&t->z, &d);
     if (r < 0) {
@@ -1199,7 +1206,10 @@ static void usage(FILE *f) {
         "  --load-ckpt DIR    start from DIR: params, optimizer, step count, the data position and seed;\n"
         "                     --steps more steps then continue the saved run bit for bit\n"
         "  --skip-step K      make step K (counted from the first run's start) overflow: zero_step\n"
-        "                     skips it (to test that a resume keeps skipped steps' data)\n");
+        "                     skips it (to test that a resume keeps skipped steps' data)\n"
+        "  --deepspeed FILE   take the zero_desc from a DeepSpeed config (ds_config.json): its stage,\n"
+        "                     precision, optimizer, clipping, accumulation, offload and ZeRO++ keys\n"
+        "                     replace the options above; each key not honoured is a line on stderr\n");
 }
 
 static unsigned char *read_file(const char *path, int64_t *len) {
@@ -1221,6 +1231,38 @@ static unsigned char *read_file(const char *path, int64_t *len) {
     fclose(f);
     *len = n;
     return buf;
+}
+
+// --deepspeed FILE: a DeepSpeed config (ds_config.json) read by zero_desc_from_json; its stage,
+// dtype, accumulation, offload tiers and ZeRO++ options replace the command line's, and each
+// key zero.h does not honour is one line on stderr. 0: the run cannot start (said why)
+static int read_deepspeed(config *c) {
+    int64_t len = 0;
+    unsigned char *raw = read_file(c->deepspeed, &len);
+    char report[8192];
+    int n = 0;
+    if (!raw) { fprintf(stderr, "train_gpt: --deepspeed %s: cannot read it\n", c->deepspeed); return 0; }
+    c->ds_text = (char *)malloc((size_t)len + 1);
+    if (!c->ds_text) { free(raw); return 0; }
+    memcpy(c->ds_text, raw, (size_t)len);
+    c->ds_text[len] = 0;
+    free(raw);
+    if (zero_desc_from_json(c->ds_text, &c->ds, report, sizeof report, &n) != ZERO_OK) {
+        fprintf(stderr, "train_gpt: --deepspeed %s: %s\n", c->deepspeed, zero_last_error(NULL));
+        return 0;
+    }
+    if (n) fprintf(stderr, "train_gpt: --deepspeed %s: %d key%s not honoured:\n%s", c->deepspeed, n, n == 1 ? "" : "s",
+                   report);
+    c->stage = c->ds.stage;
+    c->dtype = c->ds.param_dtype ? c->ds.param_dtype : ZERO_BF16;     // (0: zero.h's default, bf16)
+    if (c->ds.accum_steps) c->accum = c->ds.accum_steps;
+    c->offload_optimizer = c->ds.offload_optimizer;
+    c->offload_params = c->ds.offload_params;
+    if (c->ds.offload_optimizer == ZERO_OFFLOAD_NVME) c->nvme_dir = c->ds.offload.nvme_dirs[0];
+    c->qwz = c->ds.qwz;
+    c->qgz = c->ds.qgz;
+    c->hpz = c->ds.hpz;
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -1270,6 +1312,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
         else if (!strcmp(o, "--ckpt-every")) c->ckpt_every = (int)parse_long(o, v, 1, 1 << 30);
         else if (!strcmp(o, "--skip-step")) c->skip_step = parse_long(o, v, 0, (long)1 << 40);
+        else if (!strcmp(o, "--deepspeed")) c->deepspeed = v;
         else bad_arg("is not an option", o, NULL);
     }
     if (!c->batch_set && c->batch % (c->ranks * c->accum) != 0) {
@@ -1282,6 +1325,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_gpt: --batch %d must be a multiple of --ranks * --accum = %d\n", c->batch, c->ranks * c->accum);
         return 2;
     }
+    if (c->deepspeed && !read_deepspeed(c)) return 2;
     if (c->ckpt_every && !c->save_ckpt) {
         fprintf(stderr, "train_gpt: --ckpt-every needs --save-ckpt DIR\n");
         return 2;
