@@ -233,6 +233,10 @@
          what the steps cost the host (CUDA: host_syncs, device_allocs, comm_headers).
          zero_allreduce_f64(z, v, n) (collective) sums n doubles of a host array over the
          ranks, in place, in rank order, so every rank gets the same bits (a loss to print).
+         Between a module's last zero_grads_ready and zero_step, zero_grad_shard_f32(z, p,
+         out, &begin, &end) reads this rank's slice of p's reduced gradient, averaged as the
+         optimizer takes it, and zero_grad_gather_f32(z, p, out) (collective) all of it on
+         every rank: for a gradient check, or a print (their declarations give the cost).
 
          Your own math on param_dtype values, in host memory (zero_param_data and
          zero_param_grad on the CPU device; elsewhere zero_copy them first):
@@ -1484,6 +1488,18 @@ typedef struct zero_export_desc {
 ZERO_API zero_result zero_export_safetensors_ex(zero_ctx *ctx, const char *path, const zero_export_desc *desc);
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
+/* The reduced gradient of param p, read only (a gradient check, a debugging print): after
+   the last zero_grads_ready of p's module in the step and before zero_step (it waits for
+   the reductions queued so far). The values are what zero_step's optimizer takes, before
+   clipping: the sum over ranks and micro-batches divided by world size x accum_steps x the
+   loss scale, in fp32. A tied handle reads its owner's gradient (the sum of every use).
+   zero_grad_shard_f32: this rank's slice, param elements [*begin, *end) (stage 0: all of
+   them; a slice may be empty), into out[0 .. *end - *begin). Not collective; it costs a
+   copy of the slice. zero_grad_gather_f32: all of p into out[zero_param_numel(ctx, p)] on
+   every rank. Collective (every rank, the same p); it costs one all-gather of a module's
+   slice per rank, 4 bytes an element, and a buffer of the module's span on the host. */
+ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out, int64_t *begin, int64_t *end);
+ZERO_API zero_result zero_grad_gather_f32(zero_ctx *ctx, zero_param p, float *out);
 /* checkpoint inspection, without a context: zero_ckpt_open reads dir/manifest through the
    checks zero_load makes (a checkpoint it opens, zero_load reads; one it refuses,
    zero_load refuses) and each shard file's size and header; the others read it. Failures
@@ -11976,7 +11992,7 @@ static void *zero__param_grad(zero_ctx *ctx, int pi) {
     }
     if (m->grad.ready >= ctx->desc.accum_steps) {
         zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
-                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step",
+                   "zero_param_grad('%s.%s'): all %d micro-batches of module '%s' are already reduced; call zero_step (zero_grad_shard_f32 and zero_grad_gather_f32 read the reduced gradient)",
                    m->name, pr->name, ctx->desc.accum_steps, m->name);
         return NULL;
     }
@@ -12142,6 +12158,72 @@ static zero_result zero__step(zero_ctx *ctx) {
         zero__log(ctx, ZERO_LOG_INFO, ZERO_LOGITEM_LOSS_SCALE_GROWN, "loss scale grown to %g", (double)ctx->opt.loss_scale);
     }
     return ZERO_OK;
+}
+
+/* ---- the reduced gradient, read (zero_grad_shard_f32, zero_grad_gather_f32) ---------------- */
+/* param pi's module has every micro-batch's gradient of this step, and its reductions are
+   done (the open bucket flushed, the comm stream drained): what zero_step would read */
+static zero_result zero__grad_read_ready(zero_ctx *ctx, int pi, const char *fn) {
+    const zero__module_rec *m = &ctx->modules[ctx->params[pi].module];
+    if (m->frozen)
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "%s('%s.%s'): module '%s' is frozen: no gradient",
+                          fn, m->name, ctx->params[pi].name, m->name);
+    if (m->grad.ready != ctx->desc.accum_steps)
+        return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                          "%s('%s.%s'): module '%s' has %d of %d micro-batches' gradients this step; the reduced "
+                          "gradient is read between its last zero_grads_ready and zero_step", fn, m->name,
+                          ctx->params[pi].name, m->name, m->grad.ready, ctx->desc.accum_steps);
+    zero__flush(ctx);
+    return zero__drain(ctx);
+}
+/* the part of param pi in slice q of its module (stage 0: all of it), as param elements
+   [*b, *e), and where slice q's gradient of it starts in the grad arena */
+static int64_t zero__grad_slice(const zero_ctx *ctx, int pi, int q, int64_t *b, int64_t *e) {
+    const zero__param_rec *p = &ctx->params[pi];
+    const zero__module_rec *m = &ctx->modules[p->module];
+    int64_t per = m->lay.span / ctx->world, lo = ctx->desc.stage == 0 ? 0 : q * per;
+    int64_t hi = ctx->desc.stage == 0 ? m->lay.span : lo + per, s = p->offset > lo ? p->offset : lo;
+    int64_t en = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    *b = s - p->offset;
+    *e = en > s ? en - p->offset : *b;
+    return ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / ctx->world + (s - lo);
+}
+/* this rank's slice of the averaged reduced gradient: the sum divided by world x accum x the
+   loss scale, in fp32, as zero_step's optimizer multiplies it (before clipping) */
+static zero_result zero__grad_shard_f32(zero_ctx *ctx, int pi, float *out, int64_t *b, int64_t *e) {
+    float inv = (float)(1.0 / ((double)ctx->world * ctx->desc.accum_steps * (double)ctx->opt.loss_scale));
+    int64_t at = zero__grad_slice(ctx, pi, ctx->prank, b, e), i;
+    zero_result r;
+    if (*e > *b &&
+        (r = zero__dev_get_f32(ctx, out, zero__at(ctx->arena.grad, at, (int)ctx->desc.grad_accum_dtype),
+                               (int)ctx->desc.grad_accum_dtype, *e - *b)) != ZERO_OK)
+        return r;
+    for (i = 0; i < *e - *b; i++) out[i] *= inv;
+    return ZERO_OK;
+}
+/* every rank's slice into out[numel]: one all-gather of a module slice per rank (stage 0:
+   every rank has it all; no collective, but every rank must still call) */
+static zero_result zero__grad_gather_f32(zero_ctx *ctx, int pi, float *out) {
+    const zero__param_rec *p = &ctx->params[pi];
+    int64_t per = ctx->modules[p->module].lay.span / ctx->world, b, e;
+    float *mine, *all;
+    zero_result r, rw;
+    int k;
+    if (ctx->desc.stage == 0 || ctx->world == 1) return zero__grad_shard_f32(ctx, pi, out, &b, &e);
+    mine = (float *)zero__raw_alloc(&ctx->desc.allocator, sizeof(float) * (size_t)per * (size_t)(ctx->world + 1));
+    if (!mine) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_grad_gather_f32: out of memory");
+    all = mine + per;
+    memset(mine, 0, sizeof(float) * (size_t)per);
+    r = zero__grad_shard_f32(ctx, pi, mine, &b, &e);
+    /* every rank takes part in the all-gather, one whose read failed too: it fails after it */
+    rw = zero__wait(ctx, zero__post_allgather(ctx, mine, all, per * 4));
+    if (r == ZERO_OK) r = rw;
+    for (k = 0; r == ZERO_OK && k < ctx->world; k++) {
+        zero__grad_slice(ctx, pi, zero__part(ctx, k), &b, &e);
+        if (e > b) memcpy(out + b, all + (int64_t)k * per, sizeof(float) * (size_t)(e - b));
+    }
+    zero__raw_free(&ctx->desc.allocator, mine);
+    return r;
 }
 
 /* ---- params in and out (zero_param_set_f32, zero_gather_params_f32, zero_set_params_f32) ---- */
@@ -17109,6 +17191,30 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
     return zero__ck_load(ctx, dir);
+}
+
+ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out, int64_t *begin, int64_t *end) {
+    int pi;
+    zero_result r;
+    if (!ctx || !out || !begin || !end)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_grad_shard_f32: ctx, out, begin and end must not be NULL");
+    *begin = *end = 0;
+    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "zero_grad_shard_f32: call zero_build first");
+    if ((pi = zero__param_index(ctx, p, "zero_grad_shard_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if ((r = zero__grad_read_ready(ctx, pi, "zero_grad_shard_f32")) != ZERO_OK) return r;
+    return zero__grad_shard_f32(ctx, pi, out, begin, end);
+}
+
+ZERO_API zero_result zero_grad_gather_f32(zero_ctx *ctx, zero_param p, float *out) {
+    int pi;
+    zero_result r;
+    if (!ctx || !out)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_grad_gather_f32: ctx and out must not be NULL");
+    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "zero_grad_gather_f32: call zero_build first");
+    if ((pi = zero__param_index(ctx, p, "zero_grad_gather_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
+    if ((r = zero__grad_read_ready(ctx, pi, "zero_grad_gather_f32")) != ZERO_OK) return r;
+    return zero__grad_gather_f32(ctx, pi, out);
 }
 
 ZERO_API zero_result zero_ckpt_put(zero_ctx *ctx, const char *key, const void *data, int64_t bytes) {

@@ -334,10 +334,116 @@ static void reductions_overlap_backward(void) {
     CHECK(c.overlap_seen, "no reduce-scatter ran before backward finished");
 }
 
+/* ---- reading the reduced gradient (zero_grad_shard_f32, zero_grad_gather_f32) ---------
+   Two modules (a: w [5, 7] and b [3]; b: w [13] frozen-free, plus a frozen module c), each rank
+   adds gradients that are small multiples of 1/4, so every sum is exact in any order: the
+   expected average is computed here (the exact sum times the float 1 / (world x accum), as
+   documented). The shards of all ranks cover each element once; the gathered gradient
+   equals the expected one on every rank; and SGD at lr 1 (no momentum, decay or clipping)
+   moves each param by exactly that gradient (at worlds 1 and 2, where p - g is exact). */
+#define GR_NP 3
+static const int64_t gr_numel[GR_NP] = { 35, 3, 13 };
+typedef struct gr_cfg { int stage, world, accum; int bad[4]; int shard_cover[51]; int gather_ok, step_ok, ok; } gr_cfg;
+static float gr_g(int p, int64_t k, int rank, int micro) {     /* multiples of 1/4, exact sums */
+    return (float)((p * 7 + (int)k * 3 + rank * 5 + micro * 11) % 17 - 8) * 0.25f;
+}
+static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
+    gr_cfg *c = (gr_cfg *)user;
+    zero_ctx *z = NULL;
+    zero_desc d;
+    zero_module m[3];
+    zero_param P[GR_NP], fz;
+    float buf[64], before[64], after[64], want[51], shard[64];     /* the flat order: 51, then c's 4 */
+    int64_t b = 0, e = 0, off[GR_NP] = { 0, 35, 38 };
+    zero_result r;
+    int i, a, k, ok = 1;
+    fx_desc(&d, comm, c->stage, ZERO_F32, ZERO_OPTIM_SGD, 1.0);
+    d.optim.momentum = 0.0;
+    d.optim.weight_decay = 0.0;
+    d.accum_steps = c->accum;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    fx_module(z, "a", 0, &m[0]); fx_module(z, "b", 0, &m[1]); fx_module(z, "c", 1, &m[2]);
+    fx_param(z, m[0], "w", 5, 7, 0, &P[0]); fx_param(z, m[0], "b", 3, 0, 0, &P[1]);
+    fx_param(z, m[1], "w", 13, 0, 0, &P[2]); fx_param(z, m[2], "w", 4, 0, 0, &fz);
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i < GR_NP; i++) {
+        for (k = 0; k < gr_numel[i]; k++) buf[k] = (float)k * 0.5f;
+        if ((r = zero_param_set_f32(z, P[i], buf)) != ZERO_OK) goto done;
+    }
+    /* before any gradient: refused */
+    c->bad[0] = zero_grad_shard_f32(z, P[0], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
+    for (a = 0; a < c->accum; a++)
+        for (i = 1; i >= 0; i--) {          /* backward: b, then a */
+            if ((r = zero_fetch(z, m[i])) != ZERO_OK) goto done;
+            for (k = 0; k < GR_NP; k++) {
+                int64_t q;
+                if ((k == 2) != (i == 1)) continue;
+                for (q = 0; q < gr_numel[k]; q++) buf[q] = gr_g(k, q, rank, a);
+                zero_add_f32(zero_param_grad(z, P[k]), ZERO_F32, buf, gr_numel[k]);
+            }
+            if ((r = zero_release(z, m[i])) != ZERO_OK) goto done;
+            if ((r = zero_grads_ready(z, m[i])) != ZERO_OK) goto done;
+        }
+    for (i = 0; i < GR_NP; i++)             /* the expected average, exact */
+        for (k = 0; k < gr_numel[i]; k++) {
+            double sum = 0.0;
+            int rr;
+            for (rr = 0; rr < c->world; rr++)
+                for (a = 0; a < c->accum; a++) sum += gr_g(i, k, rr, a);
+            want[off[i] + k] = (float)sum * (float)(1.0 / (c->world * c->accum));   /* (as documented) */
+        }
+    for (i = 0; i < GR_NP; i++) {
+        if ((r = zero_grad_shard_f32(z, P[i], shard, &b, &e)) != ZERO_OK) goto done;
+        for (k = 0; k < e - b; k++) {
+            if (shard[k] != want[off[i] + b + k]) ok = 0;
+            __atomic_add_fetch(&c->shard_cover[off[i] + b + k], 1, __ATOMIC_SEQ_CST);
+        }
+        if ((r = zero_grad_gather_f32(z, P[i], buf)) != ZERO_OK) goto done;
+        for (k = 0; k < gr_numel[i]; k++) if (buf[k] != want[off[i] + k]) ok = 0;
+    }
+    c->bad[1] = zero_grad_shard_f32(z, fz, shard, &b, &e) == ZERO_ERR_STATE;
+    if ((r = zero_gather_params_f32(z, before)) != ZERO_OK) goto done;
+    if ((r = zero_step(z)) != ZERO_OK) goto done;
+    if ((r = zero_gather_params_f32(z, after)) != ZERO_OK) goto done;
+    for (k = 0; k < 51; k++) if (before[k] - after[k] != want[k] && c->world != 3) { c->step_ok = -1; break; }
+    /* after the step: refused again, with a sentence */
+    c->bad[2] = zero_grad_gather_f32(z, P[2], buf) == ZERO_ERR_GRADS_NOT_READY &&
+                strstr(zero_last_error(z), "between its last zero_grads_ready and zero_step") != NULL;
+    c->bad[3] = zero_grad_shard_f32(z, P[0], NULL, &b, &e) == ZERO_ERR_INVALID_ARG;
+    if (rank == 0) c->gather_ok = ok;
+    else if (!ok) c->gather_ok = 0;
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+static void grad_read(int stage, int world, int accum) {
+    gr_cfg c;
+    zero_result r;
+    int k;
+    memset(&c, 0, sizeof c);
+    c.stage = stage; c.world = world; c.accum = accum;
+    r = zero_run_local(world, gr_rank, &c);
+    if (!CHECK(r == ZERO_OK, "%s: %s", zero_result_str(r), zero_last_error(NULL))) return;
+    CHECK(c.gather_ok, "a shard or the gathered gradient differs from the exact average");
+    CHECK(c.step_ok == 0, "SGD at lr 1 did not move the params by the gradient read");
+    for (k = 0; k < 51; k++)
+        if (!CHECK(c.shard_cover[k] == (stage == 0 ? world : 1), "element %d is in %d ranks' shards", k,
+                   c.shard_cover[k])) break;
+    CHECK(c.bad[0] && c.bad[1] && c.bad[2] && c.bad[3], "refusals: before the gradients %d, frozen %d, after the step "
+          "%d, NULL out %d", c.bad[0], c.bad[1], c.bad[2], c.bad[3]);
+}
+
 int main(void) {
     static const zero_dtype dts[3] = { ZERO_F32, ZERO_BF16, ZERO_F16 };
     int t, w;
     test_init();
+    for (t = 0; t <= 3; t++)
+        for (w = 1; w <= 3; w++) {
+            test_begin("grad_read_stage%d_world%d_accum2", t, w);
+            grad_read(t, w, 2);
+            test_end();
+        }
     for (t = 0; t < 3; t++)
         for (w = 1; w <= 4; w++) {
             test_begin("stages_bitwise_%s_world%d", dname(dts[t]), w);
