@@ -257,7 +257,9 @@
 
          zero_gather_params_f32(z, out) (collective) fills a host array of zero_num_params(z)
          floats with every param in fp32, in the flat order (step 3): the inverse of
-         zero_set_params_f32.
+         zero_set_params_f32. To need that array on one rank only: zero_gather_params_f32_root
+         (z, root, out); to need none, zero_gather_params_each(z, root, fn, user) hands each
+         param's values to fn, a module at a time.
 
      --- 7. Clean up: zero_device_free what you took with zero_device_alloc, zero_destroy(z),
          then the communicator: zero_comm_destroy(c) for an endpoint you made (after the last
@@ -1424,6 +1426,17 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
 /* (stage 3: the next zero_fetch of the module sees the new values; a module fetched right
    now keeps the values it was gathered with until it is released) */
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
+/* The same without a whole-model buffer on every rank (collective, like it; host memory: one
+   module's span, plus as much device memory where a module's values are sharded).
+   zero_gather_params_f32_root fills out on rank root only (elsewhere out may be NULL; root
+   -1: every rank, as zero_gather_params_f32). zero_gather_params_each calls fn on rank root
+   (-1: every rank) for each param, module by module (the flat order when params are
+   registered module by module), with its fp32 values, valid during the call: evaluate or
+   export a model one module at a time. */
+typedef void (*zero_param_fn)(void *user, zero_param p, const char *module, const char *name, const float *values,
+                              int64_t numel);
+ZERO_API zero_result zero_gather_params_f32_root(zero_ctx *ctx, int root, float *out);
+ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param_fn fn, void *user);
 /* The flat order (zero_gather_params_f32's, zero_set_params_f32's): every param in
    registration order, back to back, unpadded (STEP BY STEP 3). zero_param_offset: where p
    starts in it (-1: bad handle). */
@@ -12296,6 +12309,58 @@ static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
     return r;
 }
 
+/* module by module, each module's params in fp32 into a host buffer of one module's span
+   (and a device one where its values are sharded), then fn(user, param index, values) on
+   rank root (every rank when root < 0); every rank takes part in the gathers */
+typedef void (*zero__param_visit)(void *user, zero_ctx *ctx, int pi, const float *values);
+static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param_visit fn, void *user, const char *who) {
+    const zero_desc *d = &ctx->desc;
+    const zero_allocator *a = &d->allocator;
+    float *tmp = NULL, *h = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4);
+    zero_result r = ZERO_OK;
+    int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank;
+    if (!h) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", who);
+    for (i = 0; r == ZERO_OK && i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
+        if (!local) {               /* (a transient device buffer, outside the plan, as zero_gather_params_f32's;
+                                       a device whose memory is the host's gathers into h itself) */
+            if (!tmp && ctx->dev->host_access) tmp = h;
+            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4))) {
+                r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", who);
+                break;
+            }
+            r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp));
+        }
+        for (j = 0; r == ZERO_OK && mine && j < ctx->num_params; j++) {
+            const zero__param_rec *pr = &ctx->params[j];
+            if (pr->module != i) continue;
+            if (!local) r = tmp == h ? ZERO_OK : zero__dev_get_f32(ctx, h + pr->offset, tmp + pr->offset, ZERO_F32, pr->numel);
+            else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
+                r = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, h + pr->offset, who);
+            else
+                r = zero__dev_get_f32(ctx, h + pr->offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
+                                      pdt, pr->numel);
+            if (r == ZERO_OK) fn(user, ctx, j, h + pr->offset);
+        }
+    }
+    if (tmp && tmp != h) ctx->dev->free(ctx, tmp);
+    zero__raw_free(a, h);
+    return r;
+}
+typedef struct zero__gather_user { zero_param_fn fn; void *user; float *out; } zero__gather_user;
+static void zero__gather_to_user(void *u, zero_ctx *ctx, int pi, const float *values) {
+    const zero__gather_user *g = (const zero__gather_user *)u;
+    const zero__param_rec *pr = &ctx->params[pi];
+    zero_param p;
+    p.id = zero__handle(ctx, pi);
+    g->fn(g->user, p, ctx->modules[pr->module].name, pr->name, values, pr->numel);
+}
+static void zero__gather_to_out(void *u, zero_ctx *ctx, int pi, const float *values) {
+    const zero__gather_user *g = (const zero__gather_user *)u;
+    memcpy(g->out + ctx->params[pi].out_offset, values, sizeof(float) * (size_t)ctx->params[pi].numel);
+}
+
 /* >>tiling -----------------------------------------------------------------------------
    Memory-centric tiling: one linear layer cut into tiles, each tile a module of its own,
    fetched, used and released in turn. */
@@ -17191,6 +17256,34 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
     zero_result r;
     if ((r = zero__ck_check(ctx, "zero_load", dir)) != ZERO_OK) return r;
     return zero__ck_load(ctx, dir);
+}
+
+ZERO_API zero_result zero_gather_params_f32_root(zero_ctx *ctx, int root, float *out) {
+    zero__gather_user g;
+    zero_result r;
+    if ((r = zero__check_built(ctx, "zero_gather_params_f32_root")) != ZERO_OK) return r;
+    if (root < -1 || root >= ctx->world)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_gather_params_f32_root: root %d is not a rank of this world of %d (or -1: every rank)",
+                          root, ctx->world);
+    if (!out && (root < 0 || root == ctx->rank))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
+                          "zero_gather_params_f32_root: out must not be NULL on rank %d", ctx->rank);
+    g.fn = NULL; g.user = NULL; g.out = out;
+    return zero__gather_params_each(ctx, root, zero__gather_to_out, &g, "zero_gather_params_f32_root");
+}
+
+ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param_fn fn, void *user) {
+    zero__gather_user g;
+    zero_result r;
+    if ((r = zero__check_built(ctx, "zero_gather_params_each")) != ZERO_OK) return r;
+    if (!fn) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_each: fn is NULL");
+    if (root < -1 || root >= ctx->world)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_gather_params_each: root %d is not a rank of this world of %d (or -1: every rank)",
+                          root, ctx->world);
+    g.fn = fn; g.user = user; g.out = NULL;
+    return zero__gather_params_each(ctx, root, zero__gather_to_user, &g, "zero_gather_params_each");
 }
 
 ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out, int64_t *begin, int64_t *end) {

@@ -434,10 +434,133 @@ static void grad_read(int stage, int world, int accum) {
           "%d, NULL out %d", c.bad[0], c.bad[1], c.bad[2], c.bad[3]);
 }
 
+/* ---- gathering to one rank, or module by module (zero_gather_params_f32_root, _each) ----
+   Six modules of [10, 10] (one frozen), one AdamW step: rank root's buffer from _root, and
+   the values _each hands over on root (or every rank), equal zero_gather_params_f32's bits;
+   the other ranks' out stays untouched; host memory for the call stays within one module's
+   span (counted through the desc's allocator), not the model. */
+#define GP_MODS 6
+#define GP_N 100
+typedef struct gp_cfg { int stage, world, root; int ok_root, ok_each, ok_all, untouched; int64_t extra; } gp_cfg;
+typedef struct gp_acc { int64_t live, peak; pthread_mutex_t mu; } gp_acc;
+static void *gp_alloc(size_t n, void *u) {
+    gp_acc *a = (gp_acc *)u;
+    size_t *p = (size_t *)malloc(n + 16);
+    if (!p) return NULL;
+    p[0] = n;
+    pthread_mutex_lock(&a->mu);
+    a->live += (int64_t)n;
+    if (a->live > a->peak) a->peak = a->live;
+    pthread_mutex_unlock(&a->mu);
+    return (char *)p + 16;
+}
+static void gp_free(void *q, void *u) {
+    gp_acc *a = (gp_acc *)u;
+    size_t *p;
+    if (!q) return;
+    p = (size_t *)((char *)q - 16);
+    pthread_mutex_lock(&a->mu);
+    a->live -= (int64_t)p[0];
+    pthread_mutex_unlock(&a->mu);
+    free(p);
+}
+typedef struct gp_seen { float v[GP_MODS * GP_N]; int calls; } gp_seen;
+static void gp_visit(void *user, zero_param p, const char *module, const char *name, const float *values, int64_t numel) {
+    gp_seen *s = (gp_seen *)user;
+    int l = module[1] - '0';
+    (void)p;
+    if (numel == GP_N && strcmp(name, "w") == 0 && l >= 0 && l < GP_MODS) memcpy(s->v + l * GP_N, values, sizeof(float) * GP_N);
+    s->calls++;
+}
+static zero_result gp_rank(zero_comm *comm, int rank, void *user) {
+    gp_cfg *c = (gp_cfg *)user;
+    static gp_acc acc[4];
+    gp_acc *ac = &acc[rank];
+    zero_ctx *z = NULL;
+    zero_desc d;
+    zero_module m[GP_MODS];
+    zero_param P[GP_MODS];
+    gp_seen seen;
+    float full[GP_MODS * GP_N], out[GP_MODS * GP_N], buf[GP_N];
+    zero_result r;
+    int i, k;
+    int64_t before;
+    memset(ac, 0, sizeof *ac);
+    pthread_mutex_init(&ac->mu, NULL);
+    fx_desc(&d, comm, c->stage, ZERO_BF16, ZERO_OPTIM_ADAMW, 0.01);
+    d.allocator.alloc = gp_alloc;
+    d.allocator.free = gp_free;
+    d.allocator.user_data = ac;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+    for (i = 0; i < GP_MODS; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "l%d", i);
+        fx_module(z, name, i == 2, &m[i]);
+        fx_param(z, m[i], "w", 10, 10, 0, &P[i]);
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i < GP_MODS; i++) {
+        for (k = 0; k < GP_N; k++) buf[k] = sinf((float)(i * GP_N + k));
+        if ((r = zero_param_set_f32(z, P[i], buf)) != ZERO_OK) goto done;
+    }
+    for (i = GP_MODS - 1; i >= 0; i--) {
+        if ((r = zero_fetch(z, m[i])) != ZERO_OK) goto done;
+        if (i != 2) {
+            for (k = 0; k < GP_N; k++) buf[k] = cosf((float)(k + 7 * rank + i));
+            zero_add_f32(zero_param_grad(z, P[i]), ZERO_BF16, buf, GP_N);
+        }
+        if ((r = zero_release(z, m[i])) != ZERO_OK) goto done;
+        if ((r = zero_grads_ready(z, m[i])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_step(z)) != ZERO_OK) goto done;
+    if ((r = zero_gather_params_f32(z, full)) != ZERO_OK) goto done;
+    memset(out, 0x7f, sizeof out);
+    before = ac->live;
+    pthread_mutex_lock(&ac->mu); ac->peak = ac->live; pthread_mutex_unlock(&ac->mu);
+    if ((r = zero_gather_params_f32_root(z, c->root, rank == c->root ? out : NULL)) != ZERO_OK) goto done;
+    if (rank == c->root) {
+        c->ok_root = memcmp(out, full, sizeof full) == 0;
+        c->extra = ac->peak - before;
+    }
+    memset(&seen, 0, sizeof seen);
+    if ((r = zero_gather_params_each(z, c->root, gp_visit, &seen)) != ZERO_OK) goto done;
+    if (rank == c->root) c->ok_each = seen.calls == GP_MODS && memcmp(seen.v, full, sizeof full) == 0;
+    else if (seen.calls) c->untouched = 0;
+    memset(&seen, 0, sizeof seen);
+    if ((r = zero_gather_params_each(z, -1, gp_visit, &seen)) != ZERO_OK) goto done;
+    if (seen.calls != GP_MODS || memcmp(seen.v, full, sizeof full) != 0) c->ok_all = 0;
+done:
+    if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    pthread_mutex_destroy(&ac->mu);
+    return r;
+}
+static void gather_root(int stage, int world, int root) {
+    gp_cfg c;
+    zero_result r;
+    memset(&c, 0, sizeof c);
+    c.stage = stage; c.world = world; c.root = root; c.ok_all = 1; c.untouched = 1;
+    r = zero_run_local(world, gp_rank, &c);
+    if (!CHECK(r == ZERO_OK, "%s: %s", zero_result_str(r), zero_last_error(NULL))) return;
+    CHECK(c.ok_root && c.ok_each && c.ok_all, "root %d: _root %d, _each on root %d, _each everywhere %d", root, c.ok_root,
+          c.ok_each, c.ok_all);
+    CHECK(c.untouched, "fn ran on a rank that is not root");
+    /* one module's span (100 padded to world x 16: at most 144) in fp32 and a little, not the
+       model's 600 floats (2400 bytes) */
+    CHECK(c.extra <= 4 * 144 + 128, "the call took %lld bytes of host memory; one module is at most %d", (long long)c.extra,
+          4 * 144 + 128);
+}
+
 int main(void) {
     static const zero_dtype dts[3] = { ZERO_F32, ZERO_BF16, ZERO_F16 };
     int t, w;
     test_init();
+    for (t = 0; t <= 3; t++)
+        for (w = 1; w <= 3; w += 2) {
+            test_begin("gather_root_stage%d_world%d", t, w);
+            gather_root(t, w, w - 1);
+            test_end();
+        }
     for (t = 0; t <= 3; t++)
         for (w = 1; w <= 3; w++) {
             test_begin("grad_read_stage%d_world%d_accum2", t, w);
