@@ -56,12 +56,14 @@
      their bit patterns; its kernels clear the flush-to-zero / denormals-are-zero bits that
      -Ofast's startup code sets, while they run. It defines no feature-test macro in your
      file, so M_PI and the rest of your mode's names stay as your flags make them; in strict
-     ISO mode (-std=c99/c11) on glibc it needs POSIX.1b, which -pthread gives. Where it
-     cannot pin the rules it refuses to compile (#error): clang before 11; clang with
-     -ffast-math or -Ofast together with FMA in every function (-mfma, -march=haswell or
-     later, non-x86 targets); another compiler under __FAST_MATH__. Not detectable, so
-     avoid it: clang with -ffp-contract=fast given on its own together with -mfma (the
-     optimizer and the norm stay exact; the CPU device's GEMM and GELU may fuse).
+     ISO mode (-std=c99/c11) on glibc it needs POSIX.1b, which -pthread gives. clang
+     -Ofast -march=native (FMA everywhere) is fine too: there zero.h compiles its functions
+     without FMA. Where it cannot pin the rules it refuses to compile (#error): clang before
+     11; clang with -ffast-math or -Ofast on a target other than x86-64; another compiler
+     under __FAST_MATH__. The way out is stb's: the implementation in a file of its own,
+     built without those flags (README.md, porting). Not detectable, so avoid it: clang
+     with -ffp-contract=fast given on its own together with -mfma (the optimizer and the
+     norm stay exact; the CPU device's GEMM and GELU may fuse).
 
    THE SHORTEST COMPLETE PROGRAM (one rank on the CPU, one linear layer y = w.x)
 
@@ -1680,11 +1682,23 @@ ZERO__C_IN_CXX_BEGIN
 #  if (defined(__apple_build_version__) && __clang_major__ < 13) || __clang_major__ < 11
 #    error "zero.h: this clang has no #pragma float_control (clang 11+ has), so zero.h cannot pin its floating-point rules; use a newer clang or gcc"
 #  endif
-#  if defined(__FAST_MATH__) && (defined(__FMA__) || !defined(__x86_64__))
-#    error "zero.h: clang's -ffast-math (or -Ofast) fuses multiply-adds into FMAs in its back end whatever zero.h's pragmas say, and this build has FMA everywhere (-mfma, -march=..., or not x86-64); compile the file that defines ZERO_IMPLEMENTATION without one of the two (your other files may keep both)"
+#  if defined(__FAST_MATH__) && !defined(__x86_64__)
+#    error "zero.h: clang's -ffast-math (or -Ofast) fuses multiply-adds into FMAs in its back end whatever zero.h's pragmas say, and on this target FMA cannot be turned off per function; compile the file that defines ZERO_IMPLEMENTATION without -ffast-math / -Ofast (your other files may keep them): see the porting section of README.md"
 #  endif
-#  define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)")
-#  define ZERO__FP_PIN_END _Pragma("float_control(pop)")
+#  if defined(__FAST_MATH__) && defined(__FMA__)
+     /* -Ofast with FMA everywhere (-march=native, -mfma): clang's back end fuses a multiply
+        and an add whatever the pragmas say, so every function of zero.h is also compiled
+        without FMA (target "no-fma"; the AVX2 kernels' own targets say it too, and the
+        AVX-512 kernels, whose target implies FMA, keep their products apart with
+        ZERO__NF_ASM, as under -ffp-contract=fast) */
+#    define ZERO__NO_FMA ",no-fma"
+#    define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)") \
+         _Pragma("clang attribute push (__attribute__((target(\"no-fma\"))), apply_to = function)")
+#    define ZERO__FP_PIN_END _Pragma("clang attribute pop") _Pragma("float_control(pop)")
+#  else
+#    define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)")
+#    define ZERO__FP_PIN_END _Pragma("float_control(pop)")
+#  endif
 #elif defined(__GNUC__) && !defined(__INTEL_COMPILER)
 #  define ZERO__FP_PIN_BEGIN _Pragma("GCC push_options") \
        _Pragma("GCC optimize(\"no-fast-math\", \"no-unsafe-math-optimizations\", \"no-associative-math\", \"no-reciprocal-math\", \"no-finite-math-only\", \"signed-zeros\", \"trapping-math\", \"no-cx-limited-range\", \"fp-contract=off\")")
