@@ -162,6 +162,31 @@ done
 "$B/zero_estimate" --params -5 --ranks 4 --stage 1 >"$T/bad" 2>&1; rc=$?
 if [ $rc = 2 ]; then pass estimate_bad_args; else fail estimate_bad_args "exit $rc"; fi
 
+# train_tiny, the middle example (#27 item 13): at most 250 lines; every stage the same bits at
+# 2 ranks, and with --offload cpu; 50 steps, --save, then 50 more after --load (at another
+# stage) give the bits of 100 straight, the data position from the checkpoint's record
+if [ -x "$B/train_tiny" ]; then
+    hash_t() { sed -n 's/.* params_hash=\([0-9a-f]*\).*/\1/p' "$1"; }
+    n=$(wc -l <examples/train_tiny.c)
+    if [ "$n" -le 250 ]; then pass tiny_lines; else fail tiny_lines "$n lines"; fi
+    ok=1 ref=
+    for s in 0 1 2 3; do
+        "$B/train_tiny" --stage $s --steps 40 >"$T/tiny$s" 2>&1 || { fail tiny_stages "stage $s: $(tail -n 1 "$T/tiny$s")"; ok=0; break; }
+        h=$(hash_t "$T/tiny$s"); [ -z "$ref" ] && ref=$h
+        [ -n "$h" ] && [ "$h" = "$ref" ] || { fail tiny_stages "stage $s params_hash '$h', stage 0 '$ref'"; ok=0; break; }
+    done
+    [ $ok = 1 ] && pass tiny_stages
+    "$B/train_tiny" --stage 2 --steps 40 --offload cpu >"$T/tinyo" 2>&1
+    if [ "$(hash_t "$T/tinyo")" = "$ref" ]; then pass tiny_offload_cpu; else fail tiny_offload_cpu "$(tail -n 1 "$T/tinyo")"; fi
+    rm -rf "$T/tck"
+    "$B/train_tiny" --stage 3 --steps 20 --save "$T/tck" >"$T/tinya" 2>&1 &&
+    "$B/train_tiny" --stage 1 --steps 20 --load "$T/tck" >"$T/tinyb" 2>&1
+    if [ "$(hash_t "$T/tinyb")" = "$ref" ]; then pass tiny_resume
+    else fail tiny_resume "resumed '$(hash_t "$T/tinyb")', straight '$ref': $(tail -n 1 "$T/tinyb")"; fi
+else
+    fail tiny_built "$B/train_tiny not built"
+fi
+
 # the default batch fits any --ranks (rounded up, and said); a --batch given is never changed
 out=$("$B/train_mlp" --ranks 3 --steps 2 --quiet 2>&1); rc=$?
 if [ $rc = 0 ] && printf '%s\n' "$out" | tail -n 1 | grep -q ' batch=66 ' && printf '%s\n' "$out" | grep -q 'rounded up'
