@@ -9476,13 +9476,19 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
 /* The part [*s, *e) of param p (positions in its module's span) whose optimizer
    state this rank holds: all of it in stage 0, its slice of the span otherwise;
    *lo is where that region starts. Empty when *s >= *e. */
-static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
+/* the region of slice q of p's module (stage 0: all of it) and the part [*s, *e) of p in it,
+   in module positions; zero__param_region: this rank's slice */
+static void zero__param_region_of(const zero_ctx *ctx, const zero__param_rec *p, int q, int64_t *lo, int64_t *s,
+                                  int64_t *e) {
     const zero__module_rec *m = &ctx->modules[p->module];
     int64_t per = m->lay.span / ctx->world;
-    int64_t l = ctx->desc.stage == 0 ? 0 : ctx->prank * per, h = ctx->desc.stage == 0 ? m->lay.span : l + per;
+    int64_t l = ctx->desc.stage == 0 ? 0 : q * per, h = ctx->desc.stage == 0 ? m->lay.span : l + per;
     *lo = l;
     *s = p->offset > l ? p->offset : l;
     *e = p->offset + p->numel < h ? p->offset + p->numel : h;
+}
+static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, int64_t *lo, int64_t *s, int64_t *e) {
+    zero__param_region_of(ctx, p, ctx->prank, lo, s, e);
 }
 /* index of span position pos (inside this rank's region starting at lo) in the state arenas */
 static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
@@ -12208,12 +12214,11 @@ static zero_result zero__grad_read_ready(zero_ctx *ctx, int pi, const char *fn) 
 static int64_t zero__grad_slice(const zero_ctx *ctx, int pi, int q, int64_t *b, int64_t *e) {
     const zero__param_rec *p = &ctx->params[pi];
     const zero__module_rec *m = &ctx->modules[p->module];
-    int64_t per = m->lay.span / ctx->world, lo = ctx->desc.stage == 0 ? 0 : q * per;
-    int64_t hi = ctx->desc.stage == 0 ? m->lay.span : lo + per, s = p->offset > lo ? p->offset : lo;
-    int64_t en = p->offset + p->numel < hi ? p->offset + p->numel : hi;
+    int64_t lo, s, en;
+    zero__param_region_of(ctx, p, q, &lo, &s, &en);
     *b = s - p->offset;
     *e = en > s ? en - p->offset : *b;
-    return ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / ctx->world + (s - lo);
+    return ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / ctx->world + (s - lo);    /* as segments' */
 }
 /* this rank's slice of the averaged reduced gradient: the sum divided by world x accum x the
    loss scale, in fp32, as zero_step's optimizer multiplies it (before clipping) */
@@ -12286,43 +12291,6 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     return ZERO_OK;
 }
 /* every param's values, as fp32, in registration order (the master where there is one) */
-static zero_result zero__gather_params_f32(zero_ctx *ctx, float *out) {
-    const zero_desc *d;
-    float *tmp = NULL;
-    zero_result r = ZERO_OK;
-    int i, j, pdt;
-    d = &ctx->desc;
-    pdt = (int)d->param_dtype;
-    for (i = 0; i < ctx->num_modules; i++) {
-        const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
-        if (!local) {
-            /* a transient buffer of one module in device memory, outside the plan: this is
-               not a training-step call */
-            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4)))
-                return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
-                                  "zero_gather_params_f32: out of memory");
-            r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp));
-            if (r != ZERO_OK) break;
-        }
-        for (j = 0; r == ZERO_OK && j < ctx->num_params; j++) {
-            const zero__param_rec *pr = &ctx->params[j];
-            if (pr->module != i) continue;
-            if (!local)
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, tmp + pr->offset, ZERO_F32, pr->numel);
-            else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
-                r = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, out + pr->out_offset,
-                                       "zero_gather_params_f32");
-            else
-                r = zero__dev_get_f32(ctx, out + pr->out_offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
-                                      pdt, pr->numel);
-        }
-        if (r != ZERO_OK) break;
-    }
-    if (tmp) ctx->dev->free(ctx, tmp);
-    return r;
-}
-
 /* module by module, each module's params in fp32 into a host buffer of one module's span
    (and a device one where its values are sharded), then fn(user, param index, values) on
    rank root (every rank when root < 0); every rank takes part in the gathers */
@@ -17210,10 +17178,12 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
 }
 
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
+    zero__gather_user g;
     zero_result r;
     if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
     if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
-    return zero__gather_params_f32(ctx, out);
+    g.fn = NULL; g.user = NULL; g.out = out;
+    return zero__gather_params_each(ctx, -1, zero__gather_to_out, &g, "zero_gather_params_f32");
 }
 
 ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all) {
