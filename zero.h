@@ -235,7 +235,7 @@
          what the steps cost the host (CUDA: host_syncs, device_allocs, comm_headers).
          zero_allreduce_f64(z, v, n) (collective) sums n doubles of a host array over the
          ranks, in place, in rank order, so every rank gets the same bits (a loss to print).
-         Between a module's last zero_grads_ready and zero_step, zero_grad_shard_f32(z, p,
+         Between the step's last zero_grads_ready and zero_step, zero_grad_shard_f32(z, p,
          out, &begin, &end) reads this rank's slice of p's reduced gradient, averaged as the
          optimizer takes it, and zero_grad_gather_f32(z, p, out) (collective) all of it on
          every rank: for a gradient check, or a print (their declarations give the cost).
@@ -1504,8 +1504,8 @@ ZERO_API zero_result zero_export_safetensors_ex(zero_ctx *ctx, const char *path,
 ZERO_API zero_result zero_load_safetensors(zero_ctx *ctx, const char *path);
 ZERO_API zero_result zero_stats_get(const zero_ctx *ctx, zero_stats *out);
 /* The reduced gradient of param p, read only (a gradient check, a debugging print): after
-   the last zero_grads_ready of p's module in the step and before zero_step (it waits for
-   the reductions queued so far). The values are what zero_step's optimizer takes, before
+   the step's last zero_grads_ready of every trainable module (the state zero_step wants)
+   and before zero_step; it waits for the reductions, and posts none. The values are what zero_step's optimizer takes, before
    clipping: the sum over ranks and micro-batches divided by world size x accum_steps x the
    loss scale, in fp32. A tied handle reads its owner's gradient (the sum of every use).
    zero_grad_shard_f32: this rank's slice, param elements [*begin, *end) (stage 0: all of
@@ -9895,6 +9895,27 @@ static int zero__key_clash(const zero_ctx *ctx, int mi, const char *name) {
     }
     return -1;
 }
+/* "ma.na" and "mb.nb" are the same key */
+static int zero__same_key(const char *ma, const char *na, const char *mb, const char *nb) {
+    const char *a = ma, *b = mb;
+    int ia = 0, ib = 0;                 /* 0: in the module name, 1: the dot, 2: in the name */
+    for (;;) {
+        char ca = ia == 0 ? (*a ? *a : (ia = 1, '.')) : ia == 1 ? (ia = 2, a = na, *a) : *a;
+        char cb = ib == 0 ? (*b ? *b : (ib = 1, '.')) : ib == 1 ? (ib = 2, b = nb, *b) : *b;
+        if (ca != cb) return 0;
+        if (!ca) return 1;
+        if (ia != 1) a++;
+        if (ib != 1) b++;
+    }
+}
+/* the tied param (index) whose safetensors key "module.name" is module mi's name, or -1 */
+static int zero__tie_clash(const zero_ctx *ctx, int mi, const char *name) {
+    int i;
+    for (i = 0; i < ctx->num_ties; i++)
+        if (zero__same_key(ctx->modules[ctx->ties[i].module].name, ctx->ties[i].name, ctx->modules[mi].name, name))
+            return i;
+    return -1;
+}
 /* module mi has a param or a tied param of that name */
 static int zero__param_named(const zero_ctx *ctx, int mi, const char *name) {
     int i;
@@ -9939,6 +9960,10 @@ static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_pa
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_param: '%s.%s' would be saved under the same safetensors key as '%s.%s'",
                           m->name, desc->name, ctx->modules[ctx->params[i].module].name, ctx->params[i].name);
+    if ((i = zero__tie_clash(ctx, mi, desc->name)) >= 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param: '%s.%s' would be saved under the same safetensors key as the tied param "
+                          "'%s.%s'", m->name, desc->name, ctx->modules[ctx->ties[i].module].name, ctx->ties[i].name);
     off = zero__align_up(m->lay.used, ctx->desc.align_elems);
     if (off > ((int64_t)1 << 52) - numel)
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
@@ -9996,6 +10021,17 @@ static zero_result zero__add_tied_param(zero_ctx *ctx, zero_module mod, const ch
     if (zero__param_named(ctx, mi, name))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_tied_param: module '%s' already has a param named '%s'", ctx->modules[mi].name, name);
+    /* its key and its owner's go into the safetensors metadata as "user=owner,...": unique, and
+       without ',' or '=' */
+    if ((i = zero__key_clash(ctx, mi, name)) >= 0 || zero__tie_clash(ctx, mi, name) >= 0)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param: '%s.%s' would be saved under the same safetensors key as another param",
+                          ctx->modules[mi].name, name);
+    if (strpbrk(name, ",=") || strpbrk(ctx->modules[mi].name, ",=") || strpbrk(ctx->modules[o].name, ",=") ||
+        strpbrk(ctx->params[ti].name, ",="))
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_tied_param('%s.%s'): a tie's names and its owner's are written into the safetensors "
+                          "metadata as 'user=owner,...', so none of them may have a ',' or '='", ctx->modules[mi].name, name);
     /* one level only: an owner uses no ties, a user owns no tied-to params (no chains, no cycles) */
     for (i = 0; i < ctx->num_ties; i++) {
         int u = ctx->ties[i].module, uo = ctx->params[ctx->ties[i].target].module;
@@ -10086,6 +10122,10 @@ static zero_result zero__stack_modules(zero_ctx *ctx, const char *fn, const zero
             return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                               "%s: '%s.%s' would be saved under the same safetensors key as '%s.%s'", fn, m->name,
                               name, ctx->modules[ctx->params[j].module].name, ctx->params[j].name);
+        if ((j = zero__tie_clash(ctx, mi, name)) >= 0)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "%s: '%s.%s' would be saved under the same safetensors key as the tied param '%s.%s'", fn,
+                              m->name, name, ctx->modules[ctx->ties[j].module].name, ctx->ties[j].name);
         if (zero__align_up(m->lay.used, ctx->desc.align_elems) > ((int64_t)1 << 52) - numel)
             return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                               "%s('%s'): module '%s' (modules[%d]) is too large", fn, name, m->name, i);
@@ -12194,19 +12234,25 @@ static zero_result zero__step(zero_ctx *ctx) {
 }
 
 /* ---- the reduced gradient, read (zero_grad_shard_f32, zero_grad_gather_f32) ---------------- */
-/* param pi's module has every micro-batch's gradient of this step, and its reductions are
-   done (the open bucket flushed, the comm stream drained): what zero_step would read */
+/* Every trainable module has every micro-batch's gradient of this step (what zero_step
+   needs), so its last zero_grads_ready posted every reduction: waiting for them (the comm
+   stream drained) posts no collective, and one rank may read alone. */
 static zero_result zero__grad_read_ready(zero_ctx *ctx, int pi, const char *fn) {
-    const zero__module_rec *m = &ctx->modules[ctx->params[pi].module];
-    if (m->frozen)
+    const zero__module_rec *p = &ctx->modules[ctx->params[pi].module];
+    int i;
+    if (p->frozen)
         return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "%s('%s.%s'): module '%s' is frozen: no gradient",
-                          fn, m->name, ctx->params[pi].name, m->name);
-    if (m->grad.ready != ctx->desc.accum_steps)
-        return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
-                          "%s('%s.%s'): module '%s' has %d of %d micro-batches' gradients this step; the reduced "
-                          "gradient is read between its last zero_grads_ready and zero_step", fn, m->name,
-                          ctx->params[pi].name, m->name, m->grad.ready, ctx->desc.accum_steps);
-    zero__flush(ctx);
+                          fn, p->name, ctx->params[pi].name, p->name);
+    for (i = 0; i < ctx->num_modules; i++) {
+        const zero__module_rec *m = &ctx->modules[i];
+        if (!m->frozen && m->grad.ready != ctx->desc.accum_steps)
+            return zero__fail(ctx, ZERO_ERR_GRADS_NOT_READY, ZERO_LOGITEM_GRADS_NOT_READY,
+                              "%s('%s.%s'): module '%s' has %d of %d micro-batches' gradients this step; the reduced "
+                              "gradient is read between the step's last zero_grads_ready (of every module) and zero_step",
+                              fn, p->name, ctx->params[pi].name, m->name, m->grad.ready, ctx->desc.accum_steps);
+    }
+    if (ctx->grads.bucket_len)          /* (the last ready flushed it; nothing to post here) */
+        return zero__fail(ctx, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE, "%s: reductions still queued", fn);
     return zero__drain(ctx);
 }
 /* the part of param pi in slice q of its module (stage 0: all of it), as param elements
@@ -12299,36 +12345,42 @@ static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param
     const zero_desc *d = &ctx->desc;
     const zero_allocator *a = &d->allocator;
     float *tmp = NULL, *h = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4);
-    zero_result r = ZERO_OK;
-    int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank;
-    if (!h) return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", who);
+    zero_result r = ZERO_OK, rl = ZERO_OK;
+    int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank, sharded = 0;
+    double ok;
+    for (i = 0; i < ctx->num_modules; i++)          /* the same on every rank: stage, tier, frozen */
+        sharded |= !(d->stage == 0 || (d->stage < 3 && (ctx->modules[i].frozen || !ctx->tier.vt->has_master(ctx))));
+    /* (a transient device buffer, outside the plan, as zero_gather_params_f32's always was; a
+       device whose memory is the host's gathers into h itself) */
+    tmp = !sharded || !h ? NULL : ctx->dev->host_access ? h : (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4);
+    ok = h && (!sharded || tmp) ? 1.0 : 0.0;
+    /* with gathers ahead, the ranks first agree that each has its buffers (the count of those
+       that do): one that lacks them must not leave the others waiting in a gather */
+    if (sharded && ctx->world > 1) r = zero__wait(ctx, zero__post_allreduce_f64(ctx, &ok, 1));
+    if (r == ZERO_OK && ok < (sharded && ctx->world > 1 ? (double)ctx->world : 1.0))
+        r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory%s", who,
+                       h && (!sharded || tmp) ? " on another rank" : "");
     for (i = 0; r == ZERO_OK && i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
         int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
-        if (!local) {               /* (a transient device buffer, outside the plan, as zero_gather_params_f32's;
-                                       a device whose memory is the host's gathers into h itself) */
-            if (!tmp && ctx->dev->host_access) tmp = h;
-            if (!tmp && !(tmp = (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4))) {
-                r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory", who);
-                break;
-            }
-            r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp));
-        }
-        for (j = 0; r == ZERO_OK && mine && j < ctx->num_params; j++) {
+        if (!local && (r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp))) != ZERO_OK) break;
+        /* a read that fails here is this rank's alone: it stops reading and calling fn, and
+           takes part in the remaining gathers, so no rank is left waiting */
+        for (j = 0; rl == ZERO_OK && mine && j < ctx->num_params; j++) {
             const zero__param_rec *pr = &ctx->params[j];
             if (pr->module != i) continue;
-            if (!local) r = tmp == h ? ZERO_OK : zero__dev_get_f32(ctx, h + pr->offset, tmp + pr->offset, ZERO_F32, pr->numel);
+            if (!local) rl = tmp == h ? ZERO_OK : zero__dev_get_f32(ctx, h + pr->offset, tmp + pr->offset, ZERO_F32, pr->numel);
             else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
-                r = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, h + pr->offset, who);
+                rl = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, h + pr->offset, who);
             else
-                r = zero__dev_get_f32(ctx, h + pr->offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
-                                      pdt, pr->numel);
-            if (r == ZERO_OK) fn(user, ctx, j, h + pr->offset);
+                rl = zero__dev_get_f32(ctx, h + pr->offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
+                                       pdt, pr->numel);
+            if (rl == ZERO_OK) fn(user, ctx, j, h + pr->offset);
         }
     }
     if (tmp && tmp != h) ctx->dev->free(ctx, tmp);
     zero__raw_free(a, h);
-    return r;
+    return r != ZERO_OK ? r : rl;
 }
 typedef struct zero__gather_user { zero_param_fn fn; void *user; float *out; } zero__gather_user;
 static void zero__gather_to_user(void *u, zero_ctx *ctx, int pi, const float *values) {
@@ -15797,8 +15849,11 @@ static int zero__js_elem(const char *s, size_t *it, size_t *v) {
 }
 /* the value of key name in the object at o (or ZERO__JS_NONE: no object, no such key, or null) */
 static size_t zero__js_get(const char *s, size_t o, const char *name) {
-    size_t it = o + 1, k, v;
-    if (o == ZERO__JS_NONE || s[o] != '{') return ZERO__JS_NONE;
+    size_t it, k, v;
+    if (o == ZERO__JS_NONE) return ZERO__JS_NONE;
+    o = zero__js_ws(s, o);              /* (the root: 0, before any whitespace of the text's start) */
+    if (s[o] != '{') return ZERO__JS_NONE;
+    it = o + 1;
     while (zero__js_member(s, &it, &k, &v))
         if (zero__js_str_is(s, k, name, 0)) return s[v] == 'n' ? ZERO__JS_NONE : v;
     return ZERO__JS_NONE;
@@ -16665,7 +16720,9 @@ static int zero__dsc_scan(zero__dsc *c) {
     c->opt_dev = zero__dsc_device(s, oo, zero__js_get(s, zo, "cpu_offload"));
     c->par_dev = zero__dsc_device(s, op, zero__js_get(s, zo, "cpu_offload_param"));
     c->opt_path = zero__js_get(s, oo, "nvme_path");
-    if (c->opt_path != ZERO__JS_NONE && s[c->opt_path] != '"') c->opt_path = ZERO__JS_NONE;
+    /* (an "auto" path is none: its line says so, and the NVMe tier is not used) */
+    if (c->opt_path != ZERO__JS_NONE && (s[c->opt_path] != '"' || zero__js_str_is(s, c->opt_path, "auto", 0)))
+        c->opt_path = ZERO__JS_NONE;
     /* DeepSpeed offloads in ZeRO only, and params at stage 3 only: elsewhere it ignores the
        devices, as the desc does (no line, the same run) */
     c->opt_eff = c->stage == 0 ? ZERO_OFFLOAD_NONE : c->opt_dev;

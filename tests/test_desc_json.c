@@ -420,6 +420,24 @@ static void config_legacy_misc(void) {
 }
 
 /* ---- single mappings ----------------------------------------------------------------------- */
+/* the root object after whitespace reads as without it (a review found every root key
+   dropped), and an "auto" nvme_path is no path: the NVMe tier is not used */
+static void map_leading_whitespace_and_auto_path(void) {
+    zero_desc d;
+    if (CHECK(parse(" \n\t{\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 3, \"offload_optimizer\": "
+                    "{\"device\": \"cpu\"}}, \"gradient_clipping\": 0.5, \"optimizer\": {\"type\": \"AdamW\", "
+                    "\"params\": {\"lr\": 0.1}}}", &d) == ZERO_OK, "%s", rep))
+        CHECK(d.param_dtype == ZERO_BF16 && d.stage == 3 && d.offload_optimizer == ZERO_OFFLOAD_HOST &&
+              d.clip_norm == 0.5f && d.optim.lr == 0.1 && lines == 0, "after whitespace: dtype %d stage %d offload %d clip "
+              "%g lr %g, %d lines:\n%s", d.param_dtype, d.stage, d.offload_optimizer, (double)d.clip_norm, d.optim.lr,
+              lines, rep);
+    if (CHECK(parse("{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"nvme\", "
+                    "\"nvme_path\": \"auto\"}}, \"optimizer\": {\"type\": \"AdamW\"}}", &d) == ZERO_OK, "%s", rep))
+        CHECK(d.offload_optimizer == ZERO_OFFLOAD_NONE && !d.offload.nvme_dirs[0] &&
+              strstr(rep, "nvme_path=\"auto\": not honoured") && strstr(rep, "no nvme_path"),
+              "an \"auto\" path: offload %d dir %s:\n%s", d.offload_optimizer,
+              d.offload.nvme_dirs[0] ? d.offload.nvme_dirs[0] : "(none)", rep);
+}
 static void map_fp16_static_scale(void) {
     zero_desc d;
     if (!CHECK(parse("{\"fp16\": {\"enabled\": true, \"loss_scale\": 128, \"hysteresis\": 4, \"loss_scale_window\": 0,"
@@ -883,6 +901,7 @@ int main(void) {
     TEST_RUN(config_zeropp_stage3);
     TEST_RUN(config_hf_trainer_auto_zero3);
     TEST_RUN(config_legacy_misc);
+    TEST_RUN(map_leading_whitespace_and_auto_path);
     TEST_RUN(map_fp16_static_scale);
     TEST_RUN(map_fp16_dynamic_lines);
     TEST_RUN(map_zeros_are_defaults);

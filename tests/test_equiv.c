@@ -361,6 +361,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
     d.optim.momentum = 0.0;
     d.optim.weight_decay = 0.0;
     d.accum_steps = c->accum;
+    d.bucket_bytes = 1 << 20;               /* one bucket: b's reduction is queued when a opens */
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
     fx_module(z, "a", 0, &m[0]); fx_module(z, "b", 0, &m[1]); fx_module(z, "c", 1, &m[2]);
     fx_param(z, m[0], "w", 5, 7, 0, &P[0]); fx_param(z, m[0], "b", 3, 0, 0, &P[1]);
@@ -372,6 +373,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
     }
     /* before any gradient: refused */
     c->bad[0] = zero_grad_shard_f32(z, P[0], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
+    if (rank != 0) c->bad[0] = 1;
     for (a = 0; a < c->accum; a++)
         for (i = 1; i >= 0; i--) {          /* backward: b, then a */
             if ((r = zero_fetch(z, m[i])) != ZERO_OK) goto done;
@@ -383,6 +385,10 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
             }
             if ((r = zero_release(z, m[i])) != ZERO_OK) goto done;
             if ((r = zero_grads_ready(z, m[i])) != ZERO_OK) goto done;
+            /* mid-backward (module b done, a not): refused on rank 0 alone, which must not
+               change the order of the collectives (the others do not call) */
+            if (a == c->accum - 1 && i == 1 && rank == 0)
+                c->bad[0] = c->bad[0] && zero_grad_shard_f32(z, P[2], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
         }
     for (i = 0; i < GR_NP; i++)             /* the expected average, exact */
         for (k = 0; k < gr_numel[i]; k++) {
@@ -408,7 +414,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
     for (k = 0; k < 51; k++) if (before[k] - after[k] != want[k] && c->world != 3) { c->step_ok = -1; break; }
     /* after the step: refused again, with a sentence */
     c->bad[2] = zero_grad_gather_f32(z, P[2], buf) == ZERO_ERR_GRADS_NOT_READY &&
-                strstr(zero_last_error(z), "between its last zero_grads_ready and zero_step") != NULL;
+                strstr(zero_last_error(z), "between the step's last zero_grads_ready") != NULL;
     c->bad[3] = zero_grad_shard_f32(z, P[0], NULL, &b, &e) == ZERO_ERR_INVALID_ARG;
     if (rank == 0) c->gather_ok = ok;
     else if (!ok) c->gather_ok = 0;
@@ -441,11 +447,13 @@ static void grad_read(int stage, int world, int accum) {
    span (counted through the desc's allocator), not the model. */
 #define GP_MODS 6
 #define GP_N 100
-typedef struct gp_cfg { int stage, world, root; int ok_root, ok_each, ok_all, untouched; int64_t extra; } gp_cfg;
-typedef struct gp_acc { int64_t live, peak; pthread_mutex_t mu; } gp_acc;
+typedef struct gp_cfg { int stage, world, root; int ok_root, ok_each, ok_all, untouched; int64_t extra; zero_result oom[4]; } gp_cfg;
+typedef struct gp_acc { int64_t live, peak; int fail_next; pthread_mutex_t mu; } gp_acc;
 static void *gp_alloc(size_t n, void *u) {
     gp_acc *a = (gp_acc *)u;
-    size_t *p = (size_t *)malloc(n + 16);
+    size_t *p;
+    if (a->fail_next) { a->fail_next = 0; return NULL; }
+    p = (size_t *)malloc(n + 16);
     if (!p) return NULL;
     p[0] = n;
     pthread_mutex_lock(&a->mu);
@@ -529,6 +537,9 @@ static zero_result gp_rank(zero_comm *comm, int rank, void *user) {
     memset(&seen, 0, sizeof seen);
     if ((r = zero_gather_params_each(z, -1, gp_visit, &seen)) != ZERO_OK) goto done;
     if (seen.calls != GP_MODS || memcmp(seen.v, full, sizeof full) != 0) c->ok_all = 0;
+    /* rank 0 alone cannot get its buffer: every rank returns, none waits in a gather */
+    if (rank == 0) ac->fail_next = 1;
+    c->oom[rank] = zero_gather_params_f32(z, full);
 done:
     if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
@@ -545,6 +556,9 @@ static void gather_root(int stage, int world, int root) {
     CHECK(c.ok_root && c.ok_each && c.ok_all, "root %d: _root %d, _each on root %d, _each everywhere %d", root, c.ok_root,
           c.ok_each, c.ok_all);
     CHECK(c.untouched, "fn ran on a rank that is not root");
+    for (int k = 0; k < world; k++)
+        CHECK(c.oom[k] == ZERO_ERR_OUT_OF_MEMORY || (stage == 0 && k > 0 && c.oom[k] == ZERO_OK),
+              "rank %d: %s when rank 0 ran out of memory", k, zero_result_str(c.oom[k]));
     /* one module's span (100 padded to world x 16: at most 144) in fp32 and a little, not the
        model's 600 floats (2400 bytes) */
     CHECK(c.extra <= 4 * 144 + 128, "the call took %lld bytes of host memory; one module is at most %d", (long long)c.extra,

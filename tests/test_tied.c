@@ -470,6 +470,16 @@ static zero_result err_fn(zero_comm *comm, int rank, void *user) {
         zero_add_tied_param(z, b, "t", wa, &t);
         e->got = zero_add_tied_param(z, c2, "t", t, &t2);
         break;
+    case 12: {  /* a tie's safetensors key ("c.x.h") taken by a param of module "c.x" (name "h"): refused */
+        zero_module cx;
+        fx_module(z, "c.x", 0, &cx);
+        zero_add_tied_param(z, c2, "x.h", wa, &t);
+        e->got = fx_param(z, cx, "h", 4, 0, 0, &t2);
+        break;
+    }
+    case 13:    /* ',' or '=' in a tie's name: the metadata's separators */
+        e->got = zero_add_tied_param(z, b, "t=1", wa, &t);
+        break;
     }
     snprintf(e->msg, sizeof e->msg, "%s", zero_last_error(z));
     zero_destroy(z);
@@ -586,15 +596,17 @@ static void test_errors(void) {
     static const zero_result want[] = { ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_HANDLE, ZERO_ERR_INVALID_ARG,
                                         ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG,
                                         ZERO_ERR_ALREADY_BUILT, ZERO_ERR_INVALID_SIZE, ZERO_ERR_GRADS_NOT_READY,
-                                        ZERO_OK, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG };
+                                        ZERO_OK, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG, ZERO_ERR_INVALID_ARG,
+                                        ZERO_ERR_INVALID_ARG };
     static const char *names[] = { "name_taken", "bad_target", "null_ctx", "null_name", "chain", "owner_uses_ties",
                                    "after_build", "only_tied", "user_not_ready", "handle", "same_module",
-                                   "tie_of_a_tie" };
+                                   "tie_of_a_tie", "key_clash", "metadata_separator" };
     static const char *words[] = { "already has", "not a param", "", "NULL", "uses tied params itself",
                                    "owns params", "after zero_build", "of its own", "tied params whose users", "",
-                                   "same module", "tie to the param it uses, 'a.w'" };
+                                   "same module", "tie to the param it uses, 'a.w'", "same safetensors key as the tied",
+                                   "',' or '='" };
     int k;
-    for (k = 0; k < 12; k++) {
+    for (k = 0; k < 14; k++) {
         errcase e;
         memset(&e, 0, sizeof e);
         e.which = k;
