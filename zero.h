@@ -9897,16 +9897,16 @@ static int zero__key_clash(const zero_ctx *ctx, int mi, const char *name) {
 }
 /* "ma.na" and "mb.nb" are the same key */
 static int zero__same_key(const char *ma, const char *na, const char *mb, const char *nb) {
-    const char *a = ma, *b = mb;
-    int ia = 0, ib = 0;                 /* 0: in the module name, 1: the dot, 2: in the name */
-    for (;;) {
-        char ca = ia == 0 ? (*a ? *a : (ia = 1, '.')) : ia == 1 ? (ia = 2, a = na, *a) : *a;
-        char cb = ib == 0 ? (*b ? *b : (ib = 1, '.')) : ib == 1 ? (ib = 2, b = nb, *b) : *b;
-        if (ca != cb) return 0;
-        if (!ca) return 1;
-        if (ia != 1) a++;
-        if (ib != 1) b++;
+    size_t la = strlen(ma), lb = strlen(mb);
+    if (la + strlen(na) != lb + strlen(nb)) return 0;
+    if (la == lb) return strcmp(ma, mb) == 0 && strcmp(na, nb) == 0;
+    if (la > lb) {                      /* the shorter module name first */
+        const char *t = ma; size_t lt = la;
+        ma = mb; mb = t; la = lb; lb = lt;
+        t = na; na = nb; nb = t;
     }
+    return memcmp(ma, mb, la) == 0 && mb[la] == '.' && memcmp(mb + la + 1, na, lb - la - 1) == 0 &&
+           na[lb - la - 1] == '.' && strcmp(na + (lb - la), nb) == 0;
 }
 /* the tied param (index) whose safetensors key "module.name" is module mi's name, or -1 */
 static int zero__tie_clash(const zero_ctx *ctx, int mi, const char *name) {
