@@ -99,11 +99,9 @@ static zero_result make_model(zero_comm *comm, const model_cfg *c, zero_ctx **ou
 #define POS0 1234
 static unsigned char big_rec[ZERO_CKPT_RECORD_MAX];
 static const char cfg_rec[] = "stage=3 world=3 seed=7";
-static zero_result put_records(zero_ctx *z, int rank) {
+static zero_result put_records(zero_ctx *z, int rank) {      /* (big_rec filled by make_good) */
     int64_t pos = POS0 + rank;
     zero_result r;
-    int k;
-    for (k = 0; k < ZERO_CKPT_RECORD_MAX; k++) big_rec[k] = (unsigned char)(k * 7 + 3);
     if ((r = zero_ckpt_put(z, "data_pos", &pos, sizeof pos)) != ZERO_OK ||
         (r = zero_ckpt_put(z, "trainer.cfg", "placeholder", 11)) != ZERO_OK ||
         (r = zero_ckpt_put(z, "empty", NULL, 0)) != ZERO_OK || (r = zero_ckpt_put(z, "big-1.x_y", big_rec, sizeof big_rec)) != ZERO_OK)
@@ -503,9 +501,11 @@ static char good_dir[1100], ref_f32[1100], ref_bf16[1100], sgd_dir[1100], sgd_re
 
 static int make_good(const char *root) {
     zero_result r;
+    int k;
     snprintf(good_dir, sizeof good_dir, "%s/good", root);
     snprintf(ref_f32, sizeof ref_f32, "%s/ref_f32.safetensors", root);
     snprintf(ref_bf16, sizeof ref_bf16, "%s/ref_bf16.safetensors", root);
+    for (k = 0; k < ZERO_CKPT_RECORD_MAX; k++) big_rec[k] = (unsigned char)(k * 7 + 3);   /* before the rank threads */
     memset(&good, 0, sizeof good);
     good.stage = 3; good.world = 3; good.steps = 3; good.optim = ZERO_OPTIM_ADAMW;
     good.save_dir = good_dir; good.ref_f32 = ref_f32; good.ref_bf16 = ref_bf16;

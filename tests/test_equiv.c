@@ -356,7 +356,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
     float buf[64], before[64], after[64], want[51], shard[64];     /* the flat order: 51, then c's 4 */
     int64_t b = 0, e = 0, off[GR_NP] = { 0, 35, 38 };
     zero_result r;
-    int i, a, k, ok = 1;
+    int i, a, k, ok = 1, bad[4] = { 1, 0, 0, 0 }, step_ok = 0;     /* (rank 0 reports them: no shared writes) */
     fx_desc(&d, comm, c->stage, ZERO_F32, ZERO_OPTIM_SGD, 1.0);
     d.optim.momentum = 0.0;
     d.optim.weight_decay = 0.0;
@@ -372,8 +372,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
         if ((r = zero_param_set_f32(z, P[i], buf)) != ZERO_OK) goto done;
     }
     /* before any gradient: refused */
-    c->bad[0] = zero_grad_shard_f32(z, P[0], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
-    if (rank != 0) c->bad[0] = 1;
+    bad[0] = zero_grad_shard_f32(z, P[0], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
     for (a = 0; a < c->accum; a++)
         for (i = 1; i >= 0; i--) {          /* backward: b, then a */
             if ((r = zero_fetch(z, m[i])) != ZERO_OK) goto done;
@@ -388,7 +387,7 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
             /* mid-backward (module b done, a not): refused on rank 0 alone, which must not
                change the order of the collectives (the others do not call) */
             if (a == c->accum - 1 && i == 1 && rank == 0)
-                c->bad[0] = c->bad[0] && zero_grad_shard_f32(z, P[2], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
+                bad[0] = bad[0] && zero_grad_shard_f32(z, P[2], shard, &b, &e) == ZERO_ERR_GRADS_NOT_READY;
         }
     for (i = 0; i < GR_NP; i++)             /* the expected average, exact */
         for (k = 0; k < gr_numel[i]; k++) {
@@ -407,17 +406,22 @@ static zero_result gr_rank(zero_comm *comm, int rank, void *user) {
         if ((r = zero_grad_gather_f32(z, P[i], buf)) != ZERO_OK) goto done;
         for (k = 0; k < gr_numel[i]; k++) if (buf[k] != want[off[i] + k]) ok = 0;
     }
-    c->bad[1] = zero_grad_shard_f32(z, fz, shard, &b, &e) == ZERO_ERR_STATE;
+    bad[1] = zero_grad_shard_f32(z, fz, shard, &b, &e) == ZERO_ERR_STATE;
     if ((r = zero_gather_params_f32(z, before)) != ZERO_OK) goto done;
     if ((r = zero_step(z)) != ZERO_OK) goto done;
     if ((r = zero_gather_params_f32(z, after)) != ZERO_OK) goto done;
-    for (k = 0; k < 51; k++) if (before[k] - after[k] != want[k] && c->world != 3) { c->step_ok = -1; break; }
+    for (k = 0; k < 51; k++) if (before[k] - after[k] != want[k] && c->world != 3) { step_ok = -1; break; }
     /* after the step: refused again, with a sentence */
-    c->bad[2] = zero_grad_gather_f32(z, P[2], buf) == ZERO_ERR_GRADS_NOT_READY &&
-                strstr(zero_last_error(z), "between the step's last zero_grads_ready") != NULL;
-    c->bad[3] = zero_grad_shard_f32(z, P[0], NULL, &b, &e) == ZERO_ERR_INVALID_ARG;
-    if (rank == 0) c->gather_ok = ok;
-    else if (!ok) c->gather_ok = 0;
+    bad[2] = zero_grad_gather_f32(z, P[2], buf) == ZERO_ERR_GRADS_NOT_READY &&
+             strstr(zero_last_error(z), "between the step's last zero_grads_ready") != NULL;
+    bad[3] = zero_grad_shard_f32(z, P[0], NULL, &b, &e) == ZERO_ERR_INVALID_ARG;
+    if (!ok || step_ok) CHECK(0, "rank %d: the gradient read %s, the step %s", rank, ok ? "matches" : "differs",
+                              step_ok ? "differs" : "matches");
+    if (rank == 0) {
+        c->gather_ok = ok;
+        c->step_ok = step_ok;
+        memcpy(c->bad, bad, sizeof bad);
+    }
 done:
     if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
