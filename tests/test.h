@@ -179,6 +179,21 @@ TEST__UNUSED static int test_summary(void) {
 }
 
 /* Monotonic milliseconds, for "returned quickly" assertions. */
+/* a whole file in a malloc'd buffer with a NUL after it (the caller frees); *n its bytes;
+   NULL when it cannot be read */
+TEST__UNUSED static char *test_slurp(const char *path, long *n) {
+    FILE *f = fopen(path, "rb");
+    char *b;
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = (char *)malloc((size_t)*n + 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
+    if (b) b[*n] = 0;
+    fclose(f);
+    return b;
+}
 TEST__UNUSED static double test_now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

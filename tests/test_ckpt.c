@@ -268,22 +268,10 @@ static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type 
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
-static char *slurp(const char *path, long *n) {
-    FILE *f = fopen(path, "rb");
-    char *b;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = (char *)malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
-    fclose(f);
-    return b;
-}
 /* 1 when both files exist and hold the same bytes */
 static int same_file(const char *p, const char *q) {
     long np = -1, nq = -2;
-    char *a = slurp(p, &np), *b = slurp(q, &nq);
+    char *a = test_slurp(p, &np), *b = test_slurp(q, &nq);
     int same = a && b && np == nq && memcmp(a, b, (size_t)np) == 0;
     free(a);
     free(b);
@@ -344,7 +332,7 @@ static void fault_truncated_shard(void) {
     long n, cuts[5], i;
     char *orig;
     shard_path(path, sizeof path, 1);
-    if (!CHECK((orig = slurp(path, &n)) != NULL, "no shard 1")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL, "no shard 1")) return;
     cuts[0] = 0; cuts[1] = 10; cuts[2] = 32; cuts[3] = n / 2; cuts[4] = n - 1;
     for (i = 0; i < 5; i++) {
         char what[64];
@@ -361,7 +349,7 @@ static void fault_truncated_manifest(void) {
     long n, cuts[5], i;
     char *orig;
     snprintf(path, sizeof path, "%s/manifest", fault_dir);
-    if (!CHECK((orig = slurp(path, &n)) != NULL, "no manifest")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL, "no manifest")) return;
     cuts[0] = 0; cuts[1] = 5; cuts[2] = 40; cuts[3] = n / 2; cuts[4] = n - 1;
     for (i = 0; i < 5; i++) {
         char what[64];
@@ -378,7 +366,7 @@ static void fault_bit_flip(void) {
     long n;
     char *orig, *bad;
     shard_path(path, sizeof path, 2);
-    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
     memcpy(bad, orig, (size_t)n);
     bad[n - 7] ^= 0x10;
     spit(path, bad, n);
@@ -386,7 +374,7 @@ static void fault_bit_flip(void) {
     spit(path, orig, n);
     free(orig);
     snprintf(path, sizeof path, "%s/manifest", fault_dir);
-    if (!CHECK((orig = slurp(path, &n)) != NULL, "no manifest")) { free(bad); return; }
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL, "no manifest")) { free(bad); return; }
     bad = (char *)realloc(bad, (size_t)n);
     memcpy(bad, orig, (size_t)n);
     bad[n / 2] ^= 0x01;
@@ -406,7 +394,7 @@ static void fault_nvme_unchanged_at(int stage, zero_offload_tier ptier, zero_dty
     long n;
     char *orig, *bad;
     shard_path(path, sizeof path, 2);
-    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n)) != NULL, "no shard 2")) return;
     memcpy(bad, orig, (size_t)n);
     bad[n - 7] ^= 0x10;
     spit(path, bad, n);
@@ -444,7 +432,7 @@ static void fault_newer_version(void) {
     long n;
     char *orig, *bad;
     snprintf(path, sizeof path, "%s/manifest", fault_dir);
-    if (!CHECK((orig = slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n + 1)) != NULL, "no manifest")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n + 1)) != NULL, "no manifest")) return;
     memcpy(bad, orig, (size_t)n);
     CHECK(memcmp(bad, "zero-checkpoint 2\n", 18) == 0, "manifest starts '%.18s'", bad);
     bad[16] = '3';
@@ -571,7 +559,7 @@ static void crash_during_save(void) {
    with strstr/sscanf, not with zero.h's parser. */
 static int st_check(const char *path, const cfg *c, zero_dtype dt) {
     long n;
-    char *f = slurp(path, &n), *hdr;
+    char *f = test_slurp(path, &n), *hdr;
     uint64_t hl = 0;
     int p, i, ok = 1;
     int64_t out_off = 0;
@@ -724,7 +712,7 @@ static void safetensors_and_save_faults(void) {
     static cfg c;
     char path[1200], file[1200], bad_dir[1300];
     long n;
-    char *orig = slurp(st_path, &n);
+    char *orig = test_slurp(st_path, &n);
     zero_result r;
     if (!CHECK(orig != NULL, "no %s", st_path)) return;
     snprintf(path, sizeof path, "%s/cut.safetensors", tmpdir);
@@ -1139,7 +1127,7 @@ static void cli(void) {
     unlink(out);
     snprintf(fault_dir, sizeof fault_dir, "%s", dir);
     shard_path(path, sizeof path, 1);
-    if (!CHECK((orig = slurp(path, &n)) != NULL, "no shard")) return;
+    if (!CHECK((orig = test_slurp(path, &n)) != NULL, "no shard")) return;
     orig[n - 3] ^= 4;
     spit(path, orig, n);
     snprintf(cmd, sizeof cmd, "%s verify %s 2>/dev/null >/dev/null", bin, dir);

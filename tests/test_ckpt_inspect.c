@@ -153,19 +153,6 @@ done:
 /* ---- files ------------------------------------------------------------------------- */
 static char tmpdir[1024];
 
-static char *slurp(const char *path, long *n) {
-    FILE *f = fopen(path, "rb");
-    char *b;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = (char *)malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
-    if (b) b[*n] = 0;
-    fclose(f);
-    return b;
-}
 static int spit(const char *path, const char *b, long n) {
     FILE *f = fopen(path, "wb");
     int ok;
@@ -175,7 +162,7 @@ static int spit(const char *path, const char *b, long n) {
 }
 static int same_file(const char *p, const char *q) {
     long np = -1, nq = -2;
-    char *a = slurp(p, &np), *b = slurp(q, &nq);
+    char *a = test_slurp(p, &np), *b = test_slurp(q, &nq);
     int same = a && b && np == nq && memcmp(a, b, (size_t)np) == 0;
     free(a);
     free(b);
@@ -211,7 +198,7 @@ static int copy_dir(const char *src, const char *dst) {
         if (e->d_name[0] == '.') continue;
         snprintf(a, sizeof a, "%s/%s", src, e->d_name);
         snprintf(b, sizeof b, "%s/%s", dst, e->d_name);
-        ok = (buf = slurp(a, &n)) != NULL && spit(b, buf, n);
+        ok = (buf = test_slurp(a, &n)) != NULL && spit(b, buf, n);
         free(buf);
     }
     if (d) closedir(d);
@@ -233,7 +220,7 @@ static int read_manifest(const char *dir, manifest *m) {
     long n;
     memset(m, 0, sizeof *m);
     snprintf(path, sizeof path, "%s/manifest", dir);
-    if (!(m->body = slurp(path, &n)) || n < 2) return 0;
+    if (!(m->body = test_slurp(path, &n)) || n < 2) return 0;
     m->body[n - 1] = 0;                             /* cut the "end" line */
     if (!(line = strrchr(m->body, '\n')) || strncmp(line + 1, "end ", 4) != 0) return 0;
     line[1] = 0;
@@ -321,7 +308,7 @@ static int bad_other_param_range(const char *dir, char *param, char *range) {
         for (j = 0; j < m.nrec; j++) if (m.r[j].rank == v->rank && m.r[j].offset == 64) first = &m.r[j];
         if (!first || first == v || first->param == v->param) continue;
         snprintf(path, sizeof path, "%s/%s", dir, m.files[v->rank]);
-        if (!(shard = slurp(path, &n)) || 64 + bytes > n) { free(shard); continue; }
+        if (!(shard = test_slurp(path, &n)) || 64 + bytes > n) { free(shard); continue; }
         nv.offset = 64;
         snprintf(nv.sum, sizeof nv.sum, "%016llx", (unsigned long long)zero__ck_sum(shard + 64, (size_t)nw * 4));
         if (bytes > nw * 4)
@@ -358,7 +345,7 @@ static int bad_moment_byte(const char *dir, char *param, char *range) {
     int ok = read_manifest(dir, &m) && (r = head_w_rec(&m)) != NULL;
     if (ok) {
         snprintf(path, sizeof path, "%s/%s", dir, m.files[r->rank]);
-        ok = (shard = slurp(path, &n)) != NULL && r->offset + rec_bytes(&m, r) <= n;
+        ok = (shard = test_slurp(path, &n)) != NULL && r->offset + rec_bytes(&m, r) <= n;
     }
     if (ok) {
         shard[r->offset + rec_bytes(&m, r) - 3] ^= 0x20;
@@ -748,7 +735,7 @@ static void bad_case_run(const bad_case *bc) {
               range, zero_last_error(NULL));
         {
             long n = 0;
-            char *b = slurp(out, &n);
+            char *b = test_slurp(out, &n);
             CHECK(b && n == 5 && memcmp(b, "older", 5) == 0, "a refused export changed %s (%ld bytes)", out, n);
             free(b);
         }

@@ -490,19 +490,6 @@ static zero_result err_fn(zero_comm *comm, int rank, void *user) {
    tied_copies the tied param is also a tensor under its user's name, equal to its owner;
    zero_load_safetensors reads either file back */
 typedef struct stjob { char dir[256]; int ok_meta, ok_copy, ok_plain, loaded; char msg[512]; } stjob;
-static char *st_slurp(const char *path, long *n) {
-    FILE *f = fopen(path, "rb");
-    char *b;
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = (char *)malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) { free(b); b = NULL; }
-    if (b) b[*n] = 0;
-    fclose(f);
-    return b;
-}
 /* the data of tensor `name` in a safetensors file b (header json at b + 8): its bytes */
 static const char *st_data(const char *b, const char *name, long *bytes) {
     char key[128];
@@ -548,12 +535,12 @@ static zero_result st_fn(zero_comm *comm, int rank, void *user) {
     memset(&ed, 0, sizeof ed);
     ed.tied_copies = 1;
     TRY(zero_export_safetensors_ex(z, copies, &ed));
-    if ((f = st_slurp(plain, &n)) != NULL) {
+    if ((f = test_slurp(plain, &n)) != NULL) {
         j->ok_meta = strstr(f + 8, "\"__metadata__\":{\"tied\":\"b.head=a.w\"}") != NULL;
         j->ok_plain = st_data(f, "b.head", &nt) == NULL && st_data(f, "a.w", &na) != NULL;
         free(f);
     }
-    if ((f = st_slurp(copies, &n)) != NULL) {
+    if ((f = test_slurp(copies, &n)) != NULL) {
         da = st_data(f, "a.w", &na);
         dt = st_data(f, "b.head", &nt);
         j->ok_copy = da && dt && na == 128 && nt == 128 && memcmp(da, dt, 128) == 0 &&
