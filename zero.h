@@ -12337,6 +12337,12 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     return ZERO_OK;
 }
 /* every param's values, as fp32, in registration order (the master where there is one) */
+/* module mi's fp32 values are all on this rank (stage 0; stages 1-2 where the params are the
+   fp32 copy): read, not gathered */
+static int zero__module_f32_local(const zero_ctx *ctx, int mi) {
+    const zero_desc *d = &ctx->desc;
+    return d->stage == 0 || (d->stage < 3 && (ctx->modules[mi].frozen || !ctx->tier.vt->has_master(ctx)));
+}
 /* module by module, each module's params in fp32 into a host buffer of one module's span
    (and a device one where its values are sharded), then fn(user, param index, values) on
    rank root (every rank when root < 0); every rank takes part in the gathers */
@@ -12349,7 +12355,7 @@ static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param
     int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank, sharded = 0;
     double ok;
     for (i = 0; i < ctx->num_modules; i++)          /* the same on every rank: stage, tier, frozen */
-        sharded |= !(d->stage == 0 || (d->stage < 3 && (ctx->modules[i].frozen || !ctx->tier.vt->has_master(ctx))));
+        sharded |= !zero__module_f32_local(ctx, i);
     /* (a transient device buffer, outside the plan, as zero_gather_params_f32's always was; a
        device whose memory is the host's gathers into h itself) */
     tmp = !sharded || !h ? NULL : ctx->dev->host_access ? h : (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4);
@@ -12362,7 +12368,7 @@ static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param
                        h && (!sharded || tmp) ? " on another rank" : "");
     for (i = 0; r == ZERO_OK && i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
-        int local = d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)));
+        int local = zero__module_f32_local(ctx, i);
         if (!local && (r = zero__wait(ctx, zero__post_gather_master(ctx, i, tmp))) != ZERO_OK) break;
         /* a read that fails here is this rank's alone: it stops reading and calling fn, and
            takes part in the remaining gathers, so no rank is left waiting */
@@ -14337,11 +14343,10 @@ static int zero__st_write_values(int fd, const float *v, int64_t n, zero_dtype d
 /* the module's values in fp32 at buf[0..span): local copies where this rank has them,
    else the stage-3 / sharded-master all-gather (collective, like zero_gather_params_f32) */
 static zero_result zero__st_module_f32(zero_ctx *ctx, int mi, float *buf) {
-    const zero_desc *d = &ctx->desc;
     const zero__module_rec *m = &ctx->modules[mi];
     int j;
     zero_result r;
-    if (!(d->stage == 0 || (d->stage < 3 && (m->frozen || !ctx->tier.vt->has_master(ctx)))))
+    if (!zero__module_f32_local(ctx, mi))
         return zero__wait(ctx, zero__post_gather_master(ctx, mi, buf));
     for (j = 0; j < ctx->num_params; j++) {
         const zero__param_rec *pr = &ctx->params[j];
@@ -17330,11 +17335,11 @@ ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param
 ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out, int64_t *begin, int64_t *end) {
     int pi;
     zero_result r;
-    if (!ctx || !out || !begin || !end)
+    if ((r = zero__check_built(ctx, "zero_grad_shard_f32")) != ZERO_OK) return r;
+    if (!out || !begin || !end)
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
-                          "zero_grad_shard_f32: ctx, out, begin and end must not be NULL");
+                          "zero_grad_shard_f32: out, begin and end must not be NULL");
     *begin = *end = 0;
-    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "zero_grad_shard_f32: call zero_build first");
     if ((pi = zero__param_index(ctx, p, "zero_grad_shard_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if ((r = zero__grad_read_ready(ctx, pi, "zero_grad_shard_f32")) != ZERO_OK) return r;
     return zero__grad_shard_f32(ctx, pi, out, begin, end);
@@ -17343,9 +17348,8 @@ ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out
 ZERO_API zero_result zero_grad_gather_f32(zero_ctx *ctx, zero_param p, float *out) {
     int pi;
     zero_result r;
-    if (!ctx || !out)
-        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_grad_gather_f32: ctx and out must not be NULL");
-    if (!ctx->built) return zero__fail(ctx, ZERO_ERR_NOT_BUILT, ZERO_LOGITEM_NOT_BUILT, "zero_grad_gather_f32: call zero_build first");
+    if ((r = zero__check_built(ctx, "zero_grad_gather_f32")) != ZERO_OK) return r;
+    if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_grad_gather_f32: out is NULL");
     if ((pi = zero__param_index(ctx, p, "zero_grad_gather_f32")) < 0) return ZERO_ERR_INVALID_HANDLE;
     if ((r = zero__grad_read_ready(ctx, pi, "zero_grad_gather_f32")) != ZERO_OK) return r;
     return zero__grad_gather_f32(ctx, pi, out);
