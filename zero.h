@@ -199,7 +199,15 @@
          [L, 3C, C], ..., each a stack over the L layers, then lnfw, lnfb) and the flat order
          is that buffer's layout: zero_set_params_f32 loads the model from it (step 4),
          zero_gather_params_f32 saves it into it (step 6), and zero_ckpt_read_f32 fills it
-         from a checkpoint (ON CHECKPOINTS).
+         from a checkpoint (ON CHECKPOINTS). With desc.flat_layout = 1 (stages 0-2) that
+         buffer is zero.h's own: the params live in it in the flat order (stages 0-1 without
+         a grad_accum_dtype of its own: the gradients too, in a second one), so
+         zero_param_data of the first param is the whole model's base and a stack is one
+         pointer (slice l at l times a slice's elements), for the run. zero.h copies a module's gradients out of it for their reduction (the
+         step's last micro-batch) and the params in after each step, zero_param_set_f32 and
+         zero_load: one more copy of each per rank (plan.flat_bytes, inside the params and
+         grads rows) and one pass over each per step. Stage 3 refuses it (its params exist a
+         module at a time); at stage 2 zero_param_grad stays per param (the staging area).
 
      --- 4. Build and initialize. zero_build(z) is collective: it checks that every rank
          registered the same model (else ZERO_ERR_MISMATCH on every rank), plans every
@@ -1167,6 +1175,9 @@ typedef struct zero_desc {
                                        the params, split over its ranks, refreshed at every step; gathers
                                        then stay in the node); 0: off */
     int quant_block;                /* qwz / qgz: elements per block (one fp32 scale each); default 256 */
+    int flat_layout;                /* stages 0-2: zero_param_data (and at stages 0-1 zero_param_grad)
+                                       point into one buffer in the flat order, so a stacked [L, ...]
+                                       tensor, or the whole model, is one pointer; 0: off (step 3) */
 } zero_desc;
 
 typedef struct zero_module_desc {
@@ -1194,6 +1205,8 @@ typedef struct zero_plan {
     int64_t total_bytes;            /* everything, all tiers */
     int64_t hpz_bytes;              /* of bytes[..][ZERO_CAT_PARAMS]: ZeRO++'s secondary partition */
     int64_t zpp_buffer_bytes;       /* of bytes[..][ZERO_CAT_BUFFERS]: ZeRO++'s quantized payloads */
+    int64_t flat_bytes;             /* of bytes[..][ZERO_CAT_PARAMS] and [..][ZERO_CAT_GRADS]: the flat
+                                       views of desc.flat_layout (0: off) */
 } zero_plan;
 
 typedef struct zero_stats {
@@ -2590,6 +2603,8 @@ struct zero_ctx {
         void *param;                /* full (stages 0-2) or shard (stage 3) */
         void *grad;                 /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
         float *master, *m, *v;      /* master NULL when params are f32 (the params are it) */
+        char *fparam, *fgrad;       /* desc.flat_layout's views, in the flat order (NULL: none),
+                                       at the end of param's and grad's allocations */
     } arena;
     struct {                        /* the staging area and the open bucket (>>grads) */
         char *ring;                 /* user gradient buffers, grad_dtype */
@@ -9389,6 +9404,9 @@ static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int
 static int zero__staging_mode(const zero_desc *d) {
     return d->stage >= 2 || d->grad_accum_dtype != d->grad_dtype;
 }
+/* desc.flat_layout's gradient view: where the user's gradients stay whole (stages 0-1, not
+   through the staging area) */
+static int zero__flat_grads(const zero_desc *d) { return d->flat_layout && !zero__staging_mode(d); }
 /* bucket_bytes, or its default from the model (ON BUCKETS): an eighth of the trainable
    elements' gradient bytes, rounded down to ZERO__ALIGN, within [ZERO__ALIGN, 16 MiB].
    An eighth keeps the staging area (two buckets) within the gradient bytes stage 2
@@ -9589,6 +9607,11 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     else
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
+    if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
+        p->flat_bytes = z->numel * psz + (zero__flat_grads(d) ? z->numel * asz : 0);
+        b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += z->numel * psz;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] += zero__flat_grads(d) ? z->numel * asz : 0;
+    }
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
@@ -9641,6 +9664,14 @@ static zero_result zero__check_desc_sizes(const zero_desc *d, const zero_logger 
     if (d->align_elems > (1 << 20))
         return zero__fail_lg(lg, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_desc.align_elems is %lld; at most 1048576", (long long)d->align_elems);
+    if (d->flat_layout < 0 || d->flat_layout > 1)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_desc.flat_layout is %d; it is 0 or 1", d->flat_layout);
+    if (d->flat_layout && d->stage == 3)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_desc.flat_layout is set at stage 3, which holds a module's params only between "
+                          "zero_fetch and zero_release: there is no whole model to point into; use stages 0-2, "
+                          "or zero_param_data per param (a stack's slice l is its handle l)");
     return ZERO_OK;
 }
 /* the optimizer's, the loss scale's and the threads' options */
@@ -11118,6 +11149,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     }
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->arena.param = ctx->arena.grad = NULL;
+    ctx->arena.fparam = ctx->arena.fgrad = NULL;
     ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
     ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
     ctx->sched.free_off = ctx->sched.free_len = NULL;
@@ -11200,6 +11232,12 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
     int64_t (*b)[ZERO_CAT_NUM] = ctx->lay.plan.bytes;
     ctx->arena.param = zero__arena(ctx, zero__pcat(b, ZERO_CAT_PARAMS) - ctx->lay.plan.hpz_bytes, ZERO_CAT_PARAMS, ok);
     ctx->arena.grad = zero__arena(ctx, zero__pcat(b, ZERO_CAT_GRADS), ZERO_CAT_GRADS, ok);
+    if (d->flat_layout && ctx->arena.param)     /* the views end their arenas (zero__plan_compute) */
+        ctx->arena.fparam = (char *)ctx->arena.param + zero__pcat(b, ZERO_CAT_PARAMS) -
+                            z->numel * (int64_t)zero__dtype_size(d->param_dtype);
+    if (zero__flat_grads(d) && ctx->arena.grad)
+        ctx->arena.fgrad = (char *)ctx->arena.grad + zero__pcat(b, ZERO_CAT_GRADS) -
+                           z->numel * (int64_t)zero__dtype_size(d->grad_dtype);
     ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
         ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
@@ -11815,6 +11853,7 @@ static void *zero__param_data(zero_ctx *ctx, int pi) {
     pr = &ctx->params[pi];
     m = &ctx->modules[pr->module];
     pdt = (int)ctx->desc.param_dtype;
+    if (ctx->arena.fparam) return zero__at(ctx->arena.fparam, pr->out_offset, pdt);
     if (ctx->desc.stage < 3) return zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt);
     if (!m->gat.fetched) {
         zero__fail(ctx, ZERO_ERR_NOT_FETCHED, ZERO_LOGITEM_NOT_FETCHED,
@@ -11982,12 +12021,32 @@ static int64_t zero__open_staging(zero_ctx *ctx, int mi, zero_result *res) {
     return ctx->grads.recs[idx].off;
 }
 
+/* desc.flat_layout at stages 0-1: module mi's gradients, summed by the caller in the flat
+   view over the step's micro-batches, into its span of the grad arena, which the reduction
+   reads (one copy per param on the compute stream, ordered before the reduction) */
+static zero_result zero__flat_grads_in(zero_ctx *ctx, int mi) {
+    int gdt = (int)ctx->desc.grad_dtype;
+    int64_t off = ctx->modules[mi].lay.train_off;
+    zero_result r;
+    int i;
+    for (i = 0; i < ctx->num_params; i++) {
+        const zero__param_rec *pr = &ctx->params[i];
+        if (pr->module == mi &&
+            (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, zero__at(ctx->arena.grad, off + pr->offset, gdt),
+                                zero__at(ctx->arena.fgrad, pr->out_offset, gdt), pr->numel * (int64_t)zero__esize(gdt))) != ZERO_OK)
+            return r;
+    }
+    return ZERO_OK;
+}
+
 /* Module mi's gradient of one more micro-batch is complete: into the bucket (stages 2-3,
    or the step's last micro-batch), flushed when full or when every module is in */
 static zero_result zero__module_ready(zero_ctx *ctx, int mi) {
     zero__module_rec *m = &ctx->modules[mi];
     zero_result r = ZERO_OK;
     int rec = -1, own = 0;
+    if (ctx->arena.fgrad && m->grad.ready + 1 == ctx->desc.accum_steps && (r = zero__flat_grads_in(ctx, mi)) != ZERO_OK)
+        return r;
     if (ctx->lay.staging_mode) {
         /* a rank that wrote no gradient still takes part in the reduction, with zeros */
         if (zero__open_staging(ctx, mi, &r) < 0) return r;
@@ -12069,6 +12128,7 @@ static void *zero__param_grad(zero_ctx *ctx, int pi) {
                    m->name, pr->name, ctx->desc.accum_steps, m->name);
         return NULL;
     }
+    if (ctx->arena.fgrad) return zero__at(ctx->arena.fgrad, pr->out_offset, (int)ctx->desc.grad_dtype);
     if (!ctx->lay.staging_mode) return zero__at(ctx->arena.grad, m->lay.train_off + pr->offset, (int)ctx->desc.grad_dtype);
     if ((off = zero__open_staging(ctx, pr->module, &r)) < 0) return NULL;
     return ctx->grads.ring + off + pr->offset * (int64_t)zero__dtype_size(ctx->desc.grad_dtype);
@@ -12087,13 +12147,34 @@ static zero_result zero__module_grads_ready(zero_ctx *ctx, int mi) {
 /* >>optim ------------------------------------------------------------------------------
    zero_step: the step's end (gradients cleared for the next one) and its body. */
 static void zero__end_step(zero_ctx *ctx) {
+    int64_t fg = ctx->arena.fgrad ? ctx->lay.plan.numel * (int64_t)zero__esize((int)ctx->desc.grad_dtype) : 0;
     int i;
-    /* an error here shows at the next sync; the CPU pass may have cleared them already */
+    /* an error here shows at the next sync; the CPU pass may have cleared them already (not
+       the flat view's, which the user adds into) */
     if (ctx->desc.stage < 2 && !ctx->lay.staging_mode && !ctx->opt.grads_cleared)
-        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS));
+        (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.grad, zero__pcat(ctx->lay.plan.bytes, ZERO_CAT_GRADS) - fg);
+    if (fg) (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.fgrad, fg);
     ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.ready = ctx->modules[i].grad.calls = ctx->modules[i].norm.taken = 0;
     ctx->grads.total_ready = 0;
+}
+
+/* desc.flat_layout: params [lo, hi) from the param arena into the flat view, those of
+   frozen modules too unless trainable_only (after a step, which changes none of them) */
+static zero_result zero__flat_params_out(zero_ctx *ctx, int lo, int hi, int trainable_only) {
+    int pdt = (int)ctx->desc.param_dtype;
+    zero_result r;
+    int i;
+    for (i = lo; ctx->arena.fparam && i < hi; i++) {
+        const zero__param_rec *pr = &ctx->params[i];
+        const zero__module_rec *m = &ctx->modules[pr->module];
+        if (trainable_only && m->frozen) continue;
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, zero__at(ctx->arena.fparam, pr->out_offset, pdt),
+                                zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
+                                pr->numel * (int64_t)zero__esize(pdt))) != ZERO_OK)
+            return r;
+    }
+    return ZERO_OK;
 }
 
 /* zero_create: the loss scale: the user's static one, dynamic with f16 anywhere, else 1 */
@@ -12221,6 +12302,7 @@ static zero_result zero__step(zero_ctx *ctx) {
     if (!zero__finite64(norm)) return zero__step_skip(ctx);   /* a non-finite element makes the sum non-finite */
     if (d->clip_norm > 0 && norm > (double)d->clip_norm) clip = (double)d->clip_norm / (norm + 1e-6);
     if ((r = zero__step_apply(ctx, (float)(inv * clip))) != ZERO_OK) return r;
+    if ((r = zero__flat_params_out(ctx, 0, ctx->num_params, 1)) != ZERO_OK) return r;
     zero__end_step(ctx);
     if (d->stage == 3) zero__stage3_step_start(ctx);
     ctx->opt.steps++;
@@ -12322,9 +12404,10 @@ static zero_result zero__param_set_f32(zero_ctx *ctx, int pi, const float *value
     ctx->modules[pr->module].zpp.sec_fresh = 0;   /* hpz: its chunk of the secondary partition is stale */
     ctx->zpp.sets++;
     zero__param_region(ctx, pr, &lo, &s, &e);
-    if (ctx->desc.stage < 3)
+    if (ctx->desc.stage < 3) {
         r = zero__dev_put_f32(ctx, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt), pdt, values, pr->numel);
-    else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
+        if (r == ZERO_OK) r = zero__flat_params_out(ctx, pi, pi + 1, 0);
+    } else if (ctx->tier.vt->holds_params(ctx) && !m->frozen && s < e)
         r = ctx->tier.vt->write(ctx, ZERO__TIER_PARAMS, zero__state_index(ctx, m, s, lo), e - s, values + (s - pr->offset),
                                 "zero_param_set_f32");
     else if (s < e)
@@ -14692,6 +14775,10 @@ static zero_result zero__ck_load_finish(zero_ctx *ctx, const char *fn, zero_resu
     if (local == ZERO_OK && (local = zero__ck_state_done(ctx, fn)) != ZERO_OK)
         snprintf(msg, msgn, "%s", zero__last_err(ctx));
     if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
+        local = r;
+        snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    }
+    if (local == ZERO_OK && (r = zero__flat_params_out(ctx, 0, ctx->num_params, 0)) != ZERO_OK) {
         local = r;
         snprintf(msg, msgn, "%s", zero__last_err(ctx));
     }

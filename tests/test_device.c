@@ -37,6 +37,7 @@ typedef struct cfg {
     zero_dtype dtype;
     zero_optim_type optim;
     int tiled;                      /* 1: the middle layer is a tiled linear */
+    int flat;                       /* desc.flat_layout */
     zero_offload_tier offload;      /* offload_optimizer */
     int plan_mismatch;              /* zero_stats_get's bytes differ from zero_plan_get's */
     int steps, step0;               /* steps to train (0: STEPS), the data position of the first */
@@ -99,6 +100,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.clip_norm = 1.0f;
     d.bucket_bytes = 256;           /* several buckets */
     d.offload_optimizer = c->offload;
+    d.flat_layout = c->flat;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     if ((r = fx_module(z, "l0", 0, &m0)) != ZERO_OK || (r = fx_param(z, m0, "w", D1, D0, 0, &w0)) != ZERO_OK ||
         (r = fx_param(z, m0, "b", D1, 0, 1, &b0)) != ZERO_OK)
@@ -305,6 +307,32 @@ static void vs_cpu_off(zero_device_type dev, zero_dtype dt, int world, int accum
 
 static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled) {
     vs_cpu_off(dev, dt, world, accum, opt, tiled, ZERO_OFFLOAD_NONE);
+}
+
+/* desc.flat_layout on a device (the views' copies in device memory, on the compute
+   stream) against the CPU device's module-major layout, stages 0-2 */
+static void vs_cpu_flat(zero_device_type dev, zero_dtype dt, int world, int accum, int tiled, zero_offload_tier off) {
+    static cfg ref, got;
+    int s;
+    for (s = 0; s <= 2; s++) {
+        memset(&ref, 0, sizeof ref);
+        ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = world; ref.accum = accum; ref.dtype = dt;
+        ref.optim = ZERO_OPTIM_ADAMW; ref.tiled = tiled;
+        got = ref;
+        got.device = dev;
+        got.flat = 1;
+        got.offload = off;
+        if (!train(&ref) || !train(&got)) return;
+        CHECK(!got.plan_mismatch, "stage %d: zero_stats_get differs from the plan", s);
+        CHECK(ref.numel > 0 && ref.numel == got.numel &&
+              memcmp(ref.out, got.out, sizeof(float) * (size_t)ref.numel) == 0,
+              "%s world %d stage %d accum %d: flat_layout on device %d differs from the CPU device", zero_dtype_str(dt),
+              world, s, accum, (int)dev);
+    }
+}
+static void emu_flat_layout(void) {
+    vs_cpu_flat(ZERO_DEVICE_EMU, ZERO_BF16, 2, 2, 1, ZERO_OFFLOAD_NONE);
+    vs_cpu_flat(ZERO_DEVICE_EMU, ZERO_F32, 3, 1, 0, ZERO_OFFLOAD_HOST);
 }
 
 /* ZeRO-Offload on a device: master and moments in host memory, the CPU optimizer */
@@ -537,6 +565,8 @@ static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 3, 2, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 4, 1, ZERO_OPTIM_SGD, 0);
     vs_cpu_off(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);   /* ZeRO-Offload */
+    vs_cpu_flat(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 2, 1, ZERO_OFFLOAD_NONE);
+    vs_cpu_flat(ZERO_DEVICE_CUDA, ZERO_F32, 3, 1, 0, ZERO_OFFLOAD_HOST);
 }
 /* The tiled linear on CUDA: its GEMMs are cuBLAS's, which sum in another order than the
    CPU's SGEMM, so the params agree to rounding: |diff| <= 1e-5 |p| (f32, 8 steps), every stage. */
@@ -586,6 +616,7 @@ int main(void) {
     TEST_RUN(emu_bf16_world2_tiled);
     TEST_RUN(emu_f32_world4_tiled);
     TEST_RUN(emu_offload_host);
+    TEST_RUN(emu_flat_layout);
     TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
     if (have_gpu()) {                           /* without one, cuda_refused checked NO_DEVICE */

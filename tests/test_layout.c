@@ -14,7 +14,13 @@
    set-all then gather-all at stages 0-3 and worlds 1 and 3 (f32, bf16; stage 3 with the
    optimizer and the params on NVMe), set-all against per-param sets after training
    (bitwise), a stack's slices against the client's [L, ...] tensor at stage 3, and a
-   checkpoint read back into one buffer against the gather at the save. Files under $TMPDIR. */
+   checkpoint read back into one buffer against the gather at the save.
+   desc.flat_layout (stages 0-2): the client's buffer is zero.h's: every param's
+   zero_param_data (stages 0-1: zero_param_grad too) is one base pointer plus its flat
+   offset, so a trainer indexes llm.c's way (base + off(qkvw) + l*3C*C), and trains
+   bitwise as the module-major layout does (f32, bf16; worlds 1 and 3; accumulation 1 and
+   2); the view follows zero_param_set_f32, the step and zero_load; the plan counts the
+   views and the build allocates them; stage 3 is refused. Files under $TMPDIR. */
 #define _POSIX_C_SOURCE 200809L
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"
@@ -71,6 +77,7 @@ typedef struct model {
     int nmod;
     zero_param p[NP];
     int pmod[NP];                   /* index into mods */
+    int ptensor[NP], player[NP];    /* the client's tensor (NT: the frozen f) and layer */
     int np;
 } model;
 
@@ -97,14 +104,22 @@ static zero_result add_model(zero_ctx *z, model *M) {
         pd.no_decay = t->no_decay;
         if (t->stacked) {
             if ((r = zero_add_param_stack(z, &M->mods[1], L, &pd, &M->p[M->np])) != ZERO_OK) return r;
-            for (l = 0; l < L; l++) M->pmod[M->np++] = 1 + l;
+            for (l = 0; l < L; l++) {
+                M->ptensor[M->np] = i;
+                M->player[M->np] = l;
+                M->pmod[M->np++] = 1 + l;
+            }
         } else {
             int m = i < 2 ? 0 : L + 1;
             if ((r = zero_add_param(z, M->mods[m], &pd, &M->p[M->np])) != ZERO_OK) return r;
+            M->ptensor[M->np] = i;
+            M->player[M->np] = 0;
             M->pmod[M->np++] = m;
         }
     }
     if ((r = fx_param(z, M->mods[L + 2], "f", NFROZEN, 0, 0, &M->p[M->np])) != ZERO_OK) return r;
+    M->ptensor[M->np] = NT;
+    M->player[M->np] = 0;
     M->pmod[M->np++] = L + 2;
     return ZERO_OK;
 }
@@ -120,42 +135,58 @@ static void fill(float *x, int64_t n, uint64_t seed, int exact) {
     }
 }
 
-/* `steps` optimizer steps; the gradient of element i is a function of its value, i, the
-   rank and the step. Trainable modules only (the frozen one is never fetched). */
-static zero_result train(zero_ctx *z, const model *M, int rank, int steps) {
-    zero_dtype pdt = zero_query_desc(z).param_dtype, gdt = zero_query_desc(z).grad_dtype;
+static int64_t slice_numel(const tensor *t);
+/* where param k starts in the client's buffer, as llm.c finds it: its tensor's start plus
+   l slices */
+static int64_t client_param_off(const model *M, int k) {
+    const tensor *t = M->ptensor[k] < NT ? &tensors[M->ptensor[k]] : NULL;
+    if (!t) return client_numel();
+    return client_off(M->ptensor[k]) + (t->stacked ? M->player[k] * slice_numel(t) : 0);
+}
+
+/* `steps` optimizer steps of accum_steps micro-batches; the gradient of element i is a
+   function of its value, i, the rank, the step and the micro-batch. Trainable modules only
+   (the frozen one is never fetched). With `base` (desc.flat_layout), param k is read at
+   base + its place in the client's buffer, llm.c's way, and, with `gbase` (stages 0-1),
+   its gradient added there too; else through zero_param_data / zero_param_grad. */
+static zero_result train_at(zero_ctx *z, const model *M, int rank, int steps, char *base, char *gbase) {
+    zero_desc d = zero_query_desc(z);
+    size_t psz = d.param_dtype == ZERO_F32 ? 4 : 2, gsz = d.grad_dtype == ZERO_F32 ? 4 : 2;
     float w[MAXN], g[MAXN];
     zero_result r;
-    int s, m, k;
+    int s, mb, m, k;
     int64_t i, n;
     for (s = 0; s < steps; s++) {
-        for (m = 0; m < M->nmod - 1; m++) {
-            if ((r = zero_fetch(z, M->mods[m])) != ZERO_OK) return r;
-            for (k = 0; k < M->np; k++) {
-                void *data, *grad;
-                if (M->pmod[k] != m) continue;
-                n = zero_param_numel(z, M->p[k]);
-                if (!(data = zero_param_data(z, M->p[k])) || !(grad = zero_param_grad(z, M->p[k])))
-                    return ZERO_ERR_STATE;
-                zero_to_f32(w, data, pdt, n);
-                for (i = 0; i < n; i++)
-                    g[i] = 0.3f * w[i] + 0.05f * (float)((i + 3 * k + rank + s) % 7) - 0.15f;
-                zero_add_f32(grad, gdt, g, n);
+        for (mb = 0; mb < d.accum_steps; mb++)
+            for (m = 0; m < M->nmod - 1; m++) {
+                if ((r = zero_fetch(z, M->mods[m])) != ZERO_OK) return r;
+                for (k = 0; k < M->np; k++) {
+                    void *data, *grad;
+                    if (M->pmod[k] != m) continue;
+                    n = zero_param_numel(z, M->p[k]);
+                    data = base ? base + (size_t)client_param_off(M, k) * psz : zero_param_data(z, M->p[k]);
+                    grad = gbase ? gbase + (size_t)client_param_off(M, k) * gsz : zero_param_grad(z, M->p[k]);
+                    if (!data || !grad) return ZERO_ERR_STATE;
+                    zero_to_f32(w, data, d.param_dtype, n);
+                    for (i = 0; i < n; i++)
+                        g[i] = 0.3f * w[i] + 0.05f * (float)((i + 3 * k + rank + s + 2 * mb) % 7) - 0.15f;
+                    zero_add_f32(grad, d.grad_dtype, g, n);
+                }
+                if ((r = zero_release(z, M->mods[m])) != ZERO_OK) return r;
+                if ((r = zero_grads_ready(z, M->mods[m])) != ZERO_OK) return r;
             }
-            if ((r = zero_release(z, M->mods[m])) != ZERO_OK) return r;
-            if ((r = zero_grads_ready(z, M->mods[m])) != ZERO_OK) return r;
-        }
         r = zero_step(z);
         if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) return r;
     }
     return ZERO_OK;
 }
+static zero_result train(zero_ctx *z, const model *M, int rank, int steps) { return train_at(z, M, rank, steps, NULL, NULL); }
 
 /* ---- one run: a context on each rank, then what `mode` asks ---------------------------- */
-enum { MODE_ROUNDTRIP, MODE_SET_ALL, MODE_SET_EACH, MODE_LAYOUT, MODE_CKPT };
+enum { MODE_ROUNDTRIP, MODE_SET_ALL, MODE_SET_EACH, MODE_LAYOUT, MODE_CKPT, MODE_FLAT };
 
 typedef struct run {
-    int mode, stage, world, nvme;
+    int mode, stage, world, nvme, accum;
     zero_dtype dt;
     const float *a, *b;             /* values to set (b: the second set, after training) */
     float *out[3];                  /* each rank's gather at the end */
@@ -170,6 +201,58 @@ static void set_each(zero_ctx *z, const model *M, const float *all, zero_result 
 
 static int64_t slice_numel(const tensor *t) { return tensor_numel(t) / t->shape[0]; }
 
+/* the flat view, as fp32, against the params (the gather, in the param dtype) */
+static void flat_check(zero_ctx *z, const char *base, const float *gathered, float *tmp, int rank, const char *when) {
+    zero_dtype pdt = zero_query_desc(z).param_dtype;
+    int64_t N = total_numel(), i;
+    float *want = (float *)malloc((size_t)N * 4);
+    if (!CHECK(want != NULL, "out of memory")) return;
+    if (pdt == ZERO_F32) memcpy(want, gathered, (size_t)N * 4);
+    else
+        for (i = 0; i < N; i++) want[i] = zero__bf16_to_f32(zero__f32_to_bf16(gathered[i]));
+    zero_to_f32(tmp, base, pdt, N);     /* (tmp may be gathered) */
+    for (i = 0; i < N && tmp[i] == want[i]; i++) { }
+    CHECK(i == N, "rank %d: %s: the flat view's element %lld is %g, the params' %g", rank, when, (long long)i,
+          i < N ? (double)tmp[i] : 0.0, i < N ? (double)want[i] : 0.0);
+    free(want);
+}
+
+/* MODE_FLAT: the MODE_SET_EACH run, trained through one base pointer; then the view after a
+   step, a set and a load */
+static zero_result flat_rank(zero_ctx *z, const model *M, run *c, int rank, float *tmp) {
+    zero_desc d = zero_query_desc(z);
+    size_t psz = d.param_dtype == ZERO_F32 ? 4 : 2, gsz = d.grad_dtype == ZERO_F32 ? 4 : 2;
+    char *base = (char *)zero_param_data(z, M->p[0]), *gbase = NULL;
+    float *saved = NULL;
+    zero_result r = ZERO_OK;
+    int k, flat_grads = c->stage < 2;
+    if (flat_grads) gbase = (char *)zero_param_grad(z, M->p[0]);
+    if (!CHECK(base && (gbase || !flat_grads), "rank %d: no base pointer: %s", rank, zero_last_error(z)))
+        return ZERO_ERR_STATE;
+    for (k = 0; k < M->np; k++) {
+        size_t off = (size_t)client_param_off(M, k);
+        CHECK((char *)zero_param_data(z, M->p[k]) == base + off * psz, "rank %d: zero_param_data(param %d) is not base + %zu",
+              rank, k, off);
+        if (flat_grads && M->ptensor[k] < NT)
+            CHECK((char *)zero_param_grad(z, M->p[k]) == gbase + off * gsz, "rank %d: zero_param_grad(param %d) is not "
+                  "gbase + %zu", rank, k, off);
+    }
+    set_each(z, M, c->a, &r);
+    if (r == ZERO_OK && (r = zero_gather_params_f32(z, tmp)) == ZERO_OK) flat_check(z, base, tmp, tmp, rank, "after sets");
+    if (r != ZERO_OK || (r = train_at(z, M, rank, 2, base, gbase)) != ZERO_OK) return r;
+    if ((r = zero_set_params_f32(z, c->b)) != ZERO_OK || (r = train_at(z, M, rank, 2, base, gbase)) != ZERO_OK ||
+        (r = zero_gather_params_f32(z, c->out[rank])) != ZERO_OK)
+        return r;
+    if (!(saved = (float *)malloc((size_t)total_numel() * 4))) return ZERO_ERR_OUT_OF_MEMORY;
+    flat_check(z, base, c->out[rank], saved, rank, "after steps");
+    /* a checkpoint, a step away from it, and back: the view is the checkpoint's */
+    if ((r = zero_save(z, c->ckpt)) == ZERO_OK && (r = train_at(z, M, rank, 1, base, gbase)) == ZERO_OK &&
+        (r = zero_load(z, c->ckpt)) == ZERO_OK)
+        flat_check(z, base, c->out[rank], saved, rank, "after zero_load");
+    free(saved);
+    return r;
+}
+
 static zero_result run_rank(zero_comm *comm, int rank, void *user) {
     run *c = (run *)user;
     zero_desc d;
@@ -181,6 +264,8 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
     int k, l;
     fx_desc(&d, comm, c->stage, c->dt, ZERO_OPTIM_ADAMW, 0.01);
     d.cpu_threads = 1;
+    d.flat_layout = c->mode == MODE_FLAT;
+    d.accum_steps = c->accum;
     if (c->nvme) {
         d.offload_optimizer = ZERO_OFFLOAD_NVME;
         d.offload_params = ZERO_OFFLOAD_NVME;
@@ -250,6 +335,9 @@ static zero_result run_rank(zero_comm *comm, int rank, void *user) {
             (r = zero_save(z, c->ckpt)) != ZERO_OK || (r = zero_gather_params_f32(z, c->out[rank])) != ZERO_OK)
             break;
         break;
+    case MODE_FLAT:
+        r = flat_rank(z, &M, c, rank, tmp);
+        break;
     }
 done:
     if (r != ZERO_OK && rank == 0) snprintf(c->err, sizeof c->err, "%s", zero_last_error(z));
@@ -267,6 +355,7 @@ static int start(run *c, int mode, int stage, int world, zero_dtype dt, int nvme
     c->world = world;
     c->dt = dt;
     c->nvme = nvme;
+    c->accum = 1;
     c->a = a;
     c->b = b;
     for (k = 0; k < world; k++)
@@ -678,6 +767,86 @@ static void equal_case(int stage, int world, zero_dtype dt, int nvme) {
     test_end();
 }
 
+/* desc.flat_layout: trained llm.c's way through one pointer, bitwise the module-major run */
+static void flat_case(int stage, int world, zero_dtype dt, int accum) {
+    int64_t N = total_numel();
+    float *a = (float *)malloc((size_t)N * 4), *b = (float *)malloc((size_t)N * 4);
+    char dir[700];
+    run flat, each;
+    test_begin("flat_layout_stage%d_world%d_%s_accum%d", stage, world, zero_dtype_str(dt), accum);
+    snprintf(dir, sizeof dir, "%s/ckpt_flat_s%d_w%d_%d_a%d", tmpdir, stage, world, (int)dt, accum);
+    if (CHECK(a && b && start(&flat, MODE_FLAT, stage, world, dt, 0, a, b) &&
+              start(&each, MODE_SET_EACH, stage, world, dt, 0, a, b), "out of memory")) {
+        fill(a, N, 5, 0);
+        fill(b, N, 6, 0);
+        flat.accum = each.accum = accum;
+        flat.ckpt = dir;
+        if (go(&flat) == ZERO_OK && go(&each) == ZERO_OK) {
+            same_on_ranks(&flat);
+            CHECK(memcmp(flat.out[0], each.out[0], (size_t)N * 4) == 0, "the flat layout trained other values");
+            CHECK(memcmp(flat.out[0], b, (size_t)N * 4) != 0, "the run did not train");
+        }
+        finish(&flat);
+        finish(&each);
+    }
+    free(a);
+    free(b);
+    test_end();
+}
+
+/* desc.flat_layout's bytes: planned (the views' elements, unpadded), allocated as planned;
+   out of range and stage 3 refused with a message */
+static void test_flat_plan(void) {
+    int s, f;
+    for (s = 0; s <= 3; s++) {
+        zero_plan pl[2];
+        zero_stats st;
+        for (f = 0; f < 2; f++) {
+            zero_desc d;
+            zero_ctx *z = NULL;
+            model M;
+            zero_result r;
+            fx_desc(&d, NULL, s, ZERO_BF16, ZERO_OPTIM_ADAMW, 0.01);
+            d.flat_layout = f;
+            r = zero_create(&z, &d);
+            if (s == 3 && f) {
+                CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(NULL), "flat_layout") &&
+                      strstr(zero_last_error(NULL), "stage 3"), "stage 3 with flat_layout: %s: %s", zero_result_str(r),
+                      zero_last_error(NULL));
+                zero_destroy(z);
+                continue;
+            }
+            if (!CHECK(r == ZERO_OK, "zero_create: %s", zero_last_error(NULL))) return;
+            if (CHECK(add_model(z, &M) == ZERO_OK && zero_build(z) == ZERO_OK && zero_plan_get(z, &pl[f]) == ZERO_OK &&
+                      zero_stats_get(z, &st) == ZERO_OK, "stage %d: %s", s, zero_last_error(z))) {
+                int t, c;
+                for (t = 0; t < ZERO_TIER_NUM; t++)
+                    for (c = 0; c < ZERO_CAT_NUM; c++)
+                        CHECK(st.bytes[t][c] == pl[f].bytes[t][c], "stage %d flat %d: tier %d cat %d: allocated %lld, "
+                              "planned %lld", s, f, t, c, (long long)st.bytes[t][c], (long long)pl[f].bytes[t][c]);
+            }
+            zero_destroy(z);
+        }
+        if (s < 3) {
+            int64_t N = total_numel(), g = s < 2 ? 2 * N : 0;
+            CHECK(pl[1].flat_bytes == 2 * N + g && pl[0].flat_bytes == 0, "stage %d: flat_bytes %lld, expected %lld", s,
+                  (long long)pl[1].flat_bytes, (long long)(2 * N + g));
+            CHECK(pl[1].bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] - pl[0].bytes[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] == 2 * N &&
+                  pl[1].bytes[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] - pl[0].bytes[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] == g,
+                  "stage %d: the views are not the params' and grads' difference", s);
+        }
+    }
+    {
+        zero_desc d;
+        zero_ctx *z = NULL;
+        fx_desc(&d, NULL, 0, ZERO_F32, ZERO_OPTIM_ADAMW, 0.01);
+        d.flat_layout = 2;
+        CHECK(zero_create(&z, &d) == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(NULL), "flat_layout is 2"),
+              "flat_layout 2: %s", zero_last_error(NULL));
+        zero_destroy(z);
+    }
+}
+
 /* a stack's slices, at stage 3 gathered per layer, are the client's [L, ...] tensor's */
 static void layout_case(int stage, int world) {
     int64_t N = total_numel();
@@ -820,6 +989,13 @@ int main(void) {
     equal_case(3, 1, ZERO_F32, 1);
     layout_case(3, 3);
     layout_case(0, 1);
+    TEST_RUN(test_flat_plan);
+    flat_case(0, 1, ZERO_F32, 1);
+    flat_case(0, 3, ZERO_BF16, 2);
+    flat_case(1, 3, ZERO_F32, 2);
+    flat_case(1, 1, ZERO_BF16, 1);
+    flat_case(2, 3, ZERO_BF16, 1);
+    flat_case(2, 1, ZERO_F32, 2);
     ckpt_case(0, 1, ZERO_F32);
     ckpt_case(3, 3, ZERO_BF16);
     ckpt_case(1, 3, ZERO_F32);
