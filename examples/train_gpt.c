@@ -73,6 +73,7 @@ typedef struct {
     int stage, ranks, steps, accum, layers, dim, heads, seq, batch, quiet;
     int batch_set;               // --batch given (else the default rounds up to fit --ranks * --accum)
     int untie;                   // the output layer has weights of its own (a tiled linear)
+    int flat_layout;             // --flat-layout: desc.flat_layout (stages 0-2; the same bits)
     zero_dtype dtype;
     float lr;
     uint64_t seed;
@@ -735,6 +736,7 @@ static zero_result stage_plans(trainer *t) {
             // reduce-scatter of stages 1-3 (zero_create refuses them elsewhere)
             if (s != 3) d.qwz = d.hpz = 0;
             if (s == 0) d.qgz = 0;
+            if (s == 3) d.flat_layout = 0;      // (stage 3 has no flat views: refused there)
             tmp.z = NULL;
             tmp.block_mod = (zero_module *)calloc((size_t)t->L, sizeof(zero_module));
             tmp.bp = (zero_param *)calloc((size_t)t->L * NPARAM, sizeof(zero_param));
@@ -1012,6 +1014,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.stage = c->stage;             // (with --deepspeed: the config's, copied into c by read_deepspeed)
     d.param_dtype = c->dtype;
     d.accum_steps = c->accum;
+    d.flat_layout = c->flat_layout;
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -1205,6 +1208,8 @@ static void usage(FILE *f) {
         "  --ckpt-every N     and after every N-th step of this run (with --save-ckpt)\n"
         "  --load-ckpt DIR    start from DIR: params, optimizer, step count, the data position and seed;\n"
         "                     --steps more steps then continue the saved run bit for bit\n"
+        "  --flat-layout      the params (stages 0-1: and gradients) in one buffer in the flat order\n"
+        "                     (desc.flat_layout; stages 0-2): the same bits, one more copy of each\n"
         "  --skip-step K      make step K (counted from the first run's start) overflow: zero_step\n"
         "                     skips it (to test that a resume keeps skipped steps' data)\n"
         "  --deepspeed FILE   take the zero_desc from a DeepSpeed config (ds_config.json): its stage,\n"
@@ -1277,6 +1282,7 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
         if (!strcmp(o, "--untie")) { c->untie = 1; continue; }
+        if (!strcmp(o, "--flat-layout")) { c->flat_layout = 1; continue; }
         if (!strcmp(o, "--checkpoint-activations")) { c->ckpt = 1; continue; }
         if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }

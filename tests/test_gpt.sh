@@ -83,6 +83,17 @@ b=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offlo
 c=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --accum 2 --offload-optimizer cpu 2>&1)")
 if [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]; then pass gpt_tied_accum_offload
 else fail gpt_tied_accum_offload "params_hash stage 2: '$a', stage 3 nvme: '$b', stage 3 cpu: '$c'"; fi
+# --flat-layout (desc.flat_layout: the tied wte's gradient through the flat view, reduced
+# once both its users are in) gives the same bits at stages 0-2; stage 3 refuses it
+# (stages 0-1 add a step's micro-batches locally, 2-3 reduce each: other bits at accum 2)
+a1=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 1 --ranks 2 --accum 2 2>&1)")
+f0=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 0 --ranks 2 --accum 2 --flat-layout 2>&1)")
+f1=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 1 --ranks 2 --accum 2 --flat-layout 2>&1)")
+f2=$(hash_of "$("$B/train_gpt" "${HASH[@]}" --stage 2 --ranks 2 --accum 2 --flat-layout --offload-optimizer cpu 2>&1)")
+out=$("$B/train_gpt" "${HASH[@]}" --stage 3 --ranks 2 --flat-layout 2>&1); rc=$?
+if [ -n "$a" ] && [ -n "$a1" ] && [ "$f0" = "$a1" ] && [ "$f1" = "$a1" ] && [ "$f2" = "$a" ] && [ $rc -ne 0 ] &&
+   printf '%s' "$out" | grep -q 'flat_layout is set at stage 3'; then pass gpt_flat_layout
+else fail gpt_flat_layout "params_hash stages 0/1/2: '$f0' '$f1' '$f2', module-major stage 1 '$a1', 2 '$a'; stage 3: exit $rc: $(printf '%s' "$out" | tail -n 1)"; fi
 # checkpoints: 600 steps straight (step 150 made to overflow: a skipped step) equal bitwise
 # 300 steps, --save-ckpt, then --load-ckpt and 300 more, resumed at stages 3, 1 and 0 (the
 # data position and seed come from the checkpoint's records); --ckpt-every saves on the way
