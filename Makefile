@@ -39,6 +39,9 @@
 #                     gpu_nccl, train_mlp, ... through tests/test_cuda_mock.sh
 #   make CBLAS=1      GEMMs through cblas_sgemm (-DZERO_CBLAS, CBLAS_LIBS ?= -lblas); make test
 #                     also builds test_tiling that way (tests/test_cblas.sh) when cblas.h exists
+#   make build/nolinux/NAME  tests/NAME.c with -DZERO_NO_LINUX (POSIX calls only: what macOS and
+#                     the BSDs get); make test runs test_offload, test_ckpt and test_errors so
+#                     through tests/test_nolinux.sh
 #   make clean        rm -rf build
 #
 # Every program is one C file that defines ZERO_IMPLEMENTATION itself; everything is
@@ -292,7 +295,8 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
                    $(addprefix $(BUILD)/mock-tsan/,test_device cuda_mock_streams test_nccl train_mlp cuda_mock_zpp \
                      cuda_mock_staging) \
                    $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
-test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES)
+NOLINUX_TEST_PROGS := $(addprefix $(BUILD)/nolinux/,test_offload test_ckpt test_errors)   # tests/test_nolinux.sh
+test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every
 # tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
@@ -358,6 +362,9 @@ cc_mock_obj    = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(ZERO_CFLA
 cc_mock_tsan   = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAGS) $(TSAN_CFLAGS)
 link_plain     = $(LDLIBS) $(ZERO_LDLIBS)
 link_asan      = $(link_plain)
+# ZERO_NO_LINUX (tests/test_nolinux.sh): POSIX calls only, the fallbacks macOS and the BSDs get
+cc_nolinux     = $(CC) $(filter-out -DZERO_IO_URING,$(ZERO_CPPFLAGS)) $(CPPFLAGS) -DZERO_NO_LINUX $(ZERO_CFLAGS) $(CFLAGS)
+link_nolinux   = $(LDLIBS) $(filter-out -luring,$(ZERO_LDLIBS))
 link_tsan      = $(link_plain)
 link_mpi       = $(link_plain)
 link_cuda      = $(CUDA_OBJ) $(CUDA_LDLIBS) $(link_plain)
@@ -367,6 +374,7 @@ cc_kemu_asan   = $(CC) $(ZERO_CPPFLAGS) $(CPPFLAGS) $(MOCK_CPPFLAGS) $(SAN_CFLAG
 link_kemu_asan = $(KEMU_ASAN_OBJ) $(MOCK_LDLIBS) $(link_plain)
 dir_plain     := $(BUILD)
 dir_asan      := $(BUILD)/asan
+dir_nolinux   := $(BUILD)/nolinux
 dir_tsan      := $(BUILD)/tsan
 dir_mpi       := $(BUILD)/mpi
 dir_nvcc      := $(BUILD)/cuda
@@ -376,7 +384,7 @@ dir_mock_obj  := $(BUILD)/mock
 dir_mock_tsan := $(BUILD)/mock-tsan
 dir_kemu_asan := $(BUILD)/kemu-asan
 
-$(sort $(foreach v,plain asan tsan mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
+$(sort $(foreach v,plain asan tsan nolinux mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
 	@mkdir -p $@
 
 # $(eval $(call program,V,HEAD)): the rule HEAD ("targets: prerequisites", a static pattern
@@ -398,6 +406,7 @@ $(eval $(call program,plain,$(EXAMPLES): $(BUILD)/%: examples/%.c $(EXAMPLE_DEPS
 $(eval $(call program,plain,$(TESTS): $(BUILD)/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,asan,$(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,tsan,$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,nolinux,$(BUILD)/nolinux/%: tests/%.c $(TEST_DEPS)))
 
 $(eval $(call program,mpi,$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS)))
 $(eval $(call program,mpi,$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS)))

@@ -290,6 +290,10 @@
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
        ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+       ZERO_NO_LINUX         POSIX calls only, none of Linux's (defined by zero.h off Linux):
+                             no io_uring, O_DIRECT (F_NOCACHE where it exists), madvise,
+                             pthread_condattr_setclock (timeouts on CLOCK_REALTIME) or
+                             posix_fallocate (ftruncate); tests/test_nolinux.sh runs it here
        ZERO_STAGING_BYTES    the CUDA device's two pinned staging buffers, bytes each (default
                              4 MiB; a multiple of 64): zero_param_set_f32, zero_gather_params_f32
                              and checkpoints move values through them. ZERO_STAGE_BYTES, its
@@ -2143,6 +2147,7 @@ int pthread_condattr_setclock(pthread_condattr_t *attr, clockid_t clock_id);
 ssize_t pread(int fd, void *buf, size_t n, off_t off);
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
 int posix_fallocate(int fd, off_t off, off_t len);
+int ftruncate(int fd, off_t len);
 #endif
 #ifndef AI_NUMERICSERV
 #  define AI_NUMERICSERV 0x0400     /* glibc's value (hidden with getaddrinfo) */
@@ -2150,9 +2155,21 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #if defined(__linux__) && !defined(AT_FDCWD)
 #  define AT_FDCWD -100             /* liburing.h's inline helpers use it; hidden likewise */
 #endif
+/* ZERO_NO_LINUX: POSIX calls only, none of Linux's (defined here off Linux; define it on
+   Linux to run the fallbacks): no io_uring, no O_DIRECT (F_NOCACHE where the platform has
+   it, macOS; else the page cache), no madvise, no pthread_condattr_setclock (timeouts on
+   CLOCK_REALTIME, as macOS needs), no posix_fallocate (ftruncate) */
+#if !defined(__linux__) && !defined(ZERO_NO_LINUX)
+#  define ZERO_NO_LINUX 1
+#endif
+#if defined(ZERO_NO_LINUX) && defined(ZERO_IO_URING)
+#  error "zero.h: ZERO_IO_URING is Linux's; a ZERO_NO_LINUX build uses the threads I/O engine"
+#endif
 /* O_DIRECT for the NVMe tier's blocks: glibc names it only under _GNU_SOURCE, but always
    defines its value as __O_DIRECT; with neither, the tier goes through the page cache */
-#if defined(O_DIRECT)
+#if defined(ZERO_NO_LINUX)
+#  define ZERO__O_DIRECT 0
+#elif defined(O_DIRECT)
 #  define ZERO__O_DIRECT O_DIRECT
 #elif defined(__O_DIRECT)
 #  define ZERO__O_DIRECT __O_DIRECT
@@ -2161,10 +2178,12 @@ int posix_fallocate(int fd, off_t off, off_t len);
 #endif
 /* huge pages for the NVMe tier's I/O buffers (>>io): glibc hides madvise and MADV_HUGEPAGE
    in strict ISO mode; the value is Linux's (14 on every architecture but old parisc) */
-#if defined(__linux__) && !defined(__cplusplus)
+#if defined(__linux__) && !defined(__cplusplus) && !defined(ZERO_NO_LINUX)
 int madvise(void *addr, size_t len, int advice);
 #endif
-#if defined(MADV_HUGEPAGE)
+#if defined(ZERO_NO_LINUX)
+   /* (no huge-page advice) */
+#elif defined(MADV_HUGEPAGE)
 #  define ZERO__MADV_HUGEPAGE MADV_HUGEPAGE
 #elif defined(__linux__) && !defined(__hppa__)
 #  define ZERO__MADV_HUGEPAGE 14
@@ -2734,8 +2753,8 @@ static double zero__now_ms(void) {
 
 /* Condition variables wait on CLOCK_MONOTONIC where the platform allows it, so a
    clock change cannot stretch a collective's timeout. */
-#if defined(__APPLE__)
-#  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock */
+#if defined(__APPLE__) || defined(ZERO_NO_LINUX)
+#  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock (macOS) */
 #endif
 static void zero__cond_init(pthread_cond_t *cv) {
 #if defined(ZERO__COND_REALTIME)
@@ -8746,7 +8765,11 @@ static int64_t zero__sys_pwrite(int fd, const void *buf, size_t n, int64_t off) 
     ssize_t r = pwrite(fd, buf, n, (off_t)off);
     return r < 0 ? -(int64_t)errno : (int64_t)r;
 }
+#if defined(ZERO_NO_LINUX)            /* (macOS has no posix_fallocate: the file's size, sparse) */
+static int zero__sys_allocate(int fd, int64_t len) { return ftruncate(fd, (off_t)len) < 0 ? -errno : 0; }
+#else
 static int zero__sys_allocate(int fd, int64_t len) { return -posix_fallocate(fd, 0, (off_t)len); }
+#endif
 static int zero__sys_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 /* process-wide on purpose: a test hook, never changed by zero.h itself */
 static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_pwrite, zero__sys_allocate,
@@ -9122,6 +9145,9 @@ static zero_result zero__io_create(zero_ctx *ctx, const char *path, int64_t byte
         f = zero__fops.open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
         *buffered = 1;
     }
+#if defined(F_NOCACHE)                  /* macOS: its O_DIRECT, set after the open */
+    if (f >= 0 && fcntl(f, F_NOCACHE, 1) != 0) *buffered = 1;
+#endif
     if (f < 0)
         return zero__fail(ctx, ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO, "zero_build: cannot create the %s file %s: %s",
                           what, path, strerror(-f));
