@@ -254,7 +254,10 @@
          dtype, src, n) narrows fp32 to dtype and zero_add_f32(dst, dtype, src, n) adds fp32
          values into a dtype array (dst += src, summed in fp32: an fp32 gradient into a bf16
          zero_param_grad); what narrows rounds to nearest even (a NaN stays a NaN; in f16, a
-         value past the range becomes infinity).
+         value past the range becomes infinity). zero_expf, zero_logf and zero_tanhf are exp,
+         log and tanh with the same bits on every platform, compiler and GPU (libm's differ:
+         glibc's tanhf between x86-64 and ARM64, say), within 1 ulp: use them where your
+         loss or activations should train bit for bit the same everywhere (the examples do).
          zero_dtype_size(dtype) is the bytes of one element (0: unknown), zero_dtype_str its
          name ("f32", "bf16", "f16").
 
@@ -1647,6 +1650,11 @@ ZERO_API zero_result zero_trace_save(zero_ctx *ctx, const char *path);     /* co
 ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n);
 ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n);
 ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n);  /* dst += src */
+/* exp, log and tanh with the same bits on every platform, compiler and the GPU (libm's do
+   not agree across them); within 1 ulp; what zero_gelu and zero_softmax_xent use */
+ZERO_API float zero_expf(float x);
+ZERO_API float zero_logf(float x);
+ZERO_API float zero_tanhf(float x);
 
 #ifdef __cplusplus
 }
@@ -1911,11 +1919,75 @@ ZERO_HD static inline float zero__qp_value(const void *p, int64_t codes_bytes, i
     return (float)q * ((const float *)(c + codes_bytes))[b];
 }
 
+/* exp, log and tanh from IEEE double operations alone, no libm (whose expf, logf and tanhf
+   give other bits on other platforms: glibc's tanhf differs between x86-64 and AArch64,
+   and the GPU's and Windows' differ again), so the trainer helpers and the examples give
+   the same bits everywhere: computed in double, rounded to float once (within 1 ulp of the
+   exact value; tests/test_kmath.c checks against libm). */
+ZERO_HD static inline double zero__bits_f64(uint64_t u) { double d; memcpy(&d, &u, 8); return d; }
+/* e^y for -745 < y < 710: y = k ln2 + r (Cody-Waite, |r| <= ln2 / 2), e^r by Taylor to
+   degree 13 (remainder < 1e-17), times 2^k built from its bits (twice below 2^-1022) */
+ZERO_HD static inline double zero__exp_d(double y) {
+    double kd = y * 1.4426950408889634, r, p;
+    int k = (int)(kd < 0 ? kd - 0.5 : kd + 0.5);
+    r = (y - (double)k * 6.93147180369123816490e-01) - (double)k * 1.90821492927058770002e-10;
+    p = 1.0 / 6227020800.0;                                              /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;  p = p * r + 1.0 / 39916800.0;  p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;     p = p * r + 1.0 / 40320.0;     p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;        p = p * r + 1.0 / 120.0;       p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;          p = p * r + 0.5;               p = p * r + 1.0;
+    p = p * r + 1.0;
+    if (k < -1000) return p * zero__bits_f64((uint64_t)(k + 600 + 1023) << 52) * zero__bits_f64((uint64_t)(1023 - 600) << 52);
+    return p * zero__bits_f64((uint64_t)(k + 1023) << 52);
+}
+ZERO_HD static inline float zero__expf(float x) {
+    if (x != x) return x;
+    if (x > 88.72283935546875f) return zero__bits_f32(0x7f800000u);    /* (inf from 88.7228317 up) */
+    if (x < -104.0f) return 0.0f;                                       /* below half the least subnormal */
+    return (float)zero__exp_d((double)x);
+}
+/* log x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1),
+   |s| < 0.172, by its series to s^21 */
+ZERO_HD static inline float zero__logf(float x) {
+    uint32_t u = zero__f32_bits(x);
+    int e = 0;
+    double m, s, s2, q;
+    if (x != x || x == zero__bits_f32(0x7f800000u)) return x;
+    if (x == 0.0f) return -zero__bits_f32(0x7f800000u);
+    if (u >> 31) return zero__bits_f32(0x7fc00000u);                   /* negative: NaN */
+    if (u < 0x00800000u) { x *= 8388608.0f; u = zero__f32_bits(x); e = -23; }   /* subnormal: times 2^23 */
+    e += (int)(u >> 23) - 127;
+    m = (double)zero__bits_f32((u & 0x007fffffu) | 0x3f800000u);      /* [1, 2) */
+    if (m > 1.4142135623730951) { m *= 0.5; e++; }
+    s = (m - 1.0) / (m + 1.0);
+    s2 = s * s;
+    q = 1.0 / 21;
+    q = q * s2 + 1.0 / 19; q = q * s2 + 1.0 / 17; q = q * s2 + 1.0 / 15; q = q * s2 + 1.0 / 13;
+    q = q * s2 + 1.0 / 11; q = q * s2 + 1.0 / 9;  q = q * s2 + 1.0 / 7;  q = q * s2 + 1.0 / 5;
+    q = q * s2 + 1.0 / 3;  q = q * s2 + 1.0;
+    return (float)((double)e * 0.6931471805599453 + 2.0 * s * q);
+}
+/* tanh x: x - x^3/3 + ... to x^9 below 1/8 (remainder < 1e-11 relative), 1 - 2/(e^2|x| + 1)
+   up to 10, and +-1 beyond (tanh(10) rounds to 1 in float) */
+ZERO_HD static inline float zero__tanhf(float x) {
+    double d = (double)x, a = d < 0 ? -d : d, t;
+    if (x != x || x == 0.0f) return x;                                 /* (-0 stays -0) */
+    if (a >= 10.0) return x < 0 ? -1.0f : 1.0f;
+    if (a < 0.125) {
+        double d2 = d * d;
+        t = 62.0 / 2835.0;
+        t = t * d2 - 17.0 / 315.0; t = t * d2 + 2.0 / 15.0; t = t * d2 - 1.0 / 3.0;
+        return (float)(d + d * (d2 * t));
+    }
+    t = 1.0 - 2.0 / (zero__exp_d(2.0 * a) + 1.0);
+    return (float)(d < 0 ? -t : t);
+}
+
 /* The tanh GELU of examples/train_mlp.c, operation for operation:
    th = tanh(sqrt(2/pi) (x + 0.044715 x^3)), y = 0.5 x (1 + th),
    dy/dx = 0.5 (1 + th) + 0.5 x (1 - th^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
 #define ZERO__GELU_SCALE 0.7978845608028654f
-ZERO_HD static inline float zero__gelu_th(float x) { return tanhf(ZERO__GELU_SCALE * (x + 0.044715f * x * x * x)); }
+ZERO_HD static inline float zero__gelu_th(float x) { return zero__tanhf(ZERO__GELU_SCALE * (x + 0.044715f * x * x * x)); }
 ZERO_HD static inline float zero__gelu(float x, float th) { return 0.5f * x * (1.0f + th); }
 ZERO_HD static inline float zero__gelu_grad(float x, float th) {
     float sech2 = 1.0f - th * th;
@@ -1923,7 +1995,7 @@ ZERO_HD static inline float zero__gelu_grad(float x, float th) {
 }
 /* softmax cross-entropy, as examples/train_mlp.c: with mx the row's max, e = exp(l - mx) and
    sum their sum, loss = log(sum) - (l[label] - mx) and dlogit = dscale * (e / sum - onehot) */
-ZERO_HD static inline float zero__xent_loss(float sum, float l_label, float mx) { return logf(sum) - (l_label - mx); }
+ZERO_HD static inline float zero__xent_loss(float sum, float l_label, float mx) { return zero__logf(sum) - (l_label - mx); }
 ZERO_HD static inline float zero__xent_grad(float e, float inv_sum, int is_label, float dscale) {
     return dscale * (e * inv_sum - (is_label ? 1.0f : 0.0f));
 }
@@ -4979,7 +5051,7 @@ static zero_result zero__cpu_xent(zero_ctx *ctx, float *loss, float *dlogits, co
         const float *l = logits + b * classes;
         float *d = dlogits + b * classes, mx = l[0], sum = 0.0f, inv;
         for (c = 1; c < classes; c++) mx = l[c] > mx ? l[c] : mx;
-        for (c = 0; c < classes; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
+        for (c = 0; c < classes; c++) { d[c] = zero__expf(l[c] - mx); sum += d[c]; }
         loss[b] = zero__xent_loss(sum, l[labels[b]], mx);
         inv = 1.0f / sum;
         for (c = 0; c < classes; c++) d[c] = zero__xent_grad(d[c], inv, c == labels[b], dscale);
@@ -16960,6 +17032,9 @@ ZERO_API const char *zero_last_error(const zero_ctx *ctx) { return zero__last_er
 ZERO_API void zero_to_f32(float *dst, const void *src, zero_dtype t, int64_t n) { zero__to_f32(dst, src, t, n); }
 ZERO_API void zero_from_f32(void *dst, zero_dtype t, const float *src, int64_t n) { zero__from_f32(dst, t, src, n); }
 ZERO_API void zero_add_f32(void *dst, zero_dtype t, const float *src, int64_t n) { zero__add_f32(dst, t, src, n); }
+ZERO_API float zero_expf(float x) { return zero__expf(x); }
+ZERO_API float zero_logf(float x) { return zero__logf(x); }
+ZERO_API float zero_tanhf(float x) { return zero__tanhf(x); }
 
 /* ---- communicators ------------------------------------------------------------------ */
 ZERO_API zero_result zero_group_create(zero_group **out, int world_size) {

@@ -595,12 +595,12 @@ zk_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels,
         float mx = l[0], sum = 0.0f, inv;
         for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) mx = l[c] > mx ? l[c] : mx;
         mx = zk_block_reduce<1>(mx, sh);
-        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) sum += expf(l[c] - mx);
+        for (int64_t c = threadIdx.x; c < classes; c += blockDim.x) sum += zero__expf(l[c] - mx);
         sum = zk_block_reduce<0>(sum, sh);
         inv = 1.0f / sum;
         if (threadIdx.x == 0) loss[r] = ok ? zero__xent_loss(sum, l_label, mx) : zero__bits_f32(0x7fc00000u);
         for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-            d[c] = zero__xent_grad(expf(l[c] - mx), inv, c == label, dscale);
+            d[c] = zero__xent_grad(zero__expf(l[c] - mx), inv, c == label, dscale);
     }
 }
 

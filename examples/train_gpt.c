@@ -49,7 +49,8 @@ Build and run:
     build/train_gpt --ranks 8 --ranks-per-node 2 --qwz --qgz --hpz 2 --steps 50
 */
 #define _POSIX_C_SOURCE 200809L
-#include <math.h>     // defines: expf, logf, tanhf, sqrtf, sqrt, log, cos, sin
+#include <math.h>     // defines: sqrtf, sqrt, log, cos, sin (exp, log and tanh in float: zero_expf, ...,
+                      // the same bits on every platform)
 #include <stdint.h>   // defines: uint64_t, int64_t
 #include <stdio.h>    // defines: printf, fprintf, fopen, fread, fclose, snprintf
 #include <stdlib.h>   // defines: malloc, calloc, realloc, free, getenv
@@ -257,7 +258,7 @@ static void attention_forward(float *out, float *att, const float *qkv, int B, i
                     a[t2] = dot * scale;
                     if (a[t2] > mx) mx = a[t2];
                 }
-                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(a[t2] - mx); sum += a[t2]; }
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = zero_expf(a[t2] - mx); sum += a[t2]; }
                 float inv = 1.0f / sum;
                 float *o = out + ((int64_t)b * T + t) * C + h * hs;
                 for (int i = 0; i < hs; i++) o[i] = 0.0f;
@@ -302,7 +303,7 @@ static void attention_backward(float *dqkv, float *datt_row, const float *dout, 
 static void gelu_forward(float *out, float *th, const float *inp, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float x = inp[i];
-        th[i] = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        th[i] = zero_tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
         out[i] = 0.5f * x * (1.0f + th[i]);
     }
 }
@@ -555,8 +556,8 @@ static zero_result forward(trainer *t, int B, int T, const int *targets, float g
         float *l = t->logits + (int64_t)i * VOCAB, mx = l[0], sum = 0.0f;
         for (int v = 1; v < VOCAB; v++) mx = l[v] > mx ? l[v] : mx;
         float lt = l[targets[i]] - mx;
-        for (int v = 0; v < VOCAB; v++) { l[v] = expf(l[v] - mx); sum += l[v]; }
-        loss += (double)(logf(sum) - lt);
+        for (int v = 0; v < VOCAB; v++) { l[v] = zero_expf(l[v] - mx); sum += l[v]; }
+        loss += (double)(zero_logf(sum) - lt);
         float inv = grad_scale / sum;
         for (int v = 0; v < VOCAB; v++) l[v] *= inv;
         l[targets[i]] -= grad_scale;
@@ -681,7 +682,7 @@ static zero_result sample_text(trainer *t) {
         ZCHECK(forward(t, 1, T, NULL, 0.0f, 1, NULL));
         float mx = t->logits[0], sum = 0.0f;
         for (int v = 1; v < VOCAB; v++) mx = t->logits[v] > mx ? t->logits[v] : mx;
-        for (int v = 0; v < VOCAB; v++) sum += (t->logits[v] = expf(t->logits[v] - mx));
+        for (int v = 0; v < VOCAB; v++) sum += (t->logits[v] = zero_expf(t->logits[v] - mx));
         float u = (float)next_uniform(&s) * sum, acc = 0.0f;
         int pick = VOCAB - 1;
         for (int v = 0; v < VOCAB; v++) { acc += t->logits[v]; if (u < acc) { pick = v; break; } }

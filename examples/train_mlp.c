@@ -23,7 +23,8 @@ One rank per process instead (make builds it with mpicc when mpicc exists; rank 
     mpirun -np 4 build/mpi/train_mlp --comm mpi --stage 3
 */
 #define _POSIX_C_SOURCE 200809L
-#include <math.h>     // defines: expf, logf, tanhf, sqrt, log, cos, sin
+#include <math.h>     // defines: sqrt, log, cos, sin (exp, log and tanh in float: zero_expf, ...,
+                      // the same bits on every platform)
 #include <stdint.h>   // defines: uint64_t, int64_t
 #include <stdio.h>    // defines: printf, fprintf, fopen, fwrite, fclose
 #include <stdlib.h>   // defines: malloc, calloc, free, getenv
@@ -120,7 +121,7 @@ static int make_sample(float *x, const teacher *t, uint64_t seed, uint64_t g) {
     for (int j = 0; j < TEACHER_HIDDEN; j++) {
         float acc = 0.0f;
         for (int i = 0; i < IN_DIM; i++) acc += t->a[j * IN_DIM + i] * x[i];
-        h[j] = tanhf(acc * 0.125f);   // 0.125 = 1/sqrt(IN_DIM): pre-activations ~ N(0,1)
+        h[j] = zero_tanhf(acc * 0.125f);   // 0.125 = 1/sqrt(IN_DIM): pre-activations ~ N(0,1)
     }
     int best = 0;
     float best_v = -INFINITY;
@@ -215,7 +216,7 @@ static void transpose(float *restrict dst, const float *restrict src, int rows, 
 static void gelu_forward(float *out, float *th, const float *inp, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float x = inp[i];
-        th[i] = tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
+        th[i] = zero_tanhf(GELU_SCALE * (x + 0.044715f * x * x * x));
         out[i] = 0.5f * x * (1.0f + th[i]);
     }
 }
@@ -236,8 +237,8 @@ static double crossentropy(float *dlogits, const float *logits, const int *label
         float mx = l[0];
         for (int c = 1; c < C; c++) mx = l[c] > mx ? l[c] : mx;
         float sum = 0.0f;
-        for (int c = 0; c < C; c++) { d[c] = expf(l[c] - mx); sum += d[c]; }
-        loss += (double)(logf(sum) - (l[labels[b]] - mx));
+        for (int c = 0; c < C; c++) { d[c] = zero_expf(l[c] - mx); sum += d[c]; }
+        loss += (double)(zero_logf(sum) - (l[labels[b]] - mx));
         float inv = 1.0f / sum;
         for (int c = 0; c < C; c++) d[c] = grad_scale * (d[c] * inv - (c == labels[b] ? 1.0f : 0.0f));
     }

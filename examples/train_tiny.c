@@ -89,7 +89,7 @@ static zero_result micro_batch(model *m, int n, const float *x, const float *y, 
         for (int j = 0; j < HID; j++) {
             float a = b1[j];
             for (int k = 0; k < IN; k++) a += w1[j * IN + k] * x[s * IN + k];
-            h[s * HID + j] = tanhf(a);
+            h[s * HID + j] = zero_tanhf(a);
         }
     if ((r = zero_release(m->z, m->l1)) != ZERO_OK) return r;
     if ((r = zero_fetch(m->z, m->l2)) != ZERO_OK) return r;       /* layer 2: forward and backward */
