@@ -42,6 +42,10 @@
 #   make build/nolinux/NAME  tests/NAME.c with -DZERO_NO_LINUX (POSIX calls only: what macOS and
 #                     the BSDs get); make test runs test_offload, test_ckpt and test_errors so
 #                     through tests/test_nolinux.sh
+#   make build/arm64/NAME  tests/NAME.c or examples/NAME.c cross-built for ARM64 (ARM64_CC, default
+#                     aarch64-linux-gnu-gcc); make test runs test_cpuopt and train_mlp so under
+#                     qemu-aarch64 through tests/test_arm64.sh (NEON and scalar paths, and the bits
+#                     of the x86-64 build)
 #   make clean        rm -rf build
 #
 # Every program is one C file that defines ZERO_IMPLEMENTATION itself; everything is
@@ -49,6 +53,8 @@
 # fails leaves no stale binary behind (rm -f first), so the runner sees it as missing.
 
 CC  := $(if $(filter default,$(origin CC)),gcc,$(CC))
+# tests/test_arm64.sh's cross compiler (build/arm64/)
+ARM64_CC ?= aarch64-linux-gnu-gcc
 CXX := $(if $(filter default,$(origin CXX)),g++,$(CXX))
 
 BUILD    ?= build
@@ -296,7 +302,8 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
                      cuda_mock_staging) \
                    $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
 NOLINUX_TEST_PROGS := $(addprefix $(BUILD)/nolinux/,test_offload test_ckpt test_errors)   # tests/test_nolinux.sh
-test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS)
+ARM64_TEST_PROGS = $(if $(shell command -v $(ARM64_CC) 2>/dev/null),$(addprefix $(BUILD)/arm64/,test_cpuopt test_kmath train_mlp))
+test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS) $(ARM64_TEST_PROGS)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every
 # tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
@@ -365,6 +372,9 @@ link_asan      = $(link_plain)
 # ZERO_NO_LINUX (tests/test_nolinux.sh): POSIX calls only, the fallbacks macOS and the BSDs get
 cc_nolinux     = $(CC) $(filter-out -DZERO_IO_URING,$(ZERO_CPPFLAGS)) $(CPPFLAGS) -DZERO_NO_LINUX $(ZERO_CFLAGS) $(CFLAGS)
 link_nolinux   = $(LDLIBS) $(filter-out -luring,$(ZERO_LDLIBS))
+# ARM64 (tests/test_arm64.sh): a cross compiler, the programs run under qemu-aarch64
+cc_arm64       = $(ARM64_CC) -I. $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
+link_arm64     = $(LDLIBS) -lm
 link_tsan      = $(link_plain)
 link_mpi       = $(link_plain)
 link_cuda      = $(CUDA_OBJ) $(CUDA_LDLIBS) $(link_plain)
@@ -375,6 +385,7 @@ link_kemu_asan = $(KEMU_ASAN_OBJ) $(MOCK_LDLIBS) $(link_plain)
 dir_plain     := $(BUILD)
 dir_asan      := $(BUILD)/asan
 dir_nolinux   := $(BUILD)/nolinux
+dir_arm64     := $(BUILD)/arm64
 dir_tsan      := $(BUILD)/tsan
 dir_mpi       := $(BUILD)/mpi
 dir_nvcc      := $(BUILD)/cuda
@@ -384,7 +395,7 @@ dir_mock_obj  := $(BUILD)/mock
 dir_mock_tsan := $(BUILD)/mock-tsan
 dir_kemu_asan := $(BUILD)/kemu-asan
 
-$(sort $(foreach v,plain asan tsan nolinux mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
+$(sort $(foreach v,plain asan tsan nolinux arm64 mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
 	@mkdir -p $@
 
 # $(eval $(call program,V,HEAD)): the rule HEAD ("targets: prerequisites", a static pattern
@@ -407,6 +418,8 @@ $(eval $(call program,plain,$(TESTS): $(BUILD)/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,asan,$(ASAN): $(BUILD)/asan/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,tsan,$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,nolinux,$(BUILD)/nolinux/%: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,arm64,$(BUILD)/arm64/%: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,arm64,$(BUILD)/arm64/%: examples/%.c $(EXAMPLE_DEPS)))
 
 $(eval $(call program,mpi,$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS)))
 $(eval $(call program,mpi,$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS)))

@@ -312,7 +312,7 @@
    ENVIRONMENT VARIABLES (all optional)
 
        ZERO_IO=uring|threads          the NVMe tier's I/O engine, read at zero_build (ON OFFLOAD)
-       ZERO_SIMD=scalar|avx2|avx512   caps the CPU optimizer's SIMD path, read at zero_create
+       ZERO_SIMD=scalar|avx2|avx512|neon   caps the CPU kernels' SIMD path, read at zero_create
        ZERO_RENDEZVOUS_PORT           NCCL: the port of the rendezvous (ON COMMUNICATORS)
        ZERO_RENDEZVOUS_TIMEOUT_MS     NCCL: how long ranks wait for each other; default 300000
        the launchers' variables       read by zero_comm_from_env (ON COMMUNICATORS)
@@ -425,9 +425,10 @@
      loss_scale > 0 is a static scale.
      On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
      alone; the others start at zero_build, sleep between steps and stop at
-     zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64;
-     a portable C loop elsewhere; ZERO_SIMD caps the path) and gives bitwise-identical
-     results on every path and thread count. The norm (each rank reads its own slice of
+     zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64),
+     NEON on ARM64 (GCC/clang on AArch64; the optimizer, the norm and the sums), a portable
+     C loop elsewhere (ZERO_SIMD caps the path), and gives bitwise-identical results on
+     every path and thread count, and on x86-64 and ARM64 alike. The norm (each rank reads its own slice of
      the gradients; the ranks' sums are added in rank order), the reductions' sums and
      the clearing of the gradients for the next step use the same threads and vector
      units (at stage 0 the pass clears each gradient right after reading it). With more
@@ -1720,9 +1721,15 @@ ZERO__C_IN_CXX_BEGIN
 #    define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)") \
          _Pragma("clang attribute push (__attribute__((target(\"no-fma\"))), apply_to = function)")
 #    define ZERO__FP_PIN_END _Pragma("clang attribute pop") _Pragma("float_control(pop)")
-#  else
+#  elif defined(__x86_64__) || defined(__i386__)
 #    define ZERO__FP_PIN_BEGIN _Pragma("float_control(precise, on, push)") _Pragma("clang fp contract(off)")
 #    define ZERO__FP_PIN_END _Pragma("float_control(pop)")
+#  else
+     /* float_control is x86's only in the clangs we know (elsewhere: "not supported on this
+        target"); there fast math was refused above, so the rule left to pin is contraction
+        (clang's default fuses within a statement), set back to that default after */
+#    define ZERO__FP_PIN_BEGIN _Pragma("clang fp contract(off)")
+#    define ZERO__FP_PIN_END _Pragma("clang fp contract(on)")
 #  endif
 #elif defined(__GNUC__) && !defined(__INTEL_COMPILER)
 #  define ZERO__FP_PIN_BEGIN _Pragma("GCC push_options") \
@@ -2191,6 +2198,11 @@ ZERO__C_IN_CXX_BEGIN     /* C++: see the element-wise math block */
 #  if !defined(__clang__)
 #    pragma GCC diagnostic pop
 #  endif
+#endif
+/* AArch64's Advanced SIMD (NEON): in every AArch64 CPU, so its path needs no run-time check */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__) && !defined(ZERO_NO_SIMD)
+#  define ZERO__NEON 1
+#  include <arm_neon.h>
 #endif
 #if defined(__GNUC__) || defined(__clang__)
 #  define ZERO__INLINE static inline __attribute__((always_inline))
@@ -3455,11 +3467,11 @@ static zero_result zero__all_reduce(zero_ctx *ctx, void *buf, int dt, int64_t co
    the scalar ZERO_HD formulas: the same operations in the same order, no FMA, IEEE
    sqrt and division, and the same round-to-nearest-even narrowing, so every path
    gives bitwise-identical results (tests/test_cpuopt.c checks this). The path is
-   picked at run time from what the CPU supports; ZERO_SIMD=scalar|avx2|avx512 in the
+   picked at run time from what the CPU supports; ZERO_SIMD=scalar|avx2|avx512|neon in the
    environment caps it (tests and benchmarks compare paths with it). */
 
-enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NUM };
-static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512" };
+enum { ZERO__SIMD_SCALAR = 0, ZERO__SIMD_AVX2 = 1, ZERO__SIMD_AVX512 = 2, ZERO__SIMD_NEON = 3, ZERO__SIMD_NUM };
+static const char *zero__simd_name[ZERO__SIMD_NUM] = { "scalar", "avx2", "avx512", "neon" };
 
 /* 1 when x is neither infinite nor NaN, read from its bits: a compiler told
    -ffinite-math-only may fold isfinite() to 1, and a NaN gradient would then be applied */
@@ -3483,6 +3495,25 @@ static unsigned zero__fpenv_enter(void) {
 }
 static void zero__fpenv_leave(unsigned c) {
     if (c & ZERO__MXCSR_FAST) __builtin_ia32_ldmxcsr(c);
+}
+#elif defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+/* AArch64: crtfastmath sets FPCR.FZ (bit 24; FZ16, bit 19, for halves), which flushes
+   subnormal inputs and results of the scalar and the vector units alike */
+#  define ZERO__FPCR_FAST 0x1080000u
+static unsigned zero__fpenv_enter(void) {
+    uint64_t c;
+    __asm__ __volatile__("mrs %0, fpcr" : "=r"(c));
+    if (c & ZERO__FPCR_FAST) {
+        uint64_t n = c & ~(uint64_t)ZERO__FPCR_FAST;
+        __asm__ __volatile__("msr fpcr, %0" : : "r"(n));
+    }
+    return (unsigned)c;
+}
+static void zero__fpenv_leave(unsigned c) {
+    if (c & ZERO__FPCR_FAST) {
+        uint64_t n = c;
+        __asm__ __volatile__("msr fpcr, %0" : : "r"(n));
+    }
 }
 #else
 static unsigned zero__fpenv_enter(void) { return 0; }
@@ -4000,6 +4031,179 @@ ZERO__SUM_INSTANCES(avx512, ZERO__AVX512_ATTR)
 #undef ZERO__VMUL
 #undef ZERO__VMULD
 #endif /* ZERO__X86 */
+#if defined(ZERO__NEON)
+/* ---- NEON: 4 lanes. The arithmetic by operators (GNU vector extensions on the NEON types),
+   under ZERO__FP_PIN as the x86 paths' (no FMA: fmla only where the scalar formula would be
+   one, and it never is); square roots by vsqrtq_f32 (IEEE); the dtype conversions in
+   integers, exactly as zero__ld / zero__st. ---- */
+#if !defined(ZERO__X86)
+#  define ZERO__VADD(a, b) ((a) + (b))
+#  define ZERO__VDIV(a, b) ((a) / (b))
+#endif
+#define ZERO__VMUL(a, b) ((a) * (b))
+#define ZERO__VMULD(a, b) ((a) * (b))
+#define ZERO__NPF(ptr, i, es) __builtin_prefetch((const char *)(ptr) + ((i) + 512) * (int64_t)(es))
+ZERO__INLINE float32x4_t zero__neon_ld(const void *g, int64_t i, int adt) {
+    uint32x4_t x;
+    if (adt == ZERO_F32) return vld1q_f32((const float *)g + i);
+    x = vmovl_u16(vld1_u16((const uint16_t *)g + i));
+    if (adt == ZERO_BF16) return vreinterpretq_f32_u32(vshlq_n_u32(x, 16));
+    {   /* f16, as zero__f16_to_f32: normal, inf/NaN (payload kept), subnormal via m * 2^-24 */
+        uint32x4_t sign = vshlq_n_u32(vandq_u32(x, vdupq_n_u32(0x8000)), 16);
+        uint32x4_t ax = vandq_u32(x, vdupq_n_u32(0x7fff));
+        uint32x4_t e = vshrq_n_u32(ax, 10), sh = vshlq_n_u32(ax, 13);
+        uint32x4_t r = vaddq_u32(sh, vdupq_n_u32(0x38000000));
+        uint32x4_t sub = vreinterpretq_u32_f32(ZERO__VMUL(vcvtq_f32_u32(ax), vdupq_n_f32(5.9604644775390625e-8f)));
+        r = vbslq_u32(vceqq_u32(e, vdupq_n_u32(0x1f)), vorrq_u32(sh, vdupq_n_u32(0x7f800000)), r);
+        r = vbslq_u32(vceqq_u32(e, vdupq_n_u32(0)), sub, r);
+        return vreinterpretq_f32_u32(vorrq_u32(r, sign));
+    }
+}
+/* narrow 4 floats to bf16 or f16 bits, exactly as zero__f32_to_bf16 / zero__f32_to_f16 */
+ZERO__INLINE void zero__neon_st(void *p, int64_t i, int pdt, float32x4_t x) {
+    uint32x4_t u = vreinterpretq_u32_f32(x), ax = vandq_u32(u, vdupq_n_u32(0x7fffffff));
+    uint32x4_t nan = vcgtq_u32(ax, vdupq_n_u32(0x7f800000)), r;
+    if (pdt == ZERO_BF16) {
+        uint32x4_t hi = vshrq_n_u32(u, 16);
+        uint32x4_t rnd = vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fff), vandq_u32(hi, vdupq_n_u32(1))));
+        r = vbslq_u32(nan, vorrq_u32(hi, vdupq_n_u32(0x40)), vshrq_n_u32(rnd, 16));
+    } else {
+        uint32x4_t sign = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x8000));
+        uint32x4_t odd = vandq_u32(vshrq_n_u32(ax, 13), vdupq_n_u32(1));
+        uint32x4_t nrm = vshrq_n_u32(vaddq_u32(vaddq_u32(ax, vdupq_n_u32(0xc8000fffu)), odd), 13);
+        /* subnormal or zero: the FPU rounds ax + 0.5 (see zero__f32_to_f16) */
+        uint32x4_t sub = vsubq_u32(vreinterpretq_u32_f32(ZERO__VADD(vreinterpretq_f32_u32(ax), vdupq_n_f32(0.5f))),
+                                   vdupq_n_u32(0x3f000000));
+        r = vbslq_u32(vcgeq_u32(ax, vdupq_n_u32(0x38800000)), nrm, sub);
+        r = vbslq_u32(vcgeq_u32(ax, vdupq_n_u32(0x477ff000)), vdupq_n_u32(0x7c00), r);
+        r = vbslq_u32(nan, vdupq_n_u32(0x7e00), r);
+        r = vorrq_u32(r, sign);
+    }
+    vst1_u16((uint16_t *)p + i, vmovn_u32(r));
+}
+ZERO__INLINE void zero__opt_neon_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
+                                   int64_t lo, int64_t hi, int opt, int adt, int pdt) {
+    int64_t i = lo;
+    const float32x4_t gs = vdupq_n_f32(k->gscale);
+    if (opt == ZERO_OPTIM_SGD) {
+        const zero__sgd_hp *h = &k->sh;
+        const float32x4_t wd = vdupq_n_f32(h->weight_decay), mu = vdupq_n_f32(h->momentum);
+        const float32x4_t omd = vdupq_n_f32(h->one_minus_dampening), nlr = vdupq_n_f32(h->neg_lr);
+        int use_wd = k->decay && h->weight_decay != 0.0f;
+        for (; i + 4 <= hi; i += 4) {
+            float32x4_t pp, d;
+            ZERO__NPF(w, i, 4); ZERO__NPF(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (m) ZERO__NPF(m, i, 4);
+            pp = vld1q_f32(w + i);
+            d = ZERO__VMUL(zero__neon_ld(g, i, adt), gs);
+            if (use_wd) d = ZERO__VADD(d, ZERO__VMUL(wd, pp));
+            if (m) {
+                float32x4_t b = h->first ? d : ZERO__VADD(ZERO__VMUL(vld1q_f32(m + i), mu), ZERO__VMUL(omd, d));
+                vst1q_f32(m + i, b);
+                d = h->nesterov ? ZERO__VADD(d, ZERO__VMUL(mu, b)) : b;
+            }
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
+            vst1q_f32(w + i, pp);
+            if (pdt != ZERO_F32) zero__neon_st(p, i, pdt, pp);
+        }
+    } else {
+        const zero__adamw_hp *h = &k->ah;
+        const float32x4_t b1 = vdupq_n_f32(h->beta1), b2 = vdupq_n_f32(h->beta2);
+        const float32x4_t omb1 = vdupq_n_f32(h->one_minus_beta1), omb2 = vdupq_n_f32(h->one_minus_beta2);
+        const float32x4_t eps = vdupq_n_f32(h->eps), dm = vdupq_n_f32(h->decay_mul);
+        const float32x4_t nss = vdupq_n_f32(h->neg_step_size), bc2 = vdupq_n_f32(h->bc2_sqrt);
+        for (; i + 4 <= hi; i += 4) {
+            float32x4_t gg, pp, mm, vv, den;
+            ZERO__NPF(w, i, 4); ZERO__NPF(m, i, 4); ZERO__NPF(v, i, 4);
+            ZERO__NPF(g, i, adt == ZERO_F32 ? 4 : 2);
+            gg = ZERO__VMUL(zero__neon_ld(g, i, adt), gs);
+            pp = vld1q_f32(w + i);
+            mm = ZERO__VADD(ZERO__VMUL(vld1q_f32(m + i), b1), ZERO__VMUL(omb1, gg));
+            vv = ZERO__VADD(ZERO__VMUL(vld1q_f32(v + i), b2), ZERO__VMUL(ZERO__VMUL(omb2, gg), gg));
+            den = ZERO__VADD(ZERO__VDIV(vsqrtq_f32(vv), bc2), eps);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VDIV(ZERO__VMUL(nss, mm), den));
+            vst1q_f32(w + i, pp);
+            vst1q_f32(m + i, mm);
+            vst1q_f32(v + i, vv);
+            if (pdt != ZERO_F32) zero__neon_st(p, i, pdt, pp);
+        }
+    }
+    zero__opt_scalar_t(k, g, p, w, m, v, i, hi, opt, adt, pdt);
+}
+ZERO__OPT_INSTANCES(neon, )
+
+/* the norm's lanes j % 8 as four pairs of doubles: each lane adds its squares in order */
+ZERO__INLINE double zero__sumsq_neon_t(const void *g, int64_t n, int adt) {
+    double lanes[8];
+    float64x2_t a0 = vdupq_n_f64(0.0), a1 = a0, a2 = a0, a3 = a0;
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        float32x4_t x = zero__neon_ld(g, j, adt), y = zero__neon_ld(g, j + 4, adt);
+        float64x2_t x0 = vcvt_f64_f32(vget_low_f32(x)), x1 = vcvt_high_f64_f32(x);
+        float64x2_t y0 = vcvt_f64_f32(vget_low_f32(y)), y1 = vcvt_high_f64_f32(y);
+        a0 = ZERO__VADD(a0, ZERO__VMULD(x0, x0));
+        a1 = ZERO__VADD(a1, ZERO__VMULD(x1, x1));
+        a2 = ZERO__VADD(a2, ZERO__VMULD(y0, y0));
+        a3 = ZERO__VADD(a3, ZERO__VMULD(y1, y1));
+    }
+    vst1q_f64(lanes, a0); vst1q_f64(lanes + 2, a1); vst1q_f64(lanes + 4, a2); vst1q_f64(lanes + 6, a3);
+    zero__sumsq_tail(g, j, n, lanes, adt);
+    return zero__lanes_sum(lanes);
+}
+static double zero__sumsq_neon(const void *g, int64_t n, int adt) {     /* (callers set the FP env) */
+    if (adt == ZERO_F32) return zero__sumsq_neon_t(g, n, ZERO_F32);
+    if (adt == ZERO_BF16) return zero__sumsq_neon_t(g, n, ZERO_BF16);
+    return zero__sumsq_neon_t(g, n, ZERO_F16);
+}
+/* four whole blocks side by side (as zero__sumsq4_avx2): block q's lanes in acc[q][0..3] */
+ZERO__INLINE void zero__sumsq4_neon_t(const void *g, int adt, double *out) {
+    float64x2_t acc[4][4];
+    double lanes[8];
+    int64_t j;
+    int q, k;
+    for (q = 0; q < 4; q++)
+        for (k = 0; k < 4; k++) acc[q][k] = vdupq_n_f64(0.0);
+    for (j = 0; j < ZERO__NORM_BLOCK; j += 8)
+        for (q = 0; q < 4; q++) {
+            float32x4_t x = zero__neon_ld(g, (int64_t)q * ZERO__NORM_BLOCK + j, adt);
+            float32x4_t y = zero__neon_ld(g, (int64_t)q * ZERO__NORM_BLOCK + j + 4, adt);
+            float64x2_t x0 = vcvt_f64_f32(vget_low_f32(x)), x1 = vcvt_high_f64_f32(x);
+            float64x2_t y0 = vcvt_f64_f32(vget_low_f32(y)), y1 = vcvt_high_f64_f32(y);
+            acc[q][0] = ZERO__VADD(acc[q][0], ZERO__VMULD(x0, x0));
+            acc[q][1] = ZERO__VADD(acc[q][1], ZERO__VMULD(x1, x1));
+            acc[q][2] = ZERO__VADD(acc[q][2], ZERO__VMULD(y0, y0));
+            acc[q][3] = ZERO__VADD(acc[q][3], ZERO__VMULD(y1, y1));
+        }
+    for (q = 0; q < 4; q++) {
+        for (k = 0; k < 4; k++) vst1q_f64(lanes + 2 * k, acc[q][k]);
+        out[q] = zero__lanes_sum(lanes);
+    }
+}
+static void zero__sumsq4_neon(const void *g, int adt, double *out) {
+    if (adt == ZERO_F32) zero__sumsq4_neon_t(g, ZERO_F32, out);
+    else if (adt == ZERO_BF16) zero__sumsq4_neon_t(g, ZERO_BF16, out);
+    else zero__sumsq4_neon_t(g, ZERO_F16, out);
+}
+/* the reductions' sum, 4 elements at a time: the same adds in the same order */
+ZERO__INLINE void zero__sum_neon_t(void *out, const void *const *ins, int nin, int64_t lo, int64_t hi, int accumulate,
+                                   int sdt, int rdt) {
+    int64_t i = lo;
+    int k;
+    for (; i + 4 <= hi; i += 4) {
+        float32x4_t acc = zero__neon_ld(ins[0], i, sdt);
+        for (k = 1; k < nin; k++) acc = ZERO__VADD(acc, zero__neon_ld(ins[k], i, sdt));
+        if (accumulate) acc = ZERO__VADD(zero__neon_ld(out, i, rdt), acc);
+        if (rdt == ZERO_F32) vst1q_f32((float *)out + i, acc);
+        else zero__neon_st(out, i, rdt, acc);
+    }
+    zero__sum_scalar_t(out, ins, nin, i, hi, accumulate, sdt, rdt);
+}
+ZERO__SUM_INSTANCES(neon, )
+#undef ZERO__NPF
+#undef ZERO__VMUL
+#undef ZERO__VMULD
+#endif /* ZERO__NEON */
 #undef ZERO__OPT_INST
 #undef ZERO__SUM_INST
 
@@ -4013,9 +4217,12 @@ static int zero__simd_supported(int level) {
     }
     if (level == ZERO__SIMD_AVX512) return __builtin_cpu_supports("avx512f");
 #endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) return 1;
+#endif
     return 0;
 }
-/* the best supported path, capped by ZERO_SIMD=scalar|avx2|avx512 */
+/* the best supported path, capped by ZERO_SIMD=scalar|avx2|avx512|neon (neon: AArch64's only) */
 static int zero__simd_pick(void) {
     const char *e = getenv("ZERO_SIMD");
     int cap = ZERO__SIMD_NUM - 1, l;
@@ -4028,6 +4235,9 @@ static zero__sumsq_fn zero__sumsq_kernel(int level) {
     if (level == ZERO__SIMD_AVX512) return zero__sumsq_avx512;
     if (level == ZERO__SIMD_AVX2) return zero__sumsq_avx2;
 #endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) return zero__sumsq_neon;
+#endif
     (void)level;
     return zero__sumsq_scalar;
 }
@@ -4035,6 +4245,9 @@ static zero__sumsq4_fn zero__sumsq4_kernel(int level) {
 #if defined(ZERO__X86)
     if (level == ZERO__SIMD_AVX512) return zero__sumsq4_avx512;
     if (level == ZERO__SIMD_AVX2) return zero__sumsq4_avx2;
+#endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) return zero__sumsq4_neon;
 #endif
     (void)level;
     return zero__sumsq4_scalar;
@@ -4051,6 +4264,12 @@ static zero__sum_fn zero__sum_kernel(int level, int sdt, int rdt) {
     if (level == ZERO__SIMD_AVX512) return avx512[sdt - 1][rdt - 1];
     if (level == ZERO__SIMD_AVX2) return avx2[sdt - 1][rdt - 1];
 #endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) {
+        static const zero__sum_fn neon[3][3] = ZERO__SUM_TABLE(neon);
+        return neon[sdt - 1][rdt - 1];
+    }
+#endif
     (void)level;
     return scalar[sdt - 1][rdt - 1];
 }
@@ -4061,6 +4280,12 @@ static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
     static const zero__opt_fn avx512[2][3][3] = ZERO__OPT_TABLE(avx512);
     if (level == ZERO__SIMD_AVX512) return avx512[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
     if (level == ZERO__SIMD_AVX2) return avx2[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+#endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) {
+        static const zero__opt_fn neon[2][3][3] = ZERO__OPT_TABLE(neon);
+        return neon[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+    }
 #endif
     (void)level;
     return scalar[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
