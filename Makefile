@@ -302,7 +302,7 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
                      cuda_mock_staging) \
                    $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
 NOLINUX_TEST_PROGS := $(addprefix $(BUILD)/nolinux/,test_offload test_ckpt test_errors)   # tests/test_nolinux.sh
-ARM64_TEST_PROGS = $(if $(shell command -v $(ARM64_CC) 2>/dev/null),$(addprefix $(BUILD)/arm64/,test_cpuopt test_kmath train_mlp))
+ARM64_TEST_PROGS = $(if $(shell command -v $(ARM64_CC) 2>/dev/null),$(addprefix $(BUILD)/arm64/,test_cpuopt test_kmath test_zpp train_mlp))
 test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS) $(ARM64_TEST_PROGS)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every

@@ -426,10 +426,11 @@
      On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64),
-     NEON on ARM64 (GCC/clang on AArch64; the optimizer, the norm and the sums), a portable
-     C loop elsewhere (ZERO_SIMD caps the path), and gives bitwise-identical results on
-     every path and thread count, and on x86-64 and ARM64 alike. The norm (each rank reads its own slice of
-     the gradients; the ranks' sums are added in rank order), the reductions' sums and
+     NEON on ARM64 (GCC/clang on AArch64: the optimizer, the norm, the sums, ZeRO++'s int8
+     payloads), a portable C loop elsewhere (ZERO_SIMD caps the path), and gives
+     bitwise-identical results on every path and thread count, and on x86-64 and ARM64
+     alike. The norm (each rank reads its own slice of the gradients; the ranks' sums are
+     added in rank order), the reductions' sums and
      the clearing of the gradients for the next step use the same threads and vector
      units (at stage 0 the pass clears each gradient right after reading it). With more
      than one rank on the local or MPI comm, a module's last reduction of the step takes
@@ -4532,7 +4533,7 @@ static void zero__sum_norm_k(zero__pool *pool, int simd, void *out, int rdt, con
 static int64_t zero__qp_bytes(int64_t n, int bits, int block) {
     return zero__qp_codes(n, bits) + (n + block - 1) / block * 4;
 }
-#if defined(ZERO__X86)
+#if defined(ZERO__X86) || defined(ZERO__NEON)
 /* the vector int8 sums' last elements [i, hi), one at a time: the same bits (inlined into
    the AVX-512 kernel, whose FMA clang's -ffp-contract=fast would fuse: zero__nf) */
 static void zero__qp_sum8_tail(void *out, int rdt, const void *const *ps, int np, int64_t cb, int64_t i, int64_t hi,
@@ -4555,6 +4556,94 @@ static void zero__qp_enc8_tail(uint8_t *codes, const void *x, int xdt, float s, 
         codes[i] = (uint8_t)(int8_t)(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r);
     }
 }
+#endif
+#if defined(ZERO__NEON)
+/* the three int8 kernels on NEON, 8 values a step: the same bits as the scalar loops (the
+   absmax from the magnitudes' bits, a division, vrndnq_f32's round half to even, a clamp;
+   products by the scale, sums in order) */
+ZERO__INLINE float zero__qp_enc8_neon_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    const uint32x4_t mag = vdupq_n_u32(0x7fffffff);
+    uint32x4_t mb = vdupq_n_u32(0);
+    uint32_t m, sb;
+    int64_t i = lo;
+    float s;
+    for (; i + 4 <= hi; i += 4) mb = vmaxq_u32(mb, vandq_u32(vreinterpretq_u32_f32(zero__neon_ld(x, i, xdt)), mag));
+    m = vmaxvq_u32(mb);
+    for (; i < hi; i++) {
+        uint32_t b = zero__f32_bits(zero__ld(x, i, xdt)) & 0x7fffffffu;
+        m = b > m ? b : m;
+    }
+    s = m >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(m) / 127.0f;
+    sb = zero__f32_bits(s);
+    if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
+    {
+        const float32x4_t sv = vdupq_n_f32(s), top = vdupq_n_f32(127.0f), bot = vdupq_n_f32(-127.0f);
+        for (i = lo; i + 8 <= hi; i += 8) {
+            float32x4_t a = vminq_f32(vmaxq_f32(vrndnq_f32(zero__neon_ld(x, i, xdt) / sv), bot), top);
+            float32x4_t b = vminq_f32(vmaxq_f32(vrndnq_f32(zero__neon_ld(x, i + 4, xdt) / sv), bot), top);
+            int16x8_t h = vcombine_s16(vmovn_s32(vcvtq_s32_f32(a)), vmovn_s32(vcvtq_s32_f32(b)));
+            vst1_s8((int8_t *)(codes + i), vmovn_s16(h));
+        }
+        zero__qp_enc8_tail(codes, x, xdt, s, i, hi);
+    }
+    return s;
+}
+static float zero__qp_enc8_neon(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
+    if (xdt == ZERO_BF16) return zero__qp_enc8_neon_t(codes, x, ZERO_BF16, lo, hi);
+    if (xdt == ZERO_F16) return zero__qp_enc8_neon_t(codes, x, ZERO_F16, lo, hi);
+    return zero__qp_enc8_neon_t(codes, x, ZERO_F32, lo, hi);
+}
+/* 8 int8 codes times s, as two vectors of 4 */
+ZERO__INLINE void zero__qp_dec8x8_neon(const uint8_t *q, float32x4_t s, float32x4_t *a, float32x4_t *b) {
+    int16x8_t w = vmovl_s8(vld1_s8((const int8_t *)q));
+    *a = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w))) * s;
+    *b = vcvtq_f32_s32(vmovl_s16(vget_high_s16(w))) * s;
+}
+/* as zero__qp_sum8_avx2_t: block and lo multiples of 8 */
+ZERO__INLINE void zero__qp_sum8_neon_t(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo,
+                                       int64_t hi, int block, int accumulate) {
+    int64_t cb = zero__qp_codes(n, 8), i, b = lo / block, r = lo % block;
+    int k;
+    for (i = lo; i + 8 <= hi; i += 8) {
+        float32x4_t a0 = accumulate ? zero__neon_ld(out, i, rdt) : vdupq_n_f32(0.0f);
+        float32x4_t a1 = accumulate ? zero__neon_ld(out, i + 4, rdt) : vdupq_n_f32(0.0f);
+        int64_t b0 = b;
+        if ((r += 8) == block) { r = 0; b++; }
+        for (k = 0; k < np; k++) {
+            const uint8_t *q = (const uint8_t *)ps[k];
+            float32x4_t v0, v1;
+            zero__qp_dec8x8_neon(q + i, vdupq_n_f32(((const float *)(q + cb))[b0]), &v0, &v1);
+            a0 = k == 0 && !accumulate ? v0 : a0 + v0;
+            a1 = k == 0 && !accumulate ? v1 : a1 + v1;
+        }
+        if (rdt == ZERO_F32) { vst1q_f32((float *)out + i, a0); vst1q_f32((float *)out + i + 4, a1); }
+        else { zero__neon_st(out, i, rdt, a0); zero__neon_st(out, i + 4, rdt, a1); }
+    }
+    zero__qp_sum8_tail(out, rdt, ps, np, cb, i, hi, block, accumulate);
+}
+static void zero__qp_sum8_neon(void *out, int rdt, const void *const *ps, int np, int64_t n, int64_t lo, int64_t hi,
+                               int block, int accumulate) {
+    if (rdt == ZERO_BF16) zero__qp_sum8_neon_t(out, ZERO_BF16, ps, np, n, lo, hi, block, accumulate);
+    else if (rdt == ZERO_F16) zero__qp_sum8_neon_t(out, ZERO_F16, ps, np, n, lo, hi, block, accumulate);
+    else zero__qp_sum8_neon_t(out, ZERO_F32, ps, np, n, lo, hi, block, accumulate);
+}
+/* acc[k] (+)= (float)q[k] * s, k < n */
+static void zero__qp_dec8_neon(float *acc, const uint8_t *q, float s, int64_t n, int first) {
+    const float32x4_t sv = vdupq_n_f32(s);
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        float32x4_t v0, v1;
+        zero__qp_dec8x8_neon(q + k, sv, &v0, &v1);
+        vst1q_f32(acc + k, first ? v0 : vld1q_f32(acc + k) + v0);
+        vst1q_f32(acc + k + 4, first ? v1 : vld1q_f32(acc + k + 4) + v1);
+    }
+    for (; k < n; k++) {
+        float v = (float)(int8_t)q[k] * s;
+        acc[k] = first ? v : acc[k] + v;
+    }
+}
+#endif
+#if defined(ZERO__X86)
 /* int8 codes of one block [lo, hi) of x: the same bits as the scalar loop below (the absmax
    from the magnitudes' bits, a division, round half to even, a clamp) */
 ZERO__AVX2_INLINE float zero__qp_enc8_avx2_t(uint8_t *codes, const void *x, int xdt, int64_t lo, int64_t hi) {
@@ -4752,6 +4841,12 @@ static void zero__qp_encode_blocks(const zero__qp_job *j, int64_t b0, int64_t b1
             continue;
         }
 #endif
+#if defined(ZERO__NEON)
+        if (bits == 8 && simd == ZERO__SIMD_NEON) {
+            scales[lo / block] = zero__qp_enc8_neon(codes, x, xdt, lo, hi);
+            continue;
+        }
+#endif
         for (c = lo; c < hi; c += ZERO__QP_CH) {       /* the absmax: the largest magnitude's bits */
             int64_t len = hi - c < ZERO__QP_CH ? hi - c : ZERO__QP_CH;
             const void *in = (const char *)x + c * (int64_t)zero__esize(xdt);
@@ -4824,6 +4919,9 @@ static void zero__qp_decode_into(float *acc, int first, const void *p, int64_t n
 #if defined(ZERO__X86)
         if (bits == 8 && simd >= ZERO__SIMD_AVX2) { zero__qp_dec8_avx2(acc + i, codes + lo + i, s, end - i, first); i = end; continue; }
 #endif
+#if defined(ZERO__NEON)
+        if (bits == 8 && simd == ZERO__SIMD_NEON) { zero__qp_dec8_neon(acc + i, codes + lo + i, s, end - i, first); i = end; continue; }
+#endif
         for (k = i; k < end; k++) {
             int64_t x = lo + k;
             int c = bits == 8 ? (int8_t)codes[x] : (x & 1) ? (int8_t)codes[x >> 1] >> 4 : (int8_t)(uint8_t)(codes[x >> 1] << 4) >> 4;
@@ -4849,6 +4947,12 @@ static void zero__qp_sum_range(const zero__qp_job *j, int64_t lo0, int64_t hi0) 
     }
     if (j->bits == 8 && j->block % 8 == 0 && j->simd >= ZERO__SIMD_AVX2) {
         zero__qp_sum8_avx2(j->out, j->dt, j->ps, j->np, j->n, lo0, hi0, j->block, j->accumulate);
+        return;
+    }
+#endif
+#if defined(ZERO__NEON)
+    if (j->bits == 8 && j->block % 8 == 0 && j->simd == ZERO__SIMD_NEON) {
+        zero__qp_sum8_neon(j->out, j->dt, j->ps, j->np, j->n, lo0, hi0, j->block, j->accumulate);
         return;
     }
 #endif

@@ -7,6 +7,8 @@
 #     reach every tail, the thread pool and the end-to-end runs;
 #   - arm64_clang_test_cpuopt: the same built by clang for AArch64 with clang's own defaults
 #     (-std=gnu11 -O2: contraction on; zero.h turns it off for itself), when clang is there;
+#   - arm64_test_zpp_payloads: tests/test_zpp.c's payload cases (ZERO_TEST_ONLY=test_payload):
+#     ZeRO++'s int8 encoder, decoder and sums on NEON bitwise the scalar path, ties included;
 #   - arm64_test_kmath: tests/test_kmath.c, and its digests of zero_expf / zero_logf /
 #     zero_tanhf over a sweep of the floats equal to the x86-64 build's (libm's tanhf is not);
 #   - arm64_flags_<variant>: tests/flags/flags.c (see tests/test_flags.sh) built for AArch64
@@ -31,7 +33,7 @@ LOG=$BUILD/logs/arm64_build.log
 mkdir -p "$BUILD/logs"
 JOBS=${ZERO_JOBS:-$(nproc 2>/dev/null || echo 2)}
 if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "$BUILD/arm64/test_cpuopt" "$BUILD/arm64/train_mlp" \
-        "$BUILD/arm64/test_kmath" "$BUILD/train_mlp" "$BUILD/test_kmath" >"$LOG" 2>&1; then
+        "$BUILD/arm64/test_kmath" "$BUILD/arm64/test_zpp" "$BUILD/train_mlp" "$BUILD/test_kmath" >"$LOG" 2>&1; then
     echo "FAIL arm64_build: make of build/arm64/ failed (see $LOG)"
     tail -n 20 "$LOG"
     exit 1
@@ -67,6 +69,14 @@ if command -v clang >/dev/null 2>&1; then
     fi
 else
     echo "SKIP arm64_clang_test_cpuopt: clang not installed"
+fi
+
+out=$(ZERO_TEST_ONLY=test_payload timeout 300 qemu-aarch64 "$BUILD/arm64/test_zpp" 2>&1); rc=$?
+last=$(printf '%s\n' "$out" | tail -n 1)
+if [ $rc -eq 0 ] && printf '%s' "$last" | grep -qE '^[0-9]+ passed, 0 failed' && printf '%s\n' "$out" | grep -q '^PASS test_payload_simd_bits'; then
+    echo "PASS arm64_test_zpp_payloads ($last)"
+else
+    echo "FAIL arm64_test_zpp_payloads: exit $rc: $(printf '%s\n' "$out" | grep -m3 '^FAIL' | tr '\n' ' ') $last"; failed=1
 fi
 
 out=$(timeout 300 qemu-aarch64 "$BUILD/arm64/test_kmath" 2>&1); rc=$?
