@@ -2281,6 +2281,56 @@ int madvise(void *addr, size_t len, int advice);
 #if defined(__GLIBC__) && !defined(__USE_POSIX199309)
 #  error "zero.h: the implementation needs POSIX.1b (clock_gettime): compile with -pthread, or define _POSIX_C_SOURCE 200809L before your first #include"
 #endif
+/* Threads, locks and condition variables, by zero.h's own names: POSIX threads here (a
+   port to another thread API puts it behind these names, and nothing outside this block
+   names pthreads). Condition variables wait on CLOCK_MONOTONIC where the platform allows
+   it, so a clock change cannot stretch a collective's timeout; zero__cond_timedwait
+   returns ETIMEDOUT once the deadline (zero__deadline) has passed. */
+typedef pthread_mutex_t zero__mutex;
+typedef pthread_cond_t zero__cond;
+typedef pthread_t zero__thread;
+#define ZERO__MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+#if defined(__APPLE__) || defined(ZERO_NO_LINUX)
+#  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock (macOS) */
+#endif
+static void zero__mutex_init(zero__mutex *m) { pthread_mutex_init(m, NULL); }
+static void zero__mutex_destroy(zero__mutex *m) { pthread_mutex_destroy(m); }
+static void zero__mutex_lock(zero__mutex *m) { pthread_mutex_lock(m); }
+static void zero__mutex_unlock(zero__mutex *m) { pthread_mutex_unlock(m); }
+static void zero__cond_init(zero__cond *cv) {
+#if defined(ZERO__COND_REALTIME)
+    pthread_cond_init(cv, NULL);
+#else
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(cv, &a);
+    pthread_condattr_destroy(&a);
+#endif
+}
+static void zero__cond_destroy(zero__cond *cv) { pthread_cond_destroy(cv); }
+static void zero__cond_wait(zero__cond *cv, zero__mutex *m) { pthread_cond_wait(cv, m); }
+static int zero__cond_timedwait(zero__cond *cv, zero__mutex *m, const struct timespec *deadline) {
+    return pthread_cond_timedwait(cv, m, deadline);
+}
+static void zero__cond_signal(zero__cond *cv) { pthread_cond_signal(cv); }
+static void zero__cond_broadcast(zero__cond *cv) { pthread_cond_broadcast(cv); }
+static struct timespec zero__deadline(int timeout_ms) {
+    struct timespec ts;
+#if defined(ZERO__COND_REALTIME)
+    clock_gettime(CLOCK_REALTIME, &ts);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+#endif
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    return ts;
+}
+/* 0: the thread runs fn(arg) */
+static int zero__thread_start(zero__thread *t, void *(*fn)(void *), void *arg) { return pthread_create(t, NULL, fn, arg); }
+static void zero__thread_join(zero__thread t) { (void)pthread_join(t, NULL); }
+
 /* the implementation's floating-point rules are its own, whatever the flags (see the
    element-wise math block); ZERO__FP_PIN_END at the end of the implementation */
 ZERO__FP_PIN_BEGIN
@@ -2340,9 +2390,9 @@ typedef struct zero__task {
 } zero__task;
 
 typedef struct zero__stream {
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;              /* both directions: work arrived, work done */
+    zero__thread thread;
+    zero__mutex mu;
+    zero__cond cv;              /* both directions: work arrived, work done */
     zero__task ring[ZERO__STREAM_CAP];
     uint64_t enqueued, done;
     int started;
@@ -2544,8 +2594,8 @@ typedef struct zero__slot {
 } zero__slot;
 
 struct zero_group {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    zero__mutex mu;
+    zero__cond cv;
     int n, endpoints;
     uint64_t gen;                   /* current op; starts at 1 */
     uint64_t seq;                   /* ops completed, for messages */
@@ -2834,35 +2884,6 @@ static double zero__now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-/* Condition variables wait on CLOCK_MONOTONIC where the platform allows it, so a
-   clock change cannot stretch a collective's timeout. */
-#if defined(__APPLE__) || defined(ZERO_NO_LINUX)
-#  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock (macOS) */
-#endif
-static void zero__cond_init(pthread_cond_t *cv) {
-#if defined(ZERO__COND_REALTIME)
-    pthread_cond_init(cv, NULL);
-#else
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-#endif
-}
-static struct timespec zero__deadline(int timeout_ms) {
-    struct timespec ts;
-#if defined(ZERO__COND_REALTIME)
-    clock_gettime(CLOCK_REALTIME, &ts);
-#else
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-#endif
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-    return ts;
 }
 
 /* host allocation through the hooks, re-aligned to ZERO__ALIGN */
@@ -3191,17 +3212,17 @@ static void *zero__stream_main(void *arg) {
         uint64_t ticket;
         int skip;
         zero_result r = ZERO_OK;
-        pthread_mutex_lock(&s->mu);
-        while (s->done == s->enqueued) pthread_cond_wait(&s->cv, &s->mu);
+        zero__mutex_lock(&s->mu);
+        while (s->done == s->enqueued) zero__cond_wait(&s->cv, &s->mu);
         t = s->ring[s->done % ZERO__STREAM_CAP];
         ticket = s->done + 1;
         skip = s->err != ZERO_OK;
-        pthread_mutex_unlock(&s->mu);
+        zero__mutex_unlock(&s->mu);
         if (t.kind == ZERO__TASK_STOP) {
-            pthread_mutex_lock(&s->mu);
+            zero__mutex_lock(&s->mu);
             s->done++;
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
+            zero__cond_broadcast(&s->cv);
+            zero__mutex_unlock(&s->mu);
             return NULL;
         }
         if (!skip) {
@@ -3211,7 +3232,7 @@ static void *zero__stream_main(void *arg) {
             r2 = ctx->dev->task_end(ctx);
             if (r == ZERO_OK) r = r2;
         }
-        pthread_mutex_lock(&s->mu);
+        zero__mutex_lock(&s->mu);
         if (r != ZERO_OK && s->err == ZERO_OK) {    /* what was running, then the comm's own words */
             int mod = t.mod >= 0 && t.mod < ctx->num_modules;
             s->err = r;
@@ -3219,8 +3240,8 @@ static void *zero__stream_main(void *arg) {
                      mod ? " of module '" : "", mod ? ctx->modules[t.mod].name : "", mod ? "'" : "", ctx->comm->err);
         }
         s->done++;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
+        zero__cond_broadcast(&s->cv);
+        zero__mutex_unlock(&s->mu);
     }
 }
 
@@ -3269,14 +3290,14 @@ static void zero__count_task(zero_ctx *ctx, const zero__task *t) {
 static uint64_t zero__enqueue(zero_ctx *ctx, const zero__task *task) {
     zero__stream *s = &ctx->stream;
     uint64_t ticket;
-    pthread_mutex_lock(&s->mu);
+    zero__mutex_lock(&s->mu);
     zero__count_task(ctx, task);
-    while (s->enqueued - s->done >= ZERO__STREAM_CAP) pthread_cond_wait(&s->cv, &s->mu);
+    while (s->enqueued - s->done >= ZERO__STREAM_CAP) zero__cond_wait(&s->cv, &s->mu);
     s->ring[s->enqueued % ZERO__STREAM_CAP] = *task;
     if (task->kind != ZERO__TASK_STOP) ctx->dev->mark(ctx, s->enqueued + 1);   /* before the worker can see it */
     ticket = ++s->enqueued;
-    pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    zero__cond_broadcast(&s->cv);
+    zero__mutex_unlock(&s->mu);
     return ticket;
 }
 /* a task of a kind (and a module: -1 for none), its fields zeroed; the posts below fill them */
@@ -3328,11 +3349,11 @@ static uint64_t zero__post_split(zero_ctx *ctx, int ranks_per_node) {
 }
 /* zero_create: the comm stream's worker thread */
 static zero_result zero__stream_start(zero_ctx *ctx) {
-    pthread_mutex_init(&ctx->stream.mu, NULL);
-    pthread_cond_init(&ctx->stream.cv, NULL);
-    if (pthread_create(&ctx->stream.thread, NULL, zero__stream_main, ctx) != 0) {
-        pthread_mutex_destroy(&ctx->stream.mu);
-        pthread_cond_destroy(&ctx->stream.cv);
+    zero__mutex_init(&ctx->stream.mu);
+    zero__cond_init(&ctx->stream.cv);
+    if (zero__thread_start(&ctx->stream.thread, zero__stream_main, ctx) != 0) {
+        zero__mutex_destroy(&ctx->stream.mu);
+        zero__cond_destroy(&ctx->stream.cv);
         return ZERO_ERR_OUT_OF_MEMORY;
     }
     ctx->stream.started = 1;
@@ -3345,17 +3366,17 @@ static void zero__stream_stop(zero_ctx *ctx) {
         zero__task stop = zero__task_of(ZERO__TASK_STOP, -1);
         zero__enqueue(ctx, &stop);
     }
-    pthread_join(ctx->stream.thread, NULL);
-    pthread_mutex_destroy(&ctx->stream.mu);
-    pthread_cond_destroy(&ctx->stream.cv);
+    zero__thread_join(ctx->stream.thread);
+    zero__mutex_destroy(&ctx->stream.mu);
+    zero__cond_destroy(&ctx->stream.cv);
     ctx->stream.started = 0;
 }
 
 static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
     int d;
-    pthread_mutex_lock(&ctx->stream.mu);
+    zero__mutex_lock(&ctx->stream.mu);
     d = ctx->stream.done >= ticket;
-    pthread_mutex_unlock(&ctx->stream.mu);
+    zero__mutex_unlock(&ctx->stream.mu);
     return d;
 }
 
@@ -3365,14 +3386,14 @@ static int zero__ticket_done(zero_ctx *ctx, uint64_t ticket) {
 static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
     zero__stream *s = &ctx->stream;
     zero_result r;
-    pthread_mutex_lock(&s->mu);
-    while (s->done < ticket) pthread_cond_wait(&s->cv, &s->mu);
+    zero__mutex_lock(&s->mu);
+    while (s->done < ticket) zero__cond_wait(&s->cv, &s->mu);
     r = s->err;
     if (r != ZERO_OK) {
         snprintf(ctx->err, sizeof ctx->err, "%s", s->err_msg);
         snprintf(zero__tls_err, sizeof zero__tls_err, "%s", s->err_msg);
     }
-    pthread_mutex_unlock(&s->mu);
+    zero__mutex_unlock(&s->mu);
     if (r != ZERO_OK)
         zero__logv(ctx, ZERO_LOG_ERROR,
                    r == ZERO_ERR_TIMEOUT ? ZERO_LOGITEM_COLL_TIMEOUT :
@@ -3382,9 +3403,9 @@ static zero_result zero__wait(zero_ctx *ctx, uint64_t ticket) {
 }
 static zero_result zero__drain(zero_ctx *ctx) {
     uint64_t t;
-    pthread_mutex_lock(&ctx->stream.mu);
+    zero__mutex_lock(&ctx->stream.mu);
     t = ctx->stream.enqueued;
-    pthread_mutex_unlock(&ctx->stream.mu);
+    zero__mutex_unlock(&ctx->stream.mu);
     return zero__wait(ctx, t);
 }
 
@@ -3394,11 +3415,11 @@ static zero_result zero__drain(zero_ctx *ctx) {
 static void zero__coll_count(zero_ctx *ctx, zero_comm *c, int kind, int64_t per_peer, int es) {
     int64_t in = 0, out = 0, ns;
     if (ctx->zpp.on) {              /* zero_stats' per-collective counts (else zero__count_task's) */
-        pthread_mutex_lock(&ctx->stream.mu);
+        zero__mutex_lock(&ctx->stream.mu);
         ctx->traffic.calls[kind]++;
         ctx->traffic.bytes[kind] += per_peer * (c->size - 1);
         ctx->traffic.elems[kind] += per_peer * (c->size - 1) / es;
-        pthread_mutex_unlock(&ctx->stream.mu);
+        zero__mutex_unlock(&ctx->stream.mu);
     }
     if (per_peer <= 0 || c->size < 2) return;
     if (c->scope == ZERO__SCOPE_NODE) in = c->size - 1;
@@ -4303,10 +4324,10 @@ static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
    changes how fast it goes. */
 typedef void (*zero__pool_fn)(void *arg, int part, int nparts);
 typedef struct zero__pool zero__pool;
-typedef struct zero__worker { zero__pool *pool; int part; pthread_t thread; } zero__worker;
+typedef struct zero__worker { zero__pool *pool; int part; zero__thread thread; } zero__worker;
 struct zero__pool {
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
+    zero__mutex mu;
+    zero__cond work, done;
     zero__worker *workers;
     int nworkers, started, stop, pending;
     int busy;                       /* a run is in progress (on another thread, maybe) */
@@ -4319,37 +4340,37 @@ static void *zero__pool_main(void *arg) {
     zero__worker *me = (zero__worker *)arg;
     zero__pool *pl = me->pool;
     uint64_t seen = 0;
-    pthread_mutex_lock(&pl->mu);
+    zero__mutex_lock(&pl->mu);
     for (;;) {
         zero__pool_fn fn;
         void *a;
         int n;
-        while (pl->gen == seen && !pl->stop) pthread_cond_wait(&pl->work, &pl->mu);
+        while (pl->gen == seen && !pl->stop) zero__cond_wait(&pl->work, &pl->mu);
         if (pl->stop) break;
         seen = pl->gen;
         fn = pl->fn;
         a = pl->arg;
         n = pl->nworkers + 1;
-        pthread_mutex_unlock(&pl->mu);
+        zero__mutex_unlock(&pl->mu);
         fn(a, me->part, n);
-        pthread_mutex_lock(&pl->mu);
-        if (--pl->pending == 0) pthread_cond_signal(&pl->done);
+        zero__mutex_lock(&pl->mu);
+        if (--pl->pending == 0) zero__cond_signal(&pl->done);
     }
-    pthread_mutex_unlock(&pl->mu);
+    zero__mutex_unlock(&pl->mu);
     return NULL;
 }
 
 static void zero__pool_destroy(zero__pool *pl, const zero_allocator *a) {
     int i;
     if (!pl->started) return;
-    pthread_mutex_lock(&pl->mu);
+    zero__mutex_lock(&pl->mu);
     pl->stop = 1;
-    pthread_cond_broadcast(&pl->work);
-    pthread_mutex_unlock(&pl->mu);
-    for (i = 0; i < pl->nworkers; i++) pthread_join(pl->workers[i].thread, NULL);
-    pthread_mutex_destroy(&pl->mu);
-    pthread_cond_destroy(&pl->work);
-    pthread_cond_destroy(&pl->done);
+    zero__cond_broadcast(&pl->work);
+    zero__mutex_unlock(&pl->mu);
+    for (i = 0; i < pl->nworkers; i++) zero__thread_join(pl->workers[i].thread);
+    zero__mutex_destroy(&pl->mu);
+    zero__cond_destroy(&pl->work);
+    zero__cond_destroy(&pl->done);
     zero__raw_free(a, pl->workers);
     memset(pl, 0, sizeof *pl);
 }
@@ -4358,9 +4379,9 @@ static void zero__pool_destroy(zero__pool *pl, const zero_allocator *a) {
 static int zero__pool_init(zero__pool *pl, int threads, const zero_allocator *a) {
     int i;
     memset(pl, 0, sizeof *pl);
-    pthread_mutex_init(&pl->mu, NULL);
-    pthread_cond_init(&pl->work, NULL);
-    pthread_cond_init(&pl->done, NULL);
+    zero__mutex_init(&pl->mu);
+    zero__cond_init(&pl->work);
+    zero__cond_init(&pl->done);
     pl->started = 1;
     if (threads <= 1) return 0;
     pl->workers = (zero__worker *)zero__raw_alloc(a, sizeof(zero__worker) * (size_t)(threads - 1));
@@ -4368,7 +4389,7 @@ static int zero__pool_init(zero__pool *pl, int threads, const zero_allocator *a)
     for (i = 0; i < threads - 1; i++) {
         pl->workers[i].pool = pl;
         pl->workers[i].part = i + 1;
-        if (pthread_create(&pl->workers[i].thread, NULL, zero__pool_main, &pl->workers[i]) != 0) {
+        if (zero__thread_start(&pl->workers[i].thread, zero__pool_main, &pl->workers[i]) != 0) {
             zero__pool_destroy(pl, a);   /* joins the i started so far */
             return -1;
         }
@@ -4391,20 +4412,20 @@ static void zero__pool_free(zero__pool *pl, const zero_allocator *a) {
 /* runs fn(arg, part, nparts) for every part, the caller taking part 0 */
 static void zero__pool_run(zero__pool *pl, zero__pool_fn fn, void *arg, int serial) {
     if (!pl || pl->nworkers == 0 || serial) { fn(arg, 0, 1); return; }
-    pthread_mutex_lock(&pl->mu);
-    if (pl->busy) { pthread_mutex_unlock(&pl->mu); fn(arg, 0, 1); return; }
+    zero__mutex_lock(&pl->mu);
+    if (pl->busy) { zero__mutex_unlock(&pl->mu); fn(arg, 0, 1); return; }
     pl->busy = 1;
     pl->fn = fn;
     pl->arg = arg;
     pl->pending = pl->nworkers;
     pl->gen++;
-    pthread_cond_broadcast(&pl->work);
-    pthread_mutex_unlock(&pl->mu);
+    zero__cond_broadcast(&pl->work);
+    zero__mutex_unlock(&pl->mu);
     fn(arg, 0, pl->nworkers + 1);
-    pthread_mutex_lock(&pl->mu);
-    while (pl->pending > 0) pthread_cond_wait(&pl->done, &pl->mu);
+    zero__mutex_lock(&pl->mu);
+    while (pl->pending > 0) zero__cond_wait(&pl->done, &pl->mu);
     pl->busy = 0;
-    pthread_mutex_unlock(&pl->mu);
+    zero__mutex_unlock(&pl->mu);
 }
 
 /* Part `part` of nparts of [0, total): contiguous, boundaries on multiples of 64
@@ -5421,7 +5442,7 @@ ZERO__VT_END(zero__dev_vt, zero__cpu_dev)
 typedef struct zero__emu_map { char *dev, *alias; int64_t bytes; } zero__emu_map;
 static zero__emu_map zero__emu_maps[ZERO__EMU_MAX];
 static int zero__emu_used;         /* slots [0, used) may be occupied */
-static pthread_mutex_t zero__emu_mu = PTHREAD_MUTEX_INITIALIZER;
+static zero__mutex zero__emu_mu = ZERO__MUTEX_INITIALIZER;
 
 /* a device address -> the host-visible alias; any other address is returned as it is */
 static void *zero__emu_tr(const void *p) {
@@ -5429,7 +5450,7 @@ static void *zero__emu_tr(const void *p) {
     void *out = (void *)(uintptr_t)p;
     int i;
     if (!p) return NULL;
-    pthread_mutex_lock(&zero__emu_mu);
+    zero__mutex_lock(&zero__emu_mu);
     for (i = 0; i < zero__emu_used; i++) {
         const zero__emu_map *m = &zero__emu_maps[i];
         if (m->dev && a >= (uintptr_t)m->dev && a < (uintptr_t)m->dev + (uintptr_t)m->bytes) {
@@ -5437,7 +5458,7 @@ static void *zero__emu_tr(const void *p) {
             break;
         }
     }
-    pthread_mutex_unlock(&zero__emu_mu);
+    zero__mutex_unlock(&zero__emu_mu);
     return out;
 }
 static int zero__emu_file(int64_t bytes) {
@@ -5471,7 +5492,7 @@ static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
         if (alias != MAP_FAILED) munmap(alias, (size_t)len);
         return NULL;
     }
-    pthread_mutex_lock(&zero__emu_mu);
+    zero__mutex_lock(&zero__emu_mu);
     for (i = 0; i < ZERO__EMU_MAX && zero__emu_maps[i].dev; i++) {}
     if (i < ZERO__EMU_MAX) {
         zero__emu_maps[i].dev = (char *)dev;
@@ -5479,7 +5500,7 @@ static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
         zero__emu_maps[i].bytes = len;
         if (i >= zero__emu_used) zero__emu_used = i + 1;
     }
-    pthread_mutex_unlock(&zero__emu_mu);
+    zero__mutex_unlock(&zero__emu_mu);
     if (i == ZERO__EMU_MAX) { munmap(dev, (size_t)len); munmap(alias, (size_t)len); return NULL; }
     return dev;
 }
@@ -5487,7 +5508,7 @@ static void zero__emu_free(zero_ctx *ctx, void *p) {
     int i;
     (void)ctx;
     if (!p) return;
-    pthread_mutex_lock(&zero__emu_mu);
+    zero__mutex_lock(&zero__emu_mu);
     for (i = 0; i < zero__emu_used; i++)
         if (zero__emu_maps[i].dev == (char *)p) {
             munmap(zero__emu_maps[i].dev, (size_t)zero__emu_maps[i].bytes);
@@ -5495,7 +5516,7 @@ static void zero__emu_free(zero_ctx *ctx, void *p) {
             memset(&zero__emu_maps[i], 0, sizeof zero__emu_maps[i]);
             break;
         }
-    pthread_mutex_unlock(&zero__emu_mu);
+    zero__mutex_unlock(&zero__emu_mu);
 }
 static zero_result zero__emu_copy(zero_ctx *ctx, int s, void *dst, const void *src, int64_t bytes) {
     return zero__cpu_copy(ctx, s, zero__emu_tr(dst), zero__emu_tr(src), bytes);
@@ -6332,11 +6353,11 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
     int i;
     (void)zero__local_flush(c);
     dl = zero__deadline(timeout_ms);
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     if (g->broken) {
         snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
         r = g->broken == ZERO_ERR_TIMEOUT ? ZERO_ERR_COMM : g->broken;
-        pthread_mutex_unlock(&g->mu);
+        zero__mutex_unlock(&g->mu);
         return r;
     }
     g->slots[c->rank] = *mine;
@@ -6363,7 +6384,7 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
             g->running = 1;
             g->writers = mine->cross ? g->n : 0;
         }
-        pthread_cond_broadcast(&g->cv);
+        zero__cond_broadcast(&g->cv);
     }
     while (!g->running && !g->broken) {
         int missing_left = -1;
@@ -6375,10 +6396,10 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
                      "%s #%llu%s: rank %d left the group before arriving",
                      zero__coll_name(mine->kind), (unsigned long long)g->seq, zero__where(g),
                      zero__wrank(g, missing_left));
-            pthread_cond_broadcast(&g->cv);
+            zero__cond_broadcast(&g->cv);
             break;
         }
-        if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && !g->running && !g->broken) {
+        if (zero__cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && !g->running && !g->broken) {
             char who[128] = "";
             size_t len = 0;
             for (i = 0; i < g->n && len + 16 < sizeof who; i++)
@@ -6388,7 +6409,7 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
             snprintf(g->broken_msg, sizeof g->broken_msg,
                      "%s #%llu%s timed out after %d ms: rank(s) %s never arrived",
                      zero__coll_name(mine->kind), (unsigned long long)g->seq, zero__where(g), timeout_ms, who);
-            pthread_cond_broadcast(&g->cv);
+            zero__cond_broadcast(&g->cv);
         }
     }
     if (g->broken) {
@@ -6399,10 +6420,10 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
         r = g->broken;
         if (g->running && mine->cross && g->writers > 0) {     /* counted as a writer: it writes nothing */
             g->writers--;
-            pthread_cond_broadcast(&g->cv);
+            zero__cond_broadcast(&g->cv);
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     return r;
 }
 
@@ -6410,10 +6431,10 @@ static zero_result zero__local_enter(zero_comm *c, const zero__slot *mine, int t
 static void zero__local_wrote(zero_comm *c) {
     zero_group *g = c->group;
     (void)zero__local_flush(c);     /* (an error is leave's to report) */
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     if (g->writers > 0) g->writers--;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    zero__cond_broadcast(&g->cv);
+    zero__mutex_unlock(&g->mu);
 }
 
 /* Leave the op; wait until every rank has left, since the others read our send
@@ -6422,32 +6443,32 @@ static zero_result zero__local_leave(zero_comm *c, int timeout_ms) {
     zero_group *g = c->group;
     zero_result r = ZERO_OK, rf = zero__local_flush(c);
     struct timespec dl = zero__deadline(timeout_ms);
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     if (++g->departed == g->n) {
         g->arrived = g->departed = g->running = 0;
         g->gen++;
         g->seq++;
-        pthread_cond_broadcast(&g->cv);
+        zero__cond_broadcast(&g->cv);
     } else {
         uint64_t my = g->gen;
         while (g->gen == my && !g->broken)
-            if (pthread_cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == my && !g->broken) {
+            if (zero__cond_timedwait(&g->cv, &g->mu, &dl) == ETIMEDOUT && g->gen == my && !g->broken) {
                 g->broken = ZERO_ERR_TIMEOUT;
                 snprintf(g->broken_msg, sizeof g->broken_msg,
                          "collective #%llu%s: a rank stalled inside the collective for %d ms",
                          (unsigned long long)g->seq, zero__where(g), timeout_ms);
-                pthread_cond_broadcast(&g->cv);
+                zero__cond_broadcast(&g->cv);
             }
         if (g->gen == my && g->broken) {
             /* a cross op: the ranks still writing into this rank's buffer finish first (they
                only copy, so they do; bounded all the same), so its caller may free it */
             dl = zero__deadline(timeout_ms);
-            while (g->writers > 0 && pthread_cond_timedwait(&g->cv, &g->mu, &dl) != ETIMEDOUT) {}
+            while (g->writers > 0 && zero__cond_timedwait(&g->cv, &g->mu, &dl) != ETIMEDOUT) {}
             snprintf(c->err, sizeof c->err, "%s", g->broken_msg);
             r = g->broken;
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     return rf != ZERO_OK ? rf : r;
 }
 
@@ -6656,7 +6677,7 @@ static zero_result zero__group_create(zero_group **out, int world_size) {
     g->n = world_size;
     g->gen = 1;
     g->cross_latency_us = g->cross_gbps = -1;
-    pthread_mutex_init(&g->mu, NULL);
+    zero__mutex_init(&g->mu);
     zero__cond_init(&g->cv);
     *out = g;
     return ZERO_OK;
@@ -6666,8 +6687,8 @@ static void zero__group_destroy(zero_group *g) {
     if (!g) return;
     for (i = 0; i < g->nsub; i++) zero__group_destroy(g->sub[i]);
     zero__raw_free(NULL, g->sub);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
+    zero__mutex_destroy(&g->mu);
+    zero__cond_destroy(&g->cv);
     zero__raw_free(NULL, g->slots);
     zero__raw_free(NULL, g->left);
     zero__raw_free(NULL, g);
@@ -6677,10 +6698,10 @@ static zero_result zero__set_link(zero_group *g, const char *fn, double latency_
     if (!g || !(latency_us >= 0) || !(gbytes_per_s >= 0))
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "%s: group must not be NULL and latency/bandwidth must be >= 0", fn);
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     *(cross ? &g->cross_latency_us : &g->link_latency_us) = latency_us;
     *(cross ? &g->cross_gbps : &g->link_gbps) = gbytes_per_s;
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     return ZERO_OK;
 }
 static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_node) {
@@ -6692,10 +6713,10 @@ static zero_result zero__check_nodes(const char *fn, int size, int ranks_per_nod
 static zero_result zero__group_set_nodes(zero_group *g, int ranks_per_node) {
     zero_result r;
     if ((r = zero__check_nodes("zero_group_set_nodes", g->n, ranks_per_node)) != ZERO_OK) return r;
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     if (g->sub_ns && g->sub_ns != ranks_per_node) r = ZERO_ERR_STATE;
     else g->node_size = ranks_per_node;
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     if (r != ZERO_OK)
         return zero__fail(NULL, r, ZERO_LOGITEM_BAD_OPTION, "zero_group_set_nodes: the group's ranks already work in "
                           "nodes of %d (a context split it); set the nodes before the ranks start", g->sub_ns);
@@ -6727,11 +6748,11 @@ static void zero__comm_destroy(zero_comm *c) {
 }
 static void zero__local_destroy(zero_comm *c) {
     zero_group *g = c->owns_group ? c->group : NULL;
-    pthread_mutex_lock(&c->group->mu);
+    zero__mutex_lock(&c->group->mu);
     c->group->left[c->rank] = 1;      /* ranks waiting for this one fail fast */
     c->group->endpoints--;
-    pthread_cond_broadcast(&c->group->cv);
-    pthread_mutex_unlock(&c->group->mu);
+    zero__cond_broadcast(&c->group->cv);
+    zero__mutex_unlock(&c->group->mu);
     zero__raw_free(NULL, c);
     zero__group_destroy(g);
 }
@@ -6761,7 +6782,7 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
     zero_result r = ZERO_OK;
     int nn = c->size / ns, i;
     *intra = *inter = NULL;
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     if (g->sub_ns && g->sub_ns != ns) {
         snprintf(c->err, sizeof c->err, "the local group was already split into nodes of %d ranks, not %d",
                  g->sub_ns, ns);
@@ -6787,7 +6808,7 @@ static zero_result zero__local_split(zero_comm *c, int ns, zero_comm **intra, ze
             snprintf(c->err, sizeof c->err, "out of memory making the local group's node groups");
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     if (r != ZERO_OK) return r;
     if ((r = zero__comm_local(intra, g->sub[c->rank / ns], c->rank % ns)) != ZERO_OK ||
         (r = zero__comm_local(inter, g->sub[nn + c->rank % ns], c->rank / ns)) != ZERO_OK) {
@@ -6819,12 +6840,12 @@ static zero_result zero__comm_local(zero_comm **out, zero_group *g, int rank) {
     c->rank = rank;
     c->size = g->n;
     c->group = g;
-    pthread_mutex_lock(&g->mu);
+    zero__mutex_lock(&g->mu);
     g->endpoints++;
     g->left[rank] = 0;
     c->node_size = g->node_size;
     c->scope = g->scope;
-    pthread_mutex_unlock(&g->mu);
+    zero__mutex_unlock(&g->mu);
     *out = c;
     return ZERO_OK;
 }
@@ -8764,7 +8785,7 @@ static void *zero__nccl_run_main(void *p) {
 /* zero_run_nccl: one thread per GPU in this process, each with its NCCL endpoint */
 static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
     zero__nccl_run_arg *args;
-    pthread_t *th;
+    zero__thread *th;
     ncclResult_t nr;
     ncclUniqueId id;
     char err[ZERO__MSG];
@@ -8780,7 +8801,7 @@ static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
         return zero__fail(NULL, ZERO_ERR_COMM, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: ncclGetUniqueId failed: %s",
                           ncclGetErrorString(nr));
     args = (zero__nccl_run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    th = (zero__thread *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
     if (!args || !th) {
         zero__raw_free(NULL, args); zero__raw_free(NULL, th);
         return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_nccl: out of memory");
@@ -8789,14 +8810,14 @@ static zero_result zero__run_nccl(int world_size, zero_rank_fn fn, void *user) {
         memset(&args[i], 0, sizeof args[i]);
         args[i].id = id; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].size = world_size;
         /* a rank that never starts leaves the others to time out in init, never to hang */
-        if (pthread_create(&th[i], NULL, zero__nccl_run_main, &args[i]) != 0) {
+        if (zero__thread_start(&th[i], zero__nccl_run_main, &args[i]) != 0) {
             r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                            "zero_run_nccl: could not start the thread for rank %d", i);
             break;
         }
         started++;
     }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started; i++) zero__thread_join(th[i]);
     for (i = 0; i < started && r == ZERO_OK; i++)
         if (args[i].result != ZERO_OK)
             r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "zero_run_nccl: rank %d: %s", i, args[i].err);
@@ -9054,11 +9075,11 @@ static void *zero__run_main(void *p) {
 /* one thread per rank of g, each with its endpoint; the first failing rank's result */
 static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user, const char *who) {
     zero__run_arg *args;
-    pthread_t *th;
+    zero__thread *th;
     zero_result r;
     int i, started = 0, world_size = g->n;
     args = (zero__run_arg *)zero__raw_alloc(NULL, sizeof *args * (size_t)world_size);
-    th = (pthread_t *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
+    th = (zero__thread *)zero__raw_alloc(NULL, sizeof *th * (size_t)world_size);
     if (!args || !th) {
         zero__raw_free(NULL, args); zero__raw_free(NULL, th);
         return zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_run_group: out of memory");
@@ -9067,7 +9088,7 @@ static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user, c
     for (i = 0; i < world_size; i++) {
         args[i].g = g; args[i].fn = fn; args[i].user = user; args[i].rank = i; args[i].result = ZERO_OK;
         args[i].err[0] = 0;
-        if (pthread_create(&th[i], NULL, zero__run_main, &args[i]) != 0) {
+        if (zero__thread_start(&th[i], zero__run_main, &args[i]) != 0) {
             r = zero__fail(NULL, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                            "zero_run_group: could not start thread for rank %d", i);
             break;
@@ -9076,12 +9097,12 @@ static zero_result zero__run_group(zero_group *g, zero_rank_fn fn, void *user, c
     }
     if (started < world_size) {
         /* the missing ranks count as gone, so the started ones fail fast */
-        pthread_mutex_lock(&g->mu);
+        zero__mutex_lock(&g->mu);
         for (i = started; i < world_size; i++) g->left[i] = 1;
-        pthread_cond_broadcast(&g->cv);
-        pthread_mutex_unlock(&g->mu);
+        zero__cond_broadcast(&g->cv);
+        zero__mutex_unlock(&g->mu);
     }
-    for (i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (i = 0; i < started; i++) zero__thread_join(th[i]);
     for (i = 0; i < started && r == ZERO_OK; i++)     /* the caller's last error says why */
         if (args[i].result != ZERO_OK)
             r = zero__fail(NULL, args[i].result, ZERO_LOGITEM_COMM_BROKEN, "%s: rank %d: %s", who, i,
@@ -9194,12 +9215,12 @@ typedef struct zero__ioreq {
 
 #define ZERO__IOQ_CAP 512
 typedef struct zero__iopool {
-    pthread_mutex_t mu;
-    pthread_cond_t work, done, room;    /* done: a batch finished; room: a queue has room */
+    zero__mutex mu;
+    zero__cond work, done, room;    /* done: a batch finished; room: a queue has room */
     zero__ioreq q[2][ZERO__IOQ_CAP];    /* queued reads [0] and writes [1], each in order */
     int qhead[2], qlen[2], stop, nthreads;
     int lim[2], fly[2];             /* reads / writes in flight: at most lim, and depth together */
-    pthread_t *threads;
+    zero__thread *threads;
     int uring, depth;               /* uring: the io_uring engine serves the queue (one thread) */
     void *uslots;                   /* its depth requests in flight (zero__uslot) */
 #ifdef ZERO_IO_URING
@@ -9214,7 +9235,7 @@ static void zero__io_finish(zero__iopool *io, zero__iobatch *b, int err, int fd,
     if (b->trace_ctx)           /* from submit to the last byte */
         zero__trace_add(b->trace_ctx, b->act ? ZERO__TRACK_ACT : ZERO__TRACK_NVME,
                         b->act ? (b->write ? "act write" : "act read") : b->write ? "nvme write" : "nvme read", NULL, b->trace_t0);
-    pthread_cond_broadcast(&io->done);      /* only a whole batch wakes its waiters */
+    zero__cond_broadcast(&io->done);      /* only a whole batch wakes its waiters */
 }
 
 /* the next request the limits admit (reads first: a step waits on them), moved to *rq
@@ -9226,7 +9247,7 @@ static int zero__io_take(zero__iopool *io, zero__ioreq *rq) {
         if (io->qlen[d] == 0 || io->fly[d] >= io->lim[d]) continue;
         *rq = io->q[d][io->qhead[d]];
         io->qhead[d] = (io->qhead[d] + 1) % ZERO__IOQ_CAP;
-        if (io->qlen[d]-- == ZERO__IOQ_CAP) pthread_cond_broadcast(&io->room);
+        if (io->qlen[d]-- == ZERO__IOQ_CAP) zero__cond_broadcast(&io->room);
         io->fly[d]++;
         return 1;
     }
@@ -9250,27 +9271,27 @@ static void zero__io_one(const zero__ioreq *rq) {
 
 static void *zero__io_main(void *arg) {
     zero__iopool *io = (zero__iopool *)arg;
-    pthread_mutex_lock(&io->mu);
+    zero__mutex_lock(&io->mu);
     for (;;) {
         zero__ioreq rq;
         zero__iobatch tmp;
         int got;
         while (!(got = zero__io_take(io, &rq)) && !(io->stop && io->qlen[0] + io->qlen[1] == 0))
-            pthread_cond_wait(&io->work, &io->mu);
+            zero__cond_wait(&io->work, &io->mu);
         if (!got) break;
-        pthread_mutex_unlock(&io->mu);
+        zero__mutex_unlock(&io->mu);
         memset(&tmp, 0, sizeof tmp);
         {   /* the transfer runs unlocked; its outcome is folded in under the lock */
             zero__iobatch *b = rq.batch;
             rq.batch = &tmp;
             zero__io_one(&rq);
-            pthread_mutex_lock(&io->mu);
+            zero__mutex_lock(&io->mu);
             io->fly[rq.write]--;
-            if (io->qlen[rq.write]) pthread_cond_signal(&io->work);     /* a thread held back by the limit */
+            if (io->qlen[rq.write]) zero__cond_signal(&io->work);     /* a thread held back by the limit */
             zero__io_finish(io, b, tmp.err, tmp.fd, tmp.err_off);
         }
     }
-    pthread_mutex_unlock(&io->mu);
+    zero__mutex_unlock(&io->mu);
     return NULL;
 }
 
@@ -9305,12 +9326,12 @@ static void *zero__io_uring_main(void *arg) {
     zero__uslot *fresh[256];
     int inflight = 0, broken = 0, i, nfree = io->depth, freel[256];
     for (i = 0; i < io->depth; i++) freel[i] = i;
-    pthread_mutex_lock(&io->mu);
+    zero__mutex_lock(&io->mu);
     for (;;) {
         int n = 0, rc;
         struct io_uring_cqe *cqe;
         zero__ioreq rq;
-        while (!io->stop && io->qlen[0] + io->qlen[1] == 0 && inflight == 0) pthread_cond_wait(&io->work, &io->mu);
+        while (!io->stop && io->qlen[0] + io->qlen[1] == 0 && inflight == 0) zero__cond_wait(&io->work, &io->mu);
         if (io->qlen[0] + io->qlen[1] == 0 && inflight == 0) break;
         while (nfree > 0 && zero__io_take(io, &rq)) {
             zero__uslot *s = &slots[freel[--nfree]];
@@ -9324,19 +9345,19 @@ static void *zero__io_uring_main(void *arg) {
             }
             fresh[n++] = s;
         }
-        pthread_mutex_unlock(&io->mu);
+        zero__mutex_unlock(&io->mu);
         if (n && (rc = zero__ur_submit(io)) != 0) {
             broken = rc;
-            pthread_mutex_lock(&io->mu);
+            zero__mutex_lock(&io->mu);
             for (i = 0; i < n; i++) { io->fly[fresh[i]->rq.write]--;
                                       zero__io_finish(io, fresh[i]->rq.batch, rc, fresh[i]->rq.fd, fresh[i]->rq.off);
                                       freel[nfree++] = (int)(fresh[i] - slots); }
             continue;
         }
         inflight += n;
-        if (inflight == 0) { pthread_mutex_lock(&io->mu); continue; }
+        if (inflight == 0) { zero__mutex_lock(&io->mu); continue; }
         rc = io_uring_wait_cqe(&io->ring, &cqe);
-        pthread_mutex_lock(&io->mu);
+        zero__mutex_lock(&io->mu);
         while (rc == 0) {       /* every completion there is, under one hold of the lock */
             zero__uslot *s = (zero__uslot *)io_uring_cqe_get_data(cqe);
             int64_t res = cqe->res;
@@ -9363,7 +9384,7 @@ static void *zero__io_uring_main(void *arg) {
             rc = io_uring_peek_cqe(&io->ring, &cqe);
         }
     }
-    pthread_mutex_unlock(&io->mu);
+    zero__mutex_unlock(&io->mu);
     return NULL;
 }
 
@@ -9383,11 +9404,11 @@ static int zero__ur_init(zero__iopool *io) {
 static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
     int i;
     if (!io->threads) return;
-    pthread_mutex_lock(&io->mu);
+    zero__mutex_lock(&io->mu);
     io->stop = 1;
-    pthread_cond_broadcast(&io->work);
-    pthread_mutex_unlock(&io->mu);
-    for (i = 0; i < io->nthreads; i++) pthread_join(io->threads[i], NULL);
+    zero__cond_broadcast(&io->work);
+    zero__mutex_unlock(&io->mu);
+    for (i = 0; i < io->nthreads; i++) zero__thread_join(io->threads[i]);
     zero__raw_free(a, io->threads);
     io->threads = NULL;
 #ifdef ZERO_IO_URING
@@ -9395,10 +9416,10 @@ static void zero__io_stop(zero__iopool *io, const zero_allocator *a) {
 #endif
     zero__raw_free(a, io->uslots);
     io->uslots = NULL;
-    pthread_mutex_destroy(&io->mu);
-    pthread_cond_destroy(&io->work);
-    pthread_cond_destroy(&io->done);
-    pthread_cond_destroy(&io->room);
+    zero__mutex_destroy(&io->mu);
+    zero__cond_destroy(&io->work);
+    zero__cond_destroy(&io->done);
+    zero__cond_destroy(&io->room);
 }
 
 /* engine: 1 io_uring (when built with it and the kernel allows), 0 threads. Returns 0, or
@@ -9407,10 +9428,10 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
     int i, threads = depth;
     memset(io, 0, sizeof *io);
     *why = 0;
-    pthread_mutex_init(&io->mu, NULL);
-    pthread_cond_init(&io->work, NULL);
-    pthread_cond_init(&io->done, NULL);
-    pthread_cond_init(&io->room, NULL);
+    zero__mutex_init(&io->mu);
+    zero__cond_init(&io->work);
+    zero__cond_init(&io->done);
+    zero__cond_init(&io->room);
     io->depth = io->lim[0] = io->lim[1] = depth;
 #ifdef ZERO_IO_URING
     if (engine == 1 && (*why = zero__ur_init(io)) == 0) {
@@ -9425,15 +9446,15 @@ static int zero__io_start(zero__iopool *io, int depth, int engine, const zero_al
 #else
     if (engine == 1) *why = ENOSYS;
 #endif
-    io->threads = threads ? (pthread_t *)zero__raw_alloc(a, sizeof(pthread_t) * (size_t)threads) : NULL;
+    io->threads = threads ? (zero__thread *)zero__raw_alloc(a, sizeof(zero__thread) * (size_t)threads) : NULL;
     if (!io->threads) { zero__raw_free(a, io->uslots); io->uslots = NULL;
-                        pthread_mutex_destroy(&io->mu); pthread_cond_destroy(&io->work); pthread_cond_destroy(&io->done);
-                        pthread_cond_destroy(&io->room); return -1; }
+                        zero__mutex_destroy(&io->mu); zero__cond_destroy(&io->work); zero__cond_destroy(&io->done);
+                        zero__cond_destroy(&io->room); return -1; }
     for (i = 0; i < threads; i++) {
 #ifdef ZERO_IO_URING
-        if (pthread_create(&io->threads[i], NULL, io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
+        if (zero__thread_start(&io->threads[i], io->uring ? zero__io_uring_main : zero__io_main, io) != 0) break;
 #else
-        if (pthread_create(&io->threads[i], NULL, zero__io_main, io) != 0) break;
+        if (zero__thread_start(&io->threads[i], zero__io_main, io) != 0) break;
 #endif
         io->nthreads = i + 1;
     }
@@ -9464,12 +9485,12 @@ static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int writ
                             int64_t off, int64_t chunk) {
     int64_t o;
     write = write != 0;
-    pthread_mutex_lock(&io->mu);
+    zero__mutex_lock(&io->mu);
     for (o = 0; o < len; o += chunk) {
         zero__ioreq *rq;
         while (io->qlen[write] == ZERO__IOQ_CAP) {
-            pthread_cond_broadcast(&io->work);
-            pthread_cond_wait(&io->room, &io->mu);
+            zero__cond_broadcast(&io->work);
+            zero__cond_wait(&io->room, &io->mu);
         }
         rq = &io->q[write][(io->qhead[write] + io->qlen[write]) % ZERO__IOQ_CAP];
         rq->fd = fd; rq->write = write; rq->buf = buf + o; rq->off = off + o;
@@ -9478,23 +9499,23 @@ static void zero__io_submit(zero__iopool *io, zero__iobatch *b, int fd, int writ
         b->pending++;
         io->qlen[write]++;
     }
-    pthread_cond_broadcast(&io->work);
-    pthread_mutex_unlock(&io->mu);
+    zero__cond_broadcast(&io->work);
+    zero__mutex_unlock(&io->mu);
 }
 
 /* at most rdepth reads and wdepth writes in flight (each 1..depth; zero__io_start: depth
    each); set before the first submit */
 static void zero__io_limits(zero__iopool *io, int rdepth, int wdepth) {
-    pthread_mutex_lock(&io->mu);
+    zero__mutex_lock(&io->mu);
     io->lim[0] = rdepth < 1 ? 1 : rdepth > io->depth ? io->depth : rdepth;
     io->lim[1] = wdepth < 1 ? 1 : wdepth > io->depth ? io->depth : wdepth;
-    pthread_mutex_unlock(&io->mu);
+    zero__mutex_unlock(&io->mu);
 }
 
 static void zero__io_wait(zero__iopool *io, zero__iobatch *b) {
-    pthread_mutex_lock(&io->mu);
-    while (b->pending > 0) pthread_cond_wait(&io->done, &io->mu);
-    pthread_mutex_unlock(&io->mu);
+    zero__mutex_lock(&io->mu);
+    while (b->pending > 0) zero__cond_wait(&io->done, &io->mu);
+    zero__mutex_unlock(&io->mu);
 }
 
 /* 4 lanes of 64-bit multiply-xor: any change of one word changes the sum */
@@ -10716,7 +10737,7 @@ typedef struct zero__nvme {
     zero_ctx *ctx;                  /* for trace events of the I/O threads */
     /* offload_params = NVMe (stage 3): the block's param area holds the current params */
     int params;
-    pthread_mutex_t mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
+    zero__mutex mu;             /* buf[0]'s cache and gbuf: the comm stream's gathers vs the caller */
     char *graw, *gbuf;              /* the param area and trailer of one block, read by gathers */
     int64_t gblk;                   /* the block (current slot) in gbuf; -1: none */
     zero__iobatch gb;
@@ -10891,9 +10912,9 @@ static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, i
 static zero_result zero__nvme_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                 const char *what) {
     zero_result r;
-    pthread_mutex_lock(&ctx->tier.nvme->mu);
+    zero__mutex_lock(&ctx->tier.nvme->mu);
     r = zero__nvme_rw_locked(ctx, which, idx, n, out, in, what);
-    pthread_mutex_unlock(&ctx->tier.nvme->mu);
+    zero__mutex_unlock(&ctx->tier.nvme->mu);
     return r;
 }
 
@@ -10914,7 +10935,7 @@ static zero_result zero__nvme_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
     zero__nvme *o = ctx->tier.nvme;
     int64_t pa = zero__nvme_parea(o), len = o->bb - pa;
     zero_result r = ZERO_OK;
-    pthread_mutex_lock(&o->mu);
+    zero__mutex_lock(&o->mu);
     while (n > 0 && r == ZERO_OK) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
         const char *src;
@@ -10946,7 +10967,7 @@ static zero_result zero__nvme_gather(zero_ctx *ctx, int64_t idx, int64_t n, char
         memcpy(dst, src + at * o->psz, (size_t)(c * o->psz));
         dst += c * o->psz; idx += c; n -= c;
     }
-    pthread_mutex_unlock(&o->mu);
+    zero__mutex_unlock(&o->mu);
     return r;
 }
 
@@ -10970,7 +10991,7 @@ static void zero__nvme_free(zero_ctx *ctx) {
     zero__io_stop(&o->io, a);
     for (i = 0; i < 3; i++) zero__raw_free(a, o->raw[i]);
     zero__raw_free(a, o->graw);
-    pthread_mutex_destroy(&o->mu);
+    zero__mutex_destroy(&o->mu);
     for (i = 0; i < o->ndirs; i++)
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
@@ -11071,7 +11092,7 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
     if (!(o = (zero__nvme *)zero__raw_alloc(a, sizeof *o)))
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     memset(o, 0, sizeof *o);
-    pthread_mutex_init(&o->mu, NULL);
+    zero__mutex_init(&o->mu);
     ctx->tier.nvme = o;
     o->ctx = ctx;
     o->params = d->offload_params == ZERO_OFFLOAD_NVME;
@@ -13096,9 +13117,9 @@ static int zero__act_index(zero_ctx *ctx, zero_act a, const char *fn) {
 /* the buffer's I/O has finished (no lock needed by the caller) */
 static int zero__ab_idle(struct zero__stash *st, zero__actbuf *b) {
     int pend;
-    pthread_mutex_lock(&st->io.mu);
+    zero__mutex_lock(&st->io.mu);
     pend = b->b.pending;
-    pthread_mutex_unlock(&st->io.mu);
+    zero__mutex_unlock(&st->io.mu);
     return pend == 0;
 }
 
@@ -15800,11 +15821,11 @@ static void zero__release_comm(zero_ctx *ctx) {
         zero__comm_destroy(ctx->comm);
         zero__group_destroy(ctx->own_group);
     } else if (ctx->comm) {
-        pthread_mutex_lock(&ctx->comm->group->mu);
+        zero__mutex_lock(&ctx->comm->group->mu);
         ctx->comm->in_use = 0;
         ctx->comm->ctx = NULL;
         if (ctx->comm->intra) ctx->comm->intra->ctx = ctx->comm->inter->ctx = NULL;
-        pthread_mutex_unlock(&ctx->comm->group->mu);
+        zero__mutex_unlock(&ctx->comm->group->mu);
     }
 }
 
@@ -15851,11 +15872,11 @@ static zero_result zero__create_comm(zero_ctx *ctx, zero__why *why) {
     }
     /* a context's comm stream issues collectives on its own; two contexts on one endpoint
        would interleave them differently on different ranks */
-    pthread_mutex_lock(&c->group->mu);
+    zero__mutex_lock(&c->group->mu);
     busy = c->in_use;
     c->in_use = 1;
     if (!busy) c->ctx = ctx;
-    pthread_mutex_unlock(&c->group->mu);
+    zero__mutex_unlock(&c->group->mu);
     if (busy)
         return zero__why_set(why, ZERO_ERR_STATE, ZERO_LOGITEM_BAD_SEQUENCE,
                              "zero_create: rank %d's zero_comm is already used by another context; give each "
@@ -15948,11 +15969,11 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
             out->total_bytes += ctx->lay.bytes[t][k];
             if (k != ZERO_CAT_BUFFERS && k != ZERO_CAT_ACTIVATIONS) out->model_state_bytes += ctx->lay.bytes[t][k];
         }
-    pthread_mutex_lock(&c->stream.mu);
+    zero__mutex_lock(&c->stream.mu);
     memcpy(out->comm_calls, ctx->traffic.calls, sizeof out->comm_calls);
     memcpy(out->comm_elems, ctx->traffic.elems, sizeof out->comm_elems);
     memcpy(out->comm_bytes, ctx->traffic.bytes, sizeof out->comm_bytes);
-    pthread_mutex_unlock(&c->stream.mu);
+    zero__mutex_unlock(&c->stream.mu);
     out->steps = ctx->opt.steps;
     out->skipped_steps = ctx->opt.skipped;
     out->micro_batches = ctx->opt.micro;
