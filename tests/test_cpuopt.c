@@ -681,6 +681,12 @@ int main(void) {
         test_sum(l);
         test_sum_sq(l);
     }
+    if (getenv("ZERO_CPUOPT_PATHS_ONLY")) {    /* an emulator's second compiler: the kernels only */
+        test_begin("cpuopt_threads_ranks_norm");
+        test_skip("ZERO_CPUOPT_PATHS_ONLY: the kernels' cases only");
+        test_end();
+        return test_summary();
+    }
     TEST_RUN(test_cpu_threads_option);
     TEST_RUN(test_pool_shared);
     test_threads_and_paths();
