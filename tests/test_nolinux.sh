@@ -3,6 +3,7 @@
 # zero.h defines itself off Linux): no io_uring, no O_DIRECT, no madvise, no
 # pthread_condattr_setclock (timeouts on CLOCK_REALTIME), no posix_fallocate (ftruncate).
 # Built here on Linux (build/nolinux/, make's cc_nolinux) so that the fallback code runs:
+#   - nolinux_uring_refused: ZERO_IO_URING with ZERO_NO_LINUX is an #error that says why;
 #   - nolinux_symbols: the programs import none of those calls (nm -u);
 #   - nolinux_<program>: test_offload (the NVMe tier's files and the threads engine),
 #     test_ckpt (checkpoint files, atomic renames) and test_errors (every collective's
@@ -20,6 +21,14 @@ if ! make --no-print-directory -j"$JOBS" BUILD="$BUILD" "${PROGS[@]/#/$BUILD/nol
     exit 1
 fi
 failed=0
+# ZERO_IO_URING is Linux's: with ZERO_NO_LINUX the build stops with a sentence, not a link error
+out=$(printf '#define ZERO_IMPLEMENTATION\n#include "zero.h"\n' | ${CC:-gcc} -x c -std=c99 -pthread -I. -DZERO_NO_LINUX \
+      -DZERO_IO_URING -fsyntax-only - 2>&1); rc=$?
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q 'ZERO_IO_URING is Linux'; then
+    echo "PASS nolinux_uring_refused (#error: ZERO_IO_URING is Linux's)"
+else
+    echo "FAIL nolinux_uring_refused: exit $rc: $(printf '%s' "$out" | grep -m1 error)"; failed=1
+fi
 bad=""
 for p in "${PROGS[@]}"; do
     s=$(nm -u "$BUILD/nolinux/$p" 2>/dev/null | grep -oE 'posix_fallocate|madvise|pthread_condattr_setclock|io_uring_[a-z_]+' | sort -u | tr '\n' ' ')
