@@ -10056,9 +10056,10 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
         b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
-        p->flat_bytes = z->numel * psz + (zero__flat_grads(d) ? z->numel * asz : 0);
-        b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += z->numel * psz;
-        b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] += zero__flat_grads(d) ? z->numel * asz : 0;
+        int64_t fp = z->numel * psz, fg = zero__flat_grads(d) ? z->numel * asz : 0;
+        p->flat_bytes = fp + fg;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] += fp;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] += fg;
     }
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
