@@ -5,7 +5,7 @@
 #   - arm64_test_cpuopt: tests/test_cpuopt.c, every optimizer, norm and sum kernel of the NEON
 #     path (ZERO_SIMD=neon) bitwise against the scalar reference at every dtype, lengths that
 #     reach every tail, the thread pool and the end-to-end runs;
-#   - arm64_clang_test_cpuopt: its kernel cases (ZERO_CPUOPT_PATHS_ONLY) built by clang for
+#   - arm64_clang_test_cpuopt: its kernel cases (ZERO_TEST_ONLY=test_simd_knob,test_paths) built by clang for
 #     AArch64 with clang's own defaults (-std=gnu11 -O2: contraction on; zero.h turns it off
 #     for itself), when clang is there;
 #   - arm64_test_zpp_payloads: tests/test_zpp.c's payload cases (ZERO_TEST_ONLY=test_payload):
@@ -59,7 +59,7 @@ if command -v clang >/dev/null 2>&1; then
         echo "FAIL arm64_clang_test_cpuopt: clang --target=aarch64-linux-gnu does not build it: $(grep -m1 -E 'error|warning' "$BUILD/logs/arm64_clang.log")"
         failed=1
     else
-        out=$(ZERO_CPUOPT_PATHS_ONLY=1 timeout 600 qemu-aarch64 "$BUILD/arm64/test_cpuopt_clang" 2>&1); rc=$?
+        out=$(ZERO_TEST_ONLY=test_simd_knob,test_paths timeout 600 qemu-aarch64 "$BUILD/arm64/test_cpuopt_clang" 2>&1); rc=$?
         last=$(printf '%s\n' "$out" | tail -n 1)
         if [ $rc -eq 0 ] && printf '%s' "$last" | grep -qE '^[0-9]+ passed, 0 failed'; then
             echo "PASS arm64_clang_test_cpuopt ($last)"

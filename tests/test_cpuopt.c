@@ -667,7 +667,7 @@ int main(void) {
     int l;
     test_init();
     TEST_RUN(test_simd_knob);
-    for (l = 0; l < ZERO__SIMD_NUM; l++) {
+    for (l = 0; l < ZERO__SIMD_NUM && test_selected("test_paths"); l++) {    /* every kernel on every path */
         if (!zero__simd_supported(l)) {     /* one SKIP line for the path's cases */
             test_begin("cpuopt_%s", zero__simd_name[l]);
             test_skip("this CPU does not support the %s path", zero__simd_name[l]);
@@ -681,16 +681,10 @@ int main(void) {
         test_sum(l);
         test_sum_sq(l);
     }
-    if (getenv("ZERO_CPUOPT_PATHS_ONLY")) {    /* an emulator's second compiler: the kernels only */
-        test_begin("cpuopt_threads_ranks_norm");
-        test_skip("ZERO_CPUOPT_PATHS_ONLY: the kernels' cases only");
-        test_end();
-        return test_summary();
-    }
     TEST_RUN(test_cpu_threads_option);
     TEST_RUN(test_pool_shared);
-    test_threads_and_paths();
+    if (test_selected("test_threads_and_paths")) test_threads_and_paths();
     TEST_RUN(test_two_ranks);
-    test_norm_taken();
+    if (test_selected("test_norm_taken")) test_norm_taken();
     return test_summary();
 }
