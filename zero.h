@@ -297,6 +297,10 @@
                              no io_uring, O_DIRECT (F_NOCACHE where it exists), madvise,
                              pthread_condattr_setclock (timeouts on CLOCK_REALTIME) or
                              posix_fallocate (ftruncate); tests/test_nolinux.sh runs it here
+     On Windows (_WIN32, Vista or later) the implementation uses the native API, and needs
+     nothing defined: SRW locks, condition variables and _beginthreadex for threads,
+     CreateFileW (FILE_FLAG_NO_BUFFERING for the NVMe tier) and MoveFileExW for files, UTF-8
+     paths, Winsock 2 for the rendezvous (link ws2_32); tests/test_windows.sh runs it here.
        ZERO_STAGING_BYTES    the CUDA device's two pinned staging buffers, bytes each (default
                              4 MiB; a multiple of 64): zero_param_set_f32, zero_gather_params_f32
                              and checkpoints move values through them. ZERO_STAGE_BYTES, its
@@ -916,8 +920,9 @@
      overlaps), and it has not yet run on a GPU either, nor have ZeRO++'s CUDA kernels and
      NCCL split (tested on CPU test doubles of CUDA and NCCL; make test-gpu checks the
      kernels where a GPU is at hand). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at
-     stages 0-2); the io_uring engine does not register its buffers. POSIX threads only
-     (Linux, macOS); no Windows yet.
+     stages 0-2); the io_uring engine does not register its buffers. Windows (x86-64):
+     tested with MinGW-w64 under Wine, not with MSVC, which the GCC/Clang atomics keep out;
+     no EMU device there (README, "Platforms").
 */
 #ifndef ZERO_H_INCLUDED
 #define ZERO_H_INCLUDED
@@ -2118,8 +2123,27 @@ ZERO__C_IN_CXX_BEGIN     /* C++: see the element-wise math block */
 #include <stdarg.h>
 #include <errno.h>
 #include <time.h>
+#if defined(_WIN32)
+   /* Windows (Vista or later): the native API, no POSIX layer (MinGW-w64 without
+      winpthreads, and what MSVC accepts); paths are UTF-8, turned into UTF-16 at the call */
+#  define ZERO__WIN 1
+#  ifndef WIN32_LEAN_AND_MEAN
+#    define WIN32_LEAN_AND_MEAN
+#  endif
+#  ifndef NOMINMAX
+#    define NOMINMAX
+#  endif
+#  include <winsock2.h>
+#  include <ws2tcpip.h>
+#  include <windows.h>
+#  include <io.h>
+#  include <process.h>
+#  include <fcntl.h>
+#  if defined(_WIN32_WINNT) && _WIN32_WINNT < 0x0600
+#    error "zero.h: Windows needs _WIN32_WINNT >= 0x0600 (Vista): SRW locks, condition variables, WSAPoll"
+#  endif
+#elif defined(__unix__) || defined(__APPLE__)
 #include <pthread.h>
-#if defined(__unix__) || defined(__APPLE__)
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -2131,10 +2155,12 @@ ZERO__C_IN_CXX_BEGIN     /* C++: see the element-wise math block */
 #include <dirent.h>
 #include <sys/mman.h>
 #else
-#error "zero.h: the implementation needs a POSIX system (Linux or macOS): threads, sockets, files and mmap"
+#error "zero.h: the implementation needs POSIX (Linux, macOS, the BSDs) or Windows: threads, sockets, files"
 #endif
 #if defined(__cplusplus)
 #  define ZERO__TLS thread_local
+#elif defined(_MSC_VER)
+#  define ZERO__TLS __declspec(thread)
 #elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
 #  define ZERO__TLS _Thread_local
 #else
@@ -2228,13 +2254,15 @@ void freeaddrinfo(struct addrinfo *res);
 const char *gai_strerror(int errcode);
 int pthread_condattr_setclock(pthread_condattr_t *attr, clockid_t clock_id);
 #endif
-#if !defined(__cplusplus)
+#if !defined(__cplusplus) && !defined(ZERO__WIN)
 ssize_t pread(int fd, void *buf, size_t n, off_t off);
 ssize_t pwrite(int fd, const void *buf, size_t n, off_t off);
 int posix_fallocate(int fd, off_t off, off_t len);
 int ftruncate(int fd, off_t len);
 #endif
-#ifndef AI_NUMERICSERV
+#if !defined(AI_NUMERICSERV) && defined(ZERO__WIN)
+#  define AI_NUMERICSERV 0          /* (old SDKs: the port is a number anyway) */
+#elif !defined(AI_NUMERICSERV)
 #  define AI_NUMERICSERV 0x0400     /* glibc's value (hidden with getaddrinfo) */
 #endif
 #if defined(__linux__) && !defined(AT_FDCWD)
@@ -2252,7 +2280,9 @@ int ftruncate(int fd, off_t len);
 #endif
 /* O_DIRECT for the NVMe tier's blocks: glibc names it only under _GNU_SOURCE, but always
    defines its value as __O_DIRECT; with neither, the tier goes through the page cache */
-#if defined(ZERO_NO_LINUX)
+#if defined(ZERO__WIN)
+#  define ZERO__O_DIRECT 0x40000000  /* zero__os_open: FILE_FLAG_NO_BUFFERING | FILE_FLAG_WRITE_THROUGH */
+#elif defined(ZERO_NO_LINUX)
 #  define ZERO__O_DIRECT 0
 #elif defined(O_DIRECT)
 #  define ZERO__O_DIRECT O_DIRECT
@@ -2281,11 +2311,74 @@ int madvise(void *addr, size_t len, int advice);
 #if defined(__GLIBC__) && !defined(__USE_POSIX199309)
 #  error "zero.h: the implementation needs POSIX.1b (clock_gettime): compile with -pthread, or define _POSIX_C_SOURCE 200809L before your first #include"
 #endif
-/* Threads, locks and condition variables, by zero.h's own names: POSIX threads here (a
-   port to another thread API puts it behind these names, and nothing outside this block
-   names pthreads). Condition variables wait on CLOCK_MONOTONIC where the platform allows
-   it, so a clock change cannot stretch a collective's timeout; zero__cond_timedwait
-   returns ETIMEDOUT once the deadline (zero__deadline) has passed. */
+/* ---- the operating system, by zero.h's own names: nothing outside this block names
+   pthreads, a file descriptor call, a directory, a socket or a clock. POSIX here, and
+   Windows's native API (ZERO__WIN) behind the same names.
+   Threads, locks and condition variables: condition variables wait on a monotonic clock
+   where the platform allows it, so a clock change cannot stretch a collective's timeout;
+   zero__cond_timedwait returns ETIMEDOUT once the deadline (zero__deadline) has passed (0
+   may be early: callers look at their condition again). */
+#if defined(ZERO__WIN)
+typedef SRWLOCK zero__mutex;
+typedef CONDITION_VARIABLE zero__cond;
+typedef HANDLE zero__thread;
+#define ZERO__MUTEX_INITIALIZER SRWLOCK_INIT
+/* monotonic milliseconds */
+static double zero__now_ms(void) {
+    static LARGE_INTEGER freq;      /* (the same value from every thread that sets it) */
+    LARGE_INTEGER t;
+    if (!freq.QuadPart) QueryPerformanceFrequency(&freq);
+    QueryPerformanceCounter(&t);
+    return (double)(t.QuadPart / freq.QuadPart) * 1e3 + (double)(t.QuadPart % freq.QuadPart) * 1e3 / (double)freq.QuadPart;
+}
+static void zero__mutex_init(zero__mutex *m) { InitializeSRWLock(m); }
+static void zero__mutex_destroy(zero__mutex *m) { (void)m; }
+static void zero__mutex_lock(zero__mutex *m) { AcquireSRWLockExclusive(m); }
+static void zero__mutex_unlock(zero__mutex *m) { ReleaseSRWLockExclusive(m); }
+static void zero__cond_init(zero__cond *cv) { InitializeConditionVariable(cv); }
+static void zero__cond_destroy(zero__cond *cv) { (void)cv; }
+static void zero__cond_wait(zero__cond *cv, zero__mutex *m) { (void)SleepConditionVariableSRW(cv, m, INFINITE, 0); }
+static int zero__cond_timedwait(zero__cond *cv, zero__mutex *m, const struct timespec *deadline) {
+    double left = (double)deadline->tv_sec * 1e3 + (double)deadline->tv_nsec * 1e-6 - zero__now_ms();
+    if (left <= 0) return ETIMEDOUT;
+    (void)SleepConditionVariableSRW(cv, m, left > 2e9 ? (DWORD)2000000000 : (DWORD)left + 1, 0);
+    return zero__now_ms() >= (double)deadline->tv_sec * 1e3 + (double)deadline->tv_nsec * 1e-6 ? ETIMEDOUT : 0;
+}
+static void zero__cond_signal(zero__cond *cv) { WakeConditionVariable(cv); }
+static void zero__cond_broadcast(zero__cond *cv) { WakeAllConditionVariable(cv); }
+static struct timespec zero__deadline(int timeout_ms) {     /* on zero__now_ms's clock */
+    double t = zero__now_ms() + (double)timeout_ms;
+    struct timespec ts;
+    ts.tv_sec = (time_t)(t / 1e3);
+    ts.tv_nsec = (long)((t - (double)ts.tv_sec * 1e3) * 1e6);
+    return ts;
+}
+typedef struct zero__thread_boot { void *(*fn)(void *); void *arg; } zero__thread_boot;
+static unsigned __stdcall zero__thread_main(void *p) {
+    zero__thread_boot b = *(zero__thread_boot *)p;
+    HeapFree(GetProcessHeap(), 0, p);
+    (void)b.fn(b.arg);
+    return 0;
+}
+/* 0: the thread runs fn(arg), on an 8 MiB stack as glibc gives (Windows's default is 1) */
+static int zero__thread_start(zero__thread *t, void *(*fn)(void *), void *arg) {
+    zero__thread_boot *b = (zero__thread_boot *)HeapAlloc(GetProcessHeap(), 0, sizeof *b);
+    uintptr_t h;
+    if (!b) return ENOMEM;
+    b->fn = fn; b->arg = arg;
+    h = _beginthreadex(NULL, 8u << 20, zero__thread_main, b, STACK_SIZE_PARAM_IS_A_RESERVATION, NULL);
+    if (!h) { HeapFree(GetProcessHeap(), 0, b); return EAGAIN; }
+    *t = (HANDLE)h;
+    return 0;
+}
+static void zero__thread_join(zero__thread t) { (void)WaitForSingleObject(t, INFINITE); (void)CloseHandle(t); }
+static void zero__sleep_us(double us) {     /* short waits spin on the clock: Sleep's tick is coarse */
+    double end = zero__now_ms() + us * 1e-3;
+    if (us >= 2000.0) Sleep((DWORD)(us * 1e-3) - 1);
+    while (zero__now_ms() < end) SwitchToThread();
+}
+static long zero__os_pid(void) { return (long)GetCurrentProcessId(); }
+#else
 typedef pthread_mutex_t zero__mutex;
 typedef pthread_cond_t zero__cond;
 typedef pthread_t zero__thread;
@@ -2293,6 +2386,12 @@ typedef pthread_t zero__thread;
 #if defined(__APPLE__) || defined(ZERO_NO_LINUX)
 #  define ZERO__COND_REALTIME 1     /* no pthread_condattr_setclock (macOS) */
 #endif
+/* monotonic milliseconds */
+static double zero__now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
 static void zero__mutex_init(zero__mutex *m) { pthread_mutex_init(m, NULL); }
 static void zero__mutex_destroy(zero__mutex *m) { pthread_mutex_destroy(m); }
 static void zero__mutex_lock(zero__mutex *m) { pthread_mutex_lock(m); }
@@ -2330,6 +2429,261 @@ static struct timespec zero__deadline(int timeout_ms) {
 /* 0: the thread runs fn(arg) */
 static int zero__thread_start(zero__thread *t, void *(*fn)(void *), void *arg) { return pthread_create(t, NULL, fn, arg); }
 static void zero__thread_join(zero__thread t) { (void)pthread_join(t, NULL); }
+static void zero__sleep_us(double us) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)(us / 1e6);
+    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+static long zero__os_pid(void) { return (long)getpid(); }
+#endif
+static void zero__sleep_ms(int ms) { zero__sleep_us(1e3 * (double)ms); }
+
+/* Files by descriptor (an int on every platform), with UTF-8 paths. Each returns >= 0 on
+   success, -errno on failure. zero__os_open's flags are O_RDONLY/O_WRONLY/O_RDWR with
+   O_CREAT, O_EXCL, O_TRUNC and ZERO__O_DIRECT; mode is POSIX's (Windows: ignored). */
+#if defined(ZERO__WIN)
+#define ZERO__WPATH 4096
+/* path as UTF-16 in w[ZERO__WPATH] (1), or 0: not UTF-8, or too long */
+static int zero__os_wide(const char *path, wchar_t *w) {
+    return MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, path, -1, w, ZERO__WPATH) > 0;
+}
+static int zero__os_errno(DWORD e) {
+    switch (e) {
+    case ERROR_FILE_NOT_FOUND: case ERROR_PATH_NOT_FOUND: case ERROR_INVALID_DRIVE: case ERROR_BAD_NETPATH:
+        return ENOENT;
+    case ERROR_FILE_EXISTS: case ERROR_ALREADY_EXISTS: return EEXIST;
+    case ERROR_ACCESS_DENIED: case ERROR_SHARING_VIOLATION: case ERROR_LOCK_VIOLATION: return EACCES;
+    case ERROR_DISK_FULL: case ERROR_HANDLE_DISK_FULL: return ENOSPC;
+    case ERROR_WRITE_PROTECT: return EROFS;
+    case ERROR_INVALID_PARAMETER: case ERROR_INVALID_NAME: return EINVAL;
+    case ERROR_NOT_ENOUGH_MEMORY: case ERROR_OUTOFMEMORY: return ENOMEM;
+    case ERROR_TOO_MANY_OPEN_FILES: return EMFILE;
+    case ERROR_DIR_NOT_EMPTY: return ENOTEMPTY;
+    case ERROR_FILENAME_EXCED_RANGE: return ENAMETOOLONG;
+    case ERROR_INVALID_HANDLE: return EBADF;
+    default: return EIO;
+    }
+}
+static HANDLE zero__os_handle(int fd) { return (HANDLE)_get_osfhandle(fd); }
+static int zero__os_open(const char *path, int flags, int mode) {
+    wchar_t w[ZERO__WPATH];
+    DWORD access = GENERIC_READ, disp = OPEN_EXISTING, attr = FILE_ATTRIBUTE_NORMAL;
+    HANDLE h;
+    int fd;
+    (void)mode;
+    if (!zero__os_wide(path, w)) return -EINVAL;
+    if (flags & O_RDWR) access = GENERIC_READ | GENERIC_WRITE;
+    else if (flags & O_WRONLY) access = GENERIC_WRITE;
+    if (flags & O_CREAT) disp = (flags & O_EXCL) ? CREATE_NEW : (flags & O_TRUNC) ? CREATE_ALWAYS : OPEN_ALWAYS;
+    else if (flags & O_TRUNC) disp = TRUNCATE_EXISTING;
+    if (flags & ZERO__O_DIRECT) attr |= FILE_FLAG_NO_BUFFERING | FILE_FLAG_WRITE_THROUGH;
+    /* shared for delete: a file may be renamed over or removed while open, as on POSIX */
+    h = CreateFileW(w, access, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, disp, attr, NULL);
+    if (h == INVALID_HANDLE_VALUE) return -zero__os_errno(GetLastError());
+    if ((fd = _open_osfhandle((intptr_t)h, _O_BINARY)) < 0) { (void)CloseHandle(h); return -EMFILE; }
+    return fd;
+}
+/* positional reads and writes (at most 1 GiB each: callers go on after a short one) */
+static int64_t zero__os_pio(int fd, void *buf, size_t n, int64_t off, int write) {
+    OVERLAPPED o;
+    DWORD done = 0;
+    BOOL ok;
+    memset(&o, 0, sizeof o);
+    o.Offset = (DWORD)((uint64_t)off & 0xffffffffu);
+    o.OffsetHigh = (DWORD)((uint64_t)off >> 32);
+    if (n > ((size_t)1 << 30)) n = (size_t)1 << 30;
+    ok = write ? WriteFile(zero__os_handle(fd), buf, (DWORD)n, &done, &o)
+               : ReadFile(zero__os_handle(fd), buf, (DWORD)n, &done, &o);
+    if (!ok) return GetLastError() == ERROR_HANDLE_EOF ? 0 : -(int64_t)zero__os_errno(GetLastError());
+    return (int64_t)done;
+}
+static int64_t zero__os_pread(int fd, void *buf, size_t n, int64_t off) { return zero__os_pio(fd, buf, n, off, 0); }
+static int64_t zero__os_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    return zero__os_pio(fd, (void *)(uintptr_t)buf, n, off, 1);
+}
+static int zero__os_truncate(int fd, int64_t len) {
+    LARGE_INTEGER at;
+    at.QuadPart = len;
+    if (!SetFilePointerEx(zero__os_handle(fd), at, NULL, FILE_BEGIN) || !SetEndOfFile(zero__os_handle(fd)))
+        return -zero__os_errno(GetLastError());
+    return 0;
+}
+static int zero__os_allocate(int fd, int64_t len) { return zero__os_truncate(fd, len); }
+static int zero__os_close(int fd) { return _close(fd) < 0 ? -EBADF : 0; }
+static int zero__os_fsync(int fd) { return FlushFileBuffers(zero__os_handle(fd)) ? 0 : -zero__os_errno(GetLastError()); }
+/* the file's bytes */
+static int64_t zero__os_fsize(int fd) {
+    LARGE_INTEGER s;
+    return GetFileSizeEx(zero__os_handle(fd), &s) ? (int64_t)s.QuadPart : -(int64_t)zero__os_errno(GetLastError());
+}
+/* from replaces to at once, durably (the checkpoints' commit point) */
+static int zero__os_rename(const char *from, const char *to) {
+    wchar_t wf[ZERO__WPATH], wt[ZERO__WPATH];
+    if (!zero__os_wide(from, wf) || !zero__os_wide(to, wt)) return -EINVAL;
+    return MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH) ? 0 : -zero__os_errno(GetLastError());
+}
+static int zero__os_unlink(const char *path) {
+    wchar_t w[ZERO__WPATH];
+    if (!zero__os_wide(path, w)) return -EINVAL;
+    return DeleteFileW(w) ? 0 : -zero__os_errno(GetLastError());
+}
+static int zero__os_mkdir(const char *path) {
+    wchar_t w[ZERO__WPATH];
+    if (!zero__os_wide(path, w)) return -EINVAL;
+    return CreateDirectoryW(w, NULL) ? 0 : -zero__os_errno(GetLastError());
+}
+/* (a rename is made durable by MOVEFILE_WRITE_THROUGH; a directory has no handle to flush) */
+static void zero__os_fsync_dir(const char *dir) { (void)dir; }
+static FILE *zero__os_fopen(const char *path, const char *mode) {
+    wchar_t w[ZERO__WPATH], wm[8];
+    int i;
+    for (i = 0; i < 7 && mode[i]; i++) wm[i] = (wchar_t)mode[i];
+    wm[i] = 0;
+    return zero__os_wide(path, w) ? _wfopen(w, wm) : NULL;
+}
+/* a directory's entries, by UTF-8 name */
+typedef struct zero__os_dir { HANDLE h; WIN32_FIND_DATAW fd; int first; char name[1024]; } zero__os_dir;
+static int zero__os_opendir(zero__os_dir *d, const char *dir) {
+    wchar_t w[ZERO__WPATH + 2];
+    size_t n;
+    if (!zero__os_wide(dir, w) || (n = wcslen(w)) + 3 > ZERO__WPATH) return -EINVAL;
+    w[n] = L'\\'; w[n + 1] = L'*'; w[n + 2] = 0;
+    d->h = FindFirstFileW(w, &d->fd);
+    d->first = 1;
+    return d->h == INVALID_HANDLE_VALUE ? -zero__os_errno(GetLastError()) : 0;
+}
+static const char *zero__os_readdir(zero__os_dir *d) {
+    for (;;) {
+        if (!d->first && !FindNextFileW(d->h, &d->fd)) return NULL;
+        d->first = 0;
+        if (WideCharToMultiByte(CP_UTF8, 0, d->fd.cFileName, -1, d->name, (int)sizeof d->name, NULL, NULL) > 0)
+            return d->name;
+    }
+}
+static void zero__os_closedir(zero__os_dir *d) { (void)FindClose(d->h); }
+#else
+static int zero__os_open(const char *path, int flags, int mode) {
+    int fd = open(path, flags, (mode_t)mode);
+    return fd < 0 ? -errno : fd;
+}
+static int64_t zero__os_pread(int fd, void *buf, size_t n, int64_t off) {
+    ssize_t r = pread(fd, buf, n, (off_t)off);
+    return r < 0 ? -(int64_t)errno : (int64_t)r;
+}
+static int64_t zero__os_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    ssize_t r = pwrite(fd, buf, n, (off_t)off);
+    return r < 0 ? -(int64_t)errno : (int64_t)r;
+}
+static int zero__os_truncate(int fd, int64_t len) { return ftruncate(fd, (off_t)len) < 0 ? -errno : 0; }
+#if defined(ZERO_NO_LINUX)            /* (macOS has no posix_fallocate: the file's size, sparse) */
+static int zero__os_allocate(int fd, int64_t len) { return zero__os_truncate(fd, len); }
+#else
+static int zero__os_allocate(int fd, int64_t len) { return -posix_fallocate(fd, 0, (off_t)len); }
+#endif
+static int zero__os_close(int fd) { return close(fd) < 0 ? -errno : 0; }
+static int zero__os_fsync(int fd) { return fsync(fd) < 0 ? -errno : 0; }
+static int64_t zero__os_fsize(int fd) {
+    struct stat st;
+    return fstat(fd, &st) != 0 ? -(int64_t)errno : (int64_t)st.st_size;
+}
+static int zero__os_rename(const char *from, const char *to) { return rename(from, to) != 0 ? -errno : 0; }
+static int zero__os_unlink(const char *path) { return unlink(path) != 0 ? -errno : 0; }
+static int zero__os_mkdir(const char *path) { return mkdir(path, 0777) != 0 ? -errno : 0; }
+static void zero__os_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY);
+    if (fd >= 0) { (void)fsync(fd); close(fd); }
+}
+static FILE *zero__os_fopen(const char *path, const char *mode) { return fopen(path, mode); }
+typedef struct zero__os_dir { DIR *d; } zero__os_dir;
+static int zero__os_opendir(zero__os_dir *d, const char *dir) { return (d->d = opendir(dir)) ? 0 : -errno; }
+static const char *zero__os_readdir(zero__os_dir *d) {
+    struct dirent *e = readdir(d->d);
+    return e ? e->d_name : NULL;
+}
+static void zero__os_closedir(zero__os_dir *d) { closedir(d->d); }
+#endif
+
+/* TCP sockets (the rendezvous), nonblocking; zero__sock_err is errno or Winsock's error
+   as the errno value that names it (EWOULDBLOCK, EINPROGRESS, ECONNRESET, ...) */
+#if defined(ZERO__WIN)
+typedef SOCKET zero__sock;
+typedef WSAPOLLFD zero__pollfd;
+#define ZERO__SOCK_NONE INVALID_SOCKET
+static int zero__sock_map(int e) {
+    switch (e) {
+    case 0: return 0;
+    case WSAEWOULDBLOCK: return EWOULDBLOCK;
+    case WSAEINPROGRESS: case WSAEALREADY: return EINPROGRESS;
+    case WSAEINTR: return EINTR;
+    case WSAECONNRESET: case WSAECONNABORTED: case WSAENETRESET: return ECONNRESET;
+    case WSAECONNREFUSED: return ECONNREFUSED;
+    case WSAETIMEDOUT: return ETIMEDOUT;
+    case WSAEADDRINUSE: return EADDRINUSE;
+    case WSAEACCES: return EACCES;
+    case WSAEHOSTUNREACH: return EHOSTUNREACH;
+    case WSAENETUNREACH: return ENETUNREACH;
+    default: return EIO;
+    }
+}
+static int zero__sock_err(void) { return zero__sock_map(WSAGetLastError()); }
+/* Winsock on (refcounted: every zero__net_begin has its zero__net_end); 0 or an errno */
+static int zero__net_begin(void) {
+    WSADATA w;
+    return WSAStartup(MAKEWORD(2, 2), &w) == 0 ? 0 : EIO;
+}
+static void zero__net_end(void) { (void)WSACleanup(); }
+static void zero__sock_close(zero__sock s) { (void)closesocket(s); }
+static int zero__sock_nonblock(zero__sock s) {
+    u_long on = 1;
+    return ioctlsocket(s, (long)FIONBIO, &on) == 0 ? 0 : -1;
+}
+static zero__sock zero__sock_open(int family) {     /* (Winsock's sockets are not inherited) */
+    zero__sock s = socket(family, SOCK_STREAM, 0);
+    if (s == INVALID_SOCKET) return s;
+    if (zero__sock_nonblock(s) != 0) { closesocket(s); return INVALID_SOCKET; }
+    return s;
+}
+static int64_t zero__sock_send(zero__sock s, const void *b, size_t n) {
+    return (int64_t)send(s, (const char *)b, n > 0x40000000 ? 0x40000000 : (int)n, 0);
+}
+static int64_t zero__sock_recv(zero__sock s, void *b, size_t n) {
+    return (int64_t)recv(s, (char *)b, n > 0x40000000 ? 0x40000000 : (int)n, 0);
+}
+static int zero__sock_poll(zero__pollfd *p, int n, int ms) { return WSAPoll(p, (ULONG)n, ms); }
+/* after a nonblocking connect polled writable: 0 connected, else why not (an errno) */
+static int zero__sock_connected(zero__sock s) {
+    int e = 0, el = (int)sizeof e;
+    if (getsockopt(s, SOL_SOCKET, SO_ERROR, (char *)&e, &el) != 0) return zero__sock_err();
+    return zero__sock_map(e);
+}
+#else
+typedef int zero__sock;
+typedef struct pollfd zero__pollfd;
+#define ZERO__SOCK_NONE (-1)
+static int zero__sock_err(void) { return errno; }
+static int zero__net_begin(void) { return 0; }
+static void zero__net_end(void) {}
+static void zero__sock_close(zero__sock s) { (void)close(s); }
+static int zero__sock_nonblock(zero__sock s) {
+    int fl = fcntl(s, F_GETFL, 0);
+    return fl < 0 || fcntl(s, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
+}
+static zero__sock zero__sock_open(int family) {     /* not inherited by exec'd children */
+    int fd = socket(family, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    if (zero__sock_nonblock(fd) != 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) { close(fd); return -1; }
+    return fd;
+}
+static int64_t zero__sock_send(zero__sock s, const void *b, size_t n) { return (int64_t)send(s, b, n, MSG_NOSIGNAL); }
+static int64_t zero__sock_recv(zero__sock s, void *b, size_t n) { return (int64_t)recv(s, b, n, 0); }
+static int zero__sock_poll(zero__pollfd *p, int n, int ms) { return poll(p, (nfds_t)n, ms); }
+static int zero__sock_connected(zero__sock s) {
+    int e = 0;
+    socklen_t el = sizeof e;
+    return getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) != 0 ? errno : e;
+}
+#endif
 
 /* the implementation's floating-point rules are its own, whatever the flags (see the
    element-wise math block); ZERO__FP_PIN_END at the end of the implementation */
@@ -2880,12 +3234,6 @@ static int zero__mul(int64_t a, int64_t b, int64_t *out) {
     return 1;
 }
 
-static double zero__now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
 /* host allocation through the hooks, re-aligned to ZERO__ALIGN */
 static void *zero__raw_alloc(const zero_allocator *a, size_t size) {
     size_t total = size + ZERO__ALIGN + sizeof(void *);
@@ -3140,7 +3488,7 @@ static void zero__json_str(FILE *f, const char *s) {
 
 static int zero__trace_write(const char *path, const zero__trace_event *ev, const int64_t *counts, int64_t stride,
                              int world) {
-    FILE *f = fopen(path, "w");
+    FILE *f = zero__os_fopen(path, "wb");     /* (bytes: no CRLF on Windows) */
     double t_min = 0.0;
     int r, k, first = 1, any = 0, ok;
     int64_t i;
@@ -4778,13 +5126,13 @@ ZERO__AVX512_INLINE float zero__qp_enc8_avx512_t(uint8_t *codes, const void *x, 
     if (sb == 0u || sb >= 0x7f800000u) { memset(codes + lo, 0, (size_t)(hi - lo)); return s; }
     {
         const __m512 sv = _mm512_set1_ps(s), rv = _mm512_set1_ps(1.0f / s), hi_ = _mm512_set1_ps(127.0f);
-        const __m512 lo_ = _mm512_set1_ps(-127.0f), near = _mm512_set1_ps(ZERO__QP_NEAR);
+        const __m512 lo_ = _mm512_set1_ps(-127.0f), tie = _mm512_set1_ps(ZERO__QP_NEAR);
         for (i = lo; i + 16 <= hi; i += 16) {
             __m512 xv = zero__avx512_ld(x, i, xdt), y = zero__nf16(xv * rv), v, d;
             __m512i q;
             v = _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             d = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(zero__nf16(y - v)), mag));
-            if (_mm512_cmp_ps_mask(d, near, _CMP_NLT_UQ))     /* near a tie */
+            if (_mm512_cmp_ps_mask(d, tie, _CMP_NLT_UQ))     /* near a tie */
                 v = _mm512_roundscale_ps((__m512)(xv / sv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
             q = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, lo_), hi_));
             _mm_storeu_si128((__m128i *)(codes + i), _mm512_cvtepi32_epi8(q));
@@ -5469,12 +5817,12 @@ static int zero__emu_file(int64_t bytes) {
     for (i = 0; i < 3; i++) {
         static unsigned counter;        /* a unique name: pid, counter (O_EXCL refuses a clash) */
         if (!dirs[i] || !dirs[i][0]) continue;
-        snprintf(path, sizeof path, "%s/zero_emu_%ld_%u", dirs[i], (long)getpid(),
+        snprintf(path, sizeof path, "%s/zero_emu_%ld_%u", dirs[i], zero__os_pid(),
                  __atomic_add_fetch(&counter, 1u, __ATOMIC_RELAXED));
-        if ((fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0) continue;
-        unlink(path);
-        if (ftruncate(fd, (off_t)bytes) == 0) return fd;
-        close(fd);
+        if ((fd = zero__os_open(path, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0) continue;
+        (void)zero__os_unlink(path);
+        if (zero__os_truncate(fd, bytes) == 0) return fd;
+        (void)zero__os_close(fd);
     }
     return -1;
 }
@@ -5486,7 +5834,7 @@ static void *zero__emu_alloc(zero_ctx *ctx, int64_t bytes) {
     if ((fd = zero__emu_file(len)) < 0) return NULL;
     dev = mmap(NULL, (size_t)len, PROT_NONE, MAP_SHARED, fd, 0);
     alias = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
+    (void)zero__os_close(fd);
     if (dev == MAP_FAILED || alias == MAP_FAILED) {
         if (dev != MAP_FAILED) munmap(dev, (size_t)len);
         if (alias != MAP_FAILED) munmap(alias, (size_t)len);
@@ -6482,7 +6830,6 @@ static zero_result zero__local_link(zero_comm *c, int64_t per_peer, zero_result 
     const zero_group *g = c->group;
     double us = 0, lat_x = g->cross_latency_us, gb_x = g->cross_gbps;
     int64_t in = c->size - 1, out = 0;
-    struct timespec ts;
     if (r != ZERO_OK || c->size < 2) return r;
     if (g->node_size > 0 && g->node_size < c->size) { in = g->node_size - 1; out = c->size - g->node_size; }
     if (lat_x < 0) { lat_x = g->link_latency_us; gb_x = g->link_gbps; }
@@ -6494,9 +6841,7 @@ static zero_result zero__local_link(zero_comm *c, int64_t per_peer, zero_result 
     }
     if (us <= 0) return r;
     __atomic_fetch_add(&c->link_ns, (int64_t)(us * 1e3), __ATOMIC_RELAXED);
-    ts.tv_sec = (time_t)(us / 1e6);
-    ts.tv_nsec = (long)((us - (double)ts.tv_sec * 1e6) * 1e3);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    zero__sleep_us(us);
     return r;
 }
 
@@ -6945,12 +7290,7 @@ static int zero__mpi_poll(int n, MPI_Request *reqs, double deadline, int *rc) {
         if (*rc != MPI_SUCCESS) return -1;
         if (flag) return 1;
         if (zero__now_ms() > deadline) return 0;
-        if (++spins > 64) {
-            struct timespec ts;
-            ts.tv_sec = 0;
-            ts.tv_nsec = spins > 1000 ? 200000L : 20000L;
-            nanosleep(&ts, NULL);
-        }
+        if (++spins > 64) zero__sleep_us(spins > 1000 ? 200.0 : 20.0);
     }
 }
 
@@ -7389,48 +7729,31 @@ static int zero__rdv_left_ms(double deadline) {
     return left <= 0 ? 0 : left > 1e9 ? 1000000000 : (int)left + 1;
 }
 
-static void zero__rdv_sleep_ms(int ms) {
-    struct timespec ts;
-    ts.tv_sec = ms / 1000;
-    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-static int zero__rdv_socket(int family) {
-    int fd = socket(family, SOCK_STREAM, 0), fl;
-    if (fd < 0) return -1;
-    fl = fcntl(fd, F_GETFL, 0);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* poll one fd for ev until the deadline: 1 ready, 0 timed out, -1 error (errno) */
-static int zero__rdv_wait(int fd, short ev, double deadline) {
+/* poll one socket for ev until the deadline: 1 ready, 0 timed out, -1 error (zero__sock_err) */
+static int zero__rdv_wait(zero__sock fd, short ev, double deadline) {
     for (;;) {
-        struct pollfd p;
+        zero__pollfd p;
         int n;
         p.fd = fd; p.events = ev; p.revents = 0;
-        n = poll(&p, 1, zero__rdv_left_ms(deadline));
+        n = zero__sock_poll(&p, 1, zero__rdv_left_ms(deadline));
         if (n > 0) return 1;
         if (n == 0) return zero__now_ms() >= deadline ? 0 : 1;
-        if (errno != EINTR) return -1;
+        if (zero__sock_err() != EINTR) return -1;
     }
 }
 
 /* send or receive exactly n bytes before the deadline: 0 done, 1 timed out, 2 the
-   peer closed, -1 error (errno) */
-static int zero__rdv_io(int fd, void *buf, size_t n, int sending, double deadline) {
+   peer closed, -1 error (zero__sock_err) */
+static int zero__rdv_io(zero__sock fd, void *buf, size_t n, int sending, double deadline) {
     size_t done = 0;
     while (done < n) {
-        ssize_t k = sending ? send(fd, (const char *)buf + done, n - done, MSG_NOSIGNAL)
-                            : recv(fd, (char *)buf + done, n - done, 0);
+        int64_t k = sending ? zero__sock_send(fd, (const char *)buf + done, n - done)
+                            : zero__sock_recv(fd, (char *)buf + done, n - done);
+        int e = k < 0 ? zero__sock_err() : 0;
         if (k > 0) { done += (size_t)k; continue; }
         if (k == 0 && !sending) return 2;
-        if (k < 0 && errno == EINTR) continue;
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return errno == EPIPE || errno == ECONNRESET ? 2 : -1;
+        if (k < 0 && e == EINTR) continue;
+        if (k < 0 && e != EAGAIN && e != EWOULDBLOCK) return e == EPIPE || e == ECONNRESET ? 2 : -1;
         k = zero__rdv_wait(fd, sending ? POLLOUT : POLLIN, deadline);
         if (k == 0) return 1;
         if (k < 0) return -1;
@@ -7439,7 +7762,7 @@ static int zero__rdv_io(int fd, void *buf, size_t n, int sending, double deadlin
 }
 
 /* a reply: the status (0 or -zero_result) and its payload (the blobs, or a message) */
-static int zero__rdv_reply(int fd, int world, zero_result status, const void *payload, int64_t len,
+static int zero__rdv_reply(zero__sock fd, int world, zero_result status, const void *payload, int64_t len,
                            double deadline) {
     unsigned char b[ZERO__RDV_HDR];
     zero__rdv_hdr h;
@@ -7451,7 +7774,7 @@ static int zero__rdv_reply(int fd, int world, zero_result status, const void *pa
 }
 
 typedef struct zero__rdv_conn {
-    int fd;
+    zero__sock fd;
     int rank;                       /* -1 until its header is read */
     int done;                       /* header and blob read */
     size_t got;                     /* bytes of the current part read so far */
@@ -7465,7 +7788,8 @@ typedef struct zero__rdv_srv {
     int64_t bytes;                  /* per rank */
     void *all;                      /* the blobs in rank order */
     zero__rdv_conn *conn;           /* [cap] */
-    struct pollfd *pfd;             /* [cap + 1]: the listener, then conn */
+    zero__pollfd *pfd;              /* [cap + 1]: the listener, then the connections still reading */
+    int *pconn;                     /* [cap]: pfd[i + 1] is conn[pconn[i]] */
     char *seen;                     /* [world] a header claimed the rank */
     int cap, nconn, have, strays;   /* have: blobs read; strays: connections dropped as not ours */
     char *err;
@@ -7474,20 +7798,21 @@ typedef struct zero__rdv_srv {
 
 /* listen on every interface at the port: MASTER_ADDR names this host for the others.
    The socket, or -1 with the reason in s->err. */
-static int zero__rdv_listen(const struct addrinfo *ai, const zero__rdv_srv *s) {
+static zero__sock zero__rdv_listen(const struct addrinfo *ai, const zero__rdv_srv *s) {
     struct sockaddr_storage any;
-    int lfd, one = 1;
+    zero__sock lfd;
+    int one = 1;
     memset(&any, 0, sizeof any);
     memcpy(&any, ai->ai_addr, ai->ai_addrlen);
     if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
     else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
-    lfd = zero__rdv_socket(ai->ai_family);
-    if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(lfd, (const struct sockaddr *)&any, ai->ai_addrlen) != 0 || listen(lfd, s->world + 16) != 0) {
+    lfd = zero__sock_open(ai->ai_family);
+    if (lfd == ZERO__SOCK_NONE || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one) != 0 ||
+        bind(lfd, (const struct sockaddr *)&any, (socklen_t)ai->ai_addrlen) != 0 || listen(lfd, s->world + 16) != 0) {
         snprintf(s->err, s->errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
-                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", s->where, strerror(errno));
-        if (lfd >= 0) close(lfd);
-        return -1;
+                 "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", s->where, strerror(zero__sock_err()));
+        if (lfd != ZERO__SOCK_NONE) zero__sock_close(lfd);
+        return ZERO__SOCK_NONE;
     }
     return lfd;
 }
@@ -7511,12 +7836,11 @@ static void zero__rdv_missing(const zero__rdv_srv *s) {
 }
 
 /* a new connection, nonblocking, or dropped when there is no room for it */
-static void zero__rdv_accept(zero__rdv_srv *s, int lfd) {
-    int fd = accept(lfd, NULL, NULL), fl;
-    if (fd < 0) return;
-    fl = fcntl(fd, F_GETFL, 0);
-    if (s->nconn == s->cap || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-        close(fd);
+static void zero__rdv_accept(zero__rdv_srv *s, zero__sock lfd) {
+    zero__sock fd = accept(lfd, NULL, NULL);
+    if (fd == ZERO__SOCK_NONE) return;
+    if (s->nconn == s->cap || zero__sock_nonblock(fd) != 0) {
+        zero__sock_close(fd);
         s->strays++;
         return;
     }
@@ -7561,19 +7885,22 @@ static zero_result zero__rdv_header(zero__rdv_srv *s, zero__rdv_conn *cn) {
 /* one read on a connection with something to read: its header (then checked into *r), or
    its blob. 1: drop it (it closed or failed, or it is not a zero.h rank) */
 static int zero__rdv_recv(zero__rdv_srv *s, zero__rdv_conn *cn, zero_result *r) {
-    ssize_t got;
+    int64_t got;
+    int e;
     if (cn->rank < 0) {
-        got = recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got, 0);
+        got = zero__sock_recv(cn->fd, cn->hdr + cn->got, ZERO__RDV_HDR - cn->got);
+        e = got < 0 ? zero__sock_err() : 0;
         if (got > 0) cn->got += (size_t)got;
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 1;
+        if (got == 0 || (got < 0 && e != EAGAIN && e != EWOULDBLOCK && e != EINTR)) return 1;
         if (cn->got >= 4 && (cn->hdr[0] != 0x5a || cn->hdr[1] != 0x45 || cn->hdr[2] != 0x52 || cn->hdr[3] != 0x4f))
             return 1;     /* not our magic: not a zero.h rank */
         if (cn->got == ZERO__RDV_HDR) *r = zero__rdv_header(s, cn);
         return 0;
     }
-    got = recv(cn->fd, (char *)s->all + (int64_t)cn->rank * s->bytes + cn->got, (size_t)s->bytes - cn->got, 0);
+    got = zero__sock_recv(cn->fd, (char *)s->all + (int64_t)cn->rank * s->bytes + cn->got, (size_t)s->bytes - cn->got);
+    e = got < 0 ? zero__sock_err() : 0;
     if (got > 0 && (cn->got += (size_t)got) == (size_t)s->bytes) { cn->done = 1; s->have++; }
-    if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (got == 0 || (got < 0 && e != EAGAIN && e != EWOULDBLOCK && e != EINTR)) {
         s->seen[cn->rank] = 0;  /* it left before its blob was in: it may come back */
         return 1;
     }
@@ -7582,18 +7909,20 @@ static int zero__rdv_recv(zero__rdv_srv *s, zero__rdv_conn *cn, zero_result *r) 
 
 /* poll the listener and the connections until world-1 blobs are in, a header is wrong, or
    the deadline passes */
-static zero_result zero__rdv_collect(zero__rdv_srv *s, int lfd, double deadline) {
+static zero_result zero__rdv_collect(zero__rdv_srv *s, zero__sock lfd, double deadline) {
     zero_result r = ZERO_OK;
-    int i, n;
+    int i, j, n, np;
     while (s->have < s->world - 1 && r == ZERO_OK) {
         s->pfd[0].fd = lfd; s->pfd[0].events = POLLIN; s->pfd[0].revents = 0;
-        for (i = 0; i < s->nconn; i++) {
-            s->pfd[i + 1].fd = s->conn[i].done ? -1 : s->conn[i].fd;
-            s->pfd[i + 1].events = POLLIN; s->pfd[i + 1].revents = 0;
-        }
-        n = poll(s->pfd, (nfds_t)(s->nconn + 1), zero__rdv_left_ms(deadline));
-        if (n < 0 && errno != EINTR) {
-            snprintf(s->err, s->errlen, "rendezvous: poll failed on rank 0: %s", strerror(errno));
+        for (np = 0, i = 0; i < s->nconn; i++)     /* (Windows's WSAPoll has no "skip this one" fd) */
+            if (!s->conn[i].done) {
+                s->pconn[np] = i;
+                s->pfd[++np].fd = s->conn[i].fd;
+                s->pfd[np].events = POLLIN; s->pfd[np].revents = 0;
+            }
+        n = zero__sock_poll(s->pfd, np + 1, zero__rdv_left_ms(deadline));
+        if (n < 0 && zero__sock_err() != EINTR) {
+            snprintf(s->err, s->errlen, "rendezvous: poll failed on rank 0: %s", strerror(zero__sock_err()));
             return ZERO_ERR_COMM;
         }
         if (n <= 0) {
@@ -7601,16 +7930,17 @@ static zero_result zero__rdv_collect(zero__rdv_srv *s, int lfd, double deadline)
             zero__rdv_missing(s);
             return ZERO_ERR_TIMEOUT;
         }
-        if (s->pfd[0].revents & POLLIN) zero__rdv_accept(s, lfd);
-        for (i = 0; i < s->nconn && r == ZERO_OK; i++) {
-            zero__rdv_conn *cn = &s->conn[i];
-            if (cn->done || !(s->pfd[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        /* the connections polled, last first: dropping one moves the last connection
+           into its place, which has been visited already */
+        for (j = np; j >= 1 && r == ZERO_OK; j--) {
+            zero__rdv_conn *cn = &s->conn[s->pconn[j - 1]];
+            if (!(s->pfd[j].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             if (!zero__rdv_recv(s, cn, &r)) continue;
             if (cn->rank < 0) s->strays++;
-            close(cn->fd);
-            s->conn[i] = s->conn[--s->nconn];
-            i--;
+            zero__sock_close(cn->fd);
+            *cn = s->conn[--s->nconn];
         }
+        if (s->pfd[0].revents & POLLIN) zero__rdv_accept(s, lfd);
     }
     return r;
 }
@@ -7634,7 +7964,7 @@ static zero_result zero__rdv_answer(zero__rdv_srv *s, zero_result r, double dead
                 zero__rdv_reply(cn->fd, s->world, r, s->err, (int64_t)strlen(s->err), dl);
             }
         }
-        close(cn->fd);
+        zero__sock_close(cn->fd);
     }
     return r;
 }
@@ -7645,58 +7975,61 @@ static zero_result zero__rdv_serve(const struct addrinfo *ai, const char *where,
                                    void *all, int timeout_ms, double deadline, char *err, size_t errlen) {
     zero__rdv_srv s;
     zero_result r = ZERO_ERR_COMM;
-    int lfd;
+    zero__sock lfd;
     memset(&s, 0, sizeof s);
     s.where = where; s.world = world; s.timeout_ms = timeout_ms; s.bytes = bytes; s.all = all;
     s.err = err; s.errlen = errlen;
     s.cap = world - 1 + 16;
     s.conn = (zero__rdv_conn *)zero__raw_alloc(NULL, sizeof *s.conn * (size_t)s.cap);
-    s.pfd = (struct pollfd *)zero__raw_alloc(NULL, sizeof *s.pfd * (size_t)(s.cap + 1));
+    s.pfd = (zero__pollfd *)zero__raw_alloc(NULL, sizeof *s.pfd * (size_t)(s.cap + 1));
+    s.pconn = (int *)zero__raw_alloc(NULL, sizeof *s.pconn * (size_t)s.cap);
     s.seen = (char *)zero__raw_alloc(NULL, (size_t)world);
-    if (!s.conn || !s.pfd || !s.seen) {
+    if (!s.conn || !s.pfd || !s.pconn || !s.seen) {
         snprintf(err, errlen, "rendezvous: out of memory for %d ranks", world);
         r = ZERO_ERR_OUT_OF_MEMORY;
     } else {
         memset(s.seen, 0, (size_t)world);
         s.seen[0] = 1;
-        if ((lfd = zero__rdv_listen(ai, &s)) >= 0) {
+        if ((lfd = zero__rdv_listen(ai, &s)) != ZERO__SOCK_NONE) {
             r = zero__rdv_collect(&s, lfd, deadline);
-            close(lfd);
+            zero__sock_close(lfd);
             r = zero__rdv_answer(&s, r, deadline);
         }
     }
-    zero__raw_free(NULL, s.conn); zero__raw_free(NULL, s.pfd); zero__raw_free(NULL, s.seen);
+    zero__raw_free(NULL, s.conn); zero__raw_free(NULL, s.pfd); zero__raw_free(NULL, s.pconn);
+    zero__raw_free(NULL, s.seen);
     return r;
 }
 
 /* rank > 0: connect to rank 0, again and again until it listens or the deadline passes */
 static zero_result zero__rdv_connect(const struct addrinfo *ai, const char *where, int rank, int world,
-                                     int timeout_ms, double deadline, int *out, char *err, size_t errlen) {
-    int fd, last = 0, io;
+                                     int timeout_ms, double deadline, zero__sock *out, char *err, size_t errlen) {
+    zero__sock fd;
+    int last = 0, io;
     for (;;) {
-        int e = 0;
-        socklen_t el = sizeof e;
-        fd = zero__rdv_socket(ai->ai_family);
-        if (fd < 0) {
-            snprintf(err, errlen, "rendezvous: rank %d cannot create a socket: %s", rank, strerror(errno));
+        int e;
+        fd = zero__sock_open(ai->ai_family);
+        if (fd == ZERO__SOCK_NONE) {
+            snprintf(err, errlen, "rendezvous: rank %d cannot create a socket: %s", rank, strerror(zero__sock_err()));
             return ZERO_ERR_COMM;
         }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
-        if (errno == EINPROGRESS || errno == EINTR) {
+        if (connect(fd, ai->ai_addr, (socklen_t)ai->ai_addrlen) == 0) break;
+        e = zero__sock_err();
+        if (e == EINPROGRESS || e == EWOULDBLOCK || e == EINTR) {     /* (Winsock: EWOULDBLOCK) */
             io = zero__rdv_wait(fd, POLLOUT, deadline);
-            if (io > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) break;
-            last = io > 0 ? e : io == 0 ? ETIMEDOUT : errno;
+            if (io > 0 && (e = zero__sock_connected(fd)) == 0) break;
+            last = io > 0 ? e : io == 0 ? ETIMEDOUT : zero__sock_err();
         } else {
-            last = errno;
+            last = e;
         }
-        close(fd);
+        zero__sock_close(fd);
         if (zero__now_ms() >= deadline) {
             snprintf(err, errlen, "rendezvous: rank %d of %d could not reach rank 0 at %s within %d ms (%s): is "
                      "rank 0 running, and MASTER_ADDR/MASTER_PORT the same everywhere?", rank, world, where,
                      timeout_ms, last ? strerror(last) : "no answer");
             return ZERO_ERR_TIMEOUT;
         }
-        zero__rdv_sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
+        zero__sleep_ms(zero__rdv_left_ms(deadline) < 50 ? zero__rdv_left_ms(deadline) : 50);
     }
     *out = fd;
     return ZERO_OK;
@@ -7705,7 +8038,7 @@ static zero_result zero__rdv_connect(const struct addrinfo *ai, const char *wher
 /* rank > 0, its header and blob sent: rank 0's answer. ZERO_OK with *io the reading's
    zero__rdv_io code (0: the blobs are in `all`), or the failure rank 0 reported, or that
    whatever answered is not a zero.h rank 0. */
-static zero_result zero__rdv_hear(int fd, const char *where, int world, int64_t bytes, void *all, double deadline,
+static zero_result zero__rdv_hear(zero__sock fd, const char *where, int world, int64_t bytes, void *all, double deadline,
                                   int *io, char *err, size_t errlen) {
     unsigned char b[ZERO__RDV_HDR];
     zero__rdv_hdr h;
@@ -7743,7 +8076,8 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
     unsigned char b[ZERO__RDV_HDR];
     zero__rdv_hdr h;
     zero_result r;
-    int fd = -1, io;
+    zero__sock fd = ZERO__SOCK_NONE;
+    int io, e = 0;
     if ((r = zero__rdv_connect(ai, where, rank, world, timeout_ms, deadline, &fd, err, errlen)) != ZERO_OK) return r;
     h.magic = ZERO__RDV_MAGIC; h.version = ZERO__RDV_VERSION; h.world = (uint32_t)world;
     h.rank = (uint32_t)rank; h.bytes = (uint64_t)bytes;
@@ -7751,7 +8085,8 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
     io = zero__rdv_io(fd, b, sizeof b, 1, deadline);
     if (io == 0) io = zero__rdv_io(fd, ZERO__UNCONST(void *, mine), (size_t)bytes, 1, deadline);
     if (io == 0) r = zero__rdv_hear(fd, where, world, bytes, all, deadline, &io, err, errlen);
-    close(fd);
+    if (io < 0) e = zero__sock_err();     /* (before the close, which may change it) */
+    zero__sock_close(fd);
     if (r != ZERO_OK) return r;
     if (io == 1) {
         snprintf(err, errlen, "rendezvous: rank %d of %d connected to rank 0 at %s but heard nothing back within "
@@ -7760,7 +8095,7 @@ static zero_result zero__rdv_join(const struct addrinfo *ai, const char *where, 
     }
     if (io != 0) {
         snprintf(err, errlen, "rendezvous: rank 0 at %s closed the connection of rank %d (%s)", where, rank,
-                 io == 2 ? "it failed or is not a zero.h rank 0" : strerror(errno));
+                 io == 2 ? "it failed or is not a zero.h rank 0" : strerror(e));
         return ZERO_ERR_COMM;
     }
     memcpy((char *)all + (int64_t)rank * bytes, mine, (size_t)bytes);
@@ -7797,23 +8132,27 @@ static ZERO__MAYBE_UNUSED zero_result zero__tcp_allgather(const char *addr, int 
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_NUMERICSERV;
+    if (zero__net_begin() != 0) {
+        snprintf(err, errlen, "rendezvous: the system's sockets library did not start");
+        return ZERO_ERR_COMM;
+    }
     if ((gai = getaddrinfo(addr, portstr, &hints, &res)) != 0 || !res) {
         snprintf(err, errlen, "rendezvous: cannot resolve MASTER_ADDR '%s': %s", addr, gai_strerror(gai));
         if (res) freeaddrinfo(res);
+        zero__net_end();
         return ZERO_ERR_INVALID_ARG;
     }
     if (world == 1) {
-        freeaddrinfo(res);
         if (bytes) memmove(all, mine, (size_t)bytes);
-        return ZERO_OK;
-    }
-    if (rank == 0) {
+        r = ZERO_OK;
+    } else if (rank == 0) {
         if (bytes) memmove(all, mine, (size_t)bytes);
         r = zero__rdv_serve(res, where, world, bytes, all, timeout_ms, deadline, err, errlen);
     } else {
         r = zero__rdv_join(res, where, rank, world, mine, bytes, all, timeout_ms, deadline, err, errlen);
     }
     freeaddrinfo(res);
+    zero__net_end();
     return r;
 }
 
@@ -7927,12 +8266,7 @@ static zero_result zero__nccl_cuda(zero__nccl_comm *m, int kind, const char *wha
 }
 
 static void zero__nccl_backoff(int *spins) {
-    if (++*spins > 64) {
-        struct timespec ts;
-        ts.tv_sec = 0;
-        ts.tv_nsec = *spins > 1000 ? 200000L : 20000L;
-        nanosleep(&ts, NULL);
-    }
+    if (++*spins > 64) zero__sleep_us(*spins > 1000 ? 200.0 : 20.0);
 }
 
 /* after an NCCL call on the non-blocking communicator: wait until it is enqueued */
@@ -9175,27 +9509,9 @@ typedef struct zero__fileops {      /* each returns >= 0 on success, -errno on f
     /* NULL, or (tests) the io_uring engine's completion result passed through it */
     int64_t (*io_result)(int fd, int write, int64_t off, int64_t res);
 } zero__fileops;
-static int zero__sys_open(const char *path, int flags, int mode) {
-    int fd = open(path, flags, (mode_t)mode);
-    return fd < 0 ? -errno : fd;
-}
-static int64_t zero__sys_pread(int fd, void *buf, size_t n, int64_t off) {
-    ssize_t r = pread(fd, buf, n, (off_t)off);
-    return r < 0 ? -(int64_t)errno : (int64_t)r;
-}
-static int64_t zero__sys_pwrite(int fd, const void *buf, size_t n, int64_t off) {
-    ssize_t r = pwrite(fd, buf, n, (off_t)off);
-    return r < 0 ? -(int64_t)errno : (int64_t)r;
-}
-#if defined(ZERO_NO_LINUX)            /* (macOS has no posix_fallocate: the file's size, sparse) */
-static int zero__sys_allocate(int fd, int64_t len) { return ftruncate(fd, (off_t)len) < 0 ? -errno : 0; }
-#else
-static int zero__sys_allocate(int fd, int64_t len) { return -posix_fallocate(fd, 0, (off_t)len); }
-#endif
-static int zero__sys_close(int fd) { return close(fd) < 0 ? -errno : 0; }
 /* process-wide on purpose: a test hook, never changed by zero.h itself */
-static zero__fileops zero__fops = { zero__sys_open, zero__sys_pread, zero__sys_pwrite, zero__sys_allocate,
-                                    zero__sys_close, NULL };
+static zero__fileops zero__fops = { zero__os_open, zero__os_pread, zero__os_pwrite, zero__os_allocate,
+                                    zero__os_close, NULL };
 
 typedef struct zero__iobatch {      /* the requests of one block; err: the first failure */
     int pending, err, fd;           /* err: an errno, or -1 for a short transfer */
@@ -10994,7 +11310,7 @@ static void zero__nvme_free(zero_ctx *ctx) {
     zero__raw_free(a, o->graw);
     zero__mutex_destroy(&o->mu);
     for (i = 0; i < o->ndirs; i++)
-        if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); unlink(o->path[i]); }
+        if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); (void)zero__os_unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
     zero__raw_free(a, o);
     ctx->tier.nvme = NULL;
@@ -11115,7 +11431,7 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
         snprintf(o->path[i], sizeof o->path[i], "%s/zero_optim.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
-                 (long)getpid(), (unsigned)id);
+                 zero__os_pid(), (unsigned)id);
         r = zero__io_create(ctx, o->path[i], o->file_bytes, "offload", &o->fd[i], &direct_refused);
     }
     if (r == ZERO_OK && direct_refused)
@@ -13400,7 +13716,7 @@ static void zero__stash_free(zero_ctx *ctx) {
     if (!st) return;
     if (st->io_started) zero__io_stop(&st->io, a);
     for (i = 0; i < st->ndirs; i++)
-        if (st->fd[i] >= 0) { zero__fops.close(st->fd[i]); unlink(st->path[i]); }
+        if (st->fd[i] >= 0) { zero__fops.close(st->fd[i]); (void)zero__os_unlink(st->path[i]); }
     if (st->mem) {
         if (ctx->desc.offload_activations == ZERO_OFFLOAD_HOST) ctx->dev->host_free(ctx, st->mem);
         else ctx->dev->free(ctx, st->mem);
@@ -13433,7 +13749,7 @@ static zero_result zero__stash_files(zero_ctx *ctx, struct zero__stash *st) {
     for (i = 0; i < nd; i++) {
         if (fbytes[i] == 0) continue;
         snprintf(st->path[i], sizeof st->path[i], "%s/zero_acts.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
-                 (long)getpid(), (unsigned)id);
+                 zero__os_pid(), (unsigned)id);
         if ((r = zero__io_create(ctx, st->path[i], fbytes[i], "activation", &st->fd[i], &refused)) != ZERO_OK) return r;
     }
     if (refused)
@@ -13626,6 +13942,11 @@ static int zero__ck_open(const char *path, int flags, int mode) {
     if (fd < 0) { errno = -fd; return -1; }
     return fd;
 }
+/* r from a zero__os_ call: 1 when it succeeded, else 0 with errno set from it */
+static int zero__ck_sys(int r) {
+    if (r < 0) { errno = -r; return 0; }
+    return 1;
+}
 static int zero__ck_close(int fd) {
     int r = zero__fops.close(fd);
     if (r < 0) { errno = -r; return -1; }
@@ -13663,10 +13984,6 @@ static int zero__ck_join(char *out, size_t n, const char *a, const char *b, cons
     memcpy(out + la, b, lb);
     memcpy(out + la + lb, c, lc + 1);
     return 1;
-}
-static void zero__ck_fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) { (void)fsync(fd); close(fd); }
 }
 
 /* number of fp32 moment arrays per trainable element */
@@ -14052,17 +14369,15 @@ static zero_result zero__ck_malformed(const zero_allocator *a, zero__ck_manifest
 /* path's bytes into m->text (NUL-terminated), c a cursor over them */
 static zero_result zero__ck_read_text(const zero_allocator *a, const char *path, zero__ck_manifest *m, zero__ck_cur *c,
                                       char *msg, size_t msgn) {
-    struct stat st;
     int fd, rr;
     int64_t total;
     fd = zero__ck_open(path, O_RDONLY, 0);
     if (fd < 0) { snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno)); return ZERO_ERR_IO; }
-    if (fstat(fd, &st) != 0 || st.st_size > ((int64_t)1 << 32)) {
+    if ((total = zero__os_fsize(fd)) < 0 || total > ((int64_t)1 << 32)) {
         zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: cannot stat or too large", path);
         return ZERO_ERR_IO;
     }
-    total = (int64_t)st.st_size;
     m->text = (char *)zero__raw_alloc(a, (size_t)total + 1);
     if (!m->text) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: out of memory", path); return ZERO_ERR_OUT_OF_MEMORY; }
     rr = zero__ck_pread(fd, m->text, (size_t)total, 0);
@@ -14299,7 +14614,7 @@ static zero_result zero__ck_read_manifest(const zero_allocator *a, const char *d
 static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest *m, int rank, int *fd_out,
                                        char *msg, size_t msgn) {
     char path[4096], hdr[ZERO__CK_HEADER];
-    struct stat st;
+    int64_t size;
     uint32_t u[4];
     uint64_t gen;
     int fd, rr;
@@ -14309,11 +14624,11 @@ static zero_result zero__ck_open_shard(const char *dir, const zero__ck_manifest 
         snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
-    if (fstat(fd, &st) != 0) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
-    if ((int64_t)st.st_size != m->files[rank].bytes) {
+    if ((size = zero__os_fsize(fd)) < 0) { zero__ck_close(fd); snprintf(msg, msgn, "%.300s: cannot stat", path); return ZERO_ERR_IO; }
+    if (size != m->files[rank].bytes) {
         zero__ck_close(fd);
         snprintf(msg, msgn, "%.300s: %lld bytes, the manifest says %lld (truncated or foreign file)", path,
-                 (long long)st.st_size, (long long)m->files[rank].bytes);
+                 (long long)size, (long long)m->files[rank].bytes);
         return ZERO_ERR_CORRUPT;
     }
     rr = zero__ck_pread(fd, hdr, sizeof hdr, 0);
@@ -14378,41 +14693,41 @@ static zero_result zero__ck_regather(zero_ctx *ctx) {
 
 /* the highest generation named by any file in dir (shards, temporaries, manifest) */
 static uint64_t zero__ck_max_gen(const char *dir) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
+    zero__os_dir d;
+    const char *e;
     uint64_t g = 0;
-    if (!d) return 0;
-    while ((e = readdir(d)) != NULL) {
-        const char *s = strstr(e->d_name, ".g");
-        if (strncmp(e->d_name, "rank", 4) == 0 && s) {
+    if (zero__os_opendir(&d, dir) != 0) return 0;
+    while ((e = zero__os_readdir(&d)) != NULL) {
+        const char *s = strstr(e, ".g");
+        if (strncmp(e, "rank", 4) == 0 && s) {
             uint64_t v = strtoull(s + 2, NULL, 10);
             if (v > g) g = v;
         }
     }
-    closedir(d);
+    zero__os_closedir(&d);
     return g;
 }
 
 /* removes shard files of other generations and temporaries (rank 0, after the commit) */
 static void zero__ck_cleanup(const char *dir, uint64_t gen) {
-    DIR *d = opendir(dir);
-    struct dirent *e;
+    zero__os_dir d;
+    const char *e;
     char path[4096];
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        const char *s = strstr(e->d_name, ".g");
-        int stale = strcmp(e->d_name, "manifest.tmp") == 0;
-        if (strncmp(e->d_name, "rank", 4) == 0 && s) {
+    if (zero__os_opendir(&d, dir) != 0) return;
+    while ((e = zero__os_readdir(&d)) != NULL) {
+        const char *s = strstr(e, ".g");
+        int stale = strcmp(e, "manifest.tmp") == 0;
+        if (strncmp(e, "rank", 4) == 0 && s) {
             char *end;
             uint64_t v = strtoull(s + 2, &end, 10);
             stale = v != gen || *end != 0;
         }
         if (stale) {
-            zero__ck_join(path, sizeof path, dir, "/", e->d_name);
-            (void)unlink(path);
+            zero__ck_join(path, sizeof path, dir, "/", e);
+            (void)zero__os_unlink(path);
         }
     }
-    closedir(d);
+    zero__os_closedir(&d);
 }
 
 /* one chunk of part q (0: weights, 1, 2: moments) of param p's record, which starts at
@@ -14529,9 +14844,9 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
     for (i = 0; i < ctx->num_params && ok; i++) ok = zero__ck_put_record(ctx, fd, i, K, &off, buf, sums, &r, &err);
     zero__raw_free(a, buf);
-    if (ok && fsync(fd) != 0) { ok = 0; err = errno; }
+    if (ok && !zero__ck_sys(zero__os_fsync(fd))) { ok = 0; err = errno; }
     if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
-    if (ok && rename(tmp, path) != 0) { ok = 0; err = errno; }
+    if (ok && !zero__ck_sys(zero__os_rename(tmp, path))) { ok = 0; err = errno; }
     if (!ok) {
         if (r != ZERO_OK) {     /* reading the state failed (the NVMe tier): its message says where */
             *code = r;
@@ -14539,7 +14854,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
         } else {
             snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(err));
         }
-        (void)unlink(tmp);
+        (void)zero__os_unlink(tmp);
         return -1;
     }
     return off;
@@ -14618,15 +14933,15 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     zero__ck_join(tmp, sizeof tmp, dir, "/manifest.tmp", "");
     fd = zero__ck_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ok = fd >= 0 && len < cap && zero__ck_pwrite(fd, t, len, 0);
-    if (fd >= 0) { if (ok) ok = fsync(fd) == 0; if (zero__ck_close(fd) != 0) ok = 0; }
+    if (fd >= 0) { if (ok) ok = zero__ck_sys(zero__os_fsync(fd)); if (zero__ck_close(fd) != 0) ok = 0; }
     zero__raw_free(a, t);
-    if (ok) ok = rename(tmp, path) == 0;          /* the commit point */
+    if (ok) ok = zero__ck_sys(zero__os_rename(tmp, path));     /* the commit point */
     if (!ok) {
         snprintf(msg, msgn, "%.300s: write failed: %s", path, strerror(errno));
-        (void)unlink(tmp);
+        (void)zero__os_unlink(tmp);
         return ZERO_ERR_IO;
     }
-    zero__ck_fsync_dir(dir);
+    zero__os_fsync_dir(dir);
     return ZERO_OK;
 }
 
@@ -15109,7 +15424,9 @@ static zero_result zero__ck_save_gen(zero_ctx *ctx, const char *dir, uint64_t *g
                                      size_t msgn) {
     uint64_t mine = 0, g[ZERO__MAX_RANKS];
     zero_result r;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    int e;
+    if ((e = zero__os_mkdir(dir)) != 0 && e != -EEXIST) {
+        errno = -e;
         *local = ZERO_ERR_IO;
         snprintf(msg, msgn, "%.300s: cannot create the directory: %s", dir, strerror(errno));
     }
@@ -15144,7 +15461,7 @@ static zero_result zero__ck_save_shards(zero_ctx *ctx, const char *dir, uint64_t
 static void zero__ck_save_undo(const zero_ctx *ctx, const char *dir, uint64_t gen) {
     char nm[64], path[4096];
     snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
-    if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)unlink(path);
+    if (zero__ck_join(path, sizeof path, dir, nm, "")) (void)zero__os_unlink(path);
 }
 
 static zero_result zero__ck_save(zero_ctx *ctx, const char *dir) {
@@ -15164,7 +15481,7 @@ static zero_result zero__ck_save(zero_ctx *ctx, const char *dir) {
     r = zero__ck_save_shards(ctx, dir, gen, mine, all, stride, &local, &failed, msg, sizeof msg);
     /* every shard is durable (each rank fsynced before the all-gather): commit */
     if (r == ZERO_OK && ctx->rank == 0 && !failed) {
-        zero__ck_fsync_dir(dir);
+        zero__os_fsync_dir(dir);
         local = zero__ck_write_manifest(ctx, dir, gen, all, stride, msg, sizeof msg);
         if (local != ZERO_OK) zero__fail(ctx, local, ZERO_LOGITEM_CKPT, "zero_save: %s", msg);
         else zero__ck_cleanup(dir, gen);
@@ -15358,9 +15675,9 @@ static int zero__st_write_header(int fd, const char *hdr, int64_t hlen) {
 /* the end of a file written as tmp (ok: so far without failure): made durable, closed,
    renamed to path; 0 on failure (errno says why; tmp is the caller's to remove) */
 static int zero__ck_seal(int fd, int ok, const char *tmp, const char *path) {
-    ok = ok && fsync(fd) == 0;
+    ok = ok && zero__ck_sys(zero__os_fsync(fd));
     if (zero__ck_close(fd) != 0) ok = 0;
-    if (ok && rename(tmp, path) != 0) ok = 0;
+    if (ok && !zero__ck_sys(zero__os_rename(tmp, path))) ok = 0;
     return ok;
 }
 
@@ -15462,11 +15779,11 @@ static zero_result zero__st_export(zero_ctx *ctx, const char *path, zero_dtype d
     r = zero__st_export_modules(ctx, path, dtype, copies, fd, hlen, buf, &local, msg, sizeof msg);
     zero__raw_free(a, buf);
     if (r != ZERO_OK) {
-        if (fd >= 0) { zero__ck_close(fd); (void)unlink(tmp); }
+        if (fd >= 0) { zero__ck_close(fd); (void)zero__os_unlink(tmp); }
         return r;
     }
     if (fd >= 0 && !zero__ck_seal(fd, local == ZERO_OK, tmp, path)) {
-        (void)unlink(tmp);
+        (void)zero__os_unlink(tmp);
         if (local == ZERO_OK) {
             local = ZERO_ERR_IO;
             snprintf(msg, sizeof msg, "%.300s: write failed: %s", path, strerror(errno));
@@ -15529,7 +15846,7 @@ static zero_result zero__ck_export(zero_ckpt *ck, const char *path, zero_dtype d
         if (r == ZERO_OK) r = zero__ck_scan(ck, fn, zero__ck_out_sink, &s);
         if (!zero__ck_seal(s.fd, r == ZERO_OK, tmp, path)) {
             int e = errno;
-            (void)unlink(tmp);
+            (void)zero__os_unlink(tmp);
             if (r == ZERO_OK)
                 r = zero__fail(NULL, ZERO_ERR_IO, ZERO_LOGITEM_CKPT, "%s: %.300s: write failed: %s", fn, path,
                                strerror(e));
@@ -15566,14 +15883,13 @@ static void zero__st_reader_free(const zero_allocator *a, zero__st_reader *s) {
 static zero_result zero__st_open(zero_ctx *ctx, const char *path, zero__st_reader *s, char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
     unsigned char lenb[8];
-    struct stat st;
     int i, rr, cap;
     memset(s, 0, sizeof *s);
-    if ((s->fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || fstat(s->fd, &st) != 0) {
+    if ((s->fd = zero__ck_open(path, O_RDONLY, 0)) < 0 || (s->fsize = zero__os_fsize(s->fd)) < 0) {
+        if (s->fsize < 0) errno = (int)-s->fsize;
         snprintf(msg, msgn, "%.300s: cannot open: %s", path, strerror(errno));
         return ZERO_ERR_IO;
     }
-    s->fsize = (int64_t)st.st_size;
     rr = zero__ck_pread(s->fd, lenb, 8, 0);
     for (i = 7; i >= 0; i--) s->hlen = (s->hlen << 8) | lenb[i];
     if (rr != 1 || s->hlen < 2 || s->hlen > ((int64_t)1 << 30) || s->hlen > s->fsize - 8) {

@@ -16,10 +16,28 @@
 #include <errno.h>    // defines: errno, ERANGE
 #include <stdint.h>   // defines: uint64_t, UINT64_MAX
 #include <stdio.h>    // defines: FILE, fprintf, snprintf, stderr
-#include <stdlib.h>   // defines: strtol, strtod, strtoull, exit
+#include <stdlib.h>   // defines: strtoll, strtod, strtoull, exit
 #include <string.h>   // defines: strcmp, strncmp
+#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
+#ifdef _WIN32
+#include <windows.h>  // defines: QueryPerformanceCounter, QueryPerformanceFrequency
+#endif
 
 static void usage(FILE *f);
+
+// seconds on a monotonic clock (for the examples' timings)
+static inline double now_s(void) {
+#ifdef _WIN32
+    LARGE_INTEGER t, f;
+    QueryPerformanceCounter(&t);
+    QueryPerformanceFrequency(&f);
+    return (double)t.QuadPart / (double)f.QuadPart;
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+}
 
 // the refusal: "PROG: OPT MSG", " (got 'VAL')" when there is a value, then the usage; exit 2
 static inline void bad_arg(const char *msg, const char *opt, const char *val) {
@@ -57,13 +75,13 @@ static inline int is_decimal(const char *s, int sign, int frac) {
     return *p == '\0';
 }
 
-// an integer in [lo, hi], in decimal (010 is ten)
-static inline long parse_long(const char *opt, const char *s, long lo, long hi) {
+// an integer in [lo, hi], in decimal (010 is ten); 64-bit everywhere (Windows's long is 32)
+static inline long long parse_long(const char *opt, const char *s, long long lo, long long hi) {
     int ok = is_decimal(s, 1, 0);
-    long v = ok ? strtol(s, NULL, 10) : 0;
+    long long v = ok ? strtoll(s, NULL, 10) : 0;
     if (!ok || v < lo || v > hi) {   // (an overflow saturates, out of range)
         char msg[96];
-        snprintf(msg, sizeof msg, "expects a decimal integer in [%ld, %ld]", lo, hi);
+        snprintf(msg, sizeof msg, "expects a decimal integer in [%lld, %lld]", lo, hi);
         bad_arg(msg, opt, s);
     }
     return v;

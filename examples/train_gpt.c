@@ -55,7 +55,6 @@ Build and run:
 #include <stdio.h>    // defines: printf, fprintf, fopen, fread, fclose, snprintf
 #include <stdlib.h>   // defines: malloc, calloc, realloc, free, getenv
 #include <string.h>   // defines: strcmp, memcpy, memset, strrchr
-#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
 #include <unistd.h>   // defines: isatty, fileno
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_create, zero_build, zero_fetch, zero_step, zero_trace_*, zero_sgemm, ...
@@ -107,12 +106,6 @@ typedef struct {
 } shared_state;
 
 static const char *dtype_name(zero_dtype t) { return t == ZERO_F32 ? "f32" : t == ZERO_F16 ? "f16" : "bf16"; }
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // ----------------------------------------------------------------------------
 // deterministic random numbers (splitmix64), one stream per (seed, kind, index)
@@ -1318,7 +1311,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--save-ckpt")) c->save_ckpt = v;
         else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
         else if (!strcmp(o, "--ckpt-every")) c->ckpt_every = (int)parse_long(o, v, 1, 1 << 30);
-        else if (!strcmp(o, "--skip-step")) c->skip_step = parse_long(o, v, 0, (long)1 << 40);
+        else if (!strcmp(o, "--skip-step")) c->skip_step = parse_long(o, v, 0, (long long)1 << 40);
         else if (!strcmp(o, "--deepspeed")) c->deepspeed = v;
         else bad_arg("is not an option", o, NULL);
     }

@@ -29,7 +29,6 @@ One rank per process instead (make builds it with mpicc when mpicc exists; rank 
 #include <stdio.h>    // defines: printf, fprintf, fopen, fwrite, fclose
 #include <stdlib.h>   // defines: malloc, calloc, free, getenv
 #include <string.h>   // defines: strcmp, memcpy, memset
-#include <time.h>     // defines: clock_gettime, CLOCK_MONOTONIC, struct timespec
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_create, zero_build, zero_fetch, zero_step, zero_run_local, ...
 #define CLI_PROG "train_mlp"
@@ -276,12 +275,6 @@ typedef struct {
 
 #define ZCHECK(call) do { zero_result r_ = (call); \
     if (r_ < 0) { fprintf(stderr, "train_mlp: rank %d: %s failed: %s\n", rank, #call, zero_last_error(t->z)); return r_; } } while (0)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static zero_result build_model(trainer *t) {
     const config *c = t->cfg;
@@ -720,8 +713,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--save-params")) c->save_path = v;
         else if (!strcmp(o, "--save-ckpt")) c->save_ckpt = v;
         else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
-        else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long)1 << 50);
-        else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long)1 << 50);
+        else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long long)1 << 50);
+        else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long long)1 << 50);
         else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
         else if (!strcmp(o, "--qgz-bits")) c->qgz = parse_qgz_bits(o, v);
         else if (!strcmp(o, "--hpz")) c->hpz = (int)parse_long(o, v, 1, 256);
