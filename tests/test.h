@@ -24,20 +24,16 @@
    A watchdog (alarm) turns a hang into "FAIL <name>: watchdog ..." and exit 1;
    its limit is ZERO_TEST_TIMEOUT seconds (default 600, 0 = off).
 
-   Test programs define _POSIX_C_SOURCE before any include (clock_gettime, alarm). */
+   Test programs define _POSIX_C_SOURCE before any include (clock_gettime, alarm). On
+   Windows (tests/test_windows.sh) the same harness runs on the native API: SRW lock,
+   a watchdog thread, QueryPerformanceCounter, Winsock. */
 #ifndef ZERO_TEST_H
 #define ZERO_TEST_H
 
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
-
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(__MINGW32__)   /* (built with __USE_MINGW_ANSI_STDIO=1: C99's printf, %zu and all) */
+#  define TEST__PRINTF(a, b) __attribute__((format(gnu_printf, a, b)))
+#  define TEST__UNUSED __attribute__((unused))
+#elif defined(__GNUC__) || defined(__clang__)
 #  define TEST__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #  define TEST__UNUSED __attribute__((unused))
 #else
@@ -45,10 +41,47 @@
 #  define TEST__UNUSED
 #endif
 
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _WIN32
+#include <stdint.h>
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#include <windows.h>
+#include <io.h>
+typedef SRWLOCK test__mutex;
+#define TEST__MUTEX_INIT SRWLOCK_INIT
+#define test__lock(m) AcquireSRWLockExclusive(m)
+#define test__unlock(m) ReleaseSRWLockExclusive(m)
+/* POSIX's environment setters, on the CRT's environment (the one getenv reads) */
+TEST__UNUSED static int setenv(const char *name, const char *value, int overwrite) {
+    if (!overwrite && getenv(name)) return 0;
+    return _putenv_s(name, value) == 0 ? 0 : -1;
+}
+TEST__UNUSED static int unsetenv(const char *name) { return _putenv_s(name, "") == 0 ? 0 : -1; }
+/* POSIX's mkdtemp: tmpl ends in XXXXXX, made unique, created */
+TEST__UNUSED static char *mkdtemp(char *tmpl) {
+    if (_mktemp_s(tmpl, strlen(tmpl) + 1) != 0) return NULL;
+    return CreateDirectoryA(tmpl, NULL) ? tmpl : NULL;
+}
+#else
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+typedef pthread_mutex_t test__mutex;
+#define TEST__MUTEX_INIT PTHREAD_MUTEX_INITIALIZER
+#define test__lock(m) pthread_mutex_lock(m)
+#define test__unlock(m) pthread_mutex_unlock(m)
+#endif
+
+
 #define TEST__MAX_DETAIL_LINES 20   /* per case, on stderr: a broken loop prints 20, not 10000 */
 
 typedef struct test__state {
-    pthread_mutex_t mu;
+    test__mutex mu;
     char name[192];                 /* the running case ("" between cases) */
     char first[768];                /* its first failure, for the FAIL line */
     char skip[256];                 /* why it did not run ("" when it ran), for the SKIP line */
@@ -56,7 +89,7 @@ typedef struct test__state {
     int passed, failed, skipped;
 } test__state;
 
-static test__state test__s = { PTHREAD_MUTEX_INITIALIZER, "", "", "", 0, 0, 0, 0 };
+static test__state test__s = { TEST__MUTEX_INIT, "", "", "", 0, 0, 0, 0 };
 
 TEST__UNUSED TEST__PRINTF(3, 4)
 static int test__fail(const char *file, int line, const char *fmt, ...) {
@@ -65,13 +98,13 @@ static int test__fail(const char *file, int line, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    pthread_mutex_lock(&test__s.mu);
+    test__lock(&test__s.mu);
     if (test__s.case_failures == 0)
         snprintf(test__s.first, sizeof test__s.first, "%s:%d: %s", file, line, msg);
     if (test__s.case_failures < TEST__MAX_DETAIL_LINES)
         fprintf(stderr, "  %s: %s:%d: %s\n", test__s.name[0] ? test__s.name : "(no case)", file, line, msg);
     test__s.case_failures++;
-    pthread_mutex_unlock(&test__s.mu);
+    test__unlock(&test__s.mu);
     return 0;
 }
 
@@ -79,6 +112,20 @@ static int test__fail(const char *file, int line, const char *fmt, ...) {
 #define CHECK(cond, ...) ((cond) ? 1 : test__fail(__FILE__, __LINE__, __VA_ARGS__))
 
 /* A watchdog: a hung library must not hang the runner. Only async-signal-safe calls. */
+#ifdef _WIN32
+static DWORD WINAPI test__watchdog(LPVOID secs) {     /* a thread that wakes once */
+    Sleep((DWORD)(uintptr_t)secs * 1000u);
+    printf("FAIL %s: watchdog: the test program hung (ZERO_TEST_TIMEOUT)\n", test__s.name);
+    fflush(stdout);
+    ExitProcess(1);
+    return 0;
+}
+static void test__watchdog_start(unsigned secs) {
+    HANDLE h = CreateThread(NULL, 0, test__watchdog, (LPVOID)(uintptr_t)secs, 0, NULL);
+    if (h) CloseHandle(h);
+}
+static void test__watchdog_stop(void) {}
+#else
 static void test__on_alarm(int sig) {
     static const char pre[] = "FAIL ";
     static const char post[] = ": watchdog: the test program hung (ZERO_TEST_TIMEOUT)\n";
@@ -88,26 +135,33 @@ static void test__on_alarm(int sig) {
     if (write(1, post, sizeof post - 1) < 0) { /* nothing to do */ }
     _exit(1);
 }
+static void test__watchdog_start(unsigned secs) { signal(SIGALRM, test__on_alarm); alarm(secs); }
+static void test__watchdog_stop(void) { alarm(0); }
+#endif
 
 TEST__UNUSED static void test_init(void) {
     const char *e = getenv("ZERO_TEST_TIMEOUT");
     unsigned secs = e ? (unsigned)strtoul(e, NULL, 10) : 600u;
+#ifdef _WIN32
+    setvbuf(stdout, NULL, _IONBF, 0);    /* (the CRT's _IOLBF is full buffering) */
+#else
     setvbuf(stdout, NULL, _IOLBF, 0);
+#endif
     snprintf(test__s.name, sizeof test__s.name, "(startup)");
-    if (secs) { signal(SIGALRM, test__on_alarm); alarm(secs); }
+    if (secs) test__watchdog_start(secs);
 }
 
 TEST__UNUSED TEST__PRINTF(1, 2)
 static void test_begin(const char *fmt, ...) {
     va_list ap;
-    pthread_mutex_lock(&test__s.mu);
+    test__lock(&test__s.mu);
     va_start(ap, fmt);
     vsnprintf(test__s.name, sizeof test__s.name, fmt, ap);
     va_end(ap);
     test__s.case_failures = 0;
     test__s.first[0] = 0;
     test__s.skip[0] = 0;
-    pthread_mutex_unlock(&test__s.mu);
+    test__unlock(&test__s.mu);
 }
 
 /* test_skip(fmt, ...): the running case did not run here; test_end prints
@@ -115,18 +169,18 @@ static void test_begin(const char *fmt, ...) {
 TEST__UNUSED TEST__PRINTF(1, 2)
 static void test_skip(const char *fmt, ...) {
     va_list ap;
-    pthread_mutex_lock(&test__s.mu);
+    test__lock(&test__s.mu);
     va_start(ap, fmt);
     vsnprintf(test__s.skip, sizeof test__s.skip, fmt, ap);
     va_end(ap);
     if (!test__s.skip[0]) snprintf(test__s.skip, sizeof test__s.skip, "skipped");
-    pthread_mutex_unlock(&test__s.mu);
+    test__unlock(&test__s.mu);
 }
 
 /* Prints the case's line; returns 1 if it passed or was skipped. */
 TEST__UNUSED static int test_end(void) {
     int ok;
-    pthread_mutex_lock(&test__s.mu);
+    test__lock(&test__s.mu);
     ok = test__s.case_failures == 0;
     if (ok && test__s.skip[0]) {
         printf("SKIP %s: %s\n", test__s.name, test__s.skip);
@@ -143,7 +197,7 @@ TEST__UNUSED static int test_end(void) {
     }
     fflush(stdout);
     snprintf(test__s.name, sizeof test__s.name, "(between cases)");
-    pthread_mutex_unlock(&test__s.mu);
+    test__unlock(&test__s.mu);
     return ok;
 }
 
@@ -162,6 +216,25 @@ TEST__UNUSED static int test_selected(const char *name) {
 #define TEST_RUN(fn) (test_selected(#fn) ? (test_begin("%s", #fn), fn(), (void)test_end()) : (void)0)
 
 #ifdef TEST_SOCKETS    /* define before including test.h: a loopback port that was free a moment ago */
+#ifdef _WIN32
+TEST__UNUSED static int test_free_port(void) {
+    struct sockaddr_in a;
+    int len = (int)sizeof a, port = 0;
+    WSADATA w;
+    SOCKET fd;
+    if (WSAStartup(MAKEWORD(2, 2), &w) != 0) return 0;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd != INVALID_SOCKET && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd != INVALID_SOCKET) closesocket(fd);
+    WSACleanup();
+    return port;
+}
+#else
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -178,15 +251,16 @@ TEST__UNUSED static int test_free_port(void) {
     return port;
 }
 #endif
+#endif
 
 /* Summary on stderr (stdout carries only PASS/FAIL/SKIP lines); the program's exit code. */
 TEST__UNUSED static int test_summary(void) {
     int failed;
-    pthread_mutex_lock(&test__s.mu);
+    test__lock(&test__s.mu);
     failed = test__s.failed;
     fprintf(stderr, "%d passed, %d failed, %d skipped\n", test__s.passed, test__s.failed, test__s.skipped);
-    pthread_mutex_unlock(&test__s.mu);
-    alarm(0);
+    test__unlock(&test__s.mu);
+    test__watchdog_stop();
     return failed ? 1 : 0;
 }
 
@@ -207,9 +281,16 @@ TEST__UNUSED static char *test_slurp(const char *path, long *n) {
     return b;
 }
 TEST__UNUSED static double test_now_ms(void) {
+#ifdef _WIN32
+    LARGE_INTEGER t, f;
+    QueryPerformanceCounter(&t);
+    QueryPerformanceFrequency(&f);
+    return (double)t.QuadPart * 1e3 / (double)f.QuadPart;
+#else
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+#endif
 }
 
 #endif /* ZERO_TEST_H */

@@ -753,7 +753,7 @@ static int fd_kind[4096], full_kind, full_after, full_hits, tier_armed;
 static int hook_open(const char *path, int flags, int mode) {
     int fd, kind = 0;
     if (ro_dir[0] && strncmp(path, ro_dir, strlen(ro_dir)) == 0 && (flags & O_CREAT)) return -EROFS;
-    fd = zero__sys_open(path, flags, mode);
+    fd = zero__os_open(path, flags, mode);
     if (full_dir[0] && strncmp(path, full_dir, strlen(full_dir)) == 0)
         kind = strstr(path, "/manifest") ? 2 : strstr(path, "/rank") ? 1 : 0;
     if (strstr(path, "/zero_optim.")) kind = 3;
@@ -768,21 +768,21 @@ static int64_t hook_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (fd >= 0 && fd < 4096 && fd_kind[fd] == full_kind && (full_kind == 1 || full_kind == 2) && full_hits++ == full_after)
         fail = 1;
     pthread_mutex_unlock(&hook_mu);
-    return fail ? -ENOSPC : zero__sys_pwrite(fd, buf, n, off);
+    return fail ? -ENOSPC : zero__os_pwrite(fd, buf, n, off);
 }
 static int64_t hook_pread(int fd, void *buf, size_t n, int64_t off) {
     int fail = 0;
     pthread_mutex_lock(&hook_mu);
     if (fd >= 0 && fd < 4096 && fd_kind[fd] == 3 && full_kind == 3 && tier_armed && full_hits++ == full_after) fail = 1;
     pthread_mutex_unlock(&hook_mu);
-    return fail ? -EIO : zero__sys_pread(fd, buf, n, off);
+    return fail ? -EIO : zero__os_pread(fd, buf, n, off);
 }
 static void arm_tier(void) { pthread_mutex_lock(&hook_mu); tier_armed = 1; pthread_mutex_unlock(&hook_mu); }
 static int hook_close(int fd) {
     pthread_mutex_lock(&hook_mu);
     if (fd >= 0 && fd < 4096) fd_kind[fd] = 0;
     pthread_mutex_unlock(&hook_mu);
-    return zero__sys_close(fd);
+    return zero__os_close(fd);
 }
 
 /* dir holds only the manifest and one shard per rank of one generation */
@@ -829,10 +829,10 @@ static void save_fault(int stage, int world, zero_offload_tier tier, int kind, i
     if (kind == 3) setenv("ZERO_IO", "threads", 1);
     k = run(&bad);
     if (kind == 3) unsetenv("ZERO_IO");
-    zero__fops.open = zero__sys_open;
-    zero__fops.pwrite = zero__sys_pwrite;
-    zero__fops.pread = zero__sys_pread;
-    zero__fops.close = zero__sys_close;
+    zero__fops.open = zero__os_open;
+    zero__fops.pwrite = zero__os_pwrite;
+    zero__fops.pread = zero__os_pread;
+    zero__fops.close = zero__os_close;
     ro_dir[0] = 0;
     full_kind = 0;
     if (!CHECK(k, "the failed save broke the run")) return;

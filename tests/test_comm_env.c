@@ -190,6 +190,9 @@ static void env_node_size(void) {
     expect_no_nodes_why("OMPI_COMM_WORLD_LOCAL_SIZE='99999999999' ranks per node does not divide");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char want[96];
+#ifdef _WIN32
+        if (!bad[i][0]) continue;       /* (Windows has no empty variables: setting '' removes it) */
+#endif
         setenv("OMPI_COMM_WORLD_LOCAL_SIZE", bad[i], 1);
         snprintf(want, sizeof want, "OMPI_COMM_WORLD_LOCAL_SIZE='%s' is not a number of ranks per node", bad[i]);
         expect_no_nodes_why(want);

@@ -400,16 +400,16 @@ static void test_pool_shared(void) {
     enum { PN = 300000 };
     zero__pool *pool = zero__pool_create(3, NULL);
     pool_race a, b;
-    pthread_t t;
+    zero__thread t;   /* zero.h's thread API (the test runs on Windows too) */
     int64_t i, bad = -1;
     a.pool = b.pool = pool; a.n = b.n = PN; a.rounds = b.rounds = 50;
     a.in = (float *)malloc(PN * 4); a.out = (float *)malloc(PN * 4);
     b.in = (float *)malloc(PN * 4); b.out = (float *)malloc(PN * 4);
     for (i = 0; i < PN; i++) { a.in[i] = (float)i; b.in[i] = (float)-i * 0.5f; }
     memset(a.out, 0, PN * 4); memset(b.out, 0, PN * 4);
-    pthread_create(&t, NULL, pool_race_main, &a);
+    zero__thread_start(&t, pool_race_main, &a);
     pool_race_main(&b);
-    pthread_join(t, NULL);
+    zero__thread_join(t);
     for (i = 0; i < PN && bad < 0; i++)
         if (a.out[i] != (float)i * 2.0f || b.out[i] != (float)-i) bad = i;
     CHECK(bad < 0, "element %lld: %g and %g, want %g and %g", (long long)bad, bad < 0 ? 0.0 : (double)a.out[bad],

@@ -33,7 +33,7 @@ typedef struct run_cfg {
     int probe_overlap;              /* rank 0 checks its reductions run during backward */
     int overlap_seen;
     volatile int reduced_seen;      /* set by the logger (comm-stream thread); read under reduced_mu */
-    pthread_mutex_t reduced_mu;
+    zero__mutex reduced_mu;
     float *out;                     /* gathered fp32 params, written by rank 0 */
     int64_t numel;
     double last_loss;
@@ -57,9 +57,9 @@ static void on_log(void *user, zero_log_level level, zero_log_item item, int ran
     run_cfg *cfg = (run_cfg *)user;
     (void)level;
     if (item == ZERO_LOGITEM_REDUCED && rank == 0 && strstr(msg, "'layer2'")) {
-        pthread_mutex_lock(&cfg->reduced_mu);
+        zero__mutex_lock(&cfg->reduced_mu);
         cfg->reduced_seen = 1;
-        pthread_mutex_unlock(&cfg->reduced_mu);
+        zero__mutex_unlock(&cfg->reduced_mu);
     }
 }
 
@@ -150,9 +150,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
                     double t0 = test_now_ms();
                     int seen = 0;
                     while (!seen && test_now_ms() - t0 < 10000) {
-                        pthread_mutex_lock(&cfg->reduced_mu);
+                        zero__mutex_lock(&cfg->reduced_mu);
                         seen = cfg->reduced_seen;
-                        pthread_mutex_unlock(&cfg->reduced_mu);
+                        zero__mutex_unlock(&cfg->reduced_mu);
                     }
                     cfg->overlap_seen = seen;
                 }
@@ -328,9 +328,9 @@ static void reductions_overlap_backward(void) {
     run_cfg c;
     memset(&c, 0, sizeof c);
     c.world = 2; c.accum = 1; c.dtype = ZERO_BF16; c.stage = 2; c.bucket_bytes = 1; c.probe_overlap = 1;
-    pthread_mutex_init(&c.reduced_mu, NULL);
+    zero__mutex_init(&c.reduced_mu);
     if (!train(&c, out)) return;
-    pthread_mutex_destroy(&c.reduced_mu);
+    zero__mutex_destroy(&c.reduced_mu);
     CHECK(c.overlap_seen, "no reduce-scatter ran before backward finished");
 }
 
@@ -452,7 +452,7 @@ static void grad_read(int stage, int world, int accum) {
 #define GP_MODS 6
 #define GP_N 100
 typedef struct gp_cfg { int stage, world, root; int ok_root, ok_each, ok_all, untouched; int64_t extra; zero_result oom[4]; } gp_cfg;
-typedef struct gp_acc { int64_t live, peak; int fail_next; pthread_mutex_t mu; } gp_acc;
+typedef struct gp_acc { int64_t live, peak; int fail_next; zero__mutex mu; } gp_acc;
 static void *gp_alloc(size_t n, void *u) {
     gp_acc *a = (gp_acc *)u;
     size_t *p;
@@ -460,10 +460,10 @@ static void *gp_alloc(size_t n, void *u) {
     p = (size_t *)malloc(n + 16);
     if (!p) return NULL;
     p[0] = n;
-    pthread_mutex_lock(&a->mu);
+    zero__mutex_lock(&a->mu);
     a->live += (int64_t)n;
     if (a->live > a->peak) a->peak = a->live;
-    pthread_mutex_unlock(&a->mu);
+    zero__mutex_unlock(&a->mu);
     return (char *)p + 16;
 }
 static void gp_free(void *q, void *u) {
@@ -471,9 +471,9 @@ static void gp_free(void *q, void *u) {
     size_t *p;
     if (!q) return;
     p = (size_t *)((char *)q - 16);
-    pthread_mutex_lock(&a->mu);
+    zero__mutex_lock(&a->mu);
     a->live -= (int64_t)p[0];
-    pthread_mutex_unlock(&a->mu);
+    zero__mutex_unlock(&a->mu);
     free(p);
 }
 typedef struct gp_seen { float v[GP_MODS * GP_N]; int calls; } gp_seen;
@@ -498,7 +498,7 @@ static zero_result gp_rank(zero_comm *comm, int rank, void *user) {
     int i, k;
     int64_t before;
     memset(ac, 0, sizeof *ac);
-    pthread_mutex_init(&ac->mu, NULL);
+    zero__mutex_init(&ac->mu);
     fx_desc(&d, comm, c->stage, ZERO_BF16, ZERO_OPTIM_ADAMW, 0.01);
     d.allocator.alloc = gp_alloc;
     d.allocator.free = gp_free;
@@ -528,7 +528,7 @@ static zero_result gp_rank(zero_comm *comm, int rank, void *user) {
     if ((r = zero_gather_params_f32(z, full)) != ZERO_OK) goto done;
     memset(out, 0x7f, sizeof out);
     before = ac->live;
-    pthread_mutex_lock(&ac->mu); ac->peak = ac->live; pthread_mutex_unlock(&ac->mu);
+    zero__mutex_lock(&ac->mu); ac->peak = ac->live; zero__mutex_unlock(&ac->mu);
     if ((r = zero_gather_params_f32_root(z, c->root, rank == c->root ? out : NULL)) != ZERO_OK) goto done;
     if (rank == c->root) {
         c->ok_root = memcmp(out, full, sizeof full) == 0;
@@ -547,7 +547,7 @@ static zero_result gp_rank(zero_comm *comm, int rank, void *user) {
 done:
     if (r != ZERO_OK) fprintf(stderr, "rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
-    pthread_mutex_destroy(&ac->mu);
+    zero__mutex_destroy(&ac->mu);
     return r;
 }
 static void gather_root(int stage, int world, int root) {

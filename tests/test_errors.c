@@ -30,7 +30,7 @@
 
 /* ---- a recording logger ---------------------------------------------------------- */
 typedef struct rec_log {
-    pthread_mutex_t mu;
+    zero__mutex mu;
     int count[ZERO_LOGITEM_NUM];
     zero_log_level level[ZERO_LOGITEM_NUM];    /* the level an item was last logged at */
     int bad_items;                  /* items outside the enum */
@@ -41,34 +41,34 @@ typedef struct rec_log {
 static void rec_func(void *ud, zero_log_level level, zero_log_item item, int rank, const char *message) {
     rec_log *r = (rec_log *)ud;
     (void)rank;
-    pthread_mutex_lock(&r->mu);
+    zero__mutex_lock(&r->mu);
     r->calls++;
     if ((int)item >= 0 && item < ZERO_LOGITEM_NUM) { r->count[item]++; r->level[item] = level; }
     else r->bad_items++;
     if (!message || !message[0]) r->empty_messages++;
-    pthread_mutex_unlock(&r->mu);
+    zero__mutex_unlock(&r->mu);
 }
 
 static void rec_init(rec_log *r) {
     memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->mu, NULL);
+    zero__mutex_init(&r->mu);
 }
 
-static void rec_fini(rec_log *r) { pthread_mutex_destroy(&r->mu); }
+static void rec_fini(rec_log *r) { zero__mutex_destroy(&r->mu); }
 
 static int rec_count(rec_log *r, zero_log_item item) {
     int n;
-    pthread_mutex_lock(&r->mu);
+    zero__mutex_lock(&r->mu);
     n = r->count[item];
-    pthread_mutex_unlock(&r->mu);
+    zero__mutex_unlock(&r->mu);
     return n;
 }
 
 static zero_log_level rec_level(rec_log *r, zero_log_item item) {
     zero_log_level l;
-    pthread_mutex_lock(&r->mu);
+    zero__mutex_lock(&r->mu);
     l = r->level[item];
-    pthread_mutex_unlock(&r->mu);
+    zero__mutex_unlock(&r->mu);
     return l;
 }
 
@@ -840,7 +840,7 @@ typedef enum { TO_STEP, TO_FETCH } to_kind;
 typedef struct to_job {
     to_kind kind;
     int stall;
-    pthread_mutex_t mu;
+    zero__mutex mu;
     int rank0_done;
     zero_result got;
     double ms, destroy_ms;
@@ -872,13 +872,12 @@ static zero_result to_rank(zero_comm *comm, int rank, void *user) {
     if (r != ZERO_OK) goto done;
     if (rank == 1) {                                /* rank 1 leaves here, or stalls */
         for (int waited = 0; j->stall && waited < 10000; waited += 5) {
-            struct timespec ts = { 0, 5 * 1000 * 1000 };
             int done0;
-            pthread_mutex_lock(&j->mu);
+            zero__mutex_lock(&j->mu);
             done0 = j->rank0_done;
-            pthread_mutex_unlock(&j->mu);
+            zero__mutex_unlock(&j->mu);
             if (done0) break;
-            nanosleep(&ts, NULL);
+            zero__sleep_us(5000.0);
         }
         goto done;
     }
@@ -897,9 +896,9 @@ static zero_result to_rank(zero_comm *comm, int rank, void *user) {
     }
     j->ms = test_now_ms() - t0;
     j->got = r;
-    pthread_mutex_lock(&j->mu);
+    zero__mutex_lock(&j->mu);
     j->rank0_done = 1;
-    pthread_mutex_unlock(&j->mu);
+    zero__mutex_unlock(&j->mu);
     j->msg = msg_ok(zero_last_error(z));
     snprintf(j->last, sizeof j->last, "%s", zero_last_error(z));
     j->saw_item = rec_count(&rec, ZERO_LOGITEM_COLL_TIMEOUT) + rec_count(&rec, ZERO_LOGITEM_RANK_LEFT) +
@@ -912,9 +911,9 @@ static zero_result to_rank(zero_comm *comm, int rank, void *user) {
     j->destroy_ms = test_now_ms() - t0;
 done:
     if (rank == 0) {                                /* also on early failures: free rank 1 */
-        pthread_mutex_lock(&j->mu);
+        zero__mutex_lock(&j->mu);
         j->rank0_done = 1;
-        pthread_mutex_unlock(&j->mu);
+        zero__mutex_unlock(&j->mu);
     }
     zero_destroy(z);
     rec_fini(&rec);
@@ -940,10 +939,7 @@ static xw_job *xw_cur;
 static zero_result xw_slow_sum_sq(zero_ctx *ctx, int s, void *out, int rdt, const void *const *ins, int nin, int sdt,
                                   int64_t count, int accumulate, double *blk, void *const *copies, int ncopies) {
     zero_result r;
-    if (ctx->rank == 1) {
-        struct timespec ts = { 0, 3 * XW_TIMEOUT_MS / 2 * 1000 * 1000 };
-        nanosleep(&ts, NULL);
-    }
+    if (ctx->rank == 1) zero__sleep_us(3 * XW_TIMEOUT_MS / 2 * 1000.0);
     r = zero__cpu_dev.sum_norm(ctx, s, out, rdt, ins, nin, sdt, count, accumulate, blk, copies, ncopies);
     if (ctx->rank == 1) xw_cur->rank1_wrote_ms = test_now_ms();
     return r;
@@ -1020,9 +1016,9 @@ static void timeout_case(to_kind kind, int stall) {
     j.kind = kind;
     j.stall = stall;
     j.got = ZERO_OK;
-    pthread_mutex_init(&j.mu, NULL);
+    zero__mutex_init(&j.mu);
     zero_run_local(2, to_rank, &j);
-    pthread_mutex_destroy(&j.mu);
+    zero__mutex_destroy(&j.mu);
     if (!CHECK(j.build[0] == ZERO_OK && j.build[1] == ZERO_OK, "zero_build: %s / %s",
                zero_result_str(j.build[0]), zero_result_str(j.build[1]))) return;
     if (stall)
@@ -1193,7 +1189,7 @@ static void over_cap(void) {
 /* An allocator that fails every call after `left` more successes once armed, and
    counts what is live: after zero_destroy nothing may be left. */
 typedef struct fail_alloc {
-    pthread_mutex_t mu;
+    zero__mutex mu;
     int armed;
     long left;
     long calls, live, failed;
@@ -1202,7 +1198,7 @@ typedef struct fail_alloc {
 static void *fa_alloc(size_t size, void *ud) {
     fail_alloc *a = (fail_alloc *)ud;
     void *p = NULL;
-    pthread_mutex_lock(&a->mu);
+    zero__mutex_lock(&a->mu);
     a->calls++;
     if (a->armed && a->left <= 0) {
         a->failed++;
@@ -1211,26 +1207,26 @@ static void *fa_alloc(size_t size, void *ud) {
         p = malloc(size ? size : 1);
         if (p) a->live++;
     }
-    pthread_mutex_unlock(&a->mu);
+    zero__mutex_unlock(&a->mu);
     return p;
 }
 
 static void fa_free(void *ptr, void *ud) {
     fail_alloc *a = (fail_alloc *)ud;
     if (!ptr) return;
-    pthread_mutex_lock(&a->mu);
+    zero__mutex_lock(&a->mu);
     a->live--;
-    pthread_mutex_unlock(&a->mu);
+    zero__mutex_unlock(&a->mu);
     free(ptr);
 }
 
-static void fa_init(fail_alloc *a) { memset(a, 0, sizeof *a); pthread_mutex_init(&a->mu, NULL); }
+static void fa_init(fail_alloc *a) { memset(a, 0, sizeof *a); zero__mutex_init(&a->mu); }
 static void fa_arm(fail_alloc *a, long left) {
-    pthread_mutex_lock(&a->mu); a->armed = 1; a->left = left; pthread_mutex_unlock(&a->mu);
+    zero__mutex_lock(&a->mu); a->armed = 1; a->left = left; zero__mutex_unlock(&a->mu);
 }
 static long fa_get(fail_alloc *a, long *failed) {
     long live;
-    pthread_mutex_lock(&a->mu); live = a->live; if (failed) *failed = a->failed; pthread_mutex_unlock(&a->mu);
+    zero__mutex_lock(&a->mu); live = a->live; if (failed) *failed = a->failed; zero__mutex_unlock(&a->mu);
     return live;
 }
 
@@ -1249,7 +1245,7 @@ static void oom_build(int stage) {
         d.allocator.alloc = fa_alloc;
         d.allocator.free = fa_free;
         d.allocator.user_data = &a;
-        if (!model_make(&mo, &d, 3, sizes)) { model_free(&mo); rec_fini(&rec); pthread_mutex_destroy(&a.mu); break; }
+        if (!model_make(&mo, &d, 3, sizes)) { model_free(&mo); rec_fini(&rec); zero__mutex_destroy(&a.mu); break; }
         fa_arm(&a, k);
         r = zero_build(mo.z);
         fa_get(&a, &failed);
@@ -1267,7 +1263,7 @@ static void oom_build(int stage) {
         live = fa_get(&a, NULL);
         CHECK(live == 0, "k=%d: %ld allocations still live after zero_destroy", k, live);
         rec_fini(&rec);
-        pthread_mutex_destroy(&a.mu);
+        zero__mutex_destroy(&a.mu);
         if (live != 0 || (r != ZERO_OK && r != ZERO_ERR_OUT_OF_MEMORY)) break;    /* one report is enough */
     }
     CHECK(saw_failure, "zero_build never used the allocator (first allocation failing did not fail it)");
@@ -1313,7 +1309,7 @@ static void oom_sweep(void) {
         zero_destroy(z);
         live = fa_get(&a, NULL);
         CHECK(live == 0, "k=%d: %ld allocations still live after zero_destroy", k, live);
-        pthread_mutex_destroy(&a.mu);
+        zero__mutex_destroy(&a.mu);
         if (live != 0 || (r != ZERO_OK && r != ZERO_ERR_OUT_OF_MEMORY)) break;
     }
     CHECK(done_ok || k < OOM_MAX_K, "still failing after %d allocations", OOM_MAX_K);

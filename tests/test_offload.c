@@ -424,7 +424,7 @@ static void test_disk_full_at_build(void) {
     c.opt_tier = ZERO_OFFLOAD_NVME;
     zero__fops.allocate = enospc_alloc;
     r = zero_run_local(1, train, &c);
-    zero__fops.allocate = zero__sys_allocate;
+    zero__fops.allocate = zero__os_allocate;
     CHECK(r == ZERO_ERR_IO, "disk full: %s", zero_result_str(r));
     CHECK(strstr(c.err, tmpdir) && strstr(c.err, "No space"), "message: %s", c.err);
     CHECK(count_files(tmpdir) == 0, "offload files left behind");
@@ -437,14 +437,14 @@ static void test_readonly_hook(void) {     /* a read-only filesystem, through th
     c.opt_tier = ZERO_OFFLOAD_NVME;
     zero__fops.open = erofs_open;
     r = zero_run_local(2, train, &c);
-    zero__fops.open = zero__sys_open;
+    zero__fops.open = zero__os_open;
     CHECK(r == ZERO_ERR_IO, "read-only: %s", zero_result_str(r));
     CHECK(strstr(c.err, tmpdir) && strstr(c.err, "Read-only"), "message: %s", c.err);
 }
 
 /* only rank 1 cannot create its files: every rank's zero_build fails, rank 0 saying why */
 static int rank1_open(const char *path, int flags, int mode) {
-    return strstr(path, ".r1.") ? -EACCES : zero__sys_open(path, flags, mode);
+    return strstr(path, ".r1.") ? -EACCES : zero__os_open(path, flags, mode);
 }
 static void test_one_rank_cannot_create(void) {
     cfg c = base_cfg(2, 2, ZERO_F32, ZERO_OPTIM_ADAMW);
@@ -452,7 +452,7 @@ static void test_one_rank_cannot_create(void) {
     c.opt_tier = ZERO_OFFLOAD_NVME;
     zero__fops.open = rank1_open;
     r = zero_run_local(2, train, &c);
-    zero__fops.open = zero__sys_open;
+    zero__fops.open = zero__os_open;
     CHECK(r == ZERO_ERR_IO, "rank 1 without files: %s", zero_result_str(r));
     CHECK(strstr(c.err, "another rank could not create its offload files") != NULL, "rank 0's message: %s", c.err);
     CHECK(count_files(tmpdir) == 0, "offload files left behind");
@@ -461,7 +461,7 @@ static void test_one_rank_cannot_create(void) {
 static volatile int full_after;     /* writes allowed before ENOSPC (set before the ranks start) */
 static int64_t enospc_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&full_after, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
-    return zero__sys_pwrite(fd, buf, n, off);
+    return zero__os_pwrite(fd, buf, n, off);
 }
 static int64_t enospc_result(int fd, int write, int64_t off, int64_t res) {     /* the io_uring engine's */
     (void)fd; (void)off;
@@ -477,7 +477,7 @@ static void arm_enospc(cfg *c, zero_ctx *z) {
 static volatile int reads_ok;       /* reads allowed before EIO */
 static int64_t eio_pread(int fd, void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&reads_ok, 1, __ATOMIC_RELAXED) < 0) return -EIO;
-    return zero__sys_pread(fd, buf, n, off);
+    return zero__os_pread(fd, buf, n, off);
 }
 static int64_t eio_result(int fd, int write, int64_t off, int64_t res) {
     (void)fd; (void)off;
@@ -529,8 +529,8 @@ static void fault_case2(const char *name, void (*fn)(cfg *, zero_ctx *), zero_re
     c.fault_step = 2;
     c.fault_fn = fn;
     r = zero_run_local(world, train, &c);
-    zero__fops.pwrite = zero__sys_pwrite;
-    zero__fops.pread = zero__sys_pread;
+    zero__fops.pwrite = zero__os_pwrite;
+    zero__fops.pread = zero__os_pread;
     zero__fops.io_result = NULL;
     if (nvme_params && r != ZERO_OK && c.fault_r == ZERO_OK) {
         /* params on NVMe are read at the fetch: a read fault fails the fetch, before the
@@ -762,12 +762,12 @@ static void lim_enter(int w, int d) {
 }
 static int64_t lim_pread(int fd, void *buf, size_t n, int64_t off) {
     int64_t r;
-    lim_enter(0, 1); r = zero__sys_pread(fd, buf, n, off); lim_enter(0, -1);
+    lim_enter(0, 1); r = zero__os_pread(fd, buf, n, off); lim_enter(0, -1);
     return r;
 }
 static int64_t lim_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     int64_t r;
-    lim_enter(1, 1); r = zero__sys_pwrite(fd, buf, n, off); lim_enter(1, -1);
+    lim_enter(1, 1); r = zero__os_pwrite(fd, buf, n, off); lim_enter(1, -1);
     return r;
 }
 static void test_io_limits(void) {
@@ -808,8 +808,8 @@ static void test_io_limits(void) {
         CHECK(k != 0 || (lim_max[0] == 1 && lim_max[1] == 2), "depth 4, 1 read and 2 writes: %d and %d in flight",
               lim_max[0], lim_max[1]);
     }
-    zero__fops.pread = zero__sys_pread;
-    zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pread = zero__os_pread;
+    zero__fops.pwrite = zero__os_pwrite;
     free(buf);
     close(fd);
     unlink(path);

@@ -30,7 +30,7 @@ typedef struct cfg {
     zero_result result[4];
     int changed_warnings;
     long allocs_steady;             /* summed over ranks */
-    pthread_mutex_t mu;
+    zero__mutex mu;
 } cfg;
 
 typedef struct rank_allocs {        /* each rank counts its own context's allocations */
@@ -51,9 +51,9 @@ static void on_log(void *user, zero_log_level level, zero_log_item item, int ran
     cfg *c = (cfg *)user;
     (void)level; (void)msg;
     if (item == ZERO_LOGITEM_SCHEDULE_CHANGED && rank == 0) {
-        pthread_mutex_lock(&c->mu);
+        zero__mutex_lock(&c->mu);
         c->changed_warnings++;
-        pthread_mutex_unlock(&c->mu);
+        zero__mutex_unlock(&c->mu);
     }
 }
 
@@ -128,9 +128,9 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
     ra.counting = 0;
     if (c->count_allocs) {
-        pthread_mutex_lock(&c->mu);
+        zero__mutex_lock(&c->mu);
         c->allocs_steady += ra.allocs;
-        pthread_mutex_unlock(&c->mu);
+        zero__mutex_unlock(&c->mu);
     }
     {
         static float all[4][MAXL * MAXN];
@@ -153,12 +153,12 @@ static void base(cfg *c, int layers, int world) {
     c->largest_bytes = 0;
     for (int i = 0; i < layers; i++)
         if (layer_numel(i) * 2 > c->largest_bytes) c->largest_bytes = layer_numel(i) * 2;
-    pthread_mutex_init(&c->mu, NULL);
+    zero__mutex_init(&c->mu);
 }
 
 static int run(cfg *c) {
     zero_result r = zero_run_local(c->world, rank_main, c);
-    pthread_mutex_destroy(&c->mu);
+    zero__mutex_destroy(&c->mu);
     return CHECK(r == ZERO_OK, "world %d: %s: %s", c->world, zero_result_str(r), zero_last_error(NULL));
 }
 
@@ -337,7 +337,7 @@ static void divergent_ranks_mismatch(void) {
     base(&got_cfg, 6, 2);
     got_cfg.diverge = 1;
     r = zero_run_local(2, rank_main, &got_cfg);
-    pthread_mutex_destroy(&got_cfg.mu);
+    zero__mutex_destroy(&got_cfg.mu);
     CHECK(r == ZERO_ERR_MISMATCH, "got %s, want ZERO_ERR_MISMATCH", zero_result_str(r));
     CHECK(got_cfg.result[0] == ZERO_ERR_MISMATCH && got_cfg.result[1] == ZERO_ERR_MISMATCH,
           "ranks got %s / %s", zero_result_str(got_cfg.result[0]), zero_result_str(got_cfg.result[1]));

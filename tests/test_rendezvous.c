@@ -42,13 +42,13 @@ static void stray(int port, int role) {
             static const char junk[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
             char buf[64];
             if (role == 1 && send(fd, junk, sizeof junk - 1, MSG_NOSIGNAL) < 0) { /* fine: dropped */ }
-            if (role == 2) zero__rdv_sleep_ms(1500);   /* connected, silent, then gone */
+            if (role == 2) zero__sleep_ms(1500);   /* connected, silent, then gone */
             else while (recv(fd, buf, sizeof buf, 0) > 0) {}
             close(fd);
             return;
         }
         if (fd >= 0) close(fd);
-        zero__rdv_sleep_ms(20);
+        zero__sleep_ms(20);
     }
 }
 
@@ -60,7 +60,7 @@ static void child(const proc *p, int port, int wfd) {
     int k;
     alarm(30);
     memset(&o, 0, sizeof o);
-    if (p->delay_ms) zero__rdv_sleep_ms(p->delay_ms);
+    if (p->delay_ms) zero__sleep_ms(p->delay_ms);
     if (p->role) {
         stray(port, p->role);
     } else {
@@ -251,7 +251,7 @@ static void foreign_server(void) {
         fd = accept(lfd, NULL, NULL);
         if (fd >= 0) {
             if (send(fd, junk, sizeof junk - 1, MSG_NOSIGNAL) < 0) { /* the test notices */ }
-            zero__rdv_sleep_ms(200);
+            zero__sleep_ms(200);
             close(fd);
         }
         _exit(0);

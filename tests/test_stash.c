@@ -327,7 +327,7 @@ static void test_disk_full_at_build(void) {
     zero_result r;
     zero__fops.allocate = enospc_alloc;
     r = small_ctx(&z, ZERO_OFFLOAD_NVME, 0, &m, &w, a);
-    zero__fops.allocate = zero__sys_allocate;
+    zero__fops.allocate = zero__os_allocate;
     CHECK(r == ZERO_ERR_IO && strstr(zero_last_error(z), tmpdir) && strstr(zero_last_error(z), "No space"),
           "disk full at build: %s %s", zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
@@ -337,7 +337,7 @@ static void test_disk_full_at_build(void) {
 static volatile int writes_ok;
 static int64_t enospc_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     if (__atomic_sub_fetch(&writes_ok, 1, __ATOMIC_RELAXED) < 0) return -ENOSPC;
-    return zero__sys_pwrite(fd, buf, n, off);
+    return zero__os_pwrite(fd, buf, n, off);
 }
 static int64_t enospc_result(int fd, int write, int64_t off, int64_t res) {
     (void)fd; (void)off;
@@ -378,7 +378,7 @@ static void test_disk_full_at_put(void) {
         else if (r != ZERO_OK) { other++; snprintf(msg, sizeof msg, "%s", zero_last_error(z)); }
         if (memcmp(back, buf[s], (size_t)slot_bytes[s]) != 0) bad++;
     }
-    zero__fops.pwrite = zero__sys_pwrite;
+    zero__fops.pwrite = zero__os_pwrite;
     __atomic_store_n(&zero__fops.io_result, NULL, __ATOMIC_RELAXED);
     CHECK(other == 0, "other failures: %s", msg);
     CHECK(io_errors + nrefused >= 1, "the full disk was never reported");

@@ -92,7 +92,7 @@ static void forked_rendezvous(void) {
                 CHECK(0, "rank %d hung", i);
                 break;
             }
-            zero__rdv_sleep_ms(10);
+            zero__sleep_ms(10);
         }
         CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d exited %d (10: no comm, 11: wrong rank/size, 12: the "
               "cross-process collective did not fail clearly)", i, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -471,7 +471,7 @@ static ncclResult_t poll_nccl(ncclComm_t c, cudaStream_t s, ncclResult_t e) {
         if (ncclCommGetAsyncError(c, &e) != ncclSuccess) return ncclInternalError;
         if (e == ncclSuccess && se == cudaSuccess) break;
         (void)cudaGetLastError();
-        zero__rdv_sleep_ms(1);
+        zero__sleep_ms(1);
     }
     return e;
 }
@@ -544,7 +544,7 @@ static zero_result mfn(zero_comm *c, int rank, void *user) {
         if ((ge = ncclCommGetAsyncError(m->comm, &e)) != ncclSuccess) { e = ge; break; }
         if (e == ncclSuccess && se == cudaSuccess) break;
         (void)cudaGetLastError();
-        zero__rdv_sleep_ms(1);
+        zero__sleep_ms(1);
     }
     j->ms[rank] = test_now_ms() - t0;
     j->e[rank] = e;

@@ -556,7 +556,7 @@ static zero_result splitfail_fn(zero_comm *c, int rank, void *user) {
         j->after[rank] = c->vt->barrier(c, TO);
         __atomic_add_fetch(&j->ndone, 1, __ATOMIC_ACQ_REL);
     } else {                                    /* gone only once the others gave up */
-        while (__atomic_load_n(&j->ndone, __ATOMIC_ACQUIRE) < 3) zero__rdv_sleep_ms(10);
+        while (__atomic_load_n(&j->ndone, __ATOMIC_ACQUIRE) < 3) zero__sleep_ms(10);
     }
     zero_comm_destroy(in); zero_comm_destroy(out);
     zero_destroy(z);
@@ -594,7 +594,7 @@ static zero_result a2a_late_fn(zero_comm *c, int rank, void *user) {
     void *d = NULL;
     double t0;
     if (rank == c->size - 1) {
-        while (!__atomic_load_n(&j->done, __ATOMIC_ACQUIRE)) zero__rdv_sleep_ms(10);
+        while (!__atomic_load_n(&j->done, __ATOMIC_ACQUIRE)) zero__sleep_ms(10);
         return ZERO_OK;
     }
     cudaMalloc(&d, 4096);
@@ -606,7 +606,7 @@ static zero_result a2a_late_fn(zero_comm *c, int rank, void *user) {
     __atomic_store_n(&j->bad[rank], 1, __ATOMIC_RELEASE);
     if (rank == 0) {
         int k;
-        for (k = 1; k < c->size - 1; k++) while (!__atomic_load_n(&j->bad[k], __ATOMIC_ACQUIRE)) zero__rdv_sleep_ms(10);
+        for (k = 1; k < c->size - 1; k++) while (!__atomic_load_n(&j->bad[k], __ATOMIC_ACQUIRE)) zero__sleep_ms(10);
         __atomic_store_n(&j->done, 1, __ATOMIC_RELEASE);
     }
     cudaFree(d);

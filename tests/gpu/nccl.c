@@ -278,7 +278,7 @@ static zero_result timeout_fn(zero_comm *c, int rank, void *user) {
     fault *f = (fault *)user;
     float *d = NULL;
     if (rank == c->size - 1) {
-        while (!__atomic_load_n(&f->done0, __ATOMIC_ACQUIRE)) zero__rdv_sleep_ms(10);
+        while (!__atomic_load_n(&f->done0, __ATOMIC_ACQUIRE)) zero__sleep_ms(10);
         return ZERO_OK;
     }
     cudaMalloc((void **)&d, 1024 * sizeof(float) * (size_t)c->size);
@@ -292,7 +292,7 @@ static zero_result timeout_fn(zero_comm *c, int rank, void *user) {
     if (rank == 0) {
         /* wait for the others to fail too before letting the last rank go */
         for (int k = 1; k < c->size - 1; k++)
-            while (!__atomic_load_n(&f->r[k], __ATOMIC_ACQUIRE)) zero__rdv_sleep_ms(10);
+            while (!__atomic_load_n(&f->r[k], __ATOMIC_ACQUIRE)) zero__sleep_ms(10);
         __atomic_store_n(&f->done0, 1, __ATOMIC_RELEASE);
     }
     return ZERO_OK;
