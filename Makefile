@@ -46,6 +46,11 @@
 #                     aarch64-linux-gnu-gcc); make test runs test_cpuopt and train_mlp so under
 #                     qemu-aarch64 through tests/test_arm64.sh (NEON and scalar paths, and the bits
 #                     of the x86-64 build)
+#   make build/win/NAME.exe  tests/NAME.c or examples/NAME.c cross-built for Windows x86-64 (WIN_CC,
+#                     default x86_64-w64-mingw32-gcc-win32: MinGW-w64 without winpthreads, so
+#                     zero.h's native Windows layer); make test runs test_platform, test_cpuopt,
+#                     test_kmath, test_errors, test_equiv and train_mlp so under Wine through
+#                     tests/test_windows.sh (the bits of the Linux build)
 #   make clean        rm -rf build
 #
 # Every program is one C file that defines ZERO_IMPLEMENTATION itself; everything is
@@ -55,6 +60,10 @@
 CC  := $(if $(filter default,$(origin CC)),gcc,$(CC))
 # tests/test_arm64.sh's cross compiler (build/arm64/)
 ARM64_CC ?= aarch64-linux-gnu-gcc
+# tests/test_windows.sh's cross compiler (build/win/), and its level: -O1 compiles in 60% of
+# -O2's time, and the bits do not depend on it (what test_windows checks against -O2's)
+WIN_CC ?= x86_64-w64-mingw32-gcc-win32
+WIN_CFLAGS ?= -O1
 CXX := $(if $(filter default,$(origin CXX)),g++,$(CXX))
 
 BUILD    ?= build
@@ -303,7 +312,9 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
                    $(addprefix $(BUILD)/kemu-asan/,kemu_checks gpu_kernels)
 NOLINUX_TEST_PROGS := $(addprefix $(BUILD)/nolinux/,test_offload test_ckpt test_errors)   # tests/test_nolinux.sh
 ARM64_TEST_PROGS = $(if $(shell command -v $(ARM64_CC) 2>/dev/null),$(addprefix $(BUILD)/arm64/,test_cpuopt test_kmath test_zpp train_mlp))
-test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS) $(ARM64_TEST_PROGS)
+WIN_TEST_PROGS = $(if $(shell command -v $(WIN_CC) 2>/dev/null),$(addprefix $(BUILD)/win/,$(addsuffix .exe,test_platform \
+                   test_cpuopt test_kmath test_errors test_equiv train_mlp flags)))
+test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS) $(ARM64_TEST_PROGS) $(WIN_TEST_PROGS)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every
 # tests/test_*.c whose binary is missing as a failure, so the summary stays complete.
@@ -375,6 +386,9 @@ link_nolinux   = $(LDLIBS) $(filter-out -luring,$(ZERO_LDLIBS))
 # ARM64 (tests/test_arm64.sh): a cross compiler, the programs run under qemu-aarch64
 cc_arm64       = $(ARM64_CC) -I. $(CPPFLAGS) $(ZERO_CFLAGS) $(CFLAGS)
 link_arm64     = $(LDLIBS) -lm
+# Windows (tests/test_windows.sh): MinGW-w64, C99's printf in the tests (%zu), Winsock
+cc_win         = $(WIN_CC) -I. $(CPPFLAGS) -D__USE_MINGW_ANSI_STDIO=1 $(filter-out -pthread,$(ZERO_CFLAGS)) $(WIN_CFLAGS)
+link_win       = -lws2_32
 link_tsan      = $(link_plain)
 link_mpi       = $(link_plain)
 link_cuda      = $(CUDA_OBJ) $(CUDA_LDLIBS) $(link_plain)
@@ -386,6 +400,7 @@ dir_plain     := $(BUILD)
 dir_asan      := $(BUILD)/asan
 dir_nolinux   := $(BUILD)/nolinux
 dir_arm64     := $(BUILD)/arm64
+dir_win       := $(BUILD)/win
 dir_tsan      := $(BUILD)/tsan
 dir_mpi       := $(BUILD)/mpi
 dir_nvcc      := $(BUILD)/cuda
@@ -395,7 +410,7 @@ dir_mock_obj  := $(BUILD)/mock
 dir_mock_tsan := $(BUILD)/mock-tsan
 dir_kemu_asan := $(BUILD)/kemu-asan
 
-$(sort $(foreach v,plain asan tsan nolinux arm64 mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
+$(sort $(foreach v,plain asan tsan nolinux arm64 win mpi cuda mock mock_tsan kemu_asan,$(dir_$(v)))):
 	@mkdir -p $@
 
 # $(eval $(call program,V,HEAD)): the rule HEAD ("targets: prerequisites", a static pattern
@@ -420,6 +435,9 @@ $(eval $(call program,tsan,$(TSAN): $(BUILD)/tsan/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,nolinux,$(BUILD)/nolinux/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,arm64,$(BUILD)/arm64/%: tests/%.c $(TEST_DEPS)))
 $(eval $(call program,arm64,$(BUILD)/arm64/%: examples/%.c $(EXAMPLE_DEPS)))
+$(eval $(call program,win,$(BUILD)/win/%.exe: tests/%.c $(TEST_DEPS)))
+$(eval $(call program,win,$(BUILD)/win/%.exe: examples/%.c $(EXAMPLE_DEPS)))
+$(eval $(call program,win,$(BUILD)/win/flags.exe: tests/flags/flags.c $(TEST_DEPS)))
 
 $(eval $(call program,mpi,$(BUILD)/mpi/train_mlp: examples/train_mlp.c $(EXAMPLE_DEPS)))
 $(eval $(call program,mpi,$(BUILD)/mpi/%: tests/mpi/%.c $(TEST_DEPS)))

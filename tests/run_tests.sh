@@ -188,7 +188,7 @@ run_variant() {
 # The scripts that run make: make test built their programs first (make test-progs), so
 # their makes find them done and they run side by side, the longest first (ZERO_TEST_SERIAL_MAKE=1:
 # one after another, group "make", for a runner started without that build)
-LONG_SCRIPTS="test_cuda_mock test_flags test_compile test_cuda_mock_tsan test_kernels test_gpu_rehearsal test_fuzz test_bench_build"
+LONG_SCRIPTS="test_cuda_mock test_flags test_arm64 test_compile test_cuda_mock_tsan test_kernels test_windows test_gpu_rehearsal test_fuzz test_bench_build"
 MAKE_SCRIPTS="test_cuda_mock test_cuda_mock_tsan test_kernels test_gpu_rehearsal test_bench_build test_cuda_nogpu test_gpu_nogpu test_cuda_libs"
 run_scripts() {
     local script name m g
