@@ -2468,7 +2468,7 @@ static int zero__os_errno(DWORD e) {
 static HANDLE zero__os_handle(int fd) { return (HANDLE)_get_osfhandle(fd); }
 static int zero__os_open(const char *path, int flags, int mode) {
     wchar_t w[ZERO__WPATH];
-    DWORD access = GENERIC_READ, disp = OPEN_EXISTING, attr = FILE_ATTRIBUTE_NORMAL;
+    DWORD access = GENERIC_READ, disp = OPEN_EXISTING, attr = FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OVERLAPPED;
     HANDLE h;
     int fd;
     (void)mode;
@@ -2484,30 +2484,36 @@ static int zero__os_open(const char *path, int flags, int mode) {
     if ((fd = _open_osfhandle((intptr_t)h, _O_BINARY)) < 0) { (void)CloseHandle(h); return -EMFILE; }
     return fd;
 }
-/* positional reads and writes (at most 1 GiB each: callers go on after a short one) */
+/* positional reads and writes (at most 1 GiB each: callers go on after a short one). The
+   handles are overlapped, so that the I/O engine's threads have requests on one file in
+   flight together (Windows runs a synchronous handle's requests one at a time); each call
+   waits for its own on its own event. */
 static int64_t zero__os_pio(int fd, void *buf, size_t n, int64_t off, int write) {
+    HANDLE h = zero__os_handle(fd);
     OVERLAPPED o;
-    DWORD done = 0;
+    DWORD done = 0, e;
     BOOL ok;
     memset(&o, 0, sizeof o);
     o.Offset = (DWORD)((uint64_t)off & 0xffffffffu);
     o.OffsetHigh = (DWORD)((uint64_t)off >> 32);
+    if (!(o.hEvent = CreateEventW(NULL, TRUE, FALSE, NULL))) return -ENOMEM;
     if (n > ((size_t)1 << 30)) n = (size_t)1 << 30;
-    ok = write ? WriteFile(zero__os_handle(fd), buf, (DWORD)n, &done, &o)
-               : ReadFile(zero__os_handle(fd), buf, (DWORD)n, &done, &o);
-    if (!ok) return GetLastError() == ERROR_HANDLE_EOF ? 0 : -(int64_t)zero__os_errno(GetLastError());
+    ok = write ? WriteFile(h, buf, (DWORD)n, NULL, &o) : ReadFile(h, buf, (DWORD)n, NULL, &o);
+    if (ok || GetLastError() == ERROR_IO_PENDING) ok = GetOverlappedResult(h, &o, &done, TRUE);
+    e = ok ? 0 : GetLastError();
+    (void)CloseHandle(o.hEvent);
+    if (!ok) return e == ERROR_HANDLE_EOF ? 0 : -(int64_t)zero__os_errno(e);
     return (int64_t)done;
 }
 static int64_t zero__os_pread(int fd, void *buf, size_t n, int64_t off) { return zero__os_pio(fd, buf, n, off, 0); }
 static int64_t zero__os_pwrite(int fd, const void *buf, size_t n, int64_t off) {
     return zero__os_pio(fd, (void *)(uintptr_t)buf, n, off, 1);
 }
-static int zero__os_truncate(int fd, int64_t len) {
-    LARGE_INTEGER at;
-    at.QuadPart = len;
-    if (!SetFilePointerEx(zero__os_handle(fd), at, NULL, FILE_BEGIN) || !SetEndOfFile(zero__os_handle(fd)))
-        return -zero__os_errno(GetLastError());
-    return 0;
+static int zero__os_truncate(int fd, int64_t len) {     /* (no file pointer: the handle is overlapped) */
+    FILE_END_OF_FILE_INFO eof;
+    eof.EndOfFile.QuadPart = len;
+    return SetFileInformationByHandle(zero__os_handle(fd), FileEndOfFileInfo, &eof, (DWORD)sizeof eof) ? 0 :
+           -zero__os_errno(GetLastError());
 }
 static int zero__os_allocate(int fd, int64_t len) { return zero__os_truncate(fd, len); }
 static int zero__os_close(int fd) { return _close(fd) < 0 ? -EBADF : 0; }
@@ -2634,6 +2640,12 @@ static int zero__net_begin(void) {
 }
 static void zero__net_end(void) { (void)WSACleanup(); }
 static void zero__sock_close(zero__sock s) { (void)closesocket(s); }
+/* a listener that no other socket can take the port from (Windows's SO_REUSEADDR would let
+   a second job bind the same port; its default already allows a quick rebind) */
+static int zero__sock_listen_opts(zero__sock s) {
+    int one = 1;
+    return setsockopt(s, SOL_SOCKET, SO_EXCLUSIVEADDRUSE, (const char *)&one, (int)sizeof one) == 0 ? 0 : -1;
+}
 static int zero__sock_nonblock(zero__sock s) {
     u_long on = 1;
     return ioctlsocket(s, (long)FIONBIO, &on) == 0 ? 0 : -1;
@@ -2665,6 +2677,11 @@ static int zero__sock_err(void) { return errno; }
 static int zero__net_begin(void) { return 0; }
 static void zero__net_end(void) {}
 static void zero__sock_close(zero__sock s) { (void)close(s); }
+/* a listener that binds again at once after a run (past TIME_WAIT's connections) */
+static int zero__sock_listen_opts(zero__sock s) {
+    int one = 1;
+    return setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 ? 0 : -1;
+}
 static int zero__sock_nonblock(zero__sock s) {
     int fl = fcntl(s, F_GETFL, 0);
     return fl < 0 || fcntl(s, F_SETFL, fl | O_NONBLOCK) < 0 ? -1 : 0;
@@ -7801,13 +7818,12 @@ typedef struct zero__rdv_srv {
 static zero__sock zero__rdv_listen(const struct addrinfo *ai, const zero__rdv_srv *s) {
     struct sockaddr_storage any;
     zero__sock lfd;
-    int one = 1;
     memset(&any, 0, sizeof any);
     memcpy(&any, ai->ai_addr, ai->ai_addrlen);
     if (ai->ai_family == AF_INET) ((struct sockaddr_in *)&any)->sin_addr.s_addr = htonl(INADDR_ANY);
     else if (ai->ai_family == AF_INET6) ((struct sockaddr_in6 *)&any)->sin6_addr = in6addr_any;
     lfd = zero__sock_open(ai->ai_family);
-    if (lfd == ZERO__SOCK_NONE || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, (const char *)&one, sizeof one) != 0 ||
+    if (lfd == ZERO__SOCK_NONE || zero__sock_listen_opts(lfd) != 0 ||
         bind(lfd, (const struct sockaddr *)&any, (socklen_t)ai->ai_addrlen) != 0 || listen(lfd, s->world + 16) != 0) {
         snprintf(s->err, s->errlen, "rendezvous: rank 0 cannot listen on %s: %s (is another job using the port? "
                  "set MASTER_PORT, or ZERO_RENDEZVOUS_PORT, to a free one)", s->where, strerror(zero__sock_err()));

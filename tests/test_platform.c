@@ -9,7 +9,7 @@
        and the errno values callers test for (ENOENT, EEXIST);
      - a checkpoint saved into and loaded from that directory (zero_save / zero_load);
      - the TCP rendezvous among three ranks (threads here) over loopback, and its timeout
-       naming the rank that never came;
+       naming the rank that never came, and a port another program listens on refused;
      - an NVMe tier in a missing directory: ZERO_ERR_IO with the file's path in the message. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -241,6 +241,36 @@ static void platform_rendezvous_timeout(void) {
     CHECK(ms >= 250.0 && ms < 10000.0, "a 300 ms timeout took %.1f ms", ms);
 }
 
+/* another program listens on the port: rank 0 says so at once (on Windows, SO_REUSEADDR
+   would have let it bind the same port and wait there for ranks that go elsewhere; Wine
+   gives SO_REUSEADDR Linux's meaning, so under Wine this checks the refusal, not the
+   option zero.h picks) */
+static void platform_rendezvous_port_taken(void) {
+    rdv_job j;
+    struct sockaddr_in a;
+    zero__sock s;
+    double t0, ms;
+    if (!CHECK(zero__net_begin() == 0, "no sockets")) return;
+    s = zero__sock_open(AF_INET);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    memset(&j, 0, sizeof j);
+    j.port = test_free_port(); j.rank = 0; j.world = 2; j.timeout_ms = 5000;
+    a.sin_port = htons((unsigned short)j.port);
+    if (CHECK(s != ZERO__SOCK_NONE && bind(s, (const struct sockaddr *)&a, sizeof a) == 0 && listen(s, 4) == 0,
+              "the other listener on port %d", j.port)) {
+        t0 = test_now_ms();
+        rdv_main(&j);
+        ms = test_now_ms() - t0;
+        CHECK(j.r == ZERO_ERR_COMM && strstr(j.err, "cannot listen"), "rank 0 on a taken port: %s (%s)",
+              zero_result_str(j.r), j.err);
+        CHECK(ms < 2500.0, "it took %.0f ms to say so (the timeout is 5000)", ms);
+    }
+    if (s != ZERO__SOCK_NONE) zero__sock_close(s);
+    zero__net_end();
+}
+
 /* ---- the NVMe tier in a missing directory ---- */
 static void platform_nvme_missing(void) {
     char dir[600];
@@ -297,6 +327,7 @@ int main(void) {
     TEST_RUN(platform_ckpt_utf8);
     TEST_RUN(platform_rendezvous);
     TEST_RUN(platform_rendezvous_timeout);
+    TEST_RUN(platform_rendezvous_port_taken);
     TEST_RUN(platform_nvme_missing);
     clean(base);
     return test_summary();
