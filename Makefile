@@ -49,7 +49,7 @@
 #   make build/win/NAME.exe  tests/NAME.c or examples/NAME.c cross-built for Windows x86-64 (WIN_CC,
 #                     default x86_64-w64-mingw32-gcc-win32: MinGW-w64 without winpthreads, so
 #                     zero.h's native Windows layer); make test runs test_platform, test_cpuopt,
-#                     test_kmath, test_errors, test_equiv and train_mlp so under Wine through
+#                     test_kmath, test_errors and train_mlp so under Wine through
 #                     tests/test_windows.sh (the bits of the Linux build)
 #   make clean        rm -rf build
 #
@@ -313,7 +313,7 @@ MOCK_TEST_PROGS := $(addprefix $(BUILD)/mock/,test_device train_mlp test_stash t
 NOLINUX_TEST_PROGS := $(addprefix $(BUILD)/nolinux/,test_offload test_ckpt test_errors)   # tests/test_nolinux.sh
 ARM64_TEST_PROGS = $(if $(shell command -v $(ARM64_CC) 2>/dev/null),$(addprefix $(BUILD)/arm64/,test_cpuopt test_kmath test_zpp train_mlp))
 WIN_TEST_PROGS = $(if $(shell command -v $(WIN_CC) 2>/dev/null),$(addprefix $(BUILD)/win/,$(addsuffix .exe,test_platform \
-                   test_cpuopt test_kmath test_errors test_equiv train_mlp flags)))
+                   test_cpuopt test_kmath test_errors train_mlp flags)))
 test-progs: $(if $(MOCK_OK),$(MOCK_TEST_PROGS)) $(BENCHES) $(NOLINUX_TEST_PROGS) $(ARM64_TEST_PROGS) $(WIN_TEST_PROGS)
 
 # -k: a test that fails to compile must not hide the others; the runner counts every
