@@ -44,18 +44,24 @@ static void platform_threads(void) {
     zero__mutex_destroy(&c.mu);
 }
 
+/* waits on c->cv until c->flag is set or timeout_ms pass: the last wait's result */
+static int wait_flag(counter *c, int timeout_ms) {
+    struct timespec dl = zero__deadline(timeout_ms);
+    int r = 0;
+    zero__mutex_lock(&c->mu);
+    while (!c->flag && (r = zero__cond_timedwait(&c->cv, &c->mu, &dl)) != ETIMEDOUT) {}
+    zero__mutex_unlock(&c->mu);
+    return r;
+}
+
 static void platform_cond_timeout(void) {
     counter c;
-    struct timespec dl;
     double t0, ms;
-    int r = 0;
+    int r;
     memset(&c, 0, sizeof c);
     zero__mutex_init(&c.mu); zero__cond_init(&c.cv);
     t0 = test_now_ms();
-    dl = zero__deadline(150);
-    zero__mutex_lock(&c.mu);
-    while (!c.flag && (r = zero__cond_timedwait(&c.cv, &c.mu, &dl)) != ETIMEDOUT) {}
-    zero__mutex_unlock(&c.mu);
+    r = wait_flag(&c, 150);
     ms = test_now_ms() - t0;
     CHECK(r == ETIMEDOUT, "the wait ended with %d, not ETIMEDOUT", r);
     CHECK(ms >= 140.0 && ms < 5000.0, "a 150 ms timeout took %.1f ms", ms);
@@ -74,17 +80,13 @@ static void *wake_main(void *p) {
 static void platform_cond_wake(void) {
     counter c;
     zero__thread t;
-    struct timespec dl;
     double t0, ms;
-    int r = 0;
+    int r;
     memset(&c, 0, sizeof c);
     zero__mutex_init(&c.mu); zero__cond_init(&c.cv);
     t0 = test_now_ms();
     if (!CHECK(zero__thread_start(&t, wake_main, &c) == 0, "no thread")) return;
-    dl = zero__deadline(20000);
-    zero__mutex_lock(&c.mu);
-    while (!c.flag && (r = zero__cond_timedwait(&c.cv, &c.mu, &dl)) != ETIMEDOUT) {}
-    zero__mutex_unlock(&c.mu);
+    r = wait_flag(&c, 20000);
     ms = test_now_ms() - t0;
     zero__thread_join(t);
     CHECK(c.flag && r != ETIMEDOUT, "the waiter was not woken (r %d)", r);
