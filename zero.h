@@ -8032,7 +8032,10 @@ static zero_result zero__rdv_connect(const struct addrinfo *ai, const char *wher
         if (connect(fd, ai->ai_addr, (socklen_t)ai->ai_addrlen) == 0) break;
         e = zero__sock_err();
         if (e == EINPROGRESS || e == EWOULDBLOCK || e == EINTR) {     /* (Winsock: EWOULDBLOCK) */
-            io = zero__rdv_wait(fd, POLLOUT, deadline);
+            /* 2 s an attempt: Windows before 10 2004 never reports a refused connect to
+               WSAPoll, so a rank that came before rank 0 listened would wait out the deadline */
+            double until = zero__now_ms() + 2000.0;
+            io = zero__rdv_wait(fd, POLLOUT, until < deadline ? until : deadline);
             if (io > 0 && (e = zero__sock_connected(fd)) == 0) break;
             last = io > 0 ? e : io == 0 ? ETIMEDOUT : zero__sock_err();
         } else {
