@@ -2339,10 +2339,10 @@ static void zero__cond_init(zero__cond *cv) { InitializeConditionVariable(cv); }
 static void zero__cond_destroy(zero__cond *cv) { (void)cv; }
 static void zero__cond_wait(zero__cond *cv, zero__mutex *m) { (void)SleepConditionVariableSRW(cv, m, INFINITE, 0); }
 static int zero__cond_timedwait(zero__cond *cv, zero__mutex *m, const struct timespec *deadline) {
-    double left = (double)deadline->tv_sec * 1e3 + (double)deadline->tv_nsec * 1e-6 - zero__now_ms();
+    double end = (double)deadline->tv_sec * 1e3 + (double)deadline->tv_nsec * 1e-6, left = end - zero__now_ms();
     if (left <= 0) return ETIMEDOUT;
     (void)SleepConditionVariableSRW(cv, m, left > 2e9 ? (DWORD)2000000000 : (DWORD)left + 1, 0);
-    return zero__now_ms() >= (double)deadline->tv_sec * 1e3 + (double)deadline->tv_nsec * 1e-6 ? ETIMEDOUT : 0;
+    return zero__now_ms() >= end ? ETIMEDOUT : 0;
 }
 static void zero__cond_signal(zero__cond *cv) { WakeConditionVariable(cv); }
 static void zero__cond_broadcast(zero__cond *cv) { WakeAllConditionVariable(cv); }
