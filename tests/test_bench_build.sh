@@ -2,8 +2,9 @@
 # tests/test_bench_build.sh - the benchmarks (tests/bench/*.c, make bench) still compile:
 # they reach into zero.h's internals, so a change there can break them while every test
 # passes. One PASS/FAIL line per benchmark; nothing is run (benchmarks are not tests).
-# They build in one make, as many at a time as there are cores (ZERO_JOBS); -k, so one that
-# fails does not stop the others; each is then up to date (make -q) or its errors are shown.
+# They build at -O0 in $BUILD/bench-check/ (make bench builds them at CFLAGS in $BUILD/), in
+# one make, as many at a time as there are cores (ZERO_JOBS); -k, so one that fails does not
+# stop the others; each is then up to date (make -q) or its errors are shown.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -15,7 +16,7 @@ targets=() srcs=()
 for src in tests/bench/*.c; do
     [ -e "$src" ] || continue
     srcs+=("$src")
-    targets+=("$BUILD/bench_$(basename "$src" .c | sed 's/^bench_//')")
+    targets+=("$BUILD/bench-check/bench_$(basename "$src" .c | sed 's/^bench_//')")
 done
 [ ${#targets[@]} -gt 0 ] || { echo "SKIP builds_benches: no tests/bench/*.c"; exit 0; }
 make --no-print-directory -k -j"$JOBS" BUILD="$BUILD" "${targets[@]}" >"$LOG" 2>&1

@@ -146,9 +146,11 @@ BENCHES=("bench_zpp|120||" "bench_comm|30||" "bench_step|90||" "bench_infinity|9
          "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=2|")
 if [ -z "$REHEARSAL" ]; then
     BIN=$BUILD/cuda
+    BENCH_BIN=$BUILD
     MAKE_MODE=(CUDA=1 WERROR=)
 else
     BIN=$BUILD/mock
+    BENCH_BIN=$BUILD/bench-check    # -O0, as make test builds them: the rehearsal times nothing
     MAKE_MODE=()
     PATH="$PWD/tests/standin:$PATH"
     export ZERO_CUDA_MOCK_DEVICES=${ZERO_CUDA_MOCK_DEVICES:-1} ZERO_CUDA_MOCK_LEAKS=1
@@ -196,7 +198,7 @@ if begin build 420 20; then
     targets=("$BIN/test_device" "$BIN/train_mlp" "$BUILD/train_mlp")
     [ -z "$REHEARSAL" ] && targets+=("$BUILD/cuda/zero_kernels.o")
     for p in ${gpu_progs[@]+"${gpu_progs[@]}"}; do targets+=("$BIN/$p"); done
-    for spec in "${BENCHES[@]}"; do targets+=("$BUILD/${spec%%|*}"); done
+    for spec in "${BENCHES[@]}"; do targets+=("$BENCH_BIN/${spec%%|*}"); done
     timeout -k 5 "$LIM" make -j"$(nproc)" --no-print-directory ${MAKE_MODE[@]+"${MAKE_MODE[@]}"} BUILD="$BUILD" \
         "${targets[@]}" >"$LOGS/gpu_build.log" 2>&1
     rc=$?
@@ -391,10 +393,10 @@ for spec in "${BENCHES[@]}"; do
     if [ "$blim" = - ]; then not_run "$b" "$benv"; continue; fi
     begin "$b" "$blim" "$blim" optional || continue
     # shellcheck disable=SC2086 # benv and bargs: words
-    env $benv timeout -k 5 "$LIM" "$BUILD/$b" $bargs >"$LOGS/gpu_$b.log" 2>&1; rc=$?
+    env $benv timeout -k 5 "$LIM" "$BENCH_BIN/$b" $bargs >"$LOGS/gpu_$b.log" 2>&1; rc=$?
     figures "$b" "$LOGS/gpu_$b.log" '^(memcpy|reduce_scatter|all_gather|disk|step [0-9]|write|read)|ms/step|modelled'
     [ "$rc" -eq 0 ] && grep -q '^ratio=' "$LOGS/gpu_$b.log"
-    check "${b}_ran" $? "$BUILD/$b exit $rc$(why "$rc" "$LIM"): $(tail -n 2 "$LOGS/gpu_$b.log" | tr '\n' ' ')"
+    check "${b}_ran" $? "$BENCH_BIN/$b exit $rc$(why "$rc" "$LIM"): $(tail -n 2 "$LOGS/gpu_$b.log" | tr '\n' ' ')"
     end_step
 done
 elapsed=$(( $(date +%s) - t0 ))
