@@ -23,6 +23,7 @@
      ON BUCKETS
      ON PREFETCH
      ON THE OPTIMIZER
+     ON OPTIMIZER STATES
      ON MEMORY
      ON OFFLOAD
      ON TILING
@@ -442,6 +443,37 @@
      no reduction covered; on the local comm a stage-0 all-reduce writes each sum straight
      into every rank's gradients (no separate gather). The norm too is the same double at
      every stage, world size, path and thread count.
+
+   ON OPTIMIZER STATES
+     desc.optim.state_dtype is the format of the optimizer's moments (AdamW's m and v,
+     SGD's momentum buffer); the fp32 master weights are not affected. zero_state_dtype_str
+     names it ("f32", "bf16", "q8").
+       ZERO_STATE_F32 (the default)  4 bytes a moment: AdamW keeps 12 bytes per trainable
+                                     element with the master (8 with f32 params, whose
+                                     master is the params).
+       ZERO_STATE_BF16               2 bytes a moment: 8 bytes per element with the master.
+                                     A step widens the stored moments to fp32 (exactly),
+                                     updates them and the param in fp32 as with f32 states,
+                                     and stores them rounded to the nearest bfloat16, ties
+                                     to even (NaN stays NaN): per element and step, m and v
+                                     each carry a relative error of at most 2^-9 (half of
+                                     bf16's 2^-8 spacing) from that rounding, and the param
+                                     update of the step itself uses the unrounded values.
+                                     Deterministic: bitwise the same at every stage, world
+                                     size, SIMD path and thread count (the pass converts a
+                                     piece of 512 elements at a time, in cache). Use it where
+                                     the moments' bytes matter (stage 0-3 shards, the host
+                                     tier); it trains to the same loss as fp32 moments on
+                                     the examples (tests/test_equiv.c: |p - p_f32| / |p_f32|
+                                     about 1e-3 after 20 steps).
+       ZERO_STATE_Q8                 8-bit blockwise moments: not implemented yet
+                                     (zero_create returns ZERO_ERR_UNSUPPORTED).
+     bf16 moments run on the cpu and emu devices with offload_optimizer none or host;
+     ZERO_DEVICE_CUDA and the NVMe tier return ZERO_ERR_UNSUPPORTED for now. The planner
+     counts the moments at their size (zero_estimate, zero_stats: the optim category).
+     Checkpoints hold the moments as fp32 values (a bf16 moment widens exactly, so a load
+     into bf16 moments restores the same bits, and a checkpoint of either format loads
+     into the other: f32 moments round to nearest even).
 
    ON MEMORY
      zero_build plans every buffer before allocating any. zero_plan_get returns the plan
@@ -1101,6 +1133,14 @@ typedef struct zero_logger {
     /* func may be called from zero.h's comm-stream thread (debug items): make it thread-safe */
 } zero_logger;
 
+typedef enum zero_state_dtype {    /* the optimizer moments' format (see ON OPTIMIZER STATES) */
+    ZERO_STATE_DEFAULT = 0,         /* ZERO_STATE_F32 */
+    ZERO_STATE_F32,                 /* fp32 moments: 8 bytes per trainable element for AdamW */
+    ZERO_STATE_BF16,                /* m and v stored as bfloat16, rounded to nearest even: 4 bytes */
+    ZERO_STATE_Q8,                  /* 8-bit blockwise moments: not implemented yet (ZERO_ERR_UNSUPPORTED) */
+    ZERO_STATE_NUM
+} zero_state_dtype;
+
 typedef struct zero_optim_desc {
     zero_optim_type type;           /* default AdamW */
     double lr;                      /* default 1e-3 */
@@ -1110,6 +1150,8 @@ typedef struct zero_optim_desc {
     double momentum;                /* SGD; default 0 */
     double dampening;               /* SGD; default 0 */
     int nesterov;                   /* SGD; default off */
+    zero_state_dtype state_dtype;   /* the moments' format (AdamW's m and v, SGD's momentum);
+                                       default ZERO_STATE_F32; master weights stay fp32 */
 } zero_optim_desc;
 
 typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLOAD) */
@@ -1269,6 +1311,7 @@ typedef struct zero_stats {
 /* ---- functions -------------------------------------------------------------------- */
 ZERO_API const char *zero_result_str(zero_result r);
 ZERO_API const char *zero_dtype_str(zero_dtype t);
+ZERO_API const char *zero_state_dtype_str(zero_state_dtype t);   /* "f32", "bf16", "q8" */
 ZERO_API const char *zero_log_item_str(zero_log_item item);
 ZERO_API size_t zero_dtype_size(zero_dtype t);       /* 0 for an unknown dtype */
 ZERO_API const char *zero_last_error(const zero_ctx *ctx);   /* NULL ctx: this thread's */
@@ -3127,7 +3170,8 @@ struct zero_ctx {
     struct {                        /* the arenas, in device memory (>>build) */
         void *param;                /* full (stages 0-2) or shard (stage 3) */
         void *grad;                 /* full (stages 0-1) or shard (2-3), grad_accum_dtype */
-        float *master, *m, *v;      /* master NULL when params are f32 (the params are it) */
+        float *master;              /* NULL when params are f32 (the params are it) */
+        void *m, *v;                /* the moments, of zero__sdt's type (ON OPTIMIZER STATES) */
         char *fparam, *fgrad;       /* desc.flat_layout's views, in the flat order (NULL: none),
                                        at the end of param's and grad's allocations */
     } arena;
@@ -3397,6 +3441,16 @@ static const char *zero__dtype_name(zero_dtype t) {
 static size_t zero__dtype_size(zero_dtype t) {
     return t == ZERO_F32 ? 4 : (t == ZERO_BF16 || t == ZERO_F16) ? 2 : 0;
 }
+static const char *zero__state_dtype_name(zero_state_dtype t) {
+    switch (t) {
+    case ZERO_STATE_F32: return "f32";
+    case ZERO_STATE_BF16: return "bf16";
+    case ZERO_STATE_Q8: return "q8";
+    default: return "(unknown state dtype)";
+    }
+}
+/* the moments' element type in the arenas: ZERO_F32 or ZERO_BF16 (desc defaults filled) */
+static int zero__sdt(const zero_desc *d) { return d->optim.state_dtype == ZERO_STATE_BF16 ? ZERO_BF16 : ZERO_F32; }
 static const char *zero__last_err(const zero_ctx *ctx) {
     return ctx ? ctx->err : zero__tls_err;
 }
@@ -4660,6 +4714,42 @@ static zero__sum_fn zero__sum_kernel(int level, int sdt, int rdt) {
     (void)level;
     return scalar[sdt - 1][rdt - 1];
 }
+/* The moments' conversions (ON OPTIMIZER STATES): n elements of a 16-bit dtype dt widened
+   into fp32 (widen 1), or fp32 narrowed to it (widen 0), exactly as zero__ld and zero__st
+   (every path the same bits: the vector forms are the optimizer loops' own loads and
+   stores). Integer work on the bits, so no floating-point environment to pin. */
+typedef void (*zero__cvt_fn)(void *dst, const void *src, int dt, int64_t n, int widen);
+static void zero__cvt_scalar(void *dst, const void *src, int dt, int64_t n, int widen) {
+    int64_t i;
+    if (widen) for (i = 0; i < n; i++) ((float *)dst)[i] = zero__ld(src, i, dt);
+    else for (i = 0; i < n; i++) zero__st(dst, i, dt, ((const float *)src)[i]);
+}
+#define ZERO__CVT_DEF(P, ATTR, W, LDF, STF)                                                             \
+    ATTR static void zero__cvt_##P(void *dst, const void *src, int dt, int64_t n, int widen) {          \
+        int64_t i = 0;                                                                                  \
+        if (widen) for (; i + (W) <= n; i += (W)) STF((float *)dst + i, zero__##P##_ld(src, i, dt));      \
+        else for (; i + (W) <= n; i += (W)) zero__##P##_st(dst, i, dt, LDF((const float *)src + i));     \
+        zero__cvt_scalar(zero__at(dst, i, widen ? ZERO_F32 : dt), zero__at(ZERO__UNCONST(void *, src), i,  \
+                         widen ? dt : ZERO_F32), dt, n - i, widen);                                     \
+    }
+#if defined(ZERO__X86)
+ZERO__CVT_DEF(avx2, ZERO__AVX2_ATTR, 8, _mm256_loadu_ps, _mm256_storeu_ps)
+ZERO__CVT_DEF(avx512, ZERO__AVX512_ATTR, 16, _mm512_loadu_ps, _mm512_storeu_ps)
+#endif
+#if defined(ZERO__NEON)
+ZERO__CVT_DEF(neon, , 4, vld1q_f32, vst1q_f32)
+#endif
+static zero__cvt_fn zero__cvt_kernel(int level) {
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) return zero__cvt_avx512;
+    if (level == ZERO__SIMD_AVX2) return zero__cvt_avx2;
+#endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) return zero__cvt_neon;
+#endif
+    (void)level;
+    return zero__cvt_scalar;
+}
 static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
     static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
 #if defined(ZERO__X86)
@@ -5558,13 +5648,46 @@ static int zero__seg_next(zero__seg_walk *w) {
     return 0;
 }
 
+/* The fused pass over elements [s, e) of one segment (g, p, w, m, v: its bases), the
+   moments m and v of type sc->sdt. With fp32 moments it is the path's kernel; with bf16
+   ones (ON OPTIMIZER STATES) a piece of ZERO__SPIECE elements at a time: its moments
+   widened (exactly) into fp32 buffers on the stack, updated by the same kernel, narrowed
+   back to nearest even while still in cache, by the path's zero__cvt_fn. A piece's results
+   depend on its own elements only, so every path, thread count, stage and world size gives
+   the same bits. */
+#define ZERO__SPIECE 512
+typedef struct zero__sconv { int sdt; zero__cvt_fn cvt; } zero__sconv;
+static zero__sconv zero__sconv_for(int simd, int sdt) {
+    zero__sconv c;
+    c.sdt = sdt;
+    c.cvt = zero__cvt_kernel(simd);
+    return c;
+}
+static void zero__opt_call(zero__opt_fn fn, const zero__optk *k, const zero__sconv *sc, const void *g, void *p, float *w,
+                           void *m, void *v, int64_t s, int64_t e) {
+    float fm[ZERO__SPIECE], fv[ZERO__SPIECE];
+    int64_t b, n;
+    if (sc->sdt == ZERO_F32) { fn(k, g, p, w, (float *)m, (float *)v, s, e); return; }
+    for (b = s; b < e; b += n) {
+        n = e - b < ZERO__SPIECE ? e - b : ZERO__SPIECE;
+        if (m) sc->cvt(fm, zero__at(m, b, sc->sdt), sc->sdt, n, 1);
+        if (v) sc->cvt(fv, zero__at(v, b, sc->sdt), sc->sdt, n, 1);
+        fn(k, zero__at(ZERO__UNCONST(void *, g), b, k->adt), zero__at(p, b, k->pdt), w + b, m ? fm : NULL,
+           v ? fv : NULL, 0, n);
+        if (m) sc->cvt(zero__at(m, b, sc->sdt), fm, sc->sdt, n, 0);
+        if (v) sc->cvt(zero__at(v, b, sc->sdt), fv, sc->sdt, n, 0);
+    }
+}
+
 typedef struct zero__opt_job {
     zero_ctx *ctx;
     zero__optk k;
     zero__opt_fn fn;
     int64_t total;
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
-    float *master, *m, *v;
+    float *master;
+    void *m, *v;                    /* moments of type sc.sdt */
+    zero__sconv sc;
     int by_state;                   /* params and grads are compact host copies indexed like the state */
     int clear;                      /* zero each gradient right after its use (zero__pass_clears) */
 } zero__opt_job;
@@ -5589,16 +5712,17 @@ static void zero__opt_part(void *arg, int part, int nparts) {
             int64_t b, be;
             for (b = s; b < e; b = be) {
                 be = e - b < 8192 ? e : b + 8192;
-                j->fn(&k, g, p, j->master ? j->master + sg->state_idx : (float *)p, j->m ? j->m + sg->state_idx : NULL,
-                      j->v ? j->v + sg->state_idx : NULL, b, be);
+                zero__opt_call(j->fn, &k, &j->sc, g, p, j->master ? j->master + sg->state_idx : (float *)p,
+                               j->m ? zero__at(j->m, sg->state_idx, j->sc.sdt) : NULL,
+                               j->v ? zero__at(j->v, sg->state_idx, j->sc.sdt) : NULL, b, be);
                 memset(g + b * (int64_t)zero__esize(adt), 0, (size_t)((be - b) * (int64_t)zero__esize(adt)));
             }
             continue;
         }
-        j->fn(&k, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
-              j->master ? j->master + sg->state_idx : (float *)p,
-              j->m ? j->m + sg->state_idx : NULL,
-              j->v ? j->v + sg->state_idx : NULL, s, e);
+        zero__opt_call(j->fn, &k, &j->sc, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
+                       j->master ? j->master + sg->state_idx : (float *)p,
+                       j->m ? zero__at(j->m, sg->state_idx, j->sc.sdt) : NULL,
+                       j->v ? zero__at(j->v, sg->state_idx, j->sc.sdt) : NULL, s, e);
     }
 }
 
@@ -5634,13 +5758,14 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
 /* the CPU pass over host-visible arenas (the CPU device: the arenas; EMU: their aliases);
    over the arena's gradients (by_state 0) with ctx->opt.grads_cleared set, it also clears
    them as it goes (zero__pass_clears) */
-static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, float *m,
-                                  float *v, int by_state) {
+static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, void *grads, float *master, void *m,
+                                  void *v, int by_state) {
     zero__opt_job job;
     int si;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
     job.params = params; job.grads = grads; job.master = master; job.m = m; job.v = v; job.by_state = by_state;
+    job.sc = zero__sconv_for(ctx->opt.simd, zero__sdt(&ctx->desc));
     job.clear = ctx->opt.grads_cleared && !by_state;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
@@ -5941,8 +6066,8 @@ static zero_result zero__emu_sumsq(zero_ctx *ctx, int r, double *out) {
 static zero_result zero__emu_optimizer(zero_ctx *ctx, float gscale) {
     ctx->opt.grads_cleared = zero__pass_clears(ctx);
     zero__apply_optimizer(ctx, gscale, zero__emu_tr(ctx->arena.param), zero__emu_tr(ctx->arena.grad),
-                          (float *)zero__emu_tr(ctx->arena.master), (float *)zero__emu_tr(ctx->arena.m),
-                          (float *)zero__emu_tr(ctx->arena.v), 0);
+                          (float *)zero__emu_tr(ctx->arena.master), zero__emu_tr(ctx->arena.m),
+                          zero__emu_tr(ctx->arena.v), 0);
     return ZERO_OK;
 }
 static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -6412,7 +6537,7 @@ static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
     zero__opt_setup(ctx, gscale, &k, &fn);
     return zero__cuda_err(ctx, ZERO__S_COMPUTE,
                           zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->arena.grad, ctx->arena.param, ctx->arena.master,
-                                      ctx->arena.m, ctx->arena.v, cu->compute), "the optimizer kernel");
+                                      (float *)ctx->arena.m, (float *)ctx->arena.v, cu->compute), "the optimizer kernel");
 }
 /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
 static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -10370,6 +10495,7 @@ static int64_t zero__tier_total(const int64_t *cats) {
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero__dtype_size(d->grad_accum_dtype);
+    int64_t ssz = (int64_t)zero__dtype_size((zero_dtype)zero__sdt(d));     /* a moment's element */
     int64_t P = z->padded, T = z->trainable, N = world;
     int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
     int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
@@ -10386,9 +10512,9 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
        while the params live on a device (zero__dev_offload) */
     b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
     if (d->optim.type == ZERO_OPTIM_SGD)
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * 4 : 0;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * ssz : 0;
     else
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * 4;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * ssz;
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
         int64_t fp = z->numel * psz, fg = zero__flat_grads(d) ? z->numel * asz : 0;
@@ -10470,6 +10596,14 @@ static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger 
                           "weight_decay=%g momentum=%g clip_norm=%g loss_scale=%g timeout_ms=%d cpu_threads=%d)",
                           o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->momentum,
                           (double)d->clip_norm, (double)d->loss_scale, d->timeout_ms, d->cpu_threads);
+    if ((int)o->state_dtype < 0 || o->state_dtype >= ZERO_STATE_NUM)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
+                             "zero_optim_desc.state_dtype is %d; use ZERO_STATE_F32, ZERO_STATE_BF16 or ZERO_STATE_Q8",
+                             (int)o->state_dtype);
+    if (o->state_dtype == ZERO_STATE_Q8)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_optim_desc.state_dtype ZERO_STATE_Q8 (8-bit blockwise moments) is not implemented "
+                             "yet; ZERO_STATE_BF16 halves the moments' bytes");
     return ZERO_OK;
 }
 /* where things go: the offload tiers, the device, the activation stash */
@@ -10506,6 +10640,12 @@ static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logge
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
+    if (d->optim.state_dtype == ZERO_STATE_BF16 &&
+        (d->device == ZERO_DEVICE_CUDA || d->offload_optimizer == ZERO_OFFLOAD_NVME))
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
+                             "zero_optim_desc.state_dtype ZERO_STATE_BF16 runs in the CPU's fused pass over states in "
+                             "memory (the cpu and emu devices, offload_optimizer none or host); %s is not supported yet",
+                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "offload_optimizer = ZERO_OFFLOAD_NVME");
     if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
@@ -10528,6 +10668,7 @@ static void zero__desc_defaults(zero_desc *d) {
     o->beta1 = ZERO__DEF(o->beta1, 0.9);
     o->beta2 = ZERO__DEF(o->beta2, 0.999);
     o->eps = ZERO__DEF(o->eps, 1e-8);
+    o->state_dtype = ZERO__DEF(o->state_dtype, ZERO_STATE_F32);
     d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
     d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
     d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
@@ -11360,8 +11501,10 @@ static zero_result zero__nvme_io_start(zero_ctx *ctx, zero__nvme *o) {
 }
 
 /* ---- the tiers behind zero__tier_vt (declared in >>structs) ------------------------------ */
-static float *zero__mem_state(zero_ctx *ctx, int which) {
-    return which == 0 ? ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v;
+/* state array `which` (0 master, 1 m, 2 v) from element idx, and its element type */
+static void *zero__mem_state(zero_ctx *ctx, int which, int64_t idx, int *dt) {
+    *dt = which == 0 ? ZERO_F32 : zero__sdt(&ctx->desc);
+    return zero__at(which == 0 ? (void *)ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v, idx, *dt);
 }
 static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
@@ -11370,11 +11513,15 @@ static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
 static zero_result zero__mem_step(zero_ctx *ctx, float gscale) { return ctx->dev->optimizer(ctx, gscale); }
 static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
     (void)fn;
-    return zero__dev_get_f32(ctx, out, zero__mem_state(ctx, which) + idx, ZERO_F32, n);
+    int dt;
+    const void *src = zero__mem_state(ctx, which, idx, &dt);
+    return zero__dev_get_f32(ctx, out, src, dt, n);
 }
 static zero_result zero__mem_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
     (void)fn;
-    return zero__dev_put_f32(ctx, zero__mem_state(ctx, which) + idx, ZERO_F32, in, n);
+    int dt;
+    void *dst = zero__mem_state(ctx, which, idx, &dt);
+    return zero__dev_put_f32(ctx, dst, dt, in, n);
 }
 static zero_result zero__mem_flush(zero_ctx *ctx, const char *fn) { (void)ctx; (void)fn; return ZERO_OK; }
 static int64_t zero__mem_run(const zero_ctx *ctx, int64_t idx) { (void)ctx; (void)idx; return INT64_MAX; }
@@ -11677,7 +11824,8 @@ typedef struct zero__hostjob {
 static void zero__host_part(void *arg, int part, int nparts) {
     const zero__hostjob *j = (const zero__hostjob *)arg;
     zero_ctx *ctx = j->ctx;
-    int pdt = j->k.pdt, adt = j->k.adt;
+    int pdt = j->k.pdt, adt = j->k.adt, sdt = zero__sdt(&ctx->desc);
+    zero__sconv sc = zero__sconv_for(ctx->opt.simd, sdt);
     int64_t lo, hi;
     zero__seg_walk w;
     zero__chunk(j->total, part, nparts, &lo, &hi);
@@ -11689,10 +11837,10 @@ static void zero__host_part(void *arg, int part, int nparts) {
         zero__optk k = j->k;
         k.decay = sg->decay;
         p = zero__at(j->params, sg->state_idx, pdt);
-        j->fn(&k, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
-              ctx->arena.master ? ctx->arena.master + sg->state_idx : (float *)p,
-              ctx->arena.m ? ctx->arena.m + sg->state_idx : NULL,
-              ctx->arena.v ? ctx->arena.v + sg->state_idx : NULL, s, e);
+        zero__opt_call(j->fn, &k, &sc, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
+                       ctx->arena.master ? ctx->arena.master + sg->state_idx : (float *)p,
+                       ctx->arena.m ? zero__at(ctx->arena.m, sg->state_idx, sdt) : NULL,
+                       ctx->arena.v ? zero__at(ctx->arena.v, sg->state_idx, sdt) : NULL, s, e);
     }
 }
 /* the copies of [lo, hi) of the concatenation: gradients to the host or params to the device */
@@ -11934,7 +12082,8 @@ static void zero__free_arenas(zero_ctx *ctx) {
     for (i = 0; i < sizeof bufs / sizeof bufs[0]; i++) zero__raw_free(a, bufs[i]);
     ctx->arena.param = ctx->arena.grad = NULL;
     ctx->arena.fparam = ctx->arena.fgrad = NULL;
-    ctx->arena.master = ctx->arena.m = ctx->arena.v = NULL;
+    ctx->arena.master = NULL;
+    ctx->arena.m = ctx->arena.v = NULL;
     ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
     ctx->sched.free_off = ctx->sched.free_len = NULL;
     ctx->sched.order = NULL;
@@ -12024,10 +12173,10 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
                            z->numel * (int64_t)zero__dtype_size(d->grad_dtype);
     ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, ok);
     if (d->optim.type == ZERO_OPTIM_SGD) {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
+        ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
     } else {
-        ctx->arena.m = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
-        ctx->arena.v = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
+        ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
+        ctx->arena.v = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
     }
     if (ctx->lay.staging_mode && z->trainable > 0) {
         ctx->grads.ring_bytes = zero__staging_capacity(d, z);     /* then the shared modules' slots */
@@ -16980,7 +17129,7 @@ static const zero__dsk zero__dsc_adam_keys[] = {      /* Adam and AdamW (engine.
     {"torch_adam", 'z', 'b', 0, NULL},                     /* torch's Adam(W): the same update */
     {"bias_correction", 'b', 'b', 1, "zero.h's AdamW always corrects the moments' bias"},
     {"amsgrad", 'b', 'b', 0, "zero.h's AdamW has no AMSGrad"},
-    {"fp32_optimizer_states", 'b', 'b', 1, "zero.h keeps its moments in fp32"},
+    {"fp32_optimizer_states", 'b', 'b', 1, "zero.h keeps its moments as optim.state_dtype says (f32 unless set)"},
     {"maximize", 'b', 'b', 0, "zero.h minimizes"}
 };
 static const zero__dsk zero__dsc_sgd_keys[] = {       /* torch.optim.SGD */
@@ -17710,6 +17859,9 @@ static zero_result zero__desc_from_json(char *json, zero_desc *out, char *report
 /* ---- basics ------------------------------------------------------------------------- */
 ZERO_API const char *zero_result_str(zero_result r) { return zero__result_name(r); }
 ZERO_API const char *zero_dtype_str(zero_dtype t) { return zero__dtype_name(t); }
+ZERO_API const char *zero_state_dtype_str(zero_state_dtype t) {
+    return zero__state_dtype_name(t == ZERO_STATE_DEFAULT ? ZERO_STATE_F32 : t);
+}
 ZERO_API size_t zero_dtype_size(zero_dtype t) { return zero__dtype_size(t); }
 ZERO_API const char *zero_log_item_str(zero_log_item item) {
     return (int)item >= 0 && item < ZERO_LOGITEM_NUM ? zero__log_item_name[item] : "(unknown item)";

@@ -118,6 +118,15 @@ static inline zero_dtype parse_dtype(const char *opt, const char *v) {
     return ZERO_F32;   // (not reached)
 }
 
+// --optim-state-dtype: f32, bf16 or q8 (the optimizer moments' format; zero_state_dtype_str's names)
+static inline zero_state_dtype parse_state_dtype(const char *opt, const char *v) {
+    if (!strcmp(v, "f32")) return ZERO_STATE_F32;
+    if (!strcmp(v, "bf16")) return ZERO_STATE_BF16;
+    if (!strcmp(v, "q8")) return ZERO_STATE_Q8;
+    bad_arg("expects f32, bf16 or q8", opt, v);
+    return ZERO_STATE_F32;   // (not reached)
+}
+
 // --offload-optimizer, --offload-params: none, cpu (host memory) or nvme
 static inline zero_offload_tier parse_offload(const char *opt, const char *v) {
     if (!strcmp(v, "none")) return ZERO_OFFLOAD_NONE;

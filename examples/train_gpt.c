@@ -79,6 +79,7 @@ typedef struct {
     uint64_t seed;
     const char *data, *plot, *trace;
     zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
+    zero_state_dtype state_dtype;                          // --optim-state-dtype: the moments' format
     const char *nvme_dir;
     int ckpt;                    // --checkpoint-activations: keep each block's input only, recompute the rest
     zero_offload_tier offload_acts;   // where those inputs wait for the backward pass (zero_act_*)
@@ -1009,6 +1010,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.param_dtype = c->dtype;
     d.accum_steps = c->accum;
     d.flat_layout = c->flat_layout;
+    d.optim.state_dtype = c->state_dtype;
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -1181,6 +1183,7 @@ static void usage(FILE *f) {
         "                     (default gpt_trace.json)\n"
         "  --untie            give the output layer its own weights (default: tied to the token embedding)\n"
         "  --quiet            print only the final line\n"
+        "  --optim-state-dtype T  f32, bf16 or q8: the AdamW moments' format (default f32; ON OPTIMIZER STATES)\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
         "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
         "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n"
@@ -1282,6 +1285,7 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
         const char *v = option_value(argc, argv, &i);
         if (!strcmp(o, "--offload-optimizer")) c->offload_optimizer = parse_offload(o, v);
+        else if (!strcmp(o, "--optim-state-dtype")) c->state_dtype = parse_state_dtype(o, v);
         else if (!strcmp(o, "--offload-params")) c->offload_params = parse_offload(o, v);
         else if (!strcmp(o, "--offload-activations")) {
             c->offload_acts = parse_act_offload(o, v);

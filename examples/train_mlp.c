@@ -53,6 +53,7 @@ typedef struct {
     int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
     int batch_set;                              // --batch given (else the default rounds up to fit the ranks)
     zero_offload_tier offload_optimizer, offload_params;
+    zero_state_dtype state_dtype;               // --optim-state-dtype: the moments' format
     const char *nvme_dir;                       // the NVMe tier's directory
     zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
     int nonblocking_stream;                     // --nonblocking-stream: desc.cuda_stream (ZERO_CUDA builds)
@@ -545,6 +546,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.optim.lr = c->lr;
     d.optim.weight_decay = c->wd;
     if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9f;
+    d.optim.state_dtype = c->state_dtype;
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir;
@@ -639,6 +641,7 @@ static void usage(FILE *f) {
         "  --dtype T          parameter dtype: f32, bf16 or f16 (default bf16)\n"
         "  --accum A          micro-batches per step (default 1)\n"
         "  --accum-dtype T    dtype the gradients accumulate in: f32 or grad (the param dtype; default)\n"
+        "  --optim-state-dtype f32|bf16|q8    the optimizer moments' format (default f32; ON OPTIMIZER STATES)\n"
         "  --offload-optimizer none|cpu|nvme  master weights and moments: in place, host memory or files (default none)\n"
         "  --offload-params none|cpu|nvme     params likewise (nvme: stage 3 with --offload-optimizer nvme) (default none)\n"
         "  --nvme-dir DIR     directory of the nvme tier's files (default $TMPDIR or /tmp)\n"
@@ -728,6 +731,7 @@ int main(int argc, char **argv) {
             else if (!strcmp(v, "grad")) c->accum_dtype = ZERO_DTYPE_DEFAULT;
             else bad_arg("expects f32 or grad", o, v);
         } else if (!strcmp(o, "--offload-optimizer")) c->offload_optimizer = parse_offload(o, v);
+        else if (!strcmp(o, "--optim-state-dtype")) c->state_dtype = parse_state_dtype(o, v);
         else if (!strcmp(o, "--offload-params")) c->offload_params = parse_offload(o, v);
         else if (!strcmp(o, "--nvme-dir")) {
             c->nvme_dir = v;

@@ -40,16 +40,18 @@ print after the other lines. The nodes are --hpz's N ranks, else one node of all
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_estimate, zero_plan, zero_desc, zero_last_error, ZERO__MAX_RANKS
 #define CLI_PROG "zero_estimate"
-#include "cli.h"     // defines: bad_arg, option_value, is_decimal, parse_act_offload
+#include "cli.h"     // defines: bad_arg, option_value, is_decimal, parse_act_offload, parse_state_dtype
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: zero_estimate --params P --ranks N --stage S [--dtype bf16|f16|f32] [--align A] [--modules M]\n"
-        "                     [--qwz] [--qgz] [--qgz-bits 4|8] [--hpz N] [--quant-block B]\n"
+        "                     [--optim-state-dtype f32|bf16|q8] [--qwz] [--qgz] [--qgz-bits 4|8] [--hpz N]\n"
+        "                     [--quant-block B]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
-        "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW states are fp32\n"
+        "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW's master is fp32\n"
+        "  --optim-state-dtype T  AdamW's moments: f32 (default) or bf16 (q8: not implemented yet)\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
         "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
         "                of a multiple of N*A elements, the last one the rest; stage 2-3 buffers\n"
@@ -89,6 +91,7 @@ int main(int argc, char **argv) {
     int64_t params = -1, ranks = -1, stage = -1, align = 1, modules = 0;   // 0: the default split
     int64_t acts = 0, act_bytes = 0, act_live = 0;
     zero_offload_tier act_tier = ZERO_OFFLOAD_NONE;
+    zero_state_dtype state_dtype = ZERO_STATE_DEFAULT;
     zero_dtype dtype = ZERO_BF16;
     int qwz = 0, qgz = 0, hpz = 0, quant_block = 0;     // ZeRO++ (desc.qwz, .qgz bits, .hpz, .quant_block)
     for (int i = 1; i < argc; i++) {
@@ -114,6 +117,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--hpz")) hpz = (int)parse_count(o, v, 1, ZERO__MAX_RANKS, " ranks per node");
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
+        else if (!strcmp(o, "--optim-state-dtype")) state_dtype = parse_state_dtype(o, v);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
@@ -154,6 +158,7 @@ int main(int argc, char **argv) {
     d.stage = (int)stage;
     d.param_dtype = dtype;
     d.align_elems = align;
+    d.optim.state_dtype = state_dtype;
     d.offload_activations = act_tier;
     d.act_live_bytes = act_live;
     d.offload.nvme_dirs[0] = ".";      // the planner needs a directory for nvme; nothing is created

@@ -45,6 +45,15 @@ out=$("${E[@]}" --params 1000 --stage 1 --ranks 4096 2>&1); rc=$?
 if [ $rc = 0 ] && printf '%s\n' "$out" | grep -qx 'params=1000'; then pass est_ranks_max_ok
 else fail est_ranks_max_ok "exit $rc: $(printf '%s' "$out" | head -c 300)"; fi
 
+# --optim-state-dtype: bf16 moments halve optim_bytes (1e9 params, 4 ranks, stage 3: 2e9 -> 1e9)
+# and take 1e9 off model_state_bytes_per_rank; q8 is refused (not implemented yet), fp8 unknown
+f32=$("${E[@]}" --params 1e9 --ranks 4 --stage 3 2>&1); bf=$("${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim-state-dtype bf16 2>&1)
+if printf '%s\n' "$f32" | grep -qx 'optim_bytes=2000000000' && printf '%s\n' "$bf" | grep -qx 'optim_bytes=1000000000' &&
+   printf '%s\n' "$bf" | grep -qx 'model_state_bytes_per_rank=3000000000'; then pass est_optim_state_dtype_bf16
+else fail est_optim_state_dtype_bf16 "f32: $(printf '%s' "$f32" | grep optim_bytes) bf16: $(printf '%s' "$bf" | tr '\n' ' ' | head -c 200)"; fi
+refused est_optim_state_dtype_q8 "ZERO_STATE_Q8" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim-state-dtype q8
+refused est_optim_state_dtype_fp8 "--optim-state-dtype expects f32, bf16 or q8 (got 'fp8')" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim-state-dtype fp8
+
 # not decimal: refused for every numeric option, with the option and the value named
 i=0
 for bad in 0x10 0X10 0x1p4 inf nan " 4" "4 " "" 1e 5k; do

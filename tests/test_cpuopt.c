@@ -206,6 +206,64 @@ static void test_narrowing(int level) {
     free(w); free(g); free(p);
 }
 
+/* bf16 moments (ON OPTIMIZER STATES). The conversions: every bf16 pattern widened, and
+   every upper half with a set of lower halves narrowed, as zero__ld / zero__st; then the
+   fused pass with bf16 moments (zero__opt_call: pieces widened, updated, narrowed) on this
+   path against the scalar path, bit for bit: moments, master and params, AdamW and SGD
+   with momentum, over lengths that cut the pieces and the vectors anywhere. */
+static void test_states(int level) {
+    static const uint32_t lows[] = { 0, 1, 0x7fff, 0x8000, 0x8001, 0xffff };
+    static const int64_t slens[] = { 1, 15, 17, 511, 512, 513, 1500 };
+    int nl = (int)(sizeof lows / sizeof lows[0]), ok = 1, opt, li, a;
+    int64_t n = (int64_t)65536 * nl, i;
+    zero__cvt_fn cvt = zero__cvt_kernel(level);
+    float *f = (float *)malloc((size_t)n * 4);
+    uint16_t *h = (uint16_t *)malloc((size_t)n * 2);
+    test_begin("cpuopt_%s_states_bf16_convert", zero__simd_name[level]);
+    for (i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    cvt(f, h, ZERO_BF16, 65536, 1);
+    for (i = 0; i < 65536 && ok; i++)
+        ok &= CHECK(zero__f32_bits(f[i]) == (uint32_t)i << 16, "widen %04x: %08x", (unsigned)i, zero__f32_bits(f[i]));
+    for (i = 0; i < n; i++) f[i] = bits((uint32_t)(i % 65536) << 16 | lows[i / 65536]);
+    cvt(h, f, ZERO_BF16, n, 0);
+    for (i = 0; i < n && ok; i++)
+        ok &= CHECK(h[i] == zero__f32_to_bf16(f[i]), "narrow %08x: %04x, zero__st gives %04x", zero__f32_bits(f[i]),
+                    h[i], zero__f32_to_bf16(f[i]));
+    test_end();
+    free(f); free(h);
+    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++) {
+        zero__sconv mine = zero__sconv_for(level, ZERO_BF16), ref = zero__sconv_for(ZERO__SIMD_SCALAR, ZERO_BF16);
+        test_begin("cpuopt_%s_states_bf16_%s", zero__simd_name[level], opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+        for (li = 0; li < (int)(sizeof slens / sizeof slens[0]); li++) {
+            int64_t len = slens[li];
+            zero__optk k;
+            uint16_t *g = (uint16_t *)malloc((size_t)len * 2), *p[2], *m[2], *v[2];
+            float *w[2];
+            make_k(&k, opt, ZERO_BF16, ZERO_BF16, 1);
+            for (a = 0; a < 2; a++) {
+                p[a] = (uint16_t *)malloc((size_t)len * 2); m[a] = (uint16_t *)malloc((size_t)len * 2);
+                v[a] = (uint16_t *)malloc((size_t)len * 2); w[a] = (float *)malloc((size_t)len * 4);
+            }
+            for (i = 0; i < len; i++) {
+                g[i] = zero__f32_to_bf16(edge_float(1));
+                w[0][i] = w[1][i] = edge_float(0);
+                m[0][i] = m[1][i] = zero__f32_to_bf16(edge_float(0));
+                v[0][i] = v[1][i] = zero__f32_to_bf16(fabsf(edge_float(0)));
+            }
+            for (a = 0; a < 2; a++)     /* two steps: the second reads what the first narrowed */
+                for (i = 0; i < 2; i++)
+                    zero__opt_call(zero__opt_kernel(i ? level : ZERO__SIMD_SCALAR, opt, ZERO_BF16, ZERO_BF16), &k,
+                                   i ? &mine : &ref, g, p[i], w[i], m[i], opt == ZERO_OPTIM_ADAMW ? v[i] : NULL, 0, len);
+            ok &= CHECK(!memcmp(m[0], m[1], (size_t)len * 2) && !memcmp(v[0], v[1], (size_t)len * 2) &&
+                        !memcmp(w[0], w[1], (size_t)len * 4) && !memcmp(p[0], p[1], (size_t)len * 2),
+                        "%s: %lld elements: not the scalar path's bits", zero__simd_name[level], (long long)len);
+            free(g);
+            for (a = 0; a < 2; a++) { free(p[a]); free(m[a]); free(v[a]); free(w[a]); }
+        }
+        test_end();
+    }
+}
+
 /* the gradient norm's block sum of squares: every path against the definition
    (lane j % 8, in order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))), bit for bit
    (a NaN, which makes zero_step skip the step, may differ in payload) */
@@ -696,6 +754,7 @@ int main(void) {
 #endif
         test_paths(l);
         test_narrowing(l);
+        test_states(l);
         test_sumsq(l);
         test_sumsq4(l);
         test_sum(l);

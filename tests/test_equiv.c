@@ -27,6 +27,7 @@ typedef struct run_cfg {
     int stage, world, accum;
     zero_dtype dtype, accum_dtype;
     zero_optim_type optim;
+    zero_state_dtype sdt;           /* the moments' format (default f32) */
     float clip;
     int64_t bucket_bytes;
     int frozen0;                    /* layer 0 frozen */
@@ -76,6 +77,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
 
     fx_desc(&d, comm, cfg->stage, cfg->dtype, cfg->optim, cfg->optim == ZERO_OPTIM_SGD ? 0.05 : 0.01);
     d.grad_accum_dtype = cfg->accum_dtype;
+    d.optim.state_dtype = cfg->sdt;
     d.accum_steps = cfg->accum;
     d.clip_norm = cfg->clip;
     d.bucket_bytes = cfg->bucket_bytes;
@@ -204,17 +206,35 @@ static double max_rel(const float *a, const float *b, int64_t n, double floor_) 
 
 static const char *dname(zero_dtype t) { return zero_dtype_str(t); }
 
-/* Accumulation 1: all four stages must agree bit for bit at one world size. */
-static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt) {
+/* Accumulation 1: all four stages must agree bit for bit at one world size, with the
+   moments in format sdt (bf16 moments: ON OPTIMIZER STATES). */
+static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt, zero_state_dtype sdt) {
     float ref[MAXP], got[MAXP];
     run_cfg c;
     int s;
     memset(&c, 0, sizeof c);
-    c.world = world; c.accum = 1; c.dtype = dt; c.optim = opt;
+    c.world = world; c.accum = 1; c.dtype = dt; c.optim = opt; c.sdt = sdt;
     c.stage = 0;
     if (!train(&c, ref)) return;
     CHECK(c.numel == numel_total(), "numel %lld", (long long)c.numel);
     CHECK(c.last_loss < 0.5, "the model did not learn: final loss %g", c.last_loss);
+    if (sdt == ZERO_STATE_BF16) {   /* the rounded moments are used: other bits, near the fp32 moments' */
+        run_cfg f = c;
+        f.sdt = ZERO_STATE_F32;
+        if (!train(&f, got)) return;
+        CHECK(memcmp(ref, got, sizeof(float) * (size_t)numel_total()) != 0, "bf16 moments gave the fp32 moments' bits");
+        {
+            double dd = 0, nn = 0, rel;
+            int64_t i;
+            for (i = 0; i < numel_total(); i++) {
+                dd += ((double)ref[i] - got[i]) * ((double)ref[i] - got[i]);
+                nn += (double)got[i] * got[i];
+            }
+            rel = sqrt(dd / nn);    /* per element, a few % where a param is near 0 */
+            CHECK(rel < 1e-2, "bf16 vs fp32 moments: |p - p_f32| / |p_f32| = %g", rel);
+            printf("  %s world %d: bf16 vs fp32 moments: |p - p_f32| / |p_f32| = %.3g\n", dname(dt), world, rel);
+        }
+    }
     for (s = 1; s <= 3; s++) {
         c.stage = s;
         if (!train(&c, got)) return;
@@ -588,12 +608,23 @@ int main(void) {
     for (t = 0; t < 3; t++)
         for (w = 1; w <= 4; w++) {
             test_begin("stages_bitwise_%s_world%d", dname(dts[t]), w);
-            stages_bitwise(dts[t], w, ZERO_OPTIM_ADAMW);
+            stages_bitwise(dts[t], w, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT);
             test_end();
         }
     for (w = 1; w <= 4; w += 3) {
         test_begin("stages_bitwise_sgd_world%d", w);
-        stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD);
+        stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD, ZERO_STATE_DEFAULT);
+        test_end();
+    }
+    for (t = 0; t < 2; t++)     /* bf16 moments: stages 0-3 at worlds 1-3, and SGD's momentum */
+        for (w = 1; w <= 3; w++) {
+            test_begin("stages_bitwise_%s_bf16_states_world%d", dname(dts[t]), w);
+            stages_bitwise(dts[t], w, ZERO_OPTIM_ADAMW, ZERO_STATE_BF16);
+            test_end();
+        }
+    for (w = 1; w <= 3; w += 2) {
+        test_begin("stages_bitwise_sgd_bf16_states_world%d", w);
+        stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD, ZERO_STATE_BF16);
         test_end();
     }
     for (w = 1; w <= 4; w++) {

@@ -104,10 +104,11 @@ static int model_make(model *mo, const zero_desc *d, int rank) {
 }
 
 /* ---- expectations ------------------------------------------------------------------- */
-typedef enum { V_BF16, V_ACCUM_F32, V_F32 } variant;
+/* V_BF16_STATES: bf16 params with bf16 moments (optim.state_dtype, ON OPTIMIZER STATES) */
+typedef enum { V_BF16, V_ACCUM_F32, V_F32, V_BF16_STATES } variant;
 
 static const char *variant_name(variant v) {
-    return v == V_BF16 ? "bf16" : v == V_ACCUM_F32 ? "accum_f32" : "f32";
+    return v == V_BF16 ? "bf16" : v == V_ACCUM_F32 ? "accum_f32" : v == V_F32 ? "f32" : "bf16_states";
 }
 
 static void variant_desc(zero_desc *d, variant v, int stage, zero_comm *comm) {
@@ -117,17 +118,18 @@ static void variant_desc(zero_desc *d, variant v, int stage, zero_comm *comm) {
     d->timeout_ms = 20000;
     if (v == V_ACCUM_F32) d->grad_accum_dtype = ZERO_F32;
     if (v == V_F32) d->param_dtype = ZERO_F32;
+    if (v == V_BF16_STATES) d->optim.state_dtype = ZERO_STATE_BF16;
 }
 
 /* Per-rank bytes by category, for psi padded elements (divisible by N). */
 static void expected_bytes(variant v, int stage, int64_t N, int64_t psi, int64_t out[ZERO_CAT_NUM]) {
     int64_t pbytes = v == V_F32 ? 4 : 2;
-    int64_t gbytes = v == V_BF16 ? 2 : 4;
+    int64_t gbytes = v == V_BF16 || v == V_BF16_STATES ? 2 : 4;
     int64_t shard = psi / N;
     out[ZERO_CAT_PARAMS] = pbytes * (stage >= 3 ? shard : psi);
     out[ZERO_CAT_GRADS] = gbytes * (stage >= 2 ? shard : psi);
     out[ZERO_CAT_MASTER] = v == V_F32 ? 0 : 4 * (stage >= 1 ? shard : psi);
-    out[ZERO_CAT_OPTIM] = 8 * (stage >= 1 ? shard : psi);     /* AdamW m and v, fp32 */
+    out[ZERO_CAT_OPTIM] = (v == V_BF16_STATES ? 4 : 8) * (stage >= 1 ? shard : psi);   /* AdamW's m and v */
     out[ZERO_CAT_BUFFERS] = -1;                                 /* not a formula */
     out[ZERO_CAT_ACTIVATIONS] = 0;                              /* no activation stash here */
 }
@@ -596,7 +598,7 @@ static void run_world(int world, zero_rank_fn fn, job *j) {
 
 int main(void) {
     test_init();
-    for (int v = V_BF16; v <= V_F32; v++) {
+    for (int v = V_BF16; v <= V_BF16_STATES; v++) {
         for (int stage = 0; stage <= 3; stage++) {
             for (int world = 1; world <= 4; world++) {
                 job j;
@@ -608,7 +610,7 @@ int main(void) {
             }
         }
     }
-    for (int v = V_BF16; v <= V_F32; v++) {
+    for (int v = V_BF16; v <= V_BF16_STATES; v++) {
         for (int stage = 0; stage <= 3; stage++) {
             for (int world = 1; world <= 4; world++) {
                 job j;
