@@ -9,10 +9,13 @@
    roofline for this access pattern; the last line is ratio=<ours/roofline>. It also
    times the gradient norm's blocked sum of squares (zero__sumsq_slice) on the shard.
 
-       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R]
+       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16]
        defaults: 64M elements (about 1.9 GB), all online CPUs, 11 repetitions, best
        taken (a shared or virtual machine is noisy: compare the best, run it twice)
-       ZERO_SIMD=scalar|avx2|avx512 caps the kernel path, as in the library. */
+       ZERO_SIMD=scalar|avx2|avx512 caps the kernel path, as in the library.
+   --optim-state-dtype bf16: m and v in bf16 (ON OPTIMIZER STATES): 20 bytes an element,
+   and the roofline streams m and v as bf16 too (widened, and narrowed to nearest even as
+   the library does: its own bytes, not the fp32 pass's). */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #define ZERO_IMPLEMENTATION
@@ -30,22 +33,22 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct roof_job { uint16_t *g, *p; float *w, *m, *v; int64_t n; int simd; } roof_job;
+typedef struct roof_job { uint16_t *g, *p; float *w; void *m, *v; int sdt; int64_t n; int simd; } roof_job;
 
-/* the roofline: one add per stream, a truncating narrow; same loads, stores and
-   software prefetches as ours */
+/* the roofline: one add per stream, a truncating narrow of the params; same loads, stores
+   and software prefetches as ours (m and v of type sdt) */
 static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i;
     for (i = lo; i < hi; i++) {
         float g = zero__bf16_to_f32(j->g[i]), w = j->w[i] + g;
         j->w[i] = w;
-        j->m[i] += g;
-        j->v[i] += g;
+        zero__st(j->m, i, j->sdt, zero__ld(j->m, i, j->sdt) + g);
+        zero__st(j->v, i, j->sdt, zero__ld(j->v, i, j->sdt) + g);
         j->p[i] = (uint16_t)(zero__f32_bits(w) >> 16);
     }
 }
 #if defined(ZERO__X86)
-__attribute__((target("avx512f"))) static void roof_avx512(const roof_job *j, int64_t lo, int64_t hi) {
+ZERO__AVX512_ATTR static void roof_avx512(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i = lo;
     for (; i + 16 <= hi; i += 16) {
         __m512 g;
@@ -54,13 +57,18 @@ __attribute__((target("avx512f"))) static void roof_avx512(const roof_job *j, in
         g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(j->g + i))), 16));
         __m512 w = _mm512_add_ps(_mm512_loadu_ps(j->w + i), g);
         _mm512_storeu_ps(j->w + i, w);
-        _mm512_storeu_ps(j->m + i, _mm512_add_ps(_mm512_loadu_ps(j->m + i), g));
-        _mm512_storeu_ps(j->v + i, _mm512_add_ps(_mm512_loadu_ps(j->v + i), g));
+        if (j->sdt == ZERO_F32) {
+            _mm512_storeu_ps((float *)j->m + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->m + i), g));
+            _mm512_storeu_ps((float *)j->v + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->v + i), g));
+        } else {
+            zero__avx512_st(j->m, i, j->sdt, _mm512_add_ps(zero__avx512_ld(j->m, i, j->sdt), g));
+            zero__avx512_st(j->v, i, j->sdt, _mm512_add_ps(zero__avx512_ld(j->v, i, j->sdt), g));
+        }
         _mm256_storeu_si256((__m256i *)(j->p + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(w), 16)));
     }
     roof_scalar(j, i, hi);
 }
-__attribute__((target("avx2"))) static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi) {
+ZERO__AVX2_ATTR static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi) {
     int64_t i = lo;
     for (; i + 8 <= hi; i += 8) {
         __m256 g;
@@ -70,8 +78,13 @@ __attribute__((target("avx2"))) static void roof_avx2(const roof_job *j, int64_t
         __m256 w = _mm256_add_ps(_mm256_loadu_ps(j->w + i), g);
         __m256i h = _mm256_srli_epi32(_mm256_castps_si256(w), 16);
         _mm256_storeu_ps(j->w + i, w);
-        _mm256_storeu_ps(j->m + i, _mm256_add_ps(_mm256_loadu_ps(j->m + i), g));
-        _mm256_storeu_ps(j->v + i, _mm256_add_ps(_mm256_loadu_ps(j->v + i), g));
+        if (j->sdt == ZERO_F32) {
+            _mm256_storeu_ps((float *)j->m + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->m + i), g));
+            _mm256_storeu_ps((float *)j->v + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->v + i), g));
+        } else {
+            zero__avx2_st(j->m, i, j->sdt, _mm256_add_ps(zero__avx2_ld(j->m, i, j->sdt), g));
+            zero__avx2_st(j->v, i, j->sdt, _mm256_add_ps(zero__avx2_ld(j->v, i, j->sdt), g));
+        }
         _mm_storeu_si128((__m128i *)(j->p + i), _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
     }
     roof_scalar(j, i, hi);
@@ -96,6 +109,7 @@ static int cmp_d(const void *a, const void *b) {
 int main(int argc, char **argv) {
     int64_t n = (int64_t)64 << 20, i;
     int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 11, a, r;
+    zero_state_dtype sdt = ZERO_STATE_F32;
     double t_ours[64], t_roof[64], t_norm[64], bytes, best_o, best_r;
     zero_desc d;
     zero_ctx *z;
@@ -109,7 +123,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[a], "--n") && a + 1 < argc) n = strtoll(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
-        else { fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && (!strcmp(argv[a + 1], "f32") ||
+                                                                             !strcmp(argv[a + 1], "bf16")))
+            sdt = !strcmp(argv[++a], "bf16") ? ZERO_STATE_BF16 : ZERO_STATE_F32;
+        else {
+            fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16]\n", argv[0]);
+            return 2;
+        }
     }
     if (threads < 1) threads = 1;
     if (reps < 1) reps = 1;
@@ -121,6 +141,7 @@ int main(int argc, char **argv) {
     d.cpu_threads = threads;
     d.optim.type = ZERO_OPTIM_ADAMW;
     d.optim.weight_decay = 0.01;
+    d.optim.state_dtype = sdt;
     if (zero_create(&z, &d) != ZERO_OK) { fprintf(stderr, "zero_create: %s\n", zero_last_error(NULL)); return 1; }
     memset(&md, 0, sizeof md); md.name = "big";
     memset(&pd, 0, sizeof pd); pd.name = "w"; pd.ndim = 1; pd.shape[0] = n;
@@ -138,9 +159,10 @@ int main(int argc, char **argv) {
     }
     rj.g = (uint16_t *)z->arena.grad; rj.p = (uint16_t *)z->arena.param;
     rj.w = z->arena.master; rj.m = z->arena.m; rj.v = z->arena.v; rj.n = n; rj.simd = z->opt.simd;
-    bytes = 28.0 * (double)n;
-    printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, best of %d\n",
-           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], reps);
+    rj.sdt = zero__sdt(&z->desc);
+    bytes = (rj.sdt == ZERO_F32 ? 28.0 : 20.0) * (double)n;
+    printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, %s moments, best of %d\n",
+           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], zero_state_dtype_str(sdt), reps);
     z->dev->optimizer(z, 1.0f);                  /* warm up both */
     zero__pool_run(z->opt.pool, roof_part, &rj, 0);
     for (r = 0; r < reps; r++) {
