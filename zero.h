@@ -468,9 +468,11 @@
                                      about 1e-3 after 20 steps).
        ZERO_STATE_Q8                 8-bit blockwise moments: not implemented yet
                                      (zero_create returns ZERO_ERR_UNSUPPORTED).
-     bf16 moments run on the cpu and emu devices with offload_optimizer none or host;
-     ZERO_DEVICE_CUDA and the NVMe tier return ZERO_ERR_UNSUPPORTED for now. The planner
-     counts the moments at their size (zero_estimate, zero_stats: the optim category).
+     bf16 moments run on the cpu and emu devices at every tier: in memory, in host memory,
+     and on NVMe, whose blocks then hold them as 2-byte arrays, so a step reads and writes
+     4 bytes less per element (bitwise the run in memory); ZERO_DEVICE_CUDA returns
+     ZERO_ERR_UNSUPPORTED for now. The planner counts the moments at their size
+     (zero_estimate, zero_stats: the optim category).
      Checkpoints hold the moments as fp32 values (a bf16 moment widens exactly, so a load
      into bf16 moments restores the same bits, and a checkpoint of either format loads
      into the other: f32 moments round to nearest even).
@@ -10344,17 +10346,25 @@ static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
 #define ZERO__OFF_MAGIC 0x5a45524f4f464631ull   /* "ZEROOFF1" */
 #define ZERO__OFF_TRAILER 64
 /* how the state of Tstate elements is cut: K arrays per element, G elements per block */
+/* bytes of one element of a block's state array a: the fp32 master (a < has_master), then
+   the moments at their dtype (ON OPTIMIZER STATES) */
+static int64_t zero__nvme_asz(const zero_desc *d, int a) {
+    return a < (d->param_dtype != ZERO_F32) ? 4 : (int64_t)zero__dtype_size((zero_dtype)zero__sdt(d));
+}
 static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
-    int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), per, g, budget;
-    int k = d->param_dtype == ZERO_F32 ? 0 : 1;
+    int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), per = psz, g, budget;
+    /* G elements of a 2-byte array must fill whole 4 KiB pages too (the param area and each
+       array start on one: O_DIRECT) */
+    int64_t unit = zero__sdt(d) == ZERO_F32 ? 1024 : 2048;
+    int k = d->param_dtype == ZERO_F32 ? 0 : 1, a;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
     *K = k;
     if ((k == 0 && d->offload_params != ZERO_OFFLOAD_NVME) || tstate == 0) { *G = *bb = *nblocks = 0; return; }
-    per = k * 4 + psz;
+    for (a = 0; a < k; a++) per += zero__nvme_asz(d, a);
     budget = d->offload.buffer_bytes ? d->offload.buffer_bytes : (int64_t)64 << 20;
-    g = (budget / 3 - ZERO__IO_ALIGN) / per / 1024 * 1024;
-    if (g < 1024) g = 1024;
-    if (g > zero__align_up(tstate, 1024)) g = zero__align_up(tstate, 1024);
+    g = (budget / 3 - ZERO__IO_ALIGN) / per / unit * unit;
+    if (g < unit) g = unit;
+    if (g > zero__align_up(tstate, unit)) g = zero__align_up(tstate, unit);
     *G = g;
     *bb = zero__align_up(g * per + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
     *nblocks = (tstate + g - 1) / g;
@@ -10395,8 +10405,12 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME) {
         zero__nvme_geom(d, tstate, &K, &G, &bb, &nb);
         if (nb > 0) p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += 3 * bb;
-        if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME)     /* the gathers' param-area buffer */
-            p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - (int64_t)K * G * 4;
+        if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME) {     /* the gathers' param-area buffer */
+            int64_t arrays = 0;
+            int a;
+            for (a = 0; a < K; a++) arrays += G * zero__nvme_asz(d, a);
+            p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - arrays;
+        }
     }
 }
 /* The part [*s, *e) of param p (positions in its module's span) whose optimizer
@@ -10640,12 +10654,10 @@ static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logge
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->optim.state_dtype == ZERO_STATE_BF16 &&
-        (d->device == ZERO_DEVICE_CUDA || d->offload_optimizer == ZERO_OFFLOAD_NVME))
+    if (d->optim.state_dtype == ZERO_STATE_BF16 && d->device == ZERO_DEVICE_CUDA)
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_optim_desc.state_dtype ZERO_STATE_BF16 runs in the CPU's fused pass over states in "
-                             "memory (the cpu and emu devices, offload_optimizer none or host); %s is not supported yet",
-                             d->device == ZERO_DEVICE_CUDA ? "ZERO_DEVICE_CUDA" : "offload_optimizer = ZERO_OFFLOAD_NVME");
+                             "zero_optim_desc.state_dtype ZERO_STATE_BF16 runs in the CPU's fused pass (the cpu and emu "
+                             "devices, every tier); ZERO_DEVICE_CUDA is not supported yet");
     if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
@@ -11193,6 +11205,8 @@ typedef struct zero__nvme_piece { int seg; int64_t a, b; } zero__nvme_piece;   /
 
 typedef struct zero__nvme {
     int ndirs, K, has_master, psz, slot;
+    int sdt;                        /* the moments' dtype (ON OPTIMIZER STATES) */
+    int64_t asz[3], aoff[3];        /* array a's element bytes, and its byte offset in a block */
     int fd[ZERO_MAX_NVME_DIRS];
     char path[ZERO_MAX_NVME_DIRS][512];
     int64_t G, bb, nblocks, tstate, file_bytes;
@@ -11220,9 +11234,9 @@ typedef struct zero__nvme {
     zero__iobatch gb;
 } zero__nvme;
 
-/* the param area of a block starts here (the K float arrays are 4 KiB multiples) and
-   runs to the block's end, trailer included */
-static int64_t zero__nvme_parea(const zero__nvme *o) { return (int64_t)o->K * o->G * 4; }
+/* the param area of a block starts here (the K arrays are 4 KiB multiples) and runs to the
+   block's end, trailer included */
+static int64_t zero__nvme_parea(const zero__nvme *o) { return o->K ? o->aoff[o->K - 1] + o->G * o->asz[o->K - 1] : 0; }
 
 static zero_result zero__nvme_fail_io(zero_ctx *ctx, zero__nvme *o, const zero__iobatch *b, int64_t blk, const char *what) {
     int i, f = 0;
@@ -11263,7 +11277,7 @@ static void zero__nvme_psums(const zero__nvme *o, const char *buf, const char *p
     int a;
     if (buf)
         for (a = 0; a < o->K; a++)
-            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + ((int64_t)a * o->G + e0) * 4, n * 4,
+            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + o->aoff[a] + e0 * o->asz[a], n * o->asz[a],
                                                            zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + a));
     S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum8(pbuf + e0 * o->psz, n * o->psz,
                                                       zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + o->K));
@@ -11367,7 +11381,7 @@ static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, i
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
-        float *arr;
+        char *arr;
         if (o->cached != blk) {
             if ((r = zero__nvme_flush(ctx, what)) != ZERO_OK) return r;
             if ((r = zero__nvme_sync(ctx, blk, 0, what)) != ZERO_OK) return r;
@@ -11377,10 +11391,11 @@ static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, i
             char *p = o->buf[0] + zero__nvme_parea(o) + at * o->psz;
             if (out) { zero__to_f32(out, p, (zero_dtype)pdt, c); out += c; }
             else { zero__from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
-        } else {
-            arr = (float *)(o->buf[0] + (int64_t)a * o->G * 4) + at;
-            if (out) { memcpy(out, arr, (size_t)c * 4); out += c; }
-            else { memcpy(arr, in, (size_t)c * 4); in += c; o->dirty = 1; }
+        } else {    /* a state array: the fp32 master, or the moments at their dtype */
+            int dt = a < o->has_master ? ZERO_F32 : o->sdt;
+            arr = o->buf[0] + o->aoff[a] + at * o->asz[a];
+            if (out) { zero__to_f32(out, arr, (zero_dtype)dt, c); out += c; }
+            else { zero__from_f32(arr, (zero_dtype)dt, in, c); in += c; o->dirty = 1; }
         }
         idx += c; n -= c;
     }
@@ -11584,6 +11599,11 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
     o->cached = -1;
     o->has_master = d->param_dtype != ZERO_F32;
     o->psz = (int)zero__dtype_size(d->param_dtype);
+    o->sdt = zero__sdt(d);
+    for (i = 0; i < K; i++) {
+        o->asz[i] = zero__nvme_asz(d, i);
+        o->aoff[i] = i ? o->aoff[i - 1] + G * o->asz[i - 1] : 0;
+    }
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
     zero__nvme_layout(o);
     for (i = 0; i < 3; i++) o->bufblk[i] = -1;
@@ -11651,7 +11671,7 @@ static void zero__nvme_pieces(zero_ctx *ctx, int64_t s0, int64_t s1, int64_t *to
 static void zero__nvme_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
     zero__nvme *o = ctx->tier.nvme;
     int i, pdt = (int)ctx->desc.param_dtype;
-    char *pold = buf + (int64_t)o->K * o->G * 4;
+    char *pold = buf + zero__nvme_parea(o);
     for (i = 0; i < o->npieces; i++) {
         const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
         int64_t a = o->pieces[i].a, n = o->pieces[i].b - a;
@@ -11668,8 +11688,9 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
     zero__nvme *o = ctx->tier.nvme;
     int pdt = j->k.pdt, adt = j->k.adt, i, q, q1 = (int)((int64_t)o->np * (part + 1) / nparts);
     char *pbuf = j->buf + zero__nvme_parea(o);
-    float *arr[3] = { NULL, NULL, NULL };
-    for (i = 0; i < o->K; i++) arr[i] = (float *)(j->buf + (int64_t)i * o->G * 4);
+    char *arr[3] = { NULL, NULL, NULL };
+    zero__sconv sc = zero__sconv_for(ctx->opt.simd, o->sdt);
+    for (i = 0; i < o->K; i++) arr[i] = j->buf + o->aoff[i];
     for (q = (int)((int64_t)o->np * part / nparts); q < q1; q++) {
         int64_t lo = (int64_t)q * o->E, hi = lo + o->E < o->G ? lo + o->E : o->G;
         zero__nvme_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
@@ -11677,8 +11698,8 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
             const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
             int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
             int64_t s = lo - at > 0 ? lo - at : 0, e = hi - at < n ? hi - at : n;
-            void *p;
-            float *w, *m, *v;
+            void *p, *m, *v;
+            float *w;
             zero__optk k;
             if (s >= e) continue;
             k = j->k;
@@ -11686,12 +11707,12 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
             /* params on NVMe: updated in the block's param area, written to the other slot with
                the states; else in the arena, the old values saved in the block for an undo */
             p = o->params ? pbuf + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
-            w = o->has_master ? arr[0] + at : (float *)p;
-            m = o->K > o->has_master ? arr[o->has_master] + at : NULL;
-            v = o->K > o->has_master + 1 ? arr[o->has_master + 1] + at : NULL;
+            w = o->has_master ? (float *)arr[0] + at : (float *)p;
+            m = o->K > o->has_master ? zero__at(arr[o->has_master], at, o->sdt) : NULL;
+            v = o->K > o->has_master + 1 ? zero__at(arr[o->has_master + 1], at, o->sdt) : NULL;
             if (!o->params)
                 memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
-            j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
+            zero__opt_call(j->fn, &k, &sc, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
         }
         zero__nvme_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
     }

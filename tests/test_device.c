@@ -541,6 +541,25 @@ static void cuda_refused(void) {
     zero_destroy(z);
 }
 
+/* bf16 moments (ON OPTIMIZER STATES) run in the CPU's fused pass: the CUDA device refuses
+   them (a CUDA build: naming ZERO_STATE_BF16, before it looks for a GPU) */
+static void cuda_bf16_states_refused(void) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_result r;
+    memset(&d, 0, sizeof d);
+    d.device = ZERO_DEVICE_CUDA;
+    d.optim.state_dtype = ZERO_STATE_BF16;
+    r = zero_create(&z, &d);
+    CHECK(r == ZERO_ERR_UNSUPPORTED && !z, "%s (%s)", zero_result_str(r), zero_last_error(NULL));
+#ifdef ZERO_CUDA
+    CHECK(strstr(zero_last_error(NULL), "ZERO_STATE_BF16") != NULL, "message: %s", zero_last_error(NULL));
+#else
+    CHECK(strstr(zero_last_error(NULL), "ZERO_CUDA") != NULL, "message: %s", zero_last_error(NULL));
+#endif
+    zero_destroy(z);
+}
+
 #ifdef ZERO_CUDA
 static int have_gpu(void) {
     int n = 0;
@@ -592,6 +611,7 @@ int main(void) {
     test_init();
     TEST_RUN(bad_device);
     TEST_RUN(cuda_refused);
+    TEST_RUN(cuda_bf16_states_refused);
     TEST_RUN(copy_checks);
     TEST_RUN(helpers);
     TEST_RUN(emu_is_strict);

@@ -42,6 +42,7 @@ typedef struct cfg {
     int stage, world, steps, nmod;
     zero_dtype dtype;
     zero_optim_type optim;
+    zero_state_dtype sdt;           /* the moments' format (ON OPTIMIZER STATES) */
     zero_offload_tier opt_tier, par_tier;
     int64_t buffer_bytes, host_cap, elems;
     const char *dirs[3];
@@ -122,6 +123,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     d.logger.level = ZERO_LOG_INFO;
     d.clip_norm = 1.0f;
     d.cpu_threads = 2;
+    d.optim.state_dtype = c->sdt;
     d.offload_optimizer = c->opt_tier;
     d.offload_params = c->par_tier;
     d.offload.buffer_bytes = c->buffer_bytes;
@@ -254,15 +256,18 @@ static void rm_dir(const char *dir) {
 #endif
 }
 
+static zero_state_dtype equiv_sdt;  /* the moments' format of the equiv cases (main sets it) */
 static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt, zero_offload_tier ot, int ndirs, int nvme_params) {
-    cfg ref = base_cfg(stage, world, dt, opt), off = ref;
+    cfg ref = base_cfg(stage, world, dt, opt), off;
     zero_result r;
     char sub[2][600];
     int k;
-    test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
+    ref.sdt = equiv_sdt;
+    off = ref;
+    test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
                nvme_params ? "_params" : "", stage, world,
                zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
-               ot == ZERO_OFFLOAD_NVME ? engine : "");
+               ot == ZERO_OFFLOAD_NVME ? engine : "", equiv_sdt == ZERO_STATE_BF16 ? "_bf16_states" : "");
     off.opt_tier = ot;
     off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : nvme_params ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
     /* nvme_params: prefetch is on by default (one module ahead): gathers read NVMe ahead of the fetch */
@@ -909,6 +914,15 @@ int main(void) {
             for (dt = 0; dt < 2; dt++)
                 params_frozen_case(worlds[w], dt ? ZERO_BF16 : ZERO_F32, w == 2 ? 0x9u : 0x2u);
         params_frozen_case(2, ZERO_BF16, 0xfu);
+        /* bf16 moments (ON OPTIMIZER STATES): the NVMe tier (2-byte arrays in its blocks)
+           bitwise the run in memory, the states' and params' bytes as planned */
+        equiv_sdt = ZERO_STATE_BF16;
+        equiv_case(1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(3, 3, ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 2);
+        equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(1, 1, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
+        equiv_case2(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
+        equiv_sdt = ZERO_STATE_F32;
     }
     TEST_RUN(test_params_corrupt);
     TEST_RUN(test_params_alloc);
@@ -921,6 +935,9 @@ int main(void) {
     TEST_RUN(test_bad_engine);
     unsetenv("ZERO_IO");
     for (s = 0; s <= 3; s++) equiv_case(s, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
+    equiv_sdt = ZERO_STATE_BF16;    /* bf16 moments in host memory */
+    equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
+    equiv_sdt = ZERO_STATE_F32;
     TEST_RUN(test_host_cap);
     TEST_RUN(test_bad_options);
     TEST_RUN(test_ckpt_resume);
