@@ -11,13 +11,19 @@
    serve both at full speed allows). Not part of make test.
 
        build/bench_infinity [--params N] [--steps K] [--threads T] [--nvme-params]
+                            [--optim-state-dtype f32|bf16] [--compare-state-dtypes]
        (N in millions; default 64. Model states are 16 bytes per param with bf16 and
        AdamW, so --params 1700 needs 27 GB of model states, more than 24 GiB of RAM,
        of which 4 bytes per param stay in memory; the files take 28 bytes per param;
        --nvme-params: stage 3 with the param shard on NVMe too, 2 bytes per param less
        in memory; the step line then also gives the time of the forward fetches, which
        read the params from the tier)
-   Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound>. */
+   --optim-state-dtype bf16: the moments in bf16 (ON OPTIMIZER STATES): 4 bytes less per
+   param on NVMe, read and written at every step. --compare-state-dtypes trains the model
+   with fp32 moments, then with bf16 ones, on the same disk, and its ratio= is the f32
+   step time over the bf16 one (the optimizer phase, the last step of each).
+   Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound>, or with
+   --compare-state-dtypes ratio=<f32 step / bf16 step>. */
 #define _GNU_SOURCE
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
@@ -144,24 +150,122 @@ static double disk_mixed_ms(const char *rpath, const char *wpath, int64_t bytes,
     return t0;
 }
 
-int main(int argc, char **argv) {
-    const char *dir = getenv("ZERO_BENCH_DIR") ? getenv("ZERO_BENCH_DIR") : "/tmp";
-    int64_t nparams = (int64_t)64 << 20, left, i, o, c;
-    int steps = 2, threads = 2, step, m, nmod, a, nvme_params = 0;
+/* trains the model for `steps` steps with the moments in format sdt; returns the last step's
+   optimizer-phase time (ms) and its fraction of the overlapped disk bound in *fb_last */
+static double run_model(const char *dir, int64_t nparams, int steps, int threads, int nvme_params, zero_state_dtype sdt,
+                        double rgbs, double wgbs, double mixed_ms, double *fb_last) {
+    int64_t left, i, o, c;
+    int step, m, nmod;
     zero_desc d;
     zero_ctx *z;
     zero_module *mods;
     zero_param *ps;
     float *buf;
-    char probe[600], probe2[600];
-    double rgbs, wgbs, mixed_ms, t0, ms, tot_ms = 0;
+    double t0, ms, tot_ms = 0, last_ms = 0;
     zero_result r;
+    memset(&d, 0, sizeof d);
+    d.stage = nvme_params ? 3 : 1;
+    if (nvme_params) d.offload_params = ZERO_OFFLOAD_NVME;
+    d.param_dtype = ZERO_BF16;
+    d.optim.lr = 1e-4;
+    d.cpu_threads = threads;
+    d.offload_optimizer = ZERO_OFFLOAD_NVME;
+    d.offload.nvme_dirs[0] = dir;
+    d.offload.queue_depth = 16;
+    d.optim.state_dtype = sdt;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(NULL)); exit(1); }
+    nmod = (int)((nparams + PARAM_ELEMS - 1) / PARAM_ELEMS);
+    mods = (zero_module *)calloc((size_t)nmod, sizeof *mods);
+    ps = (zero_param *)calloc((size_t)nmod, sizeof *ps);
+    for (m = 0, left = nparams; m < nmod; m++, left -= PARAM_ELEMS) {
+        zero_module_desc md;
+        zero_param_desc pd;
+        char name[32];
+        memset(&md, 0, sizeof md);
+        memset(&pd, 0, sizeof pd);
+        snprintf(name, sizeof name, "m%d", m);
+        md.name = name;
+        zero_add_module(z, &md, &mods[m]);
+        pd.name = "w"; pd.ndim = 1; pd.shape[0] = left < PARAM_ELEMS ? left : PARAM_ELEMS;
+        zero_add_param(z, mods[m], &pd, &ps[m]);
+    }
+    t0 = bench_now_ms();
+    if ((r = zero_build(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); exit(1); }
+    printf("bench_infinity: %lld M params, %s moments, model states %.2f GB (%.2f GB in memory, %.2f GB on NVMe in %s), "
+           "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), zero_state_dtype_str(sdt), z->lay.plan.model_state_bytes / 1e9,
+           (z->lay.plan.total_bytes - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
+            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
+           (z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
+            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
+           z->tier.nvme->bb / 1048576.0, bench_now_ms() - t0);
+    /* no zero_param_set_f32: the master and moments start at zero, the params too */
+    buf = (float *)malloc((size_t)(1 << 20) * 4);
+    for (step = 0; step < steps; step++) {
+        int64_t rd0 = z->tier.nvme->bytes_read, wr0 = z->tier.nvme->bytes_written;
+        double bound, serial, mixed, fb, rd, wr, tf = bench_now_ms();
+        for (m = 0; m < nmod; m++) {
+            int64_t n = zero_param_numel(z, ps[m]);
+            char *g;
+            if ((r = zero_fetch(z, mods[m])) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); exit(1); }
+            g = (char *)zero_param_grad(z, ps[m]);
+            for (o = 0; o < n; o += 1 << 20) {
+                c = n - o < (1 << 20) ? n - o : (1 << 20);
+                for (i = 0; i < c; i++) buf[i] = (float)((o + i) % 97) * 1e-3f - 0.05f;
+                zero_add_f32(g + o * 2, ZERO_BF16, buf, c);
+            }
+            zero_release(z, mods[m]);
+            zero_grads_ready(z, mods[m]);
+        }
+        if (nvme_params)
+            printf("step %d: fetches and gradients %.0f ms (read %.2f GB of params)\n", step, bench_now_ms() - tf,
+                   (z->tier.nvme->bytes_read - rd0) / 1e9);
+        rd0 = z->tier.nvme->bytes_read;   /* the optimizer phase's own traffic */
+        wr0 = z->tier.nvme->bytes_written;
+        t0 = bench_now_ms();
+        if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); exit(1); }
+        ms = bench_now_ms() - t0;
+        tot_ms += ms;
+        rd = (double)(z->tier.nvme->bytes_read - rd0) / rgbs / 1e6;
+        wr = (double)(z->tier.nvme->bytes_written - wr0) / wgbs / 1e6;
+        bound = rd > wr ? rd : wr;          /* reads and writes overlap: the longer of the two */
+        serial = rd + wr;                   /* one after the other */
+        mixed = mixed_ms * (double)(z->tier.nvme->bytes_read - rd0);   /* the disk measured doing both at once */
+        fb = bound / ms;
+        printf("step %d: %.0f ms (optimizer phase), read %.2f GB, wrote %.2f GB (read %.2f GB/s, write %.2f GB/s): "
+               "%.2f of the overlapped bound (%.0f ms), %.2f of the serial one (%.0f ms), %.2f of the measured "
+               "read-and-write-at-once one (%.0f ms)\n", step, ms,
+               (z->tier.nvme->bytes_read - rd0) / 1e9, (z->tier.nvme->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
+               serial / ms, serial, mixed / ms, mixed);
+        if (step == steps - 1) { *fb_last = fb; last_ms = ms; }
+    }
+    (void)tot_ms;
+    free(buf);
+    free(mods);
+    free(ps);
+    zero_destroy(z);
+    return last_ms;
+}
+
+int main(int argc, char **argv) {
+    const char *dir = getenv("ZERO_BENCH_DIR") ? getenv("ZERO_BENCH_DIR") : "/tmp";
+    int64_t nparams = (int64_t)64 << 20;
+    int steps = 2, threads = 2, a, nvme_params = 0, compare = 0;
+    zero_state_dtype sdt = ZERO_STATE_F32;
+    char probe[600], probe2[600];
+    double rgbs, wgbs, mixed_ms;
     for (a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--params") && a + 1 < argc) nparams = (int64_t)(atof(argv[++a]) * 1e6);
         else if (!strcmp(argv[a], "--steps") && a + 1 < argc) steps = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--nvme-params")) nvme_params = 1;
-        else { fprintf(stderr, "usage: bench_infinity [--params MILLIONS] [--steps K] [--threads T] [--nvme-params]\n"); return 2; }
+        else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && !strcmp(argv[a + 1], "bf16")) { sdt = ZERO_STATE_BF16; a++; }
+        else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && !strcmp(argv[a + 1], "f32")) a++;
+        else if (!strcmp(argv[a], "--compare-state-dtypes")) compare = 1;
+        else {
+            fprintf(stderr, "usage: bench_infinity [--params MILLIONS] [--steps K] [--threads T] [--nvme-params]\n"
+                            "                      [--optim-state-dtype f32|bf16] [--compare-state-dtypes]\n");
+            return 2;
+        }
     }
     snprintf(probe, sizeof probe, "%s/bench_infinity_probe.%ld", dir, (long)getpid());
     snprintf(probe2, sizeof probe2, "%s/bench_infinity_probe2.%ld", dir, (long)getpid());
@@ -187,83 +291,16 @@ int main(int argc, char **argv) {
         unlink(probe2);
     }
 
-    memset(&d, 0, sizeof d);
-    d.stage = nvme_params ? 3 : 1;
-    if (nvme_params) d.offload_params = ZERO_OFFLOAD_NVME;
-    d.param_dtype = ZERO_BF16;
-    d.optim.lr = 1e-4;
-    d.cpu_threads = threads;
-    d.offload_optimizer = ZERO_OFFLOAD_NVME;
-    d.offload.nvme_dirs[0] = dir;
-    d.offload.queue_depth = 16;
-    if ((r = zero_create(&z, &d)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(NULL)); return 1; }
-    nmod = (int)((nparams + PARAM_ELEMS - 1) / PARAM_ELEMS);
-    mods = (zero_module *)calloc((size_t)nmod, sizeof *mods);
-    ps = (zero_param *)calloc((size_t)nmod, sizeof *ps);
-    for (m = 0, left = nparams; m < nmod; m++, left -= PARAM_ELEMS) {
-        zero_module_desc md;
-        zero_param_desc pd;
-        char name[32];
-        memset(&md, 0, sizeof md);
-        memset(&pd, 0, sizeof pd);
-        snprintf(name, sizeof name, "m%d", m);
-        md.name = name;
-        zero_add_module(z, &md, &mods[m]);
-        pd.name = "w"; pd.ndim = 1; pd.shape[0] = left < PARAM_ELEMS ? left : PARAM_ELEMS;
-        zero_add_param(z, mods[m], &pd, &ps[m]);
+    if (compare) {     /* the same model with fp32 and with bf16 moments, on the same disk */
+        double fb32, fb16, t32 = run_model(dir, nparams, steps, threads, nvme_params, ZERO_STATE_F32, rgbs, wgbs, mixed_ms, &fb32);
+        double t16 = run_model(dir, nparams, steps, threads, nvme_params, ZERO_STATE_BF16, rgbs, wgbs, mixed_ms, &fb16);
+        printf("optimizer phase: %.0f ms with f32 moments (%.2f of its bound), %.0f ms with bf16 moments (%.2f of its "
+               "bound): bf16 is %.2fx faster\n", t32, fb32, t16, fb16, t32 / t16);
+        printf("ratio=%.3f\n", t32 / t16);
+    } else {
+        double fb;
+        run_model(dir, nparams, steps, threads, nvme_params, sdt, rgbs, wgbs, mixed_ms, &fb);
+        printf("ratio=%.3f\n", fb);
     }
-    t0 = bench_now_ms();
-    if ((r = zero_build(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
-    printf("bench_infinity: %lld M params, model states %.2f GB (%.2f GB in memory, %.2f GB on NVMe in %s), "
-           "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), z->lay.plan.model_state_bytes / 1e9,
-           (z->lay.plan.total_bytes - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
-            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
-           (z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
-            z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
-           z->tier.nvme->bb / 1048576.0, bench_now_ms() - t0);
-    /* no zero_param_set_f32: the master and moments start at zero, the params too */
-    buf = (float *)malloc((size_t)(1 << 20) * 4);
-    for (step = 0; step < steps; step++) {
-        int64_t rd0 = z->tier.nvme->bytes_read, wr0 = z->tier.nvme->bytes_written;
-        double bound, serial, mixed, fb, rd, wr, tf = bench_now_ms();
-        for (m = 0; m < nmod; m++) {
-            int64_t n = zero_param_numel(z, ps[m]);
-            char *g;
-            if ((r = zero_fetch(z, mods[m])) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
-            g = (char *)zero_param_grad(z, ps[m]);
-            for (o = 0; o < n; o += 1 << 20) {
-                c = n - o < (1 << 20) ? n - o : (1 << 20);
-                for (i = 0; i < c; i++) buf[i] = (float)((o + i) % 97) * 1e-3f - 0.05f;
-                zero_add_f32(g + o * 2, ZERO_BF16, buf, c);
-            }
-            zero_release(z, mods[m]);
-            zero_grads_ready(z, mods[m]);
-        }
-        if (nvme_params)
-            printf("step %d: fetches and gradients %.0f ms (read %.2f GB of params)\n", step, bench_now_ms() - tf,
-                   (z->tier.nvme->bytes_read - rd0) / 1e9);
-        rd0 = z->tier.nvme->bytes_read;   /* the optimizer phase's own traffic */
-        wr0 = z->tier.nvme->bytes_written;
-        t0 = bench_now_ms();
-        if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); return 1; }
-        ms = bench_now_ms() - t0;
-        tot_ms += ms;
-        rd = (double)(z->tier.nvme->bytes_read - rd0) / rgbs / 1e6;
-        wr = (double)(z->tier.nvme->bytes_written - wr0) / wgbs / 1e6;
-        bound = rd > wr ? rd : wr;          /* reads and writes overlap: the longer of the two */
-        serial = rd + wr;                   /* one after the other */
-        mixed = mixed_ms * (double)(z->tier.nvme->bytes_read - rd0);   /* the disk measured doing both at once */
-        fb = bound / ms;
-        printf("step %d: %.0f ms (optimizer phase), read %.2f GB, wrote %.2f GB (read %.2f GB/s, write %.2f GB/s): "
-               "%.2f of the overlapped bound (%.0f ms), %.2f of the serial one (%.0f ms), %.2f of the measured "
-               "read-and-write-at-once one (%.0f ms)\n", step, ms,
-               (z->tier.nvme->bytes_read - rd0) / 1e9, (z->tier.nvme->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
-               serial / ms, serial, mixed / ms, mixed);
-        if (step == steps - 1) printf("ratio=%.3f\n", fb);
-    }
-    free(buf);
-    free(mods);
-    free(ps);
-    zero_destroy(z);
     return 0;
 }
