@@ -38,6 +38,7 @@ typedef struct cfg {
     zero_optim_type optim;
     int tiled;                      /* 1: the middle layer is a tiled linear */
     int flat;                       /* desc.flat_layout */
+    zero_state_dtype sdt;           /* desc.optim.state_dtype (ON OPTIMIZER STATES) */
     zero_offload_tier offload;      /* offload_optimizer */
     int plan_mismatch;              /* zero_stats_get's bytes differ from zero_plan_get's */
     int steps, step0;               /* steps to train (0: STEPS), the data position of the first */
@@ -101,6 +102,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.bucket_bytes = 256;           /* several buckets */
     d.offload_optimizer = c->offload;
     d.flat_layout = c->flat;
+    d.optim.state_dtype = c->sdt;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     if ((r = fx_module(z, "l0", 0, &m0)) != ZERO_OK || (r = fx_param(z, m0, "w", D1, D0, 0, &w0)) != ZERO_OK ||
         (r = fx_param(z, m0, "b", D1, 0, 1, &b0)) != ZERO_OK)
@@ -281,6 +283,7 @@ static int train(cfg *c) {
 
 /* device (optimizer states on the tier `off`; flat: desc.flat_layout, stages 0-2) vs the
    CPU device's module-major layout, bitwise, for every stage at one world size and dtype */
+static zero_state_dtype vs_sdt;     /* the moments' format of the vs_cpu runs (default f32) */
 static void vs_cpu_any(zero_device_type dev, zero_dtype dt, int world, int accum, zero_optim_type opt, int tiled,
                        zero_offload_tier off, int flat) {
     static cfg ref, got;
@@ -288,7 +291,7 @@ static void vs_cpu_any(zero_device_type dev, zero_dtype dt, int world, int accum
     for (s = 0; s <= (flat ? 2 : 3); s++) {
         memset(&ref, 0, sizeof ref);
         ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = world; ref.accum = accum; ref.dtype = dt;
-        ref.optim = opt; ref.tiled = tiled;
+        ref.optim = opt; ref.tiled = tiled; ref.sdt = vs_sdt;
         got = ref;
         got.device = dev;
         got.offload = off;
@@ -316,6 +319,14 @@ static void vs_cpu(zero_device_type dev, zero_dtype dt, int world, int accum, ze
 /* desc.flat_layout on a device: the views' copies in device memory, on the compute stream */
 static void vs_cpu_flat(zero_device_type dev, zero_dtype dt, int world, int accum, int tiled, zero_offload_tier off) {
     vs_cpu_any(dev, dt, world, accum, ZERO_OPTIM_ADAMW, tiled, off, 1);
+}
+/* bf16 moments on the EMU device (the CPU's pass over its arenas' aliases) and in its host
+   tier (ZeRO-Offload's path): bitwise the CPU device's run with bf16 moments */
+static void emu_bf16_states(void) {
+    vs_sdt = ZERO_STATE_BF16;
+    vs_cpu(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F32, 3, 1, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_HOST);
+    vs_sdt = ZERO_STATE_F32;
 }
 static void emu_flat_layout(void) {
     vs_cpu_flat(ZERO_DEVICE_EMU, ZERO_BF16, 2, 2, 1, ZERO_OFFLOAD_NONE);
@@ -624,6 +635,7 @@ int main(void) {
     TEST_RUN(emu_f32_world4_tiled);
     TEST_RUN(emu_offload_host);
     TEST_RUN(emu_flat_layout);
+    TEST_RUN(emu_bf16_states);
     TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
     if (have_gpu()) {                           /* without one, cuda_refused checked NO_DEVICE */
