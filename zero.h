@@ -293,7 +293,7 @@
        ZERO_CBLAS            the tiled linear's GEMMs through cblas_sgemm (link a CBLAS)
        ZERO_IO_URING         the NVMe tier's I/O through io_uring (link -luring; the Makefile
                              adds both when liburing is installed)
-       ZERO_NO_SIMD          leave out the AVX2/AVX-512 optimizer paths (portable C only)
+       ZERO_NO_SIMD          leave out the AVX2/AVX-512 and NEON paths (portable C only)
        ZERO_NO_LINUX         POSIX calls only, none of Linux's (defined by zero.h off Linux):
                              no io_uring, O_DIRECT (F_NOCACHE where it exists), madvise,
                              pthread_condattr_setclock (timeouts on CLOCK_REALTIME) or
