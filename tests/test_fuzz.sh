@@ -3,7 +3,9 @@
 # safetensors readers) under ASan: 2000 inputs from a seed corpus of a real manifest.
 # Prints PASS/FAIL lines. Without clang's libFuzzer it prints SKIP for the libFuzzer run
 # and instead replays the seeds and 2000 fixed-seed mutations through the same harness
-# built with $CC -DZERO_FUZZ_MAIN under ASan (fuzz_ckpt_replay). Run from the repository root.
+# built with $CC -DZERO_FUZZ_MAIN under ASan (fuzz_ckpt_replay). Both builds define
+# ZERO_NO_SIMD: the readers have no vector code, and the optimizer's vector paths are a
+# quarter of the compile. Run from the repository root.
 set -u
 OUT=${BUILD:-build}/fuzz
 mkdir -p "$OUT"
@@ -11,7 +13,7 @@ CLANG=${CLANG:-clang}
 
 replay() {   # the fallback: a plain main() over seeds and deterministic mutations
     local cc=${CC:-gcc} bin=$OUT/fuzz_ckpt_replay corpus
-    if ! "$cc" -std=c99 -O1 -g -I. -pthread -DZERO_FUZZ_MAIN -fsanitize=address,undefined \
+    if ! "$cc" -std=c99 -O1 -g1 -I. -pthread -DZERO_NO_SIMD -DZERO_FUZZ_MAIN -fsanitize=address,undefined \
             -fno-sanitize-recover=undefined -o "$bin" tests/fuzz_ckpt.c -lm >"$OUT/replay_build.log" 2>&1; then
         echo "FAIL fuzz_ckpt_replay: build: $(grep -m1 error "$OUT/replay_build.log")"
         return 1
@@ -36,7 +38,7 @@ if ! command -v "$CLANG" >/dev/null 2>&1 || ! "$CLANG" -fsanitize=fuzzer,address
 fi
 bin=$OUT/fuzz_ckpt
 rm -f "$bin"
-if ! "$CLANG" -std=c99 -O1 -g -I. -pthread -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+if ! "$CLANG" -std=c99 -O1 -g1 -I. -pthread -DZERO_NO_SIMD -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
         -o "$bin" tests/fuzz_ckpt.c -lm >"$OUT/build.log" 2>&1; then
     echo "FAIL fuzz_ckpt_build: $(grep -m1 error "$OUT/build.log")"
     exit 1
