@@ -462,10 +462,14 @@
                                      Deterministic: bitwise the same at every stage, world
                                      size, SIMD path and thread count (the pass converts a
                                      piece of 512 elements at a time, in cache). Use it where
-                                     the moments' bytes matter (stage 0-3 shards, the host
-                                     tier); it trains to the same loss as fp32 moments on
-                                     the examples (tests/test_equiv.c: |p - p_f32| / |p_f32|
-                                     about 1e-3 after 20 steps).
+                                     the moments' bytes matter: memory (the shards, the host
+                                     tier) and the NVMe tier, whose step moves 4 bytes less
+                                     per element. In memory the widening and narrowing add
+                                     work to a pass that may be compute-bound, so that pass
+                                     can run slower than with fp32 moments (README:
+                                     Measured). It trains to the same loss as fp32 moments
+                                     on the examples (tests/test_equiv.c: |p - p_f32| /
+                                     |p_f32| about 1e-3 after 20 steps).
        ZERO_STATE_Q8                 8-bit blockwise moments: not implemented yet
                                      (zero_create returns ZERO_ERR_UNSUPPORTED).
      bf16 moments run on the cpu and emu devices at every tier: in memory, in host memory,
