@@ -161,7 +161,7 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
     zero_module *mods;
     zero_param *ps;
     float *buf;
-    double t0, ms, tot_ms = 0, last_ms = 0;
+    double t0, ms, last_ms = 0;
     zero_result r;
     memset(&d, 0, sizeof d);
     d.stage = nvme_params ? 3 : 1;
@@ -224,7 +224,6 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
         t0 = bench_now_ms();
         if ((r = zero_step(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); exit(1); }
         ms = bench_now_ms() - t0;
-        tot_ms += ms;
         rd = (double)(z->tier.nvme->bytes_read - rd0) / rgbs / 1e6;
         wr = (double)(z->tier.nvme->bytes_written - wr0) / wgbs / 1e6;
         bound = rd > wr ? rd : wr;          /* reads and writes overlap: the longer of the two */
@@ -238,7 +237,6 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
                serial / ms, serial, mixed / ms, mixed);
         if (step == steps - 1) { *fb_last = fb; last_ms = ms; }
     }
-    (void)tot_ms;
     free(buf);
     free(mods);
     free(ps);
