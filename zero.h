@@ -2765,6 +2765,7 @@ ZERO__FP_PIN_BEGIN
    a cast that -Wcast-qual reports */
 #define ZERO__UNCONST(T, p) ((T)(uintptr_t)(p))
 #define ZERO__ALIGN 64                 /* every arena starts on a cache line */
+#define ZERO__QB 256                   /* q8 moments: elements per block (ON OPTIMIZER STATES) */
 #define ZERO__MSG 512
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
 #define ZERO__MAX_RANKS 4096
@@ -3215,6 +3216,8 @@ struct zero_ctx {
         int dynamic_scale, good_steps;
         double grad_norm;
         int grads_cleared;          /* this step's pass also cleared the gradients (>>device, >>optim) */
+        int64_t qpend_blk[2];       /* q8: 1 + the block of m (0) and v (1) a checkpoint load is filling; 0: none */
+        float qpend[2][ZERO__QB];   /* its values (zero__ck_state_write) */
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
@@ -3455,8 +3458,20 @@ static const char *zero__state_dtype_name(zero_state_dtype t) {
     default: return "(unknown state dtype)";
     }
 }
-/* the moments' element type in the arenas: ZERO_F32 or ZERO_BF16 (desc defaults filled) */
-static int zero__sdt(const zero_desc *d) { return d->optim.state_dtype == ZERO_STATE_BF16 ? ZERO_BF16 : ZERO_F32; }
+/* the moments' element type in the arenas: ZERO_F32, ZERO_BF16 or ZERO__SDT_Q8 (blocks of
+   ZERO__QB codes with a scale: >>kernels, zero__q8dec_scalar) (desc defaults filled) */
+#define ZERO__SDT_Q8 64
+static int zero__sdt(const zero_desc *d) {
+    return d->optim.state_dtype == ZERO_STATE_BF16 ? ZERO_BF16 : d->optim.state_dtype == ZERO_STATE_Q8 ? ZERO__SDT_Q8 : ZERO_F32;
+}
+/* bytes of one moment array of n state elements (q8: n codes, then n / ZERO__QB fp32 scales) */
+static int64_t zero__sdt_bytes(int sdt, int64_t n) {
+    return sdt == ZERO__SDT_Q8 ? n + n / ZERO__QB * 4 : n * (int64_t)zero__dtype_size((zero_dtype)sdt);
+}
+/* the elements of optimizer state this rank holds: every trainable span (stage 0), or its slice of them */
+static int64_t zero__tstate(const zero_ctx *ctx) {
+    return ctx->desc.stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.plan.trainable_padded / ctx->world;
+}
 static const char *zero__last_err(const zero_ctx *ctx) {
     return ctx ? ctx->err : zero__tls_err;
 }
@@ -4756,6 +4771,242 @@ static zero__cvt_fn zero__cvt_kernel(int level) {
     (void)level;
     return zero__cvt_scalar;
 }
+/* The q8 moments' blocks (ON OPTIMIZER STATES): ZERO__QB elements, one fp32 scale s (the
+   block's largest magnitude, from its bits) and a byte each. m (kind 0): int8 code c in
+   [-127, 127], value sign(c) (|c|/127)^4 s; v (kind 1): uint8 code c, value ((c+1)/256)^4 s
+   (no code for 0, so a small v never decodes to 0 and divides a step by eps alone).
+   Decoding: a = |c| (m) or c + 1 (v); (a*a)*(a*a) * k, k = s / 127^4 (rounded to float) or
+   s / 2^32, and the top code (127, 255) gives s itself, so a block's largest value and
+   scale survive a decode and encode. Encoding is the nearest code in the 4th-root domain,
+   decided by comparisons: a = the largest k in [0, A] (A = 127 for m, 256 for v) with
+   |x| >= T(k) = (u*u * u*u) * (s * C), u = 2k - 1, C = 254^-4 (rounded to float) or 512^-4
+   (each product rounded to float; a block whose s is below 2^-60 has x and s scaled by 2^64
+   first, exactly, so that no threshold underflows); m's code is a with x's sign, v's is
+   a - 1, at least 0. A scale of 0 or NaN (a NaN or an infinity in the block) gives codes 0.
+   Every path finds a as k0 or k0 + 1, k0 the integer part of A times an estimate of the 4th
+   root (square roots, or rsqrt twice, within a tenth of a code), and settles it with the
+   one comparison against T(k0 + 1): comparisons and products are IEEE-exact, so every path
+   gives the same bits. */
+typedef void (*zero__q8dec_fn)(float *out, const uint8_t *c, float s, int kind);
+typedef float (*zero__q8enc_fn)(uint8_t *c, const float *x, int kind);
+#define ZERO__Q8_CM 2.402509580e-10f   /* 254^-4, rounded to float */
+#define ZERO__Q8_CV 1.45519152e-11f    /* 512^-4 = 2^-36 */
+#define ZERO__Q8_TINY 8.67361738e-19f  /* 2^-60 */
+static float zero__q8_k(float s, int kind) { return s / (kind ? 4294967296.0f : 260144640.0f); }
+static void zero__q8dec_scalar(float *out, const uint8_t *c, float s, int kind) {
+    float k = zero__q8_k(s, kind);
+    int top = kind ? 255 : 127, i;
+    for (i = 0; i < ZERO__QB; i++) {
+        int q = kind ? (int)c[i] : (int)(int8_t)c[i], a = kind ? q + 1 : q < 0 ? -q : q;
+        float t = (float)a, t2 = t * t, x = (kind ? q : a) == top ? s : (t2 * t2) * k;
+        out[i] = !kind && q < 0 ? -x : x;
+    }
+}
+/* the block's scale: its largest magnitude's bits (NaN for a NaN or an infinity) */
+static float zero__q8m_scale(uint32_t mb) { return mb >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(mb); }
+/* the threshold T(k) of the encoding, sc = s * C */
+static float zero__q8_thr(int k, float sc) {
+    float u = (float)(2 * k - 1), u2 = u * u;
+    return (u2 * u2) * sc;
+}
+/* codes of x[i..ZERO__QB) at scale s (finite, not 0), one at a time: the definition */
+static void zero__q8enc_tail(uint8_t *c, const float *x, float s, int kind, int i) {
+    float sig = s < ZERO__Q8_TINY ? 18446744073709551616.0f : 1.0f, ss = s * sig, sc = ss * (kind ? ZERO__Q8_CV : ZERO__Q8_CM);
+    int A = kind ? 256 : 127;
+    for (; i < ZERO__QB; i++) {
+        uint32_t b = zero__f32_bits(x[i]);
+        float ax = zero__bits_f32(b & 0x7fffffffu) * sig;
+        int a = (int)((float)A * zero__sqrtf(zero__sqrtf(ax / ss)));     /* the code, or one below */
+        a = a > A ? A : a;
+        a += ax >= zero__q8_thr(a + 1, sc);
+        if (kind) c[i] = (uint8_t)(a > 0 ? a - 1 : 0);
+        else c[i] = (uint8_t)(int8_t)((b >> 31) ? -a : a);
+    }
+}
+static float zero__q8enc_scalar(uint8_t *c, const float *x, int kind) {
+    uint32_t mb = 0;
+    int i;
+    float s;
+    for (i = 0; i < ZERO__QB; i++) {
+        uint32_t b = zero__f32_bits(x[i]) & 0x7fffffffu;
+        mb = b > mb ? b : mb;
+    }
+    s = zero__q8m_scale(mb);
+    if (mb == 0u || mb >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
+    zero__q8enc_tail(c, x, s, kind, 0);
+    return s;
+}
+#if defined(ZERO__X86)
+ZERO__AVX2_ATTR static void zero__q8dec_avx2(float *out, const uint8_t *c, float s, int kind) {
+    const __m256 kv = _mm256_set1_ps(zero__q8_k(s, kind)), sv = _mm256_set1_ps(s);
+    const __m256i top = _mm256_set1_epi32(kind ? 255 : 127), sign = _mm256_set1_epi32((int)0x80000000u);
+    int i;
+    for (i = 0; i < ZERO__QB; i += 8) {
+        __m128i raw = _mm_loadl_epi64((const __m128i *)(c + i));
+        __m256i q = kind ? _mm256_cvtepu8_epi32(raw) : _mm256_cvtepi8_epi32(raw);
+        __m256i a = kind ? _mm256_add_epi32(q, _mm256_set1_epi32(1)) : _mm256_abs_epi32(q);
+        __m256 t = _mm256_cvtepi32_ps(a), t2 = t * t, x = (t2 * t2) * kv;
+        x = _mm256_blendv_ps(x, sv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(kind ? q : a, top)));
+        if (!kind) x = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(x), _mm256_and_si256(q, sign)));
+        _mm256_storeu_ps(out + i, x);
+    }
+}
+ZERO__AVX2_ATTR static float zero__q8enc_avx2(uint8_t *c, const float *x, int kind) {
+    const __m256i mag = _mm256_set1_epi32(0x7fffffff);
+    __m256i mb = _mm256_setzero_si256();
+    uint32_t lanes[8], m = 0;
+    int i, A = kind ? 256 : 127;
+    float s;
+    for (i = 0; i < ZERO__QB; i += 8)
+        mb = _mm256_max_epu32(mb, _mm256_and_si256(_mm256_castps_si256(_mm256_loadu_ps(x + i)), mag));
+    _mm256_storeu_si256((__m256i *)lanes, mb);
+    for (i = 0; i < 8; i++) m = lanes[i] > m ? lanes[i] : m;
+    s = zero__q8m_scale(m);
+    if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    {
+        const __m256 inv = _mm256_set1_ps(1.0f / s), top = _mm256_set1_ps((float)A);
+        const __m256 sc = _mm256_set1_ps(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
+        const __m256i zero = _mm256_setzero_si256(), amax = _mm256_set1_epi32(A), one = _mm256_set1_epi32(1);
+        for (i = 0; i < ZERO__QB; i += 8) {
+            __m256i b = _mm256_castps_si256(_mm256_loadu_ps(x + i)), a;
+            __m256 ax = _mm256_castsi256_ps(_mm256_and_si256(b, mag)), u1, t1;
+            __m128i p16;
+            a = _mm256_cvttps_epi32(_mm256_rsqrt_ps(_mm256_rsqrt_ps(ax * inv)) * top);   /* k0 */
+            a = _mm256_min_epi32(a, amax);
+            u1 = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_add_epi32(a, a), one));   /* T(k0 + 1) */
+            u1 = u1 * u1;
+            t1 = (u1 * u1) * sc;
+            a = _mm256_sub_epi32(a, _mm256_castps_si256(_mm256_cmp_ps(ax, t1, _CMP_GE_OQ)));
+            if (kind) {
+                a = _mm256_max_epi32(_mm256_sub_epi32(a, one), zero);
+                p16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+                _mm_storel_epi64((__m128i *)(c + i), _mm_packus_epi16(p16, p16));
+            } else {
+                a = _mm256_sign_epi32(a, b);
+                p16 = _mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+                _mm_storel_epi64((__m128i *)(c + i), _mm_packs_epi16(p16, p16));
+            }
+        }
+    }
+    return s;
+}
+ZERO__AVX512_ATTR static void zero__q8dec_avx512(float *out, const uint8_t *c, float s, int kind) {
+    const __m512 kv = _mm512_set1_ps(zero__q8_k(s, kind)), sv = _mm512_set1_ps(s);
+    const __m512i top = _mm512_set1_epi32(kind ? 255 : 127), sign = _mm512_set1_epi32((int)0x80000000u);
+    int i;
+    for (i = 0; i < ZERO__QB; i += 16) {
+        __m128i raw = _mm_loadu_si128((const __m128i *)(c + i));
+        __m512i q = kind ? _mm512_cvtepu8_epi32(raw) : _mm512_cvtepi8_epi32(raw);
+        __m512i a = kind ? _mm512_add_epi32(q, _mm512_set1_epi32(1)) : _mm512_abs_epi32(q);
+        __m512 t = _mm512_cvtepi32_ps(a), t2 = t * t, x = (t2 * t2) * kv;
+        x = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(kind ? q : a, top), x, sv);
+        if (!kind) x = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_and_si512(q, sign)));
+        _mm512_storeu_ps(out + i, x);
+    }
+}
+ZERO__AVX512_ATTR static float zero__q8enc_avx512(uint8_t *c, const float *x, int kind) {
+    const __m512i mag = _mm512_set1_epi32(0x7fffffff);
+    __m512i mb = _mm512_setzero_si512();
+    uint32_t m;
+    int i, A = kind ? 256 : 127;
+    float s;
+    for (i = 0; i < ZERO__QB; i += 16)
+        mb = _mm512_max_epu32(mb, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), mag));
+    m = (uint32_t)_mm512_reduce_max_epu32(mb);
+    s = zero__q8m_scale(m);
+    if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    {
+        const __m512 inv = _mm512_set1_ps(1.0f / s), top = _mm512_set1_ps((float)A);
+        const __m512 sc = _mm512_set1_ps(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
+        const __m512i zero = _mm512_setzero_si512(), amax = _mm512_set1_epi32(A), one = _mm512_set1_epi32(1);
+        for (i = 0; i < ZERO__QB; i += 16) {
+            __m512i b = _mm512_castps_si512(_mm512_loadu_ps(x + i)), a;
+            __m512 ax = _mm512_castsi512_ps(_mm512_and_si512(b, mag)), u1, t1;
+            a = _mm512_cvttps_epi32(_mm512_rsqrt14_ps(_mm512_rsqrt14_ps(ax * inv)) * top);   /* k0 */
+            a = _mm512_min_epi32(a, amax);
+            u1 = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_add_epi32(a, a), one));   /* T(k0 + 1) */
+            u1 = u1 * u1;
+            t1 = (u1 * u1) * sc;
+            a = _mm512_mask_add_epi32(a, _mm512_cmp_ps_mask(ax, t1, _CMP_GE_OQ), a, one);
+            if (kind) a = _mm512_max_epi32(_mm512_sub_epi32(a, one), zero);
+            else a = _mm512_mask_sub_epi32(a, _mm512_cmplt_epi32_mask(b, zero), zero, a);
+            _mm_storeu_si128((__m128i *)(c + i), _mm512_cvtepi32_epi8(a));
+        }
+    }
+    return s;
+}
+#endif
+#if defined(ZERO__NEON)
+static void zero__q8dec_neon(float *out, const uint8_t *c, float s, int kind) {
+    const float32x4_t kv = vdupq_n_f32(zero__q8_k(s, kind)), sv = vdupq_n_f32(s);
+    const int32x4_t top = vdupq_n_s32(kind ? 255 : 127);
+    const uint32x4_t sign = vdupq_n_u32(0x80000000u);
+    int i, h;
+    for (i = 0; i < ZERO__QB; i += 8) {
+        uint8x8_t raw = vld1_u8(c + i);
+        int16x8_t q16 = kind ? vreinterpretq_s16_u16(vmovl_u8(raw)) : vmovl_s8(vreinterpret_s8_u8(raw));
+        for (h = 0; h < 2; h++) {
+            int32x4_t q = vmovl_s16(h ? vget_high_s16(q16) : vget_low_s16(q16));
+            int32x4_t a = kind ? vaddq_s32(q, vdupq_n_s32(1)) : vabsq_s32(q);
+            float32x4_t t = vcvtq_f32_s32(a), t2 = t * t, x = (t2 * t2) * kv;
+            x = vbslq_f32(vceqq_s32(kind ? q : a, top), sv, x);
+            if (!kind) x = vreinterpretq_f32_u32(veorq_u32(vreinterpretq_u32_f32(x), vandq_u32(vreinterpretq_u32_s32(q), sign)));
+            vst1q_f32(out + i + 4 * h, x);
+        }
+    }
+}
+static float zero__q8enc_neon(uint8_t *c, const float *x, int kind) {
+    const uint32x4_t mag = vdupq_n_u32(0x7fffffff);
+    uint32x4_t mb = vdupq_n_u32(0);
+    uint32_t m;
+    int i, h, A = kind ? 256 : 127;
+    float s;
+    for (i = 0; i < ZERO__QB; i += 4) mb = vmaxq_u32(mb, vandq_u32(vreinterpretq_u32_f32(vld1q_f32(x + i)), mag));
+    m = vmaxvq_u32(mb);
+    s = zero__q8m_scale(m);
+    if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    {
+        const float32x4_t inv = vdupq_n_f32(1.0f / s), top = vdupq_n_f32((float)A);
+        const float32x4_t sc = vdupq_n_f32(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
+        const int32x4_t zero = vdupq_n_s32(0), amax = vdupq_n_s32(A), one = vdupq_n_s32(1);
+        for (i = 0; i < ZERO__QB; i += 8) {
+            int32x4_t q[2];
+            for (h = 0; h < 2; h++) {
+                uint32x4_t b = vreinterpretq_u32_f32(vld1q_f32(x + i + 4 * h));
+                float32x4_t ax = vreinterpretq_f32_u32(vandq_u32(b, mag)), u1, t1;
+                int32x4_t a = vcvtq_s32_f32(vsqrtq_f32(vsqrtq_f32(ax * inv)) * top);     /* k0 */
+                a = vminq_s32(a, amax);
+                u1 = vcvtq_f32_s32(vaddq_s32(vaddq_s32(a, a), one));                    /* T(k0 + 1) */
+                u1 = u1 * u1;
+                t1 = (u1 * u1) * sc;
+                a = vsubq_s32(a, vreinterpretq_s32_u32(vcgeq_f32(ax, t1)));
+                if (kind) q[h] = vmaxq_s32(vsubq_s32(a, one), zero);
+                else q[h] = vbslq_s32(vcltq_s32(vreinterpretq_s32_u32(b), zero), vnegq_s32(a), a);
+            }
+            if (kind)
+                vst1_u8(c + i, vmovn_u16(vcombine_u16(vmovn_u32(vreinterpretq_u32_s32(q[0])), vmovn_u32(vreinterpretq_u32_s32(q[1])))));
+            else
+                vst1_s8((int8_t *)(c + i), vmovn_s16(vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1]))));
+        }
+    }
+    return s;
+}
+#endif
+static void zero__q8_kernels(int level, zero__q8dec_fn *dec, zero__q8enc_fn *enc) {
+    *dec = zero__q8dec_scalar;
+    *enc = zero__q8enc_scalar;
+#if defined(ZERO__X86)
+    if (level == ZERO__SIMD_AVX512) { *dec = zero__q8dec_avx512; *enc = zero__q8enc_avx512; }
+    if (level == ZERO__SIMD_AVX2) { *dec = zero__q8dec_avx2; *enc = zero__q8enc_avx2; }
+#endif
+#if defined(ZERO__NEON)
+    if (level == ZERO__SIMD_NEON) { *dec = zero__q8dec_neon; *enc = zero__q8enc_neon; }
+#endif
+    (void)level;
+}
 static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
     static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
 #if defined(ZERO__X86)
@@ -5662,12 +5913,25 @@ static int zero__seg_next(zero__seg_walk *w) {
    depend on its own elements only, so every path, thread count, stage and world size gives
    the same bits. */
 #define ZERO__SPIECE 512
-typedef struct zero__sconv { int sdt; zero__cvt_fn cvt; } zero__sconv;
+typedef struct zero__sconv { int sdt; zero__cvt_fn cvt; zero__q8dec_fn qdec; zero__q8enc_fn qenc; } zero__sconv;
 static zero__sconv zero__sconv_for(int simd, int sdt) {
     zero__sconv c;
     c.sdt = sdt;
     c.cvt = zero__cvt_kernel(simd);
+    zero__q8_kernels(simd, &c.qdec, &c.qenc);
     return c;
+}
+/* q8 moments: block qb of the moment arrays m and v (nst elements each: the codes, then the
+   scales; NULL: no such moment) decoded into fm and fv, or encoded back from them */
+static void zero__q8_load(const zero__sconv *sc, float *fm, float *fv, const void *m, const void *v, int64_t nst,
+                          int64_t qb) {
+    if (m) sc->qdec(fm, (const uint8_t *)m + qb * ZERO__QB, ((const float *)((const char *)m + nst))[qb], 0);
+    if (v) sc->qdec(fv, (const uint8_t *)v + qb * ZERO__QB, ((const float *)((const char *)v + nst))[qb], 1);
+}
+static void zero__q8_store(const zero__sconv *sc, const float *fm, const float *fv, void *m, void *v, int64_t nst,
+                           int64_t qb) {
+    if (m) ((float *)((char *)m + nst))[qb] = sc->qenc((uint8_t *)m + qb * ZERO__QB, fm, 0);
+    if (v) ((float *)((char *)v + nst))[qb] = sc->qenc((uint8_t *)v + qb * ZERO__QB, fv, 1);
 }
 static void zero__opt_call(zero__opt_fn fn, const zero__optk *k, const zero__sconv *sc, const void *g, void *p, float *w,
                            void *m, void *v, int64_t s, int64_t e) {
@@ -5693,6 +5957,8 @@ typedef struct zero__opt_job {
     void *params, *grads;           /* the arenas as the host sees them (EMU: their aliases) */
     float *master;
     void *m, *v;                    /* moments of type sc.sdt */
+    int64_t nst;                    /* q8: the moment arrays' elements (this rank's state) */
+    int64_t qlo, qhi;               /* q8: the blocks to update, [qlo, qhi) */
     zero__sconv sc;
     int by_state;                   /* params and grads are compact host copies indexed like the state */
     int clear;                      /* zero each gradient right after its use (zero__pass_clears) */
@@ -5730,6 +5996,64 @@ static void zero__opt_part(void *arg, int part, int nparts) {
                        j->m ? zero__at(j->m, sg->state_idx, j->sc.sdt) : NULL,
                        j->v ? zero__at(j->v, sg->state_idx, j->sc.sdt) : NULL, s, e);
     }
+}
+
+/* q8 moments as fp32: elements [at, at + n) of a q8 array in host memory (codes at arr,
+   its nst elements' scales after them) read into out, or written from in. A write decodes
+   each block it touches, puts the values in and encodes the block again; a block written
+   whole is encoded from the values alone (zero__ck_state_write hands whole blocks, so a
+   checkpoint's moments come back with the same bits). */
+static void zero__q8_host_rw(int simd, char *arr, int64_t nst, int kind, int64_t at, int64_t n, float *out, const float *in) {
+    zero__sconv sc = zero__sconv_for(simd, ZERO__SDT_Q8);
+    float f[ZERO__QB];
+    unsigned env = zero__fpenv_enter();
+    while (n > 0) {
+        int64_t qb = at / ZERO__QB, o = at - qb * ZERO__QB, c = ZERO__QB - o < n ? ZERO__QB - o : n;
+        uint8_t *codes = (uint8_t *)arr + qb * ZERO__QB;
+        float *s = (float *)(arr + nst) + qb;
+        if (out || c < ZERO__QB) sc.qdec(f, codes, *s, kind);
+        if (out) { memcpy(out, f + o, (size_t)c * 4); out += c; }
+        else { memcpy(f + o, in, (size_t)c * 4); in += c; *s = sc.qenc(codes, f, kind); }
+        at += c; n -= c;
+    }
+    zero__fpenv_leave(env);
+}
+/* The pass with q8 moments (ON OPTIMIZER STATES): the pool's parts are runs of whole
+   blocks of ZERO__QB state elements; each block is decoded, its segments' pieces updated
+   by the path's fp32 kernel, and encoded while in cache. The blocks lie in module
+   coordinates (zero__span_unit), so a block holds the same elements at every stage and
+   world size; one with no segment in it (padding) is left as it is. */
+static void zero__opt_part_q8(void *arg, int part, int nparts) {
+    const zero__opt_job *j = (const zero__opt_job *)arg;
+    const zero_ctx *ctx = j->ctx;
+    const zero__segment *segs = ctx->lay.segs;
+    int ns = ctx->lay.num_segs, si = 0, s2, pdt = j->k.pdt, adt = j->k.adt;
+    int64_t q0, q1, qb;
+    float fm[ZERO__QB], fv[ZERO__QB];
+    unsigned fpenv = zero__fpenv_enter();
+    zero__chunk(j->qhi - j->qlo, part, nparts, &q0, &q1);
+    q0 += j->qlo;
+    q1 += j->qlo;
+    for (qb = q0; qb < q1; qb++) {
+        int64_t b0 = qb * ZERO__QB, b1 = b0 + ZERO__QB;
+        while (si < ns && segs[si].state_idx + segs[si].n <= b0) si++;
+        if (si == ns || segs[si].state_idx >= b1) continue;
+        zero__q8_load(&j->sc, fm, fv, j->m, j->v, j->nst, qb);
+        for (s2 = si; s2 < ns && segs[s2].state_idx < b1; s2++) {
+            const zero__segment *sg = &segs[s2];
+            int64_t s = b0 > sg->state_idx ? b0 - sg->state_idx : 0;
+            int64_t e = b1 - sg->state_idx < sg->n ? b1 - sg->state_idx : sg->n, r = sg->state_idx + s - b0;
+            char *g = zero__at(j->grads, (j->by_state ? sg->state_idx : sg->grad_idx) + s, adt);
+            void *p = zero__at(j->params, (j->by_state ? sg->state_idx : sg->param_idx) + s, pdt);
+            zero__optk k = j->k;
+            k.decay = sg->decay;
+            j->fn(&k, g, p, j->master ? j->master + sg->state_idx + s : (float *)p, j->m ? fm + r : NULL,
+                  j->v ? fv + r : NULL, 0, e - s);
+            if (j->clear) memset(g, 0, (size_t)((e - s) * (int64_t)zero__esize(adt)));
+        }
+        zero__q8_store(&j->sc, fm, fv, j->m, j->v, j->nst, qb);
+    }
+    zero__fpenv_leave(fpenv);
 }
 
 /* the kernel and its hyperparameters for this step (also the NVMe tier's, >>offload) */
@@ -5776,6 +6100,12 @@ static void zero__apply_optimizer(zero_ctx *ctx, float gscale, void *params, voi
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
     for (si = 0; si < ctx->lay.num_segs; si++) job.total += ctx->lay.segs[si].n;
     /* below ~64K elements waking the pool costs more than it saves */
+    if (job.sc.sdt == ZERO__SDT_Q8 && (m || v)) {
+        job.nst = zero__tstate(ctx);
+        job.qhi = job.nst / ZERO__QB;
+        zero__pool_run(ctx->opt.pool, zero__opt_part_q8, &job, job.total < 65536);
+        return;
+    }
     zero__pool_run(ctx->opt.pool, zero__opt_part, &job, job.total < 65536);
 }
 /* The pass over the arena's gradients may clear them as it goes, saving zero__end_step
@@ -10353,13 +10683,20 @@ static int64_t zero__gbytes(const zero_desc *d, int64_t span) {
 /* bytes of one element of a block's state array a: the fp32 master (a < has_master), then
    the moments at their dtype (ON OPTIMIZER STATES) */
 static int64_t zero__nvme_asz(const zero_desc *d, int a) {
-    return a < (d->param_dtype != ZERO_F32) ? 4 : (int64_t)zero__dtype_size((zero_dtype)zero__sdt(d));
+    int sdt = zero__sdt(d);
+    return a < (d->param_dtype != ZERO_F32) ? 4 : sdt == ZERO__SDT_Q8 ? 1 : (int64_t)zero__dtype_size((zero_dtype)sdt);
+}
+/* bytes of array a's area in a block of G elements: G elements, and with q8 moments their
+   scales after the codes, the area rounded up to whole pages (the next one starts on one) */
+static int64_t zero__nvme_abytes(const zero_desc *d, int64_t G, int a) {
+    if (a < (d->param_dtype != ZERO_F32) || zero__sdt(d) != ZERO__SDT_Q8) return G * zero__nvme_asz(d, a);
+    return zero__align_up(zero__sdt_bytes(ZERO__SDT_Q8, G), ZERO__IO_ALIGN);
 }
 static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t *G, int64_t *bb, int64_t *nblocks) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), per = psz, g, budget;
     /* G elements of a 2-byte array must fill whole 4 KiB pages too (the param area and each
        array start on one: O_DIRECT) */
-    int64_t unit = zero__sdt(d) == ZERO_F32 ? 1024 : 2048;
+    int64_t unit = zero__sdt(d) == ZERO_F32 ? 1024 : zero__sdt(d) == ZERO_BF16 ? 2048 : 4096;
     int k = d->param_dtype == ZERO_F32 ? 0 : 1, a;
     k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
     *K = k;
@@ -10370,7 +10707,8 @@ static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t 
     if (g < unit) g = unit;
     if (g > zero__align_up(tstate, unit)) g = zero__align_up(tstate, unit);
     *G = g;
-    *bb = zero__align_up(g * per + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
+    for (a = 0, per = 0; a < k; a++) per += zero__nvme_abytes(d, g, a);
+    *bb = zero__align_up(per + g * psz + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
     *nblocks = (tstate + g - 1) / g;
 }
 /* the optimizer states in host memory while the rest is on a device (ZeRO-Offload on a GPU) */
@@ -10412,7 +10750,7 @@ static void zero__offload_plan(const zero_desc *d, int world, const zero__sizes 
         if (nb > 0 && d->offload_params == ZERO_OFFLOAD_NVME) {     /* the gathers' param-area buffer */
             int64_t arrays = 0;
             int a;
-            for (a = 0; a < K; a++) arrays += G * zero__nvme_asz(d, a);
+            for (a = 0; a < K; a++) arrays += zero__nvme_abytes(d, G, a);
             p->bytes[ZERO_TIER_HOST][ZERO_CAT_BUFFERS] += bb - arrays;
         }
     }
@@ -10513,7 +10851,7 @@ static int64_t zero__tier_total(const int64_t *cats) {
 static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes *z, zero_plan *p) {
     int64_t psz = (int64_t)zero__dtype_size(d->param_dtype);
     int64_t asz = (int64_t)zero__dtype_size(d->grad_accum_dtype);
-    int64_t ssz = (int64_t)zero__dtype_size((zero_dtype)zero__sdt(d));     /* a moment's element */
+    int sdt = zero__sdt(d);     /* the moments' format */
     int64_t P = z->padded, T = z->trainable, N = world;
     int64_t Tstate = d->stage == 0 ? T : T / N;       /* elements of optimizer state held here */
     int64_t (*b)[ZERO_CAT_NUM] = p->bytes;
@@ -10530,9 +10868,9 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
        while the params live on a device (zero__dev_offload) */
     b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
     if (d->optim.type == ZERO_OPTIM_SGD)
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? Tstate * ssz : 0;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? zero__sdt_bytes(sdt, Tstate) : 0;
     else
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * Tstate * ssz;
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * zero__sdt_bytes(sdt, Tstate);
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
         int64_t fp = z->numel * psz, fg = zero__flat_grads(d) ? z->numel * asz : 0;
@@ -10618,10 +10956,6 @@ static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger 
         return zero__fail_lg(lg, ZERO_ERR_INVALID_DTYPE, ZERO_LOGITEM_INVALID_DTYPE,
                              "zero_optim_desc.state_dtype is %d; use ZERO_STATE_F32, ZERO_STATE_BF16 or ZERO_STATE_Q8",
                              (int)o->state_dtype);
-    if (o->state_dtype == ZERO_STATE_Q8)
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_optim_desc.state_dtype ZERO_STATE_Q8 (8-bit blockwise moments) is not implemented "
-                             "yet; ZERO_STATE_BF16 halves the moments' bytes");
     return ZERO_OK;
 }
 /* where things go: the offload tiers, the device, the activation stash */
@@ -10658,10 +10992,11 @@ static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logge
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->optim.state_dtype == ZERO_STATE_BF16 && d->device == ZERO_DEVICE_CUDA)
+    if ((d->optim.state_dtype == ZERO_STATE_BF16 || d->optim.state_dtype == ZERO_STATE_Q8) && d->device == ZERO_DEVICE_CUDA)
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_optim_desc.state_dtype ZERO_STATE_BF16 runs in the CPU's fused pass (the cpu and emu "
-                             "devices, every tier); ZERO_DEVICE_CUDA is not supported yet");
+                             "zero_optim_desc.state_dtype ZERO_STATE_%s runs in the CPU's fused pass (the cpu and emu "
+                             "devices); ZERO_DEVICE_CUDA is not supported yet",
+                             d->optim.state_dtype == ZERO_STATE_Q8 ? "Q8" : "BF16");
     if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
@@ -10705,6 +11040,15 @@ static zero_result zero__fill_desc(zero_desc *d) {
     return ZERO_OK;
 }
 
+/* elements a module's span is padded to a multiple of per rank: align_elems, or with q8
+   moments its least common multiple with ZERO__QB, so that every rank's slice is whole
+   blocks and a block's elements are the same at every stage and world size */
+static int64_t zero__span_unit(const zero_desc *d) {
+    int64_t a = d->align_elems, b = ZERO__QB, t;
+    if (d->optim.state_dtype != ZERO_STATE_Q8 || a <= 0) return a;
+    while (b) { t = a % b; a = b; b = t; }
+    return d->align_elems / a * ZERO__QB;
+}
 /* Lays out the modules for a world of N: param offsets are set at registration;
    here spans are padded and arena offsets assigned. */
 static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
@@ -10712,7 +11056,7 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
     int i;
     memset(z, 0, sizeof *z);
     z->node_size = ctx->zpp.ns;
-    if (!zero__mul(ctx->desc.align_elems, ctx->world, &unit))
+    if (!zero__mul(zero__span_unit(&ctx->desc), ctx->world, &unit))
         return zero__fail(ctx, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE, "align_elems * world overflows");
     /* tied params: the owner counts the trainable modules that use them (each once) */
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.tie_users = 0;
@@ -10806,7 +11150,7 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_estimate: desc.hpz is %d, which does not divide world_size %d", d.hpz, world_size);
     memset(&z, 0, sizeof z);
-    unit = d.align_elems * world_size;
+    unit = zero__span_unit(&d) * world_size;
     for (i = 0; i < num_modules; i++) {
         int64_t span;
         if (module_numels[i] <= 0 || module_numels[i] > ((int64_t)1 << 52))
@@ -11211,6 +11555,7 @@ typedef struct zero__nvme {
     int ndirs, K, has_master, psz, slot;
     int sdt;                        /* the moments' dtype (ON OPTIMIZER STATES) */
     int64_t asz[3], aoff[3];        /* array a's element bytes, and its byte offset in a block */
+    int64_t abytes[3];              /* array a's area (zero__nvme_abytes: q8 scales after the codes) */
     int fd[ZERO_MAX_NVME_DIRS];
     char path[ZERO_MAX_NVME_DIRS][512];
     int64_t G, bb, nblocks, tstate, file_bytes;
@@ -11240,7 +11585,7 @@ typedef struct zero__nvme {
 
 /* the param area of a block starts here (the K arrays are 4 KiB multiples) and runs to the
    block's end, trailer included */
-static int64_t zero__nvme_parea(const zero__nvme *o) { return o->K ? o->aoff[o->K - 1] + o->G * o->asz[o->K - 1] : 0; }
+static int64_t zero__nvme_parea(const zero__nvme *o) { return o->K ? o->aoff[o->K - 1] + o->abytes[o->K - 1] : 0; }
 
 static zero_result zero__nvme_fail_io(zero_ctx *ctx, zero__nvme *o, const zero__iobatch *b, int64_t blk, const char *what) {
     int i, f = 0;
@@ -11280,9 +11625,13 @@ static void zero__nvme_psums(const zero__nvme *o, const char *buf, const char *p
     int64_t e0 = (int64_t)p * o->E, n = o->G - e0 < o->E ? o->G - e0 : o->E;
     int a;
     if (buf)
-        for (a = 0; a < o->K; a++)
-            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + o->aoff[a] + e0 * o->asz[a], n * o->asz[a],
-                                                           zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + a));
+        for (a = 0; a < o->K; a++) {
+            uint64_t sd = zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + a);
+            S[(int64_t)p * (o->K + 1) + a] = zero__blk_sum8(buf + o->aoff[a] + e0 * o->asz[a], n * o->asz[a], sd);
+            if (o->sdt == ZERO__SDT_Q8 && a >= o->has_master)   /* the piece's blocks' scales (E: whole blocks) */
+                S[(int64_t)p * (o->K + 1) + a] ^= zero__blk_sum8(buf + o->aoff[a] + o->G + e0 / ZERO__QB * 4,
+                                                                n / ZERO__QB * 4, ~sd);
+        }
     S[(int64_t)p * (o->K + 1) + o->K] = zero__blk_sum8(pbuf + e0 * o->psz, n * o->psz,
                                                       zero__nvme_seed(seed, (int64_t)p * (o->K + 1) + o->K));
 }
@@ -11395,6 +11744,9 @@ static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, i
             char *p = o->buf[0] + zero__nvme_parea(o) + at * o->psz;
             if (out) { zero__to_f32(out, p, (zero_dtype)pdt, c); out += c; }
             else { zero__from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
+        } else if (a >= o->has_master && o->sdt == ZERO__SDT_Q8) {     /* q8 moments: block by block */
+            zero__q8_host_rw(ctx->opt.simd, o->buf[0] + o->aoff[a], o->G, which - 1, at, c, out, in);
+            if (out) out += c; else { in += c; o->dirty = 1; }
         } else {    /* a state array: the fp32 master, or the moments at their dtype */
             int dt = a < o->has_master ? ZERO_F32 : o->sdt;
             arr = o->buf[0] + o->aoff[a] + at * o->asz[a];
@@ -11525,6 +11877,26 @@ static void *zero__mem_state(zero_ctx *ctx, int which, int64_t idx, int *dt) {
     *dt = which == 0 ? ZERO_F32 : zero__sdt(&ctx->desc);
     return zero__at(which == 0 ? (void *)ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v, idx, *dt);
 }
+/* the same on the arena (device memory: a block at a time through the device's copies) */
+static zero_result zero__q8_mem_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in) {
+    char *arr = (char *)(which == 1 ? ctx->arena.m : ctx->arena.v), blk[ZERO__QB + 4];
+    int64_t nst = zero__tstate(ctx);
+    zero_result r;
+    if (ctx->dev->host_access) { zero__q8_host_rw(ctx->opt.simd, arr, nst, which - 1, idx, n, out, in); return ZERO_OK; }
+    while (n > 0) {     /* blk: one block's codes, then its scale, as a q8 array of ZERO__QB elements */
+        int64_t qb = idx / ZERO__QB, o = idx - qb * ZERO__QB, c = ZERO__QB - o < n ? ZERO__QB - o : n;
+        if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, blk, arr + qb * ZERO__QB, ZERO__QB)) != ZERO_OK ||
+            (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, blk + ZERO__QB, arr + nst + qb * 4, 4)) != ZERO_OK)
+            return r;
+        zero__q8_host_rw(ctx->opt.simd, blk, ZERO__QB, which - 1, o, c, out, in);
+        if (in && ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + qb * ZERO__QB, blk, ZERO__QB)) != ZERO_OK ||
+                   (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + nst + qb * 4, blk + ZERO__QB, 4)) != ZERO_OK))
+            return r;
+        if (out) out += c; else in += c;
+        idx += c; n -= c;
+    }
+    return ZERO_OK;
+}
 static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
 static int zero__mem_has_master(const zero_ctx *ctx) { return ctx->arena.master != NULL; }
@@ -11533,13 +11905,17 @@ static zero_result zero__mem_step(zero_ctx *ctx, float gscale) { return ctx->dev
 static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
     (void)fn;
     int dt;
-    const void *src = zero__mem_state(ctx, which, idx, &dt);
+    const void *src;
+    if (which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8) return zero__q8_mem_rw(ctx, which, idx, n, out, NULL);
+    src = zero__mem_state(ctx, which, idx, &dt);
     return zero__dev_get_f32(ctx, out, src, dt, n);
 }
 static zero_result zero__mem_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *in, const char *fn) {
     (void)fn;
     int dt;
-    void *dst = zero__mem_state(ctx, which, idx, &dt);
+    void *dst;
+    if (which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8) return zero__q8_mem_rw(ctx, which, idx, n, NULL, in);
+    dst = zero__mem_state(ctx, which, idx, &dt);
     return zero__dev_put_f32(ctx, dst, dt, in, n);
 }
 static zero_result zero__mem_flush(zero_ctx *ctx, const char *fn) { (void)ctx; (void)fn; return ZERO_OK; }
@@ -11578,7 +11954,7 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
     const zero_allocator *a = &d->allocator;
     zero__nvme *o;
     int i, nd = 0, K, direct_refused = 0;
-    int64_t G, bb, nb, tstate = d->stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.plan.trainable_padded / ctx->world, blk;
+    int64_t G, bb, nb, tstate = zero__tstate(ctx), blk;
     static uint32_t seq = 0;
     uint32_t id = __atomic_add_fetch(&seq, 1u, __ATOMIC_RELAXED);
     zero_result r = ZERO_OK;
@@ -11606,7 +11982,8 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
     o->sdt = zero__sdt(d);
     for (i = 0; i < K; i++) {
         o->asz[i] = zero__nvme_asz(d, i);
-        o->aoff[i] = i ? o->aoff[i - 1] + G * o->asz[i - 1] : 0;
+        o->abytes[i] = zero__nvme_abytes(d, G, i);
+        o->aoff[i] = i ? o->aoff[i - 1] + o->abytes[i - 1] : 0;
     }
     o->file_bytes = ((nb + nd - 1) / nd) * 2 * bb;
     zero__nvme_layout(o);
@@ -11684,6 +12061,43 @@ static void zero__nvme_params(zero_ctx *ctx, char *buf, int64_t s0, int save) {
     }
 }
 
+/* the q8 pass over [lo, hi) of the block (whole q8 blocks: zero__nvme_layout), as
+   zero__opt_part_q8: each q8 block with a segment piece in it decoded, updated, encoded */
+static void zero__nvme_q8(const zero__nvme_job *j, int64_t lo, int64_t hi, char *const *arr, char *pbuf,
+                          const zero__sconv *sc) {
+    zero_ctx *ctx = j->ctx;
+    const zero__nvme *o = ctx->tier.nvme;
+    int pdt = j->k.pdt, adt = j->k.adt, i = 0, i2;
+    char *m = arr[o->has_master], *v = o->K > o->has_master + 1 ? arr[o->has_master + 1] : NULL;
+    float fm[ZERO__QB], fv[ZERO__QB];
+    int64_t b0;
+    unsigned env = zero__fpenv_enter();
+    for (b0 = lo; b0 < hi; b0 += ZERO__QB) {
+        int64_t b1 = b0 + ZERO__QB;
+        while (i < o->npieces && ctx->lay.segs[o->pieces[i].seg].state_idx + o->pieces[i].b - j->s0 <= b0) i++;
+        if (i == o->npieces || ctx->lay.segs[o->pieces[i].seg].state_idx + o->pieces[i].a - j->s0 >= b1) continue;
+        zero__q8_load(sc, fm, fv, m, v, o->G, b0 / ZERO__QB);
+        for (i2 = i; i2 < o->npieces; i2++) {
+            const zero__segment *sg = &ctx->lay.segs[o->pieces[i2].seg];
+            int64_t a = o->pieces[i2].a, n = o->pieces[i2].b - a, at = sg->state_idx + a - j->s0;
+            int64_t s = b0 - at > 0 ? b0 - at : 0, e = b1 - at < n ? b1 - at : n;
+            void *p;
+            float *w;
+            zero__optk k;
+            if (at >= b1) break;
+            p = o->params ? pbuf + at * o->psz : zero__at(ctx->arena.param, sg->param_idx + a, pdt);
+            w = o->has_master ? (float *)arr[0] + at : (float *)p;
+            if (!o->params) memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+            k = j->k;
+            k.decay = sg->decay;
+            j->fn(&k, zero__at(ctx->arena.grad, sg->grad_idx + a + s, adt), zero__at(p, s, pdt), w + s, fm + (at + s - b0),
+                  v ? fv + (at + s - b0) : NULL, 0, e - s);
+        }
+        zero__q8_store(sc, fm, fv, m, v, o->G, b0 / ZERO__QB);
+    }
+    zero__fpenv_leave(env);
+}
+
 /* the pass over checksum pieces [np * part / nparts, np * (part + 1) / nparts): each piece
    summed as read (o->sv), updated, summed as written (o->ss), while it is in cache */
 static void zero__nvme_part(void *arg, int part, int nparts) {
@@ -11698,6 +12112,11 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
     for (q = (int)((int64_t)o->np * part / nparts); q < q1; q++) {
         int64_t lo = (int64_t)q * o->E, hi = lo + o->E < o->G ? lo + o->E : o->G;
         zero__nvme_psums(o, j->buf, pbuf, q, j->seed_r, o->sv);
+        if (o->sdt == ZERO__SDT_Q8 && o->K > o->has_master) {
+            zero__nvme_q8(j, lo, hi, arr, pbuf, &sc);
+            zero__nvme_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
+            continue;
+        }
         for (i = 0; i < o->npieces; i++) {      /* the segment pieces in [lo, hi) of the block */
             const zero__segment *sg = &ctx->lay.segs[o->pieces[i].seg];
             int64_t a = o->pieces[i].a, n = o->pieces[i].b - a, at = sg->state_idx + a - j->s0;
@@ -11894,12 +12313,33 @@ static zero_result zero__host_xfer(zero_ctx *ctx, int to_host, int64_t lo, int64
     }
     return ZERO_OK;
 }
+/* q8 moments: the sub-groups are cut where a block starts, so each block is in one of
+   them: the first position at or after t (in the concatenation) whose state index is at
+   or after the block boundary above t's; *qb: that boundary's block (total: the end) */
+static int64_t zero__host_cut(const zero_ctx *ctx, int64_t t, int64_t total, int64_t *qb) {
+    int64_t off = 0, sb = -1;
+    int si;
+    *qb = zero__tstate(ctx) / ZERO__QB;
+    if (t >= total) return total;
+    for (si = 0; si < ctx->lay.num_segs; off += ctx->lay.segs[si].n, si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        if (sb < 0) {
+            if (t >= off + sg->n) continue;
+            sb = zero__align_up(sg->state_idx + (t - off), ZERO__QB);
+            *qb = sb / ZERO__QB;
+        }
+        if (sb < sg->state_idx + sg->n) return off + (sb > sg->state_idx ? sb - sg->state_idx : 0);
+    }
+    *qb = zero__tstate(ctx) / ZERO__QB;
+    return total;
+}
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     int pdt = (int)ctx->desc.param_dtype, adt = (int)ctx->desc.grad_accum_dtype, si;
     void *hp = pdt == ZERO_F32 ? (void *)ctx->arena.master : ctx->tier.hparam;
-    int64_t total = 0, sub, g, ng;
-    int gaps_ok = 1;
+    int64_t total = 0, sub, g, ng, c[3], b[3] = { 0, 0, 0 };
+    int gaps_ok = 1, q8 = zero__sdt(&ctx->desc) == ZERO__SDT_Q8 && (ctx->arena.m || ctx->arena.v);
     zero__hostjob job;
+    zero__opt_job qjob;
     zero_result r = ZERO_OK;
     for (si = 0; si < ctx->lay.num_segs; si++) {
         const zero__segment *a = &ctx->lay.segs[si], *b = a + 1;
@@ -11919,22 +12359,46 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     job.ctx = ctx;
     job.params = hp;
     zero__opt_setup(ctx, gscale, &job.k, &job.fn);
-    if ((r = zero__host_xfer(ctx, 1, 0, sub, ctx->tier.hgrad, ctx->arena.grad, adt, gaps_ok)) != ZERO_OK ||
+    if (q8) {   /* the memory tier's q8 pass over host copies indexed like the state */
+        memset(&qjob, 0, sizeof qjob);
+        qjob.ctx = ctx; qjob.k = job.k; qjob.fn = job.fn;
+        qjob.params = hp; qjob.grads = ctx->tier.hgrad; qjob.master = ctx->arena.master;
+        qjob.m = ctx->arena.m; qjob.v = ctx->arena.v; qjob.by_state = 1;
+        qjob.sc = zero__sconv_for(ctx->opt.simd, ZERO__SDT_Q8);
+        qjob.nst = zero__tstate(ctx);
+    }
+    /* sub-group g: [c[0], c[1]) of the concatenation, cut at g * sub (q8: zero__host_cut,
+       the q8 blocks [b[0], b[1])); c[2]: the next one's end */
+#define ZERO__HCUT(x, bq) (q8 ? zero__host_cut(ctx, (x) * sub, total, (bq)) : (x) * sub < total ? (x) * sub : total)
+    c[0] = 0;
+    b[0] = 0;
+    c[1] = ZERO__HCUT(1, &b[1]);
+    if ((r = zero__host_xfer(ctx, 1, 0, c[1], ctx->tier.hgrad, ctx->arena.grad, adt, gaps_ok)) != ZERO_OK ||
         (r = zero__dev_fence(ctx, 0)) != ZERO_OK)
         goto out;
     for (g = 0; g < ng; g++) {
+        c[2] = ZERO__HCUT(g + 2, &b[2]);
         /* fence (g + 1) % 2 was last recorded for g - 1 and waited for */
-        if (g + 1 < ng && ((r = zero__host_xfer(ctx, 1, (g + 1) * sub, (g + 2) * sub, ctx->tier.hgrad, ctx->arena.grad,
+        if (g + 1 < ng && ((r = zero__host_xfer(ctx, 1, c[1], c[2], ctx->tier.hgrad, ctx->arena.grad,
                                                 adt, gaps_ok)) != ZERO_OK ||
                            (r = zero__dev_fence(ctx, (int)((g + 1) & 1))) != ZERO_OK))
             break;
         if ((r = zero__dev_fence_wait(ctx, (int)(g & 1))) != ZERO_OK) break;
-        job.lo = g * sub;
-        job.total = total - job.lo < sub ? total - job.lo : sub;
+        job.lo = c[0];
+        job.total = c[1] - c[0];
         /* below ~64K elements waking the pool costs more than it saves */
-        zero__pool_run(ctx->opt.pool, zero__host_part, &job, job.total < 65536);
-        if ((r = zero__host_xfer(ctx, 0, job.lo, job.lo + job.total, hp, ctx->arena.param, pdt, gaps_ok)) != ZERO_OK) break;
+        if (q8) {
+            qjob.qlo = b[0];
+            qjob.qhi = b[1];
+            zero__pool_run(ctx->opt.pool, zero__opt_part_q8, &qjob, job.total < 65536);
+        } else {
+            zero__pool_run(ctx->opt.pool, zero__host_part, &job, job.total < 65536);
+        }
+        if ((r = zero__host_xfer(ctx, 0, c[0], c[1], hp, ctx->arena.param, pdt, gaps_ok)) != ZERO_OK) break;
+        c[0] = c[1]; c[1] = c[2];
+        b[0] = b[1]; b[1] = b[2];
     }
+#undef ZERO__HCUT
 out:
     /* the params in place, and no copy left reading or writing the host buffers */
     if (r == ZERO_OK) r = zero__dev_close(ctx);
@@ -12081,6 +12545,14 @@ static void zero__make_segments(zero_ctx *ctx) {
         sg->state_idx = zero__state_index(ctx, m, s, lo);
         sg->param_idx = ctx->desc.stage < 3 ? m->lay.param_off + s : m->lay.param_off / N + (s - lo);
         sg->decay = !p->no_decay;
+    }
+    if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8) {    /* the q8 pass walks blocks in state order */
+        int a, b;
+        for (a = 1; a < ctx->lay.num_segs; a++) {
+            zero__segment t = ctx->lay.segs[a];
+            for (b = a; b > 0 && ctx->lay.segs[b - 1].state_idx > t.state_idx; b--) ctx->lay.segs[b] = ctx->lay.segs[b - 1];
+            ctx->lay.segs[b] = t;
+        }
     }
 }
 
@@ -14233,15 +14705,46 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
    params on NVMe in the param areas of the tier's blocks at the state index (a frozen
    module's shard, which has no block, stays in the arena). */
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
+/* q8 moments (ON OPTIMIZER STATES) are written a whole block at a time: a block's values
+   gather in ctx->opt.qpend (the rest of the block as it decodes now) until the writes move
+   to another block or end, then go to the tier at once, so each block is encoded once from
+   its final values and a checkpoint's moments load with the bits they were saved with */
+static zero_result zero__ck_qflush(zero_ctx *ctx, int q, const char *fn) {
+    int64_t b = ctx->opt.qpend_blk[q] - 1;
+    if (b < 0) return ZERO_OK;
+    ctx->opt.qpend_blk[q] = 0;
+    return ctx->tier.vt->write(ctx, q + 1, b * ZERO__QB, ZERO__QB, ctx->opt.qpend[q], fn);
+}
+static int zero__ck_q8(const zero_ctx *ctx, int which) { return which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8; }
 static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
+    zero_result r;
+    if (zero__ck_q8(ctx, which) && (r = zero__ck_qflush(ctx, which - 1, fn)) != ZERO_OK) return r;
     return ctx->tier.vt->read(ctx, which, idx, n, buf, fn);
 }
 static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
                                         const char *fn) {
-    return ctx->tier.vt->write(ctx, which, idx, n, buf, fn);
+    int q = which - 1;
+    zero_result r;
+    if (!zero__ck_q8(ctx, which)) return ctx->tier.vt->write(ctx, which, idx, n, buf, fn);
+    while (n > 0) {
+        int64_t b = idx / ZERO__QB, o = idx - b * ZERO__QB, c = ZERO__QB - o < n ? ZERO__QB - o : n;
+        if (ctx->opt.qpend_blk[q] != b + 1) {
+            if ((r = zero__ck_qflush(ctx, q, fn)) != ZERO_OK ||
+                (r = ctx->tier.vt->read(ctx, which, b * ZERO__QB, ZERO__QB, ctx->opt.qpend[q], fn)) != ZERO_OK)
+                return r;
+            ctx->opt.qpend_blk[q] = b + 1;
+        }
+        memcpy(ctx->opt.qpend[q] + o, buf, (size_t)c * 4);
+        buf += c; idx += c; n -= c;
+    }
+    return ZERO_OK;
 }
 /* writes back what the state writes left in the tier's buffer, so its errors surface here */
-static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) { return ctx->tier.vt->flush(ctx, fn); }
+static zero_result zero__ck_state_done(zero_ctx *ctx, const char *fn) {
+    zero_result r;
+    if ((r = zero__ck_qflush(ctx, 0, fn)) != ZERO_OK || (r = zero__ck_qflush(ctx, 1, fn)) != ZERO_OK) return r;
+    return ctx->tier.vt->flush(ctx, fn);
+}
 static int zero__ck_param_in_tier(const zero_ctx *ctx, int pi) {
     return ctx->tier.vt->holds_params(ctx) && !ctx->modules[ctx->params[pi].module].frozen;
 }
@@ -15733,6 +16236,7 @@ static zero_result zero__ck_load_finish(zero_ctx *ctx, const char *fn, zero_resu
     zero_result r;
     if (local == ZERO_OK && (local = zero__ck_state_done(ctx, fn)) != ZERO_OK)
         snprintf(msg, msgn, "%s", zero__last_err(ctx));
+    ctx->opt.qpend_blk[0] = ctx->opt.qpend_blk[1] = 0;     /* a failed load's pending q8 blocks: dropped */
     if ((r = zero__ck_regather(ctx)) != ZERO_OK && local == ZERO_OK) {
         local = r;
         snprintf(msg, msgn, "%s", zero__last_err(ctx));

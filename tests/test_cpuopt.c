@@ -269,6 +269,124 @@ static void test_states(int level) {
     }
 }
 
+/* q8 moments (ON OPTIMIZER STATES): the path's block decode and encode bit for bit the
+   scalar loops', on every code and edge scales, and on blocks of edge values (zeros,
+   subnormals, NaN, infinities, ties); encode(decode(block)) gives the block back; the
+   error of a round trip is within half a code step of the 4th-root map; and the fused q8
+   pass (zero__opt_part_q8, segments straddling blocks and a padding gap) gives the scalar
+   path's bits over two steps. */
+static void test_q8(int level) {
+    static const uint32_t scales[] = { 0, 1, 0x00400000u, 0x00800000u, 0x3f800000u, 0x3a83126fu, 0x7f7fffffu,
+                                       0x7fc00000u, 0x2f000000u };
+    zero__q8dec_fn dec, rdec;
+    zero__q8enc_fn enc, renc;
+    float a[ZERO__QB], b[ZERO__QB], x[ZERO__QB];
+    uint8_t c[ZERO__QB], rc[ZERO__QB];
+    int kind, si, i, rep, ok = 1;
+    unsigned env = zero__fpenv_enter();
+    zero__q8_kernels(level, &dec, &enc);
+    zero__q8_kernels(ZERO__SIMD_SCALAR, &rdec, &renc);
+    test_begin("cpuopt_%s_q8_decode", zero__simd_name[level]);
+    for (kind = 0; kind < 2; kind++)
+        for (si = 0; si < (int)(sizeof scales / sizeof scales[0]); si++)
+            for (rep = 0; rep < 2 && ok; rep++) {
+                for (i = 0; i < ZERO__QB; i++) c[i] = (uint8_t)(rep ? i : (i * 7 + 3) % 256);
+                dec(a, c, bits(scales[si]), kind);
+                rdec(b, c, bits(scales[si]), kind);
+                for (i = 0; i < ZERO__QB && ok; i++)
+                    ok &= CHECK(same32(zero__f32_bits(a[i]), zero__f32_bits(b[i])),
+                                "kind %d scale %08x code %d: %08x, scalar %08x", kind, scales[si], c[i],
+                                zero__f32_bits(a[i]), zero__f32_bits(b[i]));
+                if (scales[si] != 0x7fc00000u)  /* the top code gives the scale itself */
+                    for (i = 0; i < ZERO__QB && ok; i++)
+                        if (c[i] == (kind ? 255 : 127)) ok &= CHECK(a[i] == bits(scales[si]), "top code: %g", a[i]);
+            }
+    test_end();
+    test_begin("cpuopt_%s_q8_encode", zero__simd_name[level]);
+    for (kind = 0; kind < 2 && ok; kind++)
+        for (rep = 0; rep < 400 && ok; rep++) {
+            float s, rs;
+            int mode = rep % 5;     /* 0 edge values, 1 finite edge, 2 one magnitude, 3 wide range, 4 one nonzero */
+            for (i = 0; i < ZERO__QB; i++) {
+                float e = edge_float(mode == 0);
+                if (mode == 2) e = bits((rnd32() & 0x80000000u) | ((120u + rnd32() % 8u) << 23) | (rnd32() & 0x7fffffu));
+                if (mode == 3) e = bits((rnd32() & 0x80000000u) | ((90u + rnd32() % 40u) << 23) | (rnd32() & 0x7fffffu));
+                if (mode == 4) e = i == rep % ZERO__QB ? 3.0f : 0.0f;
+                x[i] = kind && rnd32() % 4 ? fabsf(e) : e;
+            }
+            s = enc(c, x, kind);
+            rs = renc(rc, x, kind);
+            ok &= CHECK(same32(zero__f32_bits(s), zero__f32_bits(rs)) && memcmp(c, rc, ZERO__QB) == 0,
+                        "kind %d rep %d: scale %08x codes vs the scalar path's %08x (first code %d vs %d)", kind, rep,
+                        zero__f32_bits(s), zero__f32_bits(rs), c[0], rc[0]);
+            if (!ok || s != s || s == 0.0f) continue;
+            /* the round trip: decode, encode again: the same block */
+            dec(a, c, s, kind);
+            rs = enc(rc, a, kind);
+            ok &= CHECK(zero__f32_bits(rs) == zero__f32_bits(s) && memcmp(c, rc, ZERO__QB) == 0,
+                        "kind %d rep %d: encode(decode(block)) is not the block", kind, rep);
+            for (i = 0; i < ZERO__QB && ok; i++) {     /* within half a step of the map, in the 4th-root domain */
+                double y = fabs((double)x[i]) / s, r = sqrt(sqrt(y)), got = sqrt(sqrt(fabs((double)a[i]) / s));
+                double step = kind ? 1.0 / 256 : 1.0 / 127;
+                if (kind && r < 0.5 / 256) continue;    /* v below the smallest code: rounded up to it */
+                ok &= CHECK(fabs(got - r) <= 0.5 * step + 1e-6, "kind %d: x %g decodes to %g (4th roots %g vs %g)", kind,
+                            x[i], a[i], r, got);
+                if (!kind) ok &= CHECK(a[i] == 0.0f || (a[i] < 0) == (x[i] < 0), "sign of %g: %g", x[i], a[i]);
+            }
+        }
+    test_end();
+    zero__fpenv_leave(env);
+    {   /* the q8 pass: 5 blocks, segments [10, 300) [300, 700) [800, 1000), blocks 3 (part) and 4 (none) */
+        enum { NST = 5 * ZERO__QB };
+        static zero_ctx ctx;
+        zero__segment segs[3];
+        zero__opt_job j[2];
+        int opt, st, r;
+        int64_t st_at[3] = { 10, 300, 800 }, sn[3] = { 290, 400, 200 };
+        test_begin("cpuopt_%s_q8_pass", zero__simd_name[level]);
+        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD && ok; opt++) {
+            float *g = (float *)calloc(NST, 4), *w[2];
+            char *m[2], *v[2];
+            uint16_t *pp[2];
+            memset(&ctx, 0, sizeof ctx);
+            for (i = 0; i < 3; i++) {
+                segs[i].n = sn[i]; segs[i].state_idx = segs[i].grad_idx = segs[i].param_idx = st_at[i];
+                segs[i].decay = i != 1;
+            }
+            ctx.lay.segs = segs;
+            ctx.lay.num_segs = 3;
+            for (i = 0; i < NST; i++) g[i] = (float)((int)(rnd32() % 2001u) - 1000) * 1e-4f;
+            for (r = 0; r < 2; r++) {
+                w[r] = (float *)calloc(NST, 4);
+                pp[r] = (uint16_t *)calloc(NST, 2);
+                m[r] = (char *)calloc(NST + NST / ZERO__QB * 4, 1);
+                v[r] = (char *)calloc(NST + NST / ZERO__QB * 4, 1);
+                memset(&j[r], 0, sizeof j[r]);
+                j[r].ctx = &ctx;
+                make_k(&j[r].k, opt, ZERO_F32, ZERO_BF16, 1);
+                j[r].fn = zero__opt_kernel(r ? level : ZERO__SIMD_SCALAR, opt, ZERO_F32, ZERO_BF16);
+                j[r].params = pp[r]; j[r].grads = g; j[r].master = w[r];
+                j[r].m = m[r]; j[r].v = opt == ZERO_OPTIM_ADAMW ? v[r] : NULL;
+                j[r].nst = NST; j[r].qhi = NST / ZERO__QB;
+                j[r].sc = zero__sconv_for(r ? level : ZERO__SIMD_SCALAR, ZERO__SDT_Q8);
+            }
+            for (i = 0; i < NST; i++) w[0][i] = w[1][i] = (float)((i % 17) - 8) * 0.0625f;
+            for (st = 0; st < 3; st++)
+                for (r = 0; r < 2; r++) zero__opt_part_q8(&j[r], 0, 1);
+            ok &= CHECK(memcmp(w[0], w[1], NST * 4) == 0 && memcmp(pp[0], pp[1], NST * 2) == 0 &&
+                        memcmp(m[0], m[1], NST + NST / ZERO__QB * 4) == 0 && memcmp(v[0], v[1], NST + NST / ZERO__QB * 4) == 0,
+                        "%s: the q8 pass differs from the scalar path's", opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+            ok &= CHECK(((float *)(m[1] + NST))[4] == 0.0f && ((float *)(m[1] + NST))[0] > 0.0f,
+                        "the padding block was touched, or block 0 was not");
+            ok &= CHECK(w[1][5] == w[0][5] && w[1][5] == (float)((5 % 17) - 8) * 0.0625f && w[1][20] != (float)((20 % 17) - 8) * 0.0625f,
+                        "the pass updated padding or missed a segment");
+            free(g);
+            for (r = 0; r < 2; r++) { free(w[r]); free(pp[r]); free(m[r]); free(v[r]); }
+        }
+        test_end();
+    }
+}
+
 /* the gradient norm's block sum of squares: every path against the definition
    (lane j % 8, in order, then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))), bit for bit
    (a NaN, which makes zero_step skip the step, may differ in payload) */
@@ -760,6 +878,7 @@ int main(void) {
         test_paths(l);
         test_narrowing(l);
         test_states(l);
+        test_q8(l);
         test_sumsq(l);
         test_sumsq4(l);
         test_sum(l);

@@ -328,6 +328,15 @@ static void emu_bf16_states(void) {
     vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F32, 3, 1, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_HOST);
     vs_sdt = ZERO_STATE_F32;
 }
+/* q8 moments the same way: the EMU device's pass, and its host tier's sub-groups cut at
+   q8 blocks (zero__host_cut) */
+static void emu_q8_states(void) {
+    vs_sdt = ZERO_STATE_Q8;
+    vs_cpu(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_F32, 3, 1, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_HOST);
+    vs_cpu_off(ZERO_DEVICE_EMU, ZERO_BF16, 2, 2, ZERO_OPTIM_ADAMW, 1, ZERO_OFFLOAD_HOST);
+    vs_sdt = ZERO_STATE_F32;
+}
 static void emu_flat_layout(void) {
     vs_cpu_flat(ZERO_DEVICE_EMU, ZERO_BF16, 2, 2, 1, ZERO_OFFLOAD_NONE);
     vs_cpu_flat(ZERO_DEVICE_EMU, ZERO_F32, 3, 1, 0, ZERO_OFFLOAD_HOST);
@@ -552,24 +561,27 @@ static void cuda_refused(void) {
     zero_destroy(z);
 }
 
-/* bf16 moments (ON OPTIMIZER STATES) run in the CPU's fused pass: the CUDA device refuses
-   them (a CUDA build: naming ZERO_STATE_BF16, before it looks for a GPU) */
-static void cuda_bf16_states_refused(void) {
+/* bf16 and q8 moments (ON OPTIMIZER STATES) run in the CPU's fused pass: the CUDA device
+   refuses them (a CUDA build: naming the format, before it looks for a GPU) */
+static void cuda_states_refused(zero_state_dtype sdt, const char *name) {
     zero_desc d;
     zero_ctx *z = NULL;
     zero_result r;
     memset(&d, 0, sizeof d);
     d.device = ZERO_DEVICE_CUDA;
-    d.optim.state_dtype = ZERO_STATE_BF16;
+    d.optim.state_dtype = sdt;
     r = zero_create(&z, &d);
     CHECK(r == ZERO_ERR_UNSUPPORTED && !z, "%s (%s)", zero_result_str(r), zero_last_error(NULL));
 #ifdef ZERO_CUDA
-    CHECK(strstr(zero_last_error(NULL), "ZERO_STATE_BF16") != NULL, "message: %s", zero_last_error(NULL));
+    CHECK(strstr(zero_last_error(NULL), name) != NULL, "message: %s", zero_last_error(NULL));
 #else
+    (void)name;
     CHECK(strstr(zero_last_error(NULL), "ZERO_CUDA") != NULL, "message: %s", zero_last_error(NULL));
 #endif
     zero_destroy(z);
 }
+static void cuda_bf16_states_refused(void) { cuda_states_refused(ZERO_STATE_BF16, "ZERO_STATE_BF16"); }
+static void cuda_q8_states_refused(void) { cuda_states_refused(ZERO_STATE_Q8, "ZERO_STATE_Q8"); }
 
 #ifdef ZERO_CUDA
 static int have_gpu(void) {
@@ -623,6 +635,7 @@ int main(void) {
     TEST_RUN(bad_device);
     TEST_RUN(cuda_refused);
     TEST_RUN(cuda_bf16_states_refused);
+    TEST_RUN(cuda_q8_states_refused);
     TEST_RUN(copy_checks);
     TEST_RUN(helpers);
     TEST_RUN(emu_is_strict);
@@ -636,6 +649,7 @@ int main(void) {
     TEST_RUN(emu_offload_host);
     TEST_RUN(emu_flat_layout);
     TEST_RUN(emu_bf16_states);
+    TEST_RUN(emu_q8_states);
     TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
     if (have_gpu()) {                           /* without one, cuda_refused checked NO_DEVICE */

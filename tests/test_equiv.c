@@ -218,11 +218,13 @@ static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt, zero_s
     if (!train(&c, ref)) return;
     CHECK(c.numel == numel_total(), "numel %lld", (long long)c.numel);
     CHECK(c.last_loss < 0.5, "the model did not learn: final loss %g", c.last_loss);
-    if (sdt == ZERO_STATE_BF16) {   /* the rounded moments are used: other bits, near the fp32 moments' */
+    if (sdt == ZERO_STATE_BF16 || sdt == ZERO_STATE_Q8) {   /* the rounded moments are used: other bits, near the fp32 moments' */
+        const char *sn = zero_state_dtype_str(sdt);
+        double bound = sdt == ZERO_STATE_Q8 ? 2e-2 : 1e-2;
         run_cfg f = c;
         f.sdt = ZERO_STATE_F32;
         if (!train(&f, got)) return;
-        CHECK(memcmp(ref, got, sizeof(float) * (size_t)numel_total()) != 0, "bf16 moments gave the fp32 moments' bits");
+        CHECK(memcmp(ref, got, sizeof(float) * (size_t)numel_total()) != 0, "%s moments gave the fp32 moments' bits", sn);
         {
             double dd = 0, nn = 0, rel;
             int64_t i;
@@ -231,8 +233,8 @@ static void stages_bitwise(zero_dtype dt, int world, zero_optim_type opt, zero_s
                 nn += (double)got[i] * got[i];
             }
             rel = sqrt(dd / nn);    /* per element, a few % where a param is near 0 */
-            CHECK(rel < 1e-2, "bf16 vs fp32 moments: |p - p_f32| / |p_f32| = %g", rel);
-            printf("  %s world %d: bf16 vs fp32 moments: |p - p_f32| / |p_f32| = %.3g\n", dname(dt), world, rel);
+            CHECK(rel < bound, "%s vs fp32 moments: |p - p_f32| / |p_f32| = %g", sn, rel);
+            printf("  %s world %d: %s vs fp32 moments: |p - p_f32| / |p_f32| = %.3g\n", dname(dt), world, sn, rel);
         }
     }
     for (s = 1; s <= 3; s++) {
@@ -625,6 +627,17 @@ int main(void) {
     for (w = 1; w <= 3; w += 2) {
         test_begin("stages_bitwise_sgd_bf16_states_world%d", w);
         stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD, ZERO_STATE_BF16);
+        test_end();
+    }
+    for (t = 0; t < 2; t++)     /* q8 moments: the same, the blocks in module coordinates */
+        for (w = 1; w <= 3; w++) {
+            test_begin("stages_bitwise_%s_q8_states_world%d", dname(dts[t]), w);
+            stages_bitwise(dts[t], w, ZERO_OPTIM_ADAMW, ZERO_STATE_Q8);
+            test_end();
+        }
+    for (w = 1; w <= 3; w += 2) {
+        test_begin("stages_bitwise_sgd_q8_states_world%d", w);
+        stages_bitwise(ZERO_BF16, w, ZERO_OPTIM_SGD, ZERO_STATE_Q8);
         test_end();
     }
     for (w = 1; w <= 4; w++) {

@@ -65,11 +65,14 @@ static int64_t param_numel(const mod_spec *m, int i) {
 
 /* The documented layout: each param starts at a multiple of A, each module's span is
    a multiple of N*A. */
-static int64_t module_padded(const mod_spec *m, int64_t N, int64_t A) {
+/* params at multiples of A, the span at a multiple of N * U (U: A, or with q8 moments 256,
+   the least common multiple of 16 and the q8 block: zero__span_unit) */
+static int64_t module_padded_u(const mod_spec *m, int64_t N, int64_t A, int64_t U) {
     int64_t off = 0;
     for (int i = 0; i < m->np; i++) off = roundup(off, A) + param_numel(m, i);
-    return roundup(off, N * A);
+    return roundup(off, N * U);
 }
+static int64_t module_padded(const mod_spec *m, int64_t N, int64_t A) { return module_padded_u(m, N, A, A); }
 
 typedef struct model {
     zero_ctx *z;
@@ -104,11 +107,14 @@ static int model_make(model *mo, const zero_desc *d, int rank) {
 }
 
 /* ---- expectations ------------------------------------------------------------------- */
-/* V_BF16_STATES: bf16 params with bf16 moments (optim.state_dtype, ON OPTIMIZER STATES) */
-typedef enum { V_BF16, V_ACCUM_F32, V_F32, V_BF16_STATES } variant;
+/* V_BF16_STATES: bf16 params with bf16 moments (optim.state_dtype, ON OPTIMIZER STATES);
+   V_Q8_STATES: with q8 moments (a byte each, a 4-byte scale per 256, spans padded to N * 256) */
+typedef enum { V_BF16, V_ACCUM_F32, V_F32, V_BF16_STATES, V_Q8_STATES } variant;
+static int64_t variant_unit(variant v) { return v == V_Q8_STATES ? 256 : 16; }
 
 static const char *variant_name(variant v) {
-    return v == V_BF16 ? "bf16" : v == V_ACCUM_F32 ? "accum_f32" : v == V_F32 ? "f32" : "bf16_states";
+    return v == V_BF16 ? "bf16" : v == V_ACCUM_F32 ? "accum_f32" : v == V_F32 ? "f32" : v == V_BF16_STATES ? "bf16_states"
+                                                                                            : "q8_states";
 }
 
 static void variant_desc(zero_desc *d, variant v, int stage, zero_comm *comm) {
@@ -119,17 +125,18 @@ static void variant_desc(zero_desc *d, variant v, int stage, zero_comm *comm) {
     if (v == V_ACCUM_F32) d->grad_accum_dtype = ZERO_F32;
     if (v == V_F32) d->param_dtype = ZERO_F32;
     if (v == V_BF16_STATES) d->optim.state_dtype = ZERO_STATE_BF16;
+    if (v == V_Q8_STATES) d->optim.state_dtype = ZERO_STATE_Q8;
 }
 
 /* Per-rank bytes by category, for psi padded elements (divisible by N). */
 static void expected_bytes(variant v, int stage, int64_t N, int64_t psi, int64_t out[ZERO_CAT_NUM]) {
     int64_t pbytes = v == V_F32 ? 4 : 2;
-    int64_t gbytes = v == V_BF16 || v == V_BF16_STATES ? 2 : 4;
-    int64_t shard = psi / N;
+    int64_t gbytes = v == V_BF16 || v == V_BF16_STATES || v == V_Q8_STATES ? 2 : 4;
+    int64_t shard = psi / N, held = stage >= 1 ? shard : psi;
     out[ZERO_CAT_PARAMS] = pbytes * (stage >= 3 ? shard : psi);
     out[ZERO_CAT_GRADS] = gbytes * (stage >= 2 ? shard : psi);
     out[ZERO_CAT_MASTER] = v == V_F32 ? 0 : 4 * (stage >= 1 ? shard : psi);
-    out[ZERO_CAT_OPTIM] = (v == V_BF16_STATES ? 4 : 8) * (stage >= 1 ? shard : psi);   /* AdamW's m and v */
+    out[ZERO_CAT_OPTIM] = v == V_Q8_STATES ? 2 * (held + held / 256 * 4) : (v == V_BF16_STATES ? 4 : 8) * held;   /* AdamW's m and v */
     out[ZERO_CAT_BUFFERS] = -1;                                 /* not a formula */
     out[ZERO_CAT_ACTIVATIONS] = 0;                              /* no activation stash here */
 }
@@ -215,8 +222,8 @@ static zero_result bytes_rank(zero_comm *comm, int rank, void *user) {
     CHECK(A == 16, "rank %d: effective align_elems %lld, want the default 16", rank, (long long)A);
     if (A <= 0) goto done;
     for (int k = 0; k < NUM_MODS; k++) {
-        padded += module_padded(&MODEL[k], N, A);
-        bound += (int64_t)(MODEL[k].np - 1) * (A - 1) + (N * A - 1);
+        padded += module_padded_u(&MODEL[k], N, A, variant_unit(j->v));
+        bound += (int64_t)(MODEL[k].np - 1) * (A - 1) + (N * variant_unit(j->v) - 1);
         for (int i = 0; i < MODEL[k].np; i++) numel += param_numel(&MODEL[k], i);
     }
 
@@ -302,9 +309,9 @@ static zero_result estimate_rank(zero_comm *comm, int rank, void *user) {
     /* one module of psi elements: the formulas */
     r = zero_estimate(&d, (int)N, 1, &psi, &est);
     if (!CHECK(r == ZERO_OK, "zero_estimate: %s: %s", zero_result_str(r), zero_last_error(NULL))) goto done;
-    CHECK(est.numel == psi && est.numel_padded == roundup(psi, N * 16), "estimate numel %lld padded %lld, want "
-          "%lld and %lld", (long long)est.numel, (long long)est.numel_padded, (long long)psi,
-          (long long)roundup(psi, N * 16));
+    CHECK(est.numel == psi && est.numel_padded == roundup(psi, N * variant_unit(j->v)), "estimate numel %lld padded "
+          "%lld, want %lld and %lld", (long long)est.numel, (long long)est.numel_padded, (long long)psi,
+          (long long)roundup(psi, N * variant_unit(j->v)));
     CHECK(est.stage == j->stage && est.world_size == N, "estimate stage %d world %d", est.stage, est.world_size);
     check_sums("estimate", rank, est.bytes, est.model_state_bytes, est.total_bytes);
     check_bytes("estimate", rank, j->v, j->stage, N, est.numel_padded, est.bytes, est.model_state_bytes);
@@ -598,7 +605,7 @@ static void run_world(int world, zero_rank_fn fn, job *j) {
 
 int main(void) {
     test_init();
-    for (int v = V_BF16; v <= V_BF16_STATES; v++) {
+    for (int v = V_BF16; v <= V_Q8_STATES; v++) {
         for (int stage = 0; stage <= 3; stage++) {
             for (int world = 1; world <= 4; world++) {
                 job j;
@@ -610,7 +617,7 @@ int main(void) {
             }
         }
     }
-    for (int v = V_BF16; v <= V_BF16_STATES; v++) {
+    for (int v = V_BF16; v <= V_Q8_STATES; v++) {
         for (int stage = 0; stage <= 3; stage++) {
             for (int world = 1; world <= 4; world++) {
                 job j;

@@ -267,7 +267,8 @@ static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt
     test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
                nvme_params ? "_params" : "", stage, world,
                zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
-               ot == ZERO_OFFLOAD_NVME ? engine : "", equiv_sdt == ZERO_STATE_BF16 ? "_bf16_states" : "");
+               ot == ZERO_OFFLOAD_NVME ? engine : "", equiv_sdt == ZERO_STATE_BF16 ? "_bf16_states" :
+                                                    equiv_sdt == ZERO_STATE_Q8 ? "_q8_states" : "");
     off.opt_tier = ot;
     off.par_tier = ot == ZERO_OFFLOAD_HOST ? ZERO_OFFLOAD_HOST : nvme_params ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
     /* nvme_params: prefetch is on by default (one module ahead): gathers read NVMe ahead of the fetch */
@@ -922,6 +923,13 @@ int main(void) {
         equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
         equiv_case(1, 1, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
         equiv_case2(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
+        /* q8 moments: codes and scales in the blocks (4 KiB-aligned areas), bitwise too */
+        equiv_sdt = ZERO_STATE_Q8;
+        equiv_case(1, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(3, 3, ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 2);
+        equiv_case(0, 2, ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
+        equiv_case2(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
         equiv_sdt = ZERO_STATE_F32;
     }
     TEST_RUN(test_params_corrupt);
@@ -937,6 +945,9 @@ int main(void) {
     for (s = 0; s <= 3; s++) equiv_case(s, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
     equiv_sdt = ZERO_STATE_BF16;    /* bf16 moments in host memory */
     equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
+    equiv_sdt = ZERO_STATE_Q8;      /* q8 moments in host memory: sub-groups cut at q8 blocks */
+    for (s = 0; s <= 3; s++) equiv_case(s, s == 3 ? 3 : 2, s == 1 ? ZERO_F32 : ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
+    equiv_case(2, 2, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_HOST, 1);
     equiv_sdt = ZERO_STATE_F32;
     TEST_RUN(test_host_cap);
     TEST_RUN(test_bad_options);
