@@ -121,6 +121,24 @@ if [ $rc != 0 ]; then fail resume_offload_nvme "exit $rc: $(tail -n 1 "$T/c3.log
 elif cmp -s "$T/straight" "$T/resumed"; then pass resume_offload_nvme
 else fail resume_offload_nvme "resumed params differ from 20 steps straight"; fi
 
+# q8 moments (ON OPTIMIZER STATES): a checkpoint holds the moments decoded; a load encodes each
+# block once, from its saved values, which gives the block back: the resume is bitwise, also
+# into another stage (the blocks are in module coordinates) and on the NVMe tier
+for c in "2|1|" "3|0|" "1|3|--offload-optimizer nvme --nvme-dir $T"; do
+    IFS='|' read -r s1 s2 extra <<<"$c"
+    R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --ranks 3 --dtype bf16 --optim-state-dtype q8)
+    rm -rf "$T/ck"
+    # shellcheck disable=SC2086
+    "$B/train_mlp" "${R[@]}" --stage "$s1" --steps 20 --save-params "$T/straight" >"$T/c1.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --stage "$s1" --steps 10 --save-ckpt "$T/ck" $extra >"$T/c2.log" 2>&1 &&
+    "$B/train_mlp" "${R[@]}" --stage "$s2" --steps 10 --load-ckpt "$T/ck" $extra --save-params "$T/resumed" >"$T/c3.log" 2>&1
+    rc=$?
+    name=resume_q8_stage${s1}_to_stage$s2${extra:+_nvme}
+    if [ $rc != 0 ]; then fail "$name" "exit $rc: $(tail -n 1 "$T/c3.log")"
+    elif cmp -s "$T/straight" "$T/resumed"; then pass "$name"
+    else fail "$name" "resumed params differ from 20 steps straight"; fi
+done
+
 # the device path (--device emu: the code --device cuda runs, on the CPU with device memory
 # the host cannot touch): stages 0-3 bitwise equal on 2 ranks, and it learns like the CPU path
 E=(--hidden 48 --layers 3 --batch 24 --steps 20 --quiet --seed 3 --device emu --ranks 2)

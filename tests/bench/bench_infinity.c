@@ -11,7 +11,7 @@
    serve both at full speed allows). Not part of make test.
 
        build/bench_infinity [--params N] [--steps K] [--threads T] [--nvme-params]
-                            [--optim-state-dtype f32|bf16] [--compare-state-dtypes]
+                            [--optim-state-dtype f32|bf16|q8] [--compare-state-dtypes]
        (N in millions; default 64. Model states are 16 bytes per param with bf16 and
        AdamW, so --params 1700 needs 27 GB of model states, more than 24 GiB of RAM,
        of which 4 bytes per param stay in memory; the files take 28 bytes per param;
@@ -19,11 +19,12 @@
        in memory; the step line then also gives the time of the forward fetches, which
        read the params from the tier)
    --optim-state-dtype bf16: the moments in bf16 (ON OPTIMIZER STATES): 4 bytes less per
-   param on NVMe, read and written at every step. --compare-state-dtypes trains the model
-   with fp32 moments, then with bf16 ones, on the same disk, and its ratio= is the f32
-   step time over the bf16 one (the optimizer phase, the last step of each).
+   param on NVMe, read and written at every step; q8: 8-bit blocks, about 6 bytes less.
+   --compare-state-dtypes trains the model with fp32 moments, then with the format of
+   --optim-state-dtype (bf16 when it is not given, or f32), on the same disk, and its ratio=
+   is the f32 step time over the other one (the optimizer phase, the last step of each).
    Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound>, or with
-   --compare-state-dtypes ratio=<f32 step / bf16 step>. */
+   --compare-state-dtypes ratio=<f32 step / bf16 or q8 step>. */
 #define _GNU_SOURCE
 #define ZERO_IMPLEMENTATION
 #include "../../zero.h"
@@ -257,11 +258,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--nvme-params")) nvme_params = 1;
         else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && !strcmp(argv[a + 1], "bf16")) { sdt = ZERO_STATE_BF16; a++; }
+        else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && !strcmp(argv[a + 1], "q8")) { sdt = ZERO_STATE_Q8; a++; }
         else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && !strcmp(argv[a + 1], "f32")) a++;
         else if (!strcmp(argv[a], "--compare-state-dtypes")) compare = 1;
         else {
             fprintf(stderr, "usage: bench_infinity [--params MILLIONS] [--steps K] [--threads T] [--nvme-params]\n"
-                            "                      [--optim-state-dtype f32|bf16] [--compare-state-dtypes]\n");
+                            "                      [--optim-state-dtype f32|bf16|q8] [--compare-state-dtypes]\n");
             return 2;
         }
     }
@@ -289,12 +291,14 @@ int main(int argc, char **argv) {
         unlink(probe2);
     }
 
-    if (compare) {     /* the same model with fp32 and with bf16 moments, on the same disk */
-        double fb32, fb16, t32 = run_model(dir, nparams, steps, threads, nvme_params, ZERO_STATE_F32, rgbs, wgbs, mixed_ms, &fb32);
-        double t16 = run_model(dir, nparams, steps, threads, nvme_params, ZERO_STATE_BF16, rgbs, wgbs, mixed_ms, &fb16);
-        printf("optimizer phase: %.0f ms with f32 moments (%.2f of its bound), %.0f ms with bf16 moments (%.2f of its "
-               "bound): bf16 is %.2fx faster\n", t32, fb32, t16, fb16, t32 / t16);
-        printf("ratio=%.3f\n", t32 / t16);
+    if (compare) {     /* the same model with fp32 and with bf16 (or q8) moments, on the same disk */
+        zero_state_dtype other = sdt == ZERO_STATE_Q8 ? ZERO_STATE_Q8 : ZERO_STATE_BF16;
+        const char *on = zero_state_dtype_str(other);
+        double fb32, fbo, t32 = run_model(dir, nparams, steps, threads, nvme_params, ZERO_STATE_F32, rgbs, wgbs, mixed_ms, &fb32);
+        double to = run_model(dir, nparams, steps, threads, nvme_params, other, rgbs, wgbs, mixed_ms, &fbo);
+        printf("optimizer phase: %.0f ms with f32 moments (%.2f of its bound), %.0f ms with %s moments (%.2f of its "
+               "bound): %s is %.2fx faster\n", t32, fb32, to, on, fbo, on, t32 / to);
+        printf("ratio=%.3f\n", t32 / to);
     } else {
         double fb;
         run_model(dir, nparams, steps, threads, nvme_params, sdt, rgbs, wgbs, mixed_ms, &fb);

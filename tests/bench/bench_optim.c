@@ -9,13 +9,15 @@
    roofline for this access pattern; the last line is ratio=<ours/roofline>. It also
    times the gradient norm's blocked sum of squares (zero__sumsq_slice) on the shard.
 
-       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16]
+       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16|q8]
        defaults: 64M elements (about 1.9 GB), all online CPUs, 11 repetitions, best
        taken (a shared or virtual machine is noisy: compare the best, run it twice)
        ZERO_SIMD=scalar|avx2|avx512 caps the kernel path, as in the library.
    --optim-state-dtype bf16: m and v in bf16 (ON OPTIMIZER STATES): 20 bytes an element,
    and the roofline streams m and v as bf16 too (widened, and narrowed to nearest even as
-   the library does: its own bytes, not the fp32 pass's). */
+   the library does: its own bytes, not the fp32 pass's). q8: a byte for each of m and v
+   and a 4-byte scale per 256 elements, about 16.06 bytes an element; the roofline reads and
+   writes the codes (an add of 1) and touches each scale once. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #define ZERO_IMPLEMENTATION
@@ -33,8 +35,10 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct roof_job { uint16_t *g, *p; float *w; void *m, *v; int sdt; int64_t n; int simd; } roof_job;
+typedef struct roof_job { uint16_t *g, *p; float *w; void *m, *v; int sdt; int64_t n, nst; int simd; } roof_job;
 
+/* q8: the scale of the block at element i of a code array of n elements */
+static void roof_scale(void *a, int64_t n, int64_t i) { ((float *)((char *)a + n))[i / ZERO__QB] += 1.0f; }
 /* the roofline: one add per stream, a truncating narrow of the params; same loads, stores
    and software prefetches as ours (m and v of type sdt) */
 static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
@@ -42,8 +46,14 @@ static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
     for (i = lo; i < hi; i++) {
         float g = zero__bf16_to_f32(j->g[i]), w = j->w[i] + g;
         j->w[i] = w;
-        zero__st(j->m, i, j->sdt, zero__ld(j->m, i, j->sdt) + g);
-        zero__st(j->v, i, j->sdt, zero__ld(j->v, i, j->sdt) + g);
+        if (j->sdt == ZERO__SDT_Q8) {
+            ((uint8_t *)j->m)[i]++;
+            ((uint8_t *)j->v)[i]++;
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+        } else {
+            zero__st(j->m, i, j->sdt, zero__ld(j->m, i, j->sdt) + g);
+            zero__st(j->v, i, j->sdt, zero__ld(j->v, i, j->sdt) + g);
+        }
         j->p[i] = (uint16_t)(zero__f32_bits(w) >> 16);
     }
 }
@@ -57,7 +67,13 @@ ZERO__AVX512_ATTR static void roof_avx512(const roof_job *j, int64_t lo, int64_t
         g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(j->g + i))), 16));
         __m512 w = _mm512_add_ps(_mm512_loadu_ps(j->w + i), g);
         _mm512_storeu_ps(j->w + i, w);
-        if (j->sdt == ZERO_F32) {
+        if (j->sdt == ZERO__SDT_Q8) {
+            const __m128i one = _mm_set1_epi8(1);
+            uint8_t *m = (uint8_t *)j->m + i, *v = (uint8_t *)j->v + i;
+            _mm_storeu_si128((__m128i *)m, _mm_add_epi8(_mm_loadu_si128((const __m128i *)m), one));
+            _mm_storeu_si128((__m128i *)v, _mm_add_epi8(_mm_loadu_si128((const __m128i *)v), one));
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+        } else if (j->sdt == ZERO_F32) {
             _mm512_storeu_ps((float *)j->m + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->m + i), g));
             _mm512_storeu_ps((float *)j->v + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->v + i), g));
         } else {
@@ -78,7 +94,13 @@ ZERO__AVX2_ATTR static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi)
         __m256 w = _mm256_add_ps(_mm256_loadu_ps(j->w + i), g);
         __m256i h = _mm256_srli_epi32(_mm256_castps_si256(w), 16);
         _mm256_storeu_ps(j->w + i, w);
-        if (j->sdt == ZERO_F32) {
+        if (j->sdt == ZERO__SDT_Q8) {
+            const __m128i one = _mm_set1_epi8(1);
+            uint8_t *m = (uint8_t *)j->m + i, *v = (uint8_t *)j->v + i;
+            _mm_storel_epi64((__m128i *)m, _mm_add_epi8(_mm_loadl_epi64((const __m128i *)m), one));
+            _mm_storel_epi64((__m128i *)v, _mm_add_epi8(_mm_loadl_epi64((const __m128i *)v), one));
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+        } else if (j->sdt == ZERO_F32) {
             _mm256_storeu_ps((float *)j->m + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->m + i), g));
             _mm256_storeu_ps((float *)j->v + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->v + i), g));
         } else {
@@ -124,10 +146,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && (!strcmp(argv[a + 1], "f32") ||
-                                                                             !strcmp(argv[a + 1], "bf16")))
-            sdt = !strcmp(argv[++a], "bf16") ? ZERO_STATE_BF16 : ZERO_STATE_F32;
+                                                                             !strcmp(argv[a + 1], "bf16") ||
+                                                                             !strcmp(argv[a + 1], "q8"))) {
+            a++;
+            sdt = !strcmp(argv[a], "bf16") ? ZERO_STATE_BF16 : !strcmp(argv[a], "q8") ? ZERO_STATE_Q8 : ZERO_STATE_F32;
+        }
         else {
-            fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16|q8]\n", argv[0]);
             return 2;
         }
     }
@@ -160,7 +185,8 @@ int main(int argc, char **argv) {
     rj.g = (uint16_t *)z->arena.grad; rj.p = (uint16_t *)z->arena.param;
     rj.w = z->arena.master; rj.m = z->arena.m; rj.v = z->arena.v; rj.n = n; rj.simd = z->opt.simd;
     rj.sdt = zero__sdt(&z->desc);
-    bytes = (rj.sdt == ZERO_F32 ? 28.0 : 20.0) * (double)n;
+    rj.nst = zero__tstate(z);
+    bytes = (rj.sdt == ZERO_F32 ? 28.0 : rj.sdt == ZERO_BF16 ? 20.0 : 16.0 + 16.0 / ZERO__QB) * (double)n;
     printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, %s moments, best of %d\n",
            (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], zero_state_dtype_str(sdt), reps);
     z->dev->optimizer(z, 1.0f);                  /* warm up both */
