@@ -51,7 +51,7 @@ static void usage(FILE *f) {
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
         "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW's master is fp32\n"
-        "  --optim-state-dtype T  AdamW's moments: f32 (default) or bf16 (q8: not implemented yet)\n"
+        "  --optim-state-dtype T  AdamW's moments: f32 (default), bf16 or q8 (8-bit blocks)\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
         "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
         "                of a multiple of N*A elements, the last one the rest; stage 2-3 buffers\n"

@@ -18,7 +18,8 @@
 #     x86-64 reference build's;
 #   - arm64_train_mlp_<path>_<case>: examples/train_mlp.c at stages 0-3 (2 ranks as threads),
 #     with ZERO_SIMD=scalar and neon, --save-params bitwise equal to the x86-64 build's
-#     (build/train_mlp, ZERO_SIMD=scalar, stage 0): bf16 AdamW, f16 (loss scaling), SGD.
+#     (build/train_mlp, ZERO_SIMD=scalar, stage 0): bf16 AdamW, f16 (loss scaling), SGD, and q8
+#     moments (the NEON block encoder and decoder).
 # What QEMU cannot say: speed (it translates instructions; no timing here is meaningful).
 # A missing cross compiler or qemu-aarch64 is a SKIP. Run from the repository root after make.
 set -u
@@ -115,7 +116,8 @@ else
 fi
 
 SMALL=(--hidden 48 --layers 3 --batch 24 --steps 12 --quiet --seed 3 --ranks 2)
-for c in "bf16_adamw|--dtype bf16" "f16_adamw|--dtype f16" "f32_sgd|--dtype f32 --optim sgd"; do
+for c in "bf16_adamw|--dtype bf16" "f16_adamw|--dtype f16" "f32_sgd|--dtype f32 --optim sgd" \
+         "q8_states|--dtype bf16 --optim-state-dtype q8"; do
     IFS='|' read -r name args <<<"$c"
     # shellcheck disable=SC2086
     if ! ZERO_SIMD=scalar "$BUILD/train_mlp" "${SMALL[@]}" $args --stage 0 --save-params "$T/x86_$name" >"$T/x86.log" 2>&1; then
