@@ -503,9 +503,11 @@
      bf16 and q8 moments run on the cpu and emu devices at every tier: in memory, in host
      memory (ZeRO-Offload's sub-groups cut at q8 blocks), and on NVMe, whose blocks then
      hold them at their size (q8: the codes, then the scales, each array on whole pages),
-     so a step reads and writes less (bitwise the run in memory); ZERO_DEVICE_CUDA returns
-     ZERO_ERR_UNSUPPORTED for now. The planner counts the moments at their size
-     (zero_estimate, zero_stats: the optim category).
+     so a step reads and writes less (bitwise the run in memory). On ZERO_DEVICE_CUDA bf16
+     moments run in its fused kernel (zero_kernels.cu: the same bits as the CPU's pass),
+     and both formats with offload_optimizer = ZERO_OFFLOAD_HOST (the CPU's pass); q8 in
+     device memory returns ZERO_ERR_UNSUPPORTED for now. The planner counts the moments at
+     their size (zero_estimate, zero_stats: the optim category).
      Checkpoints hold the moments as fp32 values (a bf16 moment widens exactly, so a load
      into bf16 moments restores the same bits; a load into q8 moments encodes each block
      once from its saved values, which gives back the same codes and scales). A checkpoint
@@ -1947,6 +1949,8 @@ ZERO_HD static inline void zero__sgd_elem(float *p, float *buf, float g, const z
    kernels (>>kernels) and the CUDA ones (zero__k_opt) take this same struct. */
 typedef struct zero__optk {
     int opt, adt, pdt, decay;
+    int sdt;                        /* the moments' dtype for zero__k_opt (ZERO_F32 or 0, ZERO_BF16); the
+                                       CPU kernels take fp32 moments (zero__opt_call converts) */
     float gscale;
     zero__adamw_hp ah;
     zero__sgd_hp sh;
@@ -2112,11 +2116,12 @@ typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n,
 /* The fused optimizer over a chunk table (device memory): for each chunk c and i < c.n,
    exactly zero__opt_scalar_t: g = grad_base[c.grad_idx + i] (k->adt) * k->gscale; w = master ?
    master[c.state_idx + i] : ((float *)param_base)[c.param_idx + i]; m = opt_m + c.state_idx (NULL:
-   SGD without momentum), v = opt_v + c.state_idx; AdamW or SGD with decay = c.decay (k->decay is
-   ignored); if k->pdt != ZERO_F32 the new w narrowed into param_base[c.param_idx + i]. k is a
-   host pointer, read at the call. AdamW needs opt_m and opt_v; pdt != f32 needs master. */
+   SGD without momentum), v = opt_v + c.state_idx, of dtype k->sdt (bf16: widened, updated in
+   fp32 and narrowed to nearest even, as zero__opt_call); AdamW or SGD with decay = c.decay
+   (k->decay is ignored); if k->pdt != ZERO_F32 the new w narrowed into param_base[c.param_idx +
+   i]. k is a host pointer, read at the call. AdamW needs opt_m and opt_v; pdt != f32 needs master. */
 int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
-                void *param_base, float *master, float *opt_m, float *opt_v, void *stream);
+                void *param_base, float *master, void *opt_m, void *opt_v, void *stream);
 /* out[b] = zero__sumsq_scalar(g + blk[b].idx, blk[b].n, adt), bitwise (blk, out: device memory) */
 typedef struct zero__knblk { int64_t idx, n; } zero__knblk;
 int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream);
@@ -4939,12 +4944,13 @@ ZERO__AVX512_ATTR static void zero__q8dec_avx512(float *out, const uint8_t *c, f
 ZERO__AVX512_ATTR static float zero__q8enc_avx512(uint8_t *c, const float *x, int kind) {
     const __m512i mag = _mm512_set1_epi32(0x7fffffff);
     __m512i mb = _mm512_setzero_si512();
-    uint32_t m;
+    uint32_t lanes[16], m = 0;
     int i, A = kind ? 256 : 127;
     float s;
-    for (i = 0; i < ZERO__QB; i += 16)
-        mb = _mm512_max_epu32(mb, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), mag));
-    m = (uint32_t)_mm512_reduce_max_epu32(mb);
+    for (i = 0; i < ZERO__QB; i += 16)     /* the masked form: g++ warns of the unmasked one's undefined source */
+        mb = _mm512_mask_max_epu32(mb, ZERO__M16_ALL, mb, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), mag));
+    _mm512_storeu_si512(lanes, mb);
+    for (i = 0; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
     s = zero__q8m_scale(m);
     if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
     if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
@@ -6098,6 +6104,7 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     k->opt = (int)o->type;
     k->adt = (int)d->grad_accum_dtype;
     k->pdt = (int)d->param_dtype;
+    k->sdt = zero__sdt(d);
     k->gscale = gscale;
     ah->beta1 = (float)o->beta1;
     ah->beta2 = (float)o->beta2;
@@ -6904,7 +6911,7 @@ static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
     zero__opt_setup(ctx, gscale, &k, &fn);
     return zero__cuda_err(ctx, ZERO__S_COMPUTE,
                           zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->arena.grad, ctx->arena.param, ctx->arena.master,
-                                      (float *)ctx->arena.m, (float *)ctx->arena.v, cu->compute), "the optimizer kernel");
+                                      ctx->arena.m, ctx->arena.v, cu->compute), "the optimizer kernel");
 }
 /* row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T */
 static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -11023,11 +11030,10 @@ static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logge
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if ((d->optim.state_dtype == ZERO_STATE_BF16 || d->optim.state_dtype == ZERO_STATE_Q8) && d->device == ZERO_DEVICE_CUDA)
+    if (d->optim.state_dtype == ZERO_STATE_Q8 && d->device == ZERO_DEVICE_CUDA && !zero__dev_offload(d))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_optim_desc.state_dtype ZERO_STATE_%s runs in the CPU's fused pass (the cpu and emu "
-                             "devices); ZERO_DEVICE_CUDA is not supported yet",
-                             d->optim.state_dtype == ZERO_STATE_Q8 ? "Q8" : "BF16");
+                             "zero_optim_desc.state_dtype ZERO_STATE_Q8 runs in the CPU's fused pass: with "
+                             "ZERO_DEVICE_CUDA only with offload_optimizer = ZERO_OFFLOAD_HOST (ZeRO-Offload) for now");
     if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
@@ -12367,7 +12373,7 @@ static int64_t zero__host_cut(const zero_ctx *ctx, int64_t t, int64_t total, int
 static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
     int pdt = (int)ctx->desc.param_dtype, adt = (int)ctx->desc.grad_accum_dtype, si;
     void *hp = pdt == ZERO_F32 ? (void *)ctx->arena.master : ctx->tier.hparam;
-    int64_t total = 0, sub, g, ng, c[3], b[3] = { 0, 0, 0 };
+    int64_t total = 0, sub, g, ng, c[3], qb[3] = { 0, 0, 0 };
     int gaps_ok = 1, q8 = zero__sdt(&ctx->desc) == ZERO__SDT_Q8 && (ctx->arena.m || ctx->arena.v);
     zero__hostjob job;
     zero__opt_job qjob;
@@ -12399,16 +12405,16 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
         qjob.nst = zero__tstate(ctx);
     }
     /* sub-group g: [c[0], c[1]) of the concatenation, cut at g * sub (q8: zero__host_cut,
-       the q8 blocks [b[0], b[1])); c[2]: the next one's end */
+       the q8 blocks [qb[0], qb[1])); c[2]: the next one's end */
 #define ZERO__HCUT(x, bq) (q8 ? zero__host_cut(ctx, (x) * sub, total, (bq)) : (x) * sub < total ? (x) * sub : total)
     c[0] = 0;
-    b[0] = 0;
-    c[1] = ZERO__HCUT(1, &b[1]);
+    qb[0] = 0;
+    c[1] = ZERO__HCUT(1, &qb[1]);
     if ((r = zero__host_xfer(ctx, 1, 0, c[1], ctx->tier.hgrad, ctx->arena.grad, adt, gaps_ok)) != ZERO_OK ||
         (r = zero__dev_fence(ctx, 0)) != ZERO_OK)
         goto out;
     for (g = 0; g < ng; g++) {
-        c[2] = ZERO__HCUT(g + 2, &b[2]);
+        c[2] = ZERO__HCUT(g + 2, &qb[2]);
         /* fence (g + 1) % 2 was last recorded for g - 1 and waited for */
         if (g + 1 < ng && ((r = zero__host_xfer(ctx, 1, c[1], c[2], ctx->tier.hgrad, ctx->arena.grad,
                                                 adt, gaps_ok)) != ZERO_OK ||
@@ -12419,15 +12425,15 @@ static zero_result zero__dev_offload_step(zero_ctx *ctx, float gscale) {
         job.total = c[1] - c[0];
         /* below ~64K elements waking the pool costs more than it saves */
         if (q8) {
-            qjob.qlo = b[0];
-            qjob.qhi = b[1];
+            qjob.qlo = qb[0];
+            qjob.qhi = qb[1];
             zero__pool_run(ctx->opt.pool, zero__opt_part_q8, &qjob, job.total < 65536);
         } else {
             zero__pool_run(ctx->opt.pool, zero__host_part, &job, job.total < 65536);
         }
         if ((r = zero__host_xfer(ctx, 0, c[0], c[1], hp, ctx->arena.param, pdt, gaps_ok)) != ZERO_OK) break;
         c[0] = c[1]; c[1] = c[2];
-        b[0] = b[1]; b[1] = b[2];
+        qb[0] = qb[1]; qb[1] = qb[2];
     }
 #undef ZERO__HCUT
 out:

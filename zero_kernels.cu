@@ -7,8 +7,8 @@
    CPU tests check the formulas the GPU runs and results are bitwise those of the CPU path.
 
    What is here, each with its host launcher (zero__k_*):
-   - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments; one
-                  block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
+   - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments
+                  (moments in fp32 or bf16: ON OPTIMIZER STATES); one block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
                   (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
                   to 3 elements when they are equally misaligned), two steps in flight per
                   thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
@@ -107,7 +107,7 @@ __device__ __forceinline__ void zk_stf4(float *p, int64_t i, const float v[4]) {
    100 KB of loads in flight per SM, well above what hides DRAM latency at full bandwidth */
 #define ZK_OPT_MIN_BLOCKS 4
 
-template <int OPT, int ADT, int PDT> struct zk_optimizer {
+template <int OPT, int ADT, int PDT, int SDT> struct zk_optimizer {
     /* elements [0, 4) of the register groups g, w, m, v (m, v unused when absent) */
     static __device__ __forceinline__ void group(const zero__optk &k, const zero__adamw_hp *ah, const zero__sgd_hp *sh,
                                                  float g[4], float w[4], float m[4], float v[4], int has_m, int decay) {
@@ -117,34 +117,38 @@ template <int OPT, int ADT, int PDT> struct zk_optimizer {
             else zero__adamw_elem(&w[j], &m[j], &v[j], g[j] * k.gscale, ah, decay);
         }
     }
-    static __device__ __forceinline__ void load(const void *g, const float *w, const float *m, const float *v, int64_t i,
+    /* the moments are of dtype SDT: bf16 ones widen exactly on load and narrow to nearest
+       even on store (zero__ld / zero__st), as the CPU's zero__opt_call */
+    static __device__ __forceinline__ void load(const void *g, const float *w, const void *m, const void *v, int64_t i,
                                                 float gg[4], float ww[4], float mm[4], float vv[4]) {
         zk_ld4<ADT>(g, i, gg);
         zk_ldf4(w, i, ww);
-        if (OPT == ZERO_OPTIM_ADAMW || m) zk_ldf4(m, i, mm);
-        if (OPT == ZERO_OPTIM_ADAMW) zk_ldf4(v, i, vv);
+        if (OPT == ZERO_OPTIM_ADAMW || m) zk_ld4<SDT>(m, i, mm);
+        if (OPT == ZERO_OPTIM_ADAMW) zk_ld4<SDT>(v, i, vv);
     }
-    static __device__ __forceinline__ void store(void *p, float *w, float *m, float *v, int64_t i,
+    static __device__ __forceinline__ void store(void *p, float *w, void *m, void *v, int64_t i,
                                                  const float ww[4], const float mm[4], const float vv[4]) {
         zk_stf4(w, i, ww);
-        if (OPT == ZERO_OPTIM_ADAMW || m) zk_stf4(m, i, mm);
-        if (OPT == ZERO_OPTIM_ADAMW) zk_stf4(v, i, vv);
+        if (OPT == ZERO_OPTIM_ADAMW || m) zk_st4<SDT>(m, i, mm);
+        if (OPT == ZERO_OPTIM_ADAMW) zk_st4<SDT>(v, i, vv);
         if (PDT != ZERO_F32) zk_st4<PDT>(p, i, ww);
     }
     static __device__ __forceinline__ void scalar(const zero__optk &k, const zero__adamw_hp *ah, const zero__sgd_hp *sh,
-                                                  const void *g, void *p, float *w, float *m, float *v, int64_t i, int decay) {
-        float gg = zero__ld(g, i, ADT) * k.gscale;
-        if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, sh, decay);
-        else zero__adamw_elem(&w[i], &m[i], &v[i], gg, ah, decay);
+                                                  const void *g, void *p, float *w, void *m, void *v, int64_t i, int decay) {
+        float gg = zero__ld(g, i, ADT) * k.gscale, mm = m ? zero__ld(m, i, SDT) : 0.0f, vv = v ? zero__ld(v, i, SDT) : 0.0f;
+        if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &mm : NULL, gg, sh, decay);
+        else zero__adamw_elem(&w[i], &mm, &vv, gg, ah, decay);
+        if (m) zero__st(m, i, SDT, mm);
+        if (v) zero__st(v, i, SDT, vv);
         if (PDT != ZERO_F32) zero__st(p, i, PDT, w[i]);
     }
 };
 
-template <int OPT, int ADT, int PDT>
+template <int OPT, int ADT, int PDT, int SDT>
 __global__ void __launch_bounds__(ZK_THREADS, ZK_OPT_MIN_BLOCKS)
 zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchunks, const void *grad_base,
-       void *param_base, float *master, float *opt_m, float *opt_v) {
-    typedef zk_optimizer<OPT, ADT, PDT> O;
+       void *param_base, float *master, void *opt_m, void *opt_v) {
+    typedef zk_optimizer<OPT, ADT, PDT, SDT> O;
     const zero__adamw_hp ah = k.ah;
     const zero__sgd_hp sh = k.sh;
     for (int64_t ci = blockIdx.x; ci < nchunks; ci += gridDim.x) {
@@ -152,16 +156,16 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
         const void *g = (const char *)grad_base + c.grad_idx * ZK_ES(ADT);
         float *w = master ? master + c.state_idx : (float *)param_base + c.param_idx;
         void *p = PDT != ZERO_F32 ? (void *)((char *)param_base + c.param_idx * ZK_ES(PDT)) : NULL;
-        float *m = opt_m ? opt_m + c.state_idx : NULL;
-        float *v = OPT == ZERO_OPTIM_ADAMW ? opt_v + c.state_idx : NULL;
+        void *m = opt_m ? (void *)((char *)opt_m + c.state_idx * ZK_ES(SDT)) : NULL;
+        void *v = OPT == ZERO_OPTIM_ADAMW ? (void *)((char *)opt_v + c.state_idx * ZK_ES(SDT)) : NULL;
         const int64_t n = c.n;
         const int decay = c.decay, has_m = m != NULL;
         /* the vector range [lo, hi): whole groups of 4 from the head on, when the head aligns
            every array (NULL counts as aligned); the scalar loop takes [0, lo) and [hi, n) */
         const int64_t head = (int64_t)((-(uintptr_t)g & (4 * ZK_ES(ADT) - 1)) / ZK_ES(ADT));
         const int vec = n - head >= 4 && zk_aligned((const char *)g + head * ZK_ES(ADT), 4 * ZK_ES(ADT)) &&
-                        zk_aligned(w + head, 16) && (!m || zk_aligned(m + head, 16)) &&
-                        (!v || zk_aligned(v + head, 16)) &&
+                        zk_aligned(w + head, 16) && (!m || zk_aligned((char *)m + head * ZK_ES(SDT), 4 * ZK_ES(SDT))) &&
+                        (!v || zk_aligned((char *)v + head * ZK_ES(SDT), 4 * ZK_ES(SDT))) &&
                         (!p || zk_aligned((char *)p + head * ZK_ES(PDT), 4 * ZK_ES(PDT)));
         const int64_t lo = vec ? head : 0, hi = vec ? lo + ((n - lo) & ~(int64_t)3) : 0;
         if (vec) {
@@ -193,21 +197,24 @@ zk_opt(const zero__optk k, const zero__kchunk *__restrict__ chunks, int64_t nchu
     }
 }
 
-typedef void (*zk_opt_fn)(const zero__optk, const zero__kchunk *, int64_t, const void *, void *, float *, float *, float *);
-#define ZK_OPT_ROW(OPT, ADT) { zk_opt<OPT, ADT, ZERO_F32>, zk_opt<OPT, ADT, ZERO_BF16>, zk_opt<OPT, ADT, ZERO_F16> }
-#define ZK_OPT_TABLE(OPT) { ZK_OPT_ROW(OPT, ZERO_F32), ZK_OPT_ROW(OPT, ZERO_BF16), ZK_OPT_ROW(OPT, ZERO_F16) }
+typedef void (*zk_opt_fn)(const zero__optk, const zero__kchunk *, int64_t, const void *, void *, float *, void *, void *);
+#define ZK_OPT_ROW(OPT, ADT, SDT) { zk_opt<OPT, ADT, ZERO_F32, SDT>, zk_opt<OPT, ADT, ZERO_BF16, SDT>, zk_opt<OPT, ADT, ZERO_F16, SDT> }
+#define ZK_OPT_TABLE(OPT, SDT) { ZK_OPT_ROW(OPT, ZERO_F32, SDT), ZK_OPT_ROW(OPT, ZERO_BF16, SDT), ZK_OPT_ROW(OPT, ZERO_F16, SDT) }
 
 extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
-                           void *param_base, float *master, float *opt_m, float *opt_v, void *stream) {
-    static const zk_opt_fn table[2][3][3] = { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW), ZK_OPT_TABLE(ZERO_OPTIM_SGD) };
+                           void *param_base, float *master, void *opt_m, void *opt_v, void *stream) {
+    static const zk_opt_fn table[2][2][3][3] = {
+        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_F32), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_F32) },
+        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_BF16), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_BF16) } };
     if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !zk_dtype_ok(k->adt) ||
-        !zk_dtype_ok(k->pdt))
+        !zk_dtype_ok(k->pdt) || (k->sdt != 0 && k->sdt != ZERO_F32 && k->sdt != ZERO_BF16))     /* 0: fp32 */
         return (int)cudaErrorInvalidValue;
     if (nchunks == 0) return 0;
     if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
         (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
         return (int)cudaErrorInvalidValue;
-    table[k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0, zk_stream(stream)>>>(
+    table[k->sdt == ZERO_BF16][k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0,
+                                                                                 zk_stream(stream)>>>(
         *k, chunks, nchunks, grad_base, param_base, master, opt_m, opt_v);
     return zk_done();
 }

@@ -39,7 +39,10 @@
                        modulo 4 elements, none elsewhere, so a chunk that could take the
                        vector path and ran scalar (the same bits, slower) fails. Large:
                        AdamW bf16 / bf16 with a master, 65 chunks, 2^20 + 3 elements, every
-                       third chunk at odd indices; no chunks returns 0; AdamW without m and
+                       third chunk at odd indices; bf16 moments (k.sdt, ON OPTIMIZER
+                       STATES) vs zero__opt_call's widen, update, narrow: every variant with
+                       moments, f32 and bf16 grads, the vector path, its heads, f32 params as
+                       the master, m one element off; no chunks returns 0; AdamW without m and
                        16-bit params without a master are refused;
      zero__k_sumsq     vs zero__sumsq_scalar, every dtype: blocks of every size S and 1023,
                        1024, 1025 (ZERO__NORM_BLOCK) at alternately even and odd starts, 17
@@ -249,7 +252,9 @@ static int64_t vec_groups(int64_t n, const void *const *a, const int *es, int na
 extern long long zk_kemu_opt_groups(void) __attribute__((weak));
 
 /* One zero__k_opt launch over the table vs the scalar kernel on each chunk. use_master 0:
-   the f32 params are the master. mis: the arrays (IN_*) one element off their allocation. */
+   the f32 params are the master. mis: the arrays (IN_*) one element off their allocation.
+   opt_sdt: the moments' dtype (bf16: the reference is zero__opt_call's widen, update, narrow). */
+static int opt_sdt = ZERO_F32;
 static void opt_case(int variant, int adt, int pdt, int use_master, int mis, const chunk_table *t, const char *what) {
     const zero__kchunk *ch = t->c;
     const int64_t nc = t->n;
@@ -258,16 +263,20 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     const int64_t og = (mis >> IN_G & 1) * mis_off, ow = (mis >> IN_W & 1) * mis_off;
     const int64_t om = (mis >> IN_M & 1) * mis_off, ov = (mis >> IN_V & 1) * mis_off;
     const int64_t op = use_master ? (mis >> IN_P & 1) * mis_off : ow;    /* without a master, w is the params */
+    const int sdt = opt_sdt;
+    const size_t ses = esz(sdt);
     zero__optk k;
     zero__opt_fn fn;
+    zero__sconv sc = zero__sconv_for(ZERO__SIMD_SCALAR, sdt);
     int64_t ng = 0, ns = 0, np = 0, c, groups = 0;
-    void *g, *p, *pg;
-    float *w, *m, *v, *wg, *mg, *vg;
-    void *dg, *dp, *dch;
-    float *dw = NULL, *dm = NULL, *dv = NULL;
+    void *g, *p, *pg, *m, *v, *mg, *vg;
+    float *w, *wg;
+    void *dg, *dp, *dch, *dm = NULL, *dv = NULL;
+    float *dw = NULL;
     char d[160];
     int rc;
     make_optk(&k, variant, adt, pdt);
+    k.sdt = sdt;
     fn = zero__opt_kernel(ZERO__SIMD_SCALAR, k.opt, adt, pdt);
     for (c = 0; c < nc; c++) {
         if (ch[c].grad_idx + ch[c].n > ng) ng = ch[c].grad_idx + ch[c].n;
@@ -277,39 +286,40 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     ng += 4; ns += 4; np += 4;           /* room for the offset (up to 3) and one element past the end */
     g = malloc((size_t)ng * esz(adt));
     p = malloc((size_t)np * esz(pd)); pg = malloc((size_t)np * esz(pd));
-    w = (float *)malloc((size_t)ns * 4); m = (float *)malloc((size_t)ns * 4); v = (float *)malloc((size_t)ns * 4);
-    wg = (float *)malloc((size_t)ns * 4); mg = (float *)malloc((size_t)ns * 4); vg = (float *)malloc((size_t)ns * 4);
+    w = (float *)malloc((size_t)ns * 4); m = malloc((size_t)ns * ses); v = malloc((size_t)ns * ses);
+    wg = (float *)malloc((size_t)ns * 4); mg = malloc((size_t)ns * ses); vg = malloc((size_t)ns * ses);
     fill(g, adt, ng, 1);
     fill(p, pd, np, !use_master);
     fill(w, ZERO_F32, ns, 1);
-    fill(m, ZERO_F32, ns, 0);
-    for (c = 0; c < ns; c++) v[c] = fabsf(rnd_val(0));
+    fill(m, sdt, ns, 0);
+    for (c = 0; c < ns; c++) zero__st(v, c, sdt, fabsf(rnd_val(0)));
     dg = dup_to_dev(g, (size_t)ng * esz(adt));
     dp = dup_to_dev(p, (size_t)np * esz(pd));
     dch = dup_to_dev(ch, sizeof(zero__kchunk) * (size_t)nc);
     if (use_master) dw = (float *)dup_to_dev(w, (size_t)ns * 4);
-    if (has_m) dm = (float *)dup_to_dev(m, (size_t)ns * 4);
-    if (has_v) dv = (float *)dup_to_dev(v, (size_t)ns * 4);
+    if (has_m) dm = dup_to_dev(m, (size_t)ns * ses);
+    if (has_v) dv = dup_to_dev(v, (size_t)ns * ses);
     for (c = 0; c < nc; c++) {           /* the arrays as the kernel sees them */
         const void *a[5];
-        const int es[5] = { (int)esz(adt), 4, 4, 4, (int)esz(pd) };
+        const int es[5] = { (int)esz(adt), 4, (int)ses, (int)ses, (int)esz(pd) };
         a[0] = at(dg, og + ch[c].grad_idx, adt);
         a[1] = use_master ? (const void *)(dw + ow + ch[c].state_idx) : at(dp, op + ch[c].param_idx, pd);
-        a[2] = has_m ? (const void *)(dm + om + ch[c].state_idx) : NULL;
-        a[3] = has_v ? (const void *)(dv + ov + ch[c].state_idx) : NULL;
+        a[2] = has_m ? (const void *)at(dm, om + ch[c].state_idx, sdt) : NULL;
+        a[3] = has_v ? (const void *)at(dv, ov + ch[c].state_idx, sdt) : NULL;
         a[4] = use_master && pd != ZERO_F32 ? at(dp, op + ch[c].param_idx, pd) : NULL;
         groups += vec_groups(ch[c].n, a, es, 5);
     }
     if (zk_kemu_opt_groups) (void)zk_kemu_opt_groups();
     rc = zero__k_opt(&k, (const zero__kchunk *)dch, nc, at(dg, og, adt), at(dp, op, pd), dw ? dw + ow : NULL,
-                     dm ? dm + om : NULL, dv ? dv + ov : NULL, NULL);
+                     dm ? at(dm, om, sdt) : NULL, dv ? at(dv, ov, sdt) : NULL, NULL);
     /* the CPU reference: the scalar kernel on each chunk, its decay in k */
     for (c = 0; c < nc; c++) {
         zero__optk kc = k;
         float *pw = (float *)at(p, op + ch[c].param_idx, pd);
         kc.decay = ch[c].decay;
-        fn(&kc, at(g, og + ch[c].grad_idx, adt), pw, use_master ? w + ow + ch[c].state_idx : pw,
-           has_m ? m + om + ch[c].state_idx : NULL, has_v ? v + ov + ch[c].state_idx : NULL, 0, ch[c].n);
+        zero__opt_call(fn, &kc, &sc, at(g, og + ch[c].grad_idx, adt), pw, use_master ? w + ow + ch[c].state_idx : pw,
+                       has_m ? at(m, om + ch[c].state_idx, sdt) : NULL, has_v ? at(v, ov + ch[c].state_idx, sdt) : NULL, 0,
+                       ch[c].n);
     }
     snprintf(d, sizeof d, "zero__k_opt (%s, %s)", what, use_master ? "master" : "no master");
     if (!sync_ok(rc, d)) goto out;
@@ -326,9 +336,9 @@ static void opt_case(int variant, int adt, int pdt, int use_master, int mis, con
     snprintf(d, sizeof d, "params (%s, %s)", what, use_master ? "master" : "no master");
     compare(d, p, pg, np, pd);
     snprintf(d, sizeof d, "m (%s, %s)", what, use_master ? "master" : "no master");
-    if (has_m) { to_host(mg, dm, (size_t)ns * 4); compare(d, m, mg, ns, ZERO_F32); }
+    if (has_m) { to_host(mg, dm, (size_t)ns * ses); compare(d, m, mg, ns, sdt); }
     snprintf(d, sizeof d, "v (%s, %s)", what, use_master ? "master" : "no master");
-    if (has_v) { to_host(vg, dv, (size_t)ns * 4); compare(d, v, vg, ns, ZERO_F32); }
+    if (has_v) { to_host(vg, dv, (size_t)ns * ses); compare(d, v, vg, ns, sdt); }
 out:
     cudaFree(dg); cudaFree(dp); cudaFree(dch); cudaFree(dw); cudaFree(dm); cudaFree(dv);
     free(g); free(p); free(pg); free(w); free(m); free(v); free(wg); free(mg); free(vg);
@@ -391,6 +401,33 @@ static void test_opt_large(void) {
     for (i = 0; i < 64; i++) add_chunk(&t, ZERO__KCHUNK, i % 3 == 1);
     add_chunk(&t, 3, 1);
     opt_case(V_ADAMW, ZERO_BF16, ZERO_BF16, 1, 0, &t, "large");
+}
+
+/* bf16 moments (ON OPTIMIZER STATES): the same kernel with k.sdt = ZERO_BF16, against
+   zero__opt_call's widen, update, narrow; every variant with moments, the vector path and
+   its heads, and the moments one element off (the scalar path) */
+static void test_opt_bf16_states(void) {
+    static const int32_t lens[] = { 1, 3, 4, 5, 33, 257, 2052, ZERO__KCHUNK };
+    static const int32_t peel_lens[] = { 1, 2, 3, 5, 8, 33, 1029 };
+    zero__kchunk cs[2 * NELEMS(lens)], cp[3 * NELEMS(peel_lens)];
+    int variant, adt, i, sh;
+    opt_sdt = ZERO_BF16;
+    for (variant = 0; variant < V_NUM; variant++)
+        for (adt = ZERO_F32; adt <= ZERO_BF16; adt++) {
+            chunk_table ts = { cs, 0, 0, 0, 0 }, tp = { cp, 0, 0, 0, 0 };
+            if (variant == V_SGD_PLAIN) continue;       /* no moments */
+            for (i = 0; i < NELEMS(lens); i++) { add_chunk(&ts, lens[i], 0); add_chunk(&ts, lens[i], 1); }
+            for (sh = 1; sh <= 3; sh++)
+                for (i = 0; i < NELEMS(peel_lens); i++) add_chunk_at(&tp, peel_lens[i], sh, sh, sh);
+            test_begin("opt_bf16_states_%s_g%d", variant_name[variant], adt);
+            opt_case(variant, adt, ZERO_BF16, 1, 0, &ts, "bf16 moments, sizes");
+            opt_case(variant, adt, ZERO_F32, 0, 0, &ts, "bf16 moments, f32 params");
+            opt_case(variant, adt, ZERO_BF16, 1, 0, &tp, "bf16 moments, heads");
+            mis_off = 1;
+            opt_case(variant, adt, ZERO_BF16, 1, 1 << IN_M, &ts, "bf16 moments, m misaligned by 1");
+            test_end();
+        }
+    opt_sdt = ZERO_F32;
 }
 
 static void test_opt_refuses(void) {
@@ -921,6 +958,7 @@ int main(void) {
     test_init();
     test_opt();
     TEST_RUN(test_opt_large);
+    TEST_RUN(test_opt_bf16_states);
     TEST_RUN(test_opt_refuses);
     test_sumsq();
     test_sum_into();
