@@ -19,7 +19,7 @@
 #   - arm64_train_mlp_<path>_<case>: examples/train_mlp.c at stages 0-3 (2 ranks as threads),
 #     with ZERO_SIMD=scalar and neon, --save-params bitwise equal to the x86-64 build's
 #     (build/train_mlp, ZERO_SIMD=scalar, stage 0): bf16 AdamW, f16 (loss scaling), SGD, and q8
-#     moments (the NEON block encoder and decoder).
+#     moments (the NEON block encoder and decoder: neon only, stages 0 and 3).
 # What QEMU cannot say: speed (it translates instructions; no timing here is meaningful).
 # A missing cross compiler or qemu-aarch64 is a SKIP. Run from the repository root after make.
 set -u
@@ -125,7 +125,10 @@ for c in "bf16_adamw|--dtype bf16" "f16_adamw|--dtype f16" "f32_sgd|--dtype f32 
     fi
     for p in scalar neon; do
         bad=
+        # q8 moments: the NEON block code's bits at stages 0 and 3 (the scalar path's are x86-64's too)
+        if [ "$name" = q8_states ] && [ $p = scalar ]; then continue; fi
         for s in 0 1 2 3; do
+            if [ "$name" = q8_states ] && { [ $s = 1 ] || [ $s = 2 ]; }; then continue; fi
             # shellcheck disable=SC2086
             if ! ZERO_SIMD=$p timeout 300 qemu-aarch64 "$BUILD/arm64/train_mlp" "${SMALL[@]}" $args --stage $s \
                     --save-params "$T/a_$name" >"$T/a.log" 2>&1; then
@@ -133,7 +136,7 @@ for c in "bf16_adamw|--dtype bf16" "f16_adamw|--dtype f16" "f32_sgd|--dtype f32 
             fi
             cmp -s "$T/x86_$name" "$T/a_$name" || { bad="stage $s: params differ from x86-64's (ZERO_SIMD=scalar, stage 0)"; break; }
         done
-        if [ -z "$bad" ]; then echo "PASS arm64_train_mlp_${p}_$name (stages 0-3 bitwise the x86-64 build)"
+        if [ -z "$bad" ]; then echo "PASS arm64_train_mlp_${p}_$name (stages $([ "$name" = q8_states ] && echo '0 and 3' || echo 0-3) bitwise the x86-64 build)"
         else echo "FAIL arm64_train_mlp_${p}_$name: $bad"; failed=1; fi
     done
 done

@@ -124,7 +124,7 @@ else fail resume_offload_nvme "resumed params differ from 20 steps straight"; fi
 # q8 moments (ON OPTIMIZER STATES): a checkpoint holds the moments decoded; a load encodes each
 # block once, from its saved values, which gives the block back: the resume is bitwise, also
 # into another stage (the blocks are in module coordinates) and on the NVMe tier
-for c in "2|1|" "3|0|" "1|3|--offload-optimizer nvme --nvme-dir $T"; do
+for c in "2|1|" "1|3|--offload-optimizer nvme --nvme-dir $T"; do
     IFS='|' read -r s1 s2 extra <<<"$c"
     R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --ranks 3 --dtype bf16 --optim-state-dtype q8)
     rm -rf "$T/ck"
