@@ -482,9 +482,10 @@
                                      updates it in fp32 as with f32 states (the step's own
                                      update uses the unrounded values) and encodes it to the
                                      nearest code in the 4th-root domain: per element a
-                                     relative error of about 2/|c| at code c (at most 0.8% for
-                                     the block's largest values, 1.6% near s/2, 16% near 1e-4
-                                     s), exact for the block's largest magnitude; m below
+                                     relative error of at most about 2/|c| at m's code c
+                                     (1.6% for the block's largest values, 1.9% near s/2, 16%
+                                     near 1e-4 s; v's, with twice the codes, half that),
+                                     exact for the block's largest magnitude; m below
                                      2.4e-10 s becomes 0. A NaN or an infinity in a block
                                      makes the whole block NaN. Deterministic: the codes come
                                      from comparisons with thresholds computed by IEEE
