@@ -377,6 +377,29 @@ static void fill_desc(zero_desc *d, const ref_case *c, int stage, zero_comm *com
     }
 }
 
+/* the gathered params of a replay with compressed moments against the float64 replay of
+   the same algorithm (ref_fn): each element within 1e-6 of its magnitude (at least 1e-3)
+   plus walk / walk_div; rank 0's largest err / bound goes into *worst */
+static int states_match(const ref_case *c, const float *out, int rank, void (*ref_fn)(const ref_case *, double *, double *),
+                        double walk_div, const char *fmt, double *worst) {
+    double *ref = (double *)calloc((size_t)c->n, sizeof(double)), *walk = (double *)calloc((size_t)c->n, sizeof(double));
+    int bad = 0, first = -1, ok;
+    if (!CHECK(ref && walk, "out of memory")) { free(ref); free(walk); return 0; }
+    ref_fn(c, ref, walk);
+    for (int i = 0; i < c->n; i++) {
+        double bound = 1e-6 * fmax(fmax(fabs(ref[i]), fabs((double)c->p0[i])), 1e-3) + walk[i] / walk_div;
+        double e = fabs((double)out[i] - ref[i]) / bound;
+        if (!(e <= 1.0)) { bad++; if (first < 0) first = i; }
+        if (rank == 0 && !(e <= *worst)) *worst = e;
+    }
+    ok = CHECK(bad == 0, "rank %d: %d of %d elements off the float64 %s-moment replay; first [%d] got %.9g want %.9g "
+               "(walk %.3g)", rank, bad, c->n, fmt, first, first >= 0 ? out[first] : 0.0f, first >= 0 ? ref[first] : 0.0,
+               first >= 0 ? walk[first] : 0.0);
+    free(ref);
+    free(walk);
+    return ok;
+}
+
 #define RCHECK(cond, ...) do { if (!CHECK(cond, __VA_ARGS__)) goto done; } while (0)
 
 /* One rank's replay: returns ZERO_OK or the first failing result (also CHECKed). */
@@ -444,20 +467,7 @@ static zero_result replay(const ref_case *c, int stage, zero_comm *comm, int ran
            rounding boundary, which moves that step's update by as much; that happens at a
            few steps, not all. Measured: at most 0.07 of the bound; fp32 moments held to this
            replay are at 5.5 of it, so the test tells the two apart. */
-        double *ref = (double *)calloc((size_t)c->n, sizeof(double)), *walk = (double *)calloc((size_t)c->n, sizeof(double));
-        int bad = 0, first = -1;
-        RCHECK(ref && walk, "out of memory");
-        bf16_ref(c, ref, walk);
-        for (int i = 0; i < c->n; i++) {
-            double bound = 1e-6 * fmax(fmax(fabs(ref[i]), fabs((double)c->p0[i])), 1e-3) + walk[i] / 2048.0;
-            double e = fabs((double)out[i] - ref[i]) / bound;
-            if (!(e <= 1.0)) { bad++; if (first < 0) first = i; }
-            if (rank == 0 && !(e <= g_bf16_worst)) g_bf16_worst = e;
-        }
-        if (!CHECK(bad == 0, "rank %d: %d of %d elements off the float64 bf16-moment replay; first [%d] got %.9g want %.9g "
-                   "(walk %.3g)", rank, bad, c->n, first, out[first], ref[first], walk[first])) r = ZERO_ERR_STATE;
-        free(ref);
-        free(walk);
+        if (!states_match(c, out, rank, bf16_ref, 2048.0, "bf16", &g_bf16_worst)) r = ZERO_ERR_STATE;
     } else if (g_sdt == ZERO_STATE_Q8) {
         /* the bound: the fp32 one plus 2^-10 of the element's walk. Where the fused pass's
            fp32 moment and the float64 replay's straddle a code's rounding boundary they
@@ -465,20 +475,7 @@ static zero_result replay(const ref_case *c, int stage, zero_comm *comm, int ran
            value), which moves that step's update by as much; at a few steps, not all.
            Measured: at most 0.065 of the bound; bf16 moments held to this replay are at 23
            of it, so the test tells the formats apart. */
-        double *ref = (double *)calloc((size_t)c->n, sizeof(double)), *walk = (double *)calloc((size_t)c->n, sizeof(double));
-        int bad = 0, first = -1;
-        RCHECK(ref && walk, "out of memory");
-        q8_ref(c, ref, walk);
-        for (int i = 0; i < c->n; i++) {
-            double bound = 1e-6 * fmax(fmax(fabs(ref[i]), fabs((double)c->p0[i])), 1e-3) + walk[i] / 1024.0;
-            double e = fabs((double)out[i] - ref[i]) / bound;
-            if (!(e <= 1.0)) { bad++; if (first < 0) first = i; }
-            if (rank == 0 && !(e <= g_q8_worst)) g_q8_worst = e;
-        }
-        if (!CHECK(bad == 0, "rank %d: %d of %d elements off the float64 q8-moment replay; first [%d] got %.9g want %.9g "
-                   "(walk %.3g)", rank, bad, c->n, first, out[first], ref[first], walk[first])) r = ZERO_ERR_STATE;
-        free(ref);
-        free(walk);
+        if (!states_match(c, out, rank, q8_ref, 1024.0, "q8", &g_q8_worst)) r = ZERO_ERR_STATE;
     } else if (!CHECK(params_match(c, out, why, sizeof why), "rank %d: %s", rank, why)) r = ZERO_ERR_STATE;
     {
         zero_stats st;
@@ -541,42 +538,28 @@ int main(void) {
             }
         }
     }
-    /* bf16 moments (the cases with moments: AdamW, SGD with momentum), against bf16_ref */
-    g_sdt = ZERO_STATE_BF16;
-    for (int ci = 0; ci < R.num_cases; ci++) {
-        const ref_case *c = &R.cases[ci];
-        ranks_job j;
-        if (c->is_sgd && c->momentum == 0.0f) continue;
-        for (int stage = 0; stage <= 3; stage += 3) {
-            test_begin("case%d_%s_n%d_stage%d_bf16_states", ci, kind_name(c), c->n, stage);
-            replay(c, stage, NULL, 0);
+    /* bf16 moments against bf16_ref, then q8 moments against q8_ref: the cases with moments
+       (AdamW, SGD with momentum), at stages 0 and 3 and at stage 3 over 3 ranks */
+    for (int f = 0; f < 2; f++) {
+        const char *fn = f ? "q8" : "bf16";
+        g_sdt = f ? ZERO_STATE_Q8 : ZERO_STATE_BF16;
+        for (int ci = 0; ci < R.num_cases; ci++) {
+            const ref_case *c = &R.cases[ci];
+            ranks_job j;
+            if (c->is_sgd && c->momentum == 0.0f) continue;
+            for (int stage = 0; stage <= 3; stage += 3) {
+                test_begin("case%d_%s_n%d_stage%d_%s_states", ci, kind_name(c), c->n, stage, fn);
+                replay(c, stage, NULL, 0);
+                test_end();
+            }
+            j.c = c;
+            j.stage = 3;
+            test_begin("case%d_%s_n%d_stage3_world3_%s_states", ci, kind_name(c), c->n, fn);
+            CHECK(zero_run_local(3, replay_rank, &j) == ZERO_OK, "zero_run_local failed");
             test_end();
         }
-        j.c = c;
-        j.stage = 3;
-        test_begin("case%d_%s_n%d_stage3_world3_bf16_states", ci, kind_name(c), c->n);
-        CHECK(zero_run_local(3, replay_rank, &j) == ZERO_OK, "zero_run_local failed");
-        test_end();
+        printf("%s moments: the worst element is at %.3g of its bound\n", fn, f ? g_q8_worst : g_bf16_worst);
     }
-    printf("bf16 moments: the worst element is at %.3g of its bound\n", g_bf16_worst);
-    /* q8 moments, the same cases, against q8_ref */
-    g_sdt = ZERO_STATE_Q8;
-    for (int ci = 0; ci < R.num_cases; ci++) {
-        const ref_case *c = &R.cases[ci];
-        ranks_job j;
-        if (c->is_sgd && c->momentum == 0.0f) continue;
-        for (int stage = 0; stage <= 3; stage += 3) {
-            test_begin("case%d_%s_n%d_stage%d_q8_states", ci, kind_name(c), c->n, stage);
-            replay(c, stage, NULL, 0);
-            test_end();
-        }
-        j.c = c;
-        j.stage = 3;
-        test_begin("case%d_%s_n%d_stage3_world3_q8_states", ci, kind_name(c), c->n);
-        CHECK(zero_run_local(3, replay_rank, &j) == ZERO_OK, "zero_run_local failed");
-        test_end();
-    }
-    printf("q8 moments: the worst element is at %.3g of its bound\n", g_q8_worst);
     ref_free();
     return test_summary();
 }
