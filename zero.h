@@ -4846,11 +4846,12 @@ static float zero__q8_thr(int k, float sc) {
     float u = (float)(2 * k - 1), u2 = u * u;
     return (u2 * u2) * sc;
 }
-/* codes of x[i..ZERO__QB) at scale s (finite, not 0), one at a time: the definition */
-static void zero__q8enc_tail(uint8_t *c, const float *x, float s, int kind, int i) {
+/* the codes of a block x at scale s (finite, not 0), one at a time: the definition */
+static void zero__q8enc_codes(uint8_t *c, const float *x, float s, int kind) {
+    int i;
     float sig = s < ZERO__Q8_TINY ? 18446744073709551616.0f : 1.0f, ss = s * sig, sc = ss * (kind ? ZERO__Q8_CV : ZERO__Q8_CM);
     int A = kind ? 256 : 127;
-    for (; i < ZERO__QB; i++) {
+    for (i = 0; i < ZERO__QB; i++) {
         uint32_t b = zero__f32_bits(x[i]);
         float ax = zero__bits_f32(b & 0x7fffffffu) * sig;
         int a = (int)((float)A * zero__sqrtf(zero__sqrtf(ax / ss)));     /* the code, or one below */
@@ -4870,7 +4871,7 @@ static float zero__q8enc_scalar(uint8_t *c, const float *x, int kind) {
     }
     s = zero__q8m_scale(mb);
     if (mb == 0u || mb >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
-    zero__q8enc_tail(c, x, s, kind, 0);
+    zero__q8enc_codes(c, x, s, kind);
     return s;
 }
 #if defined(ZERO__X86)
@@ -4900,7 +4901,7 @@ ZERO__AVX2_ATTR static float zero__q8enc_avx2(uint8_t *c, const float *x, int ki
     for (i = 0; i < 8; i++) m = lanes[i] > m ? lanes[i] : m;
     s = zero__q8m_scale(m);
     if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
-    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_codes(c, x, s, kind); return s; }
     {
         const __m256 inv = _mm256_set1_ps(1.0f / s), top = _mm256_set1_ps((float)A);
         const __m256 sc = _mm256_set1_ps(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
@@ -4954,7 +4955,7 @@ ZERO__AVX512_ATTR static float zero__q8enc_avx512(uint8_t *c, const float *x, in
     for (i = 0; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
     s = zero__q8m_scale(m);
     if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
-    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_codes(c, x, s, kind); return s; }
     {
         const __m512 inv = _mm512_set1_ps(1.0f / s), top = _mm512_set1_ps((float)A);
         const __m512 sc = _mm512_set1_ps(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
@@ -5005,7 +5006,7 @@ static float zero__q8enc_neon(uint8_t *c, const float *x, int kind) {
     m = vmaxvq_u32(mb);
     s = zero__q8m_scale(m);
     if (m == 0u || m >= 0x7f800000u) { memset(c, 0, ZERO__QB); return s; }
-    if (s < ZERO__Q8_TINY) { zero__q8enc_tail(c, x, s, kind, 0); return s; }
+    if (s < ZERO__Q8_TINY) { zero__q8enc_codes(c, x, s, kind); return s; }
     {
         const float32x4_t inv = vdupq_n_f32(1.0f / s), top = vdupq_n_f32((float)A);
         const float32x4_t sc = vdupq_n_f32(s * (kind ? ZERO__Q8_CV : ZERO__Q8_CM));
