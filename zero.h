@@ -457,8 +457,8 @@
                                      updates them and the param in fp32 as with f32 states,
                                      and stores them rounded to the nearest bfloat16, ties
                                      to even (NaN stays NaN): per element and step, m and v
-                                     each carry a relative error of at most 2^-9 (half of
-                                     bf16's 2^-8 spacing) from that rounding, and the param
+                                     each carry a relative error of at most 2^-8 (half of
+                                     bf16's 2^-7 spacing) from that rounding, and the param
                                      update of the step itself uses the unrounded values.
                                      Deterministic: bitwise the same at every stage, world
                                      size, SIMD path and thread count (the pass converts a
@@ -509,11 +509,18 @@
      and both formats with offload_optimizer = ZERO_OFFLOAD_HOST (the CPU's pass); q8 in
      device memory returns ZERO_ERR_UNSUPPORTED for now. The planner counts the moments at
      their size (zero_estimate, zero_stats: the optim category).
-     Checkpoints hold the moments as fp32 values (a bf16 moment widens exactly, so a load
-     into bf16 moments restores the same bits; a load into q8 moments encodes each block
-     once from its saved values, which gives back the same codes and scales). A checkpoint
-     of any format loads into any other: into bf16, f32 values round to nearest even; into
-     q8 they are encoded with the error above.
+     Checkpoints keep the moments in their format (ON CHECKPOINTS: format 3, the manifest's
+     state_dtype line): bf16 ones as bf16, q8 ones as their codes and the scales of the
+     blocks each record touches (a record of n elements takes n bytes and 4 per block a
+     moment, against 4 n with fp32), so a q8 model's shards are about half the size.
+     zero_ckpt_info's state_dtype says which. A load into the same format restores the
+     same bits, at any stage and world size. A checkpoint of any format loads into a
+     context of any other, converting each moment through fp32: into f32, the value a
+     bf16 or q8 moment stands for, exactly (saved again and loaded back, it gives the same
+     bf16 values, or the same codes and scales); into bf16, rounding to nearest even (a
+     relative error of at most 2^-8); into q8, encoding each block once from all its
+     values, with the error above (at most half a code of the 4th-root map of the block's
+     largest magnitude). tests/test_ckpt.c (state_formats_*) checks each of these.
 
    ON MEMORY
      zero_build plans every buffer before allocating any. zero_plan_get returns the plan
@@ -855,14 +862,16 @@
      between steps (nothing fetched, no gradients pending; else ZERO_ERR_STATE). A
      checkpoint is a directory: a text manifest from rank 0 and one shard file per rank
      (rank<R>.g<G>, G the save's generation) that holds every param's fp32 weights (the
-     master copy, or the params widened when there is none) and the optimizer moments,
-     keyed by param and element range and checksummed. So a checkpoint saved at (stage s,
+     master copy, or the params widened when there is none) and the optimizer moments in
+     their format (fp32, bf16 or q8: ON OPTIMIZER STATES), keyed by param and element
+     range and checksummed. So a checkpoint saved at (stage s,
      N ranks) loads at any (stage s', M ranks), and a load restores master weights, params,
      moments, step count, loss scale, the data position and the trainer's records: training
      continues bit for bit, at every stage and offload mode (at stage 3 the modules kept
      gathered between steps are gathered again).
      Both stream: a save takes about 64 KiB and a load about 128 KiB of host memory per
-     rank, plus the manifest, also with the states (and params) on the NVMe tier.
+     rank (32 KiB more each with bf16 or q8 moments), plus the manifest, also with the
+     states (and params) on the NVMe tier.
 
      --- The trainer's state. The data position: zero_stats' steps + skipped_steps is the
      number of global batches consumed (a skipped step consumed its batch too), and
@@ -877,7 +886,8 @@
      gives it back (ZERO_ERR_NOT_FOUND for a key the checkpoint does not have). Keys are
      1-64 characters of A-Z a-z 0-9 _ . - ; at most 64 records of up to 64 KiB.
      A checkpoint of format 1 (before records) still loads: no records, and micro_batches
-     taken as (steps + skipped) x the loader's world size x accum_steps.
+     taken as (steps + skipped) x the loader's world size x accum_steps; so does format 2
+     (before state_dtype: its moments are fp32).
 
      --- Atomicity. Files are written under temporary names, fsynced and renamed; the
      manifest goes last, once every rank's shard is durable, and its rename is the commit
@@ -1637,7 +1647,9 @@ struct zero_ckpt_info {                         /* a struct tag, like struct sta
     int stage, world_size;                      /* of the save */
     zero_dtype param_dtype, grad_dtype, grad_accum_dtype;
     zero_optim_type optimizer;                  /* ZERO_OPTIM_ADAMW or ZERO_OPTIM_SGD */
-    int moments;                                /* fp32 moment arrays a trainable element has: AdamW 2, SGD 0 or 1 */
+    int moments;                                /* moment arrays a trainable element has: AdamW 2, SGD 0 or 1 */
+    zero_state_dtype state_dtype;               /* their format in the shards: the saving context's
+                                                   optim.state_dtype (format 3); ZERO_STATE_F32 before */
     int64_t steps, skipped_steps, good_steps;   /* optimizer steps applied, skipped; loss-scale clean steps */
     int64_t micro_batches;                      /* zero_stats' at the save; -1: not recorded (format 1) */
     float loss_scale;
@@ -4830,14 +4842,17 @@ typedef float (*zero__q8enc_fn)(uint8_t *c, const float *x, int kind);
 #define ZERO__Q8_CV 1.45519152e-11f    /* 512^-4 = 2^-36 */
 #define ZERO__Q8_TINY 8.67361738e-19f  /* 2^-60 */
 static float zero__q8_k(float s, int kind) { return s / (kind ? 4294967296.0f : 260144640.0f); }
+/* one code's value, k = zero__q8_k(s, kind) */
+static float zero__q8_dec1(uint8_t code, float s, float k, int kind) {
+    int q = kind ? (int)code : (int)(int8_t)code, a = kind ? q + 1 : q < 0 ? -q : q;
+    float t = (float)a, t2 = t * t, x = (kind ? q : a) == (kind ? 255 : 127) ? s : (t2 * t2) * k;
+    return !kind && q < 0 ? -x : x;
+}
+static float zero__q8_val(uint8_t code, float s, int kind) { return zero__q8_dec1(code, s, zero__q8_k(s, kind), kind); }
 static void zero__q8dec_scalar(float *out, const uint8_t *c, float s, int kind) {
     float k = zero__q8_k(s, kind);
-    int top = kind ? 255 : 127, i;
-    for (i = 0; i < ZERO__QB; i++) {
-        int q = kind ? (int)c[i] : (int)(int8_t)c[i], a = kind ? q + 1 : q < 0 ? -q : q;
-        float t = (float)a, t2 = t * t, x = (kind ? q : a) == top ? s : (t2 * t2) * k;
-        out[i] = !kind && q < 0 ? -x : x;
-    }
+    int i;
+    for (i = 0; i < ZERO__QB; i++) out[i] = zero__q8_dec1(c[i], s, k, kind);
 }
 /* the block's scale: its largest magnitude's bits (NaN for a NaN or an infinity) */
 static float zero__q8m_scale(uint32_t mb) { return mb >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(mb); }
@@ -10651,7 +10666,7 @@ static zero_result zero__zpp_gather(zero_ctx *ctx, int mi, const char *shard, ch
    reduce-scatter too, or with qgz an all-to-all of payloads (each peer's slice of the
    node's sums, quantized), decoded and summed in fp32 in node order. With qgz and bf16
    gradients the node's sums are kept in bf16 (half the bytes to write and encode; its
-   rounding, 2^-9 of a value, is far below int8's, 1/254 of its block's largest). */
+   rounding, at most 2^-8 of a value, is far below int8's, 1/254 of its block's largest). */
 static zero_result zero__zpp_reduce(zero_ctx *ctx, int mi, const void *send, int sdt, void *recv, int rdt, int64_t per,
                                     int accumulate) {
     int ns = ctx->zpp.ns, nn = ctx->zpp.nn, bits = ctx->zpp.bits, blk = ctx->desc.quant_block, k;
@@ -14578,17 +14593,19 @@ static zero_result zero__act_get(zero_ctx *ctx, int i, void *dst) {
    manifest "manifest" that names them. Data is keyed by param and global element range,
    not by the padded arenas: a record is one param's elements [begin, end) that one
    saving rank held (its slice of the module), stored as fp32 weights followed by the
-   fp32 moments (m, then v), with 64-bit checksums of its weights and of its moments in
-   the manifest (a rank that holds no optimizer state for a record reads its weights only).
+   moments (m, then v) in the saving context's format (zero__ck_rec_bytes), with 64-bit
+   checksums of its weights and of its moments in the manifest (a rank that holds no optimizer state for a record reads its weights only).
    A loader in any world size and stage reads just the records that overlap what it
    holds, at the offsets the manifest gives. The manifest rename is the commit point:
    new shards get a new generation suffix, so the files an older manifest names stay
    until the new manifest is in place; stale generations are removed afterwards. */
 
-/* the manifest's format: 2 adds micro_batches and the trainer's records after good_steps
-   (a format-1 manifest is still read: micro_batches then unknown, no records) */
-#define ZERO__CK_VERSION 2
-#define ZERO__CK_SHARD_VERSION 1    /* the shards' header and records: unchanged by format 2 */
+/* the manifest's format: 2 adds micro_batches and the trainer's records after good_steps;
+   3 adds state_dtype after moments, the records' moments in that format (zero__ck_rec_bytes)
+   and, with q8, each range line's block phase (formats 1 and 2 are still read: their
+   moments are fp32; format 1 has no micro_batches, no records) */
+#define ZERO__CK_VERSION 3
+#define ZERO__CK_SHARD_VERSION 1    /* the shards' header: unchanged by formats 2 and 3 */
 /* shard header, 64 bytes: magic, u32 version, rank, world, 0; u64 generation; i64 steps,
    skipped; f32 loss scale; i32 good steps; u64 checksum of the 56 bytes before it */
 #define ZERO__CK_HEADER 64
@@ -14690,10 +14707,24 @@ static int zero__ck_join(char *out, size_t n, const char *a, const char *b, cons
     return 1;
 }
 
-/* number of fp32 moment arrays per trainable element */
+/* number of moment arrays per trainable element */
 static int zero__ck_moments(const zero_desc *d) {
     if (d->optim.type == ZERO_OPTIM_SGD) return d->optim.momentum != 0.0 ? 1 : 0;
     return 2;
+}
+/* A record's bytes: its n fp32 weights, then each of its kp moments as the saving
+   context's state dtype holds them (format 3): fp32; bf16; q8: n codes, then the fp32
+   scales of the nb blocks its elements touch, ph being its first element's place in
+   its block (module coordinates, so the same for every rank, stage and world size). */
+static int64_t zero__ck_nblk(int64_t ph, int64_t n) { return (ph + n + ZERO__QB - 1) / ZERO__QB; }
+static int64_t zero__ck_mom_bytes(zero_state_dtype sd, int64_t n, int64_t ph) {
+    return sd == ZERO_STATE_Q8 ? n + 4 * zero__ck_nblk(ph, n) : sd == ZERO_STATE_BF16 ? 2 * n : 4 * n;
+}
+static int64_t zero__ck_rec_bytes(zero_state_dtype sd, int64_t n, int kp, int64_t ph) {
+    return 4 * n + kp * zero__ck_mom_bytes(sd, n, ph);
+}
+static int64_t zero__ck_phase(const zero_ctx *ctx, int pi, int64_t o) {
+    return ctx->desc.optim.state_dtype == ZERO_STATE_Q8 ? (ctx->params[pi].offset + o) % ZERO__QB : 0;
 }
 
 /* the param-local element range [b, e) that rank r's slice of the module holds */
@@ -14744,6 +14775,9 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
    params on NVMe in the param areas of the tier's blocks at the state index (a frozen
    module's shard, which has no block, stays in the arena). */
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
+/* bytes for a chunk of bf16 or q8 moments as the file holds them: 2 a moment, then the
+   scales of a chunk's q8 blocks at ZERO__CK_CHUNK * 2 */
+#define ZERO__CK_RAW (ZERO__CK_CHUNK * 2 + 4 * (ZERO__CK_CHUNK / ZERO__QB + 2))
 /* q8 moments (ON OPTIMIZER STATES) are written a whole block at a time: a block's values
    gather in ctx->opt.qpend (the rest of the block as it decodes now) until the writes move
    to another block or end, then go to the tier at once, so each block is encoded once from
@@ -14811,6 +14845,7 @@ typedef struct zero__ck_file { int rank; int64_t bytes; char *name; } zero__ck_f
 typedef struct zero__ck_range {
     int param, rank;
     int64_t begin, end, offset;
+    int64_t phase;                  /* q8 moments: begin's place in its block (zero__ck_rec_bytes) */
     uint64_t sum, msum;             /* checksums of the weights, of the moments (0: none) */
 } zero__ck_range;
 
@@ -14819,6 +14854,7 @@ typedef struct zero__ck_manifest {
     int version, stage, world, moments, nmod, nparam, nfile, nrange;
     zero_dtype pdt, gdt, gadt;      /* param, grad, grad_accum dtypes */
     zero_optim_type optim;
+    zero_state_dtype sdt;           /* the moments' format in the records (f32 before format 3) */
     uint64_t gen;
     int64_t steps, skipped, good_steps;
     int64_t micro;                  /* -1: not recorded (format 1) */
@@ -14910,7 +14946,8 @@ static zero_dtype zero__ck_dtype(const char *s) {
 }
 
 static int64_t zero__ck_range_bytes(const zero__ck_manifest *m, const zero__ck_range *r) {
-    return (r->end - r->begin) * 4 * (1 + (m->mods[m->params[r->param].module].frozen ? 0 : m->moments));
+    return zero__ck_rec_bytes(m->sdt, r->end - r->begin, m->mods[m->params[r->param].module].frozen ? 0 : m->moments,
+                              r->phase);
 }
 
 /* qsort orders for zero__ck_validate (arrays of pointers, so no context is needed) */
@@ -15193,6 +15230,13 @@ static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
     else return 0;
     if (!zero__ck_kv(c, "moments", 0, 2, &v)) return 0;
     m->moments = (int)v;
+    m->sdt = ZERO_STATE_F32;
+    if (m->version >= 3) {          /* format 3: the moments' format */
+        if (!zero__ck_kw(c, "state_dtype", &rest)) return 0;
+        for (v = ZERO_STATE_F32; v < ZERO_STATE_NUM && strcmp(rest, zero__state_dtype_name((zero_state_dtype)v)); v++) {}
+        if (v == ZERO_STATE_NUM) return 0;
+        m->sdt = (zero_state_dtype)v;
+    }
     if (!zero__ck_kv(c, "steps", 0, INT64_MAX, &m->steps)) return 0;
     if (!zero__ck_kv(c, "skipped", 0, INT64_MAX, &m->skipped)) return 0;
     if (!zero__ck_kw(c, "loss_scale", &rest)) return 0;
@@ -15302,6 +15346,7 @@ static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__
     if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) return -1;
     for (i = 0; i < m->nrange; i++) {
         zero__ck_range *r = &m->ranges[i];
+        r->phase = 0;
         if (!zero__ck_kw(c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) return 0;
         r->param = (int)v;
         if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) return 0;
@@ -15309,8 +15354,10 @@ static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__
         if (!zero__ck_i64(&rest, 0, m->params[r->param].numel - 1, &r->begin) ||
             !zero__ck_i64(&rest, r->begin + 1, m->params[r->param].numel, &r->end) ||
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
-            !zero__ck_u64(&rest, &r->msum) || *rest)
+            !zero__ck_u64(&rest, &r->msum))
             return 0;
+        if (m->sdt == ZERO_STATE_Q8 && !zero__ck_i64(&rest, 0, ZERO__QB - 1, &r->phase)) return 0;
+        if (*rest) return 0;
     }
     return c->p == c->end;
 }
@@ -15520,11 +15567,61 @@ static int zero__ck_put_tiered(zero_ctx *ctx, int fd, int p, int64_t b, int64_t 
     return ok;
 }
 
+/* A record whose kp moments are bf16 or q8 (zero__ck_rec_bytes), written as zero__ck_put_tiered
+   writes one: chunk by chunk, each inside one tier block (also when the state is not on
+   NVMe), its weights, then its moments read as fp32 and stored in the state's own format:
+   bf16 exactly (they are bf16 values), q8 by encoding each whole block of the chunk again,
+   which gives back the tier's codes and scale (encode(decode(block)) is the block). A q8
+   chunk ends at a block boundary (but at the record's end), so each block's scale is
+   written once. The moments' checksum is taken afterwards, read back from the shard in
+   file order. buf: ZERO__CK_CHUNK floats; raw: ZERO__CK_RAW bytes. */
+static int zero__ck_put_packed(zero_ctx *ctx, int fd, int p, int64_t b, int64_t si, int64_t n, int kp, int64_t off,
+                               float *buf, unsigned char *raw, zero__ck_hash *hw, zero__ck_hash *hm, zero_result *r,
+                               int *err) {
+    zero_state_dtype sd = ctx->desc.optim.state_dtype;
+    int64_t ph = zero__ck_phase(ctx, p, b), mb = zero__ck_mom_bytes(sd, n, ph), o, c, x;
+    int q8 = sd == ZERO_STATE_Q8, k, ok = 1;
+    for (o = 0; o < n && ok; o += c) {
+        int64_t at = si + o, lead = q8 ? at % ZERO__QB : 0;
+        c = n - o < ZERO__CK_CHUNK - lead ? n - o : ZERO__CK_CHUNK - lead;
+        if (ctx->tier.vt->blocked && ctx->tier.vt->run(ctx, at) < c) c = ctx->tier.vt->run(ctx, at);
+        if (q8 && o + c < n && (at + c) % ZERO__QB && (at + c) / ZERO__QB * ZERO__QB > at)
+            c = (at + c) / ZERO__QB * ZERO__QB - at;
+        ok = zero__ck_put(ctx, fd, 0, p, b, si, o, c, off + o * 4, buf, hw, r, err);
+        for (k = 1; k <= kp && ok; k++) {
+            int64_t mo = off + 4 * n + (k - 1) * mb;        /* moment k's part of the record */
+            if (!q8) {
+                if ((*r = zero__ck_state_read(ctx, k, at, c, buf, "zero_save")) != ZERO_OK) return 0;
+                zero__from_f32(raw, ZERO_BF16, buf, c);
+                if (!zero__ck_pwrite(fd, raw, (size_t)c * 2, mo + 2 * o)) { *err = errno; return 0; }
+            } else {
+                int64_t a0 = at - lead, len = (lead + c + ZERO__QB - 1) / ZERO__QB * ZERO__QB, j;
+                float *sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
+                if ((*r = zero__ck_state_read(ctx, k, a0, len, buf, "zero_save")) != ZERO_OK) return 0;
+                for (j = 0; j < len / ZERO__QB; j++)
+                    sc[j] = zero__q8enc_scalar(raw + j * ZERO__QB, buf + j * ZERO__QB, k - 1);
+                x = (a0 - (si - ph)) / ZERO__QB;            /* the record's block index of a0 */
+                if (!zero__ck_pwrite(fd, raw + lead, (size_t)c, mo + o) ||
+                    !zero__ck_pwrite(fd, sc, (size_t)(len / ZERO__QB) * 4, mo + n + 4 * x)) {
+                    *err = errno;
+                    return 0;
+                }
+            }
+        }
+    }
+    for (o = 0; o < kp * mb && ok; o += c) {
+        c = kp * mb - o < ZERO__CK_CHUNK * 2 ? kp * mb - o : ZERO__CK_CHUNK * 2;
+        if (zero__ck_pread(fd, raw, (size_t)c, off + 4 * n + o) != 1) { ok = 0; *err = errno ? errno : EIO; }
+        else zero__ck_hash_add(hm, raw, (size_t)c);
+    }
+    return ok;
+}
+
 /* Param p's record in this rank's shard at *off (advanced past it), its checksums in
    sums[2p], sums[2p+1]; in memory part by part, each hashed in file order. 1: written
    (or empty); 0: failed (*r, *err as zero__ck_put). */
-static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off, float *buf, uint64_t *sums,
-                               zero_result *r, int *err) {
+static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off, float *buf, unsigned char *raw,
+                               uint64_t *sums, zero_result *r, int *err) {
     int64_t b, e, n, si, o, c;
     int kp = ctx->modules[ctx->params[p].module].frozen ? 0 : K, q, ok = 1;
     zero__ck_hash hw, hm;
@@ -15534,7 +15631,9 @@ static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off
     si = zero__ck_state_idx(ctx, p, b);
     zero__ck_hash_init(&hw);
     zero__ck_hash_init(&hm);        /* the moments share one checksum, m then v */
-    if (!ctx->tier.vt->blocked) {
+    if (kp > 0 && ctx->desc.optim.state_dtype != ZERO_STATE_F32) {
+        ok = zero__ck_put_packed(ctx, fd, p, b, si, n, kp, *off, buf, raw, &hw, &hm, r, err);
+    } else if (!ctx->tier.vt->blocked) {
         for (q = 0; q <= kp && ok; q++)
             for (o = 0; o < n && ok; o += ZERO__CK_CHUNK) {
                 c = n - o < ZERO__CK_CHUNK ? n - o : ZERO__CK_CHUNK;
@@ -15546,7 +15645,7 @@ static int zero__ck_put_record(zero_ctx *ctx, int fd, int p, int K, int64_t *off
     }
     sums[2 * p] = zero__ck_hash_end(&hw);
     if (kp) sums[2 * p + 1] = zero__ck_hash_end(&hm);
-    *off += n * (1 + kp) * 4;
+    *off += zero__ck_rec_bytes(ctx->desc.optim.state_dtype, n, kp, zero__ck_phase(ctx, p, b));
     return ok;
 }
 
@@ -15562,23 +15661,33 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
     int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
     int64_t off = ZERO__CK_HEADER;
     float *buf;
+    unsigned char *raw = NULL;     /* bf16 or q8 moments as the file holds them */
     zero_result r = ZERO_OK;
     *code = ZERO_ERR_IO;
     snprintf(nm, sizeof nm, "/rank%d.g%llu", ctx->rank, (unsigned long long)gen);
     zero__ck_join(path, sizeof path, dir, nm, "");
     zero__ck_join(tmp, sizeof tmp, path, ".tmp", "");
     buf = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 4);
-    if (!buf) { *code = ZERO_ERR_OUT_OF_MEMORY; snprintf(msg, msgn, "%.300s: out of memory", path); return -1; }
+    if (ctx->desc.optim.state_dtype != ZERO_STATE_F32) raw = (unsigned char *)zero__raw_alloc(a, ZERO__CK_RAW);
+    if (!buf || (ctx->desc.optim.state_dtype != ZERO_STATE_F32 && !raw)) {
+        zero__raw_free(a, buf);
+        zero__raw_free(a, raw);
+        *code = ZERO_ERR_OUT_OF_MEMORY;
+        snprintf(msg, msgn, "%.300s: out of memory", path);
+        return -1;
+    }
     fd = zero__ck_open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0644);     /* read back: the NVMe tier's v */
     if (fd < 0) {
         snprintf(msg, msgn, "%.300s: cannot create: %s", tmp, strerror(errno));
         zero__raw_free(a, buf);
+        zero__raw_free(a, raw);
         return -1;
     }
     zero__ck_shard_header(ctx, gen, hdr);
     if (!(ok = zero__ck_pwrite(fd, hdr, sizeof hdr, 0))) err = errno;
-    for (i = 0; i < ctx->num_params && ok; i++) ok = zero__ck_put_record(ctx, fd, i, K, &off, buf, sums, &r, &err);
+    for (i = 0; i < ctx->num_params && ok; i++) ok = zero__ck_put_record(ctx, fd, i, K, &off, buf, raw, sums, &r, &err);
     zero__raw_free(a, buf);
+    zero__raw_free(a, raw);
     if (ok && !zero__ck_sys(zero__os_fsync(fd))) { ok = 0; err = errno; }
     if (zero__ck_close(fd) != 0 && ok) { ok = 0; err = errno; }
     if (ok && !zero__ck_sys(zero__os_rename(tmp, path))) { ok = 0; err = errno; }
@@ -15606,15 +15715,15 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
     /* the text: generous size estimate first (names, numbers), then exact formatting */
     for (i = 0; i < ctx->num_modules; i++) cap += strlen(ctx->modules[i].name) + 32;
     for (i = 0; i < ctx->num_params; i++) cap += strlen(ctx->params[i].name) + 32 + 22 * ZERO_MAX_DIMS;
-    cap += (size_t)ctx->world * (size_t)(ctx->num_params + 1) * 100;
+    cap += (size_t)ctx->world * (size_t)(ctx->num_params + 1) * 120;
     for (i = 0; i < ctx->ckrec.n; i++) cap += 2 * (size_t)ctx->ckrec.rec[i].bytes + ZERO__CK_KEY_MAX + 48;
     if (!(t = (char *)zero__raw_alloc(a, cap))) { snprintf(msg, msgn, "manifest: out of memory"); return ZERO_ERR_OUT_OF_MEMORY; }
 #define ZERO__CK_P(...) (len += (size_t)snprintf(t + len, cap - len, __VA_ARGS__))
     ZERO__CK_P("zero-checkpoint %d\ngeneration %llx\nstage %d\nworld %d\nparam_dtype %s\ngrad_dtype %s\n"
-               "grad_accum_dtype %s\noptimizer %s\nmoments %d\n",
+               "grad_accum_dtype %s\noptimizer %s\nmoments %d\nstate_dtype %s\n",
                ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero__dtype_name(d->param_dtype),
                zero__dtype_name(d->grad_dtype), zero__dtype_name(d->grad_accum_dtype),
-               d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K);
+               d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K, zero__state_dtype_name(d->optim.state_dtype));
     ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\n", (long long)ctx->opt.steps,
                (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps);
     /* format 2: the data position and the trainer's records, "record <bytes> <hex or -> <key>" */
@@ -15656,10 +15765,12 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
             int kp = ctx->modules[ctx->params[i].module].frozen ? 0 : K;
             zero__ck_slice(ctx, i, zero__part(ctx, k), ctx->world, &b, &e);
             if (b >= e) continue;
-            ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx\n", i, k, (long long)b, (long long)e,
+            ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx", i, k, (long long)b, (long long)e,
                        (long long)off, (unsigned long long)all[(size_t)k * (size_t)stride + 2 + 2 * (size_t)i],
                        (unsigned long long)all[(size_t)k * (size_t)stride + 3 + 2 * (size_t)i]);
-            off += (e - b) * 4 * (1 + kp);
+            if (d->optim.state_dtype == ZERO_STATE_Q8) ZERO__CK_P(" %lld", (long long)zero__ck_phase(ctx, i, b));
+            ZERO__CK_P("\n");
+            off += zero__ck_rec_bytes(d->optim.state_dtype, e - b, kp, zero__ck_phase(ctx, i, b));
         }
     }
     ZERO__CK_P("end %016llx\n", (unsigned long long)zero__ck_sum(t, len));
@@ -15783,26 +15894,27 @@ typedef zero_result (*zero__ck_sink)(void *user, const zero__ck_range *r, int64_
    not NULL) on the way. */
 static zero_result zero__ck_verify_range(const char *dir, const zero__ck_manifest *m, const zero__ck_range *r, int fd,
                                          int moments, float *buf, zero__ck_sink sink, void *user, char *msg, size_t msgn) {
-    int64_t n = r->end - r->begin, total = moments ? zero__ck_range_bytes(m, r) / 4 : n, o;
+    int64_t n = r->end - r->begin, total = moments ? zero__ck_range_bytes(m, r) : 4 * n, o;   /* bytes */
     zero__ck_hash hw, hm;
     int wrong_w, wrong_m;
     zero__ck_hash_init(&hw);
     zero__ck_hash_init(&hm);
-    for (o = 0; o < total; o += ZERO__CK_CHUNK) {
-        int64_t c = total - o < ZERO__CK_CHUNK ? total - o : ZERO__CK_CHUNK, cw = o < n ? (n - o < c ? n - o : c) : 0;
-        int rr = zero__ck_pread(fd, buf, (size_t)c * 4, r->offset + o * 4);
+    for (o = 0; o < total; o += ZERO__CK_CHUNK * 4) {      /* the weights' 4 n bytes, then the moments' */
+        int64_t c = total - o < ZERO__CK_CHUNK * 4 ? total - o : ZERO__CK_CHUNK * 4;
+        int64_t cw = o < 4 * n ? (4 * n - o < c ? 4 * n - o : c) : 0;
+        int rr = zero__ck_pread(fd, buf, (size_t)c, r->offset + o);
         zero_result sr;
         if (rr != 1) {
             snprintf(msg, msgn, "%.300s/%s: %s at offset %lld", dir, m->files[r->rank].name,
-                     rr == 0 ? "truncated" : "read error", (long long)(r->offset + o * 4));
+                     rr == 0 ? "truncated" : "read error", (long long)(r->offset + o));
             return rr == 0 ? ZERO_ERR_CORRUPT : ZERO_ERR_IO;
         }
-        zero__ck_hash_add(&hw, buf, (size_t)cw * 4);
-        zero__ck_hash_add(&hm, buf + cw, (size_t)(c - cw) * 4);
-        if (sink && cw > 0 && (sr = sink(user, r, o, buf, cw, msg, msgn)) != ZERO_OK) return sr;
+        zero__ck_hash_add(&hw, buf, (size_t)cw);
+        zero__ck_hash_add(&hm, (char *)buf + cw, (size_t)(c - cw));
+        if (sink && cw > 0 && (sr = sink(user, r, o / 4, buf, cw / 4, msg, msgn)) != ZERO_OK) return sr;
     }
     wrong_w = zero__ck_hash_end(&hw) != r->sum;
-    wrong_m = total > n && zero__ck_hash_end(&hm) != r->msum;
+    wrong_m = total > 4 * n && zero__ck_hash_end(&hm) != r->msum;
     if (wrong_w || wrong_m) {
         const zero__ck_param *p = &m->params[r->param];
         snprintf(msg, msgn, "%.200s/%s: checksum mismatch in the %s of param '%s.%s' elements [%lld, %lld) "
@@ -15827,14 +15939,41 @@ static int64_t zero__ck_chunk(const zero_ctx *ctx, int pi, int64_t x, int64_t hi
     return c;
 }
 
+/* Moment k (1, 2) of record rg's elements [j, j + c) (counted from its begin) as fp32
+   in out, from its format in the file (zero__ck_rec_bytes): fp32 read, bf16 widened
+   (exact), q8 decoded with its blocks' scales as the step decodes them. raw:
+   ZERO__CK_RAW bytes (NULL for fp32), c <= ZERO__CK_CHUNK. 1, 0 (truncated) or -1
+   (errno) as zero__ck_pread. */
+static int zero__ck_read_moment(const zero__ck_manifest *m, const zero__ck_range *rg, int fd, int k, int64_t j,
+                                int64_t c, float *out, unsigned char *raw) {
+    int64_t n = rg->end - rg->begin, mo = rg->offset + 4 * n + (k - 1) * zero__ck_mom_bytes(m->sdt, n, rg->phase);
+    int64_t i, b0, b1;
+    float *sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
+    int rr;
+    if (m->sdt == ZERO_STATE_F32) return zero__ck_pread(fd, out, (size_t)c * 4, mo + 4 * j);
+    if (m->sdt == ZERO_STATE_BF16) {
+        if ((rr = zero__ck_pread(fd, raw, (size_t)c * 2, mo + 2 * j)) == 1) zero__to_f32(out, raw, ZERO_BF16, c);
+        return rr;
+    }
+    b0 = (rg->phase + j) / ZERO__QB;
+    b1 = (rg->phase + j + c - 1) / ZERO__QB;
+    if ((rr = zero__ck_pread(fd, raw, (size_t)c, mo + j)) != 1 ||
+        (rr = zero__ck_pread(fd, sc, (size_t)(b1 - b0 + 1) * 4, mo + n + 4 * b0)) != 1)
+        return rr;
+    for (i = 0; i < c; i++)
+        out[i] = zero__q8_val(raw[i], sc[(rg->phase + j + i) / ZERO__QB - b0], k - 1);
+    return 1;
+}
+
 /* Applies one checked record: the part of its weights this rank needs to the params
    (and the master), its moments where this rank holds optimizer state; streamed, chunk
    by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
-   blocks). bw, bm: ZERO__CK_CHUNK floats each. */
+   blocks). bw, bm: ZERO__CK_CHUNK floats each; raw: as zero__ck_read_moment. Moments
+   saved in another format than this context's are converted (ON OPTIMIZER STATES). */
 static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const zero__ck_manifest *m,
                                         const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
-                                        char *msg, size_t msgn) {
-    int64_t n = rg->end - rg->begin, b, e, sb = 0, se = 0, x, lo, hi, c;
+                                        unsigned char *raw, char *msg, size_t msgn) {
+    int64_t b, e, sb = 0, se = 0, x, lo, hi, c;
     int K = zero__ck_moments(&ctx->desc), held, state, tier, k, rr = 1;
     zero_result r = ZERO_OK;
     zero__ck_need(ctx, rg->param, &b, &e);
@@ -15854,8 +15993,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
         si = zero__ck_state_idx(ctx, rg->param, s);
         if (ctx->tier.vt->has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
         for (k = 1; k <= K && r == ZERO_OK; k++) {
-            rr = zero__ck_pread(fd, bm, (size_t)(t - s) * 4, rg->offset + ((int64_t)k * n + s - rg->begin) * 4);
-            if (rr != 1) break;
+            if ((rr = zero__ck_read_moment(m, rg, fd, k, s - rg->begin, t - s, bm, raw)) != 1) break;
             r = zero__ck_state_write(ctx, k, si, t - s, bm, "zero_load");
         }
         if (rr != 1) break;
@@ -16294,16 +16432,46 @@ typedef struct zero__ck_loader {
     zero__ck_manifest m;
     int *fds, *need, *mom, nneed;
     float *bw;
+    unsigned char *raw;             /* ZERO__CK_RAW bytes for bf16 or q8 moments; NULL for f32 */
 } zero__ck_loader;
 
 static void zero__ck_loader_free(const zero_allocator *a, zero__ck_loader *L) {
     int k;
     if (L->fds) for (k = 0; k < L->m.world; k++) if (L->fds[k] >= 0) zero__ck_close(L->fds[k]);
     zero__raw_free(a, L->bw);
+    zero__raw_free(a, L->raw);
     zero__raw_free(a, L->fds);
     zero__raw_free(a, L->need);
     zero__raw_free(a, L->mom);
     zero__ck_manifest_free(a, &L->m);
+}
+
+/* the order of a q8 load: the records with moments by the state index of their first
+   element this rank holds, so each block's writes come together and it is encoded once
+   from all its values (zero__ck_state_write); a block encoded from part of them and
+   again later would quantize its first values twice, on two scales */
+typedef struct zero__ck_ord { int64_t key; int need, mom; } zero__ck_ord;
+static int zero__ck_cmp_ord(const void *a, const void *b) {
+    const zero__ck_ord *p = (const zero__ck_ord *)a, *q = (const zero__ck_ord *)b;
+    return p->key != q->key ? (p->key < q->key ? -1 : 1) : (p->need > q->need) - (p->need < q->need);
+}
+static int zero__ck_q8_order(const zero_ctx *ctx, zero__ck_loader *L) {
+    zero__ck_ord *o = (zero__ck_ord *)zero__raw_alloc(&ctx->desc.allocator, sizeof *o * (size_t)(L->nneed + 1));
+    int k;
+    if (!o) return 0;
+    for (k = 0; k < L->nneed; k++) {
+        const zero__ck_range *rg = &L->m.ranges[L->need[k]];
+        int64_t sb = 0, se = 0;
+        o[k].need = L->need[k];
+        o[k].mom = L->mom[k];
+        o[k].key = INT64_MAX;
+        if (L->mom[k] && zero__ck_has_state(ctx, rg->param, &sb, &se))
+            o[k].key = zero__ck_state_idx(ctx, rg->param, rg->begin > sb ? rg->begin : sb);
+    }
+    qsort(o, (size_t)L->nneed, sizeof *o, zero__ck_cmp_ord);
+    for (k = 0; k < L->nneed; k++) { L->need[k] = o[k].need; L->mom[k] = o[k].mom; }
+    zero__raw_free(&ctx->desc.allocator, o);
+    return 1;
 }
 
 /* The manifest read and matched to this model, and which records overlap what this
@@ -16321,8 +16489,9 @@ static zero_result zero__ck_load_plan(zero_ctx *ctx, const char *dir, zero__ck_l
     L->need = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
     L->mom = (int *)zero__raw_alloc(a, sizeof(int) * (size_t)(m->nrange + 1));
     L->bw = (float *)zero__raw_alloc(a, (size_t)ZERO__CK_CHUNK * 2 * 4);
+    if (m->sdt != ZERO_STATE_F32) L->raw = (unsigned char *)zero__raw_alloc(a, ZERO__CK_RAW);
     for (k = 0; L->fds && k < m->world; k++) L->fds[k] = -1;
-    if (!L->fds || !L->need || !L->mom || !L->bw) {
+    if (!L->fds || !L->need || !L->mom || !L->bw || (m->sdt != ZERO_STATE_F32 && !L->raw)) {
         snprintf(msg, msgn, "out of memory");
         return ZERO_ERR_OUT_OF_MEMORY;
     }
@@ -16334,6 +16503,10 @@ static zero_result zero__ck_load_plan(zero_ctx *ctx, const char *dir, zero__ck_l
             L->mom[L->nneed] = zero__ck_has_state(ctx, rg->param, &b, &e) && rg->begin < e && b < rg->end;
             L->need[L->nneed++] = k;
         }
+    }
+    if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8 && !zero__ck_q8_order(ctx, L)) {
+        snprintf(msg, msgn, "out of memory");
+        return ZERO_ERR_OUT_OF_MEMORY;
     }
     return ZERO_OK;
 }
@@ -16359,8 +16532,8 @@ static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, zero__ck_
     int k;
     for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
         const zero__ck_range *rg = &m->ranges[L->need[k]];
-        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->bw, L->bw + ZERO__CK_CHUNK, msg,
-                                     msgn);
+        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->bw, L->bw + ZERO__CK_CHUNK,
+                                     L->raw, msg, msgn);
     }
     r = zero__ck_load_finish(ctx, "zero_load", local, msg, msgn);
     if (r == ZERO_OK) {
@@ -16789,6 +16962,7 @@ static void zero__ck_ckpt_info(const zero_ckpt *ck, struct zero_ckpt_info *out) 
     out->grad_accum_dtype = m->gadt;
     out->optimizer = m->optim;
     out->moments = m->moments;
+    out->state_dtype = m->sdt;
     out->steps = m->steps;
     out->skipped_steps = m->skipped;
     out->micro_batches = m->micro;

@@ -30,6 +30,7 @@ typedef struct cfg {
     zero_offload_tier offload;      /* desc.offload_optimizer (NVMe: files in tmpdir) */
     zero_offload_tier offload_params;
     int wide;                       /* a different model: module 2's w is wider */
+    zero_state_dtype sdt;           /* desc.optim.state_dtype (0: the default, f32) */
     int init_steps;                 /* train this many steps before the load */
     int step0, steps;               /* steps [step0, step0 + steps) after the load */
     const char *load_dir, *save_dir;
@@ -93,6 +94,7 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
     d.loss_scale_init = 1024;
     d.offload_optimizer = c->offload;
     d.offload_params = c->offload_params;
+    d.optim.state_dtype = c->sdt;
     d.offload.nvme_dirs[0] = tmpdir;
     *out = NULL;
     if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
@@ -267,7 +269,7 @@ static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type 
     reshard_tier(s, n, ZERO_OFFLOAD_NONE, s2, m, ZERO_OFFLOAD_NONE, dt, opt);
 }
 
-/* ---- faults ---------------------------------------------------------------------- */
+/* ---- the moments' format (ON OPTIMIZER STATES) ------------------------------------ */
 /* 1 when both files exist and hold the same bytes */
 static int same_file(const char *p, const char *q) {
     long np = -1, nq = -2;
@@ -277,6 +279,114 @@ static int same_file(const char *p, const char *q) {
     free(b);
     return same;
 }
+/* every moment a checkpoint holds, as fp32 (read through zero_load's own decoding,
+   zero__ck_read_moment), at mom[k - 1][param's first element + e]; its format; its shards'
+   bytes after their headers. 0: unreadable */
+static int read_moments(const char *dir, float mom[2][MAXP], zero_state_dtype *sdt, int64_t *data) {
+    zero_allocator al;
+    zero__ck_manifest m;
+    char msg[ZERO__MSG];
+    unsigned char *raw = (unsigned char *)malloc(ZERO__CK_RAW);
+    int64_t base[5], e;
+    int i, k, fd, ok = raw != NULL;
+    memset(&al, 0, sizeof al);
+    if (!ok || zero__ck_read_manifest(&al, dir, &m, msg, sizeof msg) != ZERO_OK) {
+        fprintf(stderr, "read_moments: %s\n", msg);
+        free(raw);
+        return 0;
+    }
+    for (i = 0, e = 0; i < 5; i++) { base[i] = e; e += pnumel(i, 0); }
+    memset(mom, 0, sizeof(float) * 2 * MAXP);
+    *sdt = m.sdt;
+    *data = 0;
+    for (i = 0; i < m.nfile; i++) *data += m.files[i].bytes - ZERO__CK_HEADER;
+    for (i = 0; i < m.nrange && ok; i++) {
+        const zero__ck_range *rg = &m.ranges[i];
+        if (zero__ck_open_shard(dir, &m, rg->rank, &fd, msg, sizeof msg) != ZERO_OK) { ok = 0; break; }
+        for (k = 1; k <= m.moments && ok; k++)
+            ok = zero__ck_read_moment(&m, rg, fd, k, 0, rg->end - rg->begin, &mom[k - 1][base[rg->param] + rg->begin],
+                                      raw) == 1;
+        zero__ck_close(fd);
+    }
+    zero__ck_manifest_free(&al, &m);
+    free(raw);
+    return ok;
+}
+static float root4(float x) { return x < 0 ? -sqrtf(sqrtf(-x)) : sqrtf(sqrtf(x)); }
+
+/* A checkpoint holds the moments in the saving context's format (format 3: bf16 or q8
+   bytes, not fp32 values): its own resume is bitwise; into fp32 moments (at another
+   stage and world size) it loads the values its codes stand for, exactly, and those
+   saved again load back into the format as the same codes and scales; fp32 moments
+   loaded into it are converted within the format's error (bf16: 2^-8 relative; q8: a
+   half code of the 4th-root map, m's 127 steps and v's 256 (a tiny v rounds up to the
+   first code), of the largest magnitude, the blocks' scales being at most it). */
+static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offload_tier tier) {
+    static cfg ref, a, b, c, d, f, g;
+    static float ma[2][MAXP], mb[2][MAXP], mc[2][MAXP], mf[2][MAXP], mg[2][MAXP];
+    char da[1100], db[1100], dc[1100], df[1100], dg[1100], pa[1200], pc[1200];
+    zero_state_dtype ta, tb, tc, tf, tg;
+    int64_t ba, bb, bc, bf, bg, n, i;
+    int k, worse = 0, changed = 0;
+    snprintf(da, sizeof da, "%s/sf_a", tmpdir);
+    snprintf(db, sizeof db, "%s/sf_b", tmpdir);
+    snprintf(dc, sizeof dc, "%s/sf_c", tmpdir);
+    snprintf(df, sizeof df, "%s/sf_f", tmpdir);
+    snprintf(dg, sizeof dg, "%s/sf_g", tmpdir);
+    base_cfg(&ref, stage, world, ZERO_BF16, ZERO_OPTIM_ADAMW); ref.sdt = sdt; ref.offload = tier; ref.steps = 12;
+    if (!run(&ref)) return;
+    a = ref; a.steps = 6; a.save_dir = da;
+    if (!run(&a)) return;
+    b = ref; b.load_dir = da; b.step0 = 6; b.steps = 6;
+    if (!run(&b)) return;
+    CHECK(memcmp(ref.out, b.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed params differ from 12 straight steps");
+    /* into fp32 moments at another sharding, saved; that loaded back into the format */
+    base_cfg(&c, stage == 3 ? 1 : 3, world == 2 ? 3 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW); c.load_dir = da; c.save_dir = db;
+    if (!run(&c)) return;
+    d = ref; d.steps = 0; d.load_dir = db; d.save_dir = dc;
+    if (!run(&d)) return;
+    if (!CHECK(read_moments(da, ma, &ta, &ba) && read_moments(db, mb, &tb, &bb) && read_moments(dc, mc, &tc, &bc),
+               "cannot read the moments back")) return;
+    n = ref.numel;
+    CHECK(ta == sdt && tb == ZERO_STATE_F32 && tc == sdt, "the manifests say %s, %s, %s", zero_state_dtype_str(ta),
+          zero_state_dtype_str(tb), zero_state_dtype_str(tc));
+    CHECK(bb == 12 * n && (sdt == ZERO_STATE_BF16 ? ba == 8 * n : ba > 6 * n && ba < 6 * n + 8 * 4 * world * 2),
+          "%lld bytes of records in %s, %lld in f32 (%lld elements)", (long long)ba, zero_state_dtype_str(sdt),
+          (long long)bb, (long long)n);
+    CHECK(memcmp(ma, mb, sizeof ma) == 0, "the fp32 moments loaded from %s are not the values it holds",
+          zero_state_dtype_str(sdt));
+    CHECK(memcmp(ma, mc, sizeof ma) == 0 && bc == ba, "%s -> f32 -> %s changed the moments", zero_state_dtype_str(sdt),
+          zero_state_dtype_str(sdt));
+    for (k = 0; k < world; k++) {   /* the same sharding, the same steps: the same shard files */
+        snprintf(pa, sizeof pa, "%s/rank%d.g1", da, k);
+        snprintf(pc, sizeof pc, "%s/rank%d.g1", dc, k);
+        CHECK(same_file(pa, pc), "%s and %s differ", pa, pc);
+    }
+    /* fp32 moments into the format */
+    f = ref; f.sdt = ZERO_STATE_F32; f.steps = 6; f.save_dir = df;
+    if (!run(&f)) return;
+    g = ref; g.steps = 0; g.load_dir = df; g.save_dir = dg;
+    if (!run(&g)) return;
+    if (!CHECK(read_moments(df, mf, &tf, &bf) && read_moments(dg, mg, &tg, &bg), "cannot read the moments back")) return;
+    for (k = 0; k < 2; k++) {
+        float big = 0, tol;
+        for (i = 0; i < n; i++) big = fabsf(mf[k][i]) > big ? fabsf(mf[k][i]) : big;
+        tol = (k == 0 ? 0.5f / 127 : 1.0f / 256) * root4(big) * 1.0001f;
+        for (i = 0; i < n; i++) {
+            float x = mf[k][i], y = mg[k][i];
+            int bad = sdt == ZERO_STATE_BF16 ? fabsf(y - x) > fabsf(x) * (1.0f / 256) : fabsf(root4(y) - root4(x)) > tol;
+            changed += x != y;
+            if (bad && worse++ < 3)
+                fprintf(stderr, "moment %d element %lld: %.9g from f32 became %.9g in %s (largest %.9g)\n", k + 1,
+                        (long long)i, (double)x, (double)y, zero_state_dtype_str(sdt), (double)big);
+        }
+    }
+    CHECK(worse == 0 && changed > 0, "%d moments outside the %s conversion's error; %d changed", worse,
+          zero_state_dtype_str(sdt), changed);
+    rm_rf(da); rm_rf(db); rm_rf(dc); rm_rf(df); rm_rf(dg);
+}
+
+/* ---- faults ---------------------------------------------------------------------- */
 static void spit(const char *path, const char *b, long n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -434,10 +544,10 @@ static void fault_newer_version(void) {
     snprintf(path, sizeof path, "%s/manifest", fault_dir);
     if (!CHECK((orig = test_slurp(path, &n)) != NULL && (bad = (char *)malloc((size_t)n + 1)) != NULL, "no manifest")) return;
     memcpy(bad, orig, (size_t)n);
-    CHECK(memcmp(bad, "zero-checkpoint 2\n", 18) == 0, "manifest starts '%.18s'", bad);
-    bad[16] = '3';
+    CHECK(memcmp(bad, "zero-checkpoint 3\n", 18) == 0, "manifest starts '%.18s'", bad);
+    bad[16] = '4';
     spit(path, bad, n);
-    expect_fault(ZERO_ERR_VERSION, "manifest", "format version 3");
+    expect_fault(ZERO_ERR_VERSION, "manifest", "format version 4");
     spit(path, orig, n);
     free(orig);
     free(bad);
@@ -1151,6 +1261,10 @@ int main(void) {
     test_begin("resume_bf16_sgd_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, 0); test_end();
     test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
+    test_begin("state_formats_bf16_world2_stage1"); state_formats(ZERO_STATE_BF16, 1, 2, ZERO_OFFLOAD_NONE); test_end();
+    test_begin("state_formats_q8_world3_stage2"); state_formats(ZERO_STATE_Q8, 2, 3, ZERO_OFFLOAD_NONE); test_end();
+    test_begin("state_formats_q8_world2_stage3_nvme"); state_formats(ZERO_STATE_Q8, 3, 2, ZERO_OFFLOAD_NVME); test_end();
+    test_begin("state_formats_q8_world1_stage0_host"); state_formats(ZERO_STATE_Q8, 0, 1, ZERO_OFFLOAD_HOST); test_end();
     {   /* every stage with the optimizer state offloaded to host memory and to NVMe files */
         static const char *tn[] = { "", "host", "nvme" };
         int s, t;

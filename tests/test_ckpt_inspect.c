@@ -539,8 +539,9 @@ static void info_matches_saved(void) {
     if (!CHECK(r == ZERO_OK && ck, "zero_ckpt_open: %s: %s", zero_result_str(r), zero_last_error(NULL))) return;
     if (!CHECK(read_manifest(good_dir, &m), "cannot read the manifest")) { zero_ckpt_close(ck); return; }
     CHECK(zero_ckpt_info(ck, &in) == ZERO_OK, "zero_ckpt_info: %s", zero_last_error(NULL));
-    CHECK(in.format_version == 2 && in.generation >= 1, "format %d generation %llu", in.format_version,
+    CHECK(in.format_version == 3 && in.generation >= 1, "format %d generation %llu", in.format_version,
           (unsigned long long)in.generation);
+    CHECK(in.state_dtype == ZERO_STATE_F32, "state_dtype %d", (int)in.state_dtype);
     CHECK(in.stage == 3 && in.world_size == 3, "stage %d world %d", in.stage, in.world_size);
     CHECK(in.param_dtype == ZERO_BF16 && in.grad_dtype == ZERO_BF16 && in.grad_accum_dtype == ZERO_BF16, "dtypes %d %d %d",
           in.param_dtype, in.grad_dtype, in.grad_accum_dtype);
@@ -900,7 +901,7 @@ static void records_format1(void) {
     int ok;
     snprintf(dir, sizeof dir, "%s/format1", tmpdir);
     if (!CHECK(copy_dir(good_dir, dir) && read_manifest(dir, &m), "copy")) return;
-    ok = edit(&m, "zero-checkpoint 2\n", "zero-checkpoint 1\n");
+    ok = edit(&m, "zero-checkpoint 3\n", "zero-checkpoint 1\n") && edit(&m, "state_dtype f32\n", "");
     while (ok && (p = strstr(m.body, "\nmicro_batches ")) != NULL) {       /* through the last record line */
         char *q = strstr(p, "\nmodules ");
         if (!q) { ok = 0; break; }
@@ -925,6 +926,42 @@ static void records_format1(void) {
               zero_last_error(z));
     }
     zero_destroy(z);
+    rm_rf(dir);
+}
+
+/* A format-2 manifest (fp32 moments, no state_dtype line) opens and loads; format 3
+   without its state_dtype line, or with one zero.h does not know, is refused. */
+static void format2_reads(void) {
+    static const char *bad[2][2] = {{"state_dtype f32\n", ""}, {"state_dtype f32\n", "state_dtype q7\n"}};
+    char dir[1200], msg[ZERO__MSG];
+    manifest m;
+    struct zero_ckpt_info in;
+    zero_ckpt *ck = NULL;
+    zero_result r;
+    int ok, i;
+    snprintf(dir, sizeof dir, "%s/format2", tmpdir);
+    if (!CHECK(copy_dir(good_dir, dir) && read_manifest(dir, &m), "copy")) return;
+    ok = edit(&m, "zero-checkpoint 3\n", "zero-checkpoint 2\n") && edit(&m, "state_dtype f32\n", "") && reseal(dir, &m);
+    free(m.body);
+    if (!CHECK(ok, "cannot rewrite the manifest as format 2")) return;
+    if (CHECK(zero_ckpt_open(dir, NULL, &ck) == ZERO_OK, "open: %s", zero_last_error(NULL))) {
+        zero_ckpt_info(ck, &in);
+        CHECK(in.format_version == 2 && in.state_dtype == ZERO_STATE_F32 && in.moments == 2, "format %d, state_dtype %d",
+              in.format_version, (int)in.state_dtype);
+        CHECK(zero_ckpt_verify(ck) == ZERO_OK, "verify: %s", zero_last_error(NULL));
+        zero_ckpt_close(ck);
+    }
+    r = load_into_fresh(dir, msg, sizeof msg);
+    CHECK(r == ZERO_OK, "load of format 2: %s: %s", zero_result_str(r), msg);
+    for (i = 0; i < 2; i++) {
+        if (!CHECK(copy_dir(good_dir, dir) && read_manifest(dir, &m), "copy")) break;
+        ok = edit(&m, bad[i][0], bad[i][1]) && reseal(dir, &m);
+        free(m.body);
+        if (!CHECK(ok, "cannot edit the manifest")) break;
+        r = zero_ckpt_open(dir, NULL, &ck);
+        CHECK(r == ZERO_ERR_CORRUPT && ck == NULL && strstr(zero_last_error(NULL), "malformed"),
+              "state_dtype line '%s': %s: %s", bad[i][1], zero_result_str(r), zero_last_error(NULL));
+    }
     rm_rf(dir);
 }
 
@@ -995,6 +1032,7 @@ int main(int argc, char **argv) {
         TEST_RUN(records_load);
         TEST_RUN(records_put_get_errors);
         TEST_RUN(records_format1);
+        TEST_RUN(format2_reads);
         for (i = 0; i < NBAD; i++) { test_begin("%s", bad_cases[i].name); bad_case_run(&bad_cases[i]); test_end(); }
     }
     rm_rf(good_dir);
