@@ -270,6 +270,12 @@ static void reshard(int s, int n, int s2, int m, zero_dtype dt, zero_optim_type 
 }
 
 /* ---- the moments' format (ON OPTIMIZER STATES) ------------------------------------ */
+static void spit(const char *path, const char *b, long n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    if (n > 0) fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+}
 /* 1 when both files exist and hold the same bytes */
 static int same_file(const char *p, const char *q) {
     long np = -1, nq = -2;
@@ -362,6 +368,27 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
         snprintf(pc, sizeof pc, "%s/rank%d.g1", dc, k);
         CHECK(same_file(pa, pc), "%s and %s differ", pa, pc);
     }
+    {   /* the last byte of rank 0's shard (a scale of v, or a bf16 v) flipped: refused, naming the moments */
+        long len;
+        char *sh;
+        zero_ckpt *ck = NULL;
+        zero_result r;
+        snprintf(pa, sizeof pa, "%s/rank0.g1", da);
+        if (CHECK((sh = test_slurp(pa, &len)) != NULL && len > 64, "no shard %s", pa)) {
+            sh[len - 1] ^= 0x10;
+            spit(pa, sh, len);
+            r = zero_ckpt_open(da, NULL, &ck);
+            if (CHECK(r == ZERO_OK, "open: %s", zero_last_error(NULL))) {
+                r = zero_ckpt_verify(ck);
+                CHECK(r == ZERO_ERR_CORRUPT && strstr(zero_last_error(NULL), "checksum mismatch in the moments"),
+                      "a flipped moment byte: %s: %s", zero_result_str(r), zero_last_error(NULL));
+                zero_ckpt_close(ck);
+            }
+            sh[len - 1] ^= 0x10;
+            spit(pa, sh, len);
+        }
+        free(sh);
+    }
     /* fp32 moments into the format */
     f = ref; f.sdt = ZERO_STATE_F32; f.steps = 6; f.save_dir = df;
     if (!run(&f)) return;
@@ -387,12 +414,6 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
-static void spit(const char *path, const char *b, long n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return;
-    if (n > 0) fwrite(b, 1, (size_t)n, f);
-    fclose(f);
-}
 
 static char fault_dir[1100];
 static cfg victim, fault_src;

@@ -121,10 +121,11 @@ if [ $rc != 0 ]; then fail resume_offload_nvme "exit $rc: $(tail -n 1 "$T/c3.log
 elif cmp -s "$T/straight" "$T/resumed"; then pass resume_offload_nvme
 else fail resume_offload_nvme "resumed params differ from 20 steps straight"; fi
 
-# q8 moments (ON OPTIMIZER STATES): a checkpoint holds the moments decoded; a load encodes each
-# block once, from its saved values, which gives the block back: the resume is bitwise, also
-# into another stage (the blocks are in module coordinates), on the NVMe tier, and on the EMU
-# device (its moments in device memory, read and written a block at a time through copies)
+# q8 moments (ON OPTIMIZER STATES): a checkpoint holds the codes and scales (its manifest says
+# state_dtype q8); a load decodes them and encodes each block once, from all its values, which
+# gives the block back: the resume is bitwise, also into another stage (the blocks are in
+# module coordinates), on the NVMe tier, and on the EMU device (its moments in device memory,
+# read and written a block at a time through copies)
 for c in "2|1|" "1|3|--offload-optimizer nvme --nvme-dir $T" "2|1|--device emu"; do
     IFS='|' read -r s1 s2 extra <<<"$c"
     R=(--hidden 48 --layers 3 --batch 24 --quiet --seed 9 --ranks 3 --dtype bf16 --optim-state-dtype q8)
@@ -137,6 +138,7 @@ for c in "2|1|" "1|3|--offload-optimizer nvme --nvme-dir $T" "2|1|--device emu";
     case $extra in *nvme*) sfx=_nvme ;; *emu*) sfx=_emu ;; *) sfx= ;; esac
     name=resume_q8_stage${s1}_to_stage$s2$sfx
     if [ $rc != 0 ]; then fail "$name" "exit $rc: $(tail -n 1 "$T/c3.log")"
+    elif ! grep -qx 'state_dtype q8' "$T/ck/manifest"; then fail "$name" "the manifest has no 'state_dtype q8' line"
     elif cmp -s "$T/straight" "$T/resumed"; then pass "$name"
     else fail "$name" "resumed params differ from 20 steps straight"; fi
 done

@@ -33,8 +33,9 @@ run() { "$Z" "$@" >"$T/out" 2>"$T/err"; rc=$?; }
 gen=$(sed -n 's/^generation \([0-9a-f]*\)$/\1/p' "$G/manifest")
 gen=$((16#$gen))
 {
-    echo "format 2, generation $gen"
+    echo "format 3, generation $gen"
     echo "stage 3, world 3, param_dtype bf16, optimizer adamw (2 moments)"
+    echo "state_dtype f32"
     echo "steps 3, skipped 0, loss_scale $(sed -n 's/^loss_scale //p' "$G/manifest"), good_steps $(sed -n 's/^good_steps //p' "$G/manifest")"
     echo "micro_batches 9"
     # the trainer's records (test_ckpt_inspect's put_records): key, size, the first 16 bytes

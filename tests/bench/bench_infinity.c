@@ -12,7 +12,10 @@
 
        build/bench_infinity [--params N] [--steps K] [--threads T] [--nvme-params]
                             [--optim-state-dtype f32|bf16|q8] [--compare-state-dtypes]
-       (N in millions; default 64. Model states are 16 bytes per param with bf16 and
+       (N in millions; default 64. T: the optimizer pass's cpu_threads; default one fewer
+       than the cores, at least 1, so a core is left to the tier's I/O: the kernel copies
+       the bytes and completes the requests, and on a small machine a pass on every core
+       slows both. Model states are 16 bytes per param with bf16 and
        AdamW, so --params 1700 needs 27 GB of model states, more than 24 GiB of RAM,
        of which 4 bytes per param stay in memory; the files take 28 bytes per param;
        --nvme-params: stage 3 with the param shard on NVMe too, 2 bytes per param less
@@ -193,12 +196,12 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
     t0 = bench_now_ms();
     if ((r = zero_build(z)) != ZERO_OK) { fprintf(stderr, "%s\n", zero_last_error(z)); exit(1); }
     printf("bench_infinity: %lld M params, %s moments, model states %.2f GB (%.2f GB in memory, %.2f GB on NVMe in %s), "
-           "block %.1f MiB, built in %.0f ms\n", (long long)(nparams / 1000000), zero_state_dtype_str(sdt), z->lay.plan.model_state_bytes / 1e9,
+           "block %.1f MiB, %d optimizer threads, built in %.0f ms\n", (long long)(nparams / 1000000), zero_state_dtype_str(sdt), z->lay.plan.model_state_bytes / 1e9,
            (z->lay.plan.total_bytes - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] - z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] -
             z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9,
            (z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] + z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] +
             z->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_PARAMS]) / 1e9, dir,
-           z->tier.nvme->bb / 1048576.0, bench_now_ms() - t0);
+           z->tier.nvme->bb / 1048576.0, threads, bench_now_ms() - t0);
     /* no zero_param_set_f32: the master and moments start at zero, the params too */
     buf = (float *)malloc((size_t)(1 << 20) * 4);
     for (step = 0; step < steps; step++) {
@@ -248,7 +251,8 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
 int main(int argc, char **argv) {
     const char *dir = getenv("ZERO_BENCH_DIR") ? getenv("ZERO_BENCH_DIR") : "/tmp";
     int64_t nparams = (int64_t)64 << 20;
-    int steps = 2, threads = 2, a, nvme_params = 0, compare = 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int steps = 2, threads = cores > 2 ? (int)cores - 1 : 1, a, nvme_params = 0, compare = 0;
     zero_state_dtype sdt = ZERO_STATE_F32;
     char probe[600], probe2[600];
     double rgbs, wgbs, mixed_ms;
