@@ -2004,6 +2004,49 @@ ZERO_HD static inline int8_t zero__q8(float x, float scale) {
 }
 ZERO_HD static inline float zero__dq8(int8_t q, float scale) { return (float)q * scale; }
 
+/* q8 moments (ON OPTIMIZER STATES), per element, for the CPU's passes (>>kernels:
+   zero__q8dec_scalar, whose comment has the rules, and the SIMD paths that give the same
+   bits) and zero_kernels.cu's zk_opt_q8 */
+#define ZERO__QB 256                   /* q8 moments: elements per block */
+#define ZERO__Q8_CM 2.402509580e-10f   /* 254^-4, rounded to float */
+#define ZERO__Q8_CV 1.45519152e-11f    /* 512^-4 = 2^-36 */
+#define ZERO__Q8_TINY 8.67361738e-19f  /* 2^-60 */
+ZERO_HD static inline float zero__q8_k(float s, int kind) { return s / (kind ? 4294967296.0f : 260144640.0f); }
+/* one code's value, k = zero__q8_k(s, kind) */
+ZERO_HD static inline float zero__q8_dec1(uint8_t code, float s, float k, int kind) {
+    int q = kind ? (int)code : (int)(int8_t)code, a = kind ? q + 1 : q < 0 ? -q : q;
+    float t = (float)a, t2 = t * t, x = (kind ? q : a) == (kind ? 255 : 127) ? s : (t2 * t2) * k;
+    return !kind && q < 0 ? -x : x;
+}
+/* the block's scale: its largest magnitude's bits (NaN for a NaN or an infinity) */
+ZERO_HD static inline float zero__q8m_scale(uint32_t mb) {
+    return mb >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(mb);
+}
+/* the threshold T(k) of the encoding, sc = s * C */
+ZERO_HD static inline float zero__q8_thr(int k, float sc) {
+    float u = (float)(2 * k - 1), u2 = u * u;
+    return (u2 * u2) * sc;
+}
+/* a block's encoding constants at scale s (finite, not 0): tiny blocks scaled by 2^64 */
+typedef struct zero__q8_enc { float sig, ss, sc; } zero__q8_enc;
+ZERO_HD static inline zero__q8_enc zero__q8_enc_init(float s, int kind) {
+    zero__q8_enc e;
+    e.sig = s < ZERO__Q8_TINY ? 18446744073709551616.0f : 1.0f;
+    e.ss = s * e.sig;
+    e.sc = e.ss * (kind ? ZERO__Q8_CV : ZERO__Q8_CM);
+    return e;
+}
+/* x's code: the largest a in [0, A] with |x| >= T(a), found from the 4th root's estimate */
+ZERO_HD static inline uint8_t zero__q8_code(float x, const zero__q8_enc *e, int kind) {
+    uint32_t b = zero__f32_bits(x);
+    float ax = zero__bits_f32(b & 0x7fffffffu) * e->sig;
+    int A = kind ? 256 : 127, a = (int)((float)A * zero__sqrtf(zero__sqrtf(ax / e->ss)));     /* the code, or one below */
+    a = a > A ? A : a;
+    a += ax >= zero__q8_thr(a + 1, e->sc);
+    if (kind) return (uint8_t)(a > 0 ? a - 1 : 0);
+    return (uint8_t)(int8_t)((b >> 31) ? -a : a);
+}
+
 /* ZeRO++'s payloads (zero__qp_* in >>kernels on the CPU, zero__k_qp_* on the GPU): the codes
    of n values (int8, or int4 two to a byte, the even element in the low nibble), padded to 4
    bytes, then one fp32 scale per block. Per element, the rules both follow: a block's scale
@@ -2814,7 +2857,6 @@ ZERO__FP_PIN_BEGIN
    a cast that -Wcast-qual reports */
 #define ZERO__UNCONST(T, p) ((T)(uintptr_t)(p))
 #define ZERO__ALIGN 64                 /* every arena starts on a cache line */
-#define ZERO__QB 256                   /* q8 moments: elements per block (ON OPTIMIZER STATES) */
 #define ZERO__MSG 512
 #define ZERO__STREAM_CAP 1024          /* tasks in flight per stream */
 #define ZERO__MAX_RANKS 4096
@@ -4838,43 +4880,17 @@ static zero__cvt_fn zero__cvt_kernel(int level) {
    gives the same bits. */
 typedef void (*zero__q8dec_fn)(float *out, const uint8_t *c, float s, int kind);
 typedef float (*zero__q8enc_fn)(uint8_t *c, const float *x, int kind);
-#define ZERO__Q8_CM 2.402509580e-10f   /* 254^-4, rounded to float */
-#define ZERO__Q8_CV 1.45519152e-11f    /* 512^-4 = 2^-36 */
-#define ZERO__Q8_TINY 8.67361738e-19f  /* 2^-60 */
-static float zero__q8_k(float s, int kind) { return s / (kind ? 4294967296.0f : 260144640.0f); }
-/* one code's value, k = zero__q8_k(s, kind) */
-static float zero__q8_dec1(uint8_t code, float s, float k, int kind) {
-    int q = kind ? (int)code : (int)(int8_t)code, a = kind ? q + 1 : q < 0 ? -q : q;
-    float t = (float)a, t2 = t * t, x = (kind ? q : a) == (kind ? 255 : 127) ? s : (t2 * t2) * k;
-    return !kind && q < 0 ? -x : x;
-}
 static float zero__q8_val(uint8_t code, float s, int kind) { return zero__q8_dec1(code, s, zero__q8_k(s, kind), kind); }
 static void zero__q8dec_scalar(float *out, const uint8_t *c, float s, int kind) {
     float k = zero__q8_k(s, kind);
     int i;
     for (i = 0; i < ZERO__QB; i++) out[i] = zero__q8_dec1(c[i], s, k, kind);
 }
-/* the block's scale: its largest magnitude's bits (NaN for a NaN or an infinity) */
-static float zero__q8m_scale(uint32_t mb) { return mb >= 0x7f800000u ? zero__bits_f32(0x7fc00000u) : zero__bits_f32(mb); }
-/* the threshold T(k) of the encoding, sc = s * C */
-static float zero__q8_thr(int k, float sc) {
-    float u = (float)(2 * k - 1), u2 = u * u;
-    return (u2 * u2) * sc;
-}
 /* the codes of a block x at scale s (finite, not 0), one at a time: the definition */
 static void zero__q8enc_codes(uint8_t *c, const float *x, float s, int kind) {
+    zero__q8_enc e = zero__q8_enc_init(s, kind);
     int i;
-    float sig = s < ZERO__Q8_TINY ? 18446744073709551616.0f : 1.0f, ss = s * sig, sc = ss * (kind ? ZERO__Q8_CV : ZERO__Q8_CM);
-    int A = kind ? 256 : 127;
-    for (i = 0; i < ZERO__QB; i++) {
-        uint32_t b = zero__f32_bits(x[i]);
-        float ax = zero__bits_f32(b & 0x7fffffffu) * sig;
-        int a = (int)((float)A * zero__sqrtf(zero__sqrtf(ax / ss)));     /* the code, or one below */
-        a = a > A ? A : a;
-        a += ax >= zero__q8_thr(a + 1, sc);
-        if (kind) c[i] = (uint8_t)(a > 0 ? a - 1 : 0);
-        else c[i] = (uint8_t)(int8_t)((b >> 31) ? -a : a);
-    }
+    for (i = 0; i < ZERO__QB; i++) c[i] = zero__q8_code(x[i], &e, kind);
 }
 static float zero__q8enc_scalar(uint8_t *c, const float *x, int kind) {
     uint32_t mb = 0;

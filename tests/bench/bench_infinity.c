@@ -12,10 +12,9 @@
 
        build/bench_infinity [--params N] [--steps K] [--threads T] [--nvme-params]
                             [--optim-state-dtype f32|bf16|q8] [--compare-state-dtypes]
-       (N in millions; default 64. T: the optimizer pass's cpu_threads; default one fewer
-       than the cores, at least 1, so a core is left to the tier's I/O: the kernel copies
-       the bytes and completes the requests, and on a small machine a pass on every core
-       slows both. Model states are 16 bytes per param with bf16 and
+       (N in millions; default 64. T: the optimizer pass's cpu_threads; default the
+       cores: with q8 moments the pass decodes and encodes, and on 2 cores one thread
+       leaves it compute-bound, slower than the disk. Model states are 16 bytes per param with bf16 and
        AdamW, so --params 1700 needs 27 GB of model states, more than 24 GiB of RAM,
        of which 4 bytes per param stay in memory; the files take 28 bytes per param;
        --nvme-params: stage 3 with the param shard on NVMe too, 2 bytes per param less
@@ -25,8 +24,8 @@
    param on NVMe, read and written at every step; q8: 8-bit blocks, about 6 bytes less.
    --compare-state-dtypes trains the model with fp32 moments, then with the format of
    --optim-state-dtype (bf16 when it is not given, or f32), on the same disk, and its ratio=
-   is the f32 step time over the other one (the optimizer phase, the last step of each).
-   Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound>, or with
+   is the f32 step time over the other one (the optimizer phase, the fastest step after the first of each).
+   Env: ZERO_BENCH_DIR (default /tmp). Ends with ratio=<fraction of the bound, that step's>, or with
    --compare-state-dtypes ratio=<f32 step / bf16 or q8 step>. */
 #define _GNU_SOURCE
 #define ZERO_IMPLEMENTATION
@@ -154,8 +153,10 @@ static double disk_mixed_ms(const char *rpath, const char *wpath, int64_t bytes,
     return t0;
 }
 
-/* trains the model for `steps` steps with the moments in format sdt; returns the last step's
-   optimizer-phase time (ms) and its fraction of the overlapped disk bound in *fb_last */
+/* trains the model for `steps` steps with the moments in format sdt; returns the fastest
+   optimizer phase (ms) after the first step (which creates the files; the only one when
+   steps is 1), and its fraction of the overlapped disk bound in *fb_last: a shared disk's
+   noise slows single steps, never speeds one up */
 static double run_model(const char *dir, int64_t nparams, int steps, int threads, int nvme_params, zero_state_dtype sdt,
                         double rgbs, double wgbs, double mixed_ms, double *fb_last) {
     int64_t left, i, o, c;
@@ -165,7 +166,7 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
     zero_module *mods;
     zero_param *ps;
     float *buf;
-    double t0, ms, last_ms = 0;
+    double t0, ms, last_ms = 1e300;
     zero_result r;
     memset(&d, 0, sizeof d);
     d.stage = nvme_params ? 3 : 1;
@@ -239,7 +240,7 @@ static double run_model(const char *dir, int64_t nparams, int steps, int threads
                "read-and-write-at-once one (%.0f ms)\n", step, ms,
                (z->tier.nvme->bytes_read - rd0) / 1e9, (z->tier.nvme->bytes_written - wr0) / 1e9, rgbs, wgbs, fb, bound,
                serial / ms, serial, mixed / ms, mixed);
-        if (step == steps - 1) { *fb_last = fb; last_ms = ms; }
+        if ((step > 0 || steps == 1) && ms < last_ms) { *fb_last = fb; last_ms = ms; }
     }
     free(buf);
     free(mods);
@@ -252,7 +253,7 @@ int main(int argc, char **argv) {
     const char *dir = getenv("ZERO_BENCH_DIR") ? getenv("ZERO_BENCH_DIR") : "/tmp";
     int64_t nparams = (int64_t)64 << 20;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int steps = 2, threads = cores > 2 ? (int)cores - 1 : 1, a, nvme_params = 0, compare = 0;
+    int steps = 2, threads = cores > 1 ? (int)cores : 1, a, nvme_params = 0, compare = 0;
     zero_state_dtype sdt = ZERO_STATE_F32;
     char probe[600], probe2[600];
     double rgbs, wgbs, mixed_ms;
