@@ -504,10 +504,11 @@
      bf16 and q8 moments run on the cpu and emu devices at every tier: in memory, in host
      memory (ZeRO-Offload's sub-groups cut at q8 blocks), and on NVMe, whose blocks then
      hold them at their size (q8: the codes, then the scales, each array on whole pages),
-     so a step reads and writes less (bitwise the run in memory). On ZERO_DEVICE_CUDA bf16
-     moments run in its fused kernel (zero_kernels.cu: the same bits as the CPU's pass),
-     and both formats with offload_optimizer = ZERO_OFFLOAD_HOST (the CPU's pass); q8 in
-     device memory returns ZERO_ERR_UNSUPPORTED for now. The planner counts the moments at
+     so a step reads and writes less (bitwise the run in memory). On ZERO_DEVICE_CUDA both
+     formats run in its fused kernels (zero_kernels.cu: bf16 in zk_opt; q8 in zk_opt_q8, a
+     CUDA block per q8 block, decoded into shared memory, updated, its scale from a
+     block-wide maximum, encoded again), the same bits as the CPU's pass, and with
+     offload_optimizer = ZERO_OFFLOAD_HOST in the CPU's pass. The planner counts the moments at
      their size (zero_estimate, zero_stats: the optim category).
      Checkpoints keep the moments in their format (ON CHECKPOINTS: format 3, the manifest's
      state_dtype line): bf16 ones as bf16, q8 ones as their codes and the scales of the
@@ -2178,6 +2179,14 @@ typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n,
    i]. k is a host pointer, read at the call. AdamW needs opt_m and opt_v; pdt != f32 needs master. */
 int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
                 void *param_base, float *master, void *opt_m, void *opt_v, void *stream);
+/* The same pass with q8 moments (ON OPTIMIZER STATES), bitwise zero__opt_part_q8: opt_m and
+   opt_v (opt_m NULL: SGD without momentum) hold nst = nq * ZERO__QB codes, then nq fp32
+   scales; first[b] .. first[b + 1] (nq + 1 entries, device memory) are the chunks of q8
+   block b, each inside it. A block with chunks is decoded, its chunks' elements updated as
+   zero__k_opt's, and all its elements encoded at the new scale; one without is untouched. */
+int zero__k_opt_q8(const zero__optk *k, const zero__kchunk *chunks, const int64_t *first, int64_t nq,
+                   const void *grad_base, void *param_base, float *master, void *opt_m, void *opt_v, int64_t nst,
+                   void *stream);
 /* out[b] = zero__sumsq_scalar(g + blk[b].idx, blk[b].n, adt), bitwise (blk, out: device memory) */
 typedef struct zero__knblk { int64_t idx, n; } zero__knblk;
 int zero__k_sumsq(const void *g, int adt, const zero__knblk *blk, int64_t nblk, double *out, void *stream);
@@ -3558,6 +3567,15 @@ static int zero__sdt(const zero_desc *d) {
 /* bytes of one moment array of n state elements (q8: n codes, then n / ZERO__QB fp32 scales) */
 static int64_t zero__sdt_bytes(int sdt, int64_t n) {
     return sdt == ZERO__SDT_Q8 ? n + n / ZERO__QB * 4 : n * (int64_t)zero__dtype_size((zero_dtype)sdt);
+}
+/* the optimizer states in host memory while the rest is on a device (ZeRO-Offload on a GPU) */
+static int zero__dev_offload(const zero_desc *d) {
+    return d->device != ZERO_DEVICE_CPU && d->offload_optimizer == ZERO_OFFLOAD_HOST;
+}
+/* q8 moments in a device's memory, stepped by its kernel (zero__k_opt_q8): its chunks are cut
+   at the q8 blocks and a table gives each block's chunks (zero__cuda_prepare, zero__dev_tables) */
+static int zero__dev_q8(const zero_desc *d) {
+    return zero__sdt(d) == ZERO__SDT_Q8 && d->device != ZERO_DEVICE_CPU && !zero__dev_offload(d);
 }
 /* the elements of optimizer state this rank holds: every trainable span (stage 0), or its slice of them */
 static int64_t zero__tstate(const zero_ctx *ctx) {
@@ -6593,6 +6611,8 @@ typedef struct zero__cuda {
     cublasHandle_t blas;
     zero__kchunk *chunks;           /* device: the optimizer's chunk table */
     int64_t nchunks;
+    int64_t *qfirst;                /* device, q8 moments: q8 block b's chunks, [qfirst[b], qfirst[b + 1]) */
+    int64_t nq;                     /* q8 blocks of the rank's state (zero__tstate / ZERO__QB) */
     zero__knblk *blk;               /* device: norm blocks, rank-major (stage 0: every rank's slice) */
     int64_t nblk;                   /* per slice */
     double *bout;                   /* device: the blocks' sums */
@@ -6655,6 +6675,7 @@ static void zero__cuda_fini(zero_ctx *ctx) {
     if (cu->d2h) zero__cu_sync(ctx, cu->d2h);
     if (cu->h2d) zero__cu_sync(ctx, cu->h2d);
     zero__cu_free(ctx, cu->chunks);
+    zero__cu_free(ctx, cu->qfirst);
     zero__cu_free(ctx, cu->blk);
     zero__cu_free(ctx, cu->bout);
     for (i = 0; i < 2; i++) if (cu->staging[i]) cudaFreeHost(cu->staging[i]);
@@ -6747,29 +6768,46 @@ static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
 /* the optimizer's chunk table and the norm's block table, built once from the segments
    (counted in the plan: zero__cuda_table_bytes), and the pinned staging buffers (counted in
    the plan under ZERO_TIER_HOST, ZERO_CAT_BUFFERS: 2 * ZERO_STAGING_BYTES) */
+/* the pieces of a segment of n state elements from state index at: ZERO__KCHUNK at most,
+   and with q8 moments cut at their blocks (zk_opt_q8 runs a block's chunks together) */
+static int64_t zero__kchunk_len(int q8, int64_t at, int64_t n) {
+    int64_t c = n < ZERO__KCHUNK ? n : ZERO__KCHUNK, room = ZERO__QB - at % ZERO__QB;
+    return q8 && room < c ? room : c;
+}
+static int64_t zero__kchunks(int q8, int64_t at, int64_t n) {
+    return q8 ? (at % ZERO__QB + n + ZERO__QB - 1) / ZERO__QB : (n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+}
 static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__cuda *cu = zero__cu(ctx);
     zero__kchunk *ch;
     zero__knblk *bl;
-    int64_t nch = 0, nb = 0, c, b, o;
-    int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0;
-    for (si = 0; si < ctx->lay.num_segs; si++) nch += (ctx->lay.segs[si].n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
+    int64_t *qf = NULL, nch = 0, nb = 0, nq = 0, c, b, o, len;
+    int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0, q8 = zero__dev_q8(&ctx->desc);
+    for (si = 0; si < ctx->lay.num_segs; si++) nch += zero__kchunks(q8, ctx->lay.segs[si].state_idx, ctx->lay.segs[si].n);
+    if (q8) nq = zero__tstate(ctx) / ZERO__QB;
     ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
     bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->opt.norm_blocks * R + 1));
-    if (!ch || !bl) {
+    if (q8) qf = (int64_t *)zero__raw_alloc(&ctx->desc.allocator, sizeof *qf * (size_t)(nq + 1));
+    if (!ch || !bl || (q8 && !qf)) {
         zero__raw_free(&ctx->desc.allocator, ch);
         zero__raw_free(&ctx->desc.allocator, bl);
+        zero__raw_free(&ctx->desc.allocator, qf);
         return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "zero_build: out of memory");
     }
     for (si = 0, c = 0; si < ctx->lay.num_segs; si++) {
         const zero__segment *sg = &ctx->lay.segs[si];
-        for (o = 0; o < sg->n; o += ZERO__KCHUNK, c++) {
+        for (o = 0; o < sg->n; o += len, c++) {
+            len = zero__kchunk_len(q8, sg->state_idx + o, sg->n - o);
             ch[c].grad_idx = sg->grad_idx + o;
             ch[c].state_idx = sg->state_idx + o;
             ch[c].param_idx = sg->param_idx + o;
-            ch[c].n = (int32_t)(sg->n - o < ZERO__KCHUNK ? sg->n - o : ZERO__KCHUNK);
+            ch[c].n = (int32_t)len;
             ch[c].decay = sg->decay;
         }
+    }
+    for (b = 0, c = 0; q8 && b <= nq; b++) {    /* the segments are in state order with q8 (zero__make_segments) */
+        while (c < nch && ch[c].state_idx < b * ZERO__QB) c++;
+        qf[b] = c;
     }
     for (r = 0; r < R; r++) {       /* the same blocks as zero__norm_part */
         int rk = ctx->desc.stage == 0 ? r : ctx->prank;
@@ -6785,6 +6823,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
         }
     }
     cu->nchunks = nch;
+    cu->nq = nq;
     cu->nblk = ctx->opt.norm_blocks;
     /* the copies run on the compute stream, where the kernels that read the tables run (a
        cudaMemcpy from pageable memory may return before its legacy-stream DMA lands, and a
@@ -6792,14 +6831,18 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     cudaSetDevice(cu->device);
     if (nch > 0 && (e = zero__cu_malloc(ctx, (void **)&cu->chunks, sizeof *ch * (size_t)nch)) == 0)
         e = (int)cudaMemcpyAsync(cu->chunks, ch, sizeof *ch * (size_t)nch, cudaMemcpyHostToDevice, cu->compute);
+    if (e == 0 && q8 && (e = zero__cu_malloc(ctx, (void **)&cu->qfirst, sizeof *qf * (size_t)(nq + 1))) == 0)
+        e = (int)cudaMemcpyAsync(cu->qfirst, qf, sizeof *qf * (size_t)(nq + 1), cudaMemcpyHostToDevice, cu->compute);
     if (e == 0 && nb > 0 && (e = zero__cu_malloc(ctx, (void **)&cu->blk, sizeof *bl * (size_t)nb)) == 0 &&
         (e = (int)cudaMemcpyAsync(cu->blk, bl, sizeof *bl * (size_t)nb, cudaMemcpyHostToDevice, cu->compute)) == 0)
         e = zero__cu_malloc(ctx, (void **)&cu->bout, sizeof(double) * (size_t)nb);
     if (e == 0) e = zero__cu_sync(ctx, cu->compute);
     zero__raw_free(&ctx->desc.allocator, ch);
     zero__raw_free(&ctx->desc.allocator, bl);
+    zero__raw_free(&ctx->desc.allocator, qf);
     if (e) return zero__cuda_err(ctx, ZERO__S_COMPUTE, e, "zero_build: the optimizer's tables");
-    ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb;
+    ctx->lay.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += (int64_t)sizeof *ch * nch + (int64_t)(sizeof *bl + sizeof(double)) * nb +
+                                                          (q8 ? (int64_t)sizeof *qf * (nq + 1) : 0);
     for (i = 0; i < 2; i++)
         if (!cu->staging[i] && !(cu->staging[i] = (unsigned char *)zero__cuda_host_alloc(ctx, ZERO_STAGING_BYTES)))
             return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
@@ -6942,6 +6985,11 @@ static zero_result zero__cuda_optimizer(zero_ctx *ctx, float gscale) {
     zero__opt_fn fn;
     if (cu->nchunks == 0) return ZERO_OK;
     zero__opt_setup(ctx, gscale, &k, &fn);
+    if (cu->qfirst)     /* q8 moments */
+        return zero__cuda_err(ctx, ZERO__S_COMPUTE,
+                              zero__k_opt_q8(&k, cu->chunks, cu->qfirst, cu->nq, ctx->arena.grad, ctx->arena.param,
+                                             ctx->arena.master, ctx->arena.m, ctx->arena.v, zero__tstate(ctx), cu->compute),
+                              "the optimizer kernel (q8 moments)");
     return zero__cuda_err(ctx, ZERO__S_COMPUTE,
                           zero__k_opt(&k, cu->chunks, cu->nchunks, ctx->arena.grad, ctx->arena.param, ctx->arena.master,
                                       ctx->arena.m, ctx->arena.v, cu->compute), "the optimizer kernel");
@@ -10782,10 +10830,6 @@ static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t 
     *bb = zero__align_up(per + g * psz + ZERO__OFF_TRAILER, ZERO__IO_ALIGN);
     *nblocks = (tstate + g - 1) / g;
 }
-/* the optimizer states in host memory while the rest is on a device (ZeRO-Offload on a GPU) */
-static int zero__dev_offload(const zero_desc *d) {
-    return d->device != ZERO_DEVICE_CPU && d->offload_optimizer == ZERO_OFFLOAD_HOST;
-}
 static int zero__cat_tier(const zero_desc *d, int cat) {
     int opt = (int)d->offload_optimizer, par = (int)d->offload_params;
     if (cat == ZERO_CAT_PARAMS)
@@ -10848,25 +10892,30 @@ static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m,
     return ctx->desc.stage == 0 ? m->lay.train_off + pos : m->lay.train_off / ctx->world + (pos - lo);
 }
 
-static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks) {
+/* the device's tables: chunks and norm blocks, and with q8 moments in its memory an entry
+   per q8 block of tstate state elements, and one more (zero__cuda_prepare) */
+static int64_t zero__dev_tables_for(const zero_desc *d, int64_t chunks, int64_t blocks, int64_t tstate) {
     const zero__dev_vt *v = zero__dev_pick(d->device);
-    return v->table_bytes ? v->table_bytes(chunks, blocks) : 0;
+    if (!v->table_bytes) return 0;
+    return v->table_bytes(chunks, blocks) + (zero__dev_q8(d) ? (tstate / ZERO__QB + 1) * (int64_t)sizeof(int64_t) : 0);
 }
 static int64_t zero__dev_tables(const zero_ctx *ctx) {
-    int64_t chunks = 0, blocks = 0;
-    int i;
+    int64_t chunks = 0, blocks = 0, tstate = 0;
+    int i, q8 = zero__dev_q8(&ctx->desc);
     if (!ctx->dev->table_bytes) return 0;
     for (i = 0; i < ctx->num_params; i++) {
         int64_t lo, s, e;
         zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
-        if (!ctx->modules[ctx->params[i].module].frozen && s < e)
-            chunks += (e - s + ctx->dev->table_chunk - 1) / ctx->dev->table_chunk;
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e)      /* s - lo: the state index, modulo ZERO__QB */
+            chunks += q8 ? (s % ZERO__QB + e - s + ZERO__QB - 1) / ZERO__QB : (e - s + ctx->dev->table_chunk - 1) / ctx->dev->table_chunk;
     }
     for (i = 0; i < ctx->num_modules; i++)
-        if (!ctx->modules[i].frozen)
+        if (!ctx->modules[i].frozen) {
             blocks += (ctx->modules[i].lay.span / ctx->world + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK;
+            tstate += ctx->desc.stage == 0 ? ctx->modules[i].lay.span : ctx->modules[i].lay.span / ctx->world;
+        }
     if (ctx->desc.stage == 0) blocks *= ctx->world;
-    return ctx->dev->table_bytes(chunks, blocks);
+    return zero__dev_tables_for(&ctx->desc, chunks, blocks, tstate);
 }
 
 static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
@@ -11063,10 +11112,6 @@ static zero_result zero__check_desc_offload(const zero_desc *d, const zero_logge
     if (d->offload_optimizer == ZERO_OFFLOAD_NVME && !d->offload.nvme_dirs[0])
         return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "offload_optimizer is ZERO_OFFLOAD_NVME but offload.nvme_dirs[0] is NULL");
-    if (d->optim.state_dtype == ZERO_STATE_Q8 && d->device == ZERO_DEVICE_CUDA && !zero__dev_offload(d))
-        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
-                             "zero_optim_desc.state_dtype ZERO_STATE_Q8 runs in the CPU's fused pass: with "
-                             "ZERO_DEVICE_CUDA only with offload_optimizer = ZERO_OFFLOAD_HOST (ZeRO-Offload) for now");
     if (d->offload_params == ZERO_OFFLOAD_NVME && (d->stage != 3 || d->offload_optimizer != ZERO_OFFLOAD_NVME))
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION,
                           "offload_params = ZERO_OFFLOAD_NVME needs stage 3 and offload_optimizer = ZERO_OFFLOAD_NVME "
@@ -11211,7 +11256,7 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
     zero_desc d;
     zero__sizes z;
     zero_result r;
-    int64_t unit, chunks = 0, blocks = 0, tc;
+    int64_t unit, chunks = 0, blocks = 0, tc, tstate = 0;
     int i;
     d = *desc;
     if ((r = zero__fill_desc(&d)) != ZERO_OK) return r;
@@ -11234,13 +11279,15 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         z.trainable += span;
         z.num_trainable++;
         if (span > z.max_span) z.max_span = z.max_train_span = span;
-        if (tc) {
+        if (tc) {       /* the module one param: rank 0's part of it */
             int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
-            chunks += (mine + tc - 1) / tc;
+            int64_t held = d.stage == 0 ? module_numels[i] : module_numels[i] < per ? module_numels[i] : per;
+            chunks += zero__dev_q8(&d) ? (held + ZERO__QB - 1) / ZERO__QB : (mine + tc - 1) / tc;
             blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
+            tstate += mine;
         }
     }
-    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks);
+    z.dev_tables = zero__dev_tables_for(&d, chunks, blocks, tstate);
     zero__plan_compute(&d, world_size, &z, out);
     return ZERO_OK;
 }

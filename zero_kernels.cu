@@ -12,6 +12,8 @@
                   (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
                   to 3 elements when they are equally misaligned), two steps in flight per
                   thread, streaming cache hints. Memory-bound by design (tests/gpu/bench_adamw.c).
+   - zk_opt_q8:   the same pass with q8 moments: one block per q8 block, decoded into shared
+                  memory, updated, its new scale from a block-wide maximum, encoded again.
    - zk_sumsq:    the gradient norm's blockwise sum of squares, 8 threads per norm block,
                   each running one of the CPU's 8 lanes in its order (bitwise equal to
                   zero__sumsq_scalar), 4 norm blocks per warp.
@@ -216,6 +218,94 @@ extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int6
     table[k->sdt == ZERO_BF16][k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0,
                                                                                  zk_stream(stream)>>>(
         *k, chunks, nchunks, grad_base, param_base, master, opt_m, opt_v);
+    return zk_done();
+}
+
+/* ---- the fused optimizer with q8 moments ----
+   One CUDA block per q8 block of ZERO__QB (= ZK_THREADS) state elements, thread t its element
+   t (grid-stride over the rank's blocks; one without chunks is skipped, as the CPU's pass
+   leaves it alone). The block's moments are decoded into shared memory; the chunks of the
+   block (each inside it: zero__cuda_prepare cuts them at blocks) are updated there by the
+   element math of zk_optimizer's scalar path, one thread per element; then the largest
+   magnitude's bits of each moment (a tree of shared-memory maxima, NaN's bits above all)
+   give the new scale, and every element of the block, untouched ones included, is encoded
+   at it (zero__q8_code), as zero__opt_part_q8 does on the CPU, so the bits are the CPU's. */
+template <int OPT, int ADT, int PDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_opt_q8(const zero__optk k, const zero__kchunk *__restrict__ chunks, const int64_t *__restrict__ first, int64_t nq,
+          const void *grad_base, void *param_base, float *master, uint8_t *qm, uint8_t *qv, int64_t nst) {
+    __shared__ float mom[2 * ZERO__QB];
+    __shared__ uint32_t red[2 * ZK_THREADS];
+    const zero__adamw_hp ah = k.ah;
+    const zero__sgd_hp sh = k.sh;
+    const int t = threadIdx.x, nk = OPT == ZERO_OPTIM_ADAMW ? 2 : qm ? 1 : 0;
+    for (int64_t b = blockIdx.x; b < nq; b += gridDim.x) {
+        const int64_t c0 = first[b], c1 = first[b + 1], base = b * ZERO__QB;
+        if (c0 == c1) continue;                     /* the same for every thread of the block */
+        for (int q = 0; q < nk; q++) {
+            const uint8_t *c = q ? qv : qm;
+            const float s = ((const float *)(c + nst))[b];
+            mom[q * ZERO__QB + t] = zero__q8_dec1(c[base + t], s, zero__q8_k(s, q), q);
+        }
+        __syncthreads();
+        for (int64_t ci = c0; ci < c1; ci++) {
+            const zero__kchunk ch = chunks[ci];
+            const int l = (int)(ch.state_idx - base) + t;
+            if (t >= ch.n) continue;
+            float *w = master ? master + ch.state_idx : (float *)param_base + ch.param_idx;
+            const float g = zero__ld((const char *)grad_base + ch.grad_idx * ZK_ES(ADT), t, ADT) * k.gscale;
+            float mm = nk ? (float)mom[l] : 0.0f, vv = nk > 1 ? (float)mom[ZERO__QB + l] : 0.0f;
+            if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[t], nk ? &mm : NULL, g, &sh, ch.decay);
+            else zero__adamw_elem(&w[t], &mm, &vv, g, &ah, ch.decay);
+            if (nk) mom[l] = mm;
+            if (nk > 1) mom[ZERO__QB + l] = vv;
+            if (PDT != ZERO_F32) zero__st((char *)param_base + ch.param_idx * ZK_ES(PDT), t, PDT, w[t]);
+        }
+        __syncthreads();
+        for (int q = 0; q < nk; q++) red[q * ZK_THREADS + t] = zero__f32_bits(mom[q * ZERO__QB + t]) & 0x7fffffffu;
+        __syncthreads();
+        for (int o = ZK_THREADS / 2; o > 0; o /= 2) {
+            if (t < o)
+                for (int q = 0; q < nk; q++) {
+                    const uint32_t x = red[q * ZK_THREADS + t], y = red[q * ZK_THREADS + t + o];
+                    red[q * ZK_THREADS + t] = x > y ? x : y;
+                }
+            __syncthreads();
+        }
+        for (int q = 0; q < nk; q++) {
+            uint8_t *c = q ? qv : qm;
+            const uint32_t mb = red[q * ZK_THREADS];
+            const float s = zero__q8m_scale(mb);
+            uint8_t code = 0;
+            if (mb != 0u && mb < 0x7f800000u) {
+                const zero__q8_enc e = zero__q8_enc_init(s, q);
+                code = zero__q8_code(mom[q * ZERO__QB + t], &e, q);
+            }
+            c[base + t] = code;
+            if (t == 0) ((float *)(c + nst))[b] = s;
+        }
+        __syncthreads();                            /* mom and red are reused by the next block */
+    }
+}
+
+typedef void (*zk_opt_q8_fn)(const zero__optk, const zero__kchunk *, const int64_t *, int64_t, const void *, void *,
+                             float *, uint8_t *, uint8_t *, int64_t);
+#define ZK_OPTQ_ROW(OPT, ADT) { zk_opt_q8<OPT, ADT, ZERO_F32>, zk_opt_q8<OPT, ADT, ZERO_BF16>, zk_opt_q8<OPT, ADT, ZERO_F16> }
+#define ZK_OPTQ_TABLE(OPT) { ZK_OPTQ_ROW(OPT, ZERO_F32), ZK_OPTQ_ROW(OPT, ZERO_BF16), ZK_OPTQ_ROW(OPT, ZERO_F16) }
+
+extern "C" int zero__k_opt_q8(const zero__optk *k, const zero__kchunk *chunks, const int64_t *first, int64_t nq,
+                              const void *grad_base, void *param_base, float *master, void *opt_m, void *opt_v,
+                              int64_t nst, void *stream) {
+    static const zk_opt_q8_fn table[2][3][3] = { ZK_OPTQ_TABLE(ZERO_OPTIM_ADAMW), ZK_OPTQ_TABLE(ZERO_OPTIM_SGD) };
+    if (!k || nq < 0 || nst < 0 || nst != nq * ZERO__QB || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) ||
+        !zk_dtype_ok(k->adt) || !zk_dtype_ok(k->pdt))
+        return (int)cudaErrorInvalidValue;
+    if (nq == 0) return 0;
+    if (!chunks || !first || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
+        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)) || !zk_aligned(opt_m, 4) || !zk_aligned(opt_v, 4))
+        return (int)cudaErrorInvalidValue;
+    table[k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nq), ZK_THREADS, 0, zk_stream(stream)>>>(
+        *k, chunks, first, nq, grad_base, param_base, master, (uint8_t *)opt_m, (uint8_t *)opt_v, nst);
     return zk_done();
 }
 

@@ -430,6 +430,140 @@ static void test_opt_bf16_states(void) {
     opt_sdt = ZERO_F32;
 }
 
+/* q8 moments (zero__k_opt_q8) against the CPU's definition, bitwise: per q8 block with
+   chunks, decode (zero__q8dec_scalar), the element math of zero__k_opt, encode
+   (zero__q8enc_scalar); a block without chunks untouched. The blocks: chunks that cover part
+   of a block, two chunks in one block with a gap, a whole block, none (left alone), a tiny
+   scale (below 2^-60), a NaN gradient (the block becomes NaN), a block whose moments are all
+   0; grads, master and params at their own indices. */
+#define OQ_NQ 7
+static void opt_q8_case(int variant, int adt, int pdt) {
+    static const int32_t cs[][2] = { { 3, 197 }, { 512, 100 }, { 642, 114 }, { 768, 256 }, { 1034, 6 }, { 1280, 6 }, { 1536, 256 } };
+    const int nc = NELEMS(cs), nst = OQ_NQ * ZERO__QB, nk = variant == V_ADAMW ? 2 : variant == V_SGD_PLAIN ? 0 : 1;
+    zero__kchunk ch[NELEMS(cs)];
+    int64_t first[OQ_NQ + 1], ng = 0, np = 0, i, b;
+    zero__optk k;
+    size_t mb = (size_t)nst + 4 * OQ_NQ;
+    unsigned char *q[2], *qr[2], *qg[2];
+    float *w, *wr, *wg;
+    void *g, *pr, *pg, *dg, *dw, *dp, *dq[2] = { NULL, NULL }, *dch, *dfirst;
+    int c, kk, rc;
+    make_optk(&k, variant, adt, pdt);
+    for (c = 0; c < nc; c++) {         /* grads and params at their own places, 5 and 3 apart */
+        ch[c].state_idx = cs[c][0];
+        ch[c].n = cs[c][1];
+        ch[c].grad_idx = ng + 5;
+        ch[c].param_idx = np + 3;
+        ch[c].decay = c & 1;
+        ng += 5 + cs[c][1];
+        np += 3 + cs[c][1];
+    }
+    for (b = 0, c = 0; b <= OQ_NQ; b++) {
+        while (c < nc && ch[c].state_idx < b * ZERO__QB) c++;
+        first[b] = c;
+    }
+    g = malloc((size_t)ng * esz(adt));
+    fill(g, adt, ng, 0);
+    zero__st(g, ch[6].grad_idx + 17, adt, zero__bits_f32(0x7fc00000u));    /* block 6: a NaN */
+    for (i = 0; i < ch[4].n; i++) zero__st(g, ch[4].grad_idx + i, adt, 1e-25f * (float)(i + 1));   /* block 4 stays tiny */
+    w = (float *)malloc(4 * (size_t)nst);
+    fill(w, ZERO_F32, nst, 0);
+    pr = calloc((size_t)np + 1, 4);
+    for (kk = 0; kk < 2; kk++) {
+        q[kk] = (unsigned char *)malloc(mb);
+        for (i = 0; i < nst; i++) q[kk][i] = (unsigned char)rnd32();
+        for (b = 0; b < OQ_NQ; b++) {
+            float sc = b == 4 ? 3e-20f : 0.01f + unif();
+            if (b == 5) { sc = 0.0f; memset(q[kk] + b * ZERO__QB, 0, ZERO__QB); }     /* all zero */
+            memcpy(q[kk] + nst + 4 * b, &sc, 4);
+        }
+        qr[kk] = (unsigned char *)malloc(mb);
+        memcpy(qr[kk], q[kk], mb);
+        qg[kk] = (unsigned char *)malloc(mb);
+    }
+    /* the reference */
+    wr = (float *)malloc(4 * (size_t)nst);
+    memcpy(wr, w, 4 * (size_t)nst);
+    for (b = 0; b < OQ_NQ; b++) {
+        float mv[2][ZERO__QB];
+        if (first[b] == first[b + 1]) continue;
+        for (kk = 0; kk < nk; kk++) {
+            float sc;
+            memcpy(&sc, qr[kk] + nst + 4 * b, 4);
+            zero__q8dec_scalar(mv[kk], qr[kk] + b * ZERO__QB, sc, kk);
+        }
+        for (c = (int)first[b]; c < first[b + 1]; c++)
+            for (i = 0; i < ch[c].n; i++) {
+                int l = (int)(ch[c].state_idx - b * ZERO__QB + i);
+                float gg = zero__ld(g, ch[c].grad_idx + i, adt) * k.gscale, *ww = &wr[ch[c].state_idx + i];
+                if (variant == V_ADAMW) zero__adamw_elem(ww, &mv[0][l], &mv[1][l], gg, &k.ah, ch[c].decay);
+                else zero__sgd_elem(ww, nk ? &mv[0][l] : NULL, gg, &k.sh, ch[c].decay);
+                if (pdt != ZERO_F32) zero__st(pr, ch[c].param_idx + i, pdt, *ww);
+            }
+        for (kk = 0; kk < nk; kk++) {
+            float sc = zero__q8enc_scalar(qr[kk] + b * ZERO__QB, mv[kk], kk);
+            memcpy(qr[kk] + nst + 4 * b, &sc, 4);
+        }
+    }
+    /* the kernel: master in w when pdt is not f32, else the f32 params are the weights
+       (indexed by param_idx: copy w's state values there) */
+    pg = calloc((size_t)np + 1, 4);
+    if (pdt == ZERO_F32) {
+        for (c = 0; c < nc; c++) memcpy((float *)pg + ch[c].param_idx, w + ch[c].state_idx, 4 * (size_t)ch[c].n);
+        for (c = 0; c < nc; c++) memcpy((float *)pr + ch[c].param_idx, wr + ch[c].state_idx, 4 * (size_t)ch[c].n);
+    }
+    dg = dup_to_dev(g, (size_t)ng * esz(adt));
+    dw = dup_to_dev(w, 4 * (size_t)nst);
+    dp = dup_to_dev(pg, 4 * (size_t)np + 4);
+    for (kk = 0; kk < nk; kk++) dq[kk] = dup_to_dev(q[kk], mb);
+    dch = dup_to_dev(ch, sizeof ch);
+    dfirst = dup_to_dev(first, sizeof first);
+    rc = zero__k_opt_q8(&k, (const zero__kchunk *)dch, (const int64_t *)dfirst, OQ_NQ, dg, dp,
+                        pdt == ZERO_F32 ? NULL : (float *)dw, dq[0], dq[1], nst, NULL);
+    if (sync_ok(rc, "zero__k_opt_q8")) {
+        wg = (float *)malloc(4 * (size_t)nst);
+        to_host(wg, dw, 4 * (size_t)nst);
+        to_host(pg, dp, 4 * (size_t)np + 4);
+        if (pdt != ZERO_F32) compare("q8: master", wr, wg, nst, ZERO_F32);
+        compare("q8: params", pr, pg, np, pdt == ZERO_F32 ? ZERO_F32 : pdt);
+        for (kk = 0; kk < nk; kk++) {
+            to_host(qg[kk], dq[kk], mb);
+            compare_bytes(kk ? "q8: v codes and scales" : "q8: m codes and scales", qr[kk], qg[kk], (int64_t)mb);
+        }
+        if (nk) {               /* block 6 went NaN, block 4 stayed below 2^-60; block 1 (no chunks) kept its bytes */
+            float s6, s4;
+            memcpy(&s6, qg[0] + nst + 4 * 6, 4);
+            memcpy(&s4, qg[0] + nst + 4 * 4, 4);
+            CHECK(s6 != s6 && s4 > 0 && s4 < 8.67361738e-19f && memcmp(qg[0] + ZERO__QB, q[0] + ZERO__QB, ZERO__QB) == 0,
+                  "the NaN block's scale %g, the tiny block's %g; the block without chunks changed", (double)s6, (double)s4);
+        }
+        free(wg);
+    }
+    cudaFree(dg); cudaFree(dw); cudaFree(dp); cudaFree(dq[0]); cudaFree(dq[1]); cudaFree(dch); cudaFree(dfirst);
+    for (kk = 0; kk < 2; kk++) { free(q[kk]); free(qr[kk]); free(qg[kk]); }
+    free(g); free(w); free(wr); free(pr); free(pg);
+}
+static void test_opt_q8_states(void) {
+    int variant, adt;
+    zero__optk k;
+    float x;
+    for (variant = 0; variant < V_NUM; variant++)
+        for (adt = ZERO_F32; adt <= ZERO_BF16; adt++) {
+            test_begin("opt_q8_states_%s_g%d", variant_name[variant], adt);
+            opt_q8_case(variant, adt, ZERO_BF16);
+            opt_q8_case(variant, adt, ZERO_F32);
+            test_end();
+        }
+    test_begin("opt_q8_refuses");
+    make_optk(&k, V_ADAMW, ZERO_F32, ZERO_F32);
+    CHECK(zero__k_opt_q8(&k, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL) == 0, "no blocks must return 0");
+    CHECK(zero__k_opt_q8(&k, (const zero__kchunk *)&x, (const int64_t *)&x, 1, &x, &x, &x, &x, &x, 100, NULL) ==
+          (int)cudaErrorInvalidValue, "nst not nq blocks must be refused");
+    CHECK(zero__k_opt_q8(&k, (const zero__kchunk *)&x, (const int64_t *)&x, 1, &x, &x, &x, NULL, &x, 256, NULL) ==
+          (int)cudaErrorInvalidValue, "AdamW without m must be refused");
+    test_end();
+}
+
 static void test_opt_refuses(void) {
     zero__optk k;
     float x;
@@ -960,6 +1094,7 @@ int main(void) {
     TEST_RUN(test_opt_large);
     TEST_RUN(test_opt_bf16_states);
     TEST_RUN(test_opt_refuses);
+    test_opt_q8_states();
     test_sumsq();
     test_sum_into();
     test_quant();
