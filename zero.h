@@ -16011,13 +16011,14 @@ static int zero__ck_read_moment(const zero__ck_manifest *m, const zero__ck_range
                                 int64_t c, float *out, unsigned char *raw) {
     int64_t n = rg->end - rg->begin, mo = rg->offset + 4 * n + (k - 1) * zero__ck_mom_bytes(m->sdt, n, rg->phase);
     int64_t i, b0, b1;
-    float *sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
+    float *sc;
     int rr;
     if (m->sdt == ZERO_STATE_F32) return zero__ck_pread(fd, out, (size_t)c * 4, mo + 4 * j);
     if (m->sdt == ZERO_STATE_BF16) {
         if ((rr = zero__ck_pread(fd, raw, (size_t)c * 2, mo + 2 * j)) == 1) zero__to_f32(out, raw, ZERO_BF16, c);
         return rr;
     }
+    sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
     b0 = (rg->phase + j) / ZERO__QB;
     b1 = (rg->phase + j + c - 1) / ZERO__QB;
     if ((rr = zero__ck_pread(fd, raw, (size_t)c, mo + j)) != 1 ||
