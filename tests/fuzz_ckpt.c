@@ -10,7 +10,11 @@
      byte 0 bit 2 set:   the load goes into a second context of the same model whose
                          bf16 param shards, fp32 master and moments are on the NVMe tier
                          (offload_params and offload_optimizer; files in a subdirectory),
-                         through zero_load's streaming passes.
+                         through zero_load's streaming passes;
+     byte 0 bit 3 set:   (instead of bit 2) the manifest of a second checkpoint, of the
+                         same model with q8 moments (format 3: the state_dtype line, each
+                         range line's block phase, records of codes and scales), loaded
+                         into a context with q8 moments.
    If ZERO_FUZZ_CORPUS names a directory, the real manifest is written there as a seed.
    The saved checkpoint carries three of the trainer's records (zero_ckpt_put), so the
    record lines' parser is fuzzed too. The contract under test: no crash, no sanitizer
@@ -24,22 +28,42 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static char dir[512], nvme[600];
-static zero_ctx *z, *zn;                /* zn: the NVMe-offloaded twin */
-static float before[256], after[256], nbefore[256];
+static char dir[512], nvme[600], dirq[600];
+static zero_ctx *z, *zn, *zq;           /* zn: the NVMe-offloaded twin; zq: the q8 one */
+static float before[256], after[256], nbefore[256], qbefore[256];
 
 static void die(const char *what) {
     fprintf(stderr, "fuzz_ckpt setup: %s: %s\n", what, zero_last_error(z));
     abort();
 }
 
+/* the fuzzed model in c: modules a (w 3x5, b 7) and b (w 20), built, params set */
+static void make_model(zero_ctx *c, zero_module m[2], zero_param p[3]) {
+    zero_module_desc md;
+    zero_param_desc pd;
+    float init[64];
+    int i;
+    memset(&md, 0, sizeof md);
+    memset(&pd, 0, sizeof pd);
+    md.name = "a"; if (zero_add_module(c, &md, &m[0]) != ZERO_OK) die("module");
+    md.name = "b"; if (zero_add_module(c, &md, &m[1]) != ZERO_OK) die("module");
+    pd.name = "w"; pd.ndim = 2; pd.shape[0] = 3; pd.shape[1] = 5;
+    if (zero_add_param(c, m[0], &pd, &p[0]) != ZERO_OK) die("param");
+    pd.name = "b"; pd.ndim = 1; pd.shape[0] = 7; pd.shape[1] = 0;
+    if (zero_add_param(c, m[0], &pd, &p[1]) != ZERO_OK) die("param");
+    pd.name = "w"; pd.shape[0] = 20;
+    if (zero_add_param(c, m[1], &pd, &p[2]) != ZERO_OK) die("param");
+    if (zero_build(c) != ZERO_OK) die("build");
+    for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
+    for (i = 0; i < 3; i++) if (zero_param_set_f32(c, p[i], init) != ZERO_OK) die("set");
+}
+
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     zero_desc d;
     zero_module m[2];
     zero_param p[3];
-    zero_module_desc md;
-    zero_param_desc pd;
     float init[64];
     const char *t = getenv("TMPDIR"), *corpus = getenv("ZERO_FUZZ_CORPUS");
     int i;
@@ -49,19 +73,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     memset(&d, 0, sizeof d);
     d.stage = 3;
     if (zero_create(&z, &d) != ZERO_OK) die("create");
-    memset(&md, 0, sizeof md);
-    md.name = "a"; if (zero_add_module(z, &md, &m[0]) != ZERO_OK) die("module");
-    md.name = "b"; if (zero_add_module(z, &md, &m[1]) != ZERO_OK) die("module");
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w"; pd.ndim = 2; pd.shape[0] = 3; pd.shape[1] = 5;
-    if (zero_add_param(z, m[0], &pd, &p[0]) != ZERO_OK) die("param");
-    pd.name = "b"; pd.ndim = 1; pd.shape[0] = 7; pd.shape[1] = 0;
-    if (zero_add_param(z, m[0], &pd, &p[1]) != ZERO_OK) die("param");
-    pd.name = "w"; pd.shape[0] = 20;
-    if (zero_add_param(z, m[1], &pd, &p[2]) != ZERO_OK) die("param");
-    if (zero_build(z) != ZERO_OK) die("build");
-    for (i = 0; i < 64; i++) init[i] = (float)i * 0.25f - 3.0f;
-    for (i = 0; i < 3; i++) if (zero_param_set_f32(z, p[i], init) != ZERO_OK) die("set");
+    make_model(z, m, p);
+    for (i = 0; i < 64; i++) init[i] = (float)i;
     /* the trainer's records (format 2): the seed manifest has record lines to mutate */
     if (zero_ckpt_put(z, "data_pos", init, 8) != ZERO_OK || zero_ckpt_put(z, "empty", NULL, 0) != ZERO_OK ||
         zero_ckpt_put(z, "cfg.text", "seq=64 batch=32", 15) != ZERO_OK)
@@ -77,15 +90,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         d.offload_params = ZERO_OFFLOAD_NVME;
         d.offload.nvme_dirs[0] = nvme;
         if (zero_create(&zn, &d) != ZERO_OK) die("create nvme");
-        md.name = "a"; if (zero_add_module(zn, &md, &mn[0]) != ZERO_OK) die("module");
-        md.name = "b"; if (zero_add_module(zn, &md, &mn[1]) != ZERO_OK) die("module");
-        pd.name = "w"; pd.ndim = 2; pd.shape[0] = 3; pd.shape[1] = 5;
-        if (zero_add_param(zn, mn[0], &pd, &pn[0]) != ZERO_OK) die("param");
-        pd.name = "b"; pd.ndim = 1; pd.shape[0] = 7; pd.shape[1] = 0;
-        if (zero_add_param(zn, mn[0], &pd, &pn[1]) != ZERO_OK) die("param");
-        pd.name = "w"; pd.shape[0] = 20;
-        if (zero_add_param(zn, mn[1], &pd, &pn[2]) != ZERO_OK) die("param");
-        if (zero_build(zn) != ZERO_OK) die("build nvme");
+        make_model(zn, mn, pn);
         if (zero_gather_params_f32(zn, nbefore) != ZERO_OK) die("gather nvme");
     }
     if (corpus) {
@@ -122,6 +127,51 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         }
         free(buf);
     }
+    {   /* the q8 twin: trained a step (moments not all zero), saved in dirq */
+        static const int64_t ne[3] = { 15, 7, 20 };
+        zero_module mq[2];
+        zero_param pq[3];
+        float g[32];
+        int k;
+        d.param_dtype = ZERO_F32;
+        d.offload_optimizer = ZERO_OFFLOAD_NONE;
+        d.offload_params = ZERO_OFFLOAD_NONE;
+        d.optim.state_dtype = ZERO_STATE_Q8;
+        if (zero_create(&zq, &d) != ZERO_OK) die("create q8");
+        make_model(zq, mq, pq);
+        for (k = 1; k >= 0; k--) {
+            if (zero_fetch(zq, mq[k]) != ZERO_OK) die("fetch q8");
+            for (i = 0; i < 3; i++) {
+                int64_t e;
+                if ((i == 2) != (k == 1)) continue;
+                for (e = 0; e < ne[i]; e++) g[e] = 0.1f * (float)(e + 1) * (i == 1 ? -1.0f : 1.0f);
+                zero_add_f32(zero_param_grad(zq, pq[i]), ZERO_F32, g, ne[i]);
+            }
+            if (zero_release(zq, mq[k]) != ZERO_OK || zero_grads_ready(zq, mq[k]) != ZERO_OK) die("grads q8");
+        }
+        if (zero_step(zq) != ZERO_OK) die("step q8");
+        snprintf(dirq, sizeof dirq, "%s/q8", dir);
+        if (mkdir(dirq, 0700) != 0 || zero_save(zq, dirq) != ZERO_OK) die("save q8");
+        if (zero_gather_params_f32(zq, qbefore) != ZERO_OK) die("gather q8");
+        if (corpus) {       /* mode 9: its body, into the q8 twin */
+            char src[700], dst[600];
+            long n;
+            char *buf, *e;
+            FILE *f;
+            snprintf(src, sizeof src, "%s/manifest", dirq);
+            if (!(f = fopen(src, "rb"))) die("q8 manifest");
+            fseek(f, 0, SEEK_END); n = ftell(f); fseek(f, 0, SEEK_SET);
+            buf = (char *)malloc((size_t)n + 1);
+            if (!buf || fread(buf + 1, 1, (size_t)n, f) != (size_t)n) die("read q8 manifest");
+            fclose(f);
+            for (e = buf + n; e > buf + 1 && e[-1] == '\n'; e--) continue;
+            while (e > buf + 1 && e[-1] != '\n') e--;
+            buf[0] = 9;
+            snprintf(dst, sizeof dst, "%s/seed_body_q8", corpus);
+            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
+            free(buf);
+        }
+    }
     if (zero_gather_params_f32(z, before) != ZERO_OK) die("gather");
     return 0;
 }
@@ -141,16 +191,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(h);
         return 0;
     }
-    snprintf(path, sizeof path, "%s/manifest", dir);
+    snprintf(path, sizeof path, "%s/manifest", data[0] & 8 ? dirq : dir);
     if (!(f = fopen(path, "wb"))) return 0;
     fwrite(data + 1, 1, size - 1, f);
     if (data[0] & 1)
         fprintf(f, "end %016llx\n", (unsigned long long)zero__ck_sum(data + 1, size - 1));
     fclose(f);
     {
-        zero_ctx *c = data[0] & 4 ? zn : z;
-        float *b = data[0] & 4 ? nbefore : before;
-        r = zero_load(c, dir);
+        zero_ctx *c = data[0] & 8 ? zq : data[0] & 4 ? zn : z;
+        float *b = data[0] & 8 ? qbefore : data[0] & 4 ? nbefore : before;
+        r = zero_load(c, data[0] & 8 ? dirq : dir);
         if (r != ZERO_OK) {
             if (zero_gather_params_f32(c, after) != ZERO_OK || memcmp(b, after, sizeof before) != 0) {
                 fprintf(stderr, "a failed zero_load (%s) changed the params\n", zero_result_str(r));
@@ -168,8 +218,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    seeds, then fixed-seed mutations of them (byte flips, truncations, insertions). */
 #include <dirent.h>
 int main(int argc, char **argv) {
-    static unsigned char seeds[4][8192], buf[8300];
-    size_t len[4] = { 0, 0, 0, 0 };
+    static unsigned char seeds[5][8192], buf[8300];
+    size_t len[5] = { 0, 0, 0, 0, 0 };
     int ns = 0, i, k;
     uint64_t s = 0x9e3779b97f4a7c15ull;
     DIR *d;
@@ -178,7 +228,7 @@ int main(int argc, char **argv) {
     long runs = argc > 1 ? atol(argv[1]) : 2000;
     LLVMFuzzerInitialize(&argc, &argv);
     if (!corpus || !(d = opendir(corpus))) { fprintf(stderr, "ZERO_FUZZ_CORPUS unset or unreadable\n"); return 1; }
-    while ((e = readdir(d)) != NULL && ns < 4) {
+    while ((e = readdir(d)) != NULL && ns < 5) {
         char p[1024];
         FILE *f;
         if (e->d_name[0] == '.') continue;
