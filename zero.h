@@ -511,11 +511,15 @@
      offload_optimizer = ZERO_OFFLOAD_HOST in the CPU's pass. The planner counts the moments at
      their size (zero_estimate, zero_stats: the optim category).
      Checkpoints keep the moments in their format (ON CHECKPOINTS: format 3, the manifest's
-     state_dtype line): bf16 ones as bf16, q8 ones as their codes and the scales of the
-     blocks each record touches (a record of n elements takes n bytes and 4 per block a
-     moment, against 4 n with fp32), so a q8 model's shards are about half the size.
-     zero_ckpt_info's state_dtype says which. A load into the same format restores the
-     same bits, at any stage and world size. A checkpoint of any format loads into a
+     state_dtype line): bf16 ones as bf16, q8 ones as the whole blocks each record
+     touches, as stored (260 bytes a block: its codes, then its scale; a record of n
+     elements takes about n bytes a moment, against 4 n with fp32), so a q8 model's shards
+     are about half the size. zero_ckpt_info's state_dtype says which. A load into the
+     same format restores the same bits, at any stage and world size: bf16 values widen
+     and narrow exactly, and q8 blocks are copied as stored into a context whose params lie
+     at the same module positions (the range lines record them), so even a block whose
+     scale is so small that decoding loses bits comes back (tests/test_ckpt.c:
+     state_q8_tiny); elsewhere they are converted as below. A checkpoint of any format loads into a
      context of any other, converting each moment through fp32: into f32, the value a
      bf16 or q8 moment stands for, exactly (saved again and loaded back, it gives the same
      bf16 values, or the same codes and scales); into bf16, rounding to nearest even (a
@@ -3017,8 +3021,11 @@ typedef struct zero__dev_vt {
    the CPU's fused pass); nvme: the NVMe tier's blocks, with offload_params = nvme also the
    trainable modules' stage-3 param shard. In read/write, which is 0 the fp32 master, 1 the
    first moment (or SGD momentum), 2 the second moment, or ZERO__TIER_PARAMS the params in
-   the tier, as fp32; idx is the state index. */
+   the tier, as fp32; idx is the state index. With q8 moments, 1 or 2 with ZERO__TIER_RAW
+   reads or writes whole blocks as stored (checkpoints: zero__q8_host_rw), no decoding. */
 #define ZERO__TIER_PARAMS (-1)
+#define ZERO__TIER_RAW 4
+static int zero__tier_arr(int which) { return which > 0 ? which & 3 : which; }
 typedef struct zero__tier_vt {
     const char *name;
     zero_result (*build)(zero_ctx *ctx);                         /* zero_build, after the arenas */
@@ -6091,10 +6098,31 @@ static void zero__opt_part(void *arg, int part, int nparts) {
    each block it touches, puts the values in and encodes the block again; a block written
    whole is encoded from the values alone (zero__ck_state_write hands whole blocks, so a
    checkpoint's moments come back with the same bits). */
-static void zero__q8_host_rw(int simd, char *arr, int64_t nst, int kind, int64_t at, int64_t n, float *out, const float *in) {
+/* Elements [at, at + n) of a q8 moment array arr (nst codes, then the scales) as fp32, out
+   or in; with raw (ZERO__TIER_RAW: whole blocks), each block as stored in the first 260
+   bytes of its ZERO__QB floats: its codes, then its scale (checkpoints copy them, bit for
+   bit, where a decode and encode could not give back a block whose scale is tiny). */
+static void zero__q8_host_rw(int simd, char *arr, int64_t nst, int kind, int raw, int64_t at, int64_t n, float *out,
+                             const float *in) {
     zero__sconv sc = zero__sconv_for(simd, ZERO__SDT_Q8);
     float f[ZERO__QB];
-    unsigned env = zero__fpenv_enter();
+    unsigned env;
+    if (raw) {
+        for (; n >= ZERO__QB; at += ZERO__QB, n -= ZERO__QB) {
+            int64_t qb = at / ZERO__QB;
+            if (out) {
+                memcpy(out, arr + qb * ZERO__QB, ZERO__QB);
+                memcpy((char *)out + ZERO__QB, arr + nst + qb * 4, 4);
+                out += ZERO__QB;
+            } else {
+                memcpy(arr + qb * ZERO__QB, in, ZERO__QB);
+                memcpy(arr + nst + qb * 4, (const char *)in + ZERO__QB, 4);
+                in += ZERO__QB;
+            }
+        }
+        return;
+    }
+    env = zero__fpenv_enter();
     while (n > 0) {
         int64_t qb = at / ZERO__QB, o = at - qb * ZERO__QB, c = ZERO__QB - o < n ? ZERO__QB - o : n;
         uint8_t *codes = (uint8_t *)arr + qb * ZERO__QB;
@@ -11847,7 +11875,7 @@ static zero_result zero__nvme_flush(zero_ctx *ctx, const char *what) {
 static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in,
                                        const char *what) {
     zero__nvme *o = ctx->tier.nvme;
-    int a = which == 0 ? 0 : o->has_master + which - 1, pdt = (int)ctx->desc.param_dtype;
+    int a = which == 0 ? 0 : o->has_master + zero__tier_arr(which) - 1, pdt = (int)ctx->desc.param_dtype;
     zero_result r;
     while (n > 0) {
         int64_t blk = idx / o->G, at = idx - blk * o->G, c = o->G - at < n ? o->G - at : n;
@@ -11862,7 +11890,8 @@ static zero_result zero__nvme_rw_locked(zero_ctx *ctx, int which, int64_t idx, i
             if (out) { zero__to_f32(out, p, (zero_dtype)pdt, c); out += c; }
             else { zero__from_f32(p, (zero_dtype)pdt, in, c); in += c; o->dirty = 1; }
         } else if (a >= o->has_master && o->sdt == ZERO__SDT_Q8) {     /* q8 moments: block by block */
-            zero__q8_host_rw(ctx->opt.simd, o->buf[0] + o->aoff[a], o->G, which - 1, at, c, out, in);
+            zero__q8_host_rw(ctx->opt.simd, o->buf[0] + o->aoff[a], o->G, zero__tier_arr(which) - 1,
+                             which & ZERO__TIER_RAW, at, c, out, in);
             if (out) out += c; else { in += c; o->dirty = 1; }
         } else {    /* a state array: the fp32 master, or the moments at their dtype */
             int dt = a < o->has_master ? ZERO_F32 : o->sdt;
@@ -11995,17 +12024,54 @@ static void *zero__mem_state(zero_ctx *ctx, int which, int64_t idx, int *dt) {
     return zero__at(which == 0 ? (void *)ctx->arena.master : which == 1 ? ctx->arena.m : ctx->arena.v, idx, *dt);
 }
 /* the same on the arena (device memory: a block at a time through the device's copies) */
-static zero_result zero__q8_mem_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in) {
-    char *arr = (char *)(which == 1 ? ctx->arena.m : ctx->arena.v), blk[ZERO__QB + 4];
-    int64_t nst = zero__tstate(ctx);
+/* q8 moments in device memory, through copies: raw, up to ZERO__Q8_BULK whole blocks at a
+   time (their codes, then their scales, in two copies each way); decoded, a block at a time */
+#define ZERO__Q8_BULK 64
+static zero_result zero__q8_mem_raw(zero_ctx *ctx, char *arr, int64_t nst, int64_t idx, int64_t n, float *out,
+                                    const float *in) {
+    unsigned char codes[ZERO__Q8_BULK * ZERO__QB];
+    float sc[ZERO__Q8_BULK];
     zero_result r;
-    if (ctx->dev->host_access) { zero__q8_host_rw(ctx->opt.simd, arr, nst, which - 1, idx, n, out, in); return ZERO_OK; }
-    while (n > 0) {     /* blk: one block's codes, then its scale, as a q8 array of ZERO__QB elements */
+    int64_t j, nb;
+    for (; n >= ZERO__QB; idx += nb * ZERO__QB, n -= nb * ZERO__QB) {
+        int64_t qb = idx / ZERO__QB;
+        nb = n / ZERO__QB < ZERO__Q8_BULK ? n / ZERO__QB : ZERO__Q8_BULK;
+        if (in) {
+            for (j = 0; j < nb; j++) {
+                memcpy(codes + j * ZERO__QB, in + j * ZERO__QB, ZERO__QB);
+                memcpy(&sc[j], (const char *)(in + j * ZERO__QB) + ZERO__QB, 4);
+            }
+            if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + qb * ZERO__QB, codes, nb * ZERO__QB)) != ZERO_OK ||
+                (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + nst + qb * 4, sc, nb * 4)) != ZERO_OK)
+                return r;
+            in += nb * ZERO__QB;
+        } else {
+            if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, codes, arr + qb * ZERO__QB, nb * ZERO__QB)) != ZERO_OK ||
+                (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, sc, arr + nst + qb * 4, nb * 4)) != ZERO_OK)
+                return r;
+            for (j = 0; j < nb; j++) {
+                memcpy(out + j * ZERO__QB, codes + j * ZERO__QB, ZERO__QB);
+                memcpy((char *)(out + j * ZERO__QB) + ZERO__QB, &sc[j], 4);
+            }
+            out += nb * ZERO__QB;
+        }
+    }
+    return ZERO_OK;
+}
+static zero_result zero__q8_mem_rw(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const float *in) {
+    float blkf[ZERO__QB / 4 + 1];       /* one block's codes, then its scale: a q8 array of ZERO__QB elements */
+    char *arr = (char *)(zero__tier_arr(which) == 1 ? ctx->arena.m : ctx->arena.v), *blk = (char *)blkf;
+    int64_t nst = zero__tstate(ctx);
+    int kind = zero__tier_arr(which) - 1, raw = which & ZERO__TIER_RAW;
+    zero_result r;
+    if (ctx->dev->host_access) { zero__q8_host_rw(ctx->opt.simd, arr, nst, kind, raw, idx, n, out, in); return ZERO_OK; }
+    if (raw) return zero__q8_mem_raw(ctx, arr, nst, idx, n, out, in);
+    while (n > 0) {
         int64_t qb = idx / ZERO__QB, o = idx - qb * ZERO__QB, c = ZERO__QB - o < n ? ZERO__QB - o : n;
         if ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, blk, arr + qb * ZERO__QB, ZERO__QB)) != ZERO_OK ||
             (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, blk + ZERO__QB, arr + nst + qb * 4, 4)) != ZERO_OK)
             return r;
-        zero__q8_host_rw(ctx->opt.simd, blk, ZERO__QB, which - 1, o, c, out, in);
+        zero__q8_host_rw(ctx->opt.simd, blk, ZERO__QB, kind, 0, o, c, out, in);
         if (in && ((r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + qb * ZERO__QB, blk, ZERO__QB)) != ZERO_OK ||
                    (r = ctx->dev->copy(ctx, ZERO__S_COMPUTE, arr + nst + qb * 4, blk + ZERO__QB, 4)) != ZERO_OK))
             return r;
@@ -14665,7 +14731,7 @@ static zero_result zero__act_get(zero_ctx *ctx, int i, void *dst) {
 
 /* the manifest's format: 2 adds micro_batches and the trainer's records after good_steps;
    3 adds state_dtype after moments, the records' moments in that format (zero__ck_rec_bytes)
-   and, with q8, each range line's block phase (formats 1 and 2 are still read: their
+   and, with q8, each range line's module position (formats 1 and 2 are still read: their
    moments are fp32; format 1 has no micro_batches, no records) */
 #define ZERO__CK_VERSION 3
 #define ZERO__CK_SHARD_VERSION 1    /* the shards' header: unchanged by formats 2 and 3 */
@@ -14776,18 +14842,23 @@ static int zero__ck_moments(const zero_desc *d) {
     return 2;
 }
 /* A record's bytes: its n fp32 weights, then each of its kp moments as the saving
-   context's state dtype holds them (format 3): fp32; bf16; q8: n codes, then the fp32
-   scales of the nb blocks its elements touch, ph being its first element's place in
-   its block (module coordinates, so the same for every rank, stage and world size). */
+   context's state dtype holds them (format 3): fp32; bf16; q8: the nb whole blocks its
+   elements touch, as stored, ZERO__CK_QIMG bytes each (the 256 codes, padding's included,
+   then the scale), ph being its first element's place in its block. The blocks lie in
+   module coordinates, so the same for every rank, stage and world size; a range line
+   gives the record's first module position (zero__ck_mpos), and a loader whose params
+   lie at the same positions copies the blocks bit for bit (zero__ck_load_plan). */
+#define ZERO__CK_QIMG (ZERO__QB + 4)
 static int64_t zero__ck_nblk(int64_t ph, int64_t n) { return (ph + n + ZERO__QB - 1) / ZERO__QB; }
 static int64_t zero__ck_mom_bytes(zero_state_dtype sd, int64_t n, int64_t ph) {
-    return sd == ZERO_STATE_Q8 ? n + 4 * zero__ck_nblk(ph, n) : sd == ZERO_STATE_BF16 ? 2 * n : 4 * n;
+    return sd == ZERO_STATE_Q8 ? ZERO__CK_QIMG * zero__ck_nblk(ph, n) : sd == ZERO_STATE_BF16 ? 2 * n : 4 * n;
 }
 static int64_t zero__ck_rec_bytes(zero_state_dtype sd, int64_t n, int kp, int64_t ph) {
     return 4 * n + kp * zero__ck_mom_bytes(sd, n, ph);
 }
+static int64_t zero__ck_mpos(const zero_ctx *ctx, int pi, int64_t o) { return ctx->params[pi].offset + o; }
 static int64_t zero__ck_phase(const zero_ctx *ctx, int pi, int64_t o) {
-    return ctx->desc.optim.state_dtype == ZERO_STATE_Q8 ? (ctx->params[pi].offset + o) % ZERO__QB : 0;
+    return ctx->desc.optim.state_dtype == ZERO_STATE_Q8 ? zero__ck_mpos(ctx, pi, o) % ZERO__QB : 0;
 }
 
 /* the param-local element range [b, e) that rank r's slice of the module holds */
@@ -14838,8 +14909,8 @@ static int zero__ck_has_state(const zero_ctx *ctx, int pi, int64_t *b, int64_t *
    params on NVMe in the param areas of the tier's blocks at the state index (a frozen
    module's shard, which has no block, stays in the arena). */
 #define ZERO__CK_CHUNK 16384        /* elements per read or write while streaming a record */
-/* bytes for a chunk of bf16 or q8 moments as the file holds them: 2 a moment, then the
-   scales of a chunk's q8 blocks at ZERO__CK_CHUNK * 2 */
+/* bytes for a chunk of bf16 or q8 moments as the file holds them: 2 a moment, or the
+   chunk's q8 blocks as stored (ZERO__CK_QIMG each: at most 66) */
 #define ZERO__CK_RAW (ZERO__CK_CHUNK * 2 + 4 * (ZERO__CK_CHUNK / ZERO__QB + 2))
 /* q8 moments (ON OPTIMIZER STATES) are written a whole block at a time: a block's values
    gather in ctx->opt.qpend (the rest of the block as it decodes now) until the writes move
@@ -14854,7 +14925,7 @@ static zero_result zero__ck_qflush(zero_ctx *ctx, int q, const char *fn) {
 static int zero__ck_q8(const zero_ctx *ctx, int which) { return which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8; }
 static zero_result zero__ck_state_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *buf, const char *fn) {
     zero_result r;
-    if (zero__ck_q8(ctx, which) && (r = zero__ck_qflush(ctx, which - 1, fn)) != ZERO_OK) return r;
+    if (zero__ck_q8(ctx, which) && (r = zero__ck_qflush(ctx, zero__tier_arr(which) - 1, fn)) != ZERO_OK) return r;
     return ctx->tier.vt->read(ctx, which, idx, n, buf, fn);
 }
 static zero_result zero__ck_state_write(zero_ctx *ctx, int which, int64_t idx, int64_t n, const float *buf,
@@ -14908,7 +14979,7 @@ typedef struct zero__ck_file { int rank; int64_t bytes; char *name; } zero__ck_f
 typedef struct zero__ck_range {
     int param, rank;
     int64_t begin, end, offset;
-    int64_t phase;                  /* q8 moments: begin's place in its block (zero__ck_rec_bytes) */
+    int64_t mpos;                   /* q8 moments: begin's module position (zero__ck_rec_bytes) */
     uint64_t sum, msum;             /* checksums of the weights, of the moments (0: none) */
 } zero__ck_range;
 
@@ -15010,7 +15081,7 @@ static zero_dtype zero__ck_dtype(const char *s) {
 
 static int64_t zero__ck_range_bytes(const zero__ck_manifest *m, const zero__ck_range *r) {
     return zero__ck_rec_bytes(m->sdt, r->end - r->begin, m->mods[m->params[r->param].module].frozen ? 0 : m->moments,
-                              r->phase);
+                              r->mpos % ZERO__QB);
 }
 
 /* qsort orders for zero__ck_validate (arrays of pointers, so no context is needed) */
@@ -15409,7 +15480,7 @@ static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__
     if (!(m->ranges = (zero__ck_range *)zero__raw_alloc(a, sizeof *m->ranges * (size_t)(m->nrange + 1)))) return -1;
     for (i = 0; i < m->nrange; i++) {
         zero__ck_range *r = &m->ranges[i];
-        r->phase = 0;
+        r->mpos = 0;
         if (!zero__ck_kw(c, "range", &rest) || !zero__ck_i64(&rest, 0, m->nparam - 1, &v)) return 0;
         r->param = (int)v;
         if (!zero__ck_i64(&rest, 0, m->world - 1, &v)) return 0;
@@ -15419,7 +15490,7 @@ static int zero__ck_read_layout(const zero_allocator *a, zero__ck_cur *c, zero__
             !zero__ck_i64(&rest, ZERO__CK_HEADER, INT64_MAX, &r->offset) || !zero__ck_u64(&rest, &r->sum) ||
             !zero__ck_u64(&rest, &r->msum))
             return 0;
-        if (m->sdt == ZERO_STATE_Q8 && !zero__ck_i64(&rest, 0, ZERO__QB - 1, &r->phase)) return 0;
+        if (m->sdt == ZERO_STATE_Q8 && !zero__ck_i64(&rest, r->begin, (int64_t)1 << 52, &r->mpos)) return 0;
         if (*rest) return 0;
     }
     return c->p == c->end;
@@ -15632,12 +15703,11 @@ static int zero__ck_put_tiered(zero_ctx *ctx, int fd, int p, int64_t b, int64_t 
 
 /* A record whose kp moments are bf16 or q8 (zero__ck_rec_bytes), written as zero__ck_put_tiered
    writes one: chunk by chunk, each inside one tier block (also when the state is not on
-   NVMe), its weights, then its moments read as fp32 and stored in the state's own format:
-   bf16 exactly (they are bf16 values), q8 by encoding each whole block of the chunk again,
-   which gives back the tier's codes and scale (encode(decode(block)) is the block). A q8
-   chunk ends at a block boundary (but at the record's end), so each block's scale is
-   written once. The moments' checksum is taken afterwards, read back from the shard in
-   file order. buf: ZERO__CK_CHUNK floats; raw: ZERO__CK_RAW bytes. */
+   NVMe), its weights, then its moments in the state's own format: bf16 read as fp32 and
+   narrowed, exactly (they are bf16 values); q8 the chunk's whole blocks copied as stored.
+   A q8 chunk ends at a block boundary (but at the record's end), so each block is written
+   once. The moments' checksum is taken afterwards, read back from the shard in
+   file order. buf: ZERO__CK_CHUNK floats (64 blocks as stored); raw: ZERO__CK_RAW bytes. */
 static int zero__ck_put_packed(zero_ctx *ctx, int fd, int p, int64_t b, int64_t si, int64_t n, int kp, int64_t off,
                                float *buf, unsigned char *raw, zero__ck_hash *hw, zero__ck_hash *hm, zero_result *r,
                                int *err) {
@@ -15657,15 +15727,13 @@ static int zero__ck_put_packed(zero_ctx *ctx, int fd, int p, int64_t b, int64_t 
                 if ((*r = zero__ck_state_read(ctx, k, at, c, buf, "zero_save")) != ZERO_OK) return 0;
                 zero__from_f32(raw, ZERO_BF16, buf, c);
                 if (!zero__ck_pwrite(fd, raw, (size_t)c * 2, mo + 2 * o)) { *err = errno; return 0; }
-            } else {
-                int64_t a0 = at - lead, len = (lead + c + ZERO__QB - 1) / ZERO__QB * ZERO__QB, j;
-                float *sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
-                if ((*r = zero__ck_state_read(ctx, k, a0, len, buf, "zero_save")) != ZERO_OK) return 0;
-                for (j = 0; j < len / ZERO__QB; j++)
-                    sc[j] = zero__q8enc_scalar(raw + j * ZERO__QB, buf + j * ZERO__QB, k - 1);
+            } else {    /* the blocks as stored (ZERO__TIER_RAW: a block in each ZERO__QB floats) */
+                int64_t a0 = at - lead, nb = (lead + c + ZERO__QB - 1) / ZERO__QB, j;
+                if ((*r = zero__ck_state_read(ctx, k | ZERO__TIER_RAW, a0, nb * ZERO__QB, buf, "zero_save")) != ZERO_OK)
+                    return 0;
+                for (j = 0; j < nb; j++) memcpy(raw + j * ZERO__CK_QIMG, buf + j * ZERO__QB, ZERO__CK_QIMG);
                 x = (a0 - (si - ph)) / ZERO__QB;            /* the record's block index of a0 */
-                if (!zero__ck_pwrite(fd, raw + lead, (size_t)c, mo + o) ||
-                    !zero__ck_pwrite(fd, sc, (size_t)(len / ZERO__QB) * 4, mo + n + 4 * x)) {
+                if (!zero__ck_pwrite(fd, raw, (size_t)(nb * ZERO__CK_QIMG), mo + x * ZERO__CK_QIMG)) {
                     *err = errno;
                     return 0;
                 }
@@ -15831,7 +15899,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
             ZERO__CK_P("range %d %d %lld %lld %lld %016llx %016llx", i, k, (long long)b, (long long)e,
                        (long long)off, (unsigned long long)all[(size_t)k * (size_t)stride + 2 + 2 * (size_t)i],
                        (unsigned long long)all[(size_t)k * (size_t)stride + 3 + 2 * (size_t)i]);
-            if (d->optim.state_dtype == ZERO_STATE_Q8) ZERO__CK_P(" %lld", (long long)zero__ck_phase(ctx, i, b));
+            if (d->optim.state_dtype == ZERO_STATE_Q8) ZERO__CK_P(" %lld", (long long)zero__ck_mpos(ctx, i, b));
             ZERO__CK_P("\n");
             off += zero__ck_rec_bytes(d->optim.state_dtype, e - b, kp, zero__ck_phase(ctx, i, b));
         }
@@ -16009,23 +16077,46 @@ static int64_t zero__ck_chunk(const zero_ctx *ctx, int pi, int64_t x, int64_t hi
    (errno) as zero__ck_pread. */
 static int zero__ck_read_moment(const zero__ck_manifest *m, const zero__ck_range *rg, int fd, int k, int64_t j,
                                 int64_t c, float *out, unsigned char *raw) {
-    int64_t n = rg->end - rg->begin, mo = rg->offset + 4 * n + (k - 1) * zero__ck_mom_bytes(m->sdt, n, rg->phase);
-    int64_t i, b0, b1;
-    float *sc;
+    int64_t n = rg->end - rg->begin, ph = rg->mpos % ZERO__QB;
+    int64_t mo = rg->offset + 4 * n + (k - 1) * zero__ck_mom_bytes(m->sdt, n, ph), i, b0, b1;
+    unsigned env;
     int rr;
     if (m->sdt == ZERO_STATE_F32) return zero__ck_pread(fd, out, (size_t)c * 4, mo + 4 * j);
     if (m->sdt == ZERO_STATE_BF16) {
         if ((rr = zero__ck_pread(fd, raw, (size_t)c * 2, mo + 2 * j)) == 1) zero__to_f32(out, raw, ZERO_BF16, c);
         return rr;
     }
-    sc = (float *)(void *)(raw + (size_t)ZERO__CK_CHUNK * 2);
-    b0 = (rg->phase + j) / ZERO__QB;
-    b1 = (rg->phase + j + c - 1) / ZERO__QB;
-    if ((rr = zero__ck_pread(fd, raw, (size_t)c, mo + j)) != 1 ||
-        (rr = zero__ck_pread(fd, sc, (size_t)(b1 - b0 + 1) * 4, mo + n + 4 * b0)) != 1)
-        return rr;
-    for (i = 0; i < c; i++)
-        out[i] = zero__q8_val(raw[i], sc[(rg->phase + j + i) / ZERO__QB - b0], k - 1);
+    b0 = (ph + j) / ZERO__QB;       /* the blocks as stored: codes, then the scale */
+    b1 = (ph + j + c - 1) / ZERO__QB;
+    if ((rr = zero__ck_pread(fd, raw, (size_t)((b1 - b0 + 1) * ZERO__CK_QIMG), mo + b0 * ZERO__CK_QIMG)) != 1) return rr;
+    env = zero__fpenv_enter();      /* as the step decodes */
+    for (i = 0; i < c; i++) {
+        int64_t q = ph + j + i, blk = (q / ZERO__QB - b0) * ZERO__CK_QIMG;
+        float s;
+        memcpy(&s, raw + blk + ZERO__QB, 4);
+        out[i] = zero__q8_val(raw[blk + q % ZERO__QB], s, k - 1);
+    }
+    zero__fpenv_leave(env);
+    return 1;
+}
+
+/* Moment k of record rg's elements [j, j + c) into a context with q8 moments at the same
+   module positions (zero__ck_load_plan): the whole blocks they touch copied as stored, at
+   si, the state index of element j (the blocks lie in this rank's state whole). Each block
+   may be written again by the next chunk or record that touches it, with the same bytes.
+   bm: ZERO__CK_CHUNK floats; raw: ZERO__CK_RAW bytes. 1, 0 or -1 as zero__ck_pread; *r. */
+static int zero__ck_q8_copy(zero_ctx *ctx, const zero__ck_range *rg, int fd, int k, int64_t j, int64_t c, int64_t si,
+                            float *bm, unsigned char *raw, zero_result *r) {
+    int64_t n = rg->end - rg->begin, ph = rg->mpos % ZERO__QB;
+    int64_t mo = rg->offset + 4 * n + (k - 1) * zero__ck_mom_bytes(ZERO_STATE_Q8, n, ph);
+    int64_t b0 = (ph + j) / ZERO__QB, b1 = (ph + j + c - 1) / ZERO__QB, at = si - si % ZERO__QB, b, g, q;
+    int rr;
+    for (b = b0; b <= b1; b += g, at += g * ZERO__QB) {
+        g = b1 + 1 - b < ZERO__Q8_BULK ? b1 + 1 - b : ZERO__Q8_BULK;
+        if ((rr = zero__ck_pread(fd, raw, (size_t)(g * ZERO__CK_QIMG), mo + b * ZERO__CK_QIMG)) != 1) return rr;
+        for (q = 0; q < g; q++) memcpy(bm + q * ZERO__QB, raw + q * ZERO__CK_QIMG, ZERO__CK_QIMG);
+        if ((*r = ctx->tier.vt->write(ctx, k | ZERO__TIER_RAW, at, g * ZERO__QB, bm, "zero_load")) != ZERO_OK) return 1;
+    }
     return 1;
 }
 
@@ -16033,9 +16124,10 @@ static int zero__ck_read_moment(const zero__ck_manifest *m, const zero__ck_range
    (and the master), its moments where this rank holds optimizer state; streamed, chunk
    by chunk, each chunk's weights and moments together (one pass over the NVMe tier's
    blocks). bw, bm: ZERO__CK_CHUNK floats each; raw: as zero__ck_read_moment. Moments
-   saved in another format than this context's are converted (ON OPTIMIZER STATES). */
+   saved in another format than this context's are converted (ON OPTIMIZER STATES); q8
+   ones into q8 moments at the same module positions (qcopy) are copied as stored. */
 static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const zero__ck_manifest *m,
-                                        const zero__ck_range *rg, int fd, int mom, float *bw, float *bm,
+                                        const zero__ck_range *rg, int fd, int mom, int qcopy, float *bw, float *bm,
                                         unsigned char *raw, char *msg, size_t msgn) {
     int64_t b, e, sb = 0, se = 0, x, lo, hi, c;
     int K = zero__ck_moments(&ctx->desc), held, state, tier, k, rr = 1;
@@ -16057,6 +16149,11 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
         si = zero__ck_state_idx(ctx, rg->param, s);
         if (ctx->tier.vt->has_master(ctx)) r = zero__ck_state_write(ctx, 0, si, t - s, bw + (s - x), "zero_load");
         for (k = 1; k <= K && r == ZERO_OK; k++) {
+            if (qcopy) {
+                rr = zero__ck_q8_copy(ctx, rg, fd, k, s - rg->begin, t - s, si, bm, raw, &r);
+                if (rr != 1) break;
+                continue;
+            }
             if ((rr = zero__ck_read_moment(m, rg, fd, k, s - rg->begin, t - s, bm, raw)) != 1) break;
             r = zero__ck_state_write(ctx, k, si, t - s, bm, "zero_load");
         }
@@ -16495,6 +16592,7 @@ static zero_result zero__ck_load_finish(zero_ctx *ctx, const char *fn, zero_resu
 typedef struct zero__ck_loader {
     zero__ck_manifest m;
     int *fds, *need, *mom, nneed;
+    int qcopy;                      /* q8 moments into q8 moments at the same module positions: copied */
     float *bw;
     unsigned char *raw;             /* ZERO__CK_RAW bytes for bf16 or q8 moments; NULL for f32 */
 } zero__ck_loader;
@@ -16572,6 +16670,9 @@ static zero_result zero__ck_load_plan(zero_ctx *ctx, const char *dir, zero__ck_l
         snprintf(msg, msgn, "out of memory");
         return ZERO_ERR_OUT_OF_MEMORY;
     }
+    L->qcopy = zero__sdt(&ctx->desc) == ZERO__SDT_Q8 && m->sdt == ZERO_STATE_Q8;
+    for (k = 0; L->qcopy && k < m->nrange; k++)     /* the same blocks only where every param lies where it did */
+        L->qcopy = m->ranges[k].mpos == zero__ck_mpos(ctx, m->ranges[k].param, m->ranges[k].begin);
     return ZERO_OK;
 }
 
@@ -16596,8 +16697,8 @@ static zero_result zero__ck_load_apply(zero_ctx *ctx, const char *dir, zero__ck_
     int k;
     for (k = 0; local == ZERO_OK && k < L->nneed; k++) {
         const zero__ck_range *rg = &m->ranges[L->need[k]];
-        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->bw, L->bw + ZERO__CK_CHUNK,
-                                     L->raw, msg, msgn);
+        local = zero__ck_apply_range(ctx, dir, m, rg, L->fds[rg->rank], L->mom[k], L->qcopy, L->bw,
+                                     L->bw + ZERO__CK_CHUNK, L->raw, msg, msgn);
     }
     r = zero__ck_load_finish(ctx, "zero_load", local, msg, msgn);
     if (r == ZERO_OK) {

@@ -31,6 +31,7 @@ typedef struct cfg {
     zero_offload_tier offload_params;
     int wide;                       /* a different model: module 2's w is wider */
     zero_state_dtype sdt;           /* desc.optim.state_dtype (0: the default, f32) */
+    float gmul;                     /* the gradients times this (0: 1) */
     int init_steps;                 /* train this many steps before the load */
     int step0, steps;               /* steps [step0, step0 + steps) after the load */
     const char *load_dir, *save_dir;
@@ -69,7 +70,8 @@ static zero_result train_steps(zero_ctx *z, const cfg *c, zero_module *mod, zero
                 if (pmod[p] != i || (c->frozen1 && i == 1)) continue;
                 zero_to_f32(w, zero_param_data(z, P[p]), c->dtype, ne);
                 for (k = 0; k < ne; k++)
-                    g[k] = sinf(0.37f * w[k] + 0.011f * (float)step + 0.13f * (float)rank + 0.001f * (float)k) * ls;
+                    g[k] = sinf(0.37f * w[k] + 0.011f * (float)step + 0.13f * (float)rank + 0.001f * (float)k) * ls *
+                           (c->gmul != 0.0f ? c->gmul : 1.0f);
                 zero_add_f32(zero_param_grad(z, P[p]), c->dtype, g, ne);
             }
             if ((r = zero_release(z, mod[i])) != ZERO_OK) return r;
@@ -287,8 +289,9 @@ static int same_file(const char *p, const char *q) {
 }
 /* every moment a checkpoint holds, as fp32 (read through zero_load's own decoding,
    zero__ck_read_moment), at mom[k - 1][param's first element + e]; its format; its shards'
-   bytes after their headers. 0: unreadable */
-static int read_moments(const char *dir, float mom[2][MAXP], zero_state_dtype *sdt, int64_t *data) {
+   bytes after their headers, and what ON OPTIMIZER STATES says a q8 save takes (a record's
+   fp32 weights, then per moment the 260-byte blocks it touches). 0: unreadable */
+static int read_moments(const char *dir, float mom[2][MAXP], zero_state_dtype *sdt, int64_t *data, int64_t *q8_bytes) {
     zero_allocator al;
     zero__ck_manifest m;
     char msg[ZERO__MSG];
@@ -306,8 +309,11 @@ static int read_moments(const char *dir, float mom[2][MAXP], zero_state_dtype *s
     *sdt = m.sdt;
     *data = 0;
     for (i = 0; i < m.nfile; i++) *data += m.files[i].bytes - ZERO__CK_HEADER;
+    *q8_bytes = 0;
     for (i = 0; i < m.nrange && ok; i++) {
         const zero__ck_range *rg = &m.ranges[i];
+        int64_t first = rg->mpos / 256, last = (rg->mpos + rg->end - rg->begin - 1) / 256;
+        *q8_bytes += 4 * (rg->end - rg->begin) + 2 * 260 * (last - first + 1);
         if (zero__ck_open_shard(dir, &m, rg->rank, &fd, msg, sizeof msg) != ZERO_OK) { ok = 0; break; }
         for (k = 1; k <= m.moments && ok; k++)
             ok = zero__ck_read_moment(&m, rg, fd, k, 0, rg->end - rg->begin, &mom[k - 1][base[rg->param] + rg->begin],
@@ -332,7 +338,7 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
     static float ma[2][MAXP], mb[2][MAXP], mc[2][MAXP], mf[2][MAXP], mg[2][MAXP];
     char da[1100], db[1100], dc[1100], df[1100], dg[1100], pa[1200], pc[1200];
     zero_state_dtype ta, tb, tc, tf, tg;
-    int64_t ba, bb, bc, bf, bg, n, i;
+    int64_t ba, bb, bc, bf, bg, n, i, qa, qx;
     int k, worse = 0, changed = 0;
     snprintf(da, sizeof da, "%s/sf_a", tmpdir);
     snprintf(db, sizeof db, "%s/sf_b", tmpdir);
@@ -351,12 +357,13 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
     if (!run(&c)) return;
     d = ref; d.steps = 0; d.load_dir = db; d.save_dir = dc;
     if (!run(&d)) return;
-    if (!CHECK(read_moments(da, ma, &ta, &ba) && read_moments(db, mb, &tb, &bb) && read_moments(dc, mc, &tc, &bc),
+    if (!CHECK(read_moments(da, ma, &ta, &ba, &qa) && read_moments(db, mb, &tb, &bb, &qx) &&
+               read_moments(dc, mc, &tc, &bc, &qx),
                "cannot read the moments back")) return;
     n = ref.numel;
     CHECK(ta == sdt && tb == ZERO_STATE_F32 && tc == sdt, "the manifests say %s, %s, %s", zero_state_dtype_str(ta),
           zero_state_dtype_str(tb), zero_state_dtype_str(tc));
-    CHECK(bb == 12 * n && (sdt == ZERO_STATE_BF16 ? ba == 8 * n : ba > 6 * n && ba < 6 * n + 8 * 4 * world * 2),
+    CHECK(bb == 12 * n && (sdt == ZERO_STATE_BF16 ? ba == 8 * n : ba == qa),
           "%lld bytes of records in %s, %lld in f32 (%lld elements)", (long long)ba, zero_state_dtype_str(sdt),
           (long long)bb, (long long)n);
     CHECK(memcmp(ma, mb, sizeof ma) == 0, "the fp32 moments loaded from %s are not the values it holds",
@@ -394,7 +401,8 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
     if (!run(&f)) return;
     g = ref; g.steps = 0; g.load_dir = df; g.save_dir = dg;
     if (!run(&g)) return;
-    if (!CHECK(read_moments(df, mf, &tf, &bf) && read_moments(dg, mg, &tg, &bg), "cannot read the moments back")) return;
+    if (!CHECK(read_moments(df, mf, &tf, &bf, &qx) && read_moments(dg, mg, &tg, &bg, &qx), "cannot read the moments back"))
+        return;
     for (k = 0; k < 2; k++) {
         float big = 0, tol;
         for (i = 0; i < n; i++) big = fabsf(mf[k][i]) > big ? fabsf(mf[k][i]) : big;
@@ -411,6 +419,37 @@ static void state_formats(zero_state_dtype sdt, int stage, int world, zero_offlo
     CHECK(worse == 0 && changed > 0, "%d moments outside the %s conversion's error; %d changed", worse,
           zero_state_dtype_str(sdt), changed);
     rm_rf(da); rm_rf(db); rm_rf(dc); rm_rf(df); rm_rf(dg);
+}
+
+/* q8 moments whose blocks' scales are tiny (gradients of 1e-35: m near 2^-116, v 0), where
+   decoding and encoding again would not give the blocks back (the decoding's factor s /
+   127^4 is subnormal): a save copies them as stored and a load copies them back, so the
+   resume is still bitwise, moments included */
+static void state_q8_tiny(void) {
+    static cfg ref, a, b;
+    static float ma[2][MAXP], mr[2][MAXP], mb[2][MAXP];
+    char da[1100], dr[1100], db[1100];
+    zero_state_dtype ta;
+    int64_t ba, qa, i;
+    float big = 0;
+    snprintf(da, sizeof da, "%s/sf_tiny", tmpdir);
+    snprintf(dr, sizeof dr, "%s/sf_tiny_ref", tmpdir);
+    snprintf(db, sizeof db, "%s/sf_tiny_b", tmpdir);
+    base_cfg(&ref, 2, 2, ZERO_F32, ZERO_OPTIM_ADAMW); ref.sdt = ZERO_STATE_Q8; ref.gmul = 1e-35f; ref.steps = 12;
+    ref.save_dir = dr;
+    if (!run(&ref)) return;
+    a = ref; a.steps = 6; a.save_dir = da;
+    if (!run(&a)) return;
+    if (CHECK(read_moments(da, ma, &ta, &ba, &qa), "cannot read the moments back")) {
+        for (i = 0; i < ref.numel; i++) big = fabsf(ma[0][i]) > big ? fabsf(ma[0][i]) : big;
+        CHECK(big > 0x1p-125f && big < 0x1p-105f, "the largest m is %g, not in (2^-125, 2^-105)", (double)big);
+    }
+    b = ref; b.load_dir = da; b.step0 = 6; b.steps = 6; b.save_dir = db;
+    if (!run(&b)) return;
+    CHECK(memcmp(ref.out, b.out, sizeof(float) * (size_t)ref.numel) == 0, "resumed params differ from 12 straight steps");
+    if (CHECK(read_moments(dr, mr, &ta, &ba, &qa) && read_moments(db, mb, &ta, &ba, &qa), "cannot read the moments back"))
+        CHECK(memcmp(mr, mb, sizeof mr) == 0, "resumed moments differ from 12 straight steps'");
+    rm_rf(da); rm_rf(dr); rm_rf(db);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -1285,6 +1324,7 @@ int main(void) {
     test_begin("state_formats_bf16_world2_stage1"); state_formats(ZERO_STATE_BF16, 1, 2, ZERO_OFFLOAD_NONE); test_end();
     test_begin("state_formats_q8_world3_stage2"); state_formats(ZERO_STATE_Q8, 2, 3, ZERO_OFFLOAD_NONE); test_end();
     test_begin("state_formats_q8_world2_stage3_nvme"); state_formats(ZERO_STATE_Q8, 3, 2, ZERO_OFFLOAD_NVME); test_end();
+    TEST_RUN(state_q8_tiny);
     test_begin("state_formats_q8_world1_stage0_host"); state_formats(ZERO_STATE_Q8, 0, 1, ZERO_OFFLOAD_HOST); test_end();
     {   /* every stage with the optimizer state offloaded to host memory and to NVMe files */
         static const char *tn[] = { "", "host", "nvme" };

@@ -352,7 +352,12 @@ static void emu_offload_host(void) {
 /* checkpoints move between devices: 8 steps on the CPU == 4 on one device, zero_save,
    zero_load on another (other stage, offload), 4 more; bitwise (at one world size: the
    sums of another world size round differently, see tests/test_equiv.c) */
-typedef struct ckpt_case { zero_device_type da, db; int sa, wa, sb, wb; zero_offload_tier ob; } ckpt_case;
+typedef struct ckpt_case {
+    zero_device_type da, db;
+    int sa, wa, sb, wb;
+    zero_offload_tier ob;
+    zero_state_dtype sdt;       /* the moments' format (0: f32); q8 checkpoints copy the blocks as stored */
+} ckpt_case;
 static void ckpt_cases(const ckpt_case *cases, int n) {
     static cfg ref, a, b;
     char dir[256];
@@ -361,7 +366,7 @@ static void ckpt_cases(const ckpt_case *cases, int n) {
     for (k = 0; k < n; k++) {
         memset(&ref, 0, sizeof ref);
         ref.device = ZERO_DEVICE_CPU; ref.stage = 0; ref.world = cases[k].wa; ref.accum = 1; ref.dtype = ZERO_BF16;
-        ref.optim = ZERO_OPTIM_ADAMW;
+        ref.optim = ZERO_OPTIM_ADAMW; ref.sdt = cases[k].sdt;
         if (!train(&ref)) return;
         snprintf(dir, sizeof dir, "%s/zero_dev_ck%d_%d_%ld", tmp && *tmp ? tmp : "/tmp", k, (int)cases[k].da, (long)getpid());
         a = ref; a.device = cases[k].da; a.stage = cases[k].sa; a.world = cases[k].wa; a.steps = 4; a.save_dir = dir;
@@ -375,9 +380,11 @@ static void ckpt_cases(const ckpt_case *cases, int n) {
 }
 static void checkpoint_across_devices(void) {
     static const ckpt_case cases[] = {
-        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_EMU, ZERO_DEVICE_EMU, 1, 2, 2, 2, ZERO_OFFLOAD_HOST },
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE, ZERO_STATE_F32 },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE, ZERO_STATE_F32 },
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_EMU, 1, 2, 2, 2, ZERO_OFFLOAD_HOST, ZERO_STATE_F32 },
+        { ZERO_DEVICE_EMU, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE, ZERO_STATE_Q8 },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_EMU, 2, 3, 3, 3, ZERO_OFFLOAD_NONE, ZERO_STATE_Q8 },
     };
     ckpt_cases(cases, (int)(sizeof cases / sizeof cases[0]));
 }
@@ -611,9 +618,12 @@ static void cuda_tiled_close(void) {
 /* checkpoints saved and loaded by the CUDA device (its results are the CPU device's bits) */
 static void cuda_checkpoint(void) {
     static const ckpt_case cases[] = {
-        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA, 2, 3, 3, 3, ZERO_OFFLOAD_NONE },
-        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CUDA, 0, 2, 2, 2, ZERO_OFFLOAD_HOST },
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE, ZERO_STATE_F32 },
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA, 2, 3, 3, 3, ZERO_OFFLOAD_NONE, ZERO_STATE_F32 },
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CUDA, 0, 2, 2, 2, ZERO_OFFLOAD_HOST, ZERO_STATE_F32 },
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CPU, 3, 2, 1, 2, ZERO_OFFLOAD_NONE, ZERO_STATE_Q8 },   /* q8 in device memory */
+        { ZERO_DEVICE_CPU, ZERO_DEVICE_CUDA, 2, 3, 3, 3, ZERO_OFFLOAD_NONE, ZERO_STATE_Q8 },
+        { ZERO_DEVICE_CUDA, ZERO_DEVICE_CUDA, 1, 2, 2, 2, ZERO_OFFLOAD_HOST, ZERO_STATE_Q8 },
     };
     ckpt_cases(cases, (int)(sizeof cases / sizeof cases[0]));
 }
