@@ -926,7 +926,8 @@
                                                     size and header of every shard file
          struct zero_ckpt_info info;
          zero_ckpt_info(ck, &info);                 what was saved: stage, world size, dtypes,
-                                                    optimizer, step count, counts, bytes
+                                                    optimizer, moments' format (state_dtype),
+                                                    step count, counts, bytes
          zero_ckpt_module(ck, i, &module_info);     the i-th module (name, frozen)
          zero_ckpt_param(ck, i, &param_info);       the i-th param (name, module, shape)
          zero_ckpt_file(ck, i, &file_info);         the i-th shard file
