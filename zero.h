@@ -10935,7 +10935,7 @@ static int64_t zero__dev_tables(const zero_ctx *ctx) {
     for (i = 0; i < ctx->num_params; i++) {
         int64_t lo, s, e;
         zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
-        if (!ctx->modules[ctx->params[i].module].frozen && s < e)      /* s - lo: the state index, modulo ZERO__QB */
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e)      /* s: the state index, modulo ZERO__QB */
             chunks += q8 ? (s % ZERO__QB + e - s + ZERO__QB - 1) / ZERO__QB : (e - s + ctx->dev->table_chunk - 1) / ctx->dev->table_chunk;
     }
     for (i = 0; i < ctx->num_modules; i++)
