@@ -3585,6 +3585,11 @@ static int zero__dev_offload(const zero_desc *d) {
 static int zero__dev_q8(const zero_desc *d) {
     return zero__sdt(d) == ZERO__SDT_Q8 && d->device != ZERO_DEVICE_CPU && !zero__dev_offload(d);
 }
+/* the device's chunks for a segment of n state elements from state index at (chunk: the
+   device's table_chunk): the plan's count of zero__cuda_prepare's pieces */
+static int64_t zero__kchunks(int q8, int64_t at, int64_t n, int64_t chunk) {
+    return q8 ? (at % ZERO__QB + n + ZERO__QB - 1) / ZERO__QB : (n + chunk - 1) / chunk;
+}
 /* the elements of optimizer state this rank holds: every trainable span (stage 0), or its slice of them */
 static int64_t zero__tstate(const zero_ctx *ctx) {
     return ctx->desc.stage == 0 ? ctx->lay.plan.trainable_padded : ctx->lay.plan.trainable_padded / ctx->world;
@@ -6797,14 +6802,12 @@ static void zero__cuda_host_free(zero_ctx *ctx, void *p) {
 /* the optimizer's chunk table and the norm's block table, built once from the segments
    (counted in the plan: zero__cuda_table_bytes), and the pinned staging buffers (counted in
    the plan under ZERO_TIER_HOST, ZERO_CAT_BUFFERS: 2 * ZERO_STAGING_BYTES) */
-/* the pieces of a segment of n state elements from state index at: ZERO__KCHUNK at most,
-   and with q8 moments cut at their blocks (zk_opt_q8 runs a block's chunks together) */
+/* a piece of a segment of n state elements from state index at: ZERO__KCHUNK at most,
+   and with q8 moments cut at their blocks (zk_opt_q8 runs a block's chunks together;
+   zero__kchunks counts them) */
 static int64_t zero__kchunk_len(int q8, int64_t at, int64_t n) {
     int64_t c = n < ZERO__KCHUNK ? n : ZERO__KCHUNK, room = ZERO__QB - at % ZERO__QB;
     return q8 && room < c ? room : c;
-}
-static int64_t zero__kchunks(int q8, int64_t at, int64_t n) {
-    return q8 ? (at % ZERO__QB + n + ZERO__QB - 1) / ZERO__QB : (n + ZERO__KCHUNK - 1) / ZERO__KCHUNK;
 }
 static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__cuda *cu = zero__cu(ctx);
@@ -6812,7 +6815,8 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__knblk *bl;
     int64_t *qf = NULL, nch = 0, nb = 0, nq = 0, c, b, o, len;
     int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0, q8 = zero__dev_q8(&ctx->desc);
-    for (si = 0; si < ctx->lay.num_segs; si++) nch += zero__kchunks(q8, ctx->lay.segs[si].state_idx, ctx->lay.segs[si].n);
+    for (si = 0; si < ctx->lay.num_segs; si++)
+        nch += zero__kchunks(q8, ctx->lay.segs[si].state_idx, ctx->lay.segs[si].n, ZERO__KCHUNK);
     if (q8) nq = zero__tstate(ctx) / ZERO__QB;
     ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
     bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->opt.norm_blocks * R + 1));
@@ -10936,7 +10940,7 @@ static int64_t zero__dev_tables(const zero_ctx *ctx) {
         int64_t lo, s, e;
         zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
         if (!ctx->modules[ctx->params[i].module].frozen && s < e)      /* s: the state index, modulo ZERO__QB */
-            chunks += q8 ? (s % ZERO__QB + e - s + ZERO__QB - 1) / ZERO__QB : (e - s + ctx->dev->table_chunk - 1) / ctx->dev->table_chunk;
+            chunks += zero__kchunks(q8, s, e - s, ctx->dev->table_chunk);
     }
     for (i = 0; i < ctx->num_modules; i++)
         if (!ctx->modules[i].frozen) {
@@ -11311,7 +11315,7 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         if (tc) {       /* the module one param: rank 0's part of it */
             int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
             int64_t held = d.stage == 0 ? module_numels[i] : module_numels[i] < per ? module_numels[i] : per;
-            chunks += zero__dev_q8(&d) ? (held + ZERO__QB - 1) / ZERO__QB : (mine + tc - 1) / tc;
+            chunks += zero__dev_q8(&d) ? zero__kchunks(1, 0, held, tc) : zero__kchunks(0, 0, mine, tc);
             blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
             tstate += mine;
         }
