@@ -59,6 +59,32 @@ static void make_model(zero_ctx *c, zero_module m[2], zero_param p[3]) {
 }
 
 
+/* d's manifest after a byte for the mode (buf[0]): *n bytes in all, *body those before
+   its end line (mode byte included); malloc'd */
+static char *manifest_bytes(const char *d, long *n, long *body) {
+    char src[700], *buf, *e;
+    FILE *f;
+    snprintf(src, sizeof src, "%s/manifest", d);
+    if (!(f = fopen(src, "rb"))) die("manifest");
+    fseek(f, 0, SEEK_END); *n = ftell(f); fseek(f, 0, SEEK_SET);
+    buf = (char *)malloc((size_t)*n + 1);
+    if (!buf || fread(buf + 1, 1, (size_t)*n, f) != (size_t)*n) die("read manifest");
+    fclose(f);
+    for (e = buf + *n + 1; e > buf + 1 && e[-1] == '\n'; e--) continue;
+    while (e > buf + 1 && e[-1] != '\n') e--;
+    *n += 1;
+    *body = (long)(e - buf);
+    return buf;
+}
+/* corpus/name: the first len bytes of buf, its first byte the mode */
+static void put_seed(const char *corpus, const char *name, char *buf, int mode, long len) {
+    char dst[600];
+    FILE *f;
+    buf[0] = (char)mode;
+    snprintf(dst, sizeof dst, "%s/%s", corpus, name);
+    if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)len, f); fclose(f); }
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     zero_desc d;
@@ -94,31 +120,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         if (zero_gather_params_f32(zn, nbefore) != ZERO_OK) die("gather nvme");
     }
     if (corpus) {
-        char src[600], dst[600];
-        long n;
-        char *buf;
+        char dst[600];
+        long n, body;
+        char *buf = manifest_bytes(dir, &n, &body);
         FILE *f;
-        snprintf(src, sizeof src, "%s/manifest", dir);
-        f = fopen(src, "rb");
-        if (!f) die("manifest");
-        fseek(f, 0, SEEK_END); n = ftell(f); fseek(f, 0, SEEK_SET);
-        buf = (char *)malloc((size_t)n + 1);
-        if (!buf || fread(buf + 1, 1, (size_t)n, f) != (size_t)n) die("read manifest");
-        fclose(f);
-        buf[0] = 0;                                      /* mode 0: as is */
-        snprintf(dst, sizeof dst, "%s/seed_manifest", corpus);
-        if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)n + 1, f); fclose(f); }
-        {   /* mode 1: the body without its end line */
-            char *e = buf + n;
-            while (e > buf + 1 && e[-1] == '\n') e--;
-            while (e > buf + 1 && e[-1] != '\n') e--;
-            buf[0] = 1;
-            snprintf(dst, sizeof dst, "%s/seed_body", corpus);
-            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
-            buf[0] = 5;                                  /* the same, into the NVMe twin */
-            snprintf(dst, sizeof dst, "%s/seed_body_nvme", corpus);
-            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
-        }
+        put_seed(corpus, "seed_manifest", buf, 0, n);    /* mode 0: as is */
+        put_seed(corpus, "seed_body", buf, 1, body);     /* mode 1: the body without its end line */
+        put_seed(corpus, "seed_body_nvme", buf, 5, body);    /* the same, into the NVMe twin */
         {   /* mode 2: a safetensors header */
             static const char st[] = "\x02{\"__metadata__\":{\"k\":\"v\"},\"a.w\":{\"dtype\":\"F32\",\"shape\":[3,5],"
                                      "\"data_offsets\":[0,60]}}";
@@ -154,21 +162,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         if (mkdir(dirq, 0700) != 0 || zero_save(zq, dirq) != ZERO_OK) die("save q8");
         if (zero_gather_params_f32(zq, qbefore) != ZERO_OK) die("gather q8");
         if (corpus) {       /* mode 9: its body, into the q8 twin */
-            char src[700], dst[600];
-            long n;
-            char *buf, *e;
-            FILE *f;
-            snprintf(src, sizeof src, "%s/manifest", dirq);
-            if (!(f = fopen(src, "rb"))) die("q8 manifest");
-            fseek(f, 0, SEEK_END); n = ftell(f); fseek(f, 0, SEEK_SET);
-            buf = (char *)malloc((size_t)n + 1);
-            if (!buf || fread(buf + 1, 1, (size_t)n, f) != (size_t)n) die("read q8 manifest");
-            fclose(f);
-            for (e = buf + n; e > buf + 1 && e[-1] == '\n'; e--) continue;
-            while (e > buf + 1 && e[-1] != '\n') e--;
-            buf[0] = 9;
-            snprintf(dst, sizeof dst, "%s/seed_body_q8", corpus);
-            if ((f = fopen(dst, "wb")) != NULL) { fwrite(buf, 1, (size_t)(e - buf), f); fclose(f); }
+            long n, body;
+            char *buf = manifest_bytes(dirq, &n, &body);
+            put_seed(corpus, "seed_body_q8", buf, 9, body);
             free(buf);
         }
     }
@@ -178,7 +174,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char path[600];
+    char path[700];
     FILE *f;
     zero_result r;
     if (size < 1 || size > 65536) return 0;
