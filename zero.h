@@ -423,7 +423,10 @@
      zero_step waits for the reductions, computes the global gradient norm from the
      shards (one small all-reduce that also carries the non-finite flag), and runs
      one fused pass: unscale, clip (clip_norm; 0: off), AdamW or SGD with momentum,
-     dampening and Nesterov (PyTorch's semantics; desc.optim), narrow to the param dtype.
+     dampening and Nesterov (PyTorch's semantics; desc.optim), or Lion (ZERO_OPTIM_LION:
+     p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g, as its authors'
+     code; one moment, so 8 bytes of state an element with the fp32 master instead of
+     AdamW's 12; defaults lr 1e-4, betas 0.9, 0.99), narrow to the param dtype.
      Non-finite gradients skip the step on every rank and zero_step returns
      ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
      (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
@@ -447,8 +450,8 @@
 
    ON OPTIMIZER STATES
      desc.optim.state_dtype is the format of the optimizer's moments (AdamW's m and v,
-     SGD's momentum buffer); the fp32 master weights are not affected. zero_state_dtype_str
-     names it ("f32", "bf16", "q8").
+     SGD's and Lion's momentum buffer); the fp32 master weights are not affected.
+     zero_state_dtype_str names it ("f32", "bf16", "q8").
        ZERO_STATE_F32 (the default)  4 bytes a moment: AdamW keeps 12 bytes per trainable
                                      element with the master (8 with f32 params, whose
                                      master is the params).
@@ -998,7 +1001,7 @@
 
    WHAT IT DOES NOT DO (yet)
      No autograd: you write forward and backward. Data parallelism only (no tensor or
-     pipeline parallelism); AdamW and SGD only. The CUDA device and the NCCL
+     pipeline parallelism); AdamW, SGD and Lion only (no Muon yet). The CUDA device and the NCCL
      communicator have not yet run on a GPU in our CI (they are built there, and the
      engine's device path is tested through the EMU device and a CUDA test double); with
      the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
@@ -1077,6 +1080,7 @@ typedef enum zero_optim_type {
     ZERO_OPTIM_DEFAULT = 0,         /* AdamW */
     ZERO_OPTIM_ADAMW,
     ZERO_OPTIM_SGD,
+    ZERO_OPTIM_LION,                /* Lion: the sign of an interpolated momentum (ON THE OPTIMIZER) */
     ZERO_OPTIM_NUM
 } zero_optim_type;
 
@@ -1199,14 +1203,14 @@ typedef enum zero_state_dtype {    /* the optimizer moments' format (see ON OPTI
 
 typedef struct zero_optim_desc {
     zero_optim_type type;           /* default AdamW */
-    double lr;                      /* default 1e-3 */
-    double beta1, beta2;            /* AdamW; default 0.9, 0.999 */
+    double lr;                      /* default 1e-3 (Lion: 1e-4) */
+    double beta1, beta2;            /* AdamW and Lion; default 0.9, 0.999 (Lion: 0.9, 0.99) */
     double eps;                     /* AdamW; default 1e-8 */
-    double weight_decay;            /* default 0 (AdamW: decoupled; SGD: L2 added to the gradient) */
+    double weight_decay;            /* default 0 (AdamW, Lion: decoupled; SGD: L2 added to the gradient) */
     double momentum;                /* SGD; default 0 */
     double dampening;               /* SGD; default 0 */
     int nesterov;                   /* SGD; default off */
-    zero_state_dtype state_dtype;   /* the moments' format (AdamW's m and v, SGD's momentum);
+    zero_state_dtype state_dtype;   /* the moments' format (AdamW's m and v, SGD's and Lion's momentum);
                                        default ZERO_STATE_F32; master weights stay fp32 */
 } zero_optim_desc;
 
@@ -1452,8 +1456,9 @@ ZERO_API zero_desc zero_query_desc(const zero_ctx *ctx);   /* effective values *
                            loss_scale_window, min_loss_scale
        optimizer           Adam and AdamW: ZERO_OPTIM_ADAMW, decoupled decay, which is what
                            DeepSpeed runs for both unless adam_w_mode is false; SGD:
-                           ZERO_OPTIM_SGD (type case-insensitive); lr, betas, eps,
-                           weight_decay, momentum, dampening, nesterov
+                           ZERO_OPTIM_SGD; Lion: ZERO_OPTIM_LION with DeepSpeed's defaults
+                           (lr 1e-3, betas 0.9, 0.999; type case-insensitive); lr, betas,
+                           eps, weight_decay, momentum, dampening, nesterov
        the rest            gradient_clipping (clip_norm; absent: 1.0, DeepSpeed's default
                            since mid-2026, so write 0 for none), gradient_accumulation_steps
                            (accum_steps), data_types.grad_accum_dtype, aio.queue_depth
@@ -1652,8 +1657,8 @@ struct zero_ckpt_info {                         /* a struct tag, like struct sta
     uint64_t generation;
     int stage, world_size;                      /* of the save */
     zero_dtype param_dtype, grad_dtype, grad_accum_dtype;
-    zero_optim_type optimizer;                  /* ZERO_OPTIM_ADAMW or ZERO_OPTIM_SGD */
-    int moments;                                /* moment arrays a trainable element has: AdamW 2, SGD 0 or 1 */
+    zero_optim_type optimizer;                  /* ZERO_OPTIM_ADAMW, ZERO_OPTIM_SGD or ZERO_OPTIM_LION */
+    int moments;                                /* moment arrays a trainable element has: AdamW 2, SGD 0 or 1, Lion 1 */
     zero_state_dtype state_dtype;               /* their format in the shards: the saving context's
                                                    optim.state_dtype (format 3); ZERO_STATE_F32 before */
     int64_t steps, skipped_steps, good_steps;   /* optimizer steps applied, skipped; loss-scale clean steps */
@@ -1945,6 +1950,25 @@ ZERO_HD static inline void zero__adamw_elem(float *p, float *m, float *v, float 
     *v = vv;
 }
 
+/* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"), as the authors'
+   and lion-pytorch's step computes it in float32: p *= 1 - lr*wd; c = m*b1 + (1-b1)*g;
+   p += -lr * sign(c); m = m*b2 + (1-b2)*g. sign(0) is 0 (the param is left as it is) and a
+   NaN stays NaN. It reads AdamW's hyperparameters: the betas, decay_mul, and neg_step_size,
+   which is -lr (no bias correction). */
+/* sign(c) from its bits, so that no -ffinite-math-only folds the NaN case away: +-1, 0 for
+   +-0, c itself for a NaN */
+ZERO_HD static inline float zero__signf(float c) {
+    uint32_t b = zero__f32_bits(c), mag = b & 0x7fffffffu;
+    if (mag > 0x7f800000u) return c;
+    return mag == 0u ? 0.0f : zero__bits_f32((b & 0x80000000u) | 0x3f800000u);
+}
+ZERO_HD static inline void zero__lion_elem(float *p, float *m, float g, const zero__adamw_hp *h, int decay) {
+    float pp = decay ? zero__nf(*p * h->decay_mul) : *p;
+    float c = zero__nf(*m * h->beta1) + zero__nf(h->one_minus_beta1 * g);
+    *p = pp + zero__nf(h->neg_step_size * zero__signf(c));
+    *m = zero__nf(*m * h->beta2) + zero__nf(h->one_minus_beta2 * g);
+}
+
 /* SGD exactly as torch.optim.SGD: d = g + wd*p; buf = first ? d : buf*mu + (1-dampening)*d;
    d = nesterov ? d + mu*buf : buf; p += -lr * d */
 typedef struct zero__sgd_hp {
@@ -1974,6 +1998,9 @@ typedef struct zero__optk {
     zero__adamw_hp ah;
     zero__sgd_hp sh;
 } zero__optk;
+/* the row of the optimizer kernels' tables (the CPU paths' and zero_kernels.cu's): AdamW 0,
+   SGD 1, Lion 2 */
+#define zero__opt_row(opt) ((opt) == ZERO_OPTIM_SGD ? 1 : (opt) == ZERO_OPTIM_LION ? 2 : 0)
 
 /* a gradient-norm block's 8 lane sums, combined (the definition is in >>kernels above
    zero__sumsq_scalar; zero__k_sumsq computes the same lanes) */
@@ -3566,6 +3593,15 @@ static const char *zero__state_dtype_name(zero_state_dtype t) {
     default: return "(unknown state dtype)";
     }
 }
+static const char *zero__optim_name(zero_optim_type t) {
+    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : "adamw";
+}
+/* the moment arrays a trainable element has (desc defaults filled): AdamW's m and v; SGD's
+   momentum buffer, when it has momentum; Lion's momentum. Moment 1 is arena.m, 2 arena.v. */
+static int zero__moments(const zero_desc *d) {
+    if (d->optim.type == ZERO_OPTIM_SGD) return d->optim.momentum != 0.0 ? 1 : 0;
+    return d->optim.type == ZERO_OPTIM_LION ? 1 : 2;
+}
 /* the moments' element type in the arenas: ZERO_F32, ZERO_BF16 or ZERO__SDT_Q8 (blocks of
    ZERO__QB codes with a scale: >>kernels, zero__q8dec_scalar) (desc defaults filled) */
 #define ZERO__SDT_Q8 64
@@ -4106,7 +4142,8 @@ static void zero__fpenv_leave(unsigned c) { (void)c; }
 
 /* The kernel contract: elements [lo, hi) of one segment. g: gradients (adt); w: fp32
    master (the params themselves when pdt is f32); p: params (pdt), written when pdt is
-   not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum). */
+   not f32; m, v: moments (m is SGD's momentum buffer, NULL without momentum, or Lion's
+   momentum; v is AdamW's only). */
 typedef void (*zero__opt_fn)(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
                              int64_t lo, int64_t hi);
 
@@ -4116,6 +4153,11 @@ ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p
     if (opt == ZERO_OPTIM_SGD) {
         for (i = lo; i < hi; i++) {
             zero__sgd_elem(&w[i], m ? &m[i] : NULL, zero__nf(zero__ld(g, i, adt) * k->gscale), &k->sh, k->decay);
+            if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
+        }
+    } else if (opt == ZERO_OPTIM_LION) {
+        for (i = lo; i < hi; i++) {
+            zero__lion_elem(&w[i], &m[i], zero__nf(zero__ld(g, i, adt) * k->gscale), &k->ah, k->decay);
             if (pdt != ZERO_F32) zero__st(p, i, pdt, w[i]);
         }
     } else {
@@ -4145,15 +4187,27 @@ ZERO__INLINE void zero__opt_scalar_t(const zero__optk *k, const void *g, void *p
     ZERO__OPT_INST(P, ATTR, sgd_bf16_f16, ZERO_OPTIM_SGD, ZERO_BF16, ZERO_F16)                         \
     ZERO__OPT_INST(P, ATTR, sgd_f16_f32, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F32)                           \
     ZERO__OPT_INST(P, ATTR, sgd_f16_bf16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_BF16)                         \
-    ZERO__OPT_INST(P, ATTR, sgd_f16_f16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F16)
-/* the table, indexed [opt == SGD][adt - 1][pdt - 1] */
+    ZERO__OPT_INST(P, ATTR, sgd_f16_f16, ZERO_OPTIM_SGD, ZERO_F16, ZERO_F16)                           \
+    ZERO__OPT_INST(P, ATTR, lion_f32_f32, ZERO_OPTIM_LION, ZERO_F32, ZERO_F32)                         \
+    ZERO__OPT_INST(P, ATTR, lion_f32_bf16, ZERO_OPTIM_LION, ZERO_F32, ZERO_BF16)                       \
+    ZERO__OPT_INST(P, ATTR, lion_f32_f16, ZERO_OPTIM_LION, ZERO_F32, ZERO_F16)                         \
+    ZERO__OPT_INST(P, ATTR, lion_bf16_f32, ZERO_OPTIM_LION, ZERO_BF16, ZERO_F32)                       \
+    ZERO__OPT_INST(P, ATTR, lion_bf16_bf16, ZERO_OPTIM_LION, ZERO_BF16, ZERO_BF16)                     \
+    ZERO__OPT_INST(P, ATTR, lion_bf16_f16, ZERO_OPTIM_LION, ZERO_BF16, ZERO_F16)                       \
+    ZERO__OPT_INST(P, ATTR, lion_f16_f32, ZERO_OPTIM_LION, ZERO_F16, ZERO_F32)                         \
+    ZERO__OPT_INST(P, ATTR, lion_f16_bf16, ZERO_OPTIM_LION, ZERO_F16, ZERO_BF16)                       \
+    ZERO__OPT_INST(P, ATTR, lion_f16_f16, ZERO_OPTIM_LION, ZERO_F16, ZERO_F16)
+/* the table, indexed [zero__opt_row(opt)][adt - 1][pdt - 1] */
 #define ZERO__OPT_TABLE(P) {                                                                           \
     { { zero__opt_##P##_adamw_f32_f32, zero__opt_##P##_adamw_f32_bf16, zero__opt_##P##_adamw_f32_f16 },  \
       { zero__opt_##P##_adamw_bf16_f32, zero__opt_##P##_adamw_bf16_bf16, zero__opt_##P##_adamw_bf16_f16 },\
       { zero__opt_##P##_adamw_f16_f32, zero__opt_##P##_adamw_f16_bf16, zero__opt_##P##_adamw_f16_f16 } }, \
     { { zero__opt_##P##_sgd_f32_f32, zero__opt_##P##_sgd_f32_bf16, zero__opt_##P##_sgd_f32_f16 },        \
       { zero__opt_##P##_sgd_bf16_f32, zero__opt_##P##_sgd_bf16_bf16, zero__opt_##P##_sgd_bf16_f16 },     \
-      { zero__opt_##P##_sgd_f16_f32, zero__opt_##P##_sgd_f16_bf16, zero__opt_##P##_sgd_f16_f16 } } }
+      { zero__opt_##P##_sgd_f16_f32, zero__opt_##P##_sgd_f16_bf16, zero__opt_##P##_sgd_f16_f16 } },       \
+    { { zero__opt_##P##_lion_f32_f32, zero__opt_##P##_lion_f32_bf16, zero__opt_##P##_lion_f32_f16 },     \
+      { zero__opt_##P##_lion_bf16_f32, zero__opt_##P##_lion_bf16_bf16, zero__opt_##P##_lion_bf16_f16 },  \
+      { zero__opt_##P##_lion_f16_f32, zero__opt_##P##_lion_f16_bf16, zero__opt_##P##_lion_f16_f16 } } }
 #define ZERO__OPT_INST(P, ATTR, NAME, OPT, ADT, PDT)                                                   \
     ATTR static void zero__opt_##P##_##NAME(const zero__optk *k, const void *g, void *p, float *w,      \
                                             float *m, float *v, int64_t lo, int64_t hi) {              \
@@ -4317,6 +4371,13 @@ ZERO__AVX2_INLINE void zero__avx2_st(void *p, int64_t i, int pdt, __m256 x) {
     }
     _mm_storeu_si128((__m128i *)((uint16_t *)p + i), out);
 }
+/* zero__signf on 8 lanes */
+ZERO__AVX2_INLINE __m256 zero__vsign8(__m256 c) {
+    const __m256i b = _mm256_castps_si256(c), mag = _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff));
+    __m256i r = _mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32((int)0x80000000u)), _mm256_set1_epi32(0x3f800000));
+    r = _mm256_andnot_si256(_mm256_cmpeq_epi32(mag, _mm256_setzero_si256()), r);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(r, b, _mm256_cmpgt_epi32(mag, _mm256_set1_epi32(0x7f800000))));
+}
 ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
                                         int64_t lo, int64_t hi, int opt, int adt, int pdt) {
     int64_t i = lo;
@@ -4341,6 +4402,24 @@ ZERO__AVX2_INLINE void zero__opt_avx2_t(const zero__optk *k, const void *g, void
             }
             pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
             _mm256_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
+        }
+    } else if (opt == ZERO_OPTIM_LION) {
+        const zero__adamw_hp *h = &k->ah;
+        const __m256 b1 = _mm256_set1_ps(h->beta1), b2 = _mm256_set1_ps(h->beta2);
+        const __m256 omb1 = _mm256_set1_ps(h->one_minus_beta1), omb2 = _mm256_set1_ps(h->one_minus_beta2);
+        const __m256 dm = _mm256_set1_ps(h->decay_mul), nlr = _mm256_set1_ps(h->neg_step_size);
+        for (; i + 8 <= hi; i += 8) {
+            __m256 gg, pp, mo;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = ZERO__VMUL(zero__avx2_ld(g, i, adt), gs);
+            pp = _mm256_loadu_ps(w + i);
+            mo = _mm256_loadu_ps(m + i);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, zero__vsign8(ZERO__VADD(ZERO__VMUL(mo, b1), ZERO__VMUL(omb1, gg)))));
+            _mm256_storeu_ps(w + i, pp);
+            _mm256_storeu_ps(m + i, ZERO__VADD(ZERO__VMUL(mo, b2), ZERO__VMUL(omb2, gg)));
             if (pdt != ZERO_F32) zero__avx2_st(p, i, pdt, pp);
         }
     } else {
@@ -4495,6 +4574,13 @@ ZERO__AVX512_INLINE void zero__avx512_st(void *p, int64_t i, int pdt, __m512 x) 
     }
     _mm256_storeu_si256((__m256i *)((uint16_t *)p + i), _mm512_cvtepi32_epi16(r));
 }
+/* zero__signf on 16 lanes */
+ZERO__AVX512_INLINE __m512 zero__vsign16(__m512 c) {
+    const __m512i b = _mm512_castps_si512(c), mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7fffffff));
+    __m512i r = _mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32((int)0x80000000u)), _mm512_set1_epi32(0x3f800000));
+    r = _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(mag, _mm512_setzero_si512()), r);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(mag, _mm512_set1_epi32(0x7f800000)), r, b));
+}
 ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
                                             int64_t lo, int64_t hi, int opt, int adt, int pdt) {
     int64_t i = lo;
@@ -4519,6 +4605,24 @@ ZERO__AVX512_INLINE void zero__opt_avx512_t(const zero__optk *k, const void *g, 
             }
             pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
             _mm512_storeu_ps(w + i, pp);
+            if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
+        }
+    } else if (opt == ZERO_OPTIM_LION) {
+        const zero__adamw_hp *h = &k->ah;
+        const __m512 b1 = _mm512_set1_ps(h->beta1), b2 = _mm512_set1_ps(h->beta2);
+        const __m512 omb1 = _mm512_set1_ps(h->one_minus_beta1), omb2 = _mm512_set1_ps(h->one_minus_beta2);
+        const __m512 dm = _mm512_set1_ps(h->decay_mul), nlr = _mm512_set1_ps(h->neg_step_size);
+        for (; i + 16 <= hi; i += 16) {
+            __m512 gg, pp, mo;
+            ZERO__PREFETCH(w, i, 4); ZERO__PREFETCH(m, i, 4); ZERO__PREFETCH(g, i, adt == ZERO_F32 ? 4 : 2);
+            if (pdt != ZERO_F32) ZERO__PREFETCH(p, i, 2);
+            gg = ZERO__VMUL(zero__avx512_ld(g, i, adt), gs);
+            pp = _mm512_loadu_ps(w + i);
+            mo = _mm512_loadu_ps(m + i);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, zero__vsign16(ZERO__VADD(ZERO__VMUL(mo, b1), ZERO__VMUL(omb1, gg)))));
+            _mm512_storeu_ps(w + i, pp);
+            _mm512_storeu_ps(m + i, ZERO__VADD(ZERO__VMUL(mo, b2), ZERO__VMUL(omb2, gg)));
             if (pdt != ZERO_F32) zero__avx512_st(p, i, pdt, pp);
         }
     } else {
@@ -4665,6 +4769,13 @@ ZERO__INLINE void zero__neon_st(void *p, int64_t i, int pdt, float32x4_t x) {
     }
     vst1_u16((uint16_t *)p + i, vmovn_u32(r));
 }
+/* zero__signf on 4 lanes */
+ZERO__INLINE float32x4_t zero__vsign4(float32x4_t c) {
+    const uint32x4_t b = vreinterpretq_u32_f32(c), mag = vandq_u32(b, vdupq_n_u32(0x7fffffffu));
+    uint32x4_t r = vorrq_u32(vandq_u32(b, vdupq_n_u32(0x80000000u)), vdupq_n_u32(0x3f800000u));
+    r = vbicq_u32(r, vceqq_u32(mag, vdupq_n_u32(0)));
+    return vreinterpretq_f32_u32(vbslq_u32(vcgtq_u32(mag, vdupq_n_u32(0x7f800000u)), b, r));
+}
 ZERO__INLINE void zero__opt_neon_t(const zero__optk *k, const void *g, void *p, float *w, float *m, float *v,
                                    int64_t lo, int64_t hi, int opt, int adt, int pdt) {
     int64_t i = lo;
@@ -4688,6 +4799,23 @@ ZERO__INLINE void zero__opt_neon_t(const zero__optk *k, const void *g, void *p, 
             }
             pp = ZERO__VADD(pp, ZERO__VMUL(nlr, d));
             vst1q_f32(w + i, pp);
+            if (pdt != ZERO_F32) zero__neon_st(p, i, pdt, pp);
+        }
+    } else if (opt == ZERO_OPTIM_LION) {
+        const zero__adamw_hp *h = &k->ah;
+        const float32x4_t b1 = vdupq_n_f32(h->beta1), b2 = vdupq_n_f32(h->beta2);
+        const float32x4_t omb1 = vdupq_n_f32(h->one_minus_beta1), omb2 = vdupq_n_f32(h->one_minus_beta2);
+        const float32x4_t dm = vdupq_n_f32(h->decay_mul), nlr = vdupq_n_f32(h->neg_step_size);
+        for (; i + 4 <= hi; i += 4) {
+            float32x4_t gg, pp, mo;
+            ZERO__NPF(w, i, 4); ZERO__NPF(m, i, 4); ZERO__NPF(g, i, adt == ZERO_F32 ? 4 : 2);
+            gg = ZERO__VMUL(zero__neon_ld(g, i, adt), gs);
+            pp = vld1q_f32(w + i);
+            mo = vld1q_f32(m + i);
+            if (k->decay) pp = ZERO__VMUL(pp, dm);
+            pp = ZERO__VADD(pp, ZERO__VMUL(nlr, zero__vsign4(ZERO__VADD(ZERO__VMUL(mo, b1), ZERO__VMUL(omb1, gg)))));
+            vst1q_f32(w + i, pp);
+            vst1q_f32(m + i, ZERO__VADD(ZERO__VMUL(mo, b2), ZERO__VMUL(omb2, gg)));
             if (pdt != ZERO_F32) zero__neon_st(p, i, pdt, pp);
         }
     } else {
@@ -5109,21 +5237,21 @@ static void zero__q8_kernels(int level, zero__q8dec_fn *dec, zero__q8enc_fn *enc
     (void)level;
 }
 static zero__opt_fn zero__opt_kernel(int level, int opt, int adt, int pdt) {
-    static const zero__opt_fn scalar[2][3][3] = ZERO__OPT_TABLE(scalar);
+    static const zero__opt_fn scalar[3][3][3] = ZERO__OPT_TABLE(scalar);
 #if defined(ZERO__X86)
-    static const zero__opt_fn avx2[2][3][3] = ZERO__OPT_TABLE(avx2);
-    static const zero__opt_fn avx512[2][3][3] = ZERO__OPT_TABLE(avx512);
-    if (level == ZERO__SIMD_AVX512) return avx512[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
-    if (level == ZERO__SIMD_AVX2) return avx2[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+    static const zero__opt_fn avx2[3][3][3] = ZERO__OPT_TABLE(avx2);
+    static const zero__opt_fn avx512[3][3][3] = ZERO__OPT_TABLE(avx512);
+    if (level == ZERO__SIMD_AVX512) return avx512[zero__opt_row(opt)][adt - 1][pdt - 1];
+    if (level == ZERO__SIMD_AVX2) return avx2[zero__opt_row(opt)][adt - 1][pdt - 1];
 #endif
 #if defined(ZERO__NEON)
     if (level == ZERO__SIMD_NEON) {
-        static const zero__opt_fn neon[2][3][3] = ZERO__OPT_TABLE(neon);
-        return neon[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+        static const zero__opt_fn neon[3][3][3] = ZERO__OPT_TABLE(neon);
+        return neon[zero__opt_row(opt)][adt - 1][pdt - 1];
     }
 #endif
     (void)level;
-    return scalar[opt == ZERO_OPTIM_SGD][adt - 1][pdt - 1];
+    return scalar[zero__opt_row(opt)][adt - 1][pdt - 1];
 }
 
 /* ---- the optimizer thread pool ----
@@ -6197,7 +6325,7 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     ah->one_minus_beta2 = (float)(1.0 - o->beta2);
     ah->eps = (float)o->eps;
     ah->decay_mul = (float)(1.0 - o->lr * o->weight_decay);
-    ah->neg_step_size = (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
+    ah->neg_step_size = o->type == ZERO_OPTIM_LION ? (float)-o->lr : (float)(-(o->lr / (1.0 - pow(o->beta1, t))));
     ah->bc2_sqrt = (float)sqrt(1.0 - pow(o->beta2, t));
     sh->neg_lr = (float)(-o->lr);
     sh->weight_decay = (float)o->weight_decay;
@@ -10850,7 +10978,7 @@ static void zero__nvme_geom(const zero_desc *d, int64_t tstate, int *K, int64_t 
        array start on one: O_DIRECT) */
     int64_t unit = zero__sdt(d) == ZERO_F32 ? 1024 : zero__sdt(d) == ZERO_BF16 ? 2048 : 4096;
     int k = d->param_dtype == ZERO_F32 ? 0 : 1, a;
-    k += d->optim.type == ZERO_OPTIM_SGD ? (d->optim.momentum != 0.0) : 2;
+    k += zero__moments(d);
     *K = k;
     if ((k == 0 && d->offload_params != ZERO_OFFLOAD_NVME) || tstate == 0) { *G = *bb = *nblocks = 0; return; }
     for (a = 0; a < k; a++) per += zero__nvme_asz(d, a);
@@ -11020,10 +11148,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     /* with f32 params the params are the master, except when the optimizer runs on the host
        while the params live on a device (zero__dev_offload) */
     b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
-    if (d->optim.type == ZERO_OPTIM_SGD)
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = d->optim.momentum != 0.0 ? zero__sdt_bytes(sdt, Tstate) : 0;
-    else
-        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = 2 * zero__sdt_bytes(sdt, Tstate);
+    b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = zero__moments(d) * zero__sdt_bytes(sdt, Tstate);
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
         int64_t fp = z->numel * psz, fg = zero__flat_grads(d) ? z->numel * asz : 0;
@@ -11163,9 +11288,9 @@ static void zero__desc_defaults(zero_desc *d) {
     /* bucket_bytes 0 stays 0 until zero_build: its default depends on the model */
     d->align_elems = ZERO__DEF(d->align_elems, 16);
     o->type = ZERO__DEF(o->type, ZERO_OPTIM_ADAMW);
-    o->lr = ZERO__DEF(o->lr, 1e-3);
+    o->lr = ZERO__DEF(o->lr, o->type == ZERO_OPTIM_LION ? 1e-4 : 1e-3);
     o->beta1 = ZERO__DEF(o->beta1, 0.9);
-    o->beta2 = ZERO__DEF(o->beta2, 0.999);
+    o->beta2 = ZERO__DEF(o->beta2, o->type == ZERO_OPTIM_LION ? 0.99 : 0.999);
     o->eps = ZERO__DEF(o->eps, 1e-8);
     o->state_dtype = ZERO__DEF(o->state_dtype, ZERO_STATE_F32);
     d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
@@ -12857,7 +12982,7 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
         ctx->arena.fgrad = (char *)ctx->arena.grad + zero__pcat(b, ZERO_CAT_GRADS) -
                            z->numel * (int64_t)zero__dtype_size(d->grad_dtype);
     ctx->arena.master = (float *)zero__arena(ctx, zero__pcat(b, ZERO_CAT_MASTER), ZERO_CAT_MASTER, ok);
-    if (d->optim.type == ZERO_OPTIM_SGD) {
+    if (zero__moments(d) < 2) {
         ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
     } else {
         ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
@@ -14842,10 +14967,7 @@ static int zero__ck_join(char *out, size_t n, const char *a, const char *b, cons
 }
 
 /* number of moment arrays per trainable element */
-static int zero__ck_moments(const zero_desc *d) {
-    if (d->optim.type == ZERO_OPTIM_SGD) return d->optim.momentum != 0.0 ? 1 : 0;
-    return 2;
-}
+static int zero__ck_moments(const zero_desc *d) { return zero__moments(d); }
 /* A record's bytes: its n fp32 weights, then each of its kp moments as the saving
    context's state dtype holds them (format 3): fp32; bf16; q8: the nb whole blocks its
    elements touch, as stored, ZERO__CK_QIMG bytes each (the 256 codes, padding's included,
@@ -15132,8 +15254,8 @@ static void zero__ck_misplaced(const zero__ck_manifest *m, const zero__ck_range 
 static zero_result zero__ck_check_sizes(const zero__ck_manifest *m, const char *path, char *msg, size_t msgn) {
     int64_t data = 0;
     int i;
-    if (m->optim == ZERO_OPTIM_SGD ? m->moments > 1 : m->moments != 2) {
-        snprintf(msg, msgn, "%.300s: optimizer %s with %d moment(s)", path, m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+    if (m->optim == ZERO_OPTIM_SGD ? m->moments > 1 : m->moments != (m->optim == ZERO_OPTIM_LION ? 1 : 2)) {
+        snprintf(msg, msgn, "%.300s: optimizer %s with %d moment(s)", path, zero__optim_name(m->optim),
                  m->moments);
         return ZERO_ERR_CORRUPT;
     }
@@ -15366,6 +15488,7 @@ static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
     if (!zero__ck_kw(c, "optimizer", &rest)) return 0;
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
+    else if (strcmp(rest, "lion") == 0) m->optim = ZERO_OPTIM_LION;
     else return 0;
     if (!zero__ck_kv(c, "moments", 0, 2, &v)) return 0;
     m->moments = (int)v;
@@ -15859,7 +15982,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
                "grad_accum_dtype %s\noptimizer %s\nmoments %d\nstate_dtype %s\n",
                ZERO__CK_VERSION, (unsigned long long)gen, d->stage, ctx->world, zero__dtype_name(d->param_dtype),
                zero__dtype_name(d->grad_dtype), zero__dtype_name(d->grad_accum_dtype),
-               d->optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", K, zero__state_dtype_name(d->optim.state_dtype));
+               zero__optim_name(d->optim.type), K, zero__state_dtype_name(d->optim.state_dtype));
     ZERO__CK_P("steps %lld\nskipped %lld\nloss_scale %.9g\ngood_steps %lld\n", (long long)ctx->opt.steps,
                (long long)ctx->opt.skipped, (double)ctx->opt.loss_scale, (long long)ctx->opt.good_steps);
     /* format 2: the data position and the trainer's records, "record <bytes> <hex or -> <key>" */
@@ -16012,8 +16135,8 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
     }
     if (m->optim != ctx->desc.optim.type || m->moments != zero__ck_moments(&ctx->desc)) {
         snprintf(msg, msgn, "%.300s/manifest: optimizer %s with %d moment(s); this context has %s with %d", dir,
-                 m->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", m->moments,
-                 ctx->desc.optim.type == ZERO_OPTIM_SGD ? "sgd" : "adamw", zero__ck_moments(&ctx->desc));
+                 zero__optim_name(m->optim), m->moments, zero__optim_name(ctx->desc.optim.type),
+                 zero__ck_moments(&ctx->desc));
         return ZERO_ERR_MISMATCH;
     }
     return ZERO_OK;
@@ -17879,7 +18002,7 @@ enum {                              /* the cases of the objects' functions */
     ZERO__DSC_AIO_BLOCK, ZERO__DSC_AIO_QD, ZERO__DSC_AIO_THREADS, ZERO__DSC_AIO_TRUE, ZERO__DSC_AIO_FALSE,
     ZERO__DSC_ACC_DTYPE
 };
-enum { ZERO__DSC_OPT_NONE, ZERO__DSC_OPT_ADAM, ZERO__DSC_OPT_ADAMW, ZERO__DSC_OPT_SGD, ZERO__DSC_OPT_OTHER };
+enum { ZERO__DSC_OPT_NONE, ZERO__DSC_OPT_ADAM, ZERO__DSC_OPT_ADAMW, ZERO__DSC_OPT_SGD, ZERO__DSC_OPT_LION, ZERO__DSC_OPT_OTHER };
 
 static const zero__dsk zero__dsc_root_keys[] = {
     {"train_batch_size", 'f', 'i', ZERO__DSC_TBS, NULL},
@@ -18055,6 +18178,14 @@ static const zero__dsk zero__dsc_sgd_keys[] = {       /* torch.optim.SGD */
     {"foreach", 'z', '*', 0, NULL},                         /* how torch loops: the same update */
     {"fused", 'z', '*', 0, NULL},
     {"differentiable", 'b', 'b', 0, "zero.h's step is not differentiated"}
+};
+static const zero__dsk zero__dsc_lion_keys[] = {      /* Lion (engine.py: FusedLion, DeepSpeedCPULion) */
+    {"lr", 'f', 'n', ZERO__DSC_LR, "1e-3"},
+    {"betas", 'f', 'a', ZERO__DSC_BETAS, "0.9, 0.999"},
+    {"weight_decay", 'f', 'n', ZERO__DSC_WD, "0"},
+    {"max_grad_norm", 'f', '*', ZERO__DSC_MAXNORM, NULL},
+    {"set_grad_none", 'z', 'b', 0, NULL},                  /* how the grads are cleared: the same update */
+    {"fp32_optimizer_states", 'b', 'b', 1, "zero.h keeps its moments as optim.state_dtype says (f32 unless set)"}
 };
 static const zero__dsk zero__dsc_aio_keys[] = {       /* the NVMe tier's I/O: lines only while it is in use */
     {"block_size", 'f', 'i', ZERO__DSC_AIO_BLOCK, NULL},
@@ -18472,8 +18603,13 @@ static int zero__dsc_optim_key(zero__dsc *c, int id, size_t k, size_t v) {
     (void)k;
     if (id == ZERO__DSC_TYPE) {
         if (c->optim == ZERO__DSC_OPT_OTHER)
-            zero__dsc_note(c, v, "zero.h runs AdamW or SGD: optim is left at its default (AdamW, lr 1e-3)");
-        else
+            zero__dsc_note(c, v, "zero.h runs AdamW, SGD or Lion: optim is left at its default (AdamW, lr 1e-3)");
+        else if (c->optim == ZERO__DSC_OPT_LION) {      /* DeepSpeed's Lion defaults, not zero.h's (1e-4, 0.99) */
+            c->d.optim.type = ZERO_OPTIM_LION;
+            c->d.optim.lr = 1e-3;
+            c->d.optim.beta1 = 0.9;
+            c->d.optim.beta2 = 0.999;
+        } else
             c->d.optim.type = c->optim == ZERO__DSC_OPT_SGD ? ZERO_OPTIM_SGD : ZERO_OPTIM_ADAMW;
         return 1;
     }
@@ -18484,6 +18620,8 @@ static int zero__dsc_optim_key(zero__dsc *c, int id, size_t k, size_t v) {
         }
         if (c->optim == ZERO__DSC_OPT_SGD)
             return zero__dsc_walk(c, v, zero__dsc_sgd_keys, ZERO__DSC_N(zero__dsc_sgd_keys), zero__dsc_param_key);
+        if (c->optim == ZERO__DSC_OPT_LION)
+            return zero__dsc_walk(c, v, zero__dsc_lion_keys, ZERO__DSC_N(zero__dsc_lion_keys), zero__dsc_param_key);
         if (!zero__dsc_walk(c, v, zero__dsc_adam_keys, ZERO__DSC_N(zero__dsc_adam_keys), zero__dsc_param_key)) return 0;
         /* torch_adam: torch.optim.AdamW, whose weight_decay defaults to 0.01 (FusedAdam's to 0) */
         prm = zero__js_get(s, v, "torch_adam");
@@ -18680,7 +18818,8 @@ static int zero__dsc_scan(zero__dsc *c) {
     c->optim = ty == ZERO__JS_NONE || zero__js_str_is(s, ty, "auto", 0) ? ZERO__DSC_OPT_NONE
              : zero__js_str_is(s, ty, "adam", 1) ? ZERO__DSC_OPT_ADAM
              : zero__js_str_is(s, ty, "adamw", 1) ? ZERO__DSC_OPT_ADAMW
-             : zero__js_str_is(s, ty, "sgd", 1) ? ZERO__DSC_OPT_SGD : ZERO__DSC_OPT_OTHER;
+             : zero__js_str_is(s, ty, "sgd", 1) ? ZERO__DSC_OPT_SGD
+             : zero__js_str_is(s, ty, "lion", 1) ? ZERO__DSC_OPT_LION : ZERO__DSC_OPT_OTHER;
     c->wd = zero__js_num_or(s, zero__js_get(s, prm, "weight_decay"), 0);
     c->momentum = zero__js_num_or(s, zero__js_get(s, prm, "momentum"), 0);
     c->dampening = zero__js_num_or(s, zero__js_get(s, prm, "dampening"), 0);

@@ -1,13 +1,13 @@
 /* zero_kernels.cu - the CUDA kernels of zero.h. `make CUDA=1` compiles it with nvcc
    (-fmad=false, IEEE division and sqrt) into build/cuda/zero_kernels.o and links it into every
    CUDA program. It defines ZERO_KERNELS and includes zero.h, which gives it the element-wise
-   ZERO_HD functions (zero__ld / zero__st, zero__adamw_elem, zero__sgd_elem, zero__q8*, the
+   ZERO_HD functions (zero__ld / zero__st, zero__adamw_elem, zero__sgd_elem, zero__lion_elem, zero__q8*, the
    GELU and cross-entropy formulas) and the C ABI it implements (declared in zero.h's shared
    math section, "the CUDA kernels' C ABI"). Every element goes through those functions, so the
    CPU tests check the formulas the GPU runs and results are bitwise those of the CPU path.
 
    What is here, each with its host launcher (zero__k_*):
-   - zk_opt:      the fused AdamW / SGD pass over a table of chunks of a rank's segments
+   - zk_opt:      the fused AdamW / SGD / Lion pass over a table of chunks of a rank's segments
                   (moments in fp32 or bf16: ON OPTIMIZER STATES); one block per chunk, 4 elements per thread per step with 16-byte (f32) or 8-byte
                   (bf16 / f16) loads when the chunk's addresses allow (after a scalar head of up
                   to 3 elements when they are equally misaligned), two steps in flight per
@@ -39,6 +39,7 @@ static inline unsigned zk_grid(int64_t blocks) {
     return (unsigned)(blocks < 1 ? 1 : blocks > ZK_MAX_GRID ? ZK_MAX_GRID : blocks);
 }
 static inline int zk_dtype_ok(int dt) { return dt == ZERO_F32 || dt == ZERO_BF16 || dt == ZERO_F16; }
+static inline int zk_opt_ok(int opt) { return opt == ZERO_OPTIM_ADAMW || opt == ZERO_OPTIM_SGD || opt == ZERO_OPTIM_LION; }
 static inline __host__ __device__ int zk_aligned(const void *p, size_t a) { return ((uintptr_t)p & (a - 1)) == 0; }
 static inline int zk_done(void) { return (int)cudaGetLastError(); }
 
@@ -116,6 +117,7 @@ template <int OPT, int ADT, int PDT, int SDT> struct zk_optimizer {
         #pragma unroll
         for (int j = 0; j < 4; j++) {
             if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[j], has_m ? &m[j] : NULL, g[j] * k.gscale, sh, decay);
+            else if (OPT == ZERO_OPTIM_LION) zero__lion_elem(&w[j], &m[j], g[j] * k.gscale, ah, decay);
             else zero__adamw_elem(&w[j], &m[j], &v[j], g[j] * k.gscale, ah, decay);
         }
     }
@@ -139,6 +141,7 @@ template <int OPT, int ADT, int PDT, int SDT> struct zk_optimizer {
                                                   const void *g, void *p, float *w, void *m, void *v, int64_t i, int decay) {
         float gg = zero__ld(g, i, ADT) * k.gscale, mm = m ? zero__ld(m, i, SDT) : 0.0f, vv = v ? zero__ld(v, i, SDT) : 0.0f;
         if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &mm : NULL, gg, sh, decay);
+        else if (OPT == ZERO_OPTIM_LION) zero__lion_elem(&w[i], &mm, gg, ah, decay);
         else zero__adamw_elem(&w[i], &mm, &vv, gg, ah, decay);
         if (m) zero__st(m, i, SDT, mm);
         if (v) zero__st(v, i, SDT, vv);
@@ -205,17 +208,19 @@ typedef void (*zk_opt_fn)(const zero__optk, const zero__kchunk *, int64_t, const
 
 extern "C" int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
                            void *param_base, float *master, void *opt_m, void *opt_v, void *stream) {
-    static const zk_opt_fn table[2][2][3][3] = {
-        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_F32), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_F32) },
-        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_BF16), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_BF16) } };
-    if (!k || nchunks < 0 || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) || !zk_dtype_ok(k->adt) ||
+    static const zk_opt_fn table[2][3][3][3] = {
+        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_F32), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_F32),
+          ZK_OPT_TABLE(ZERO_OPTIM_LION, ZERO_F32) },
+        { ZK_OPT_TABLE(ZERO_OPTIM_ADAMW, ZERO_BF16), ZK_OPT_TABLE(ZERO_OPTIM_SGD, ZERO_BF16),
+          ZK_OPT_TABLE(ZERO_OPTIM_LION, ZERO_BF16) } };
+    if (!k || nchunks < 0 || !zk_opt_ok(k->opt) || !zk_dtype_ok(k->adt) ||
         !zk_dtype_ok(k->pdt) || (k->sdt != 0 && k->sdt != ZERO_F32 && k->sdt != ZERO_BF16))     /* 0: fp32 */
         return (int)cudaErrorInvalidValue;
     if (nchunks == 0) return 0;
     if (!chunks || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
-        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)))
+        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)) || (k->opt == ZERO_OPTIM_LION && !opt_m))
         return (int)cudaErrorInvalidValue;
-    table[k->sdt == ZERO_BF16][k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0,
+    table[k->sdt == ZERO_BF16][zero__opt_row(k->opt)][k->adt - 1][k->pdt - 1]<<<zk_grid(nchunks), ZK_THREADS, 0,
                                                                                  zk_stream(stream)>>>(
         *k, chunks, nchunks, grad_base, param_base, master, opt_m, opt_v);
     return zk_done();
@@ -256,6 +261,7 @@ zk_opt_q8(const zero__optk k, const zero__kchunk *__restrict__ chunks, const int
             const float g = zero__ld((const char *)grad_base + ch.grad_idx * ZK_ES(ADT), t, ADT) * k.gscale;
             float mm = nk ? (float)mom[l] : 0.0f, vv = nk > 1 ? (float)mom[ZERO__QB + l] : 0.0f;
             if (OPT == ZERO_OPTIM_SGD) zero__sgd_elem(&w[t], nk ? &mm : NULL, g, &sh, ch.decay);
+            else if (OPT == ZERO_OPTIM_LION) zero__lion_elem(&w[t], &mm, g, &ah, ch.decay);
             else zero__adamw_elem(&w[t], &mm, &vv, g, &ah, ch.decay);
             if (nk) mom[l] = mm;
             if (nk > 1) mom[ZERO__QB + l] = vv;
@@ -296,15 +302,17 @@ typedef void (*zk_opt_q8_fn)(const zero__optk, const zero__kchunk *, const int64
 extern "C" int zero__k_opt_q8(const zero__optk *k, const zero__kchunk *chunks, const int64_t *first, int64_t nq,
                               const void *grad_base, void *param_base, float *master, void *opt_m, void *opt_v,
                               int64_t nst, void *stream) {
-    static const zk_opt_q8_fn table[2][3][3] = { ZK_OPTQ_TABLE(ZERO_OPTIM_ADAMW), ZK_OPTQ_TABLE(ZERO_OPTIM_SGD) };
-    if (!k || nq < 0 || nst < 0 || nst != nq * ZERO__QB || (k->opt != ZERO_OPTIM_ADAMW && k->opt != ZERO_OPTIM_SGD) ||
+    static const zk_opt_q8_fn table[3][3][3] = { ZK_OPTQ_TABLE(ZERO_OPTIM_ADAMW), ZK_OPTQ_TABLE(ZERO_OPTIM_SGD),
+                                                 ZK_OPTQ_TABLE(ZERO_OPTIM_LION) };
+    if (!k || nq < 0 || nst < 0 || nst != nq * ZERO__QB || !zk_opt_ok(k->opt) ||
         !zk_dtype_ok(k->adt) || !zk_dtype_ok(k->pdt))
         return (int)cudaErrorInvalidValue;
     if (nq == 0) return 0;
     if (!chunks || !first || !grad_base || !param_base || (k->pdt != ZERO_F32 && !master) ||
-        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)) || !zk_aligned(opt_m, 4) || !zk_aligned(opt_v, 4))
+        (k->opt == ZERO_OPTIM_ADAMW && (!opt_m || !opt_v)) || (k->opt == ZERO_OPTIM_LION && !opt_m) ||
+        !zk_aligned(opt_m, 4) || !zk_aligned(opt_v, 4))
         return (int)cudaErrorInvalidValue;
-    table[k->opt == ZERO_OPTIM_SGD][k->adt - 1][k->pdt - 1]<<<zk_grid(nq), ZK_THREADS, 0, zk_stream(stream)>>>(
+    table[zero__opt_row(k->opt)][k->adt - 1][k->pdt - 1]<<<zk_grid(nq), ZK_THREADS, 0, zk_stream(stream)>>>(
         *k, chunks, first, nq, grad_base, param_base, master, (uint8_t *)opt_m, (uint8_t *)opt_v, nst);
     return zk_done();
 }

@@ -240,6 +240,34 @@ static void resume_bitwise(int stage, int world, zero_dtype dt, zero_optim_type 
     resume_offload(stage, world, dt, opt, frozen, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE);
 }
 
+/* a checkpoint of one optimizer does not load into a context of another: ZERO_ERR_MISMATCH
+   with both named, and the context keeps its params */
+static void optim_mismatch(void) {
+    static cfg a, b;
+    char dir[1100], msg[ZERO__MSG];
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[5];
+    zero_result r;
+    float before[MAXP], after[MAXP];
+    snprintf(dir, sizeof dir, "%s/mismatch", tmpdir);
+    base_cfg(&a, 1, 1, ZERO_BF16, ZERO_OPTIM_LION); a.steps = 2; a.save_dir = dir;
+    if (!run(&a)) return;
+    b = a; b.optim = ZERO_OPTIM_ADAMW; b.save_dir = NULL;
+    r = make_ctx(NULL, &b, &z, mod, P);
+    if (CHECK(r == ZERO_OK, "make_ctx: %s", zero_last_error(z)) &&
+        CHECK(zero_gather_params_f32(z, before) == ZERO_OK, "gather: %s", zero_last_error(z))) {
+        r = zero_load(z, dir);
+        snprintf(msg, sizeof msg, "%s", zero_last_error(z));
+        CHECK(r == ZERO_ERR_MISMATCH && strstr(msg, "optimizer lion with 1 moment(s); this context has adamw with 2"),
+              "a Lion checkpoint into an AdamW context: %s: %s", zero_result_str(r), msg);
+        CHECK(zero_gather_params_f32(z, after) == ZERO_OK && memcmp(before, after, sizeof(float) * (size_t)a.numel) == 0,
+              "the refused load changed the params");
+    }
+    zero_destroy(z);
+    rm_rf(dir);
+}
+
 /* (stage s, N ranks) -> (stage s2, M ranks) -> saved again -> back at (s, N): the
    state survives the trip through another sharding bitwise, moments included */
 static void reshard_params(int s, int n, zero_offload_tier t, zero_offload_tier pt, int s2, int m, zero_offload_tier t2,
@@ -1319,6 +1347,9 @@ int main(void) {
     test_begin("resume_f32_adamw_world1_stage0"); resume_bitwise(0, 1, ZERO_F32, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_f32_adamw_world3_stage3"); resume_bitwise(3, 3, ZERO_F32, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_bf16_sgd_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, 0); test_end();
+    test_begin("resume_bf16_lion_world3_stage3"); resume_bitwise(3, 3, ZERO_BF16, ZERO_OPTIM_LION, 0); test_end();
+    test_begin("resume_f32_lion_world2_stage1"); resume_bitwise(1, 2, ZERO_F32, ZERO_OPTIM_LION, 0); test_end();
+    TEST_RUN(optim_mismatch);
     test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
     test_begin("state_formats_bf16_world2_stage1"); state_formats(ZERO_STATE_BF16, 1, 2, ZERO_OFFLOAD_NONE); test_end();
@@ -1335,6 +1366,8 @@ int main(void) {
                 resume_offload(s, s == 2 ? 3 : 2, ZERO_BF16, ZERO_OPTIM_ADAMW, 0, (zero_offload_tier)t, ZERO_OFFLOAD_NONE);
                 test_end();
             }
+        test_begin("resume_offload_nvme_bf16_lion_world2_stage2");
+        resume_offload(2, 2, ZERO_BF16, ZERO_OPTIM_LION, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
         test_begin("resume_offload_nvme_f32_sgd_world2_stage0");
         resume_offload(0, 2, ZERO_F32, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
         test_begin("resume_offload_nvme_frozen_world3_stage2");
@@ -1360,6 +1393,7 @@ int main(void) {
     test_begin("reshard_stage3_world2_nvme_to_stage1_world3"); reshard_tier(3, 2, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage0_world1_to_stage2_world3_nvme"); reshard_tier(0, 1, ZERO_OFFLOAD_NONE, 2, 3, ZERO_OFFLOAD_NVME, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
+    test_begin("reshard_stage3_world3_to_stage1_world2_lion"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_LION); test_end();
     test_begin("reshard_stage3_world2_nvme_params_to_stage1_world3");
     reshard_params(3, 2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, ZERO_BF16,
                    ZERO_OPTIM_ADAMW);

@@ -1,7 +1,7 @@
 /* tests/test_cpuopt.c - the CPU optimizer kernels and the optimizer thread pool.
 
    Every kernel path this machine supports (scalar, AVX2+F16C, AVX-512F) is checked bit
-   for bit against the scalar ZERO_HD formulas (zero__adamw_elem / zero__sgd_elem with
+   for bit against the scalar ZERO_HD formulas (zero__adamw_elem / zero__sgd_elem / zero__lion_elem with
    zero__ld / zero__st, exactly what the optimizer ran before it had SIMD paths), for
    every (optimizer, grad dtype, param dtype) combination, over random data and edge
    cases: NaN, inf, subnormals, values at bf16/f16 rounding ties, f16 overflow, every
@@ -66,12 +66,14 @@ static void reference(const zero__optk *k, const void *g, void *p, float *w, flo
     for (i = lo; i < hi; i++) {
         float gg = zero__ld(g, i, k->adt) * k->gscale;
         if (k->opt == ZERO_OPTIM_SGD) zero__sgd_elem(&w[i], m ? &m[i] : NULL, gg, &k->sh, k->decay);
+        else if (k->opt == ZERO_OPTIM_LION) zero__lion_elem(&w[i], &m[i], gg, &k->ah, k->decay);
         else zero__adamw_elem(&w[i], &m[i], &v[i], gg, &k->ah, k->decay);
         if (k->pdt != ZERO_F32) zero__st(p, i, k->pdt, w[i]);
     }
 }
 
 static size_t esz(int dt) { return dt == ZERO_F32 ? 4 : 2; }
+static const char *oname(int opt) { return opt == ZERO_OPTIM_SGD ? "sgd" : opt == ZERO_OPTIM_LION ? "lion" : "adamw"; }
 
 /* Bitwise equal, except that a NaN may carry another NaN's payload: when two operands
    are NaN, x86 returns the first one's, and a compiler may swap the operands of a
@@ -147,21 +149,21 @@ static const int64_t lens[] = { 0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 100, 257,
 static void test_paths(int level) {
     int opt, adt, pdt, li, variant;
     char what[96];
-    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++)
+    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_LION; opt++)
         for (adt = ZERO_F32; adt <= ZERO_F16; adt++)
             for (pdt = ZERO_F32; pdt <= ZERO_F16; pdt++) {
                 int ok = 1;
-                test_begin("cpuopt_%s_%s_g%s_p%s", zero__simd_name[level], opt == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+                test_begin("cpuopt_%s_%s_g%s_p%s", zero__simd_name[level], oname(opt),
                            zero_dtype_str((zero_dtype)adt), zero_dtype_str((zero_dtype)pdt));
                 for (variant = 0; variant < (opt == ZERO_OPTIM_SGD ? 64 : 4) && ok; variant++) {
                     zero__optk k;
                     make_k(&k, opt, adt, pdt, variant);
-                    snprintf(what, sizeof what, "%s g%s p%s variant %d", opt == ZERO_OPTIM_SGD ? "sgd" : "adamw",
+                    snprintf(what, sizeof what, "%s g%s p%s variant %d", oname(opt),
                              zero_dtype_str((zero_dtype)adt), zero_dtype_str((zero_dtype)pdt), variant);
                     for (li = 0; li < (int)(sizeof lens / sizeof lens[0]) && ok; li++) {
                         int64_t n = lens[li];
-                        ok &= compare_once(level, &k, n, li % 4, 0, 0, 0, opt == ZERO_OPTIM_ADAMW || (variant & 1), what);
-                        ok &= compare_once(level, &k, n, 3 - li % 4, n / 3, 1, 0, opt == ZERO_OPTIM_ADAMW || !(variant & 1), what);
+                        ok &= compare_once(level, &k, n, li % 4, 0, 0, 0, opt != ZERO_OPTIM_SGD || (variant & 1), what);
+                        ok &= compare_once(level, &k, n, 3 - li % 4, n / 3, 1, 0, opt != ZERO_OPTIM_SGD || !(variant & 1), what);
                     }
                 }
                 if (ok && adt != ZERO_F32) {         /* every 16-bit gradient pattern */
@@ -209,7 +211,7 @@ static void test_narrowing(int level) {
 /* bf16 moments (ON OPTIMIZER STATES). The conversions: every bf16 pattern widened, and
    every upper half with a set of lower halves narrowed, as zero__ld / zero__st; then the
    fused pass with bf16 moments (zero__opt_call: pieces widened, updated, narrowed) on this
-   path against the scalar path, bit for bit: moments, master and params, AdamW and SGD
+   path against the scalar path, bit for bit: moments, master and params, AdamW, Lion and SGD
    with momentum, over lengths that cut the pieces and the vectors anywhere (a NaN's payload
    is free, as in compare_once: the data holds NaNs and infinities). */
 static void test_states(int level) {
@@ -232,9 +234,9 @@ static void test_states(int level) {
                     h[i], zero__f32_to_bf16(f[i]));
     test_end();
     free(f); free(h);
-    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++) {
+    for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_LION; opt++) {
         zero__sconv mine = zero__sconv_for(level, ZERO_BF16), ref = zero__sconv_for(ZERO__SIMD_SCALAR, ZERO_BF16);
-        test_begin("cpuopt_%s_states_bf16_%s", zero__simd_name[level], opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+        test_begin("cpuopt_%s_states_bf16_%s", zero__simd_name[level], oname(opt));
         for (li = 0; li < (int)(sizeof slens / sizeof slens[0]); li++) {
             int64_t len = slens[li];
             zero__optk k;
@@ -344,7 +346,7 @@ static void test_q8(int level) {
         int opt, st, r;
         int64_t st_at[3] = { 10, 300, 800 }, sn[3] = { 290, 400, 200 };
         test_begin("cpuopt_%s_q8_pass", zero__simd_name[level]);
-        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD && ok; opt++) {
+        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_LION && ok; opt++) {
             float *g = (float *)calloc(NST, 4), *w[2];
             char *m[2], *v[2];
             uint16_t *pp[2];
@@ -375,7 +377,7 @@ static void test_q8(int level) {
                 for (r = 0; r < 2; r++) zero__opt_part_q8(&j[r], 0, 1);
             ok &= CHECK(memcmp(w[0], w[1], NST * 4) == 0 && memcmp(pp[0], pp[1], NST * 2) == 0 &&
                         memcmp(m[0], m[1], NST + NST / ZERO__QB * 4) == 0 && memcmp(v[0], v[1], NST + NST / ZERO__QB * 4) == 0,
-                        "%s: the q8 pass differs from the scalar path's", opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+                        "%s: the q8 pass differs from the scalar path's", oname(opt));
             ok &= CHECK(((float *)(m[1] + NST))[4] == 0.0f && ((float *)(m[1] + NST))[0] > 0.0f,
                         "the padding block was touched, or block 0 was not");
             ok &= CHECK(w[1][5] == w[0][5] && w[1][5] == (float)((5 % 17) - 8) * 0.0625f && w[1][20] != (float)((20 % 17) - 8) * 0.0625f,
@@ -675,11 +677,11 @@ static void test_threads_and_paths(void) {
     double nr = 0, ng = 0;
     int di, opt, l, th;
     for (di = 0; di < 3; di++)
-        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_SGD; opt++) {
+        for (opt = ZERO_OPTIM_ADAMW; opt <= ZERO_OPTIM_LION; opt++) {
             zero_dtype adt = di == 0 ? ZERO_F32 : pd[di];
             int ok = 1;
             test_begin("cpuopt_e2e_p%s_g%s_%s", zero_dtype_str(pd[di]), zero_dtype_str(adt),
-                       opt == ZERO_OPTIM_SGD ? "sgd" : "adamw");
+                       oname(opt));
             ok &= CHECK(train(0, NULL, 1, ZERO__SIMD_SCALAR, pd[di], adt, (zero_optim_type)opt, ref, &nr) == ZERO_OK,
                         "scalar run: %s", zero_last_error(NULL));
             for (l = 0; l < ZERO__SIMD_NUM && ok; l++) {

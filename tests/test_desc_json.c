@@ -397,7 +397,7 @@ static void config_legacy_misc(void) {
     static const char *const want[] = {
         "train_batch_size=48: not honoured: the batch is your loop's: DeepSpeed's is micro-batch x "
         "gradient_accumulation_steps x world size",
-        "optimizer.type=\"Lamb\": not honoured: zero.h runs AdamW or SGD: optim is left at its default (AdamW, lr 1e-3)",
+        "optimizer.type=\"Lamb\": not honoured: zero.h runs AdamW, SGD or Lion: optim is left at its default (AdamW, lr 1e-3)",
         "optimizer.params={\"lr\":1e-3,\"weight_decay\":0.01,\"max_coeff\":0.3,\"...: not honoured: the params of an "
         "optimizer zero.h does not run",
         "gradient_allreduce_op=\"sum\": not honoured: zero.h averages the gradients over the ranks (\"mean\")",
@@ -509,6 +509,19 @@ static void map_torch_adam_and_sgd(void) {
           !strcmp(rep, "optimizer.params.nesterov=true: not honoured: torch.optim.SGD refuses Nesterov without momentum or "
                        "with dampening\n"), "SGD Nesterov without momentum:\n%s", rep);
     check_runs(&d);
+    /* Lion: DeepSpeed's defaults (FusedLion, DeepSpeedCPULion: lr 1e-3, betas 0.9, 0.999), not zero.h's own */
+    if (!CHECK(parse("{\"optimizer\": {\"type\": \"Lion\", \"params\": {\"weight_decay\": 0.1}}}", &d) == ZERO_OK, "%s", rep))
+        return;
+    CHECK(d.optim.type == ZERO_OPTIM_LION && d.optim.lr == 1e-3 && d.optim.beta1 == 0.9 && d.optim.beta2 == 0.999 &&
+          d.optim.weight_decay == 0.1 && lines == 0, "Lion: type %d lr %g betas %g %g wd %g, %d lines:\n%s", d.optim.type,
+          d.optim.lr, d.optim.beta1, d.optim.beta2, d.optim.weight_decay, lines, rep);
+    check_runs(&d);
+    if (!CHECK(parse("{\"optimizer\": {\"type\": \"lion\", \"params\": {\"lr\": 3e-4, \"betas\": [0.95, 0.98], "
+                     "\"eps\": 1e-8}}}", &d) == ZERO_OK, "%s", rep))
+        return;
+    CHECK(d.optim.type == ZERO_OPTIM_LION && d.optim.lr == 3e-4 && d.optim.beta1 == 0.95 && d.optim.beta2 == 0.98 &&
+          lines == 1 && strstr(rep, "optimizer.params.eps=1e-8: not honoured"), "Lion's params: lr %g betas %g %g, %d lines:\n%s",
+          d.optim.lr, d.optim.beta1, d.optim.beta2, lines, rep);
 }
 static void map_old_forms_and_nulls(void) {
     zero_desc d;

@@ -396,6 +396,7 @@ EMU_CASE(emu_bf16_world2, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0)
 EMU_CASE(emu_f16_world3, ZERO_F16, 3, 1, ZERO_OPTIM_ADAMW, 0)
 EMU_CASE(emu_bf16_world2_accum2, ZERO_BF16, 2, 2, ZERO_OPTIM_ADAMW, 0)
 EMU_CASE(emu_f32_world3_sgd, ZERO_F32, 3, 1, ZERO_OPTIM_SGD, 0)
+EMU_CASE(emu_bf16_world2_lion, ZERO_BF16, 2, 1, ZERO_OPTIM_LION, 0)
 EMU_CASE(emu_bf16_world2_tiled, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 1)
 EMU_CASE(emu_f32_world4_tiled, ZERO_F32, 4, 1, ZERO_OPTIM_ADAMW, 1)
 
@@ -579,6 +580,7 @@ static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 3, 2, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 4, 1, ZERO_OPTIM_SGD, 0);
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 2, 1, ZERO_OPTIM_LION, 0);
     vs_cpu_off(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);   /* ZeRO-Offload */
     vs_cpu_flat(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 2, 1, ZERO_OFFLOAD_NONE);
     vs_cpu_flat(ZERO_DEVICE_CUDA, ZERO_F32, 3, 1, 0, ZERO_OFFLOAD_HOST);
@@ -590,6 +592,7 @@ static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 3, 2, ZERO_OPTIM_SGD, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F16, 1, 1, ZERO_OPTIM_ADAMW, 1);
+    vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 3, 1, ZERO_OPTIM_LION, 0);
     vs_cpu_off(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0, ZERO_OFFLOAD_HOST);
     vs_sdt = ZERO_STATE_F32;
 }
@@ -637,6 +640,7 @@ int main(void) {
     TEST_RUN(helpers);
     TEST_RUN(emu_is_strict);
     TEST_RUN(emu_f32_world1);
+    TEST_RUN(emu_bf16_world2_lion);
     TEST_RUN(emu_bf16_world2);
     TEST_RUN(emu_f16_world3);
     TEST_RUN(emu_bf16_world2_accum2);

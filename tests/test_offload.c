@@ -266,7 +266,7 @@ static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt
     off = ref;
     test_begin("equiv_%s%s_stage%d_world%d_%s_%s_dirs%d%s%s%s", ot == ZERO_OFFLOAD_NVME ? "nvme" : "host",
                nvme_params ? "_params" : "", stage, world,
-               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
+               zero_dtype_str(dt), opt == ZERO_OPTIM_SGD ? "sgd" : opt == ZERO_OPTIM_LION ? "lion" : "adamw", ndirs, ot == ZERO_OFFLOAD_NVME ? "_" : "",
                ot == ZERO_OFFLOAD_NVME ? engine : "", equiv_sdt == ZERO_STATE_BF16 ? "_bf16_states" :
                                                     equiv_sdt == ZERO_STATE_Q8 ? "_q8_states" : "");
     off.opt_tier = ot;
@@ -898,6 +898,8 @@ int main(void) {
         equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
         equiv_case(3, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 3);
         equiv_case(1, 3, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2);
+        equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_LION, ZERO_OFFLOAD_NVME, 1);
+        equiv_case(3, 3, ZERO_F32, ZERO_OPTIM_LION, ZERO_OFFLOAD_NVME, 2);
         fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 1, 2);
         fault_case("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 1);
         fault_case("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 2, 2);
@@ -908,6 +910,7 @@ int main(void) {
             for (dt = 0; dt < 2; dt++)
                 equiv_case2(3, worlds[w], dt ? ZERO_BF16 : ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
         equiv_case2(3, 2, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 2, 1);
+        equiv_case2(3, 2, ZERO_BF16, ZERO_OPTIM_LION, ZERO_OFFLOAD_NVME, 1, 1);
         fault_case2("enospc", arm_enospc, ZERO_ERR_IO, "No space", 3, 2, 1);
         fault_case2("eio", arm_eio, ZERO_ERR_IO, "Input/output error", 3, 1, 1);
         fault_case2("corrupt", flip_byte, ZERO_ERR_CORRUPT, "checksum", 3, 1, 1);
@@ -930,6 +933,7 @@ int main(void) {
         equiv_case(0, 2, ZERO_F32, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1);
         equiv_case(2, 2, ZERO_BF16, ZERO_OPTIM_SGD, ZERO_OFFLOAD_NVME, 1);
         equiv_case2(3, 2, ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_NVME, 1, 1);
+        equiv_case(1, 3, ZERO_BF16, ZERO_OPTIM_LION, ZERO_OFFLOAD_NVME, 1);
         equiv_sdt = ZERO_STATE_F32;
     }
     TEST_RUN(test_params_corrupt);
@@ -948,7 +952,9 @@ int main(void) {
     equiv_sdt = ZERO_STATE_Q8;      /* q8 moments in host memory: sub-groups cut at q8 blocks */
     for (s = 0; s <= 3; s++) equiv_case(s, s == 3 ? 3 : 2, s == 1 ? ZERO_F32 : ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_OFFLOAD_HOST, 1);
     equiv_case(2, 2, ZERO_F32, ZERO_OPTIM_SGD, ZERO_OFFLOAD_HOST, 1);
+    equiv_case(3, 2, ZERO_BF16, ZERO_OPTIM_LION, ZERO_OFFLOAD_HOST, 1);
     equiv_sdt = ZERO_STATE_F32;
+    equiv_case(1, 2, ZERO_BF16, ZERO_OPTIM_LION, ZERO_OFFLOAD_HOST, 1);
     TEST_RUN(test_host_cap);
     TEST_RUN(test_bad_options);
     TEST_RUN(test_ckpt_resume);

@@ -1,4 +1,5 @@
-/* test_optim_ref.c - zero.h's fp32 AdamW and SGD against PyTorch trajectories.
+/* test_optim_ref.c - zero.h's fp32 AdamW and SGD against PyTorch trajectories; Lion against
+   a float64 replay.
 
    tests/data/optim_reference.txt (format: tests/data/README.md) holds trajectories
    from torch.optim.AdamW / torch.optim.SGD. Every case is replayed through the whole
@@ -11,6 +12,9 @@
    replayed at stages 0 and 3 and at stage 3 over 3 ranks, against bf16_ref: a float64
    replay of the same algorithm, moments rounded to bf16 after each step; with q8 moments
    (ZERO_STATE_Q8) the same cases against q8_ref, the quantized algorithm in float64.
+   Lion (ZERO_OPTIM_LION) is not in torch.optim: each AdamW case's p0 and gradients are
+   replayed with Lion (its lr, beta1 and weight_decay, beta2 0.99) against lion_ref, the
+   authors' update in float64, with fp32, bf16 and q8 moments, the same stages and worlds.
 
    The data file is looked up as $ZERO_TESTDATA (a directory or the file itself),
    tests/data/optim_reference.txt (cwd = repo root), ../tests/data/optim_reference.txt. */
@@ -30,7 +34,8 @@
 
 typedef struct ref_case {
     int line;                       /* of the "case" line, for messages */
-    int is_sgd;
+    int is_sgd, is_lion;
+    int borrowed;                   /* a Lion copy of an AdamW case: p0 and g are the case's */
     int steps, n;
     float lr, beta1, beta2, eps, weight_decay;      /* AdamW */
     float momentum, dampening;                      /* SGD (+ lr, weight_decay) */
@@ -49,6 +54,7 @@ static ref_file R;
 
 static void ref_free(void) {
     for (int c = 0; c < R.num_cases; c++) {
+        if (R.cases[c].borrowed) continue;
         free(R.cases[c].p0);
         free(R.cases[c].p);
         for (int k = 0; k < MAX_STEPS; k++) free(R.cases[c].g[k]);
@@ -220,6 +226,15 @@ static int ref_load(char *err, size_t errsz) {
             ok = 0;
         }
     }
+    for (int i = 0, n = R.num_cases; ok && i < n && R.num_cases < MAX_CASES; i++) {
+        ref_case *lc;
+        if (R.cases[i].is_sgd) continue;
+        lc = &R.cases[R.num_cases++];
+        *lc = R.cases[i];
+        lc->is_lion = lc->borrowed = 1;
+        lc->beta2 = 0.99f;
+        lc->p = NULL;               /* lion_ref computes it */
+    }
     return ok;
 }
 
@@ -349,10 +364,33 @@ static void q8_ref(const ref_case *c, double *p, double *walk) {
     free(v);
 }
 
+/* ---- Lion against a float64 replay of its update -----------------------------------
+   p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g, with the moment
+   stored as the replay's format says (lion_fmt: 0 f64, 1 rounded to bf16, 2 q8 blocks). */
+static int lion_fmt;
+static void lion_ref(const ref_case *c, double *p, double *walk) {
+    double *m = (double *)calloc((size_t)c->n, sizeof(double));
+    int i, k, b;
+    if (!m) return;
+    for (i = 0; i < c->n; i++) { p[i] = c->p0[i]; walk[i] = 0; }
+    for (k = 0; k < c->steps; k++) {
+        for (i = 0; i < c->n; i++) {
+            double g = c->g[k][i], old = p[i], cc = m[i] * c->beta1 + (1.0 - c->beta1) * g;
+            p[i] = p[i] * (1.0 - (double)c->lr * c->weight_decay) - (double)c->lr * (cc > 0 ? 1 : cc < 0 ? -1 : 0);
+            m[i] = m[i] * c->beta2 + (1.0 - c->beta2) * g;
+            if (lion_fmt == 1) m[i] = bf16_round(m[i]);
+            walk[i] += fabs(p[i] - old);
+        }
+        for (b = 0; lion_fmt == 2 && b < c->n; b += Q8B) q8_code(m + b, c->n - b < Q8B ? c->n - b : Q8B, 0);
+    }
+    free(m);
+}
+
 /* ---- replaying through zero.h -------------------------------------------------------- */
 static zero_state_dtype g_sdt;      /* the moments' format of the replays (main sets it) */
 static double g_bf16_worst;         /* bf16 replays: the largest err / bound seen */
 static double g_q8_worst;           /* q8 replays: the same */
+static double g_lion_worst[3];      /* Lion replays, by moment format: the same */
 static void fill_desc(zero_desc *d, const ref_case *c, int stage, zero_comm *comm) {
     memset(d, 0, sizeof *d);
     d->optim.state_dtype = g_sdt;
@@ -360,7 +398,13 @@ static void fill_desc(zero_desc *d, const ref_case *c, int stage, zero_comm *com
     d->stage = stage;
     d->param_dtype = ZERO_F32;
     d->timeout_ms = 20000;
-    if (c->is_sgd) {
+    if (c->is_lion) {
+        d->optim.type = ZERO_OPTIM_LION;
+        d->optim.lr = c->lr;
+        d->optim.beta1 = c->beta1;
+        d->optim.beta2 = c->beta2;
+        d->optim.weight_decay = c->weight_decay;
+    } else if (c->is_sgd) {
         d->optim.type = ZERO_OPTIM_SGD;
         d->optim.lr = c->lr;
         d->optim.momentum = c->momentum;
@@ -460,7 +504,16 @@ static zero_result replay(const ref_case *c, int stage, zero_comm *comm, int ran
     RCHECK(out != NULL, "out of memory");
     r = zero_gather_params_f32(z, out);
     RCHECK(r == ZERO_OK, "rank %d: zero_gather_params_f32: %s: %s", rank, zero_result_str(r), zero_last_error(z));
-    if (g_sdt == ZERO_STATE_BF16) {
+    if (c->is_lion) {
+        /* the bound: the fp32 one plus 2^-20 of the element's walk (steps of about lr each:
+           the fp32 roundings of p * (1 - lr*wd) and of p - lr, a few ulps of p a step); the
+           sign is the same in both replays unless b1*m + (1-b1)*g falls within rounding of
+           0, which these data never do. Measured: see the line main prints. */
+        lion_fmt = g_sdt == ZERO_STATE_BF16 ? 1 : g_sdt == ZERO_STATE_Q8 ? 2 : 0;
+        if (!states_match(c, out, rank, lion_ref, 1048576.0, g_sdt == ZERO_STATE_BF16 ? "bf16" : g_sdt == ZERO_STATE_Q8 ?
+                          "q8" : "f32", &g_lion_worst[lion_fmt]))
+            r = ZERO_ERR_STATE;
+    } else if (g_sdt == ZERO_STATE_BF16) {
         /* the bound: the fp32 one (params_match's 1e-6 of the element's magnitude) plus 2^-11
            of the element's walk. The fused pass's fp32 moments can round to the bf16 next to
            the float64 replay's (a relative 2^-8 of m, 2^-9 of v) where the two straddle a
@@ -503,6 +556,7 @@ static zero_result replay_rank(zero_comm *comm, int rank, void *user) {
 }
 
 static const char *kind_name(const ref_case *c) {
+    if (c->is_lion) return "lion";
     if (!c->is_sgd) return "adamw";
     return c->nesterov ? "sgd_nesterov" : "sgd";
 }
@@ -560,6 +614,8 @@ int main(void) {
         }
         printf("%s moments: the worst element is at %.3g of its bound\n", fn, f ? g_q8_worst : g_bf16_worst);
     }
+    printf("Lion, f32 / bf16 / q8 moment: the worst element is at %.3g / %.3g / %.3g of its bound\n", g_lion_worst[0],
+           g_lion_worst[1], g_lion_worst[2]);
     ref_free();
     return test_summary();
 }

@@ -19,7 +19,7 @@
 
    Bitwise (the same bits, or both NaN: the GPU does not keep NaN payloads):
      zero__k_opt       vs zero__opt_kernel(scalar) per chunk. For every variant (AdamW, SGD
-                       without momentum, with momentum first step and later, Nesterov) and
+                       without momentum, with momentum first step and later, Nesterov; Lion) and
                        every (grad dtype, param dtype), with an fp32 master and (f32 params)
                        without one: a chunk table with each chunk length 0, 1, 3, 4, 5, 31,
                        32, 33, 255, 256, 257, 1028, 2052, 16383, 16384 twice, once at indices
@@ -179,8 +179,8 @@ static int64_t compare_bytes(const char *what, const void *want, const void *got
 }
 
 /* ---- the fused optimizer ---- */
-enum { V_ADAMW, V_SGD_PLAIN, V_SGD_MOM_FIRST, V_SGD_MOM, V_SGD_NESTEROV, V_NUM };
-static const char *variant_name[V_NUM] = { "adamw", "sgd", "sgd_mom_first", "sgd_mom", "sgd_nesterov" };
+enum { V_ADAMW, V_SGD_PLAIN, V_SGD_MOM_FIRST, V_SGD_MOM, V_SGD_NESTEROV, V_LION, V_NUM };
+static const char *variant_name[V_NUM] = { "adamw", "sgd", "sgd_mom_first", "sgd_mom", "sgd_nesterov", "lion" };
 /* zero__k_opt's arrays: bit i of a case's `mis` puts that array one element off */
 enum { IN_G, IN_W, IN_M, IN_V, IN_P, IN_NUM };
 static const char *in_name[IN_NUM] = { "grads", "master", "m", "v", "params" };
@@ -189,7 +189,7 @@ static void make_optk(zero__optk *k, int variant, int adt, int pdt) {
     double lr = 1e-3, wd = 0.1, b1 = 0.9, b2 = 0.999, step = 7;
     double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
     memset(k, 0, sizeof *k);
-    k->opt = variant == V_ADAMW ? ZERO_OPTIM_ADAMW : ZERO_OPTIM_SGD;
+    k->opt = variant == V_ADAMW ? ZERO_OPTIM_ADAMW : variant == V_LION ? ZERO_OPTIM_LION : ZERO_OPTIM_SGD;
     k->adt = adt;
     k->pdt = pdt;
     k->decay = 0;                        /* ignored by zero__k_opt: the chunks say */
@@ -369,7 +369,7 @@ static void test_opt(void) {
                 opt_case(variant, adt, pdt, 1, 0, &tp, "heads");
                 if (pdt == ZERO_F32) opt_case(variant, adt, pdt, 0, 0, &tp, "heads");
                 /* each array alone one element off: the variants differ in the arrays they use */
-                if (variant == V_ADAMW || variant == V_SGD_PLAIN || variant == V_SGD_MOM) {
+                if (variant == V_ADAMW || variant == V_SGD_PLAIN || variant == V_SGD_MOM || variant == V_LION) {
                     for (mis_off = 1; mis_off <= 2; mis_off++)
                     for (in = 0; in < IN_NUM; in++) {
                         if ((in == IN_M && variant == V_SGD_PLAIN) || (in == IN_V && variant != V_ADAMW)) continue;
@@ -497,6 +497,7 @@ static void opt_q8_case(int variant, int adt, int pdt) {
                 int l = (int)(ch[c].state_idx - b * ZERO__QB + i);
                 float gg = zero__ld(g, ch[c].grad_idx + i, adt) * k.gscale, *ww = &wr[ch[c].state_idx + i];
                 if (variant == V_ADAMW) zero__adamw_elem(ww, &mv[0][l], &mv[1][l], gg, &k.ah, ch[c].decay);
+                else if (variant == V_LION) zero__lion_elem(ww, &mv[0][l], gg, &k.ah, ch[c].decay);
                 else zero__sgd_elem(ww, nk ? &mv[0][l] : NULL, gg, &k.sh, ch[c].decay);
                 if (pdt != ZERO_F32) zero__st(pr, ch[c].param_idx + i, pdt, *ww);
             }
@@ -574,6 +575,12 @@ static void test_opt_refuses(void) {
     k.pdt = ZERO_BF16;
     CHECK(zero__k_opt(&k, (const zero__kchunk *)&x, 1, &x, &x, NULL, &x, &x, NULL) == (int)cudaErrorInvalidValue,
           "bf16 params without a master must be refused");
+    make_optk(&k, V_LION, ZERO_F32, ZERO_F32);
+    CHECK(zero__k_opt(&k, (const zero__kchunk *)&x, 1, &x, &x, &x, NULL, NULL, NULL) == (int)cudaErrorInvalidValue,
+          "Lion without m must be refused");
+    k.opt = ZERO_OPTIM_NUM;
+    CHECK(zero__k_opt(&k, (const zero__kchunk *)&x, 1, &x, &x, &x, &x, &x, NULL) == (int)cudaErrorInvalidValue,
+          "an unknown optimizer must be refused");
 }
 
 /* ---- sum of squares ---- */
