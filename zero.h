@@ -2206,9 +2206,10 @@ typedef struct zero__kchunk { int64_t grad_idx, state_idx, param_idx; int32_t n,
    exactly zero__opt_scalar_t: g = grad_base[c.grad_idx + i] (k->adt) * k->gscale; w = master ?
    master[c.state_idx + i] : ((float *)param_base)[c.param_idx + i]; m = opt_m + c.state_idx (NULL:
    SGD without momentum), v = opt_v + c.state_idx, of dtype k->sdt (bf16: widened, updated in
-   fp32 and narrowed to nearest even, as zero__opt_call); AdamW or SGD with decay = c.decay
+   fp32 and narrowed to nearest even, as zero__opt_call); AdamW, SGD or Lion with decay = c.decay
    (k->decay is ignored); if k->pdt != ZERO_F32 the new w narrowed into param_base[c.param_idx +
-   i]. k is a host pointer, read at the call. AdamW needs opt_m and opt_v; pdt != f32 needs master. */
+   i]. k is a host pointer, read at the call. AdamW needs opt_m and opt_v, Lion opt_m; pdt != f32
+   needs master. */
 int zero__k_opt(const zero__optk *k, const zero__kchunk *chunks, int64_t nchunks, const void *grad_base,
                 void *param_base, float *master, void *opt_m, void *opt_v, void *stream);
 /* The same pass with q8 moments (ON OPTIMIZER STATES), bitwise zero__opt_part_q8: opt_m and

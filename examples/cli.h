@@ -127,6 +127,20 @@ static inline zero_state_dtype parse_state_dtype(const char *opt, const char *v)
     return ZERO_STATE_F32;   // (not reached)
 }
 
+static inline const char *optim_name(zero_optim_type t) {
+    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : "adamw";
+}
+
+// --optim: adamw, lion or sgd (muon is named, to say it is not there yet)
+static inline zero_optim_type parse_optim(const char *opt, const char *v) {
+    if (!strcmp(v, "adamw")) return ZERO_OPTIM_ADAMW;
+    if (!strcmp(v, "lion")) return ZERO_OPTIM_LION;
+    if (!strcmp(v, "sgd")) return ZERO_OPTIM_SGD;
+    if (!strcmp(v, "muon")) bad_arg("muon: zero.h has no Muon yet; expects adamw, lion or sgd", opt, v);
+    bad_arg("expects adamw, lion or sgd", opt, v);
+    return ZERO_OPTIM_ADAMW;   // (not reached)
+}
+
 // --offload-optimizer, --offload-params: none, cpu (host memory) or nvme
 static inline zero_offload_tier parse_offload(const char *opt, const char *v) {
     if (!strcmp(v, "none")) return ZERO_OFFLOAD_NONE;

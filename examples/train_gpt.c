@@ -75,7 +75,8 @@ typedef struct {
     int untie;                   // the output layer has weights of its own (a tiled linear)
     int flat_layout;             // --flat-layout: desc.flat_layout (stages 0-2; the same bits)
     zero_dtype dtype;
-    float lr;
+    zero_optim_type optim;       // --optim: adamw (default), lion or sgd
+    float lr;                    // --lr; 0: the optimizer's default (adamw 3e-3, lion 1e-3, sgd 0.1)
     uint64_t seed;
     const char *data, *plot, *trace;
     zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
@@ -998,8 +999,10 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     if (c->deepspeed) {
         d = c->ds;                  // the config's optimizer, clipping, loss scaling, buckets, prefetch...
     } else {
+        d.optim.type = c->optim;
         d.optim.lr = c->lr;
         d.optim.weight_decay = 0.0;
+        if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9;
         d.clip_norm = 1.0f;
         d.qwz = c->qwz;
         d.qgz = c->qgz;
@@ -1176,14 +1179,15 @@ static void usage(FILE *f) {
         "  --seq T            sequence length in bytes (default 64)\n"
         "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32,\n"
         "                     rounded up to one)\n"
-        "  --lr LR            AdamW learning rate (default 3e-3)\n"
+        "  --optim O          adamw, lion or sgd (with momentum 0.9) (default adamw; muon: not yet)\n"
+        "  --lr LR            learning rate (default: adamw 3e-3, lion 1e-3, sgd 0.1)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
         "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
         "                     (default gpt_trace.json)\n"
         "  --untie            give the output layer its own weights (default: tied to the token embedding)\n"
         "  --quiet            print only the final line\n"
-        "  --optim-state-dtype T  f32, bf16 or q8: the AdamW moments' format (default f32; ON OPTIMIZER STATES)\n"
+        "  --optim-state-dtype T  f32, bf16 or q8: the optimizer moments' format (default f32; ON OPTIMIZER STATES)\n"
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
         "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
         "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n"
@@ -1271,7 +1275,7 @@ int main(int argc, char **argv) {
     static shared_state sh;
     config *c = &sh.cfg;
     c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 4; c->dim = 48; c->heads = 4;
-    c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->lr = 3e-3f; c->seed = 1;
+    c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->optim = ZERO_OPTIM_ADAMW; c->seed = 1;
     c->plot = "gpt.svg"; c->trace = "gpt_trace.json"; c->skip_step = -1;
 
     for (int i = 1; i < argc; i++) {
@@ -1286,6 +1290,7 @@ int main(int argc, char **argv) {
         const char *v = option_value(argc, argv, &i);
         if (!strcmp(o, "--offload-optimizer")) c->offload_optimizer = parse_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) c->state_dtype = parse_state_dtype(o, v);
+        else if (!strcmp(o, "--optim")) c->optim = parse_optim(o, v);
         else if (!strcmp(o, "--offload-params")) c->offload_params = parse_offload(o, v);
         else if (!strcmp(o, "--offload-activations")) {
             c->offload_acts = parse_act_offload(o, v);
@@ -1330,6 +1335,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (c->deepspeed && !read_deepspeed(c)) return 2;
+    if (c->lr == 0.0f) c->lr = c->optim == ZERO_OPTIM_LION ? 1e-3f : c->optim == ZERO_OPTIM_SGD ? 0.1f : 3e-3f;
     if (c->ckpt_every && !c->save_ckpt) {
         fprintf(stderr, "train_gpt: --ckpt-every needs --save-ckpt DIR\n");
         return 2;
@@ -1382,8 +1388,9 @@ int main(int argc, char **argv) {
     if (!sh.losses) { fprintf(stderr, "train_gpt: out of memory\n"); free(text); return 1; }
     if (!c->quiet)
         printf("train_gpt: %s (%lld bytes), stage %d, %d ranks, %s, %d layers, dim %d, %d heads, seq %d, batch %d, "
-               "%d steps, lr %g\n", used, (long long)sh.text_len, c->stage, c->ranks, dtype_name(c->dtype), c->layers,
-               c->dim, c->heads, c->seq, c->batch, c->steps, (double)c->lr);
+               "%d steps, %s, lr %g\n", used, (long long)sh.text_len, c->stage, c->ranks, dtype_name(c->dtype), c->layers,
+               c->dim, c->heads, c->seq, c->batch, c->steps, optim_name(c->deepspeed ? c->ds.optim.type : c->optim),
+               c->deepspeed ? (c->ds.optim.lr ? c->ds.optim.lr : 1e-3) : (double)c->lr);
 
     // the local group: ranks as threads, in nodes of --ranks-per-node, over modelled links if asked
     zero_group *g = NULL;

@@ -491,7 +491,7 @@ static zero_result train(trainer *t) {
                "ms_per_step=%.1f fetch_wait_ms=%.1f bytes_within=%lld bytes_across=%lld\n",
                loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z),
                fetches ? (double)st.prefetch_hits / (double)fetches : 0.0, (long long)st.peak_gathered_bytes,
-               c->stage, c->ranks, dtype_name(c->dtype), c->optim == ZERO_OPTIM_SGD ? "sgd" : "adamw", c->accum,
+               c->stage, c->ranks, dtype_name(c->dtype), optim_name(c->optim), c->accum,
                c->batch, c->steps, skipped, ms, st.fetch_wait_ms, (long long)st.comm_bytes_within,
                (long long)st.comm_bytes_across);
         fflush(stdout);
@@ -653,7 +653,7 @@ static void usage(FILE *f) {
         "                     rounded up to one)\n"
         "  --hidden H         hidden width (default 576)\n"
         "  --layers L         Linear layers, L >= 1 (default 5: 64 -> H -> H -> H -> H -> 32)\n"
-        "  --optim O          adamw or sgd (sgd: momentum 0.9) (default adamw)\n"
+        "  --optim O          adamw, lion or sgd (sgd: momentum 0.9) (default adamw)\n"
         "  --device D         cpu: the f32 loops of this file (default); cuda: the GPU (a CUDA build,\n"
         "                     make CUDA=1: build/cuda/train_mlp), activations in device memory, each\n"
         "                     layer a one-tile zero_tiled_linear (cuBLAS), zero.h's GELU/loss kernels;\n"
@@ -672,7 +672,7 @@ static void usage(FILE *f) {
         "  --quant-block B    elements per quantization block (default 256)\n"
         "  --link-gbps G      local comm: a modelled link of G GB/s within a node (default none)\n"
         "  --cross-gbps G     local comm: a modelled link of G GB/s across nodes (default: --link-gbps)\n"
-        "  --lr LR            learning rate (default 1e-3 adamw, 2e-2 sgd)\n"
+        "  --lr LR            learning rate (default 1e-3 adamw, 1e-4 lion, 2e-2 sgd)\n"
         "  --wd WD            weight decay on weights, not biases (default 0)\n"
         "  --clip C           global gradient-norm clip, 0 = off (default 0)\n"
         "  --seed S           seed for data, teacher and init (default 1)\n"
@@ -736,9 +736,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--nvme-dir")) {
             c->nvme_dir = v;
         } else if (!strcmp(o, "--optim")) {
-            if (!strcmp(v, "adamw")) c->optim = ZERO_OPTIM_ADAMW;
-            else if (!strcmp(v, "sgd")) c->optim = ZERO_OPTIM_SGD;
-            else bad_arg("expects adamw or sgd", o, v);
+            c->optim = parse_optim(o, v);
         } else if (!strcmp(o, "--device")) {
             if (!strcmp(v, "cpu")) c->device = ZERO_DEVICE_CPU;
             else if (!strcmp(v, "cuda")) c->device = ZERO_DEVICE_CUDA;
@@ -796,7 +794,7 @@ int main(int argc, char **argv) {
         zero_comm_destroy(comm);
         return 2;
     }
-    if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : 1e-3f;
+    if (c->lr < 0.0f) c->lr = c->optim == ZERO_OPTIM_SGD ? 2e-2f : c->optim == ZERO_OPTIM_LION ? 1e-4f : 1e-3f;
     if (!c->nvme_dir) c->nvme_dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 
     teacher_init(&sh.teach, c->seed);

@@ -40,18 +40,20 @@ print after the other lines. The nodes are --hpz's N ranks, else one node of all
 #define ZERO_IMPLEMENTATION
 #include "../zero.h"  // defines: zero_estimate, zero_plan, zero_desc, zero_last_error, ZERO__MAX_RANKS
 #define CLI_PROG "zero_estimate"
-#include "cli.h"     // defines: bad_arg, option_value, is_decimal, parse_act_offload, parse_state_dtype
+#include "cli.h"     // defines: bad_arg, option_value, is_decimal, parse_act_offload, parse_state_dtype, parse_optim
 
 static void usage(FILE *f) {
     fprintf(f,
         "usage: zero_estimate --params P --ranks N --stage S [--dtype bf16|f16|f32] [--align A] [--modules M]\n"
-        "                     [--optim-state-dtype f32|bf16|q8] [--qwz] [--qgz] [--qgz-bits 4|8] [--hpz N]\n"
+        "                     [--optim adamw|lion|sgd] [--optim-state-dtype f32|bf16|q8] [--qwz] [--qgz]\n"
+        "                     [--qgz-bits 4|8] [--hpz N]\n"
         "                     [--quant-block B]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
-        "  --dtype T     parameter (and gradient) dtype (default bf16); AdamW's master is fp32\n"
-        "  --optim-state-dtype T  AdamW's moments: f32 (default), bf16 or q8 (8-bit blocks)\n"
+        "  --dtype T     parameter (and gradient) dtype (default bf16); the optimizer's master is fp32\n"
+        "  --optim O     adamw (default: two moments), lion (one) or sgd (with momentum 0.9: one)\n"
+        "  --optim-state-dtype T  the moments' format: f32 (default), bf16 or q8 (8-bit blocks)\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
         "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
         "                of a multiple of N*A elements, the last one the rest; stage 2-3 buffers\n"
@@ -92,6 +94,7 @@ int main(int argc, char **argv) {
     int64_t acts = 0, act_bytes = 0, act_live = 0;
     zero_offload_tier act_tier = ZERO_OFFLOAD_NONE;
     zero_state_dtype state_dtype = ZERO_STATE_DEFAULT;
+    zero_optim_type optim = ZERO_OPTIM_ADAMW;
     zero_dtype dtype = ZERO_BF16;
     int qwz = 0, qgz = 0, hpz = 0, quant_block = 0;     // ZeRO++ (desc.qwz, .qgz bits, .hpz, .quant_block)
     for (int i = 1; i < argc; i++) {
@@ -118,6 +121,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) state_dtype = parse_state_dtype(o, v);
+        else if (!strcmp(o, "--optim")) optim = parse_optim(o, v);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
@@ -158,6 +162,8 @@ int main(int argc, char **argv) {
     d.stage = (int)stage;
     d.param_dtype = dtype;
     d.align_elems = align;
+    d.optim.type = optim;
+    if (optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9;
     d.optim.state_dtype = state_dtype;
     d.offload_activations = act_tier;
     d.act_live_bytes = act_live;
