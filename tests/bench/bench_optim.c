@@ -9,7 +9,8 @@
    roofline for this access pattern; the last line is ratio=<ours/roofline>. It also
    times the gradient norm's blocked sum of squares (zero__sumsq_slice) on the shard.
 
-       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16|q8]
+       build/bench_optim [--n ELEMENTS] [--threads T] [--reps R] [--optim adamw|lion]
+                         [--optim-state-dtype f32|bf16|q8]
        defaults: 64M elements (about 1.9 GB), all online CPUs, 11 repetitions, best
        taken (a shared or virtual machine is noisy: compare the best, run it twice)
        ZERO_SIMD=scalar|avx2|avx512 caps the kernel path, as in the library.
@@ -17,7 +18,9 @@
    and the roofline streams m and v as bf16 too (widened, and narrowed to nearest even as
    the library does: its own bytes, not the fp32 pass's). q8: a byte for each of m and v
    and a 4-byte scale per 256 elements, about 16.06 bytes an element; the roofline reads and
-   writes the codes (an add of 1) and touches each scale once. */
+   writes the codes (an add of 1) and touches each scale once. --optim lion: Lion's pass, one
+   moment (ON THE OPTIMIZER): 20 bytes an element with fp32 moments, and the roofline streams
+   m alone. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE
 #define ZERO_IMPLEMENTATION
@@ -48,11 +51,11 @@ static void roof_scalar(const roof_job *j, int64_t lo, int64_t hi) {
         j->w[i] = w;
         if (j->sdt == ZERO__SDT_Q8) {
             ((uint8_t *)j->m)[i]++;
-            ((uint8_t *)j->v)[i]++;
-            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+            if (j->v) ((uint8_t *)j->v)[i]++;
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); if (j->v) roof_scale(j->v, j->nst, i); }
         } else {
             zero__st(j->m, i, j->sdt, zero__ld(j->m, i, j->sdt) + g);
-            zero__st(j->v, i, j->sdt, zero__ld(j->v, i, j->sdt) + g);
+            if (j->v) zero__st(j->v, i, j->sdt, zero__ld(j->v, i, j->sdt) + g);
         }
         j->p[i] = (uint16_t)(zero__f32_bits(w) >> 16);
     }
@@ -62,23 +65,23 @@ ZERO__AVX512_ATTR static void roof_avx512(const roof_job *j, int64_t lo, int64_t
     int64_t i = lo;
     for (; i + 16 <= hi; i += 16) {
         __m512 g;
-        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); ZERO__PREFETCH(j->v, i, 4);
+        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); if (j->v) ZERO__PREFETCH(j->v, i, 4);
         ZERO__PREFETCH(j->g, i, 2); ZERO__PREFETCH(j->p, i, 2);
         g = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(j->g + i))), 16));
         __m512 w = _mm512_add_ps(_mm512_loadu_ps(j->w + i), g);
         _mm512_storeu_ps(j->w + i, w);
         if (j->sdt == ZERO__SDT_Q8) {
             const __m128i one = _mm_set1_epi8(1);
-            uint8_t *m = (uint8_t *)j->m + i, *v = (uint8_t *)j->v + i;
+            uint8_t *m = (uint8_t *)j->m + i, *v = j->v ? (uint8_t *)j->v + i : NULL;
             _mm_storeu_si128((__m128i *)m, _mm_add_epi8(_mm_loadu_si128((const __m128i *)m), one));
-            _mm_storeu_si128((__m128i *)v, _mm_add_epi8(_mm_loadu_si128((const __m128i *)v), one));
-            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+            if (j->v) _mm_storeu_si128((__m128i *)v, _mm_add_epi8(_mm_loadu_si128((const __m128i *)v), one));
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); if (j->v) roof_scale(j->v, j->nst, i); }
         } else if (j->sdt == ZERO_F32) {
             _mm512_storeu_ps((float *)j->m + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->m + i), g));
-            _mm512_storeu_ps((float *)j->v + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->v + i), g));
+            if (j->v) _mm512_storeu_ps((float *)j->v + i, _mm512_add_ps(_mm512_loadu_ps((float *)j->v + i), g));
         } else {
             zero__avx512_st(j->m, i, j->sdt, _mm512_add_ps(zero__avx512_ld(j->m, i, j->sdt), g));
-            zero__avx512_st(j->v, i, j->sdt, _mm512_add_ps(zero__avx512_ld(j->v, i, j->sdt), g));
+            if (j->v) zero__avx512_st(j->v, i, j->sdt, _mm512_add_ps(zero__avx512_ld(j->v, i, j->sdt), g));
         }
         _mm256_storeu_si256((__m256i *)(j->p + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(w), 16)));
     }
@@ -88,7 +91,7 @@ ZERO__AVX2_ATTR static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi)
     int64_t i = lo;
     for (; i + 8 <= hi; i += 8) {
         __m256 g;
-        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); ZERO__PREFETCH(j->v, i, 4);
+        ZERO__PREFETCH(j->w, i, 4); ZERO__PREFETCH(j->m, i, 4); if (j->v) ZERO__PREFETCH(j->v, i, 4);
         ZERO__PREFETCH(j->g, i, 2); ZERO__PREFETCH(j->p, i, 2);
         g = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(j->g + i))), 16));
         __m256 w = _mm256_add_ps(_mm256_loadu_ps(j->w + i), g);
@@ -96,16 +99,16 @@ ZERO__AVX2_ATTR static void roof_avx2(const roof_job *j, int64_t lo, int64_t hi)
         _mm256_storeu_ps(j->w + i, w);
         if (j->sdt == ZERO__SDT_Q8) {
             const __m128i one = _mm_set1_epi8(1);
-            uint8_t *m = (uint8_t *)j->m + i, *v = (uint8_t *)j->v + i;
+            uint8_t *m = (uint8_t *)j->m + i, *v = j->v ? (uint8_t *)j->v + i : NULL;
             _mm_storel_epi64((__m128i *)m, _mm_add_epi8(_mm_loadl_epi64((const __m128i *)m), one));
-            _mm_storel_epi64((__m128i *)v, _mm_add_epi8(_mm_loadl_epi64((const __m128i *)v), one));
-            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); roof_scale(j->v, j->nst, i); }
+            if (j->v) _mm_storel_epi64((__m128i *)v, _mm_add_epi8(_mm_loadl_epi64((const __m128i *)v), one));
+            if (i % ZERO__QB == 0) { roof_scale(j->m, j->nst, i); if (j->v) roof_scale(j->v, j->nst, i); }
         } else if (j->sdt == ZERO_F32) {
             _mm256_storeu_ps((float *)j->m + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->m + i), g));
-            _mm256_storeu_ps((float *)j->v + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->v + i), g));
+            if (j->v) _mm256_storeu_ps((float *)j->v + i, _mm256_add_ps(_mm256_loadu_ps((float *)j->v + i), g));
         } else {
             zero__avx2_st(j->m, i, j->sdt, _mm256_add_ps(zero__avx2_ld(j->m, i, j->sdt), g));
-            zero__avx2_st(j->v, i, j->sdt, _mm256_add_ps(zero__avx2_ld(j->v, i, j->sdt), g));
+            if (j->v) zero__avx2_st(j->v, i, j->sdt, _mm256_add_ps(zero__avx2_ld(j->v, i, j->sdt), g));
         }
         _mm_storeu_si128((__m128i *)(j->p + i), _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
     }
@@ -130,7 +133,7 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t n = (int64_t)64 << 20, i;
-    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 11, a, r;
+    int threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 11, a, r, lion = 0;
     zero_state_dtype sdt = ZERO_STATE_F32;
     double t_ours[64], t_roof[64], t_norm[64], bytes, best_o, best_r;
     zero_desc d;
@@ -145,6 +148,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[a], "--n") && a + 1 < argc) n = strtoll(argv[++a], NULL, 10);
         else if (!strcmp(argv[a], "--threads") && a + 1 < argc) threads = atoi(argv[++a]);
         else if (!strcmp(argv[a], "--reps") && a + 1 < argc) reps = atoi(argv[++a]);
+        else if (!strcmp(argv[a], "--optim") && a + 1 < argc && (!strcmp(argv[a + 1], "adamw") || !strcmp(argv[a + 1], "lion")))
+            lion = !strcmp(argv[++a], "lion");
         else if (!strcmp(argv[a], "--optim-state-dtype") && a + 1 < argc && (!strcmp(argv[a + 1], "f32") ||
                                                                              !strcmp(argv[a + 1], "bf16") ||
                                                                              !strcmp(argv[a + 1], "q8"))) {
@@ -152,7 +157,8 @@ int main(int argc, char **argv) {
             sdt = !strcmp(argv[a], "bf16") ? ZERO_STATE_BF16 : !strcmp(argv[a], "q8") ? ZERO_STATE_Q8 : ZERO_STATE_F32;
         }
         else {
-            fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R] [--optim-state-dtype f32|bf16|q8]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--n ELEMENTS] [--threads T] [--reps R] [--optim adamw|lion]\n"
+                            "       [--optim-state-dtype f32|bf16|q8]\n", argv[0]);
             return 2;
         }
     }
@@ -164,7 +170,7 @@ int main(int argc, char **argv) {
     d.param_dtype = ZERO_BF16;
     d.grad_dtype = ZERO_BF16;
     d.cpu_threads = threads;
-    d.optim.type = ZERO_OPTIM_ADAMW;
+    d.optim.type = lion ? ZERO_OPTIM_LION : ZERO_OPTIM_ADAMW;
     d.optim.weight_decay = 0.01;
     d.optim.state_dtype = sdt;
     if (zero_create(&z, &d) != ZERO_OK) { fprintf(stderr, "zero_create: %s\n", zero_last_error(NULL)); return 1; }
@@ -186,9 +192,13 @@ int main(int argc, char **argv) {
     rj.w = z->arena.master; rj.m = z->arena.m; rj.v = z->arena.v; rj.n = n; rj.simd = z->opt.simd;
     rj.sdt = zero__sdt(&z->desc);
     rj.nst = zero__tstate(z);
-    bytes = (rj.sdt == ZERO_F32 ? 28.0 : rj.sdt == ZERO_BF16 ? 20.0 : 16.0 + 16.0 / ZERO__QB) * (double)n;
-    printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, %s moments, best of %d\n",
-           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], zero_state_dtype_str(sdt), reps);
+    {   /* g and p 2 bytes, the master 4 read and written, each moment read and written */
+        double mom = rj.sdt == ZERO_F32 ? 8.0 : rj.sdt == ZERO_BF16 ? 4.0 : 2.0 + 8.0 / ZERO__QB;
+        bytes = (12.0 + (lion ? 1 : 2) * mom) * (double)n;
+    }
+    printf("bench_optim: %lld elements (%.2f GB moved per pass), %d threads, path %s, %s, %s moments, best of %d\n",
+           (long long)n, bytes * 1e-9, threads, zero__simd_name[z->opt.simd], lion ? "Lion" : "AdamW",
+           zero_state_dtype_str(sdt), reps);
     z->dev->optimizer(z, 1.0f);                  /* warm up both */
     zero__pool_run(z->opt.pool, roof_part, &rj, 0);
     for (r = 0; r < reps; r++) {
@@ -205,8 +215,8 @@ int main(int argc, char **argv) {
     qsort(t_roof, (size_t)reps, sizeof(double), cmp_d);
     qsort(t_norm, (size_t)reps, sizeof(double), cmp_d);
     best_o = t_ours[0]; best_r = t_roof[0];
-    printf("fused AdamW (bf16 p, bf16 g):  best %8.2f ms  %7.2f GB/s   median %8.2f ms  %7.2f GB/s\n",
-           best_o * 1e3, bytes / best_o * 1e-9, t_ours[reps / 2] * 1e3, bytes / t_ours[reps / 2] * 1e-9);
+    printf("fused %-5s (bf16 p, bf16 g):  best %8.2f ms  %7.2f GB/s   median %8.2f ms  %7.2f GB/s\n",
+           lion ? "Lion" : "AdamW", best_o * 1e3, bytes / best_o * 1e-9, t_ours[reps / 2] * 1e3, bytes / t_ours[reps / 2] * 1e-9);
     printf("roofline (same streams):       best %8.2f ms  %7.2f GB/s   median %8.2f ms  %7.2f GB/s\n",
            best_r * 1e3, bytes / best_r * 1e-9, t_roof[reps / 2] * 1e3, bytes / t_roof[reps / 2] * 1e-9);
     printf("grad sum of squares (blocked):  best %8.2f ms  %7.2f GB/s of gradients\n",
