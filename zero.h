@@ -6049,6 +6049,92 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
 #endif
     return ZERO_OK;
 }
+/* ---- Muon's whole-matrix math (ON THE OPTIMIZER; torch.optim.Muon's step) -----------------
+   Per element, in fp32 with each operation rounded (zero__nf): the momentum buf = lerp(buf, g,
+   1 - mu) and the update u = nesterov ? lerp(g, buf, mu) : buf, with torch's lerp(s, e, w) =
+   |w| < 0.5 ? s + w (e - s) : e - (e - s)(1 - w). On the whole update matrix (rows x cols,
+   row-major): Newton-Schulz, NS(U): X = U, transposed when rows > cols; X /= max(|X|_F, eps);
+   steps times A = X X^T, B = b A + c (A A), X = a X + B X; transposed back. torch runs it in
+   bfloat16, zero.h in fp32 with the deterministic SGEMM (tests/test_muon.c holds it to torch's
+   own trajectories, and to them with the iteration in float64). Then per element p = p *
+   (1 - lr wd) - lr_adj o, lr_adj = lr sqrt(max(1, rows / cols)) ("original", torch's default)
+   or 0.2 lr sqrt(max(rows, cols)) ("match_rms_adamw"). */
+typedef struct zero__muon_hp {
+    float mu, one_minus_mu;         /* the momentum, and 1 - it rounded once (torch's lerp weight) */
+    float a, b, c, eps;             /* Newton-Schulz's coefficients and its norm's floor */
+    int nesterov, steps;
+    float decay_mul, neg_lr;        /* 1 - lr wd; -lr_adj */
+} zero__muon_hp;
+ZERO_HD static inline float zero__lerpf(float s, float e, float w) {
+    return (w < 0.5f && w > -0.5f) ? s + zero__nf(w * (e - s)) : e - zero__nf((e - s) * (1.0f - w));
+}
+/* elements [0, n): buf updated, u the update (u may be g) */
+static ZERO__MAYBE_UNUSED void zero__muon_mom(const zero__muon_hp *h, float *buf, const float *g, float *u, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        float gi = g[i], b = zero__lerpf(buf[i], gi, h->one_minus_mu);
+        buf[i] = b;
+        u[i] = h->nesterov ? zero__lerpf(gi, b, h->mu) : b;
+    }
+}
+/* the learning rate for a rows x cols matrix (adjust: 0 "original", 1 "match_rms_adamw"), in
+   double as torch's Python computes it */
+static ZERO__MAYBE_UNUSED double zero__muon_lr(double lr, int adjust, int64_t rows, int64_t cols) {
+    double r = (double)rows, c = (double)cols;
+    return adjust ? lr * (0.2 * sqrt(r > c ? r : c)) : lr * sqrt(r / c > 1.0 ? r / c : 1.0);
+}
+/* C [M, N] = op(A) op(B), fp32, in the SGEMM's order (ws: its workspace, ZERO__MC * ZERO__KC +
+   ZERO__KC * ZERO__NC floats; unused with ZERO_CBLAS) */
+static ZERO__MAYBE_UNUSED void zero__gemm_plain(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                             const float *B, int64_t ldb, float *C, int64_t ldc, float *ws, int simd) {
+#ifdef ZERO_CBLAS
+    (void)ws; (void)simd;
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                1.0f, A, (int)lda, B, (int)ldb, 0.0f, C, (int)ldc);
+#else
+    zero__gemm_cpu(ta, tb, M, N, K, A, lda, B, ldb, 0, C, ldc, ws, zero__gemm_micro_for(simd));
+#endif
+}
+/* floats of zero__muon_ns's work area for a rows x cols matrix: X, B X, A, A A */
+static ZERO__MAYBE_UNUSED int64_t zero__muon_ws(int64_t rows, int64_t cols) {
+    int64_t r = rows < cols ? rows : cols;
+    return 2 * rows * cols + 2 * r * r;
+}
+/* u [rows, cols] = NS(u), in place; work: zero__muon_ws floats; gws: the SGEMM's workspace */
+static ZERO__MAYBE_UNUSED void zero__muon_ns(const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work, float *gws, int simd) {
+    const int tr = rows > cols;
+    const int64_t r = tr ? cols : rows, c = tr ? rows : cols, n = rows * cols;
+    float *x = work, *y = x + n, *ga = y + n, *gb = ga + r * r, d;
+    double ss = 0.0;
+    int64_t i, j;
+    int s;
+    unsigned fpenv = zero__fpenv_enter();
+    for (i = 0; i < rows; i++)              /* X: u, or its transpose */
+        for (j = 0; j < cols; j++) x[tr ? j * rows + i : i * cols + j] = u[i * cols + j];
+    for (i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    d = (float)sqrt(ss);
+    if (d < h->eps) d = h->eps;             /* (a NaN norm stays NaN: x / NaN) */
+    for (i = 0; i < n; i++) x[i] = x[i] / d;
+    for (s = 0; s < h->steps; s++) {
+        zero__gemm_plain(0, 1, r, r, c, x, c, x, c, ga, r, gws, simd);      /* A = X X^T */
+        zero__gemm_plain(0, 0, r, r, r, ga, r, ga, r, gb, r, gws, simd);    /* A A */
+        for (i = 0; i < r * r; i++) gb[i] = zero__nf(h->b * ga[i]) + zero__nf(h->c * gb[i]);
+        zero__gemm_plain(0, 0, r, c, r, gb, r, x, c, y, c, gws, simd);      /* B X */
+        for (i = 0; i < n; i++) x[i] = zero__nf(h->a * x[i]) + y[i];
+    }
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < cols; j++) u[i * cols + j] = x[tr ? j * rows + i : i * cols + j];
+    zero__fpenv_leave(fpenv);
+}
+/* p [n] = p * decay_mul + neg_lr * o (decay 0: the param is not decayed) */
+static ZERO__MAYBE_UNUSED void zero__muon_apply(const zero__muon_hp *h, float *p, const float *o, int64_t n, int decay) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        float pp = decay ? zero__nf(p[i] * h->decay_mul) : p[i];
+        p[i] = pp + zero__nf(h->neg_lr * o[i]);
+    }
+}
+
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
    in >>kernels above zero__sumsq_scalar). Every rank computes its own slice's value this
    way at every stage (zero_step adds them in rank order in an all-reduce), so the global

@@ -1,0 +1,334 @@
+/* test_muon.c - Muon's whole-matrix math in zero.h (zero__muon_*: torch.optim.Muon's momentum,
+   Newton-Schulz iteration, learning-rate adjustment and update) against PyTorch.
+
+   tests/data/muon_reference.txt (written by tests/gen_muon_reference.py with torch 2.15) holds,
+   per case, a weight W [rows, cols] trained by torch.optim.Muon and a bias b [rows] trained by
+   torch.optim.AdamW in the same steps: W after the steps with torch's Newton-Schulz in
+   bfloat16 (as shipped, W_torch) and in float64 (W_f64ns), and b. The initial values and the
+   gradients are not stored: both sides compute them from the same 64-bit hash (see
+   gen_muon_reference.py), exactly in fp32. Each case is replayed here through zero.h's
+   functions on every SIMD path this machine has:
+     - W against W_f64ns: zero.h's fp32 iteration against float64, within 1e-6 of the
+       element's magnitude plus 2^-14 of its walk (the sum of its steps' |delta p|);
+     - W against W_torch: within 1e-6 of its magnitude plus 1/16 of its walk: torch's
+       bfloat16 iteration rounds every product to 8 bits, a relative 2^-9 an operation
+       (measured: at most 0.49 of this bound; the float64 run at most 0.17 of its own, which
+       is 1/1000 as wide);
+     - b against torch.optim.AdamW: within 1e-6 of its magnitude or 4 ulps;
+     - every path's W bitwise equal to the scalar path's.
+   The data file is looked up as $ZERO_TESTDATA (a directory or the file itself),
+   tests/data/muon_reference.txt, ../tests/data/muon_reference.txt. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define MAX_CASES 8
+
+typedef struct muon_case {
+    int rows, cols, steps, nesterov, adjust, ns_steps;
+    double lr, wd, mu, eps, alr, b1, b2, aeps, awd;
+    float *w_torch, *w_f64ns, *b;
+} muon_case;
+
+static muon_case C[MAX_CASES];
+static int ncases;
+static char data_path[512];
+
+/* the values gen_muon_reference.py computes: (h % 20001 - 10000) / 2^shift of splitmix64's
+   finalizer h of (case, array, step, index) */
+static uint64_t mix(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+static void values(int ci, int arr, int step, int64_t n, int shift, float *out) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t h = mix(((uint64_t)ci << 48) ^ ((uint64_t)arr << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)i);
+        out[i] = (float)((double)((int64_t)(h % 20001u) - 10000) / (double)(1 << shift));
+    }
+}
+
+static FILE *data_open(void) {
+    const char *env = getenv("ZERO_TESTDATA");
+    char cand[4][512];
+    int nc = 0, i;
+    if (env && env[0]) {
+        snprintf(cand[nc++], sizeof cand[0], "%s/muon_reference.txt", env);
+        snprintf(cand[nc++], sizeof cand[0], "%s", env);
+    }
+    snprintf(cand[nc++], sizeof cand[0], "tests/data/muon_reference.txt");
+    snprintf(cand[nc++], sizeof cand[0], "../tests/data/muon_reference.txt");
+    for (i = 0; i < nc; i++) {
+        FILE *f = fopen(cand[i], "r");
+        if (f && fgetc(f) != EOF) {
+            rewind(f);
+            memcpy(data_path, cand[i], sizeof data_path);
+            return f;
+        }
+        if (f) fclose(f);
+    }
+    return NULL;
+}
+
+/* n floats after the key on one line; NULL (and a message) if the line holds another count */
+static float *read_floats(char *s, int64_t n, char *err, size_t errsz) {
+    float *v = (float *)malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    int64_t k = 0;
+    char *end;
+    if (!v) { snprintf(err, errsz, "out of memory"); return NULL; }
+    while (*s && *s != ' ') s++;
+    for (;;) {
+        float x = strtof(s, &end);
+        if (end == s) break;
+        if (k == n) { k++; break; }
+        v[k++] = x;
+        s = end;
+    }
+    if (k != n) { snprintf(err, errsz, "%lld values, want %lld", (long long)k, (long long)n); free(v); return NULL; }
+    return v;
+}
+
+static int parse_case(muon_case *c, char *line, char *err, size_t errsz) {
+    char *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
+    while ((tok = strtok_r(NULL, " \t\r\n", &save)) != NULL) {
+        char *eq = strchr(tok, '=');
+        const char *k, *v;
+        if (!eq) { snprintf(err, errsz, "token '%s' is not key=value", tok); return 0; }
+        *eq = 0; k = tok; v = eq + 1;
+        if (!strcmp(k, "rows")) c->rows = atoi(v);
+        else if (!strcmp(k, "cols")) c->cols = atoi(v);
+        else if (!strcmp(k, "steps")) c->steps = atoi(v);
+        else if (!strcmp(k, "lr")) c->lr = strtod(v, NULL);
+        else if (!strcmp(k, "weight_decay")) c->wd = strtod(v, NULL);
+        else if (!strcmp(k, "momentum")) c->mu = strtod(v, NULL);
+        else if (!strcmp(k, "nesterov")) c->nesterov = atoi(v);
+        else if (!strcmp(k, "adjust")) {
+            if (!strcmp(v, "original")) c->adjust = 0;
+            else if (!strcmp(v, "match_rms_adamw")) c->adjust = 1;
+            else { snprintf(err, errsz, "unknown adjust '%s'", v); return 0; }
+        } else if (!strcmp(k, "ns_steps")) c->ns_steps = atoi(v);
+        else if (!strcmp(k, "eps")) c->eps = strtod(v, NULL);
+        else if (!strcmp(k, "adamw_lr")) c->alr = strtod(v, NULL);
+        else if (!strcmp(k, "adamw_beta1")) c->b1 = strtod(v, NULL);
+        else if (!strcmp(k, "adamw_beta2")) c->b2 = strtod(v, NULL);
+        else if (!strcmp(k, "adamw_eps")) c->aeps = strtod(v, NULL);
+        else if (!strcmp(k, "adamw_weight_decay")) c->awd = strtod(v, NULL);
+        else { snprintf(err, errsz, "unknown key '%s'", k); return 0; }
+    }
+    if (c->rows < 1 || c->cols < 1 || c->rows > 4096 || c->cols > 4096 || c->steps < 1 || c->steps > 1000 ||
+        c->ns_steps < 1 || c->ns_steps > 99) {
+        snprintf(err, errsz, "rows %d cols %d steps %d ns_steps %d out of range", c->rows, c->cols, c->steps, c->ns_steps);
+        return 0;
+    }
+    return 1;
+}
+
+static int load(char *err, size_t errsz) {
+    FILE *f = data_open();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    muon_case *c = NULL;
+    int ok = 1, lineno = 0;
+    if (!f) {
+        snprintf(err, errsz, "cannot find muon_reference.txt; run from the repo root or set ZERO_TESTDATA");
+        return 0;
+    }
+    while (ok && (len = getline(&line, &cap, f)) > 0) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        if (!strncmp(line, "case ", 5)) {
+            if (ncases == MAX_CASES) { snprintf(err, errsz, "more than %d cases", MAX_CASES); ok = 0; break; }
+            c = &C[ncases++];
+            ok = parse_case(c, line, err, errsz);
+        } else if (!c) {
+            snprintf(err, errsz, "data before the first case");
+            ok = 0;
+        } else if (!strncmp(line, "W_torch ", 8)) {
+            ok = (c->w_torch = read_floats(line, (int64_t)c->rows * c->cols, err, errsz)) != NULL;
+        } else if (!strncmp(line, "W_f64ns ", 8)) {
+            ok = (c->w_f64ns = read_floats(line, (int64_t)c->rows * c->cols, err, errsz)) != NULL;
+        } else if (!strncmp(line, "b ", 2)) {
+            ok = (c->b = read_floats(line, c->rows, err, errsz)) != NULL;
+        } else {
+            snprintf(err, errsz, "unknown line");
+            ok = 0;
+        }
+        if (!ok) {
+            size_t l = strlen(err);
+            snprintf(err + l, errsz - l, " (%s line %d)", data_path, lineno);
+        }
+    }
+    free(line);
+    fclose(f);
+    for (int i = 0; ok && i < ncases; i++)
+        if (!C[i].w_torch || !C[i].w_f64ns || !C[i].b) {
+            snprintf(err, errsz, "case %d lacks a line", i);
+            ok = 0;
+        }
+    if (ok && ncases == 0) { snprintf(err, errsz, "no case"); ok = 0; }
+    return ok;
+}
+
+/* one case's replay on SIMD path simd: W (Muon) into w, its walk into walk; b (AdamW) into b */
+static int replay(int ci, int simd, float *w, float *walk, float *b) {
+    const muon_case *c = &C[ci];
+    const int64_t n = (int64_t)c->rows * c->cols;
+    float *buf = (float *)calloc((size_t)n, sizeof(float)), *g = (float *)malloc(sizeof(float) * (size_t)n);
+    float *work = (float *)malloc(sizeof(float) * (size_t)zero__muon_ws(c->rows, c->cols));
+    float *gws = (float *)malloc(sizeof(float) * (size_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC));
+    float *bm = (float *)calloc((size_t)c->rows, sizeof(float)), *bv = (float *)calloc((size_t)c->rows, sizeof(float));
+    float *bg = (float *)malloc(sizeof(float) * (size_t)c->rows), *old = (float *)malloc(sizeof(float) * (size_t)n);
+    zero__muon_hp h;
+    int t, ok = buf && g && work && gws && bm && bv && bg && old;
+    int64_t i;
+    if (!CHECK(ok, "out of memory")) goto done;
+    memset(&h, 0, sizeof h);
+    h.mu = (float)c->mu;
+    h.one_minus_mu = (float)(1.0 - c->mu);
+    h.a = 3.4445f; h.b = -4.7750f; h.c = 2.0315f;
+    h.eps = (float)c->eps;
+    h.nesterov = c->nesterov;
+    h.steps = c->ns_steps;
+    h.decay_mul = (float)(1.0 - c->lr * c->wd);
+    h.neg_lr = (float)-zero__muon_lr(c->lr, c->adjust, c->rows, c->cols);
+    values(ci, 0, 0, n, 14, w);
+    values(ci, 1, 0, c->rows, 14, b);
+    for (i = 0; i < n; i++) walk[i] = 0.0f;
+    for (t = 1; t <= c->steps; t++) {
+        zero__adamw_hp ah;
+        values(ci, 0, t, n, 16, g);
+        zero__muon_mom(&h, buf, g, g, n);
+        zero__muon_ns(&h, g, c->rows, c->cols, work, gws, simd);
+        memcpy(old, w, sizeof(float) * (size_t)n);
+        zero__muon_apply(&h, w, g, n, 1);
+        for (i = 0; i < n; i++) walk[i] += fabsf(w[i] - old[i]);
+        /* the bias: torch.optim.AdamW, its scalars as zero__opt_setup computes them */
+        ah.beta1 = (float)c->b1; ah.beta2 = (float)c->b2;
+        ah.one_minus_beta1 = (float)(1.0 - c->b1); ah.one_minus_beta2 = (float)(1.0 - c->b2);
+        ah.eps = (float)c->aeps;
+        ah.decay_mul = (float)(1.0 - c->alr * c->awd);
+        ah.neg_step_size = (float)(-(c->alr / (1.0 - pow(c->b1, t))));
+        ah.bc2_sqrt = (float)sqrt(1.0 - pow(c->b2, t));
+        values(ci, 1, t, c->rows, 16, bg);
+        for (i = 0; i < c->rows; i++) zero__adamw_elem(&b[i], &bm[i], &bv[i], bg[i], &ah, 1);
+    }
+done:
+    free(buf); free(g); free(work); free(gws); free(bm); free(bv); free(bg); free(old);
+    return ok;
+}
+
+/* the largest |got - want| / (rel * max(|want|, |p0|, 1e-3) + walk * frac) */
+static double worst(const float *got, const float *want, const float *p0, const float *walk, int64_t n, double rel,
+                    double frac, int64_t *at) {
+    double m = 0;
+    int64_t i;
+    *at = -1;
+    for (i = 0; i < n; i++) {
+        double scale = fmax(fmax(fabs((double)want[i]), fabs((double)p0[i])), 1e-3);
+        double e = fabs((double)got[i] - want[i]) / (rel * scale + frac * walk[i]);
+        if (!(e <= m)) { m = e; *at = i; }
+    }
+    return m;
+}
+
+static void check_case(int ci) {
+    const muon_case *c = &C[ci];
+    const int64_t n = (int64_t)c->rows * c->cols;
+    float *w = (float *)malloc(sizeof(float) * (size_t)n), *walk = (float *)malloc(sizeof(float) * (size_t)n);
+    float *w2 = (float *)malloc(sizeof(float) * (size_t)n), *walk2 = (float *)malloc(sizeof(float) * (size_t)n);
+    float *p0 = (float *)malloc(sizeof(float) * (size_t)n), *b = (float *)malloc(sizeof(float) * (size_t)c->rows);
+    float *b2 = (float *)malloc(sizeof(float) * (size_t)c->rows);
+    double e64, etorch;
+    int64_t at, i;
+    int l;
+    if (!CHECK(w && walk && w2 && walk2 && p0 && b && b2, "out of memory")) goto done;
+    values(ci, 0, 0, n, 14, p0);
+    if (!replay(ci, ZERO__SIMD_SCALAR, w, walk, b)) goto done;
+    e64 = worst(w, c->w_f64ns, p0, walk, n, 1e-6, 1.0 / 16384, &at);
+    CHECK(e64 <= 1.0, "W vs torch with a float64 iteration: [%lld] got %.9g want %.9g (walk %.3g): %.3g of the bound",
+          (long long)at, at >= 0 ? w[at] : 0.0, at >= 0 ? c->w_f64ns[at] : 0.0, at >= 0 ? walk[at] : 0.0, e64);
+    etorch = worst(w, c->w_torch, p0, walk, n, 1e-6, 1.0 / 16, &at);
+    CHECK(etorch <= 1.0, "W vs torch.optim.Muon: [%lld] got %.9g want %.9g (walk %.3g): %.3g of the bound",
+          (long long)at, at >= 0 ? w[at] : 0.0, at >= 0 ? c->w_torch[at] : 0.0, at >= 0 ? walk[at] : 0.0, etorch);
+    printf("  %dx%d: worst element at %.3g of the float64-iteration bound, %.3g of torch.optim.Muon's\n", c->rows,
+           c->cols, e64, etorch);
+    {
+        int bad = -1;
+        for (i = 0; i < c->rows && bad < 0; i++) {
+            double scale = fmax(fmax(fabs((double)c->b[i]), 1e-3), 0.0), e = fabs((double)b[i] - c->b[i]);
+            float x = b[i], y = c->b[i];
+            int32_t ix, iy;
+            memcpy(&ix, &x, 4); memcpy(&iy, &y, 4);
+            if (!(e <= 1e-6 * scale) && !(ix - iy <= 4 && iy - ix <= 4)) bad = (int)i;
+        }
+        CHECK(bad < 0, "b vs torch.optim.AdamW: [%d] got %.9g want %.9g", bad, bad >= 0 ? b[bad] : 0.0,
+              bad >= 0 ? c->b[bad] : 0.0);
+    }
+    for (l = ZERO__SIMD_SCALAR + 1; l < ZERO__SIMD_NUM; l++) {
+        if (!zero__simd_supported(l)) continue;
+        if (!replay(ci, l, w2, walk2, b2)) break;
+        CHECK(memcmp(w, w2, sizeof(float) * (size_t)n) == 0, "path %s: W differs from the scalar path's",
+              zero__simd_name[l]);
+    }
+done:
+    free(w); free(walk); free(w2); free(walk2); free(p0); free(b); free(b2);
+}
+
+/* the learning-rate adjustments of torch.optim._muon._adjust_lr */
+static void adjust_lr(void) {
+    CHECK(zero__muon_lr(0.02, 0, 48, 192) == 0.02 && zero__muon_lr(0.02, 0, 192, 48) == 0.02 * 2.0,
+          "original: lr * sqrt(max(1, rows / cols))");
+    CHECK(zero__muon_lr(0.01, 1, 192, 48) == 0.01 * (0.2 * sqrt(192.0)) &&
+          zero__muon_lr(0.01, 1, 37, 53) == 0.01 * (0.2 * sqrt(53.0)),
+          "match_rms_adamw: lr * (0.2 * sqrt(max(rows, cols)))");
+}
+
+/* the iteration makes a matrix near-orthogonal: X X^T's diagonal in (0.5, 1.5)-ish squared,
+   whatever the input's scale; a zero matrix stays zero (the eps floor, no NaN) */
+static void ns_properties(void) {
+    enum { R = 16, K = 40 };
+    static float u[R * K], work[2 * R * K + 2 * R * R], gws[ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC];
+    zero__muon_hp h;
+    int i, j, k, ok = 1;
+    memset(&h, 0, sizeof h);
+    h.a = 3.4445f; h.b = -4.7750f; h.c = 2.0315f; h.eps = 1e-7f; h.steps = 5;
+    values(7, 0, 0, R * K, 4, u);                       /* large values: the norm scales them down */
+    zero__muon_ns(&h, u, R, K, work, gws, zero__simd_pick());
+    for (i = 0; i < R && ok; i++) {
+        double d = 0;
+        for (k = 0; k < K; k++) d += (double)u[i * K + k] * u[i * K + k];
+        ok &= CHECK(d > 0.2 && d < 2.5, "row %d of NS(U): |row|^2 = %g", i, d);
+    }
+    memset(u, 0, sizeof u);
+    zero__muon_ns(&h, u, R, K, work, gws, zero__simd_pick());
+    for (j = 0; j < R * K; j++)
+        if (u[j] != 0.0f) { CHECK(0, "NS(0)[%d] = %g", j, u[j]); break; }
+}
+
+int main(void) {
+    char err[600];
+    int ok, i;
+    test_init();
+    test_begin("muon_reference_load");
+    ok = load(err, sizeof err);
+    CHECK(ok, "%s", err);
+    test_end();
+    TEST_RUN(adjust_lr);
+    TEST_RUN(ns_properties);
+    for (i = 0; ok && i < ncases; i++) {
+        test_begin("muon_vs_torch_%dx%d%s", C[i].rows, C[i].cols, C[i].nesterov ? "_nesterov" : "");
+        check_case(i);
+        test_end();
+    }
+    for (i = 0; i < ncases; i++) { free(C[i].w_torch); free(C[i].w_f64ns); free(C[i].b); }
+    return test_summary();
+}
