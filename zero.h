@@ -1081,6 +1081,7 @@ typedef enum zero_optim_type {
     ZERO_OPTIM_ADAMW,
     ZERO_OPTIM_SGD,
     ZERO_OPTIM_LION,                /* Lion: the sign of an interpolated momentum (ON THE OPTIMIZER) */
+    ZERO_OPTIM_MUON,                /* Muon on the params marked muon, AdamW on the rest (ON THE OPTIMIZER) */
     ZERO_OPTIM_NUM
 } zero_optim_type;
 
@@ -1201,6 +1202,23 @@ typedef enum zero_state_dtype {    /* the optimizer moments' format (see ON OPTI
     ZERO_STATE_NUM
 } zero_state_dtype;
 
+typedef enum zero_muon_adjust {    /* Muon's learning rate for a rows x cols matrix (torch's adjust_lr_fn) */
+    ZERO_MUON_ADJUST_ORIGINAL = 0,  /* lr * sqrt(max(1, rows / cols)): the default */
+    ZERO_MUON_ADJUST_MATCH_RMS_ADAMW, /* lr * 0.2 * sqrt(max(rows, cols)): AdamW's lr and decay carry over */
+    ZERO_MUON_ADJUST_NUM
+} zero_muon_adjust;
+
+typedef struct zero_muon_desc {     /* ZERO_OPTIM_MUON's own hyperparameters (torch.optim.Muon's) */
+    double lr;                      /* default 1e-3 */
+    double weight_decay;            /* decoupled, p *= 1 - lr * weight_decay; default 0 (torch's is 0.1) */
+    double momentum;                /* default 0.95 */
+    int no_nesterov;                /* 1: the momentum itself is the update (default: Nesterov's, as torch) */
+    int ns_steps;                   /* Newton-Schulz iterations; default 5 */
+    double ns_a, ns_b, ns_c;        /* its coefficients; default 3.4445, -4.7750, 2.0315 */
+    double eps;                     /* the floor of the update's norm; default 1e-7 */
+    zero_muon_adjust adjust_lr;     /* default ZERO_MUON_ADJUST_ORIGINAL */
+} zero_muon_desc;
+
 typedef struct zero_optim_desc {
     zero_optim_type type;           /* default AdamW */
     double lr;                      /* default 1e-3 (Lion: 1e-4) */
@@ -1212,6 +1230,8 @@ typedef struct zero_optim_desc {
     int nesterov;                   /* SGD; default off */
     zero_state_dtype state_dtype;   /* the moments' format (AdamW's m and v, SGD's and Lion's momentum);
                                        default ZERO_STATE_F32; master weights stay fp32 */
+    zero_muon_desc muon;            /* ZERO_OPTIM_MUON: the marked matrices' optimizer; the fields
+                                       above are the other params' AdamW */
 } zero_optim_desc;
 
 typedef enum zero_offload_tier {    /* where offloaded states live (see ON OFFLOAD) */
@@ -1308,6 +1328,7 @@ typedef struct zero_param_desc {
     int ndim;                       /* 1..ZERO_MAX_DIMS */
     int64_t shape[ZERO_MAX_DIMS];
     int no_decay;                   /* 1: no weight decay (biases, norms) */
+    int muon;                       /* 1: a matrix (ndim 2) that ZERO_OPTIM_MUON steps with Muon */
 } zero_param_desc;
 
 /* ---- plans and stats -------------------------------------------------------------- */
@@ -3182,6 +3203,7 @@ typedef struct zero__param_rec {
     int64_t offset;                 /* inside the module's span */
     int64_t out_offset;             /* in registration order, unpadded (gathers) */
     int no_decay;
+    int muon;                       /* stepped by Muon (ZERO_OPTIM_MUON, >>optim) */
 } zero__param_rec;
 
 /* a module (zero_add_module), its fields grouped by the region that owns them */
@@ -3234,6 +3256,7 @@ typedef struct zero__tie {
 typedef struct zero__segment {
     int64_t n, grad_idx, state_idx, param_idx;
     int decay;
+    int muon;                       /* Muon's (zero__muon_step), not the element pass's */
 } zero__segment;
 
 /* a module's reduction in the open bucket: its micro-batch's gradient in staging record
@@ -3259,6 +3282,8 @@ typedef struct zero__sizes {        /* what the planner needs */
     int num_acts;                   /* activation stash slots (>>stash) */
     int64_t act_mem, act_file, act_max; /* their bytes in memory (64-aligned), in files (4 KiB areas), the largest area */
     int node_size;                  /* ZeRO++: ranks per node (0: desc.hpz, or one node) */
+    int64_t muon_span, muon_ws;     /* ZERO_OPTIM_MUON: the largest span of a trainable module holding a
+                                       Muon matrix, and zero__muon_ws's largest over those matrices */
 } zero__sizes;
 typedef struct zero__act_rec {      /* a stash slot (zero_act_add; >>stash) */
     char *name;
@@ -3354,6 +3379,8 @@ struct zero_ctx {
         int grads_cleared;          /* this step's pass also cleared the gradients (>>device, >>optim) */
         int64_t qpend_blk[2];       /* q8: 1 + the block of m (0) and v (1) a checkpoint load is filling; 0: none */
         float qpend[2][ZERO__QB];   /* its values (zero__ck_state_write) */
+        float *muon_buf;            /* ZERO_OPTIM_MUON: zero__muon_step's buffers (zero__muon_bytes) */
+        int64_t muon_span, muon_ws; /* the largest module span holding a Muon matrix; zero__muon_ws's largest */
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
@@ -3595,7 +3622,7 @@ static const char *zero__state_dtype_name(zero_state_dtype t) {
     }
 }
 static const char *zero__optim_name(zero_optim_type t) {
-    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : "adamw";
+    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : t == ZERO_OPTIM_MUON ? "muon" : "adamw";
 }
 /* the moment arrays a trainable element has (desc defaults filled): AdamW's m and v; SGD's
    momentum buffer, when it has momentum; Lion's momentum. Moment 1 is arena.m, 2 arena.v. */
@@ -6069,7 +6096,7 @@ ZERO_HD static inline float zero__lerpf(float s, float e, float w) {
     return (w < 0.5f && w > -0.5f) ? s + zero__nf(w * (e - s)) : e - zero__nf((e - s) * (1.0f - w));
 }
 /* elements [0, n): buf updated, u the update (u may be g) */
-static ZERO__MAYBE_UNUSED void zero__muon_mom(const zero__muon_hp *h, float *buf, const float *g, float *u, int64_t n) {
+static void zero__muon_mom(const zero__muon_hp *h, float *buf, const float *g, float *u, int64_t n) {
     int64_t i;
     for (i = 0; i < n; i++) {
         float gi = g[i], b = zero__lerpf(buf[i], gi, h->one_minus_mu);
@@ -6079,13 +6106,13 @@ static ZERO__MAYBE_UNUSED void zero__muon_mom(const zero__muon_hp *h, float *buf
 }
 /* the learning rate for a rows x cols matrix (adjust: 0 "original", 1 "match_rms_adamw"), in
    double as torch's Python computes it */
-static ZERO__MAYBE_UNUSED double zero__muon_lr(double lr, int adjust, int64_t rows, int64_t cols) {
+static double zero__muon_lr(double lr, int adjust, int64_t rows, int64_t cols) {
     double r = (double)rows, c = (double)cols;
     return adjust ? lr * (0.2 * sqrt(r > c ? r : c)) : lr * sqrt(r / c > 1.0 ? r / c : 1.0);
 }
 /* C [M, N] = op(A) op(B), fp32, in the SGEMM's order (ws: its workspace, ZERO__MC * ZERO__KC +
    ZERO__KC * ZERO__NC floats; unused with ZERO_CBLAS) */
-static ZERO__MAYBE_UNUSED void zero__gemm_plain(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+static void zero__gemm_plain(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                              const float *B, int64_t ldb, float *C, int64_t ldc, float *ws, int simd) {
 #ifdef ZERO_CBLAS
     (void)ws; (void)simd;
@@ -6096,12 +6123,12 @@ static ZERO__MAYBE_UNUSED void zero__gemm_plain(int ta, int tb, int64_t M, int64
 #endif
 }
 /* floats of zero__muon_ns's work area for a rows x cols matrix: X, B X, A, A A */
-static ZERO__MAYBE_UNUSED int64_t zero__muon_ws(int64_t rows, int64_t cols) {
+static int64_t zero__muon_ws(int64_t rows, int64_t cols) {
     int64_t r = rows < cols ? rows : cols;
     return 2 * rows * cols + 2 * r * r;
 }
 /* u [rows, cols] = NS(u), in place; work: zero__muon_ws floats; gws: the SGEMM's workspace */
-static ZERO__MAYBE_UNUSED void zero__muon_ns(const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work, float *gws, int simd) {
+static void zero__muon_ns(const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work, float *gws, int simd) {
     const int tr = rows > cols;
     const int64_t r = tr ? cols : rows, c = tr ? rows : cols, n = rows * cols;
     float *x = work, *y = x + n, *ga = y + n, *gb = ga + r * r, d;
@@ -6127,7 +6154,7 @@ static ZERO__MAYBE_UNUSED void zero__muon_ns(const zero__muon_hp *h, float *u, i
     zero__fpenv_leave(fpenv);
 }
 /* p [n] = p * decay_mul + neg_lr * o (decay 0: the param is not decayed) */
-static ZERO__MAYBE_UNUSED void zero__muon_apply(const zero__muon_hp *h, float *p, const float *o, int64_t n, int decay) {
+static void zero__muon_apply(const zero__muon_hp *h, float *p, const float *o, int64_t n, int decay) {
     int64_t i;
     for (i = 0; i < n; i++) {
         float pp = decay ? zero__nf(p[i] * h->decay_mul) : p[i];
@@ -6293,6 +6320,7 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         int64_t s = w.s, e = w.e;
         void *p;
         zero__optk k = j->k;
+        if (sg->muon) continue;     /* zero__muon_step's, after this pass */
         k.decay = sg->decay;
         p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
         if (j->clear) {     /* a piece at a time, zeroed while its gradients are still in cache */
@@ -11170,6 +11198,13 @@ static int64_t zero__max_live(const zero_desc *d, const zero__sizes *z) {
     return d->max_live_bytes ? zero__align_up(d->max_live_bytes, ZERO__ALIGN) : zero__gbytes(d, z->max_span);
 }
 
+/* zero__muon_step's buffers (ON THE OPTIMIZER: Muon): a module's span of updates as fp32, the
+   rank's slice of it to gather (stages 1-3 with ranks to gather from), the Newton-Schulz work
+   area of the largest matrix and the SGEMM's packing buffers; 0 without Muon matrices */
+static int64_t zero__muon_bytes(const zero_desc *d, int world, int64_t span, int64_t ws) {
+    if (span == 0) return 0;
+    return 4 * (span + (d->stage > 0 && world > 1 ? span / world : 0) + ws + (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC));
+}
 static int64_t zero__gemm_workspace_bytes(const zero_desc *d) {
 #ifdef ZERO_CBLAS
     (void)d;
@@ -11245,6 +11280,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     }
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
+    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__muon_bytes(d, world, z->muon_span, z->muon_ws);
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
@@ -11323,6 +11359,30 @@ static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger 
                              (int)o->state_dtype);
     return ZERO_OK;
 }
+/* Muon's options, and where it runs for now: the CPU device with its states in memory,
+   fp32 moments, no ZeRO++ (zero__muon_step) */
+static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *lg) {
+    const zero_muon_desc *mu = &d->optim.muon;
+    const char *why = NULL;
+    if (!(mu->lr >= 0) || !(mu->weight_decay >= 0) || !(mu->momentum >= 0 && mu->momentum < 1) || mu->ns_steps < 0 ||
+        mu->ns_steps > 99 || !(mu->eps >= 0) || (int)mu->adjust_lr < 0 || mu->adjust_lr >= ZERO_MUON_ADJUST_NUM ||
+        !(mu->ns_a == mu->ns_a && mu->ns_b == mu->ns_b && mu->ns_c == mu->ns_c))
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "a Muon option is out of range (lr=%g weight_decay=%g momentum=%g ns_steps=%d eps=%g "
+                             "adjust_lr=%d; momentum in [0, 1), ns_steps at most 99)", mu->lr, mu->weight_decay,
+                             mu->momentum, mu->ns_steps, mu->eps, (int)mu->adjust_lr);
+    if (d->optim.type != ZERO_OPTIM_MUON) return ZERO_OK;
+    if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
+    else if (d->offload_optimizer != ZERO_OFFLOAD_NONE || d->offload_params != ZERO_OFFLOAD_NONE)
+        why = "optimizer states and params in memory (no offload_optimizer or offload_params)";
+    else if (d->optim.state_dtype != ZERO_STATE_DEFAULT && d->optim.state_dtype != ZERO_STATE_F32)
+        why = "fp32 moments (optim.state_dtype)";
+    else if (d->qwz || d->qgz || d->hpz) why = "no ZeRO++ (qwz, qgz, hpz)";
+    if (why)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "ZERO_OPTIM_MUON runs, for now, with %s",
+                             why);
+    return ZERO_OK;
+}
 /* where things go: the offload tiers, the device, the activation stash */
 static zero_result zero__check_desc_places(const zero_desc *d, const zero_logger *lg) {
     if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
@@ -11380,6 +11440,13 @@ static void zero__desc_defaults(zero_desc *d) {
     o->beta2 = ZERO__DEF(o->beta2, o->type == ZERO_OPTIM_LION ? 0.99 : 0.999);
     o->eps = ZERO__DEF(o->eps, 1e-8);
     o->state_dtype = ZERO__DEF(o->state_dtype, ZERO_STATE_F32);
+    o->muon.lr = ZERO__DEF(o->muon.lr, 1e-3);
+    o->muon.momentum = ZERO__DEF(o->muon.momentum, 0.95);
+    o->muon.ns_steps = ZERO__DEF(o->muon.ns_steps, 5);
+    o->muon.ns_a = ZERO__DEF(o->muon.ns_a, 3.4445);
+    o->muon.ns_b = ZERO__DEF(o->muon.ns_b, -4.7750);
+    o->muon.ns_c = ZERO__DEF(o->muon.ns_c, 2.0315);
+    o->muon.eps = ZERO__DEF(o->muon.eps, 1e-7);
     d->loss_scale_init = ZERO__DEF(d->loss_scale_init, 65536.0f);
     d->loss_scale_window = ZERO__DEF(d->loss_scale_window, 1000);
     d->loss_scale_min = ZERO__DEF(d->loss_scale_min, 1.0f);
@@ -11393,7 +11460,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     const zero_logger *lg = &d->logger;
     zero_result r;
     if ((r = zero__check_desc_sizes(d, lg)) != ZERO_OK || (r = zero__check_desc_optim(d, lg)) != ZERO_OK ||
-        (r = zero__check_desc_places(d, lg)) != ZERO_OK || (r = zero__zpp_check_desc(d, lg)) != ZERO_OK ||
+        (r = zero__check_desc_muon(d, lg)) != ZERO_OK || (r = zero__check_desc_places(d, lg)) != ZERO_OK || (r = zero__zpp_check_desc(d, lg)) != ZERO_OK ||
         (r = zero__check_desc_offload(d, lg)) != ZERO_OK)
         return r;
     zero__desc_defaults(d);
@@ -11466,6 +11533,14 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         const zero__tiled *t = &ctx->tiled[i];
         int64_t rows = (t->out + t->tiles - 1) / t->tiles;
         if (rows * t->in > z->tile_elems) z->tile_elems = rows * t->in;
+    }
+    for (i = 0; i < ctx->num_params && ctx->desc.optim.type == ZERO_OPTIM_MUON; i++) {
+        const zero__param_rec *p = &ctx->params[i];
+        const zero__module_rec *m = &ctx->modules[p->module];
+        int64_t ws = zero__muon_ws(p->shape[0], p->shape[1]);
+        if (!p->muon || m->frozen) continue;
+        if (m->lay.span > z->muon_span) z->muon_span = m->lay.span;
+        if (ws > z->muon_ws) z->muon_ws = ws;
     }
     return ZERO_OK;
 }
@@ -11631,6 +11706,10 @@ static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_pa
                               "zero_add_param('%s'): the element count overflows", desc->name);
     }
     if ((r = zero__name_check(ctx, "zero_add_param", "param", desc->name)) != ZERO_OK) return r;
+    if (desc->muon && desc->ndim != 2)
+        return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_add_param('%s'): muon marks a matrix, and this param has %d dimension(s)", desc->name,
+                          desc->ndim);
     if (zero__param_named(ctx, mi, desc->name))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_add_param: module '%s' already has a param named '%s'", m->name, desc->name);
@@ -11663,6 +11742,7 @@ static zero_result zero__add_param(zero_ctx *ctx, zero_module mod, const zero_pa
     p->offset = off;
     p->out_offset = ctx->num_params ? ctx->params[ctx->num_params - 1].out_offset + ctx->params[ctx->num_params - 1].numel : 0;
     p->no_decay = desc->no_decay != 0;
+    p->muon = desc->muon != 0;
     m->lay.used = off + numel;
     out->id = zero__handle(ctx, ctx->num_params++);
     return ZERO_OK;
@@ -11760,6 +11840,7 @@ static zero_result zero__stack_slice(zero_ctx *ctx, const char *fn, int n, const
     memset(&slice, 0, sizeof slice);
     slice.name = desc->name;
     slice.no_decay = desc->no_decay;
+    slice.muon = desc->muon;
     slice.ndim = desc->ndim > 1 ? desc->ndim - 1 : 1;
     slice.shape[0] = 1;
     for (i = 1; i < desc->ndim; i++) slice.shape[i - 1] = desc->shape[i];
@@ -12301,7 +12382,90 @@ static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
 static int zero__mem_has_master(const zero_ctx *ctx) { return ctx->arena.master != NULL; }
 static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
-static zero_result zero__mem_step(zero_ctx *ctx, float gscale) { return ctx->dev->optimizer(ctx, gscale); }
+/* ZERO_OPTIM_MUON's matrices (ON THE OPTIMIZER), after the element pass has stepped the other
+   params with AdamW, module by module: each rank updates its slice's momentum and forms its
+   slice of each marked matrix's update, in fp32 (zeros elsewhere in the module's span); at
+   stages 1-3 one all-gather of the module's slices gives every rank the whole update (at
+   stage 0 every rank has it all); every rank runs the Newton-Schulz iteration on each matrix
+   (zero__muon_ns: the same bits on every rank, stage and world size) and applies its own
+   slice to its master and params. The CPU device in memory only (zero__check_desc_muon). The
+   optimizer track shows "muon update" (momentum), "muon ns" and "muon apply" per module. */
+static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
+    const zero_desc *d = &ctx->desc;
+    const zero_muon_desc *md = &d->optim.muon;
+    const int N = ctx->world, gather = d->stage > 0 && N > 1, adt = (int)d->grad_accum_dtype, pdt = (int)d->param_dtype;
+    float *all = ctx->opt.muon_buf, *mine = all + ctx->opt.muon_span;
+    float *work = mine + (gather ? ctx->opt.muon_span / N : 0), *gws = work + ctx->opt.muon_ws;
+    float *m = (float *)ctx->arena.m;
+    zero__muon_hp h;
+    zero_result r = ZERO_OK;
+    unsigned fpenv;
+    int mi, pi;
+    if (!all) return ZERO_OK;
+    memset(&h, 0, sizeof h);
+    h.mu = (float)md->momentum;
+    h.one_minus_mu = (float)(1.0 - md->momentum);
+    h.a = (float)md->ns_a; h.b = (float)md->ns_b; h.c = (float)md->ns_c;
+    h.eps = (float)md->eps;
+    h.nesterov = !md->no_nesterov;
+    h.steps = md->ns_steps;
+    h.decay_mul = (float)(1.0 - md->lr * md->weight_decay);
+    fpenv = zero__fpenv_enter();
+    for (mi = 0; mi < ctx->num_modules && r == ZERO_OK; mi++) {
+        const zero__module_rec *mod = &ctx->modules[mi];
+        const int64_t per = d->stage == 0 ? mod->lay.span : mod->lay.span / N;
+        float *u = gather ? mine : all;
+        double t0 = zero__trace_t0(ctx);
+        int any = 0;
+        for (pi = 0; pi < ctx->num_params; pi++) any |= ctx->params[pi].module == mi && ctx->params[pi].muon;
+        if (mod->frozen || !any) continue;
+        memset(u, 0, sizeof(float) * (size_t)per);
+        for (pi = 0; pi < ctx->num_params; pi++) {     /* the momentum, and this rank's slice of the update */
+            const zero__param_rec *p = &ctx->params[pi];
+            int64_t lo, s, e, i, gi;
+            float *us;
+            if (p->module != mi || !p->muon) continue;
+            zero__param_region(ctx, p, &lo, &s, &e);
+            if (s >= e) continue;
+            gi = d->stage < 2 ? mod->lay.train_off + s : mod->lay.train_off / N + (s - lo);     /* as the segment's */
+            us = u + (s - lo);
+            for (i = 0; i < e - s; i++) us[i] = zero__nf(zero__ld(ctx->arena.grad, gi + i, adt) * gscale);
+            zero__muon_mom(&h, m + zero__state_index(ctx, mod, s, lo), us, us, e - s);
+            if (ctx->opt.grads_cleared)     /* the element pass cleared the rest as it went */
+                memset(zero__at(ctx->arena.grad, gi, adt), 0, (size_t)((e - s) * (int64_t)zero__esize(adt)));
+        }
+        zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon update", mod->name, t0);
+        if (gather && (r = zero__wait(ctx, zero__post_allgather(ctx, mine, all, per * 4))) != ZERO_OK) break;
+        t0 = zero__trace_t0(ctx);
+        for (pi = 0; pi < ctx->num_params; pi++)        /* every matrix whole, on every rank */
+            if (ctx->params[pi].module == mi && ctx->params[pi].muon)
+                zero__muon_ns(&h, all + ctx->params[pi].offset, ctx->params[pi].shape[0], ctx->params[pi].shape[1], work,
+                              gws, ctx->opt.simd);
+        zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon ns", mod->name, t0);
+        t0 = zero__trace_t0(ctx);
+        for (pi = 0; pi < ctx->num_params; pi++) {     /* this rank's slice of each, into its master and params */
+            const zero__param_rec *p = &ctx->params[pi];
+            int64_t lo, s, e, i, pidx;
+            float *w;
+            if (p->module != mi || !p->muon) continue;
+            zero__param_region(ctx, p, &lo, &s, &e);
+            if (s >= e) continue;
+            pidx = d->stage < 3 ? mod->lay.param_off + s : mod->lay.param_off / N + (s - lo);     /* as the segment's */
+            w = ctx->arena.master ? ctx->arena.master + zero__state_index(ctx, mod, s, lo) : (float *)ctx->arena.param + pidx;
+            h.neg_lr = (float)-zero__muon_lr(md->lr, (int)md->adjust_lr, p->shape[0], p->shape[1]);
+            zero__muon_apply(&h, w, all + s, e - s, !p->no_decay);
+            if (pdt != ZERO_F32)
+                for (i = 0; i < e - s; i++) zero__st(ctx->arena.param, pidx + i, pdt, w[i]);
+        }
+        zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon apply", mod->name, t0);
+    }
+    zero__fpenv_leave(fpenv);
+    return r;
+}
+static zero_result zero__mem_step(zero_ctx *ctx, float gscale) {
+    zero_result r = ctx->dev->optimizer(ctx, gscale);
+    return r == ZERO_OK ? zero__muon_step(ctx, gscale) : r;
+}
 static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
     (void)fn;
     int dt;
@@ -12679,6 +12843,7 @@ static void zero__host_part(void *arg, int part, int nparts) {
         int64_t s = w.s, e = w.e;
         void *p;
         zero__optk k = j->k;
+        if (sg->muon) continue;     /* zero__muon_step's, after this pass */
         k.decay = sg->decay;
         p = zero__at(j->params, sg->state_idx, pdt);
         zero__opt_call(j->fn, &k, &sc, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
@@ -12913,6 +13078,7 @@ static uint64_t zero__model_hash(const zero_ctx *ctx) {
         h = zero__fnv(h, &p->ndim, sizeof p->ndim);
         h = zero__fnv(h, p->shape, sizeof(int64_t) * (size_t)p->ndim);
         h = zero__fnv(h, &p->no_decay, sizeof p->no_decay);
+        h = zero__fnv(h, &p->muon, sizeof p->muon);
     }
     return h;
 }
@@ -12945,6 +13111,7 @@ static void zero__make_segments(zero_ctx *ctx) {
         sg->state_idx = zero__state_index(ctx, m, s, lo);
         sg->param_idx = ctx->desc.stage < 3 ? m->lay.param_off + s : m->lay.param_off / N + (s - lo);
         sg->decay = !p->no_decay;
+        sg->muon = p->muon;
     }
     if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8) {    /* the q8 pass walks blocks in state order */
         int a, b;
@@ -12962,10 +13129,11 @@ static void zero__free_arenas(zero_ctx *ctx) {
     const zero_allocator *a = &ctx->desc.allocator;
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
-                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g, ctx->zpp.sec, ctx->zpp.buf };
+                      ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g, ctx->zpp.sec, ctx->zpp.buf,
+                      ctx->opt.muon_buf };
     static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
                                  ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS,
-                                 ZERO_CAT_PARAMS, ZERO_CAT_BUFFERS };
+                                 ZERO_CAT_PARAMS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
     void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
                      ctx->opt.norm_part };
     size_t i;
@@ -12982,6 +13150,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->arena.master = NULL;
     ctx->arena.m = ctx->arena.v = NULL;
     ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
+    ctx->opt.muon_buf = NULL;
     ctx->sched.free_off = ctx->sched.free_len = NULL;
     ctx->sched.order = NULL;
     ctx->grads.bucket = NULL;
@@ -13087,6 +13256,10 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
         ctx->sched.persist = (char *)zero__arena(ctx, z->persist_bytes, ZERO_CAT_BUFFERS, ok);
     }
     if (ctx->zpp.on) zero__build_zpp(ctx, z, ok);
+    ctx->opt.muon_span = z->muon_span;
+    ctx->opt.muon_ws = z->muon_ws;
+    ctx->opt.muon_buf = (float *)zero__arena(ctx, zero__muon_bytes(d, ctx->world, z->muon_span, z->muon_ws),
+                                             ZERO_CAT_BUFFERS, ok);
     if (z->tile_elems) {
         ctx->tile.w = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
         ctx->tile.g = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
@@ -13169,8 +13342,14 @@ static zero_result zero__build(zero_ctx *ctx) {
     zero_result r;
     zero_desc *d = &ctx->desc;
     int64_t (*b)[ZERO_CAT_NUM];
-    int ok = 1;
+    int ok = 1, pi;
     memset(&z, 0, sizeof z);
+    for (pi = 0; pi < ctx->num_params && d->optim.type != ZERO_OPTIM_MUON; pi++)
+        if (ctx->params[pi].muon)
+            return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                              "zero_build: param '%s.%s' is marked muon, but optim.type is %s, not ZERO_OPTIM_MUON",
+                              ctx->modules[ctx->params[pi].module].name, ctx->params[pi].name,
+                              zero__optim_name(d->optim.type));
     if ((r = zero__build_agree(ctx, &z)) != ZERO_OK) return r;
     if (ctx->zpp.on && (r = zero__zpp_split(ctx)) != ZERO_OK) return r;
     zero__plan_compute(d, ctx->world, &z, &ctx->lay.plan);
@@ -15576,6 +15755,7 @@ static int zero__ck_read_settings(zero__ck_cur *c, zero__ck_manifest *m) {
     if (strcmp(rest, "adamw") == 0) m->optim = ZERO_OPTIM_ADAMW;
     else if (strcmp(rest, "sgd") == 0) m->optim = ZERO_OPTIM_SGD;
     else if (strcmp(rest, "lion") == 0) m->optim = ZERO_OPTIM_LION;
+    else if (strcmp(rest, "muon") == 0) m->optim = ZERO_OPTIM_MUON;
     else return 0;
     if (!zero__ck_kv(c, "moments", 0, 2, &v)) return 0;
     m->moments = (int)v;

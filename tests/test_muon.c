@@ -314,6 +314,250 @@ static void ns_properties(void) {
         if (u[j] != 0.0f) { CHECK(0, "NS(0)[%d] = %g", j, u[j]); break; }
 }
 
+/* ---- through the library: ZERO_OPTIM_MUON in zero_step -------------------------------------
+   The same cases through zero_create .. zero_step: W (marked muon) and b in one module, f32
+   params, every rank adding the case's gradient; held to the reference as above, and every
+   stage bitwise equal to stage 0 at the same world size. */
+typedef struct lib_run { int ci, stage, world; float *w[4], *b[4]; } lib_run;
+
+static zero_result lib_rank(zero_comm *comm, int rank, void *user) {
+    lib_run *L = (lib_run *)user;
+    const muon_case *c = &C[L->ci];
+    const int64_t n = (int64_t)c->rows * c->cols;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param W, B;
+    zero_result r;
+    float *g = (float *)malloc(sizeof(float) * (size_t)(n + c->rows)), *all = NULL;
+    int t;
+    memset(&d, 0, sizeof d);
+    d.comm = comm;
+    d.stage = L->stage;
+    d.param_dtype = ZERO_F32;
+    d.timeout_ms = 20000;
+    d.optim.type = ZERO_OPTIM_MUON;
+    d.optim.lr = c->alr; d.optim.beta1 = c->b1; d.optim.beta2 = c->b2; d.optim.eps = c->aeps;
+    d.optim.weight_decay = c->awd;
+    d.optim.muon.lr = c->lr; d.optim.muon.weight_decay = c->wd; d.optim.muon.momentum = c->mu;
+    d.optim.muon.no_nesterov = !c->nesterov;
+    d.optim.muon.adjust_lr = c->adjust ? ZERO_MUON_ADJUST_MATCH_RMS_ADAMW : ZERO_MUON_ADJUST_ORIGINAL;
+    if (!g) return ZERO_ERR_OUT_OF_MEMORY;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    memset(&md, 0, sizeof md);
+    md.name = "layer";
+    if ((r = zero_add_module(z, &md, &mod)) != ZERO_OK) goto done;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w"; pd.ndim = 2; pd.shape[0] = c->rows; pd.shape[1] = c->cols; pd.muon = 1;
+    if ((r = zero_add_param(z, mod, &pd, &W)) != ZERO_OK) goto done;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "b"; pd.ndim = 1; pd.shape[0] = c->rows;
+    if ((r = zero_add_param(z, mod, &pd, &B)) != ZERO_OK || (r = zero_build(z)) != ZERO_OK) goto done;
+    values(L->ci, 0, 0, n, 14, g);
+    values(L->ci, 1, 0, c->rows, 14, g + n);
+    if ((r = zero_param_set_f32(z, W, g)) != ZERO_OK || (r = zero_param_set_f32(z, B, g + n)) != ZERO_OK) goto done;
+    for (t = 1; t <= c->steps; t++) {
+        values(L->ci, 0, t, n, 16, g);
+        values(L->ci, 1, t, c->rows, 16, g + n);
+        if ((r = zero_fetch(z, mod)) != ZERO_OK) goto done;
+        zero_add_f32(zero_param_grad(z, W), ZERO_F32, g, n);
+        zero_add_f32(zero_param_grad(z, B), ZERO_F32, g + n, c->rows);
+        if ((r = zero_release(z, mod)) != ZERO_OK || (r = zero_grads_ready(z, mod)) != ZERO_OK ||
+            (r = zero_step(z)) != ZERO_OK)
+            goto done;
+    }
+    all = (float *)malloc(sizeof(float) * (size_t)(n + c->rows));
+    if (!all) { r = ZERO_ERR_OUT_OF_MEMORY; goto done; }
+    if ((r = zero_gather_params_f32(z, all)) != ZERO_OK) goto done;
+    memcpy(L->w[rank], all, sizeof(float) * (size_t)n);
+    memcpy(L->b[rank], all + n, sizeof(float) * (size_t)c->rows);
+done:
+    if (r != ZERO_OK) fprintf(stderr, "  rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    free(g); free(all);
+    zero_destroy(z);
+    return r;
+}
+
+static void lib_case(int ci, int world) {
+    const muon_case *c = &C[ci];
+    const int64_t n = (int64_t)c->rows * c->cols;
+    float *ref = (float *)malloc(sizeof(float) * (size_t)n), *walk = (float *)malloc(sizeof(float) * (size_t)n);
+    float *b = (float *)malloc(sizeof(float) * (size_t)c->rows), *p0 = (float *)malloc(sizeof(float) * (size_t)n);
+    float *w0 = (float *)malloc(sizeof(float) * (size_t)n);
+    lib_run L;
+    int stage, k, ok = 1;
+    int64_t at;
+    memset(&L, 0, sizeof L);
+    for (k = 0; k < world; k++) {
+        L.w[k] = (float *)malloc(sizeof(float) * (size_t)n);
+        L.b[k] = (float *)malloc(sizeof(float) * (size_t)c->rows);
+        ok &= L.w[k] && L.b[k];
+    }
+    if (!CHECK(ok && ref && walk && b && p0 && w0, "out of memory")) goto done;
+    values(ci, 0, 0, n, 14, p0);
+    if (!replay(ci, ZERO__SIMD_SCALAR, ref, walk, b)) goto done;
+    L.ci = ci;
+    L.world = world;
+    for (stage = 0; stage <= 3; stage++) {
+        zero_result r;
+        double e;
+        L.stage = stage;
+        r = world == 1 ? lib_rank(NULL, 0, &L) : zero_run_local(world, lib_rank, &L);
+        if (!CHECK(r == ZERO_OK, "stage %d world %d: %s", stage, world, zero_result_str(r))) break;
+        for (k = 1; k < world; k++)
+            CHECK(memcmp(L.w[k], L.w[0], sizeof(float) * (size_t)n) == 0, "stage %d: rank %d's W differs from rank 0's",
+                  stage, k);
+        e = worst(L.w[0], c->w_f64ns, p0, walk, n, 1e-6, 1.0 / 16384, &at);
+        CHECK(e <= 1.0, "stage %d world %d: W vs torch with a float64 iteration: [%lld] got %.9g want %.9g: %.3g of the "
+              "bound", stage, world, (long long)at, at >= 0 ? L.w[0][at] : 0.0, at >= 0 ? c->w_f64ns[at] : 0.0, e);
+        for (k = 0; k < c->rows; k++) {
+            float x = L.b[0][k], y = c->b[k];
+            int32_t ix, iy;
+            memcpy(&ix, &x, 4); memcpy(&iy, &y, 4);
+            if (!(fabs((double)x - y) <= 1e-6 * fmax(fabs((double)y), 1e-3)) && !(ix - iy <= 4 && iy - ix <= 4)) {
+                CHECK(0, "stage %d world %d: b[%d] %.9g, torch.optim.AdamW's %.9g", stage, world, k, x, y);
+                break;
+            }
+        }
+        if (stage == 0) memcpy(w0, L.w[0], sizeof(float) * (size_t)n);
+        else CHECK(memcmp(w0, L.w[0], sizeof(float) * (size_t)n) == 0, "world %d: stage %d's W differs from stage 0's",
+                   world, stage);
+    }
+done:
+    for (k = 0; k < world; k++) { free(L.w[k]); free(L.b[k]); }
+    free(ref); free(walk); free(b); free(p0); free(w0);
+}
+
+/* a built context's W (rows x cols, marked muon unless plain) and b [rows] in one module */
+static zero_result small_ctx(zero_desc *d, int rows, int cols, int mark, zero_ctx **out) {
+    zero_module mod;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param W, B;
+    zero_result r;
+    *out = NULL;
+    if ((r = zero_create(out, d)) != ZERO_OK) return r;
+    memset(&md, 0, sizeof md);
+    md.name = "layer";
+    if ((r = zero_add_module(*out, &md, &mod)) != ZERO_OK) return r;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w"; pd.ndim = 2; pd.shape[0] = rows; pd.shape[1] = cols; pd.muon = mark;
+    if ((r = zero_add_param(*out, mod, &pd, &W)) != ZERO_OK) return r;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "b"; pd.ndim = 1; pd.shape[0] = rows;
+    if ((r = zero_add_param(*out, mod, &pd, &B)) != ZERO_OK) return r;
+    return zero_build(*out);
+}
+
+/* Muon's buffers are planned and allocated exactly: plan == stats after zero_build, and the
+   buffers exceed AdamW's by the module's span of fp32 updates, the rank's slice of it to
+   gather (stages 1-3 with 2 ranks), the iteration's work area (2 rows cols + 2 min^2 floats)
+   and the SGEMM's packing buffers */
+typedef struct mem_job { int stage; int64_t buf[2], want, tables_ok; } mem_job;
+static zero_result mem_rank(zero_comm *comm, int rank, void *user) {
+    mem_job *j = (mem_job *)user;
+    int muon;
+    for (muon = 0; muon < 2; muon++) {
+        zero_desc d;
+        zero_ctx *z = NULL;
+        zero_plan pl;
+        zero_stats st;
+        zero_result r;
+        int t, c;
+        memset(&d, 0, sizeof d);
+        d.comm = comm; d.stage = j->stage; d.param_dtype = ZERO_BF16; d.timeout_ms = 20000;
+        d.optim.type = muon ? ZERO_OPTIM_MUON : ZERO_OPTIM_ADAMW;
+        r = small_ctx(&d, 40, 24, muon, &z);
+        if (r == ZERO_OK && (r = zero_plan_get(z, &pl)) == ZERO_OK && (r = zero_stats_get(z, &st)) == ZERO_OK && rank == 0) {
+            int64_t span = pl.numel_padded, per = j->stage > 0 && comm ? span / 2 : 0;
+            j->buf[muon] = 0;
+            for (t = 0; t < ZERO_TIER_NUM; t++) {
+                j->buf[muon] += pl.bytes[t][ZERO_CAT_BUFFERS];
+                for (c = 0; c < ZERO_CAT_NUM; c++) j->tables_ok &= pl.bytes[t][c] == st.bytes[t][c];
+            }
+            j->want = 4 * (span + per + 2 * 40 * 24 + 2 * 24 * 24 + ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC);
+        }
+        zero_destroy(z);
+        if (r != ZERO_OK) return r;
+    }
+    return ZERO_OK;
+}
+static void memory_planned(void) {
+    int stage, w;
+    for (w = 1; w <= 2; w++)
+        for (stage = 0; stage <= 3; stage++) {
+            mem_job j;
+            zero_result r;
+            memset(&j, 0, sizeof j);
+            j.stage = stage;
+            j.tables_ok = 1;
+            r = w == 1 ? mem_rank(NULL, 0, &j) : zero_run_local(2, mem_rank, &j);
+            if (!CHECK(r == ZERO_OK, "stage %d world %d: %s: %s", stage, w, zero_result_str(r), zero_last_error(NULL))) continue;
+            CHECK(j.tables_ok, "stage %d world %d: the plan differs from the bytes allocated", stage, w);
+            CHECK(j.buf[1] - j.buf[0] == j.want, "stage %d world %d: Muon's buffers %lld bytes, want %lld", stage, w,
+                  (long long)(j.buf[1] - j.buf[0]), (long long)j.want);
+        }
+}
+
+/* what zero.h refuses, each with its result and a message naming it */
+static void refusals(void) {
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param P;
+    zero_result r;
+    static const struct { int what; zero_result want; const char *msg; } cases[] = {
+        { 0, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with optimizer states and params in memory" },
+        { 1, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with fp32 moments" },
+        { 2, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with the CPU device" },
+        { 3, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with no ZeRO++" },
+        { 4, ZERO_ERR_INVALID_ARG, "a Muon option is out of range" },
+        { 5, ZERO_ERR_INVALID_ARG, "a Muon option is out of range" },
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memset(&d, 0, sizeof d);
+        d.optim.type = ZERO_OPTIM_MUON;
+        switch (cases[i].what) {
+        case 0: d.offload_optimizer = ZERO_OFFLOAD_HOST; break;
+        case 1: d.optim.state_dtype = ZERO_STATE_Q8; break;
+        case 2: d.device = ZERO_DEVICE_EMU; break;
+        case 3: d.stage = 3; d.qwz = 1; break;
+        case 4: d.optim.muon.momentum = 1.0; break;
+        default: d.optim.muon.ns_steps = 100; break;
+        }
+        r = zero_create(&z, &d);
+        CHECK(r == cases[i].want && strstr(zero_last_error(NULL), cases[i].msg), "case %d: %s: %s", cases[i].what,
+              zero_result_str(r), zero_last_error(NULL));
+        zero_destroy(z);
+        z = NULL;
+    }
+    /* a 1-D param marked muon; a marked param under another optimizer */
+    memset(&d, 0, sizeof d);
+    d.optim.type = ZERO_OPTIM_MUON;
+    if (!CHECK(zero_create(&z, &d) == ZERO_OK, "%s", zero_last_error(NULL))) return;
+    memset(&md, 0, sizeof md);
+    md.name = "m";
+    CHECK(zero_add_module(z, &md, &mod) == ZERO_OK, "%s", zero_last_error(z));
+    memset(&pd, 0, sizeof pd);
+    pd.name = "bias"; pd.ndim = 1; pd.shape[0] = 8; pd.muon = 1;
+    r = zero_add_param(z, mod, &pd, &P);
+    CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(z), "muon marks a matrix, and this param has 1 dimension"),
+          "a 1-D muon param: %s: %s", zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    z = NULL;
+    memset(&d, 0, sizeof d);
+    d.optim.type = ZERO_OPTIM_ADAMW;
+    r = small_ctx(&d, 8, 4, 1, &z);
+    CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(z), "param 'layer.w' is marked muon, but optim.type is adamw"),
+          "a muon param under AdamW: %s: %s", zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+}
+
 int main(void) {
     char err[600];
     int ok, i;
@@ -324,10 +568,20 @@ int main(void) {
     test_end();
     TEST_RUN(adjust_lr);
     TEST_RUN(ns_properties);
+    TEST_RUN(memory_planned);
+    TEST_RUN(refusals);
     for (i = 0; ok && i < ncases; i++) {
         test_begin("muon_vs_torch_%dx%d%s", C[i].rows, C[i].cols, C[i].nesterov ? "_nesterov" : "");
         check_case(i);
         test_end();
+    }
+    for (i = 0; ok && i < ncases; i++) {
+        int world;
+        for (world = 1; world <= 4; world++) {
+            test_begin("muon_zero_step_%dx%d_world%d", C[i].rows, C[i].cols, world);
+            lib_case(i, world);
+            test_end();
+        }
     }
     for (i = 0; i < ncases; i++) { free(C[i].w_torch); free(C[i].w_f64ns); free(C[i].b); }
     return test_summary();
