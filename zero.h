@@ -427,6 +427,25 @@
      p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g, as its authors'
      code; one moment, so 8 bytes of state an element with the fp32 master instead of
      AdamW's 12; defaults lr 1e-4, betas 0.9, 0.99), narrow to the param dtype.
+     Muon (ZERO_OPTIM_MUON) steps the params marked muon in their zero_param_desc (2-D
+     matrices: a transformer's hidden layers) as torch.optim.Muon does, and every other
+     param with AdamW (desc.optim's lr, betas, eps, weight_decay), in the same zero_step:
+     buf = lerp(buf, g, 1 - momentum); u = Nesterov ? lerp(g, buf, momentum) : buf; u's
+     matrix orthogonalized by ns_steps Newton-Schulz iterations (X /= max(|X|_F, eps);
+     X = a X + (b A + c A A) X, A = X X^T, on the matrix or its transpose, whichever is
+     wide); p *= 1 - lr * weight_decay; p -= lr' u, lr' = lr sqrt(max(1, rows / cols)), or
+     0.2 lr sqrt(max(rows, cols)) with ZERO_MUON_ADJUST_MATCH_RMS_ADAMW (desc.optim.muon;
+     defaults lr 1e-3, momentum 0.95, Nesterov, 5 iterations, eps 1e-7, weight_decay 0).
+     The iteration needs the whole matrix, and a rank holds a slice of it: after the
+     AdamW pass each rank forms its slice of every marked matrix's update, one all-gather
+     per module gives every rank the whole (none at stage 0), every rank iterates (fp32,
+     the deterministic SGEMM) and applies its slice, so the params are the same bits at
+     every stage; buffers for a module's span, its slice, the largest matrix's iteration
+     and the SGEMM are planned (ZERO_CAT_BUFFERS). torch iterates in bfloat16: zero.h's
+     fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). For
+     now Muon runs on the CPU device with its states in memory and fp32 moments, without
+     ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer track of the
+     trace shows each module's "muon update", "muon ns" and "muon apply".
      Non-finite gradients skip the step on every rank and zero_step returns
      ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
      (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
@@ -1001,8 +1020,9 @@
 
    WHAT IT DOES NOT DO (yet)
      No autograd: you write forward and backward. Data parallelism only (no tensor or
-     pipeline parallelism); AdamW, SGD and Lion only (no Muon yet). The CUDA device and the NCCL
-     communicator have not yet run on a GPU in our CI (they are built there, and the
+     pipeline parallelism); AdamW, SGD, Lion and Muon (Muon: on the CPU device with its
+     states in memory, for now). The CUDA device and the NCCL communicator have not yet
+     run on a GPU in our CI (they are built there, and the
      engine's device path is tested through the EMU device and a CUDA test double); with
      the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
      offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build

@@ -128,16 +128,17 @@ static inline zero_state_dtype parse_state_dtype(const char *opt, const char *v)
 }
 
 static inline const char *optim_name(zero_optim_type t) {
-    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : "adamw";
+    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : t == ZERO_OPTIM_MUON ? "muon" : "adamw";
 }
 
-// --optim: adamw, lion or sgd (muon is named, to say it is not there yet)
-static inline zero_optim_type parse_optim(const char *opt, const char *v) {
+// --optim: adamw, lion or sgd, and muon where the program marks its matrices (with_muon)
+static inline zero_optim_type parse_optim(const char *opt, const char *v, int with_muon) {
     if (!strcmp(v, "adamw")) return ZERO_OPTIM_ADAMW;
     if (!strcmp(v, "lion")) return ZERO_OPTIM_LION;
     if (!strcmp(v, "sgd")) return ZERO_OPTIM_SGD;
-    if (!strcmp(v, "muon")) bad_arg("muon: zero.h has no Muon yet; expects adamw, lion or sgd", opt, v);
-    bad_arg("expects adamw, lion or sgd", opt, v);
+    if (!strcmp(v, "muon") && with_muon) return ZERO_OPTIM_MUON;
+    if (!strcmp(v, "muon")) bad_arg("muon: this program has no matrices marked for Muon; expects adamw, lion or sgd", opt, v);
+    bad_arg(with_muon ? "expects adamw, lion, sgd or muon" : "expects adamw, lion or sgd", opt, v);
     return ZERO_OPTIM_ADAMW;   // (not reached)
 }
 

@@ -76,7 +76,8 @@ typedef struct {
     int flat_layout;             // --flat-layout: desc.flat_layout (stages 0-2; the same bits)
     zero_dtype dtype;
     zero_optim_type optim;       // --optim: adamw (default), lion or sgd
-    float lr;                    // --lr; 0: the optimizer's default (adamw 3e-3, lion 1e-3, sgd 0.1)
+    float lr;                    // --lr; 0: the optimizer's default (adamw 3e-3, lion 1e-3, sgd 0.1; muon: its AdamW's)
+    float muon_lr;               // --muon-lr: Muon's on the blocks' matrices (default 0.02)
     uint64_t seed;
     const char *data, *plot, *trace;
     zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
@@ -347,10 +348,13 @@ typedef struct {
 #define ZCHECK(call) do { zero_result r_ = (call); \
     if (r_ < 0) { fprintf(stderr, "train_gpt: rank %d: %s failed: %s\n", t->rank, #call, zero_last_error(t->z)); return r_; } } while (0)
 
+// muon: a matrix --optim muon steps with Muon (the blocks' matrices, as its authors train;
+// the embeddings, norms and biases stay AdamW's)
 static zero_result add_param(trainer *t, zero_module m, const char *name, int ndim, int64_t d0, int64_t d1,
-                             int no_decay, zero_param *out) {
+                             int no_decay, int muon, zero_param *out) {
     zero_param_desc pd = {0};
     pd.name = name; pd.ndim = ndim; pd.shape[0] = d0; pd.shape[1] = d1; pd.no_decay = no_decay;
+    pd.muon = muon && t->cfg->optim == ZERO_OPTIM_MUON;
     ZCHECK(zero_add_param(t->z, m, &pd, out));
     return ZERO_OK;
 }
@@ -363,8 +367,8 @@ static zero_result register_model(trainer *t) {
     zero_module_desc md = {0};
     md.name = "embed";
     ZCHECK(zero_add_module(t->z, &md, &t->embed_mod));
-    ZCHECK(add_param(t, t->embed_mod, "wte", 2, VOCAB, C, 0, &t->wte));
-    ZCHECK(add_param(t, t->embed_mod, "wpe", 2, t->T, C, 0, &t->wpe));
+    ZCHECK(add_param(t, t->embed_mod, "wte", 2, VOCAB, C, 0, 0, &t->wte));
+    ZCHECK(add_param(t, t->embed_mod, "wpe", 2, t->T, C, 0, 0, &t->wpe));
     int64_t shapes[NPARAM][2] = { {C, 0}, {C, 0}, {3 * C, C}, {3 * C, 0}, {C, C}, {C, 0},
                                   {C, 0}, {C, 0}, {4 * C, C}, {4 * C, 0}, {C, 4 * C}, {C, 0} };
     t->block_numel = 0;
@@ -378,7 +382,7 @@ static zero_result register_model(trainer *t) {
         ZCHECK(zero_add_module(t->z, &md, &t->block_mod[l]));
         for (int k = 0; k < NPARAM; k++)
             ZCHECK(add_param(t, t->block_mod[l], block_param_names[k], shapes[k][1] ? 2 : 1, shapes[k][0],
-                             shapes[k][1], shapes[k][1] == 0, &t->bp[l * NPARAM + k]));
+                             shapes[k][1], shapes[k][1] == 0, shapes[k][1] != 0, &t->bp[l * NPARAM + k]));
     }
     if (t->cfg->ckpt)   // block l's input, put in the forward pass and asked for in the backward pass
         for (int l = 0; l < L; l++) {
@@ -387,8 +391,8 @@ static zero_result register_model(trainer *t) {
         }
     md.name = "lnf";
     ZCHECK(zero_add_module(t->z, &md, &t->lnf_mod));
-    ZCHECK(add_param(t, t->lnf_mod, "w", 1, C, 0, 1, &t->lnfw));
-    ZCHECK(add_param(t, t->lnf_mod, "b", 1, C, 0, 1, &t->lnfb));
+    ZCHECK(add_param(t, t->lnf_mod, "w", 1, C, 0, 1, 0, &t->lnfw));
+    ZCHECK(add_param(t, t->lnf_mod, "b", 1, C, 0, 1, 0, &t->lnfb));
     if (!t->cfg->untie) {
         ZCHECK(zero_add_tied_param(t->z, t->lnf_mod, "head", t->wte, &t->headw));
         return ZERO_OK;
@@ -1002,6 +1006,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         d.optim.type = c->optim;
         d.optim.lr = c->lr;
         d.optim.weight_decay = 0.0;
+        d.optim.muon.lr = c->muon_lr;
         if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9;
         d.clip_norm = 1.0f;
         d.qwz = c->qwz;
@@ -1179,8 +1184,10 @@ static void usage(FILE *f) {
         "  --seq T            sequence length in bytes (default 64)\n"
         "  --batch B          sequences per step, all ranks; a multiple of ranks*accum (default 32,\n"
         "                     rounded up to one)\n"
-        "  --optim O          adamw, lion or sgd (with momentum 0.9) (default adamw; muon: not yet)\n"
-        "  --lr LR            learning rate (default: adamw 3e-3, lion 1e-3, sgd 0.1)\n"
+        "  --optim O          adamw, lion, sgd (with momentum 0.9) or muon (Muon on the blocks' matrices,\n"
+        "                     AdamW on the rest) (default adamw)\n"
+        "  --lr LR            learning rate (default: adamw 3e-3, lion 1e-3, sgd 0.1; muon: the AdamW part's 3e-3)\n"
+        "  --muon-lr LR       --optim muon: Muon's learning rate (default 0.02)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
         "  --trace FILE.json  write a Chrome/Perfetto trace (ui.perfetto.dev, chrome://tracing); none: off\n"
@@ -1290,7 +1297,7 @@ int main(int argc, char **argv) {
         const char *v = option_value(argc, argv, &i);
         if (!strcmp(o, "--offload-optimizer")) c->offload_optimizer = parse_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) c->state_dtype = parse_state_dtype(o, v);
-        else if (!strcmp(o, "--optim")) c->optim = parse_optim(o, v);
+        else if (!strcmp(o, "--optim")) c->optim = parse_optim(o, v, 1);
         else if (!strcmp(o, "--offload-params")) c->offload_params = parse_offload(o, v);
         else if (!strcmp(o, "--offload-activations")) {
             c->offload_acts = parse_act_offload(o, v);
@@ -1306,6 +1313,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--seq")) c->seq = (int)parse_long(o, v, 1, 4096);
         else if (!strcmp(o, "--batch")) { c->batch = (int)parse_long(o, v, 1, 1 << 20); c->batch_set = 1; }
         else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
+        else if (!strcmp(o, "--muon-lr")) c->muon_lr = parse_float(o, v, 1e-12, 1e3);
         else if (!strcmp(o, "--data")) c->data = v;
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;
         else if (!strcmp(o, "--trace")) c->trace = strcmp(v, "none") ? v : NULL;
@@ -1336,6 +1344,7 @@ int main(int argc, char **argv) {
     }
     if (c->deepspeed && !read_deepspeed(c)) return 2;
     if (c->lr == 0.0f) c->lr = c->optim == ZERO_OPTIM_LION ? 1e-3f : c->optim == ZERO_OPTIM_SGD ? 0.1f : 3e-3f;
+    if (c->muon_lr == 0.0f) c->muon_lr = 0.02f;
     if (c->ckpt_every && !c->save_ckpt) {
         fprintf(stderr, "train_gpt: --ckpt-every needs --save-ckpt DIR\n");
         return 2;

@@ -736,7 +736,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--nvme-dir")) {
             c->nvme_dir = v;
         } else if (!strcmp(o, "--optim")) {
-            c->optim = parse_optim(o, v);
+            c->optim = parse_optim(o, v, 0);
         } else if (!strcmp(o, "--device")) {
             if (!strcmp(v, "cpu")) c->device = ZERO_DEVICE_CPU;
             else if (!strcmp(v, "cuda")) c->device = ZERO_DEVICE_CUDA;

@@ -121,7 +121,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) state_dtype = parse_state_dtype(o, v);
-        else if (!strcmp(o, "--optim")) optim = parse_optim(o, v);
+        else if (!strcmp(o, "--optim")) optim = parse_optim(o, v, 0);
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;

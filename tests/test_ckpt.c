@@ -105,10 +105,17 @@ static zero_result make_ctx(zero_comm *comm, const cfg *c, zero_ctx **out, zero_
         static const char *names[NMOD] = { "emb", "mid", "head" };
         if ((r = fx_module(z, names[i], i == 1 && c->frozen1, &mod[i])) != ZERO_OK) return r;
     }
-    for (p = 0; p < 5; p++)     /* 1-D params (biases) are not decayed */
-        if ((r = fx_param(z, mod[pmod[p]], pname[p], shapes[p][0] + (c->wide && p == 3), shapes[p][1], shapes[p][1] == 0,
-                          &P[p])) != ZERO_OK)
-            return r;
+    for (p = 0; p < 5; p++) {   /* 1-D params (biases) are not decayed; with Muon the 2-D ones are its */
+        zero_param_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.name = pname[p];
+        pd.ndim = shapes[p][1] ? 2 : 1;
+        pd.shape[0] = shapes[p][0] + (c->wide && p == 3);
+        pd.shape[1] = shapes[p][1];
+        pd.no_decay = shapes[p][1] == 0;
+        pd.muon = c->optim == ZERO_OPTIM_MUON && shapes[p][1] != 0;
+        if ((r = zero_add_param(z, mod[pmod[p]], &pd, &P[p])) != ZERO_OK) return r;
+    }
     if ((r = zero_build(z)) != ZERO_OK) return r;
     for (p = 0; p < 5; p++) {
         int64_t k;
@@ -1350,6 +1357,9 @@ int main(void) {
     test_begin("resume_bf16_lion_world3_stage3"); resume_bitwise(3, 3, ZERO_BF16, ZERO_OPTIM_LION, 0); test_end();
     test_begin("resume_f32_lion_world2_stage1"); resume_bitwise(1, 2, ZERO_F32, ZERO_OPTIM_LION, 0); test_end();
     TEST_RUN(optim_mismatch);
+    test_begin("resume_bf16_muon_world2_stage2"); resume_bitwise(2, 2, ZERO_BF16, ZERO_OPTIM_MUON, 0); test_end();
+    test_begin("resume_f32_muon_world3_stage3"); resume_bitwise(3, 3, ZERO_F32, ZERO_OPTIM_MUON, 0); test_end();
+    test_begin("resume_frozen_muon_world2_stage1"); resume_bitwise(1, 2, ZERO_BF16, ZERO_OPTIM_MUON, 1); test_end();
     test_begin("resume_f16_dynamic_scale_world2_stage3"); resume_bitwise(3, 2, ZERO_F16, ZERO_OPTIM_ADAMW, 0); test_end();
     test_begin("resume_frozen_world3_stage1"); resume_bitwise(1, 3, ZERO_BF16, ZERO_OPTIM_ADAMW, 1); test_end();
     test_begin("state_formats_bf16_world2_stage1"); state_formats(ZERO_STATE_BF16, 1, 2, ZERO_OFFLOAD_NONE); test_end();
@@ -1394,6 +1404,7 @@ int main(void) {
     test_begin("reshard_stage0_world1_to_stage2_world3_nvme"); reshard_tier(0, 1, ZERO_OFFLOAD_NONE, 2, 3, ZERO_OFFLOAD_NVME, ZERO_BF16, ZERO_OPTIM_ADAMW); test_end();
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
     test_begin("reshard_stage3_world3_to_stage1_world2_lion"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_LION); test_end();
+    test_begin("reshard_stage0_world1_to_stage3_world3_muon"); reshard(0, 1, 3, 3, ZERO_F32, ZERO_OPTIM_MUON); test_end();
     test_begin("reshard_stage3_world2_nvme_params_to_stage1_world3");
     reshard_params(3, 2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, ZERO_BF16,
                    ZERO_OPTIM_ADAMW);
