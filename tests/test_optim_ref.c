@@ -366,10 +366,11 @@ static void q8_ref(const ref_case *c, double *p, double *walk) {
 
 /* ---- Lion against a float64 replay of its update -----------------------------------
    p *= 1 - lr*wd; p -= lr * sign(b1*m + (1-b1)*g); m = b2*m + (1-b2)*g, with the moment
-   stored as the replay's format says (lion_fmt: 0 f64, 1 rounded to bf16, 2 q8 blocks). */
-static int lion_fmt;
+   stored as the replays' format says (g_sdt: f64 for f32, rounded to bf16, q8 blocks). */
+static zero_state_dtype g_sdt;      /* the moments' format of the replays (main sets it) */
 static void lion_ref(const ref_case *c, double *p, double *walk) {
     double *m = (double *)calloc((size_t)c->n, sizeof(double));
+    const int lion_fmt = g_sdt == ZERO_STATE_BF16 ? 1 : g_sdt == ZERO_STATE_Q8 ? 2 : 0;
     int i, k, b;
     if (!m) return;
     for (i = 0; i < c->n; i++) { p[i] = c->p0[i]; walk[i] = 0; }
@@ -387,7 +388,6 @@ static void lion_ref(const ref_case *c, double *p, double *walk) {
 }
 
 /* ---- replaying through zero.h -------------------------------------------------------- */
-static zero_state_dtype g_sdt;      /* the moments' format of the replays (main sets it) */
 static double g_bf16_worst;         /* bf16 replays: the largest err / bound seen */
 static double g_q8_worst;           /* q8 replays: the same */
 static double g_lion_worst[3];      /* Lion replays, by moment format: the same */
@@ -509,9 +509,8 @@ static zero_result replay(const ref_case *c, int stage, zero_comm *comm, int ran
            the fp32 roundings of p * (1 - lr*wd) and of p - lr, a few ulps of p a step); the
            sign is the same in both replays unless b1*m + (1-b1)*g falls within rounding of
            0, which these data never do. Measured: see the line main prints. */
-        lion_fmt = g_sdt == ZERO_STATE_BF16 ? 1 : g_sdt == ZERO_STATE_Q8 ? 2 : 0;
-        if (!states_match(c, out, rank, lion_ref, 1048576.0, g_sdt == ZERO_STATE_BF16 ? "bf16" : g_sdt == ZERO_STATE_Q8 ?
-                          "q8" : "f32", &g_lion_worst[lion_fmt]))
+        const int f = g_sdt == ZERO_STATE_BF16 ? 1 : g_sdt == ZERO_STATE_Q8 ? 2 : 0;
+        if (!states_match(c, out, rank, lion_ref, 1048576.0, f == 1 ? "bf16" : f == 2 ? "q8" : "f32", &g_lion_worst[f]))
             r = ZERO_ERR_STATE;
     } else if (g_sdt == ZERO_STATE_BF16) {
         /* the bound: the fp32 one (params_match's 1e-6 of the element's magnitude) plus 2^-11
