@@ -430,6 +430,87 @@ done:
     free(ref); free(walk); free(b); free(p0); free(w0);
 }
 
+/* ---- several matrices in a module: dealt to the ranks in turn ----------------------------
+   Three matrices of three shapes and a bias in one module, 6 steps: at 2 ranks (whose mean of
+   two equal gradients is exact) every stage gives the bits of one rank; at 3 ranks (rank 0
+   iterates on two matrices, rank 1 on one, rank 2 on none) every stage gives the bits of
+   stage 0. */
+#define DEAL_N 3
+static const int deal_shape[DEAL_N][2] = { { 24, 40 }, { 40, 24 }, { 16, 16 } };
+typedef struct deal_run { int stage; float *out[4]; } deal_run;
+static zero_result deal_rank(zero_comm *comm, int rank, void *user) {
+    deal_run *R = (deal_run *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod;
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param P[DEAL_N + 1];
+    zero_result r;
+    float buf[40 * 24];
+    int i, t;
+    memset(&d, 0, sizeof d);
+    d.comm = comm; d.stage = R->stage; d.param_dtype = ZERO_BF16; d.timeout_ms = 20000;
+    d.optim.type = ZERO_OPTIM_MUON;
+    d.optim.muon.lr = 0.02; d.optim.muon.weight_decay = 0.1;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    memset(&md, 0, sizeof md);
+    md.name = "blk";
+    if ((r = zero_add_module(z, &md, &mod)) != ZERO_OK) goto done;
+    for (i = 0; i <= DEAL_N; i++) {
+        static const char *names[DEAL_N + 1] = { "a", "b", "c", "bias" };
+        memset(&pd, 0, sizeof pd);
+        pd.name = names[i];
+        pd.ndim = i < DEAL_N ? 2 : 1;
+        pd.shape[0] = i < DEAL_N ? deal_shape[i][0] : 16;
+        pd.shape[1] = i < DEAL_N ? deal_shape[i][1] : 0;
+        pd.muon = i < DEAL_N;
+        pd.no_decay = i == DEAL_N;
+        if ((r = zero_add_param(z, mod, &pd, &P[i])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    for (i = 0; i <= DEAL_N; i++) {
+        int64_t n = i < DEAL_N ? (int64_t)deal_shape[i][0] * deal_shape[i][1] : 16;
+        values(9, i, 0, n, 14, buf);
+        if ((r = zero_param_set_f32(z, P[i], buf)) != ZERO_OK) goto done;
+    }
+    for (t = 1; t <= 6; t++) {
+        if ((r = zero_fetch(z, mod)) != ZERO_OK) goto done;
+        for (i = 0; i <= DEAL_N; i++) {
+            int64_t n = i < DEAL_N ? (int64_t)deal_shape[i][0] * deal_shape[i][1] : 16;
+            values(9, i, t, n, 12, buf);
+            zero_add_f32(zero_param_grad(z, P[i]), ZERO_BF16, buf, n);
+        }
+        if ((r = zero_release(z, mod)) != ZERO_OK || (r = zero_grads_ready(z, mod)) != ZERO_OK || (r = zero_step(z)) != ZERO_OK)
+            goto done;
+    }
+    r = zero_gather_params_f32(z, R->out[rank]);
+done:
+    if (r != ZERO_OK) fprintf(stderr, "  rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+static void dealt_matrices(void) {
+    enum { NP = 24 * 40 + 40 * 24 + 16 * 16 + 16 };
+    static float one[NP], ref3[NP], outs[4][NP];
+    deal_run R;
+    int w, stage, k;
+    for (k = 0; k < 4; k++) R.out[k] = outs[k];
+    R.stage = 0;
+    if (!CHECK(deal_rank(NULL, 0, &R) == ZERO_OK, "one rank")) return;
+    memcpy(one, outs[0], sizeof one);
+    for (w = 2; w <= 3; w++)
+        for (stage = 0; stage <= 3; stage++) {
+            R.stage = stage;
+            if (!CHECK(zero_run_local(w, deal_rank, &R) == ZERO_OK, "world %d stage %d", w, stage)) return;
+            for (k = 1; k < w; k++)
+                CHECK(memcmp(outs[k], outs[0], sizeof one) == 0, "world %d stage %d: rank %d differs from rank 0", w, stage, k);
+            if (w == 2) CHECK(memcmp(outs[0], one, sizeof one) == 0, "world 2 stage %d: not one rank's bits", stage);
+            else if (stage == 0) memcpy(ref3, outs[0], sizeof one);
+            else CHECK(memcmp(outs[0], ref3, sizeof one) == 0, "world 3: stage %d differs from stage 0", stage);
+        }
+}
+
 /* a built context's W (rows x cols, marked muon unless plain) and b [rows] in one module */
 static zero_result small_ctx(zero_desc *d, int rows, int cols, int mark, zero_ctx **out) {
     zero_module mod;
@@ -453,8 +534,9 @@ static zero_result small_ctx(zero_desc *d, int rows, int cols, int mark, zero_ct
 
 /* Muon's buffers are planned and allocated exactly: plan == stats after zero_build, and the
    buffers exceed AdamW's by the module's span of fp32 updates, the rank's slice of it to
-   gather (stages 1-3 with 2 ranks), the iteration's work area (2 rows cols + 2 min^2 floats)
-   and the SGEMM's packing buffers */
+   gather (stages 1-3 with 2 ranks), the iteration's work area (2 rows cols + 2 min^2 floats),
+   the SGEMM's packing buffers and (2 ranks) the matrices a rank iterates on, once to send and
+   once per rank to receive */
 typedef struct mem_job { int stage; int64_t buf[2], want, tables_ok; } mem_job;
 static zero_result mem_rank(zero_comm *comm, int rank, void *user) {
     mem_job *j = (mem_job *)user;
@@ -477,7 +559,8 @@ static zero_result mem_rank(zero_comm *comm, int rank, void *user) {
                 j->buf[muon] += pl.bytes[t][ZERO_CAT_BUFFERS];
                 for (c = 0; c < ZERO_CAT_NUM; c++) j->tables_ok &= pl.bytes[t][c] == st.bytes[t][c];
             }
-            j->want = 4 * (span + per + 2 * 40 * 24 + 2 * 24 * 24 + ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC);
+            j->want = 4 * (span + per + 2 * 40 * 24 + 2 * 24 * 24 + ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC +
+                           (comm ? 40 * 24 * 3 : 0));     /* 2 ranks: the one matrix rank 0 iterates on, sent and received */
         }
         zero_destroy(z);
         if (r != ZERO_OK) return r;
@@ -570,6 +653,7 @@ int main(void) {
     TEST_RUN(ns_properties);
     TEST_RUN(memory_planned);
     TEST_RUN(refusals);
+    TEST_RUN(dealt_matrices);
     for (i = 0; ok && i < ncases; i++) {
         test_begin("muon_vs_torch_%dx%d%s", C[i].rows, C[i].cols, C[i].nesterov ? "_nesterov" : "");
         check_case(i);
