@@ -438,10 +438,12 @@
      defaults lr 1e-3, momentum 0.95, Nesterov, 5 iterations, eps 1e-7, weight_decay 0).
      The iteration needs the whole matrix, and a rank holds a slice of it: after the
      AdamW pass each rank forms its slice of every marked matrix's update, one all-gather
-     per module gives every rank the whole (none at stage 0), every rank iterates (fp32,
-     the deterministic SGEMM) and applies its slice, so the params are the same bits at
-     every stage; buffers for a module's span, its slice, the largest matrix's iteration
-     and the SGEMM are planned (ZERO_CAT_BUFFERS). torch iterates in bfloat16: zero.h's
+     per module gives every rank the whole (none at stage 0), the module's matrices are
+     dealt to the ranks in turn, each rank iterates on its own (fp32, the deterministic
+     SGEMM), a second all-gather hands every rank all of them, and each applies its slice,
+     so the params are the same bits at every stage; the buffers (a module's span, its
+     slice, the largest matrix's iteration, the SGEMM's, a rank's matrices sent and every
+     rank's received) are planned (ZERO_CAT_BUFFERS). torch iterates in bfloat16: zero.h's
      fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). For
      now Muon runs on the CPU device with its states in memory and fp32 moments, without
      ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer track of the
