@@ -11192,6 +11192,14 @@ static void zero__param_region(const zero_ctx *ctx, const zero__param_rec *p, in
 static int64_t zero__state_index(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
     return ctx->desc.stage == 0 ? m->lay.train_off + pos : m->lay.train_off / ctx->world + (pos - lo);
 }
+/* and in the grad arena (stages 0-1: every module's whole gradient) and the param arena
+   (stages 0-2: the whole params) */
+static int64_t zero__grad_pos(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
+    return ctx->desc.stage < 2 ? m->lay.train_off + pos : m->lay.train_off / ctx->world + (pos - lo);
+}
+static int64_t zero__param_pos(const zero_ctx *ctx, const zero__module_rec *m, int64_t pos, int64_t lo) {
+    return ctx->desc.stage < 3 ? m->lay.param_off + pos : m->lay.param_off / ctx->world + (pos - lo);
+}
 
 /* the device's tables: chunks and norm blocks, and with q8 moments in its memory an entry
    per q8 block of tstate state elements, and one more (zero__cuda_prepare) */
@@ -12479,7 +12487,7 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
             if (p->module != mi || !p->muon) continue;
             zero__param_region(ctx, p, &lo, &s, &e);
             if (s >= e) continue;
-            gi = d->stage < 2 ? mod->lay.train_off + s : mod->lay.train_off / N + (s - lo);     /* as the segment's */
+            gi = zero__grad_pos(ctx, mod, s, lo);
             us = u + (s - lo);
             for (i = 0; i < e - s; i++) us[i] = zero__nf(zero__ld(ctx->arena.grad, gi + i, adt) * gscale);
             zero__muon_mom(&h, m + zero__state_index(ctx, mod, s, lo), us, us, e - s);
@@ -12518,7 +12526,7 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
             if (p->module != mi || !p->muon) continue;
             zero__param_region(ctx, p, &lo, &s, &e);
             if (s >= e) continue;
-            pidx = d->stage < 3 ? mod->lay.param_off + s : mod->lay.param_off / N + (s - lo);     /* as the segment's */
+            pidx = zero__param_pos(ctx, mod, s, lo);
             w = ctx->arena.master ? ctx->arena.master + zero__state_index(ctx, mod, s, lo) : (float *)ctx->arena.param + pidx;
             h.neg_lr = (float)-zero__muon_lr(md->lr, (int)md->adjust_lr, p->shape[0], p->shape[1]);
             zero__muon_apply(&h, w, all + s, e - s, !p->no_decay);
@@ -13164,7 +13172,7 @@ static void *zero__arena(zero_ctx *ctx, int64_t bytes, zero_category cat, int *o
 }
 
 static void zero__make_segments(zero_ctx *ctx) {
-    int N = ctx->world, i;
+    int i;
     ctx->lay.num_segs = 0;
     for (i = 0; i < ctx->num_params; i++) {
         const zero__param_rec *p = &ctx->params[i];
@@ -13175,9 +13183,9 @@ static void zero__make_segments(zero_ctx *ctx) {
         if (m->frozen || s >= e) continue;
         sg = &ctx->lay.segs[ctx->lay.num_segs++];
         sg->n = e - s;
-        sg->grad_idx = ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / N + (s - lo);
+        sg->grad_idx = zero__grad_pos(ctx, m, s, lo);
         sg->state_idx = zero__state_index(ctx, m, s, lo);
-        sg->param_idx = ctx->desc.stage < 3 ? m->lay.param_off + s : m->lay.param_off / N + (s - lo);
+        sg->param_idx = zero__param_pos(ctx, m, s, lo);
         sg->decay = !p->no_decay;
         sg->muon = p->muon;
     }
@@ -14424,7 +14432,7 @@ static int64_t zero__grad_slice(const zero_ctx *ctx, int pi, int q, int64_t *b, 
     zero__param_region_of(ctx, p, q, &lo, &s, &en);
     *b = s - p->offset;
     *e = en > s ? en - p->offset : *b;
-    return ctx->desc.stage < 2 ? m->lay.train_off + s : m->lay.train_off / ctx->world + (s - lo);    /* as segments' */
+    return zero__grad_pos(ctx, m, s, lo);
 }
 /* this rank's slice of the averaged reduced gradient: the sum divided by world x accum x the
    loss scale, in fp32, as zero_step's optimizer multiplies it (before clipping) */
