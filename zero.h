@@ -12453,15 +12453,17 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
     const zero_desc *d = &ctx->desc;
     const zero_muon_desc *md = &d->optim.muon;
     const int N = ctx->world, gather = d->stage > 0 && N > 1, adt = (int)d->grad_accum_dtype, pdt = (int)d->param_dtype;
-    float *all = ctx->opt.muon_buf, *mine = all + ctx->opt.muon_span;
-    float *work = mine + (gather ? ctx->opt.muon_span / N : 0), *gws = work + ctx->opt.muon_ws;
-    float *send = gws + ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC, *recv = send + ctx->opt.muon_own;
-    float *m = (float *)ctx->arena.m;
+    float *all = ctx->opt.muon_buf, *mine, *work, *gws, *send, *recv, *m = (float *)ctx->arena.m;
     zero__muon_hp h;
     zero_result r = ZERO_OK;
     unsigned fpenv;
     int mi, pi, j, k;
-    if (!all) return ZERO_OK;
+    if (!all) return ZERO_OK;       /* no Muon matrices */
+    mine = all + ctx->opt.muon_span;
+    work = mine + (gather ? ctx->opt.muon_span / N : 0);
+    gws = work + ctx->opt.muon_ws;
+    send = gws + ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC;
+    recv = send + ctx->opt.muon_own;
     memset(&h, 0, sizeof h);
     h.mu = (float)md->momentum;
     h.one_minus_mu = (float)(1.0 - md->momentum);

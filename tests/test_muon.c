@@ -29,6 +29,13 @@
 #include <stdint.h>
 
 #define MAX_CASES 8
+/* Sanitizer builds (-O0, no SIMD) run the library's cases for the last, smallest matrix at 1
+   and 3 ranks only: under TSan the whole set takes minutes (each step iterates on a matrix) */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#  define MUON_SAN 1
+#else
+#  define MUON_SAN 0
+#endif
 
 typedef struct muon_case {
     int rows, cols, steps, nesterov, adjust, ns_steps;
@@ -663,7 +670,8 @@ int main(void) {
         int world;
         for (world = 1; world <= 4; world++) {
             test_begin("muon_zero_step_%dx%d_world%d", C[i].rows, C[i].cols, world);
-            lib_case(i, world);
+            if (MUON_SAN && (i != ncases - 1 || (world != 1 && world != 3))) test_skip("sanitizer build: a few cases");
+            else lib_case(i, world);
             test_end();
         }
     }
