@@ -325,6 +325,26 @@ static void ns_properties(void) {
    The same cases through zero_create .. zero_step: W (marked muon) and b in one module, f32
    params, every rank adding the case's gradient; held to the reference as above, and every
    stage bitwise equal to stage 0 at the same world size. */
+/* a built context's W (rows x cols, marked muon unless plain) and b [rows] in one module */
+static zero_result small_ctx(zero_desc *d, int rows, int cols, int mark, zero_ctx **out, zero_module *mod, zero_param *W,
+                             zero_param *B) {
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_result r;
+    *out = NULL;
+    if ((r = zero_create(out, d)) != ZERO_OK) return r;
+    memset(&md, 0, sizeof md);
+    md.name = "layer";
+    if ((r = zero_add_module(*out, &md, mod)) != ZERO_OK) return r;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "w"; pd.ndim = 2; pd.shape[0] = rows; pd.shape[1] = cols; pd.muon = mark;
+    if ((r = zero_add_param(*out, *mod, &pd, W)) != ZERO_OK) return r;
+    memset(&pd, 0, sizeof pd);
+    pd.name = "b"; pd.ndim = 1; pd.shape[0] = rows;
+    if ((r = zero_add_param(*out, *mod, &pd, B)) != ZERO_OK) return r;
+    return zero_build(*out);
+}
+
 typedef struct lib_run { int ci, stage, world; float *w[4], *b[4]; } lib_run;
 
 static zero_result lib_rank(zero_comm *comm, int rank, void *user) {
@@ -334,8 +354,6 @@ static zero_result lib_rank(zero_comm *comm, int rank, void *user) {
     zero_desc d;
     zero_ctx *z = NULL;
     zero_module mod;
-    zero_module_desc md;
-    zero_param_desc pd;
     zero_param W, B;
     zero_result r;
     float *g = (float *)malloc(sizeof(float) * (size_t)(n + c->rows)), *all = NULL;
@@ -352,16 +370,7 @@ static zero_result lib_rank(zero_comm *comm, int rank, void *user) {
     d.optim.muon.no_nesterov = !c->nesterov;
     d.optim.muon.adjust_lr = c->adjust ? ZERO_MUON_ADJUST_MATCH_RMS_ADAMW : ZERO_MUON_ADJUST_ORIGINAL;
     if (!g) return ZERO_ERR_OUT_OF_MEMORY;
-    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
-    memset(&md, 0, sizeof md);
-    md.name = "layer";
-    if ((r = zero_add_module(z, &md, &mod)) != ZERO_OK) goto done;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w"; pd.ndim = 2; pd.shape[0] = c->rows; pd.shape[1] = c->cols; pd.muon = 1;
-    if ((r = zero_add_param(z, mod, &pd, &W)) != ZERO_OK) goto done;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "b"; pd.ndim = 1; pd.shape[0] = c->rows;
-    if ((r = zero_add_param(z, mod, &pd, &B)) != ZERO_OK || (r = zero_build(z)) != ZERO_OK) goto done;
+    if ((r = small_ctx(&d, c->rows, c->cols, 1, &z, &mod, &W, &B)) != ZERO_OK) goto done;
     values(L->ci, 0, 0, n, 14, g);
     values(L->ci, 1, 0, c->rows, 14, g + n);
     if ((r = zero_param_set_f32(z, W, g)) != ZERO_OK || (r = zero_param_set_f32(z, B, g + n)) != ZERO_OK) goto done;
@@ -518,27 +527,6 @@ static void dealt_matrices(void) {
         }
 }
 
-/* a built context's W (rows x cols, marked muon unless plain) and b [rows] in one module */
-static zero_result small_ctx(zero_desc *d, int rows, int cols, int mark, zero_ctx **out) {
-    zero_module mod;
-    zero_module_desc md;
-    zero_param_desc pd;
-    zero_param W, B;
-    zero_result r;
-    *out = NULL;
-    if ((r = zero_create(out, d)) != ZERO_OK) return r;
-    memset(&md, 0, sizeof md);
-    md.name = "layer";
-    if ((r = zero_add_module(*out, &md, &mod)) != ZERO_OK) return r;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "w"; pd.ndim = 2; pd.shape[0] = rows; pd.shape[1] = cols; pd.muon = mark;
-    if ((r = zero_add_param(*out, mod, &pd, &W)) != ZERO_OK) return r;
-    memset(&pd, 0, sizeof pd);
-    pd.name = "b"; pd.ndim = 1; pd.shape[0] = rows;
-    if ((r = zero_add_param(*out, mod, &pd, &B)) != ZERO_OK) return r;
-    return zero_build(*out);
-}
-
 /* Muon's buffers are planned and allocated exactly: plan == stats after zero_build, and the
    buffers exceed AdamW's by the module's span of fp32 updates, the rank's slice of it to
    gather (stages 1-3 with 2 ranks), the iteration's work area (2 rows cols + 2 min^2 floats),
@@ -551,6 +539,8 @@ static zero_result mem_rank(zero_comm *comm, int rank, void *user) {
     for (muon = 0; muon < 2; muon++) {
         zero_desc d;
         zero_ctx *z = NULL;
+        zero_module mod;
+        zero_param W, B;
         zero_plan pl;
         zero_stats st;
         zero_result r;
@@ -558,7 +548,7 @@ static zero_result mem_rank(zero_comm *comm, int rank, void *user) {
         memset(&d, 0, sizeof d);
         d.comm = comm; d.stage = j->stage; d.param_dtype = ZERO_BF16; d.timeout_ms = 20000;
         d.optim.type = muon ? ZERO_OPTIM_MUON : ZERO_OPTIM_ADAMW;
-        r = small_ctx(&d, 40, 24, muon, &z);
+        r = small_ctx(&d, 40, 24, muon, &z, &mod, &W, &B);
         if (r == ZERO_OK && (r = zero_plan_get(z, &pl)) == ZERO_OK && (r = zero_stats_get(z, &st)) == ZERO_OK && rank == 0) {
             int64_t span = pl.numel_padded, per = j->stage > 0 && comm ? span / 2 : 0;
             j->buf[muon] = 0;
@@ -598,7 +588,7 @@ static void refusals(void) {
     zero_module mod;
     zero_module_desc md;
     zero_param_desc pd;
-    zero_param P;
+    zero_param P, B;
     zero_result r;
     static const struct { int what; zero_result want; const char *msg; } cases[] = {
         { 0, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with optimizer states and params in memory" },
@@ -642,7 +632,7 @@ static void refusals(void) {
     z = NULL;
     memset(&d, 0, sizeof d);
     d.optim.type = ZERO_OPTIM_ADAMW;
-    r = small_ctx(&d, 8, 4, 1, &z);
+    r = small_ctx(&d, 8, 4, 1, &z, &mod, &P, &B);
     CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(z), "param 'layer.w' is marked muon, but optim.type is adamw"),
           "a muon param under AdamW: %s: %s", zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
