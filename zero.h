@@ -447,7 +447,8 @@
      fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). For
      now Muon runs on the CPU device with its states in memory and fp32 moments, without
      ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer track of the
-     trace shows each module's "muon update", "muon ns" and "muon apply".
+     trace shows each module's "muon update", "muon ns" and "muon apply". zero_optim_type_str
+     names an optimizer type ("adamw", "sgd", "lion", "muon").
      Non-finite gradients skip the step on every rank and zero_step returns
      ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
      (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
@@ -1415,6 +1416,7 @@ typedef struct zero_stats {
 ZERO_API const char *zero_result_str(zero_result r);
 ZERO_API const char *zero_dtype_str(zero_dtype t);
 ZERO_API const char *zero_state_dtype_str(zero_state_dtype t);   /* "f32", "bf16", "q8" */
+ZERO_API const char *zero_optim_type_str(zero_optim_type t);      /* "adamw", "sgd", "lion", "muon" */
 ZERO_API const char *zero_log_item_str(zero_log_item item);
 ZERO_API size_t zero_dtype_size(zero_dtype t);       /* 0 for an unknown dtype */
 ZERO_API const char *zero_last_error(const zero_ctx *ctx);   /* NULL ctx: this thread's */
@@ -3647,7 +3649,13 @@ static const char *zero__state_dtype_name(zero_state_dtype t) {
     }
 }
 static const char *zero__optim_name(zero_optim_type t) {
-    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : t == ZERO_OPTIM_MUON ? "muon" : "adamw";
+    switch (t) {
+    case ZERO_OPTIM_DEFAULT: case ZERO_OPTIM_ADAMW: return "adamw";
+    case ZERO_OPTIM_SGD: return "sgd";
+    case ZERO_OPTIM_LION: return "lion";
+    case ZERO_OPTIM_MUON: return "muon";
+    default: return "(unknown optimizer)";
+    }
 }
 /* the moment arrays a trainable element has (desc defaults filled): AdamW's m and v; SGD's
    momentum buffer, when it has momentum; Lion's momentum. Moment 1 is arena.m, 2 arena.v. */
@@ -19256,6 +19264,7 @@ static zero_result zero__desc_from_json(char *json, zero_desc *out, char *report
 /* ---- basics ------------------------------------------------------------------------- */
 ZERO_API const char *zero_result_str(zero_result r) { return zero__result_name(r); }
 ZERO_API const char *zero_dtype_str(zero_dtype t) { return zero__dtype_name(t); }
+ZERO_API const char *zero_optim_type_str(zero_optim_type t) { return zero__optim_name(t); }
 ZERO_API const char *zero_state_dtype_str(zero_state_dtype t) {
     return zero__state_dtype_name(t == ZERO_STATE_DEFAULT ? ZERO_STATE_F32 : t);
 }

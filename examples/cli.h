@@ -127,10 +127,6 @@ static inline zero_state_dtype parse_state_dtype(const char *opt, const char *v)
     return ZERO_STATE_F32;   // (not reached)
 }
 
-static inline const char *optim_name(zero_optim_type t) {
-    return t == ZERO_OPTIM_SGD ? "sgd" : t == ZERO_OPTIM_LION ? "lion" : t == ZERO_OPTIM_MUON ? "muon" : "adamw";
-}
-
 // --optim: adamw, lion or sgd, and muon where the program marks its matrices (with_muon)
 static inline zero_optim_type parse_optim(const char *opt, const char *v, int with_muon) {
     if (!strcmp(v, "adamw")) return ZERO_OPTIM_ADAMW;

@@ -1398,7 +1398,7 @@ int main(int argc, char **argv) {
     if (!c->quiet)
         printf("train_gpt: %s (%lld bytes), stage %d, %d ranks, %s, %d layers, dim %d, %d heads, seq %d, batch %d, "
                "%d steps, %s, lr %g\n", used, (long long)sh.text_len, c->stage, c->ranks, dtype_name(c->dtype), c->layers,
-               c->dim, c->heads, c->seq, c->batch, c->steps, optim_name(c->deepspeed ? c->ds.optim.type : c->optim),
+               c->dim, c->heads, c->seq, c->batch, c->steps, zero_optim_type_str(c->deepspeed ? c->ds.optim.type : c->optim),
                c->deepspeed ? (c->ds.optim.lr ? c->ds.optim.lr : 1e-3) : (double)c->lr);
 
     // the local group: ranks as threads, in nodes of --ranks-per-node, over modelled links if asked

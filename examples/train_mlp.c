@@ -491,7 +491,7 @@ static zero_result train(trainer *t) {
                "ms_per_step=%.1f fetch_wait_ms=%.1f bytes_within=%lld bytes_across=%lld\n",
                loss, (long long)st.model_state_bytes, (long long)zero_num_params(t->z),
                fetches ? (double)st.prefetch_hits / (double)fetches : 0.0, (long long)st.peak_gathered_bytes,
-               c->stage, c->ranks, dtype_name(c->dtype), optim_name(c->optim), c->accum,
+               c->stage, c->ranks, dtype_name(c->dtype), zero_optim_type_str(c->optim), c->accum,
                c->batch, c->steps, skipped, ms, st.fetch_wait_ms, (long long)st.comm_bytes_within,
                (long long)st.comm_bytes_across);
         fflush(stdout);

@@ -39,7 +39,7 @@ static int info(zero_ckpt *ck) {
     if ((r = zero_ckpt_info(ck, &in)) != ZERO_OK) return failed(r);
     printf("format %d, generation %llu\nstage %d, world %d, param_dtype %s, optimizer %s (%d moments)\n",
            in.format_version, (unsigned long long)in.generation, in.stage, in.world_size, zero_dtype_str(in.param_dtype),
-           in.optimizer == ZERO_OPTIM_SGD ? "sgd" : in.optimizer == ZERO_OPTIM_LION ? "lion" : "adamw", in.moments);
+           zero_optim_type_str(in.optimizer), in.moments);
     printf("state_dtype %s\n", zero_state_dtype_str(in.state_dtype));    // the moments' format in the shards
     printf("steps %lld, skipped %lld, loss_scale %g, good_steps %lld\n", (long long)in.steps, (long long)in.skipped_steps,
            (double)in.loss_scale, (long long)in.good_steps);

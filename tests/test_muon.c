@@ -290,6 +290,16 @@ done:
     free(w); free(walk); free(w2); free(walk2); free(p0); free(b); free(b2);
 }
 
+/* the optimizer types' names (zero_optim_type_str: zero_ckpt info, the examples' lines) */
+static void type_names(void) {
+    CHECK(!strcmp(zero_optim_type_str(ZERO_OPTIM_MUON), "muon") && !strcmp(zero_optim_type_str(ZERO_OPTIM_LION), "lion") &&
+          !strcmp(zero_optim_type_str(ZERO_OPTIM_SGD), "sgd") && !strcmp(zero_optim_type_str(ZERO_OPTIM_ADAMW), "adamw") &&
+          !strcmp(zero_optim_type_str(ZERO_OPTIM_DEFAULT), "adamw"), "a type's name");
+    CHECK(!strcmp(zero_optim_type_str(ZERO_OPTIM_NUM), "(unknown optimizer)") &&
+          !strcmp(zero_optim_type_str((zero_optim_type)-1), "(unknown optimizer)"), "an unknown type: '%s'",
+          zero_optim_type_str(ZERO_OPTIM_NUM));
+}
+
 /* the learning-rate adjustments of torch.optim._muon._adjust_lr */
 static void adjust_lr(void) {
     CHECK(zero__muon_lr(0.02, 0, 48, 192) == 0.02 && zero__muon_lr(0.02, 0, 192, 48) == 0.02 * 2.0,
@@ -646,6 +656,7 @@ int main(void) {
     ok = load(err, sizeof err);
     CHECK(ok, "%s", err);
     test_end();
+    TEST_RUN(type_names);
     TEST_RUN(adjust_lr);
     TEST_RUN(ns_properties);
     TEST_RUN(memory_planned);
