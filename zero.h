@@ -15319,8 +15319,6 @@ static int zero__ck_join(char *out, size_t n, const char *a, const char *b, cons
     return 1;
 }
 
-/* number of moment arrays per trainable element */
-static int zero__ck_moments(const zero_desc *d) { return zero__moments(d); }
 /* A record's bytes: its n fp32 weights, then each of its kp moments as the saving
    context's state dtype holds them (format 3): fp32; bf16; q8: the nb whole blocks its
    elements touch, as stored, ZERO__CK_QIMG bytes each (the 256 codes, padding's included,
@@ -16271,7 +16269,7 @@ static int64_t zero__ck_write_shard(zero_ctx *ctx, const char *dir, uint64_t gen
                                     char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
     char path[4096], tmp[4096], hdr[ZERO__CK_HEADER], nm[64];
-    int K = zero__ck_moments(&ctx->desc), fd, i, ok = 1, err = 0;
+    int K = zero__moments(&ctx->desc), fd, i, ok = 1, err = 0;
     int64_t off = ZERO__CK_HEADER;
     float *buf;
     unsigned char *raw = NULL;     /* bf16 or q8 moments as the file holds them */
@@ -16321,7 +16319,7 @@ static zero_result zero__ck_write_manifest(zero_ctx *ctx, const char *dir, uint6
                                            int stride, char *msg, size_t msgn) {
     const zero_allocator *a = &ctx->desc.allocator;
     const zero_desc *d = &ctx->desc;
-    int K = zero__ck_moments(d), i, k, j, fd, ok;
+    int K = zero__moments(d), i, k, j, fd, ok;
     size_t cap = 4096, len = 0;
     char *t = NULL, path[4096], tmp[4096];
     int64_t b, e;
@@ -16487,10 +16485,10 @@ static zero_result zero__ck_match(const zero_ctx *ctx, const zero__ck_manifest *
             return ZERO_ERR_MISMATCH;
         }
     }
-    if (m->optim != ctx->desc.optim.type || m->moments != zero__ck_moments(&ctx->desc)) {
+    if (m->optim != ctx->desc.optim.type || m->moments != zero__moments(&ctx->desc)) {
         snprintf(msg, msgn, "%.300s/manifest: optimizer %s with %d moment(s); this context has %s with %d", dir,
                  zero__optim_name(m->optim), m->moments, zero__optim_name(ctx->desc.optim.type),
-                 zero__ck_moments(&ctx->desc));
+                 zero__moments(&ctx->desc));
         return ZERO_ERR_MISMATCH;
     }
     return ZERO_OK;
@@ -16612,7 +16610,7 @@ static zero_result zero__ck_apply_range(zero_ctx *ctx, const char *dir, const ze
                                         const zero__ck_range *rg, int fd, int mom, int qcopy, float *bw, float *bm,
                                         unsigned char *raw, char *msg, size_t msgn) {
     int64_t b, e, sb = 0, se = 0, x, lo, hi, c;
-    int K = zero__ck_moments(&ctx->desc), held, state, tier, k, rr = 1;
+    int K = zero__moments(&ctx->desc), held, state, tier, k, rr = 1;
     zero_result r = ZERO_OK;
     zero__ck_need(ctx, rg->param, &b, &e);
     lo = rg->begin > b ? rg->begin : b;
