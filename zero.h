@@ -444,11 +444,14 @@
      so the params are the same bits at every stage; the buffers (a module's span, its
      slice, the largest matrix's iteration, the SGEMM's, a rank's matrices sent and every
      rank's received) are planned (ZERO_CAT_BUFFERS). torch iterates in bfloat16: zero.h's
-     fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). For
-     now Muon runs on the CPU device with its states in memory and fp32 moments, without
-     ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer track of the
-     trace shows each module's "muon update", "muon ns" and "muon apply". zero_optim_type_str
-     names an optimizer type ("adamw", "sgd", "lion", "muon").
+     fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). With
+     the optimizer on NVMe the matrices' momentum and master are updated in the blocks the
+     step writes, before they become current (a failure leaves the step undone), at the
+     cost of reading and writing those blocks once more. For now Muon runs on the CPU
+     device (states in memory, on the host or on NVMe, params too) with fp32 moments,
+     without ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer
+     track of the trace shows each module's "muon update", "muon ns" and "muon apply".
+     zero_optim_type_str names an optimizer type ("adamw", "sgd", "lion", "muon").
      Non-finite gradients skip the step on every rank and zero_step returns
      ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
      (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
@@ -560,7 +563,9 @@
      _OPTIM, _BUFFERS, _ACTIVATIONS: the activation stash, ON ACTIVATIONS; model_state_bytes
      counts neither buffers nor activations). After zero_build, zero_stats_get reports
      exactly the planned bytes. A plan over device_bytes_cap or host_bytes_cap fails
-     zero_build with ZERO_ERR_OVER_CAP. A steady-state step allocates nothing.
+     zero_build with ZERO_ERR_OVER_CAP. A steady-state step allocates nothing. For Muon,
+     zero_estimate_muon(desc, world_size, num_modules, module_numels, rows, cols, &plan)
+     takes each module as its rows x cols matrices and a rest, and counts Muon's buffers.
      build/zero_estimate (examples/zero_estimate.c) prints the plan from the command line.
      The buffers scale with the model (ON BUCKETS, ON PREFETCH), so with N >= 2 ranks
      and the defaults the per-rank total (states + buffers, plan.total_bytes) falls, not
@@ -1586,6 +1591,11 @@ ZERO_API zero_result zero_add_param_stack(zero_ctx *ctx, const zero_module *modu
 ZERO_API zero_result zero_plan_get(zero_ctx *ctx, zero_plan *out);
 ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int num_modules,
                                    const int64_t *module_numels, zero_plan *out);
+/* zero_estimate for Muon (desc->optim.type ZERO_OPTIM_MUON): each module's params are
+   module_numels[i] / (rows * cols) matrices of rows x cols marked muon, then one 1-D param of
+   the rest (AdamW's); the plan counts Muon's buffers (ON THE OPTIMIZER) as zero_build would */
+ZERO_API zero_result zero_estimate_muon(const zero_desc *desc, int world_size, int num_modules,
+                                        const int64_t *module_numels, int64_t rows, int64_t cols, zero_plan *out);
 ZERO_API zero_result zero_build(zero_ctx *ctx);     /* collective: checks every rank's model */
 
 /* the activation stash (ON ACTIVATIONS): slots registered before zero_build, filled in the
@@ -11418,8 +11428,8 @@ static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger 
                              (int)o->state_dtype);
     return ZERO_OK;
 }
-/* Muon's options, and where it runs for now: the CPU device with its states in memory,
-   fp32 moments, no ZeRO++ (zero__muon_step) */
+/* Muon's options, and where it runs for now: the CPU device (its states in memory, on the
+   host or on NVMe), fp32 moments, no ZeRO++ (zero__muon_step) */
 static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *lg) {
     const zero_muon_desc *mu = &d->optim.muon;
     const char *why = NULL;
@@ -11432,8 +11442,6 @@ static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *
                              mu->momentum, mu->ns_steps, mu->eps, (int)mu->adjust_lr);
     if (d->optim.type != ZERO_OPTIM_MUON) return ZERO_OK;
     if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
-    else if (d->offload_optimizer != ZERO_OFFLOAD_NONE || d->offload_params != ZERO_OFFLOAD_NONE)
-        why = "optimizer states and params in memory (no offload_optimizer or offload_params)";
     else if (d->optim.state_dtype != ZERO_STATE_DEFAULT && d->optim.state_dtype != ZERO_STATE_F32)
         why = "fp32 moments (optim.state_dtype)";
     else if (d->qwz || d->qgz || d->hpz) why = "no ZeRO++ (qwz, qgz, hpz)";
@@ -11634,8 +11642,10 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
 }
 
 /* zero_estimate: the plan of a model of num_modules trainable modules, without a context */
+/* rows, cols > 0 (zero_estimate_muon): each module's first numel / (rows cols) matrices of
+   rows x cols are Muon's, as zero__layout counts them */
 static zero_result zero__estimate(const zero_desc *desc, int world_size, int num_modules,
-                                  const int64_t *module_numels, zero_plan *out) {
+                                  const int64_t *module_numels, int64_t rows, int64_t cols, zero_plan *out) {
     zero_desc d;
     zero__sizes z;
     zero_result r;
@@ -11662,6 +11672,13 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         z.trainable += span;
         z.num_trainable++;
         if (span > z.max_span) z.max_span = z.max_train_span = span;
+        if (rows > 0 && module_numels[i] / rows / cols > 0) {     /* k matrices, dealt to the ranks in turn */
+            int64_t k = module_numels[i] / rows / cols;
+            if (span > z.muon_span) z.muon_span = span;
+            z.muon_ws = zero__muon_ws(rows, cols);
+            if (world_size > 1 && (k + world_size - 1) / world_size * rows * cols > z.muon_own)
+                z.muon_own = (k + world_size - 1) / world_size * rows * cols;
+        }
         if (tc) {       /* the module one param: rank 0's part of it */
             int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
             int64_t held = d.stage == 0 ? module_numels[i] : module_numels[i] < per ? module_numels[i] : per;
@@ -12445,6 +12462,55 @@ static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
 static int zero__mem_has_master(const zero_ctx *ctx) { return ctx->arena.master != NULL; }
 static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
+/* Muon's states where the tier keeps them: in memory in place; on NVMe (zero__nvme_muon) through
+   the blocks of the slot the step writes, ZERO__MUON_RUN elements at a time (the math is
+   element-wise: the same bits however it is cut). The momentum of state elements [idx, idx+n)
+   updated with the update's slice us (the gradient in, the update out) */
+#define ZERO__MUON_RUN 1024
+static zero_result zero__muon_mom_at(zero_ctx *ctx, const zero__muon_hp *h, int64_t idx, float *us, int64_t n) {
+    float buf[ZERO__MUON_RUN];
+    zero_result r;
+    if (!ctx->tier.nvme) { zero__muon_mom(h, (float *)ctx->arena.m + idx, us, us, n); return ZERO_OK; }
+    while (n > 0) {
+        int64_t c = n < ZERO__MUON_RUN ? n : ZERO__MUON_RUN;
+        if ((r = zero__nvme_rw(ctx, 1, idx, c, buf, NULL, "zero_step")) != ZERO_OK) return r;
+        zero__muon_mom(h, buf, us, us, c);
+        if ((r = zero__nvme_rw(ctx, 1, idx, c, NULL, buf, "zero_step")) != ZERO_OK) return r;
+        idx += c; us += c; n -= c;
+    }
+    return ZERO_OK;
+}
+/* the update's slice o applied to the weights of state elements [idx, idx+n) (params from
+   pidx): the fp32 master, narrowed into the params, or the f32 params themselves; on NVMe
+   the master and, at stage 3 with offload_params, the params are the blocks' */
+static zero_result zero__muon_apply_at(zero_ctx *ctx, const zero__muon_hp *h, int64_t idx, int64_t pidx, const float *o,
+                                       int64_t n, int decay) {
+    const int pdt = (int)ctx->desc.param_dtype, nv = ctx->tier.nvme != NULL;
+    const int hold = nv && ctx->tier.nvme->params, master = nv ? ctx->tier.nvme->has_master : ctx->arena.master != NULL;
+    float buf[ZERO__MUON_RUN];
+    zero_result r;
+    int64_t i;
+    if (!nv || (!master && !hold)) {
+        float *w = master ? ctx->arena.master + idx : (float *)ctx->arena.param + pidx;
+        zero__muon_apply(h, w, o, n, decay);
+        if (pdt != ZERO_F32)
+            for (i = 0; i < n; i++) zero__st(ctx->arena.param, pidx + i, pdt, w[i]);
+        return ZERO_OK;
+    }
+    while (n > 0) {
+        int64_t c = n < ZERO__MUON_RUN ? n : ZERO__MUON_RUN;
+        int which = master ? 0 : ZERO__TIER_PARAMS;
+        if ((r = zero__nvme_rw(ctx, which, idx, c, buf, NULL, "zero_step")) != ZERO_OK) return r;
+        zero__muon_apply(h, buf, o, c, decay);
+        if ((r = zero__nvme_rw(ctx, which, idx, c, NULL, buf, "zero_step")) != ZERO_OK) return r;
+        if (master && hold) r = zero__nvme_rw(ctx, ZERO__TIER_PARAMS, idx, c, NULL, buf, "zero_step");
+        else if (master)
+            for (i = 0; i < c; i++) zero__st(ctx->arena.param, pidx + i, pdt, buf[i]);
+        if (r != ZERO_OK) return r;
+        idx += c; pidx += c; o += c; n -= c;
+    }
+    return ZERO_OK;
+}
 /* ZERO_OPTIM_MUON's matrices (ON THE OPTIMIZER), after the element pass has stepped the other
    params with AdamW, module by module: each rank updates its slice's momentum and forms its
    slice of each marked matrix's update, in fp32 (zeros elsewhere in the module's span); at
@@ -12455,15 +12521,16 @@ static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
    rank all of them (with one rank: none); each rank applies its own slice to its master and
    params. Dealing costs a gather of the matrices and saves N - 1 of every N iterations:
    train_gpt (4 ranks, 4 matrices a module) spent 15.7 ms a step iterating on all of them
-   on every rank. The CPU device in memory only (zero__check_desc_muon). The
-   optimizer track shows "muon update" (momentum), "muon ns" and "muon apply" per module. */
+   on every rank. The CPU device (zero__check_desc_muon), its states in memory or on NVMe
+   (zero__nvme_muon). The optimizer track shows "muon update" (momentum), "muon ns" and
+   "muon apply" per module. */
 static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
     const zero_desc *d = &ctx->desc;
     const zero_muon_desc *md = &d->optim.muon;
-    const int N = ctx->world, gather = d->stage > 0 && N > 1, adt = (int)d->grad_accum_dtype, pdt = (int)d->param_dtype;
-    float *all = ctx->opt.muon_buf, *mine, *work, *gws, *send, *recv, *m = (float *)ctx->arena.m;
+    const int N = ctx->world, gather = d->stage > 0 && N > 1, adt = (int)d->grad_accum_dtype;
+    float *all = ctx->opt.muon_buf, *mine, *work, *gws, *send, *recv;
     zero__muon_hp h;
-    zero_result r = ZERO_OK;
+    zero_result r = ZERO_OK, fail = ZERO_OK;     /* fail: the tier's (the collectives go on, so every rank's match) */
     unsigned fpenv;
     int mi, pi, j, k;
     if (!all) return ZERO_OK;       /* no Muon matrices */
@@ -12500,7 +12567,7 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
             gi = zero__grad_pos(ctx, mod, s, lo);
             us = u + (s - lo);
             for (i = 0; i < e - s; i++) us[i] = zero__nf(zero__ld(ctx->arena.grad, gi + i, adt) * gscale);
-            zero__muon_mom(&h, m + zero__state_index(ctx, mod, s, lo), us, us, e - s);
+            if (fail == ZERO_OK) fail = zero__muon_mom_at(ctx, &h, zero__state_index(ctx, mod, s, lo), us, e - s);
             if (ctx->opt.grads_cleared)     /* the element pass cleared the rest as it went */
                 memset(zero__at(ctx->arena.grad, gi, adt), 0, (size_t)((e - s) * (int64_t)zero__esize(adt)));
         }
@@ -12529,24 +12596,20 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
                     }
         }
         t0 = zero__trace_t0(ctx);
-        for (pi = 0; pi < ctx->num_params; pi++) {     /* this rank's slice of each, into its master and params */
+        for (pi = 0; pi < ctx->num_params && fail == ZERO_OK; pi++) {     /* this rank's slice of each, into its master and params */
             const zero__param_rec *p = &ctx->params[pi];
-            int64_t lo, s, e, i, pidx;
-            float *w;
+            int64_t lo, s, e;
             if (p->module != mi || !p->muon) continue;
             zero__param_region(ctx, p, &lo, &s, &e);
             if (s >= e) continue;
-            pidx = zero__param_pos(ctx, mod, s, lo);
-            w = ctx->arena.master ? ctx->arena.master + zero__state_index(ctx, mod, s, lo) : (float *)ctx->arena.param + pidx;
             h.neg_lr = (float)-zero__muon_lr(md->lr, (int)md->adjust_lr, p->shape[0], p->shape[1]);
-            zero__muon_apply(&h, w, all + s, e - s, !p->no_decay);
-            if (pdt != ZERO_F32)
-                for (i = 0; i < e - s; i++) zero__st(ctx->arena.param, pidx + i, pdt, w[i]);
+            fail = zero__muon_apply_at(ctx, &h, zero__state_index(ctx, mod, s, lo), zero__param_pos(ctx, mod, s, lo), all + s,
+                                    e - s, !p->no_decay);
         }
         zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon apply", mod->name, t0);
     }
     zero__fpenv_leave(fpenv);
-    return r;
+    return r != ZERO_OK ? r : fail;
 }
 static zero_result zero__mem_step(zero_ctx *ctx, float gscale) {
     zero_result r = ctx->dev->optimizer(ctx, gscale);
@@ -12785,6 +12848,7 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
             v = o->K > o->has_master + 1 ? zero__at(arr[o->has_master + 1], at, o->sdt) : NULL;
             if (!o->params)
                 memcpy(pbuf + (at + s) * o->psz, zero__at(p, s, pdt), (size_t)((e - s) * o->psz));
+            if (sg->muon) continue;     /* zero__nvme_muon's, after this pass */
             zero__opt_call(j->fn, &k, &sc, zero__at(ctx->arena.grad, sg->grad_idx + a, adt), p, w, m, v, s, e);
         }
         zero__nvme_psums(o, j->buf, pbuf, q, j->seed_w, o->ss);
@@ -12878,10 +12942,34 @@ static zero_result zero__nvme_undo(zero_ctx *ctx) {
     return r;
 }
 
+/* Muon's matrices on NVMe (zero__muon_step), after the element pass has written the other
+   slot: their momentum and master updated in that slot's blocks, cached one at a time in
+   buf[0], before the slot flips; a failure leaves the current slot as it was, and the
+   undo puts back the params from that slot's blocks (read again: buf[0] no longer holds
+   the pass's last block). Their blocks are read and written once more than the other
+   params' (twice when a matrix spans more than one block: momentum, then master). */
+static zero_result zero__nvme_muon(zero_ctx *ctx, float gscale) {
+    zero__nvme *o = ctx->tier.nvme;
+    int so = o->slot, x;
+    zero_result r;
+    if (!ctx->opt.muon_buf) return ZERO_OK;
+    zero__mutex_lock(&o->mu);
+    for (x = 0; x < 3; x++) o->bufblk[x] = -1;
+    o->cached = -1; o->dirty = 0; o->slot = 1 - so;
+    zero__mutex_unlock(&o->mu);
+    r = zero__muon_step(ctx, gscale);
+    zero__mutex_lock(&o->mu);
+    if (r == ZERO_OK) r = zero__nvme_flush(ctx, "zero_step");
+    o->cached = -1; o->dirty = 0; o->slot = so;
+    zero__mutex_unlock(&o->mu);
+    return r;
+}
+
 /* zero_step's optimizer phase on the NVMe tier: every rank's outcome is shared, so
    a failure anywhere fails the step everywhere with the params put back */
 static zero_result zero__nvme_apply(zero_ctx *ctx, float gscale) {
     zero_result r = zero__nvme_step(ctx, gscale), rr;
+    if (r == ZERO_OK) r = zero__nvme_muon(ctx, gscale);
     double v[2];
     ctx->tier.nvme->gblk = -1;
     v[0] = r != ZERO_OK;
@@ -19421,7 +19509,19 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
     if (num_modules < 1)
         return zero__fail(NULL, ZERO_ERR_INVALID_SIZE, ZERO_LOGITEM_INVALID_SIZE,
                           "zero_estimate: num_modules is %d; it must be at least 1", num_modules);
-    return zero__estimate(desc, world_size, num_modules, module_numels, out);
+    return zero__estimate(desc, world_size, num_modules, module_numels, 0, 0, out);
+}
+ZERO_API zero_result zero_estimate_muon(const zero_desc *desc, int world_size, int num_modules,
+                                        const int64_t *module_numels, int64_t rows, int64_t cols, zero_plan *out) {
+    zero_result r = zero_estimate(desc, world_size, num_modules, module_numels, out);
+    if (r != ZERO_OK) return r;
+    if (desc->optim.type != ZERO_OPTIM_MUON || rows < 1 || cols < 1 || rows > ((int64_t)1 << 26) ||
+        cols > ((int64_t)1 << 26) || rows * cols > ((int64_t)1 << 40))
+        return zero__fail(NULL, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                          "zero_estimate_muon: desc.optim.type is %s and the matrices %lld x %lld; it needs "
+                          "ZERO_OPTIM_MUON and 1..2^26 rows and columns, at most 2^40 elements",
+                          zero_optim_type_str(desc->optim.type), (long long)rows, (long long)cols);
+    return zero__estimate(desc, world_size, num_modules, module_numels, rows, cols, out);
 }
 ZERO_API zero_result zero_estimate_activations(const zero_desc *desc, int num_acts, const int64_t *act_bytes,
                                                zero_plan *plan) {

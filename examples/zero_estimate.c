@@ -31,6 +31,14 @@ counted in params_bytes) and zpp_buffer_bytes= (the quantized payloads, in buffe
 print after the other lines. The nodes are --hpz's N ranks, else one node of all ranks.
 
     build/zero_estimate --params 1e6 --ranks 8 --stage 3 --qwz --qgz --hpz 2
+
+--optim muon --matrix RxC (ON THE OPTIMIZER in zero.h): each module's params are as many
+R x C matrices as fit, stepped by Muon, and one 1-D param of the rest, stepped by AdamW
+(zero_estimate_muon); buffer_bytes counts Muon's buffers (the module's span of updates,
+the iteration's work area, the matrices a rank iterates on sent and received). With the
+default split a module is P / 32 elements: give --modules the model's layers.
+
+    build/zero_estimate --params 7e9 --ranks 8 --stage 3 --modules 32 --optim muon --matrix 4096x4096
 */
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
@@ -45,14 +53,17 @@ print after the other lines. The nodes are --hpz's N ranks, else one node of all
 static void usage(FILE *f) {
     fprintf(f,
         "usage: zero_estimate --params P --ranks N --stage S [--dtype bf16|f16|f32] [--align A] [--modules M]\n"
-        "                     [--optim adamw|lion|sgd] [--optim-state-dtype f32|bf16|q8] [--qwz] [--qgz]\n"
+        "                     [--optim adamw|lion|sgd|muon] [--matrix RxC] [--optim-state-dtype f32|bf16|q8]\n"
+        "                     [--qwz] [--qgz]\n"
         "                     [--qgz-bits 4|8] [--hpz N]\n"
         "                     [--quant-block B]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
         "  --dtype T     parameter (and gradient) dtype (default bf16); the optimizer's master is fp32\n"
-        "  --optim O     adamw (default: two moments), lion (one) or sgd (with momentum 0.9: one)\n"
+        "  --optim O     adamw (default: two moments), lion (one), sgd (with momentum 0.9: one) or\n"
+        "                muon (with --matrix: the modules' R x C matrices Muon's, the rest AdamW's)\n"
+        "  --matrix RxC  with --optim muon: the shape of the matrices each module holds\n"
         "  --optim-state-dtype T  the moments' format: f32 (default), bf16 or q8 (8-bit blocks)\n"
         "  --align A     parameter alignment in elements (default 1: pad modules to N only)\n"
         "  --modules M   modules splitting P as evenly as possible (default: at most 32 modules\n"
@@ -97,6 +108,7 @@ int main(int argc, char **argv) {
     zero_optim_type optim = ZERO_OPTIM_ADAMW;
     zero_dtype dtype = ZERO_BF16;
     int qwz = 0, qgz = 0, hpz = 0, quant_block = 0;     // ZeRO++ (desc.qwz, .qgz bits, .hpz, .quant_block)
+    int64_t rows = 0, cols = 0;                         // --matrix (Muon's)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
@@ -121,7 +133,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
         else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) state_dtype = parse_state_dtype(o, v);
-        else if (!strcmp(o, "--optim")) optim = parse_optim(o, v, 0);
+        else if (!strcmp(o, "--optim")) optim = parse_optim(o, v, 1);
+        else if (!strcmp(o, "--matrix")) {
+            const char *x = strchr(v, 'x');
+            char rs[32];
+            if (!x || x == v || (size_t)(x - v) >= sizeof rs) bad_arg("expects ROWSxCOLS such as 4096x4096", o, v);
+            memcpy(rs, v, (size_t)(x - v));
+            rs[x - v] = 0;
+            rows = parse_count(o, rs, 1, (int64_t)1 << 26, " rows");
+            cols = parse_count(o, x + 1, 1, (int64_t)1 << 26, " columns");
+        }
         else if (!strcmp(o, "--dtype")) {
             if (!strcmp(v, "bf16")) dtype = ZERO_BF16;
             else if (!strcmp(v, "f16")) dtype = ZERO_F16;
@@ -133,6 +154,8 @@ int main(int argc, char **argv) {
     if (ranks < 0) bad_arg("is required", "--ranks", NULL);
     if (stage < 0) bad_arg("is required", "--stage", NULL);
     if (acts > 0 && act_bytes == 0) bad_arg("is required with --acts", "--act-bytes", NULL);
+    if (optim == ZERO_OPTIM_MUON && rows == 0) bad_arg("is required with --optim muon (the matrices' shape)", "--matrix", NULL);
+    if (optim != ZERO_OPTIM_MUON && rows > 0) bad_arg("is for --optim muon", "--matrix", NULL);
     if (hpz && ranks % hpz) {
         fprintf(stderr, "zero_estimate: --hpz %d must divide --ranks %lld (it is the ranks per node)\n", hpz,
                 (long long)ranks);
@@ -173,7 +196,8 @@ int main(int argc, char **argv) {
     d.hpz = hpz;                       // the nodes: hpz ranks each, else one node of every rank
     d.quant_block = quant_block;
     zero_plan plan;
-    zero_result r = zero_estimate(&d, (int)ranks, (int)modules, numels, &plan);
+    zero_result r = optim == ZERO_OPTIM_MUON ? zero_estimate_muon(&d, (int)ranks, (int)modules, numels, rows, cols, &plan)
+                                             : zero_estimate(&d, (int)ranks, (int)modules, numels, &plan);
     free(numels);
     if (r == ZERO_OK && acts > 0) {     // the stash: acts slots of act_bytes each
         int64_t *ab = (int64_t *)malloc((size_t)acts * sizeof(int64_t));

@@ -1378,6 +1378,10 @@ int main(void) {
             }
         test_begin("resume_offload_nvme_bf16_lion_world2_stage2");
         resume_offload(2, 2, ZERO_BF16, ZERO_OPTIM_LION, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_nvme_bf16_muon_world2_stage2");
+        resume_offload(2, 2, ZERO_BF16, ZERO_OPTIM_MUON, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
+        test_begin("resume_offload_nvme_params_nvme_f32_muon_world2_stage3");
+        resume_offload(3, 2, ZERO_F32, ZERO_OPTIM_MUON, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME); test_end();
         test_begin("resume_offload_nvme_f32_sgd_world2_stage0");
         resume_offload(0, 2, ZERO_F32, ZERO_OPTIM_SGD, 0, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NONE); test_end();
         test_begin("resume_offload_nvme_frozen_world3_stage2");
@@ -1405,6 +1409,7 @@ int main(void) {
     test_begin("reshard_stage2_world2_to_stage3_world3_sgd"); reshard(2, 2, 3, 3, ZERO_BF16, ZERO_OPTIM_SGD); test_end();
     test_begin("reshard_stage3_world3_to_stage1_world2_lion"); reshard(3, 3, 1, 2, ZERO_BF16, ZERO_OPTIM_LION); test_end();
     test_begin("reshard_stage0_world1_to_stage3_world3_muon"); reshard(0, 1, 3, 3, ZERO_F32, ZERO_OPTIM_MUON); test_end();
+    test_begin("reshard_stage3_world2_nvme_to_stage1_world3_muon"); reshard_tier(3, 2, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_BF16, ZERO_OPTIM_MUON); test_end();
     test_begin("reshard_stage3_world2_nvme_params_to_stage1_world3");
     reshard_params(3, 2, ZERO_OFFLOAD_NVME, ZERO_OFFLOAD_NVME, 1, 3, ZERO_OFFLOAD_NONE, ZERO_OFFLOAD_NONE, ZERO_BF16,
                    ZERO_OPTIM_ADAMW);

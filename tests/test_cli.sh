@@ -4,7 +4,8 @@
 # zero_estimate, train_mlp and train_gpt (0x10, 0x1p-8, inf, ' 5', ' -1' refused with a
 # message naming the option and the value, exit 2, before any training; 010 is ten), and
 # zero_estimate's total_bytes_per_rank falling from stage 0 to 3 (P = 1e5 and 1e9, 4 ranks), and
-# --optim (adamw, lion, sgd: the moments zero_estimate counts; muon refused where nothing is marked).
+# --optim (adamw, lion, sgd: the moments zero_estimate counts; muon with --matrix: its buffers;
+# muon refused where nothing is marked).
 # Valid runs still print what they did. One PASS/FAIL line per case; a few seconds.
 # Run from the repository root after `make` (build/zero_estimate, build/train_mlp,
 # build/train_gpt; BUILD=dir for another build).
@@ -70,8 +71,18 @@ if printf '%s\n' "$li" | grep -qx 'optim_bytes=1000000000' && printf '%s\n' "$sg
    printf '%s\n' "$lq" | awk -F= '/^optim_bytes=/ { ok = $2 >= 250e6 * 1.015625 && $2 <= 251e6 * 1.015625 } END { exit !ok }'
 then pass est_optim_lion_sgd
 else fail est_optim_lion_sgd "lion: $(printf '%s' "$li" | tr '\n' ' ' | head -c 200) sgd: $(printf '%s' "$sg" | grep optim_bytes) lion q8: $(printf '%s' "$lq" | grep optim_bytes)"; fi
-refused est_optim_muon "--optim muon: this program has no matrices marked for Muon" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim muon
-refused est_optim_bogus "--optim expects adamw, lion or sgd (got 'adam')" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim adam
+# --optim muon --matrix RxC: the same model states as AdamW (two moments), Muon's buffers on top
+# (tests/test_muon.c checks them against zero_build's); --matrix needs --optim muon and back
+ad=$("${E[@]}" --params 1e6 --ranks 4 --stage 3 --modules 4 2>&1)
+mu=$("${E[@]}" --params 1e6 --ranks 4 --stage 3 --modules 4 --optim muon --matrix 100x250 2>&1)
+if [ "$(printf '%s\n' "$ad" | grep '^model_state_bytes_per_rank=')" = "$(printf '%s\n' "$mu" | grep '^model_state_bytes_per_rank=')" ] &&
+   printf '%s\n%s\n' "$ad" "$mu" | awk -F= '/^buffer_bytes=/ { b[n++] = $2 } END { exit !(n == 2 && b[1] > b[0] + 4 * 250000) }'
+then pass est_optim_muon
+else fail est_optim_muon "adamw: $(printf '%s' "$ad" | tr '\n' ' ' | head -c 200) muon: $(printf '%s' "$mu" | tr '\n' ' ' | head -c 200)"; fi
+refused est_optim_muon_no_matrix "--matrix is required with --optim muon" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim muon
+refused est_matrix_no_muon "--matrix is for --optim muon" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --matrix 8x8
+refused est_matrix_bogus "--matrix expects ROWSxCOLS such as 4096x4096 (got '8by8')" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim muon --matrix 8by8
+refused est_optim_bogus "--optim expects adamw, lion, sgd or muon (got 'adam')" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim adam
 refused gpt_optim_bogus "--optim expects adamw, lion, sgd or muon (got 'Lion')" "$B/train_gpt" --optim Lion
 refused mlp_optim_muon "--optim muon: this program has no matrices marked for Muon" "$B/train_mlp" --optim muon
 

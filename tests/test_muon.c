@@ -537,6 +537,114 @@ static void dealt_matrices(void) {
         }
 }
 
+/* ---- the tiers: host and NVMe equal to memory ------------------------------------------------
+   Two modules (two matrices and a bias; a 37 x 53 matrix and a no-decay bias), 5 steps, bf16
+   and f32 params, with the optimizer states in memory, on the host, on NVMe (blocks of 1024
+   elements: the matrices span blocks and a block holds two modules' states) and, at stage 3,
+   the params on NVMe too: every tier gives the memory run's bits at every stage and world */
+enum { TIER_MEM, TIER_HOST, TIER_NVME, TIER_NVME_PARAMS, TIER_NUM };
+static char tier_dir[512];
+static const int tier_shape[5][2] = { { 24, 40 }, { 40, 24 }, { 16, 0 }, { 37, 53 }, { 37, 0 } };
+#define TIER_NP (24 * 40 + 40 * 24 + 16 + 37 * 53 + 37)
+typedef struct tier_run { int stage, tier; zero_dtype pdt; float *out[4]; int nblocks; } tier_run;
+static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
+    tier_run *R = (tier_run *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod[2];
+    zero_module_desc md;
+    zero_param_desc pd;
+    zero_param P[5];
+    zero_result r;
+    float buf[37 * 53];
+    int i, t;
+    memset(&d, 0, sizeof d);
+    d.comm = comm; d.stage = R->stage; d.param_dtype = R->pdt; d.timeout_ms = 20000;
+    d.optim.type = ZERO_OPTIM_MUON;
+    d.optim.muon.lr = 0.02; d.optim.muon.weight_decay = 0.1;
+    d.optim.weight_decay = 0.01;
+    d.offload_optimizer = R->tier == TIER_HOST ? ZERO_OFFLOAD_HOST : R->tier >= TIER_NVME ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
+    d.offload_params = R->tier == TIER_NVME_PARAMS ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
+    d.offload.nvme_dirs[0] = tier_dir;
+    d.offload.buffer_bytes = 1;     /* the smallest blocks: 1024 elements */
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    for (i = 0; i < 2; i++) {
+        memset(&md, 0, sizeof md);
+        md.name = i ? "b" : "a";
+        if ((r = zero_add_module(z, &md, &mod[i])) != ZERO_OK) goto done;
+    }
+    for (i = 0; i < 5; i++) {
+        static const char *names[5] = { "w1", "w2", "bias", "w3", "bias" };
+        memset(&pd, 0, sizeof pd);
+        pd.name = names[i];
+        pd.ndim = tier_shape[i][1] ? 2 : 1;
+        pd.shape[0] = tier_shape[i][0];
+        pd.shape[1] = tier_shape[i][1];
+        pd.muon = tier_shape[i][1] != 0;
+        pd.no_decay = i == 4;
+        if ((r = zero_add_param(z, mod[i < 3 ? 0 : 1], &pd, &P[i])) != ZERO_OK) goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    if (rank == 0) R->nblocks = z->tier.nvme ? (int)z->tier.nvme->nblocks : -1;
+    for (i = 0; i < 5; i++) {
+        values(11, i, 0, (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1), 14, buf);
+        if ((r = zero_param_set_f32(z, P[i], buf)) != ZERO_OK) goto done;
+    }
+    for (t = 1; t <= 5; t++) {
+        int m;
+        for (m = 0; m < 2; m++) {
+            if ((r = zero_fetch(z, mod[m])) != ZERO_OK) goto done;
+            for (i = m ? 3 : 0; i < (m ? 5 : 3); i++) {
+                int64_t n = (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1);
+                values(11, i, t + 7 * rank, n, 12, buf);
+                zero_add_f32(zero_param_grad(z, P[i]), R->pdt, buf, n);
+            }
+            if ((r = zero_release(z, mod[m])) != ZERO_OK || (r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
+        }
+        if ((r = zero_step(z)) != ZERO_OK) goto done;
+    }
+    r = zero_gather_params_f32(z, R->out[rank]);
+done:
+    if (r != ZERO_OK) fprintf(stderr, "  rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+static void tiers(void) {
+    static const char *tname[TIER_NUM] = { "memory", "host", "nvme", "nvme+params" };
+    static float ref[TIER_NP], outs[4][TIER_NP];
+    const char *tmp = getenv("TMPDIR");
+    tier_run R;
+    int w, stage, tier, k, p;
+    snprintf(tier_dir, sizeof tier_dir, "%s/zero_muon_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!CHECK(mkdtemp(tier_dir) != NULL, "mkdtemp %s", tier_dir)) return;
+    memset(&R, 0, sizeof R);
+    for (k = 0; k < 4; k++) R.out[k] = outs[k];
+    for (p = 0; p < 2; p++)
+        for (w = 1; w <= 3; w++)
+            for (stage = 0; stage <= 3; stage++)
+                for (tier = 0; tier < TIER_NUM; tier++) {
+                    zero_result r;
+                    if (tier == TIER_NVME_PARAMS && stage != 3) continue;
+                    if (MUON_SAN && w == 2) continue;
+                    R.stage = stage; R.tier = tier; R.pdt = p ? ZERO_F32 : ZERO_BF16;
+                    r = w == 1 ? tier_rank(NULL, 0, &R) : zero_run_local(w, tier_rank, &R);
+                    if (!CHECK(r == ZERO_OK, "%s params, world %d stage %d %s: %s", p ? "f32" : "bf16", w, stage,
+                               tname[tier], zero_result_str(r)))
+                        goto out;
+                    if (tier >= TIER_NVME)
+                        CHECK(R.nblocks >= 2, "world %d stage %d %s: %d NVMe blocks, want several", w, stage, tname[tier],
+                              R.nblocks);
+                    for (k = 1; k < w; k++)
+                        CHECK(memcmp(outs[k], outs[0], sizeof ref) == 0, "world %d stage %d %s: rank %d differs", w, stage,
+                              tname[tier], k);
+                    if (tier == TIER_MEM && stage == 0) memcpy(ref, outs[0], sizeof ref);
+                    else CHECK(memcmp(outs[0], ref, sizeof ref) == 0, "%s params, world %d: stage %d %s differs from "
+                               "stage 0 in memory", p ? "f32" : "bf16", w, stage, tname[tier]);
+                }
+out:
+    rmdir(tier_dir);
+}
+
 /* Muon's buffers are planned and allocated exactly: plan == stats after zero_build, and the
    buffers exceed AdamW's by the module's span of fp32 updates, the rank's slice of it to
    gather (stages 1-3 with 2 ranks), the iteration's work area (2 rows cols + 2 min^2 floats),
@@ -591,6 +699,88 @@ static void memory_planned(void) {
         }
 }
 
+/* zero_estimate_muon from sizes equals zero_plan_get of the model it describes (align 1):
+   modules of 3, 1 and 0 matrices of 24 x 40 and a 1-D rest each, bf16 params, every stage
+   at 1-3 ranks; and its refusals */
+static const int64_t est_numel[3] = { 3 * 24 * 40 + 17, 24 * 40 + 5, 300 };
+static zero_result est_rank(zero_comm *comm, int rank, void *user) {
+    int stage, i, *ok = (int *)user;
+    const int N = comm ? zero_comm_size(comm) : 1;
+    for (stage = 0; stage <= 3; stage++) {
+        zero_desc d;
+        zero_ctx *z = NULL;
+        zero_plan pl, est;
+        zero_result r;
+        int t, c, k;
+        memset(&d, 0, sizeof d);
+        d.comm = comm; d.stage = stage; d.align_elems = 1; d.timeout_ms = 20000;
+        d.optim.type = ZERO_OPTIM_MUON;
+        if ((r = zero_create(&z, &d)) != ZERO_OK) return r;
+        for (i = 0; i < 3 && r == ZERO_OK; i++) {
+            zero_module mod;
+            zero_module_desc md;
+            zero_param_desc pd;
+            zero_param P;
+            static const char *names[3] = { "a", "b", "c" };
+            memset(&md, 0, sizeof md);
+            md.name = names[i];
+            r = zero_add_module(z, &md, &mod);
+            for (k = 0; k < est_numel[i] / (24 * 40) && r == ZERO_OK; k++) {
+                char nm[16];
+                snprintf(nm, sizeof nm, "w%d", k);
+                memset(&pd, 0, sizeof pd);
+                pd.name = nm; pd.ndim = 2; pd.shape[0] = 24; pd.shape[1] = 40; pd.muon = 1;
+                r = zero_add_param(z, mod, &pd, &P);
+            }
+            memset(&pd, 0, sizeof pd);
+            pd.name = "rest"; pd.ndim = 1; pd.shape[0] = est_numel[i] % (24 * 40);
+            if (r == ZERO_OK) r = zero_add_param(z, mod, &pd, &P);
+        }
+        if (r == ZERO_OK) r = zero_plan_get(z, &pl);
+        zero_destroy(z);
+        if (r != ZERO_OK) return r;
+        if ((r = zero_estimate_muon(&d, N, 3, est_numel, 24, 40, &est)) != ZERO_OK) return r;
+        for (t = 0; t < ZERO_TIER_NUM; t++)
+            for (c = 0; c < ZERO_CAT_NUM; c++)
+                if (pl.bytes[t][c] != est.bytes[t][c]) {
+                    if (rank == 0)
+                        printf("  world %d stage %d: bytes[%d][%d] planned %lld, estimated %lld\n", N, stage, t, c,
+                               (long long)pl.bytes[t][c], (long long)est.bytes[t][c]);
+                    *ok = 0;
+                }
+        if (pl.total_bytes != est.total_bytes || pl.model_state_bytes != est.model_state_bytes) *ok = 0;
+    }
+    return ZERO_OK;
+}
+static void estimate(void) {
+    zero_desc d;
+    zero_plan pl, adamw;
+    zero_result r;
+    int w;
+    for (w = 1; w <= 3; w++) {
+        int ok = 1;
+        r = w == 1 ? est_rank(NULL, 0, &ok) : zero_run_local(w, est_rank, &ok);
+        CHECK(r == ZERO_OK && ok, "world %d: %s: %s", w, zero_result_str(r), ok ? zero_last_error(NULL) : "the estimate "
+              "differs from the plan");
+    }
+    memset(&d, 0, sizeof d);
+    d.stage = 1;
+    d.optim.type = ZERO_OPTIM_MUON;
+    CHECK(zero_estimate(&d, 2, 3, est_numel, &adamw) == ZERO_OK && zero_estimate_muon(&d, 2, 3, est_numel, 24, 40, &pl) ==
+          ZERO_OK && pl.model_state_bytes == adamw.model_state_bytes &&
+          pl.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] > adamw.bytes[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS],
+          "zero_estimate_muon: the model states or buffers against zero_estimate's");
+    r = zero_estimate_muon(&d, 2, 3, est_numel, 0, 40, &pl);
+    CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(NULL), "the matrices 0 x 40"), "0 rows: %s: %s",
+          zero_result_str(r), zero_last_error(NULL));
+    d.optim.type = ZERO_OPTIM_ADAMW;
+    r = zero_estimate_muon(&d, 2, 3, est_numel, 24, 40, &pl);
+    CHECK(r == ZERO_ERR_INVALID_ARG && strstr(zero_last_error(NULL), "desc.optim.type is adamw"), "adamw: %s: %s",
+          zero_result_str(r), zero_last_error(NULL));
+    r = zero_estimate_muon(NULL, 2, 3, est_numel, 24, 40, &pl);
+    CHECK(r == ZERO_ERR_INVALID_ARG, "a NULL desc: %s", zero_result_str(r));
+}
+
 /* what zero.h refuses, each with its result and a message naming it */
 static void refusals(void) {
     zero_desc d;
@@ -601,7 +791,6 @@ static void refusals(void) {
     zero_param P, B;
     zero_result r;
     static const struct { int what; zero_result want; const char *msg; } cases[] = {
-        { 0, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with optimizer states and params in memory" },
         { 1, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with fp32 moments" },
         { 2, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with the CPU device" },
         { 3, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with no ZeRO++" },
@@ -613,7 +802,6 @@ static void refusals(void) {
         memset(&d, 0, sizeof d);
         d.optim.type = ZERO_OPTIM_MUON;
         switch (cases[i].what) {
-        case 0: d.offload_optimizer = ZERO_OFFLOAD_HOST; break;
         case 1: d.optim.state_dtype = ZERO_STATE_Q8; break;
         case 2: d.device = ZERO_DEVICE_EMU; break;
         case 3: d.stage = 3; d.qwz = 1; break;
@@ -660,8 +848,10 @@ int main(void) {
     TEST_RUN(adjust_lr);
     TEST_RUN(ns_properties);
     TEST_RUN(memory_planned);
+    TEST_RUN(estimate);
     TEST_RUN(refusals);
     TEST_RUN(dealt_matrices);
+    TEST_RUN(tiers);
     for (i = 0; ok && i < ncases; i++) {
         test_begin("muon_vs_torch_%dx%d%s", C[i].rows, C[i].cols, C[i].nesterov ? "_nesterov" : "");
         check_case(i);
