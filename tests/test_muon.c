@@ -546,7 +546,13 @@ enum { TIER_MEM, TIER_HOST, TIER_NVME, TIER_NVME_PARAMS, TIER_NUM };
 static char tier_dir[512];
 static const int tier_shape[5][2] = { { 24, 40 }, { 40, 24 }, { 16, 0 }, { 37, 53 }, { 37, 0 } };
 #define TIER_NP (24 * 40 + 40 * 24 + 16 + 37 * 53 + 37)
-typedef struct tier_run { int stage, tier; zero_dtype pdt; float *out[4]; int nblocks; } tier_run;
+typedef struct tier_run {
+    int stage, tier; zero_dtype pdt; float *out[4]; int nblocks;
+    /* guards: clip_norm; f16 loss scale (0: static 1, else dynamic from it, window 2); a NaN
+       in rank 0's w3 gradient at step nan_step; step omit_step left out; the gradients of
+       step t multiplied by coef[t] (0: not); the steps each rank saw skipped */
+    float clip, scale; int nan_step, omit_step; double coef[6]; int skipped[4];
+} tier_run;
 static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
     tier_run *R = (tier_run *)user;
     zero_desc d;
@@ -567,6 +573,13 @@ static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
     d.offload_params = R->tier == TIER_NVME_PARAMS ? ZERO_OFFLOAD_NVME : ZERO_OFFLOAD_NONE;
     d.offload.nvme_dirs[0] = tier_dir;
     d.offload.buffer_bytes = 1;     /* the smallest blocks: 1024 elements */
+    d.clip_norm = R->clip;
+    if (R->pdt == ZERO_F16) {
+        d.loss_scale = R->scale > 0 ? 0.0f : 1.0f;
+        d.loss_scale_init = R->scale;
+        d.loss_scale_window = 2;
+    }
+    R->skipped[rank] = 0;
     if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
     for (i = 0; i < 2; i++) {
         memset(&md, 0, sizeof md);
@@ -592,16 +605,22 @@ static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
     }
     for (t = 1; t <= 5; t++) {
         int m;
+        const float S = zero_loss_scale(z);
+        if (t == R->omit_step) continue;
         for (m = 0; m < 2; m++) {
             if ((r = zero_fetch(z, mod[m])) != ZERO_OK) goto done;
             for (i = m ? 3 : 0; i < (m ? 5 : 3); i++) {
-                int64_t n = (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1);
+                int64_t n = (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1), e;
                 values(11, i, t + 7 * rank, n, 12, buf);
+                for (e = 0; e < n; e++) buf[e] = R->coef[t] ? (float)(buf[e] * R->coef[t]) : buf[e] * S;
+                if (t == R->nan_step && rank == 0 && i == 3) buf[n / 2] = NAN;
                 zero_add_f32(zero_param_grad(z, P[i]), R->pdt, buf, n);
             }
             if ((r = zero_release(z, mod[m])) != ZERO_OK || (r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
         }
-        if ((r = zero_step(z)) != ZERO_OK) goto done;
+        r = zero_step(z);
+        if (r == ZERO_STEP_SKIPPED) { R->skipped[rank] |= 1 << t; r = ZERO_OK; }
+        if (r != ZERO_OK) goto done;
     }
     r = zero_gather_params_f32(z, R->out[rank]);
 done:
@@ -697,6 +716,79 @@ static void memory_planned(void) {
             CHECK(j.buf[1] - j.buf[0] == j.want, "stage %d world %d: Muon's buffers %lld bytes, want %lld", stage, w,
                   (long long)(j.buf[1] - j.buf[0]), (long long)j.want);
         }
+}
+
+/* ---- the step's guards with Muon -----------------------------------------------------------
+   - a NaN in one rank's gradient: ZERO_STEP_SKIPPED on every rank, and the params and states
+     as if that step had not been taken (the run without it: bitwise), stages 1 and 3, 1-3 ranks;
+   - f16 params with a dynamic loss scale (from 4, doubling every 2 clean steps: the gradients
+     scaled by a power of two, exactly) give the bits of a static scale of 1;
+   - clipping (clip_norm below every step's norm) gives, within 1e-6 of each param plus 2^-14
+     of its walk, the run whose gradients the test scales by torch's clip_grad_norm_
+     coefficient itself (clip_norm / (norm + 1e-6), the norm in float64): the momentum sees
+     clipped gradients (Newton-Schulz normalizes each update, so the momentum's mix of
+     steps is what clipping changes) */
+static void guards(void) {
+    static float ref[TIER_NP], outs[4][TIER_NP], p0[TIER_NP];
+    tier_run R;
+    int w, stage, k, t, i;
+    memset(&R, 0, sizeof R);
+    for (k = 0; k < 4; k++) R.out[k] = outs[k];
+    for (w = 1; w <= 3; w += 2)
+        for (stage = 1; stage <= 3; stage += 2) {
+            R.stage = stage; R.pdt = ZERO_BF16; R.nan_step = 0; R.omit_step = 3;
+            if (!CHECK((w == 1 ? tier_rank(NULL, 0, &R) : zero_run_local(w, tier_rank, &R)) == ZERO_OK, "omitted")) return;
+            memcpy(ref, outs[0], sizeof ref);
+            R.nan_step = 3; R.omit_step = 0;
+            if (!CHECK((w == 1 ? tier_rank(NULL, 0, &R) : zero_run_local(w, tier_rank, &R)) == ZERO_OK, "nan")) return;
+            for (k = 0; k < w; k++)
+                CHECK(R.skipped[k] == 1 << 3, "world %d stage %d rank %d: skipped steps mask %#x, want step 3 alone", w,
+                      stage, k, (unsigned)R.skipped[k]);
+            CHECK(memcmp(outs[0], ref, sizeof ref) == 0, "world %d stage %d: the skipped step changed the params or states",
+                  w, stage);
+        }
+    memset(&R, 0, sizeof R);
+    for (k = 0; k < 4; k++) R.out[k] = outs[k];
+    R.stage = 2; R.pdt = ZERO_F16;
+    if (!CHECK(zero_run_local(2, tier_rank, &R) == ZERO_OK, "f16, static scale 1")) return;
+    memcpy(ref, outs[0], sizeof ref);
+    R.scale = 4.0f;
+    if (!CHECK(zero_run_local(2, tier_rank, &R) == ZERO_OK, "f16, dynamic scale")) return;
+    CHECK(R.skipped[0] == 0, "f16: steps skipped (%#x)", (unsigned)R.skipped[0]);
+    CHECK(memcmp(outs[0], ref, sizeof ref) == 0, "f16: the dynamic loss scale changed the bits");
+    /* clipping at one rank: each step's norm from the test's own gradients */
+    memset(&R, 0, sizeof R);
+    for (k = 0; k < 4; k++) R.out[k] = outs[k];
+    R.stage = 0; R.pdt = ZERO_F32;
+    for (t = 1; t <= 5; t++) {
+        float g[37 * 53];
+        double ss = 0;
+        for (i = 0; i < 5; i++) {
+            int64_t n = (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1), e;
+            values(11, i, t, n, 12, g);
+            for (e = 0; e < n; e++) ss += (double)g[e] * g[e];
+        }
+        R.coef[t] = 0.5 / (sqrt(ss) + 1e-6);
+    }
+    if (!CHECK(tier_rank(NULL, 0, &R) == ZERO_OK, "pre-clipped")) return;
+    memcpy(ref, outs[0], sizeof ref);
+    for (t = 1; t <= 5; t++) R.coef[t] = 0;
+    R.clip = 0.5f;
+    if (!CHECK(tier_rank(NULL, 0, &R) == ZERO_OK, "clipped")) return;
+    {
+        int64_t at = 0;
+        for (i = 0; i < 5; i++) {
+            int64_t n = (int64_t)tier_shape[i][0] * (tier_shape[i][1] ? tier_shape[i][1] : 1);
+            values(11, i, 0, n, 14, p0 + at);
+            at += n;
+        }
+        for (k = 0, at = -1; k < TIER_NP; k++) {
+            double bound = 1e-6 * fabs((double)ref[k]) + fabs((double)ref[k] - p0[k]) / 16384;
+            if (fabs((double)outs[0][k] - ref[k]) > bound) { at = k; break; }
+        }
+        CHECK(at < 0, "clipped [%lld]: %.9g, the test's clipped gradients give %.9g (from %.9g)", (long long)at,
+              at >= 0 ? outs[0][at] : 0.0, at >= 0 ? ref[at] : 0.0, at >= 0 ? p0[at] : 0.0);
+    }
 }
 
 /* zero_estimate_muon from sizes equals zero_plan_get of the model it describes (align 1):
@@ -852,6 +944,7 @@ int main(void) {
     TEST_RUN(refusals);
     TEST_RUN(dealt_matrices);
     TEST_RUN(tiers);
+    TEST_RUN(guards);
     for (i = 0; ok && i < ncases; i++) {
         test_begin("muon_vs_torch_%dx%d%s", C[i].rows, C[i].cols, C[i].nesterov ? "_nesterov" : "");
         check_case(i);
