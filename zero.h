@@ -443,11 +443,13 @@
      SGEMM), a second all-gather hands every rank all of them, and each applies its slice,
      so the params are the same bits at every stage; the buffers (a module's span, its
      slice, the largest matrix's iteration, the SGEMM's, a rank's matrices sent and every
-     rank's received) are planned (ZERO_CAT_BUFFERS). torch iterates in bfloat16: zero.h's
-     fp32 result stays within 1/16 of a param's walk of torch's (tests/test_muon.c). With
-     the optimizer on NVMe the matrices' momentum and master are updated in the blocks the
-     step writes, before they become current (a failure leaves the step undone), at the
-     cost of reading and writing those blocks once more. For now Muon runs on the CPU
+     rank's received) are planned (ZERO_CAT_BUFFERS). A matrix keeps one moment, its
+     momentum: in memory 8 bytes of state an element with the fp32 master (AdamW's params
+     12); the NVMe tier's blocks keep a second, unused, array for them. torch iterates in
+     bfloat16: zero.h's fp32 result stays within 1/16 of a param's walk of torch's
+     (tests/test_muon.c). With the optimizer on NVMe the matrices' momentum and master are
+     updated in the blocks the step writes, before they become current (a failure leaves
+     the step undone), at the cost of reading and writing those blocks once more. For now Muon runs on the CPU
      device (states in memory, on the host or on NVMe, params too) with fp32 moments,
      without ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer
      track of the trace shows each module's "muon update", "muon ns" and "muon apply".
@@ -1593,7 +1595,9 @@ ZERO_API zero_result zero_estimate(const zero_desc *desc, int world_size, int nu
                                    const int64_t *module_numels, zero_plan *out);
 /* zero_estimate for Muon (desc->optim.type ZERO_OPTIM_MUON): each module's params are
    module_numels[i] / (rows * cols) matrices of rows x cols marked muon, then one 1-D param of
-   the rest (AdamW's); the plan counts Muon's buffers (ON THE OPTIMIZER) as zero_build would */
+   the rest (AdamW's); the plan counts Muon's buffers and its matrices' single moment (ON THE
+   OPTIMIZER) as zero_build would on rank 0 (ranks whose slices hold fewer matrix elements
+   keep more second moments) */
 ZERO_API zero_result zero_estimate_muon(const zero_desc *desc, int world_size, int num_modules,
                                         const int64_t *module_numels, int64_t rows, int64_t cols, zero_plan *out);
 ZERO_API zero_result zero_build(zero_ctx *ctx);     /* collective: checks every rank's model */
@@ -3289,6 +3293,7 @@ typedef struct zero__tie {
    Indices are elements into the arenas. */
 typedef struct zero__segment {
     int64_t n, grad_idx, state_idx, param_idx;
+    int64_t v_idx;                  /* in the second moment's arena (zero__v_packed: Muon's matrices have none) */
     int decay;
     int muon;                       /* Muon's (zero__muon_step), not the element pass's */
 } zero__segment;
@@ -3320,6 +3325,8 @@ typedef struct zero__sizes {        /* what the planner needs */
                                        Muon matrix, and zero__muon_ws's largest over those matrices */
     int64_t muon_own;               /* and the most elements of a module's matrices one rank iterates on
                                        (zero__muon_owned; 0 at one rank) */
+    int64_t muon_state;             /* this rank's state elements of Muon matrices: they have no second
+                                       moment in memory (zero__v_packed) */
 } zero__sizes;
 typedef struct zero__act_rec {      /* a stash slot (zero_act_add; >>stash) */
     char *name;
@@ -3672,6 +3679,12 @@ static const char *zero__optim_name(zero_optim_type t) {
 static int zero__moments(const zero_desc *d) {
     if (d->optim.type == ZERO_OPTIM_SGD) return d->optim.momentum != 0.0 ? 1 : 0;
     return d->optim.type == ZERO_OPTIM_LION ? 1 : 2;
+}
+/* Muon's matrices keep one moment (the momentum): in memory the second moment's arena holds
+   the other params' alone (zero__segment.v_idx, zero__v_index; the plan's muon_state); the
+   NVMe tier's blocks keep every array whole */
+static int zero__v_packed(const zero_desc *d) {
+    return d->optim.type == ZERO_OPTIM_MUON && d->offload_optimizer != ZERO_OFFLOAD_NVME;
 }
 /* the moments' element type in the arenas: ZERO_F32, ZERO_BF16 or ZERO__SDT_Q8 (blocks of
    ZERO__QB codes with a scale: >>kernels, zero__q8dec_scalar) (desc defaults filled) */
@@ -6373,7 +6386,7 @@ static void zero__opt_part(void *arg, int part, int nparts) {
                 be = e - b < 8192 ? e : b + 8192;
                 zero__opt_call(j->fn, &k, &j->sc, g, p, j->master ? j->master + sg->state_idx : (float *)p,
                                j->m ? zero__at(j->m, sg->state_idx, j->sc.sdt) : NULL,
-                               j->v ? zero__at(j->v, sg->state_idx, j->sc.sdt) : NULL, b, be);
+                               j->v ? zero__at(j->v, sg->v_idx, j->sc.sdt) : NULL, b, be);
                 memset(g + b * (int64_t)zero__esize(adt), 0, (size_t)((be - b) * (int64_t)zero__esize(adt)));
             }
             continue;
@@ -6381,7 +6394,7 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         zero__opt_call(j->fn, &k, &j->sc, zero__at(j->grads, j->by_state ? sg->state_idx : sg->grad_idx, adt), p,
                        j->master ? j->master + sg->state_idx : (float *)p,
                        j->m ? zero__at(j->m, sg->state_idx, j->sc.sdt) : NULL,
-                       j->v ? zero__at(j->v, sg->state_idx, j->sc.sdt) : NULL, s, e);
+                       j->v ? zero__at(j->v, sg->v_idx, j->sc.sdt) : NULL, s, e);
     }
 }
 
@@ -11340,6 +11353,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
        while the params live on a device (zero__dev_offload) */
     b[ZERO_TIER_DEVICE][ZERO_CAT_MASTER] = d->param_dtype == ZERO_F32 && !zero__dev_offload(d) ? 0 : Tstate * 4;
     b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] = zero__moments(d) * zero__sdt_bytes(sdt, Tstate);
+    if (zero__v_packed(d))      /* Muon's matrices: no second moment */
+        b[ZERO_TIER_DEVICE][ZERO_CAT_OPTIM] -= zero__sdt_bytes(sdt, z->muon_state);
     if (zero__staging_mode(d) && T > 0) b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__staging_capacity(d, z) + z->shared_bytes;
     if (d->flat_layout) {   /* the flat views, after the arenas' own bytes (zero__build_arenas) */
         int64_t fp = z->numel * psz, fg = zero__flat_grads(d) ? z->numel * asz : 0;
@@ -11605,9 +11620,12 @@ static zero_result zero__layout(zero_ctx *ctx, zero__sizes *z) {
         const zero__param_rec *p = &ctx->params[i];
         const zero__module_rec *m = &ctx->modules[p->module];
         int64_t ws = zero__muon_ws(p->shape[0], p->shape[1]);
+        int64_t lo, a, b;
         if (!p->muon || m->frozen) continue;
         if (m->lay.span > z->muon_span) z->muon_span = m->lay.span;
         if (ws > z->muon_ws) z->muon_ws = ws;
+        zero__param_region(ctx, p, &lo, &a, &b);
+        if (a < b) z->muon_state += b - a;
     }
     for (i = 0; i < ctx->num_modules && ctx->desc.optim.type == ZERO_OPTIM_MUON && ctx->world > 1; i++) {
         int64_t own = ctx->modules[i].frozen ? 0 : zero__muon_owned(ctx, i);
@@ -11643,7 +11661,7 @@ static int zero__param_index(const zero_ctx *ctx, zero_param p, const char *fn) 
 
 /* zero_estimate: the plan of a model of num_modules trainable modules, without a context */
 /* rows, cols > 0 (zero_estimate_muon): each module's first numel / (rows cols) matrices of
-   rows x cols are Muon's, as zero__layout counts them */
+   rows x cols are Muon's, as zero__layout counts them (rank 0's, where ranks differ) */
 static zero_result zero__estimate(const zero_desc *desc, int world_size, int num_modules,
                                   const int64_t *module_numels, int64_t rows, int64_t cols, zero_plan *out) {
     zero_desc d;
@@ -11674,8 +11692,10 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         if (span > z.max_span) z.max_span = z.max_train_span = span;
         if (rows > 0 && module_numels[i] / rows / cols > 0) {     /* k matrices, dealt to the ranks in turn */
             int64_t k = module_numels[i] / rows / cols;
+            int64_t held = d.stage == 0 ? span : span / world_size;     /* rank 0's: the matrices come first */
             if (span > z.muon_span) z.muon_span = span;
             z.muon_ws = zero__muon_ws(rows, cols);
+            z.muon_state += k * rows * cols < held ? k * rows * cols : held;
             if (world_size > 1 && (k + world_size - 1) / world_size * rows * cols > z.muon_own)
                 z.muon_own = (k + world_size - 1) / world_size * rows * cols;
         }
@@ -12396,6 +12416,22 @@ static zero_result zero__nvme_io_start(zero_ctx *ctx, zero__nvme *o) {
 }
 
 /* ---- the tiers behind zero__tier_vt (declared in >>structs) ------------------------------ */
+/* where state element idx's second moment is (zero__v_packed: the elements of Muon's
+   matrices before it left out; -1: idx is one of them), by a search of the segments in
+   state order (zero__make_segments) */
+static int64_t zero__v_index(const zero_ctx *ctx, int64_t idx) {
+    const zero__segment *sg;
+    int lo = 0, hi = ctx->lay.num_segs;
+    if (!zero__v_packed(&ctx->desc)) return idx;
+    while (hi - lo > 1) {       /* the last segment starting at or before idx */
+        int mid = (lo + hi) / 2;
+        if (ctx->lay.segs[mid].state_idx <= idx) lo = mid; else hi = mid;
+    }
+    if (ctx->lay.num_segs == 0 || ctx->lay.segs[lo].state_idx > idx) return idx;
+    sg = &ctx->lay.segs[lo];
+    if (idx < sg->state_idx + sg->n) return sg->muon ? -1 : sg->v_idx + (idx - sg->state_idx);
+    return sg->v_idx + (idx - sg->state_idx) - (sg->muon ? sg->n : 0);     /* padding after it */
+}
 /* state array `which` (0 master, 1 m, 2 v) from element idx, and its element type */
 static void *zero__mem_state(zero_ctx *ctx, int which, int64_t idx, int *dt) {
     *dt = which == 0 ? ZERO_F32 : zero__sdt(&ctx->desc);
@@ -12620,6 +12656,10 @@ static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t
     int dt;
     const void *src;
     if (which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8) return zero__q8_mem_rw(ctx, which, idx, n, out, NULL);
+    if (which == 2 && (idx = zero__v_index(ctx, idx)) < 0) {    /* a Muon matrix's: none (a param's range is one kind) */
+        memset(out, 0, sizeof(float) * (size_t)n);
+        return ZERO_OK;
+    }
     src = zero__mem_state(ctx, which, idx, &dt);
     return zero__dev_get_f32(ctx, out, src, dt, n);
 }
@@ -12628,6 +12668,7 @@ static zero_result zero__mem_write(zero_ctx *ctx, int which, int64_t idx, int64_
     int dt;
     void *dst;
     if (which > 0 && zero__sdt(&ctx->desc) == ZERO__SDT_Q8) return zero__q8_mem_rw(ctx, which, idx, n, NULL, in);
+    if (which == 2 && (idx = zero__v_index(ctx, idx)) < 0) return ZERO_OK;     /* a Muon matrix's: none */
     dst = zero__mem_state(ctx, which, idx, &dt);
     return zero__dev_put_f32(ctx, dst, dt, in, n);
 }
@@ -13023,7 +13064,7 @@ static void zero__host_part(void *arg, int part, int nparts) {
         zero__opt_call(j->fn, &k, &sc, zero__at(ctx->tier.hgrad, sg->state_idx, adt), p,
                        ctx->arena.master ? ctx->arena.master + sg->state_idx : (float *)p,
                        ctx->arena.m ? zero__at(ctx->arena.m, sg->state_idx, sdt) : NULL,
-                       ctx->arena.v ? zero__at(ctx->arena.v, sg->state_idx, sdt) : NULL, s, e);
+                       ctx->arena.v ? zero__at(ctx->arena.v, sg->v_idx, sdt) : NULL, s, e);
     }
 }
 /* the copies of [lo, hi) of the concatenation: gradients to the host or params to the device */
@@ -13286,13 +13327,20 @@ static void zero__make_segments(zero_ctx *ctx) {
         sg->param_idx = zero__param_pos(ctx, m, s, lo);
         sg->decay = !p->no_decay;
         sg->muon = p->muon;
+        sg->v_idx = sg->state_idx;
     }
-    if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8) {    /* the q8 pass walks blocks in state order */
+    /* the q8 pass walks blocks in state order; zero__v_index searches it */
+    if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8 || zero__v_packed(&ctx->desc)) {
         int a, b;
+        int64_t gone = 0;
         for (a = 1; a < ctx->lay.num_segs; a++) {
             zero__segment t = ctx->lay.segs[a];
             for (b = a; b > 0 && ctx->lay.segs[b - 1].state_idx > t.state_idx; b--) ctx->lay.segs[b] = ctx->lay.segs[b - 1];
             ctx->lay.segs[b] = t;
+        }
+        for (a = 0; a < ctx->lay.num_segs && zero__v_packed(&ctx->desc); a++) {
+            ctx->lay.segs[a].v_idx = ctx->lay.segs[a].state_idx - gone;
+            if (ctx->lay.segs[a].muon) gone += ctx->lay.segs[a].n;
         }
     }
 }
@@ -13415,8 +13463,9 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
     if (zero__moments(d) < 2) {
         ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM), ZERO_CAT_OPTIM, ok);
     } else {
-        ctx->arena.m = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
-        ctx->arena.v = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) / 2, ZERO_CAT_OPTIM, ok);
+        int64_t mb = zero__v_packed(d) ? zero__sdt_bytes(zero__sdt(d), zero__tstate(ctx)) : zero__pcat(b, ZERO_CAT_OPTIM) / 2;
+        ctx->arena.m = zero__arena(ctx, mb, ZERO_CAT_OPTIM, ok);
+        ctx->arena.v = zero__arena(ctx, zero__pcat(b, ZERO_CAT_OPTIM) - mb, ZERO_CAT_OPTIM, ok);
     }
     if (ctx->lay.staging_mode && z->trainable > 0) {
         ctx->grads.ring_bytes = zero__staging_capacity(d, z);     /* then the shared modules' slots */
