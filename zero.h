@@ -445,14 +445,19 @@
      slice, the largest matrix's iteration, the SGEMM's, a rank's matrices sent and every
      rank's received) are planned (ZERO_CAT_BUFFERS). A matrix keeps one moment, its
      momentum: in memory 8 bytes of state an element with the fp32 master (AdamW's params
-     12); the NVMe tier's blocks keep a second, unused, array for them. torch iterates in
-     bfloat16: zero.h's fp32 result stays within 1/16 of a param's walk of torch's
-     (tests/test_muon.c). With the optimizer on NVMe the matrices' momentum and master are
-     updated in the blocks the step writes, before they become current (a failure leaves
-     the step undone), at the cost of reading and writing those blocks once more. For now Muon runs on the CPU
-     device (states in memory, on the host or on NVMe, params too) with fp32 moments,
-     without ZeRO++; other settings are refused (ZERO_ERR_UNSUPPORTED). The optimizer
-     track of the trace shows each module's "muon update", "muon ns" and "muon apply".
+     12); the NVMe tier's blocks and a GPU's memory keep a second, unused, array for them.
+     On a GPU (ZERO_DEVICE_CUDA, the states in its memory) the momentum and the update are
+     kernels with the CPU's bits, and the iteration's GEMMs cuBLAS's (the same bits every
+     run and at every stage on one GPU model and toolkit; within rounding of the CPU's,
+     whose SGEMM sums in another order). torch iterates in bfloat16: zero.h's fp32 result
+     stays within 1/16 of a param's walk of torch's (tests/test_muon.c). With the
+     optimizer on NVMe the matrices' momentum and master are updated in the blocks the
+     step writes, before they become current (a failure leaves the step undone), at the
+     cost of reading and writing those blocks once more. For now Muon runs on the CPU
+     device (states in memory, on the host or on NVMe, params too) and on a GPU with its
+     states in its memory, with fp32 moments, without ZeRO++; other settings are refused
+     (ZERO_ERR_UNSUPPORTED). The optimizer track of the trace shows each module's "muon
+     update", "muon ns" and "muon apply".
      zero_optim_type_str names an optimizer type ("adamw", "sgd", "lion", "muon").
      Non-finite gradients skip the step on every rank and zero_step returns
      ZERO_STEP_SKIPPED (not an error). With f16 the loss scale is dynamic by default
@@ -2009,6 +2014,28 @@ ZERO_HD static inline void zero__adamw_elem(float *p, float *m, float *v, float 
     *v = vv;
 }
 
+/* Muon's element-wise parts (ON THE OPTIMIZER; zero__muon_step), as torch.optim.Muon in float32:
+   the momentum buf = lerp(buf, g, 1 - mu), the update lerp(g, buf, mu) with Nesterov, else buf
+   (torch's lerp: two formulas split at a weight of 0.5); and p = p (1 - lr wd) - lr' o */
+typedef struct zero__muon_hp {
+    float mu, one_minus_mu;         /* the momentum, and 1 - it rounded once (torch's lerp weight) */
+    float a, b, c, eps;             /* Newton-Schulz's coefficients and its norm's floor */
+    int nesterov, steps;
+    float decay_mul, neg_lr;        /* 1 - lr wd; -lr_adj */
+} zero__muon_hp;
+ZERO_HD static inline float zero__lerpf(float s, float e, float w) {
+    return (w < 0.5f && w > -0.5f) ? s + zero__nf(w * (e - s)) : e - zero__nf((e - s) * (1.0f - w));
+}
+ZERO_HD static inline float zero__muon_mom1(float *buf, float g, float mu, float one_minus_mu, int nesterov) {
+    float b = zero__lerpf(*buf, g, one_minus_mu);
+    *buf = b;
+    return nesterov ? zero__lerpf(g, b, mu) : b;
+}
+ZERO_HD static inline float zero__muon_apply1(float p, float o, float decay_mul, float neg_lr, int decay) {
+    float pp = decay ? zero__nf(p * decay_mul) : p;
+    return pp + zero__nf(neg_lr * o);
+}
+
 /* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms"), as the authors'
    and lion-pytorch's step computes it in float32: p *= 1 - lr*wd; c = m*b1 + (1-b1)*g;
    p += -lr * sign(c); m = m*b2 + (1-b2)*g. sign(0) is 0 (the param is left as it is) and a
@@ -2315,6 +2342,25 @@ int zero__k_gelu_bwd(float *dx, const float *x, const float *dy, int64_t n, void
    dlogits may be logits itself (in place). */
 int zero__k_xent(float *loss, float *dlogits, const float *logits, const int32_t *labels, int64_t rows,
                  int64_t classes, float dscale, void *stream);
+/* Muon (zero__muon_step on a device), fp32 but the gradient (adt):
+   - muon_mom: u[i] = zero__muon_mom1(&m[i], g[i] * gscale, ...): momentum and update, bitwise
+     as the CPU's; u may not alias g;
+   - muon_xpose: dst [rows, cols] = src, or with tr src's transpose: dst[j rows + i] =
+     src[i cols + j] (dst and src apart);
+   - muon_norm: x[n] /= max(|x|_F, eps), |x|_F = sqrt of the sum of squares in double, summed in
+     ZERO__K_MUON_PARTS fixed parts, each in a fixed order (part: that many doubles of device
+     memory), so the same bits every run;
+   - muon_comb: gb = b ga + c gb; muon_axpy: x = a x + y (n elements, as the CPU's loops);
+   - muon_apply: w = zero__muon_apply1(w, o, ...), and narrowed into p (pdt) unless p is NULL. */
+#define ZERO__K_MUON_PARTS 256
+int zero__k_muon_mom(const void *g, int adt, float gscale, float *m, float *u, int64_t n, float mu, float one_minus_mu,
+                     int nesterov, void *stream);
+int zero__k_muon_xpose(float *dst, const float *src, int64_t rows, int64_t cols, int tr, void *stream);
+int zero__k_muon_norm(float *x, int64_t n, float eps, double *part, void *stream);
+int zero__k_muon_comb(float *gb, const float *ga, int64_t n, float b, float c, void *stream);
+int zero__k_muon_axpy(float *x, const float *y, int64_t n, float a, void *stream);
+int zero__k_muon_apply(float *w, const float *o, int64_t n, float decay_mul, float neg_lr, int decay, void *p, int pdt,
+                       void *stream);
 #ifdef __cplusplus
 }
 #endif
@@ -3100,6 +3146,16 @@ typedef struct zero__dev_vt {
        device needs none */
     int64_t (*table_bytes)(int64_t chunks, int64_t blocks);
     int64_t table_chunk;
+    /* Muon (zero__muon_step), on the device's memory: u [n] = the update of the gradient slice
+       g (adt) times gscale, m the momentum (updated); u [rows, cols] = Newton-Schulz(u), work
+       and gws its areas (zero__muon_ws floats; the SGEMM's workspace); w [n] += the update o,
+       narrowed into p (pdt) unless p is NULL. NULL: the device runs no Muon */
+    zero_result (*muon_mom)(zero_ctx *ctx, const zero__muon_hp *h, const void *g, int adt, float gscale, float *m, float *u,
+                            int64_t n);
+    zero_result (*muon_ns)(zero_ctx *ctx, const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work,
+                           float *gws);
+    zero_result (*muon_apply)(zero_ctx *ctx, const zero__muon_hp *h, float *w, const float *o, int64_t n, int decay, void *p,
+                              int pdt);
 } zero__dev_vt;
 
 /* The tiers (>>offload): where this rank's optimizer state lives and what touches it. The
@@ -3682,9 +3738,10 @@ static int zero__moments(const zero_desc *d) {
 }
 /* Muon's matrices keep one moment (the momentum): in memory the second moment's arena holds
    the other params' alone (zero__segment.v_idx, zero__v_index; the plan's muon_state); the
-   NVMe tier's blocks keep every array whole */
+   NVMe tier's blocks and the CUDA kernel's tables (one state index for both moments) keep
+   every array whole */
 static int zero__v_packed(const zero_desc *d) {
-    return d->optim.type == ZERO_OPTIM_MUON && d->offload_optimizer != ZERO_OFFLOAD_NVME;
+    return d->optim.type == ZERO_OPTIM_MUON && d->offload_optimizer != ZERO_OFFLOAD_NVME && d->device != ZERO_DEVICE_CUDA;
 }
 /* the moments' element type in the arenas: ZERO_F32, ZERO_BF16 or ZERO__SDT_Q8 (blocks of
    ZERO__QB codes with a scale: >>kernels, zero__q8dec_scalar) (desc defaults filled) */
@@ -6142,23 +6199,10 @@ static zero_result zero__gemm_host(zero_ctx *ctx, int ta, int tb, int64_t M, int
    own trajectories, and to them with the iteration in float64). Then per element p = p *
    (1 - lr wd) - lr_adj o, lr_adj = lr sqrt(max(1, rows / cols)) ("original", torch's default)
    or 0.2 lr sqrt(max(rows, cols)) ("match_rms_adamw"). */
-typedef struct zero__muon_hp {
-    float mu, one_minus_mu;         /* the momentum, and 1 - it rounded once (torch's lerp weight) */
-    float a, b, c, eps;             /* Newton-Schulz's coefficients and its norm's floor */
-    int nesterov, steps;
-    float decay_mul, neg_lr;        /* 1 - lr wd; -lr_adj */
-} zero__muon_hp;
-ZERO_HD static inline float zero__lerpf(float s, float e, float w) {
-    return (w < 0.5f && w > -0.5f) ? s + zero__nf(w * (e - s)) : e - zero__nf((e - s) * (1.0f - w));
-}
 /* elements [0, n): buf updated, u the update (u may be g) */
 static void zero__muon_mom(const zero__muon_hp *h, float *buf, const float *g, float *u, int64_t n) {
     int64_t i;
-    for (i = 0; i < n; i++) {
-        float gi = g[i], b = zero__lerpf(buf[i], gi, h->one_minus_mu);
-        buf[i] = b;
-        u[i] = h->nesterov ? zero__lerpf(gi, b, h->mu) : b;
-    }
+    for (i = 0; i < n; i++) u[i] = zero__muon_mom1(buf + i, g[i], h->mu, h->one_minus_mu, h->nesterov);
 }
 /* the learning rate for a rows x cols matrix (adjust: 0 "original", 1 "match_rms_adamw"), in
    double as torch's Python computes it */
@@ -6212,10 +6256,29 @@ static void zero__muon_ns(const zero__muon_hp *h, float *u, int64_t rows, int64_
 /* p [n] = p * decay_mul + neg_lr * o (decay 0: the param is not decayed) */
 static void zero__muon_apply(const zero__muon_hp *h, float *p, const float *o, int64_t n, int decay) {
     int64_t i;
-    for (i = 0; i < n; i++) {
-        float pp = decay ? zero__nf(p[i] * h->decay_mul) : p[i];
-        p[i] = pp + zero__nf(h->neg_lr * o[i]);
-    }
+    for (i = 0; i < n; i++) p[i] = zero__muon_apply1(p[i], o[i], h->decay_mul, h->neg_lr, decay);
+}
+/* the CPU device's Muon ops (zero__dev_vt.muon_*) */
+static zero_result zero__cpu_muon_mom(zero_ctx *ctx, const zero__muon_hp *h, const void *g, int adt, float gscale, float *m,
+                                      float *u, int64_t n) {
+    int64_t i;
+    (void)ctx;
+    for (i = 0; i < n; i++) u[i] = zero__nf(zero__ld(g, i, adt) * gscale);
+    zero__muon_mom(h, m, u, u, n);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_muon_ns(zero_ctx *ctx, const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work,
+                                     float *gws) {
+    zero__muon_ns(h, u, rows, cols, work, gws, ctx->opt.simd);
+    return ZERO_OK;
+}
+static zero_result zero__cpu_muon_apply(zero_ctx *ctx, const zero__muon_hp *h, float *w, const float *o, int64_t n, int decay,
+                                        void *p, int pdt) {
+    int64_t i;
+    (void)ctx;
+    zero__muon_apply(h, w, o, n, decay);
+    for (i = 0; p && i < n; i++) zero__st(p, i, pdt, w[i]);
+    return ZERO_OK;
 }
 
 /* Sum of squares of rank r's slice of every trainable module (blockwise, as defined
@@ -6485,7 +6548,7 @@ static void zero__opt_setup(zero_ctx *ctx, float gscale, zero__optk *k, zero__op
     zero__sgd_hp *sh = &k->sh;
     double t = (double)(ctx->opt.steps + 1);
     memset(k, 0, sizeof *k);
-    k->opt = (int)o->type;
+    k->opt = o->type == ZERO_OPTIM_MUON ? ZERO_OPTIM_ADAMW : (int)o->type;     /* Muon's other params: AdamW */
     k->adt = (int)d->grad_accum_dtype;
     k->pdt = (int)d->param_dtype;
     k->sdt = zero__sdt(d);
@@ -6674,7 +6737,8 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cpu_dev)
     ZERO__VT_SET(gelu, zero__cpu_gelu) ZERO__VT_SET(gelu_bwd, zero__cpu_gelu_bwd)
     ZERO__VT_SET(xent, zero__cpu_xent) ZERO__VT_SET(mark, zero__cpu_mark)
     ZERO__VT_SET(task_begin, zero__cpu_task_begin) ZERO__VT_SET(task_end, zero__cpu_task_end)
-    ZERO__VT_SET(sync, zero__cpu_sync)
+    ZERO__VT_SET(sync, zero__cpu_sync) ZERO__VT_SET(muon_mom, zero__cpu_muon_mom) ZERO__VT_SET(muon_ns, zero__cpu_muon_ns)
+    ZERO__VT_SET(muon_apply, zero__cpu_muon_apply)
 ZERO__VT_END(zero__dev_vt, zero__cpu_dev)
 
 /* -- emu: the CPU device, except that device memory is a file mapped twice: the
@@ -6835,6 +6899,29 @@ static zero_result zero__emu_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int6
     float *c = (float *)ZERO__EMU_K(C, "zero_sgemm");
     return bad ? ZERO_ERR_INVALID_ARG : zero__gemm_host(ctx, ta, tb, M, N, K, a, lda, b, ldb, accumulate, c, ldc);
 }
+/* Muon's ops on the second mapping: the CPU's, so the same bits */
+static zero_result zero__emu_muon_mom(zero_ctx *ctx, const zero__muon_hp *h, const void *g, int adt, float gscale, float *m,
+                                      float *u, int64_t n) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    const void *gg = ZERO__EMU_K(g, "muon");
+    float *mm = (float *)ZERO__EMU_K(m, "muon"), *uu = (float *)ZERO__EMU_K(u, "muon");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_muon_mom(ctx, h, gg, adt, gscale, mm, uu, n);
+}
+static zero_result zero__emu_muon_ns(zero_ctx *ctx, const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work,
+                                     float *gws) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *uu = (float *)ZERO__EMU_K(u, "muon"), *ww = (float *)ZERO__EMU_K(work, "muon");
+    float *gg = (float *)ZERO__EMU_K(gws, "muon");
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_muon_ns(ctx, h, uu, rows, cols, ww, gg);
+}
+static zero_result zero__emu_muon_apply(zero_ctx *ctx, const zero__muon_hp *h, float *w, const float *o, int64_t n, int decay,
+                                        void *p, int pdt) {
+    int s = ZERO__S_COMPUTE, bad = 0;
+    float *ww = (float *)ZERO__EMU_K(w, "muon");
+    const float *oo = (const float *)ZERO__EMU_K(o, "muon");
+    void *pp = p ? ZERO__EMU_K(p, "muon") : NULL;
+    return bad ? ZERO_ERR_INVALID_ARG : zero__cpu_muon_apply(ctx, h, ww, oo, n, decay, pp, pdt);
+}
 static zero_result zero__emu_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
                                       int64_t n) {
     int s = ZERO__S_COMPUTE, bad = 0;
@@ -6884,7 +6971,8 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__emu_dev)
     ZERO__VT_SET(gelu, zero__emu_gelu) ZERO__VT_SET(gelu_bwd, zero__emu_gelu_bwd)
     ZERO__VT_SET(xent, zero__emu_xent) ZERO__VT_SET(mark, zero__cpu_mark)
     ZERO__VT_SET(task_begin, zero__cpu_task_begin) ZERO__VT_SET(task_end, zero__cpu_task_end)
-    ZERO__VT_SET(sync, zero__cpu_sync)
+    ZERO__VT_SET(sync, zero__cpu_sync) ZERO__VT_SET(muon_mom, zero__emu_muon_mom) ZERO__VT_SET(muon_ns, zero__emu_muon_ns)
+    ZERO__VT_SET(muon_apply, zero__emu_muon_apply)
 ZERO__VT_END(zero__dev_vt, zero__emu_dev)
 #endif /* emu */
 
@@ -7114,8 +7202,8 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     zero__knblk *bl;
     int64_t *qf = NULL, nch = 0, nb = 0, nq = 0, c, b, o, len;
     int si, i, r, R = ctx->desc.stage == 0 ? ctx->world : 1, e = 0, q8 = zero__dev_q8(&ctx->desc);
-    for (si = 0; si < ctx->lay.num_segs; si++)
-        nch += zero__kchunks(q8, ctx->lay.segs[si].state_idx, ctx->lay.segs[si].n, ZERO__KCHUNK);
+    for (si = 0; si < ctx->lay.num_segs; si++)     /* (Muon's matrices: zero__muon_step's, not the pass's) */
+        if (!ctx->lay.segs[si].muon) nch += zero__kchunks(q8, ctx->lay.segs[si].state_idx, ctx->lay.segs[si].n, ZERO__KCHUNK);
     if (q8) nq = zero__tstate(ctx) / ZERO__QB;
     ch = (zero__kchunk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *ch * (size_t)(nch + 1));
     bl = (zero__knblk *)zero__raw_alloc(&ctx->desc.allocator, sizeof *bl * (size_t)(ctx->opt.norm_blocks * R + 1));
@@ -7128,7 +7216,7 @@ static zero_result zero__cuda_prepare(zero_ctx *ctx) {
     }
     for (si = 0, c = 0; si < ctx->lay.num_segs; si++) {
         const zero__segment *sg = &ctx->lay.segs[si];
-        for (o = 0; o < sg->n; o += len, c++) {
+        for (o = 0; o < sg->n && !sg->muon; o += len, c++) {
             len = zero__kchunk_len(q8, sg->state_idx + o, sg->n - o);
             ch[c].grad_idx = sg->grad_idx + o;
             ch[c].state_idx = sg->state_idx + o;
@@ -7340,6 +7428,43 @@ static zero_result zero__cuda_gemm(zero_ctx *ctx, int ta, int tb, int64_t M, int
         return zero__fail(ctx, ZERO_ERR_DEVICE, ZERO_LOGITEM_DEVICE_ERROR, "cublasSgemm failed (status %d)", (int)st);
     return ZERO_OK;
 }
+/* Muon on the GPU: the element-wise kernels (the CPU's bits) and the iteration's GEMMs in
+   cuBLAS (the same bits every run on one GPU model and toolkit: no atomics, one stream;
+   not the CPU's, whose SGEMM sums in another order) */
+static zero_result zero__cuda_muon_mom(zero_ctx *ctx, const zero__muon_hp *h, const void *g, int adt, float gscale, float *m,
+                                       float *u, int64_t n) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_mom(g, adt, gscale, m, u, n, h->mu, h->one_minus_mu, h->nesterov,
+                                                                 zero__cu(ctx)->compute), "the Muon momentum kernel");
+}
+static zero_result zero__cuda_muon_ns(zero_ctx *ctx, const zero__muon_hp *h, float *u, int64_t rows, int64_t cols, float *work,
+                                      float *gws) {
+    const int tr = rows > cols;
+    const int64_t r = tr ? cols : rows, c = tr ? rows : cols, n = rows * cols;
+    float *x = work, *y = x + n, *ga = y + n, *gb = ga + r * r;
+    void *st = zero__cu(ctx)->compute;
+    zero_result res;
+    int i;
+    /* X: u or its transpose, normalized (the norm's parts in gws: ZERO__K_MUON_PARTS doubles) */
+    if ((res = zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_xpose(x, u, rows, cols, tr, st), "the Muon kernels")) != ZERO_OK ||
+        (res = zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_norm(x, n, h->eps, (double *)(void *)gws, st),
+                              "the Muon kernels")) != ZERO_OK)
+        return res;
+    for (i = 0; i < h->steps; i++)
+        if ((res = zero__cuda_gemm(ctx, 0, 1, r, r, c, x, c, x, c, 0, ga, r)) != ZERO_OK ||       /* A = X X^T */
+            (res = zero__cuda_gemm(ctx, 0, 0, r, r, r, ga, r, ga, r, 0, gb, r)) != ZERO_OK ||     /* A A */
+            (res = zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_comb(gb, ga, r * r, h->b, h->c, st),
+                                  "the Muon kernels")) != ZERO_OK ||
+            (res = zero__cuda_gemm(ctx, 0, 0, r, c, r, gb, r, x, c, 0, y, c)) != ZERO_OK ||       /* B X */
+            (res = zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_axpy(x, y, n, h->a, st), "the Muon kernels")) != ZERO_OK)
+            return res;
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_xpose(u, x, tr ? cols : rows, tr ? rows : cols, tr, st),
+                          "the Muon kernels");
+}
+static zero_result zero__cuda_muon_apply(zero_ctx *ctx, const zero__muon_hp *h, float *w, const float *o, int64_t n, int decay,
+                                         void *p, int pdt) {
+    return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_muon_apply(w, o, n, h->decay_mul, h->neg_lr, decay, p, pdt,
+                                                                   zero__cu(ctx)->compute), "the Muon update kernel");
+}
 static zero_result zero__cuda_bias_add(zero_ctx *ctx, float *y, int64_t ldy, const void *b, int bdt, int64_t rows,
                                        int64_t n) {
     return zero__cuda_err(ctx, ZERO__S_COMPUTE, zero__k_bias_add(y, ldy, b, bdt, rows, n, zero__cu(ctx)->compute),
@@ -7539,7 +7664,8 @@ ZERO__VT_BEGIN(zero__dev_vt, zero__cuda_dev)
     ZERO__VT_SET(fence_wait, zero__cuda_fence_wait) ZERO__VT_SET(close, zero__cuda_close)
     ZERO__VT_SET(drain, zero__cuda_drain)
     ZERO__VT_SET(qp_max_inputs, ZERO__K_MAXIN) ZERO__VT_SET(table_bytes, zero__cuda_table_bytes)
-    ZERO__VT_SET(table_chunk, ZERO__KCHUNK)
+    ZERO__VT_SET(table_chunk, ZERO__KCHUNK) ZERO__VT_SET(muon_mom, zero__cuda_muon_mom)
+    ZERO__VT_SET(muon_ns, zero__cuda_muon_ns) ZERO__VT_SET(muon_apply, zero__cuda_muon_apply)
 ZERO__VT_END(zero__dev_vt, zero__cuda_dev)
 #endif /* ZERO_CUDA */
 /* why device t is not in this build; NULL: it is */
@@ -11246,7 +11372,7 @@ static int64_t zero__dev_tables(const zero_ctx *ctx) {
     for (i = 0; i < ctx->num_params; i++) {
         int64_t lo, s, e;
         zero__param_region(ctx, &ctx->params[i], &lo, &s, &e);
-        if (!ctx->modules[ctx->params[i].module].frozen && s < e)      /* s: the state index, modulo ZERO__QB */
+        if (!ctx->modules[ctx->params[i].module].frozen && s < e && !ctx->params[i].muon)  /* s: the state index, modulo ZERO__QB */
             chunks += zero__kchunks(q8, s, e - s, ctx->dev->table_chunk);
     }
     for (i = 0; i < ctx->num_modules; i++)
@@ -11444,7 +11570,8 @@ static zero_result zero__check_desc_optim(const zero_desc *d, const zero_logger 
     return ZERO_OK;
 }
 /* Muon's options, and where it runs for now: the CPU device (its states in memory, on the
-   host or on NVMe), fp32 moments, no ZeRO++ (zero__muon_step) */
+   host or on NVMe), a GPU with its states in its memory, fp32 moments, no ZeRO++
+   (zero__muon_step) */
 static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *lg) {
     const zero_muon_desc *mu = &d->optim.muon;
     const char *why = NULL;
@@ -11456,7 +11583,8 @@ static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *
                              "adjust_lr=%d; momentum in [0, 1), ns_steps at most 99)", mu->lr, mu->weight_decay,
                              mu->momentum, mu->ns_steps, mu->eps, (int)mu->adjust_lr);
     if (d->optim.type != ZERO_OPTIM_MUON) return ZERO_OK;
-    if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
+    if ((d->device == ZERO_DEVICE_CUDA || d->device == ZERO_DEVICE_EMU) && d->offload_optimizer != ZERO_OFFLOAD_NONE)
+        why = "the optimizer states in the GPU's memory (no offload_optimizer on a GPU)";
     else if (d->optim.state_dtype != ZERO_STATE_DEFAULT && d->optim.state_dtype != ZERO_STATE_F32)
         why = "fp32 moments (optim.state_dtype)";
     else if (d->qwz || d->qgz || d->hpz) why = "no ZeRO++ (qwz, qgz, hpz)";
@@ -11702,7 +11830,10 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
         if (tc) {       /* the module one param: rank 0's part of it */
             int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
             int64_t held = d.stage == 0 ? module_numels[i] : module_numels[i] < per ? module_numels[i] : per;
-            chunks += zero__dev_q8(&d) ? zero__kchunks(1, 0, held, tc) : zero__kchunks(0, 0, mine, tc);
+            int64_t mat = rows > 0 ? module_numels[i] / rows / cols * rows * cols : 0;     /* Muon's: no chunks */
+            if (mat > 0) chunks += zero__kchunks(0, 0, (module_numels[i] < mine ? module_numels[i] : mine) - mat > 0 ?
+                                                           (module_numels[i] < mine ? module_numels[i] : mine) - mat : 0, tc);
+            else chunks += zero__dev_q8(&d) ? zero__kchunks(1, 0, held, tc) : zero__kchunks(0, 0, mine, tc);
             blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
             tstate += mine;
         }
@@ -12498,15 +12629,19 @@ static zero_result zero__mem_build(zero_ctx *ctx) { (void)ctx; return ZERO_OK; }
 static void zero__mem_free(zero_ctx *ctx) { (void)ctx; }
 static int zero__mem_has_master(const zero_ctx *ctx) { return ctx->arena.master != NULL; }
 static int zero__mem_holds_params(const zero_ctx *ctx) { (void)ctx; return 0; }
-/* Muon's states where the tier keeps them: in memory in place; on NVMe (zero__nvme_muon) through
-   the blocks of the slot the step writes, ZERO__MUON_RUN elements at a time (the math is
-   element-wise: the same bits however it is cut). The momentum of state elements [idx, idx+n)
-   updated with the update's slice us (the gradient in, the update out) */
+/* Muon's states where the tier keeps them: in memory in place, through the device's ops; on
+   NVMe (zero__nvme_muon; the CPU device) through the blocks of the slot the step writes,
+   ZERO__MUON_RUN elements at a time (the math is element-wise: the same bits however it is
+   cut). The momentum of state elements [idx, idx+n) updated from the gradient slice g (adt)
+   times gscale, and the update's slice us formed */
 #define ZERO__MUON_RUN 1024
-static zero_result zero__muon_mom_at(zero_ctx *ctx, const zero__muon_hp *h, int64_t idx, float *us, int64_t n) {
+static zero_result zero__muon_mom_at(zero_ctx *ctx, const zero__muon_hp *h, int64_t idx, const void *g, int adt, float gscale,
+                                     float *us, int64_t n) {
     float buf[ZERO__MUON_RUN];
     zero_result r;
-    if (!ctx->tier.nvme) { zero__muon_mom(h, (float *)ctx->arena.m + idx, us, us, n); return ZERO_OK; }
+    int64_t i;
+    if (!ctx->tier.nvme) return ctx->dev->muon_mom(ctx, h, g, adt, gscale, (float *)ctx->arena.m + idx, us, n);
+    for (i = 0; i < n; i++) us[i] = zero__nf(zero__ld(g, i, adt) * gscale);
     while (n > 0) {
         int64_t c = n < ZERO__MUON_RUN ? n : ZERO__MUON_RUN;
         if ((r = zero__nvme_rw(ctx, 1, idx, c, buf, NULL, "zero_step")) != ZERO_OK) return r;
@@ -12526,13 +12661,9 @@ static zero_result zero__muon_apply_at(zero_ctx *ctx, const zero__muon_hp *h, in
     float buf[ZERO__MUON_RUN];
     zero_result r;
     int64_t i;
-    if (!nv || (!master && !hold)) {
-        float *w = master ? ctx->arena.master + idx : (float *)ctx->arena.param + pidx;
-        zero__muon_apply(h, w, o, n, decay);
-        if (pdt != ZERO_F32)
-            for (i = 0; i < n; i++) zero__st(ctx->arena.param, pidx + i, pdt, w[i]);
-        return ZERO_OK;
-    }
+    if (!nv || (!master && !hold))     /* the master narrowed into the params, or the f32 params */
+        return ctx->dev->muon_apply(ctx, h, master ? ctx->arena.master + idx : (float *)ctx->arena.param + pidx, o, n, decay,
+                                    master ? zero__at(ctx->arena.param, pidx, pdt) : NULL, pdt);
     while (n > 0) {
         int64_t c = n < ZERO__MUON_RUN ? n : ZERO__MUON_RUN;
         int which = master ? 0 : ZERO__TIER_PARAMS;
@@ -12592,42 +12723,45 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
         int any = 0;
         for (pi = 0; pi < ctx->num_params; pi++) any |= ctx->params[pi].module == mi && ctx->params[pi].muon;
         if (mod->frozen || !any) continue;
-        memset(u, 0, sizeof(float) * (size_t)per);
+        if (fail == ZERO_OK) fail = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, u, 4 * per);
         for (pi = 0; pi < ctx->num_params; pi++) {     /* the momentum, and this rank's slice of the update */
             const zero__param_rec *p = &ctx->params[pi];
-            int64_t lo, s, e, i, gi;
-            float *us;
+            int64_t lo, s, e, gi;
             if (p->module != mi || !p->muon) continue;
             zero__param_region(ctx, p, &lo, &s, &e);
             if (s >= e) continue;
             gi = zero__grad_pos(ctx, mod, s, lo);
-            us = u + (s - lo);
-            for (i = 0; i < e - s; i++) us[i] = zero__nf(zero__ld(ctx->arena.grad, gi + i, adt) * gscale);
-            if (fail == ZERO_OK) fail = zero__muon_mom_at(ctx, &h, zero__state_index(ctx, mod, s, lo), us, e - s);
-            if (ctx->opt.grads_cleared)     /* the element pass cleared the rest as it went */
-                memset(zero__at(ctx->arena.grad, gi, adt), 0, (size_t)((e - s) * (int64_t)zero__esize(adt)));
+            if (fail == ZERO_OK)
+                fail = zero__muon_mom_at(ctx, &h, zero__state_index(ctx, mod, s, lo), zero__at(ctx->arena.grad, gi, adt), adt,
+                                         gscale, u + (s - lo), e - s);
+            if (ctx->opt.grads_cleared && fail == ZERO_OK)     /* the element pass cleared the rest as it went */
+                fail = ctx->dev->fill0(ctx, ZERO__S_COMPUTE, zero__at(ctx->arena.grad, gi, adt), (e - s) * (int64_t)zero__esize(adt));
         }
         zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon update", mod->name, t0);
         if (gather && (r = zero__wait(ctx, zero__post_allgather(ctx, mine, all, per * 4))) != ZERO_OK) break;
         t0 = zero__trace_t0(ctx);
         for (pi = 0, j = 0; pi < ctx->num_params; pi++)     /* this rank's matrices, whole */
-            if (ctx->params[pi].module == mi && ctx->params[pi].muon && j++ % N == ctx->rank)
-                zero__muon_ns(&h, all + ctx->params[pi].offset, ctx->params[pi].shape[0], ctx->params[pi].shape[1], work,
-                              gws, ctx->opt.simd);
+            if (ctx->params[pi].module == mi && ctx->params[pi].muon && j++ % N == ctx->rank && fail == ZERO_OK)
+                fail = ctx->dev->muon_ns(ctx, &h, all + ctx->params[pi].offset, ctx->params[pi].shape[0],
+                                         ctx->params[pi].shape[1], work, gws);
         zero__trace_add(ctx, ZERO__TRACK_OPTIM, "muon ns", mod->name, t0);
         if (N > 1) {    /* every rank's, through one all-gather of each rank's matrices in turn */
             const int64_t own = zero__muon_owned(ctx, mi);
             int64_t at = 0;
             for (pi = 0, j = 0; pi < ctx->num_params; pi++)
                 if (ctx->params[pi].module == mi && ctx->params[pi].muon && j++ % N == ctx->rank) {
-                    memcpy(send + at, all + ctx->params[pi].offset, sizeof(float) * (size_t)ctx->params[pi].numel);
+                    if (fail == ZERO_OK)
+                        fail = ctx->dev->copy(ctx, ZERO__S_COMPUTE, send + at, all + ctx->params[pi].offset,
+                                              4 * ctx->params[pi].numel);
                     at += ctx->params[pi].numel;
                 }
             if ((r = zero__wait(ctx, zero__post_allgather(ctx, send, recv, own * 4))) != ZERO_OK) break;
             for (k = 0; k < N; k++)     /* rank k's matrices are the j-th with j % N == k, in order */
                 for (pi = 0, j = 0, at = 0; pi < ctx->num_params; pi++)
                     if (ctx->params[pi].module == mi && ctx->params[pi].muon && j++ % N == k) {
-                        memcpy(all + ctx->params[pi].offset, recv + k * own + at, sizeof(float) * (size_t)ctx->params[pi].numel);
+                        if (fail == ZERO_OK)
+                            fail = ctx->dev->copy(ctx, ZERO__S_COMPUTE, all + ctx->params[pi].offset, recv + k * own + at,
+                                                  4 * ctx->params[pi].numel);
                         at += ctx->params[pi].numel;
                     }
         }

@@ -24,6 +24,10 @@
                   scales, then the int8 / int4 codes a word at a time; the decoded sum of payloads.
    - zk_bias_add, zk_bias_grad, zk_gelu_fwd, zk_gelu_bwd, zk_xent: the tiled linear's and the
                   example trainers' small fp32 kernels.
+   - zk_muon_*:   Muon's momentum and update (zero__muon_mom1 / zero__muon_apply1, bitwise the
+                  CPU's) and its Newton-Schulz iteration's glue between cuBLAS's GEMMs: the
+                  transpose, the Frobenius norm (fixed parts in double, then every block adds
+                  them in order) and its division, b A + c A A and a X + B X.
    tests/gpu/kernels.c checks every launcher against the CPU reference on a GPU, and on the
    CPU grid emulator (tests/kemu), whose build alone has zk_kemu_opt_groups (below). */
 #define ZERO_KERNELS
@@ -757,5 +761,122 @@ extern "C" int zero__k_xent(float *loss, float *dlogits, const float *logits, co
     if (rows == 0) return 0;
     if (classes == 0 || !loss || !dlogits || !logits || !labels) return (int)cudaErrorInvalidValue;
     zk_xent<<<zk_grid(rows), ZK_THREADS, 0, zk_stream(stream)>>>(loss, dlogits, logits, labels, rows, classes, dscale);
+    return zk_done();
+}
+
+/* ---- Muon (zero__muon_step on a device): the element-wise parts through zero.h's ZERO_HD
+   functions (bitwise the CPU's), the Newton-Schulz iteration's glue between cuBLAS's GEMMs */
+template <int ADT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_muon_mom(const void *g, float gscale, float *m, float *u, int64_t n, float mu, float omu, int nesterov) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        u[i] = zero__muon_mom1(m + i, zero__nf(zero__ld(g, i, ADT) * gscale), mu, omu, nesterov);
+}
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_xpose(float *dst, const float *src, int64_t rows, int64_t cols, int tr) {
+    const int64_t n = rows * cols;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = k / cols, j = k % cols;
+        dst[tr ? j * rows + i : k] = src[k];
+    }
+}
+/* part p: the sum of squares of x[p*n/P, (p+1)*n/P) in double, one thread after another in a
+   fixed order: thread t takes elements t, t + 256, ..., then thread 0 adds the 256 in order */
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_sumsq(const float *x, int64_t n, double *part) {
+    __shared__ double sh[ZK_THREADS];
+    const int64_t lo = n * blockIdx.x / gridDim.x, hi = n * (blockIdx.x + 1) / gridDim.x;
+    double s = 0.0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * (double)x[i];
+    sh[threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double t = 0.0;
+        for (unsigned k = 0; k < blockDim.x; k++) t += sh[k];
+        part[blockIdx.x] = t;
+    }
+}
+/* every block adds the parts in order (the same double everywhere), then divides its elements */
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_scale(float *x, int64_t n, float eps, const double *part, int nparts) {
+    double ss = 0.0;
+    float d;
+    for (int k = 0; k < nparts; k++) ss += part[k];
+    d = (float)sqrt(ss);
+    if (d < eps) d = eps;               /* a NaN norm stays NaN, as on the CPU */
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = x[i] / d;
+}
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_comb(float *gb, const float *ga, int64_t n, float b, float c) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        gb[i] = zero__nf(b * ga[i]) + zero__nf(c * gb[i]);
+}
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_axpy(float *x, const float *y, int64_t n, float a) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] = zero__nf(a * x[i]) + y[i];
+}
+template <int PDT>
+__global__ void __launch_bounds__(ZK_THREADS)
+zk_muon_apply(float *w, const float *o, int64_t n, float decay_mul, float neg_lr, int decay, void *p) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float v = zero__muon_apply1(w[i], o[i], decay_mul, neg_lr, decay);
+        w[i] = v;
+        if (PDT >= 0) zero__st(p, i, PDT, v);
+    }
+}
+
+static inline unsigned zk_elems_grid(int64_t n) { return zk_grid((n + ZK_THREADS - 1) / ZK_THREADS); }
+
+extern "C" int zero__k_muon_mom(const void *g, int adt, float gscale, float *m, float *u, int64_t n, float mu,
+                                float one_minus_mu, int nesterov, void *stream) {
+    if (!zk_dtype_ok(adt) || n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!g || !m || !u) return (int)cudaErrorInvalidValue;
+    if (adt == ZERO_F32)
+        zk_muon_mom<ZERO_F32><<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(g, gscale, m, u, n, mu, one_minus_mu, nesterov);
+    else if (adt == ZERO_BF16)
+        zk_muon_mom<ZERO_BF16><<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(g, gscale, m, u, n, mu, one_minus_mu, nesterov);
+    else
+        zk_muon_mom<ZERO_F16><<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(g, gscale, m, u, n, mu, one_minus_mu, nesterov);
+    return zk_done();
+}
+extern "C" int zero__k_muon_xpose(float *dst, const float *src, int64_t rows, int64_t cols, int tr, void *stream) {
+    if (rows < 0 || cols < 0) return (int)cudaErrorInvalidValue;
+    if (rows == 0 || cols == 0) return 0;
+    if (!dst || !src) return (int)cudaErrorInvalidValue;
+    zk_muon_xpose<<<zk_elems_grid(rows * cols), ZK_THREADS, 0, zk_stream(stream)>>>(dst, src, rows, cols, tr);
+    return zk_done();
+}
+extern "C" int zero__k_muon_norm(float *x, int64_t n, float eps, double *part, void *stream) {
+    int parts;
+    if (n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!x || !part) return (int)cudaErrorInvalidValue;
+    parts = n < (int64_t)ZERO__K_MUON_PARTS * ZK_THREADS ? (int)((n + ZK_THREADS - 1) / ZK_THREADS) : ZERO__K_MUON_PARTS;
+    zk_muon_sumsq<<<(unsigned)parts, ZK_THREADS, 0, zk_stream(stream)>>>(x, n, part);
+    zk_muon_scale<<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(x, n, eps, part, parts);
+    return zk_done();
+}
+extern "C" int zero__k_muon_comb(float *gb, const float *ga, int64_t n, float b, float c, void *stream) {
+    if (n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!gb || !ga) return (int)cudaErrorInvalidValue;
+    zk_muon_comb<<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(gb, ga, n, b, c);
+    return zk_done();
+}
+extern "C" int zero__k_muon_axpy(float *x, const float *y, int64_t n, float a, void *stream) {
+    if (n < 0) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!x || !y) return (int)cudaErrorInvalidValue;
+    zk_muon_axpy<<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(x, y, n, a);
+    return zk_done();
+}
+extern "C" int zero__k_muon_apply(float *w, const float *o, int64_t n, float decay_mul, float neg_lr, int decay, void *p,
+                                  int pdt, void *stream) {
+    const unsigned grid = zk_elems_grid(n);
+    if (n < 0 || (p && !zk_dtype_ok(pdt))) return (int)cudaErrorInvalidValue;
+    if (n == 0) return 0;
+    if (!w || !o) return (int)cudaErrorInvalidValue;
+    if (!p) zk_muon_apply<-1><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(w, o, n, decay_mul, neg_lr, decay, p);
+    else if (pdt == ZERO_F32) zk_muon_apply<ZERO_F32><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(w, o, n, decay_mul, neg_lr, decay, p);
+    else if (pdt == ZERO_BF16) zk_muon_apply<ZERO_BF16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(w, o, n, decay_mul, neg_lr, decay, p);
+    else zk_muon_apply<ZERO_F16><<<grid, ZK_THREADS, 0, zk_stream(stream)>>>(w, o, n, decay_mul, neg_lr, decay, p);
     return zk_done();
 }

@@ -55,6 +55,9 @@ FX__UNUSED static zero_result fx_module(zero_ctx *z, const char *name, int froze
 
 /* zero_add_param of shape {rows} (cols 0) or {rows, cols}, excluded from weight decay
    when no_decay (the rest of the desc 0) */
+/* fx_muon: fx_param marks its matrices (cols > 0) for ZERO_OPTIM_MUON (set it before the ranks
+   start; they only read it) */
+static int fx_muon;
 FX__UNUSED static zero_result fx_param(zero_ctx *z, zero_module m, const char *name, int64_t rows, int64_t cols,
                                        int no_decay, zero_param *out) {
     zero_param_desc pd;
@@ -64,6 +67,7 @@ FX__UNUSED static zero_result fx_param(zero_ctx *z, zero_module m, const char *n
     pd.shape[0] = rows;
     pd.shape[1] = cols;
     pd.no_decay = no_decay;
+    pd.muon = fx_muon && cols > 0;
     return zero_add_param(z, m, &pd, out);
 }
 

@@ -322,6 +322,13 @@ static void vs_cpu_flat(zero_device_type dev, zero_dtype dt, int world, int accu
 }
 /* bf16 moments on the EMU device (the CPU's pass over its arenas' aliases) and in its host
    tier (ZeRO-Offload's path): bitwise the CPU device's run with bf16 moments */
+/* Muon on the EMU device: its ops only (no host access to device memory), the CPU's bits */
+static void emu_muon(void) {
+    fx_muon = 1;
+    vs_cpu(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_MUON, 0);
+    vs_cpu(ZERO_DEVICE_EMU, ZERO_F32, 3, 2, ZERO_OPTIM_MUON, 0);
+    fx_muon = 0;
+}
 static void emu_bf16_states(void) {
     vs_sdt = ZERO_STATE_BF16;
     vs_cpu(ZERO_DEVICE_EMU, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
@@ -575,6 +582,38 @@ static int have_gpu(void) {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
+/* Muon on CUDA: its element-wise kernels are the CPU's bits, its iteration's GEMMs cuBLAS's
+   (another summation order), so the params agree with the CPU device's to rounding (|diff|
+   <= 1e-4 |p|, 8 steps) and are the same bits at every stage (f32 at 2 ranks, bf16 at 3;
+   without accumulation, which sums in another order at stages 2-3, Muon or not) */
+static void cuda_muon(void) {
+    static cfg ref, got, first;
+    zero_dtype dts[2] = { ZERO_F32, ZERO_BF16 };
+    int s, k;
+    int64_t i;
+    fx_muon = 1;
+    for (k = 0; k < 2; k++)
+        for (s = 0; s <= 3; s++) {
+            double num = 0, den = 0;
+            memset(&ref, 0, sizeof ref);
+            ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = k ? 3 : 2; ref.accum = 1; ref.dtype = dts[k];
+            ref.optim = ZERO_OPTIM_MUON;
+            got = ref;
+            got.device = ZERO_DEVICE_CUDA;
+            if (!train(&ref) || !train(&got)) break;
+            for (i = 0; i < ref.numel; i++) {
+                num += ((double)got.out[i] - ref.out[i]) * ((double)got.out[i] - ref.out[i]);
+                den += (double)ref.out[i] * ref.out[i];
+            }
+            CHECK(!got.plan_mismatch, "stage %d: zero_stats_get differs from the plan", s);
+            CHECK(ref.numel == got.numel && sqrt(num) <= 1e-4 * sqrt(den), "%s stage %d: |diff|/|p| = %g",
+                  zero_dtype_str(dts[k]), s, sqrt(num / den));
+            if (s == 0) first = got;
+            else CHECK(memcmp(first.out, got.out, sizeof(float) * (size_t)got.numel) == 0, "%s: stage %d differs from stage 0 "
+                       "on CUDA", zero_dtype_str(dts[k]), s);
+        }
+    fx_muon = 0;
+}
 static void cuda_vs_cpu(void) {
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_F32, 1, 1, ZERO_OPTIM_ADAMW, 0);
     vs_cpu(ZERO_DEVICE_CUDA, ZERO_BF16, 2, 1, ZERO_OPTIM_ADAMW, 0);
@@ -650,6 +689,7 @@ int main(void) {
     TEST_RUN(emu_offload_host);
     TEST_RUN(emu_flat_layout);
     TEST_RUN(emu_bf16_states);
+    TEST_RUN(emu_muon);
     TEST_RUN(emu_q8_states);
     TEST_RUN(checkpoint_across_devices);
 #ifdef ZERO_CUDA
@@ -657,10 +697,11 @@ int main(void) {
         TEST_RUN(cuda_vs_cpu);
         TEST_RUN(cuda_tiled_close);
         TEST_RUN(cuda_checkpoint);
+        TEST_RUN(cuda_muon);
     } else {
-        static const char *const cases[] = { "cuda_vs_cpu", "cuda_tiled_close", "cuda_checkpoint" };
+        static const char *const cases[] = { "cuda_vs_cpu", "cuda_tiled_close", "cuda_checkpoint", "cuda_muon" };
         int i;
-        for (i = 0; i < 3; i++) { test_begin("%s", cases[i]); test_skip("no GPU"); test_end(); }
+        for (i = 0; i < 4; i++) { test_begin("%s", cases[i]); test_skip("no GPU"); test_end(); }
     }
 #endif
     return test_summary();

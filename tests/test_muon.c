@@ -891,7 +891,7 @@ static void refusals(void) {
     zero_result r;
     static const struct { int what; zero_result want; const char *msg; } cases[] = {
         { 1, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with fp32 moments" },
-        { 2, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with the CPU device" },
+        { 2, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with the optimizer states in the GPU's memory" },
         { 3, ZERO_ERR_UNSUPPORTED, "ZERO_OPTIM_MUON runs, for now, with no ZeRO++" },
         { 4, ZERO_ERR_INVALID_ARG, "a Muon option is out of range" },
         { 5, ZERO_ERR_INVALID_ARG, "a Muon option is out of range" },
@@ -902,7 +902,7 @@ static void refusals(void) {
         d.optim.type = ZERO_OPTIM_MUON;
         switch (cases[i].what) {
         case 1: d.optim.state_dtype = ZERO_STATE_Q8; break;
-        case 2: d.device = ZERO_DEVICE_EMU; break;
+        case 2: d.device = ZERO_DEVICE_EMU; d.offload_optimizer = ZERO_OFFLOAD_HOST; break;
         case 3: d.stage = 3; d.qwz = 1; break;
         case 4: d.optim.muon.momentum = 1.0; break;
         default: d.optim.muon.ns_steps = 100; break;

@@ -1093,6 +1093,144 @@ static void test_stream(void) {
     free(x); free(a); free(b);
 }
 
+/* ---- Muon (zero__k_muon_*) ----
+   bitwise: muon_mom vs zero__muon_mom1 of the gradient (every dtype) times gscale, Nesterov
+   and not, NaN / inf / subnormal values; muon_apply vs zero__muon_apply1, decay and not,
+   narrowed into params of every dtype or not at all; muon_xpose, muon_comb and muon_axpy vs
+   their loops; every size S and one past the end left alone. muon_norm vs a double sum in
+   order: within 2^-22 of each element (its parts sum in another order), the floor eps for
+   an all-zero x, NaN everywhere from one NaN; and the refusals. */
+static void muon_elem_case(int adt, int pdt, int64_t n, int nesterov) {
+    const int64_t nn = n + 1, h = n / 2;
+    void *g = malloc((size_t)nn * esz(adt)), *p = malloc((size_t)nn * esz(pdt)), *pgot = malloc((size_t)nn * esz(pdt));
+    float *m = (float *)malloc((size_t)nn * 4), *u = (float *)malloc((size_t)nn * 4), *w = (float *)malloc((size_t)nn * 4);
+    float *o = (float *)malloc((size_t)nn * 4), *got = (float *)malloc((size_t)nn * 4);
+    void *gd, *pd;
+    float *md, *ud, *wd, *od;
+    const float gscale = 0.375f, mu = 0.95f, omu = (float)(1.0 - 0.95), dm = 0.998f, nl = -0.0125f;
+    char what[96];
+    int64_t i;
+    fill(g, adt, nn, 1);
+    for (i = 0; i < nn; i++) { m[i] = rnd_val(1); u[i] = -7.0f; w[i] = rnd_val(0); o[i] = rnd_val(1); }
+    fill(p, pdt, nn, 0);
+    gd = dup_to_dev(g, (size_t)nn * esz(adt)); pd = dup_to_dev(p, (size_t)nn * esz(pdt));
+    md = (float *)dup_to_dev(m, (size_t)nn * 4); ud = (float *)dup_to_dev(u, (size_t)nn * 4);
+    wd = (float *)dup_to_dev(w, (size_t)nn * 4); od = (float *)dup_to_dev(o, (size_t)nn * 4);
+    for (i = 0; i < n; i++) u[i] = zero__muon_mom1(m + i, zero__nf(zero__ld(g, i, adt) * gscale), mu, omu, nesterov);
+    snprintf(what, sizeof what, "muon_mom %s n %lld%s", zero_dtype_str((zero_dtype)adt), (long long)n,
+             nesterov ? " nesterov" : "");
+    if (sync_ok(zero__k_muon_mom(gd, adt, gscale, md, ud, n, mu, omu, nesterov, NULL), what)) {
+        to_host(got, ud, (size_t)nn * 4);
+        compare(what, u, got, nn, ZERO_F32);
+        to_host(got, md, (size_t)nn * 4);
+        compare(what, m, got, nn, ZERO_F32);
+    }
+    /* the first half decayed, the second not, each narrowed into the params; then all again
+       without params */
+    for (i = 0; i < n; i++) {
+        w[i] = zero__muon_apply1(w[i], o[i], dm, nl, i < h);
+        zero__st(p, i, pdt, w[i]);
+    }
+    snprintf(what, sizeof what, "muon_apply %s n %lld", zero_dtype_str((zero_dtype)pdt), (long long)n);
+    if (sync_ok(zero__k_muon_apply(wd, od, h, dm, nl, 1, pd, pdt, NULL), what) &&
+        sync_ok(zero__k_muon_apply(wd + h, od + h, n - h, dm, nl, 0, at(pd, h, pdt), pdt, NULL), what)) {
+        to_host(got, wd, (size_t)nn * 4);
+        compare(what, w, got, nn, ZERO_F32);
+        to_host(pgot, pd, (size_t)nn * esz(pdt));
+        compare(what, p, pgot, nn, pdt);
+    }
+    for (i = 0; i < n; i++) w[i] = zero__muon_apply1(w[i], o[i], dm, nl, 1);
+    if (sync_ok(zero__k_muon_apply(wd, od, n, dm, nl, 1, NULL, 0, NULL), what)) {
+        to_host(got, wd, (size_t)nn * 4);
+        compare(what, w, got, nn, ZERO_F32);
+    }
+    cudaFree(gd); cudaFree(pd); cudaFree(md); cudaFree(ud); cudaFree(wd); cudaFree(od);
+    free(g); free(p); free(pgot); free(m); free(u); free(w); free(o); free(got);
+}
+static void muon_glue_case(int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols, nn = n + 1;
+    float *x = (float *)malloc((size_t)nn * 4), *y = (float *)malloc((size_t)nn * 4), *want = (float *)malloc((size_t)nn * 4);
+    float *got = (float *)malloc((size_t)nn * 4), *xd, *yd, *zd;
+    double *part = (double *)dalloc(sizeof(double) * ZERO__K_MUON_PARTS), ss = 0.0;
+    char what[96];
+    int64_t i, j, bad = 0;
+    int tr;
+    float d;
+    for (i = 0; i < nn; i++) { x[i] = (unif() - 0.5f) * 4.0f; y[i] = unif() - 0.5f; }
+    xd = (float *)dup_to_dev(x, (size_t)nn * 4);
+    yd = (float *)dup_to_dev(y, (size_t)nn * 4);
+    for (tr = 0; tr < 2; tr++) {
+        for (i = 0; i < nn; i++) want[i] = -3.0f;
+        zd = (float *)dup_to_dev(want, (size_t)nn * 4);
+        for (i = 0; i < rows; i++)
+            for (j = 0; j < cols; j++) want[tr ? j * rows + i : i * cols + j] = x[i * cols + j];
+        snprintf(what, sizeof what, "muon_xpose %lld x %lld%s", (long long)rows, (long long)cols, tr ? " transposed" : "");
+        if (sync_ok(zero__k_muon_xpose(zd, xd, rows, cols, tr, NULL), what)) {
+            to_host(got, zd, (size_t)nn * 4);
+            compare(what, want, got, nn, ZERO_F32);
+        }
+        cudaFree(zd);
+    }
+    for (i = 0; i < n; i++) want[i] = zero__nf(0.5f * y[i]) + zero__nf(-1.25f * x[i]);
+    want[n] = x[n];
+    snprintf(what, sizeof what, "muon_comb n %lld", (long long)n);
+    if (sync_ok(zero__k_muon_comb(xd, yd, n, 0.5f, -1.25f, NULL), what)) {
+        to_host(got, xd, (size_t)nn * 4);
+        compare(what, want, got, nn, ZERO_F32);
+    }
+    for (i = 0; i < n; i++) want[i] = zero__nf(3.4445f * want[i]) + y[i];
+    snprintf(what, sizeof what, "muon_axpy n %lld", (long long)n);
+    if (sync_ok(zero__k_muon_axpy(xd, yd, n, 3.4445f, NULL), what)) {
+        to_host(got, xd, (size_t)nn * 4);
+        compare(what, want, got, nn, ZERO_F32);
+    }
+    for (i = 0; i < n; i++) ss += (double)want[i] * (double)want[i];
+    d = (float)sqrt(ss);
+    if (d < 1e-7f) d = 1e-7f;
+    snprintf(what, sizeof what, "muon_norm n %lld", (long long)n);
+    if (sync_ok(zero__k_muon_norm(xd, n, 1e-7f, part, NULL), what)) {
+        to_host(got, xd, (size_t)nn * 4);
+        for (i = 0; i < n && bad < 3; i++)
+            bad += !CHECK(fabs((double)got[i] - want[i] / d) <= 0x1p-22 * fabs((double)want[i] / d), "%s [%lld]: %.9g, want "
+                          "%.9g", what, (long long)i, (double)got[i], (double)(want[i] / d));
+        CHECK(zero__f32_bits(got[n]) == zero__f32_bits(want[n]), "%s: wrote one past the end", what);
+    }
+    cudaFree(xd); cudaFree(yd); cudaFree(part);
+    free(x); free(y); free(want); free(got);
+}
+static void test_muon(void) {
+    static const int dts[3] = { ZERO_F32, ZERO_BF16, ZERO_F16 };
+    static const int64_t shapes[][2] = { { 1, 1 }, { 3, 5 }, { 5, 3 }, { 33, 257 }, { 257, 33 }, { 128, 128 } };
+    double *part = (double *)dalloc(sizeof(double) * ZERO__K_MUON_PARTS);
+    float *z = (float *)dalloc(64 * 4), h[64];
+    int i, a, p;
+    for (i = 0; i < NELEMS(sizes); i++)
+        for (a = 0; a < 3; a++) muon_elem_case(dts[a], dts[(a + i) % 3], sizes[i], (i + a) & 1);
+    muon_elem_case(ZERO_BF16, ZERO_BF16, LARGE, 1);
+    for (i = 0; i < NELEMS(shapes); i++) muon_glue_case(shapes[i][0], shapes[i][1]);
+    muon_glue_case(1, LARGE);
+    for (p = 0; p < 2; p++) {       /* all zero: the floor eps (0 / eps = 0); one NaN: NaN everywhere */
+        for (i = 0; i < 64; i++) h[i] = p && i == 17 ? zero__bits_f32(0x7fc00000u) : 0.0f;
+        cudaMemcpy(z, h, sizeof h, cudaMemcpyHostToDevice);
+        if (sync_ok(zero__k_muon_norm(z, 64, 1e-7f, part, NULL), "muon_norm edge")) {
+            cudaMemcpy(h, z, sizeof h, cudaMemcpyDeviceToHost);
+            for (i = 0; i < 64; i++)
+                if (!CHECK(p ? h[i] != h[i] : zero__f32_bits(h[i]) == 0, "muon_norm %s: [%d] %g", p ? "NaN" : "zeros", i,
+                           (double)h[i]))
+                    break;
+        }
+    }
+    CHECK(zero__k_muon_mom(z, 99, 1.0f, z, z, 4, 0.9f, 0.1f, 1, NULL) != 0, "muon_mom took dtype 99");
+    CHECK(zero__k_muon_mom(NULL, ZERO_F32, 1.0f, z, z, 4, 0.9f, 0.1f, 1, NULL) != 0, "muon_mom took a NULL gradient");
+    CHECK(zero__k_muon_norm(z, -1, 1e-7f, part, NULL) != 0 && zero__k_muon_norm(z, 4, 1e-7f, NULL, NULL) != 0,
+          "muon_norm took n < 0 or no parts");
+    CHECK(zero__k_muon_apply(z, z, 4, 1.0f, -1.0f, 1, z, 99, NULL) != 0, "muon_apply took params of dtype 99");
+    CHECK(zero__k_muon_xpose(z, z, -1, 3, 0, NULL) != 0 && zero__k_muon_comb(NULL, z, 4, 1, 1, NULL) != 0 &&
+          zero__k_muon_axpy(z, NULL, 4, 1, NULL) != 0, "a bad argument taken");
+    CHECK(zero__k_muon_mom(NULL, ZERO_F32, 1.0f, NULL, NULL, 0, 0.9f, 0.1f, 1, NULL) == 0, "n 0 is not a no-op");
+    cudaFree(part); cudaFree(z);
+}
+
 int main(void) {
     int ndev = gpu_count("gpu_kernels");
     if (ndev <= 0) return ndev < 0;
@@ -1109,6 +1247,7 @@ int main(void) {
     test_bias();
     TEST_RUN(test_gelu);
     TEST_RUN(test_xent);
+    TEST_RUN(test_muon);
     TEST_RUN(test_stream);
     return test_summary();
 }
