@@ -779,19 +779,24 @@ __global__ void __launch_bounds__(ZK_THREADS) zk_muon_xpose(float *dst, const fl
         dst[tr ? j * rows + i : k] = src[k];
     }
 }
-/* part p: the sum of squares of x[p*n/P, (p+1)*n/P) in double, one thread after another in a
-   fixed order: thread t takes elements t, t + 256, ..., then thread 0 adds the 256 in order */
-__global__ void __launch_bounds__(ZK_THREADS) zk_muon_sumsq(const float *x, int64_t n, double *part) {
+/* part p of P: the sum of squares of x[p*n/P, (p+1)*n/P) in double, in a fixed order: thread t
+   takes elements t, t + 256, ..., then thread 0 adds the 256 in order (a block per part,
+   grid-stride over the parts) */
+__global__ void __launch_bounds__(ZK_THREADS) zk_muon_sumsq(const float *x, int64_t n, double *part, int nparts) {
     __shared__ double sh[ZK_THREADS];
-    const int64_t lo = n * blockIdx.x / gridDim.x, hi = n * (blockIdx.x + 1) / gridDim.x;
-    double s = 0.0;
-    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += (double)x[i] * (double)x[i];
-    sh[threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (unsigned k = 0; k < blockDim.x; k++) t += sh[k];
-        part[blockIdx.x] = t;
+    const unsigned t = threadIdx.x;
+    for (int p = blockIdx.x; p < nparts; p += gridDim.x) {
+        const int64_t lo = n * p / nparts, hi = n * (p + 1) / nparts;
+        double s = 0.0;
+        for (int64_t i = lo + t; i < hi; i += blockDim.x) s += (double)x[i] * (double)x[i];
+        sh[t] = s;
+        __syncthreads();
+        if (t == 0) {
+            double t = 0.0;
+            for (unsigned k = 0; k < blockDim.x; k++) t += sh[k];
+            part[p] = t;
+        }
+        __syncthreads();                  /* sh is reused by the next part */
     }
 }
 /* every block adds the parts in order (the same double everywhere), then divides its elements */
@@ -850,7 +855,7 @@ extern "C" int zero__k_muon_norm(float *x, int64_t n, float eps, double *part, v
     if (n == 0) return 0;
     if (!x || !part) return (int)cudaErrorInvalidValue;
     parts = n < (int64_t)ZERO__K_MUON_PARTS * ZK_THREADS ? (int)((n + ZK_THREADS - 1) / ZK_THREADS) : ZERO__K_MUON_PARTS;
-    zk_muon_sumsq<<<(unsigned)parts, ZK_THREADS, 0, zk_stream(stream)>>>(x, n, part);
+    zk_muon_sumsq<<<(unsigned)parts, ZK_THREADS, 0, zk_stream(stream)>>>(x, n, part, parts);
     zk_muon_scale<<<zk_elems_grid(n), ZK_THREADS, 0, zk_stream(stream)>>>(x, n, eps, part, parts);
     return zk_done();
 }
