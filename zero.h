@@ -1422,6 +1422,10 @@ typedef struct zero_stats {
        bounded wait on the comm thread), plus once for the norm's scalar when clipping and
        once per zero_copy; over the local comm at most twice per collective. */
     int64_t host_syncs, device_allocs, comm_headers;
+    /* the optimizer's time the backward pass does not hide: from a step's last zero_grads_ready
+       to the return of its zero_step (applied or skipped; ms, this rank's clock), in all since
+       zero_create and for the last step */
+    double exposed_step_ms, last_exposed_step_ms;
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -3481,6 +3485,8 @@ struct zero_ctx {
         float *muon_buf;            /* ZERO_OPTIM_MUON: zero__muon_step's buffers (zero__muon_bytes) */
         int64_t muon_span, muon_ws; /* the largest module span holding a Muon matrix; zero__muon_ws's largest */
         int64_t muon_own;           /* zero__muon_owned's largest */
+        double ready_ms;            /* when this step's last zero_grads_ready returned (0: none yet) */
+        double exposed_ms, last_exposed_ms;     /* zero_stats' exposed_step_ms, last_exposed_step_ms */
     } opt;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
@@ -18139,6 +18145,8 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
     zero__comm_bytes(ctx->comm, &out->comm_bytes_within, &out->comm_bytes_across);
     out->host_syncs = __atomic_load_n(&ctx->host_syncs, __ATOMIC_RELAXED);
     out->device_allocs = __atomic_load_n(&ctx->device_allocs, __ATOMIC_RELAXED);
+    out->exposed_step_ms = ctx->opt.exposed_ms;
+    out->last_exposed_step_ms = ctx->opt.last_exposed_ms;
     zero__comm_costs(ctx->comm, out);
 }
 
@@ -19788,14 +19796,23 @@ ZERO_API zero_result zero_grads_ready(zero_ctx *ctx, zero_module mod) {
     int mi;
     if ((r = zero__check_built(ctx, "zero_grads_ready")) != ZERO_OK) return r;
     if ((mi = zero__module_index(ctx, mod, "zero_grads_ready")) < 0) return ZERO_ERR_INVALID_HANDLE;
-    return zero__module_grads_ready(ctx, mi);
+    r = zero__module_grads_ready(ctx, mi);
+    ctx->opt.ready_ms = zero__now_ms();
+    return r;
 }
 ZERO_API zero_result zero_step(zero_ctx *ctx) {
     zero_result r;
     if ((r = zero__check_built(ctx, "zero_step")) != ZERO_OK) return r;
     if ((r = zero__stash_step_check(ctx)) != ZERO_OK) return r;
     r = zero__step(ctx);
-    if (r == ZERO_OK || r == ZERO_STEP_SKIPPED) zero__stash_step_end(ctx);
+    if (r == ZERO_OK || r == ZERO_STEP_SKIPPED) {
+        zero__stash_step_end(ctx);
+        if (ctx->opt.ready_ms > 0) {
+            ctx->opt.last_exposed_ms = zero__now_ms() - ctx->opt.ready_ms;
+            ctx->opt.exposed_ms += ctx->opt.last_exposed_ms;
+        }
+        ctx->opt.ready_ms = 0;
+    }
     return r;
 }
 

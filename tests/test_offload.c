@@ -63,6 +63,8 @@ typedef struct cfg {
     int64_t peak_alloc;             /* the allocator's peak bytes (rank 0's context) */
     int engine_info;                /* OFFLOAD_ENGINE lines logged (io_uring wanted, not there) */
     unsigned frozen;                /* bit m: module m is frozen (no gradients) */
+    double exposed_bound_ms;        /* rank 0: from before each step's last zero_grads_ready to
+                                       zero_step's return, in all (bounds exposed_step_ms) */
 } cfg;
 
 static void engine_log(void *u, zero_log_level lvl, zero_log_item item, int rank, const char *msg) {
@@ -112,6 +114,7 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
     int m, k, step;
     int64_t i, base = 0, maxn = 0, pbytes = 0, numel = 0;
     int slot = 0;
+    double t_ready = 0;
     counting cnt = { 0, 0 };
     fx_desc(&d, comm, c->stage, c->dtype, c->optim, 0.01);
     d.allocator.alloc = count_alloc;
@@ -189,9 +192,11 @@ static zero_result train(zero_comm *comm, int rank, void *user) {
                 base += n;
             }
             if ((r = zero_release(z, mod[m])) != ZERO_OK) goto done;
+            t_ready = test_now_ms();
             if ((r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
         }
         r = zero_step(z);
+        if (rank == 0) c->exposed_bound_ms += test_now_ms() - t_ready;
         if (step == c->fault_step) {
             if (rank == 0) {
                 c->fault_r = r;
@@ -290,6 +295,11 @@ static void equiv_case2(int stage, int world, zero_dtype dt, zero_optim_type opt
         CHECK(p[ZERO_TIER_DEVICE][ZERO_CAT_GRADS] == 0 && p[ZERO_TIER_HOST][ZERO_CAT_GRADS] > 0, "grads not on the host");
         CHECK(off.plan.model_state_bytes == ref.plan.model_state_bytes, "model state bytes differ");
         CHECK(memcmp(off.stats.bytes, off.plan.bytes, sizeof off.plan.bytes) == 0, "stats differ from the plan");
+        /* the exposed step time: each step's, from its last zero_grads_ready to zero_step's
+           return, lies within what the test timed around them */
+        CHECK(off.stats.last_exposed_step_ms > 0 && off.stats.last_exposed_step_ms <= off.stats.exposed_step_ms &&
+              off.stats.exposed_step_ms <= off.exposed_bound_ms, "exposed step time %.3f ms (last %.3f), the test's "
+              "bound %.3f ms", off.stats.exposed_step_ms, off.stats.last_exposed_step_ms, off.exposed_bound_ms);
         if (nvme_params) {
             CHECK(p[ZERO_TIER_NVME][ZERO_CAT_PARAMS] > 0 && p[ZERO_TIER_DEVICE][ZERO_CAT_PARAMS] == 0 &&
                   p[ZERO_TIER_HOST][ZERO_CAT_PARAMS] == 0, "param shard not under ZERO_TIER_NVME");
