@@ -140,8 +140,8 @@
              precision  param_dtype (default ZERO_BF16), grad_dtype, grad_accum_dtype
                         (ON GRADIENTS)
              the step   accum_steps (micro-batches per step), optim, clip_norm, loss_scale,
-                        loss_scale_init, loss_scale_window, loss_scale_min, cpu_threads
-                        (ON THE OPTIMIZER)
+                        loss_scale_init, loss_scale_window, loss_scale_min, cpu_threads,
+                        speculative_step, speculative_bytes (ON THE OPTIMIZER)
              comms      bucket_bytes (ON BUCKETS), timeout_ms (every collective; 120 s),
                         reduce_mode (NCCL: exact or NCCL's own sums; ON COMMUNICATORS)
              stage 3    max_live_bytes, prefetch_bytes, persist_bytes, reuse_distance
@@ -464,6 +464,20 @@
      (loss_scale = 0): multiply your loss by zero_loss_scale(); an overflow halves it
      (not below loss_scale_min), and it doubles after loss_scale_window clean steps;
      loss_scale > 0 is a static scale.
+     speculative_step = 1 runs each module's step as soon as its gradient is final (the
+     reduction of its last micro-batch), on the comm thread, under the rest of the backward
+     pass, as if zero_step will neither clip nor skip: its old master, moments and params
+     are copied first into an undo area (planned, ZERO_CAT_BUFFERS: at most
+     speculative_bytes, 0 meaning every module's; a module that does not fit steps in
+     zero_step). zero_step keeps those steps when it neither clips nor skips and its
+     hyperparameters are the ones they used, and runs the others; else it copies the old
+     slices back and steps (or skips) as without speculation, so the params are the same
+     bits either way. Exact rollback by restoring copies: AdamW's update cannot be undone
+     in floating point. A module's params may change from its last zero_grads_ready on.
+     zero_stats counts the steps kept and undone (clip, skip, changed) and the bytes saved;
+     exposed_step_ms is what the backward pass left to wait for. For now: the CPU device,
+     states in memory or on the host, fp32 or bf16 moments, not Muon (ZERO_ERR_UNSUPPORTED
+     otherwise); NVMe comes next (issue #30).
      On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64),
@@ -1323,6 +1337,10 @@ typedef struct zero_desc {
     float loss_scale_init;          /* dynamic; default 65536 */
     int loss_scale_window;          /* dynamic: clean steps before growing; default 1000 */
     float loss_scale_min;           /* dynamic; default 1 */
+    int speculative_step;           /* 1: a module's optimizer step runs as soon as its gradient is reduced,
+                                       under the rest of the backward pass, undone exactly when zero_step
+                                       clips or skips (ON THE OPTIMIZER); the CPU device, states in memory */
+    int64_t speculative_bytes;      /* the bytes saved for the undo, at most (0: every module's slices) */
     int timeout_ms;                 /* every collective; default 120000 */
     int cpu_threads;                /* threads of the CPU optimizer pass, the caller included;
                                        0: 1 (the caller only). Started at zero_build. */
@@ -1426,6 +1444,11 @@ typedef struct zero_stats {
        to the return of its zero_step (applied or skipped; ms, this rank's clock), in all since
        zero_create and for the last step */
     double exposed_step_ms, last_exposed_step_ms;
+    /* desc.speculative_step: steps whose speculated updates stood; steps whose were undone
+       because zero_step clipped, skipped (non-finite) or ran with other hyperparameters (a new
+       lr); the bytes saved for the undo by the last step */
+    int64_t speculative_steps, speculative_undone_clip, speculative_undone_skip, speculative_undone_changed;
+    int64_t speculative_saved_bytes;
 } zero_stats;
 
 /* ---- functions -------------------------------------------------------------------- */
@@ -3030,6 +3053,7 @@ typedef struct zero__why { zero_result r; zero_log_item item; char msg[ZERO__MSG
     X(ALLREDUCE_F64,   allreduce_f64,   "all-reduce",       0) \
     X(ALLGATHER_BYTES, allgather_bytes, "all-gather bytes", 0) \
     X(SPLIT,           split,           "split into nodes", 0) \
+    X(SPEC,            spec,            "speculative step", 1) \
     X(STOP,            stop,            "stop",             0)
 typedef enum zero__task_kind {
 #define ZERO__X(kind, runner, label, module_task) ZERO__TASK_##kind,
@@ -3340,6 +3364,10 @@ typedef struct zero__module_rec {
         int taken;                  /* this step's blocks are in norm_part already: its last reduction
                                        took them (comm thread; cleared by zero__end_step) */
     } norm;
+    struct {                        /* desc.speculative_step (>>optim: zero__spec_module) */
+        int done;                   /* this step's update ran (comm thread), its old slices at off */
+        int64_t off;                /* in ctx->spec.buf */
+    } spec;
 } zero__module_rec;
 
 /* a tied param: module `module` uses param `target` (of another module, usually) as `name` */
@@ -3354,6 +3382,7 @@ typedef struct zero__tie {
 typedef struct zero__segment {
     int64_t n, grad_idx, state_idx, param_idx;
     int64_t v_idx;                  /* in the second moment's arena (zero__v_packed: Muon's matrices have none) */
+    int module;
     int decay;
     int muon;                       /* Muon's (zero__muon_step), not the element pass's */
 } zero__segment;
@@ -3488,6 +3517,13 @@ struct zero_ctx {
         double ready_ms;            /* when this step's last zero_grads_ready returned (0: none yet) */
         double exposed_ms, last_exposed_ms;     /* zero_stats' exposed_step_ms, last_exposed_step_ms */
     } opt;
+    struct {                        /* desc.speculative_step (>>optim) */
+        char *buf;                  /* the speculated modules' old slices (planned: zero__spec_bytes) */
+        int64_t cap, used;          /* its bytes; used this step (comm thread until zero_step drains) */
+        int modules, mixed;         /* modules speculated this step; they used different hyperparameters */
+        zero__optk k;               /* the hyperparameters they used (zero_step compares its own) */
+        int64_t steps, clipped, skipped, changed, saved;    /* zero_stats' speculative_* */
+    } spec;
     struct {                        /* where the optimizer states live (>>offload) */
         const zero__tier_vt *vt;
         struct zero__nvme *nvme;    /* the nvme tier's state */
@@ -6446,6 +6482,7 @@ static void zero__opt_part(void *arg, int part, int nparts) {
         void *p;
         zero__optk k = j->k;
         if (sg->muon) continue;     /* zero__muon_step's, after this pass */
+        if (ctx->modules[sg->module].spec.done) continue;      /* stepped already (zero__spec_module) */
         k.decay = sg->decay;
         p = zero__at(j->params, j->by_state ? sg->state_idx : sg->param_idx, pdt);
         if (j->clear) {     /* a piece at a time, zeroed while its gradients are still in cache */
@@ -11414,6 +11451,17 @@ static int64_t zero__muon_owned(const zero_ctx *ctx, int mi) {
     }
     return most;
 }
+/* desc.speculative_step's undo area: the old slices (the fp32 master, the moments, the params)
+   of this rank's tstate state elements, or speculative_bytes of them if fewer (zero__spec_module) */
+static int64_t zero__spec_elem_bytes(const zero_desc *d) {
+    return (d->param_dtype != ZERO_F32 ? 4 : 0) + zero__moments(d) * (zero__sdt(d) == ZERO_BF16 ? 2 : 4) +
+           (int64_t)zero__dtype_size(d->param_dtype);
+}
+static int64_t zero__spec_bytes(const zero_desc *d, int64_t tstate) {
+    int64_t all = tstate * zero__spec_elem_bytes(d);
+    if (!d->speculative_step) return 0;
+    return d->speculative_bytes > 0 && d->speculative_bytes < all ? d->speculative_bytes : all;
+}
 static int64_t zero__muon_bytes(const zero_desc *d, int world, int64_t span, int64_t ws, int64_t own) {
     if (span == 0) return 0;
     return 4 * (span + (d->stage > 0 && world > 1 ? span / world : 0) + ws + (int64_t)(ZERO__MC * ZERO__KC + ZERO__KC * ZERO__NC) +
@@ -11497,6 +11545,7 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__muon_bytes(d, world, z->muon_span, z->muon_ws, z->muon_own);
+    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__spec_bytes(d, Tstate);
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;
@@ -11599,6 +11648,24 @@ static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *
                              why);
     return ZERO_OK;
 }
+/* desc.speculative_step, and where it runs for now: the CPU device with the optimizer states in
+   memory (or the host, the same there), fp32 or bf16 moments, AdamW, SGD or Lion */
+static zero_result zero__check_desc_spec(const zero_desc *d, const zero_logger *lg) {
+    const char *why = NULL;
+    if (d->speculative_step < 0 || d->speculative_step > 1 || d->speculative_bytes < 0)
+        return zero__fail_lg(lg, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
+                             "speculative_step is %d (0 or 1) and speculative_bytes %lld (>= 0)", d->speculative_step,
+                             (long long)d->speculative_bytes);
+    if (!d->speculative_step) return ZERO_OK;
+    if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
+    else if (d->offload_optimizer == ZERO_OFFLOAD_NVME) why = "the optimizer states in memory (not on NVMe)";
+    else if (d->optim.state_dtype == ZERO_STATE_Q8) why = "fp32 or bf16 moments (not q8)";
+    else if (d->optim.type == ZERO_OPTIM_MUON) why = "AdamW, SGD or Lion (not Muon)";
+    if (why)
+        return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "speculative_step runs, for now, with %s",
+                             why);
+    return ZERO_OK;
+}
 /* where things go: the offload tiers, the device, the activation stash */
 static zero_result zero__check_desc_places(const zero_desc *d, const zero_logger *lg) {
     if ((int)d->offload_optimizer < 0 || d->offload_optimizer >= ZERO_OFFLOAD_NUM || (int)d->offload_params < 0 ||
@@ -11676,7 +11743,7 @@ static zero_result zero__fill_desc(zero_desc *d) {
     const zero_logger *lg = &d->logger;
     zero_result r;
     if ((r = zero__check_desc_sizes(d, lg)) != ZERO_OK || (r = zero__check_desc_optim(d, lg)) != ZERO_OK ||
-        (r = zero__check_desc_muon(d, lg)) != ZERO_OK || (r = zero__check_desc_places(d, lg)) != ZERO_OK || (r = zero__zpp_check_desc(d, lg)) != ZERO_OK ||
+        (r = zero__check_desc_muon(d, lg)) != ZERO_OK || (r = zero__check_desc_spec(d, lg)) != ZERO_OK || (r = zero__check_desc_places(d, lg)) != ZERO_OK || (r = zero__zpp_check_desc(d, lg)) != ZERO_OK ||
         (r = zero__check_desc_offload(d, lg)) != ZERO_OK)
         return r;
     zero__desc_defaults(d);
@@ -13468,6 +13535,7 @@ static void zero__make_segments(zero_ctx *ctx) {
         sg->decay = !p->no_decay;
         sg->muon = p->muon;
         sg->v_idx = sg->state_idx;
+        sg->module = p->module;
     }
     /* the q8 pass walks blocks in state order; zero__v_index searches it */
     if (zero__sdt(&ctx->desc) == ZERO__SDT_Q8 || zero__v_packed(&ctx->desc)) {
@@ -13492,10 +13560,10 @@ static void zero__free_arenas(zero_ctx *ctx) {
     /* the arenas (zero__arena) with their categories, which say where they were allocated */
     void *dbufs[] = { ctx->arena.param, ctx->arena.grad, ctx->arena.master, ctx->arena.m, ctx->arena.v, ctx->grads.ring,
                       ctx->sched.arena, ctx->sched.persist, ctx->tile.w, ctx->tile.g, ctx->zpp.sec, ctx->zpp.buf,
-                      ctx->opt.muon_buf };
+                      ctx->opt.muon_buf, ctx->spec.buf };
     static const int dcats[] = { ZERO_CAT_PARAMS, ZERO_CAT_GRADS, ZERO_CAT_MASTER, ZERO_CAT_OPTIM, ZERO_CAT_OPTIM,
                                  ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS,
-                                 ZERO_CAT_PARAMS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
+                                 ZERO_CAT_PARAMS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS, ZERO_CAT_BUFFERS };
     void *bufs[] = { ctx->sched.free_off, ctx->sched.free_len, ctx->sched.order, ctx->lay.segs, ctx->grads.recs, ctx->grads.bucket, ctx->tile.gemm_ws,
                      ctx->opt.norm_part };
     size_t i;
@@ -13513,6 +13581,7 @@ static void zero__free_arenas(zero_ctx *ctx) {
     ctx->arena.m = ctx->arena.v = NULL;
     ctx->grads.ring = ctx->sched.arena = ctx->sched.persist = NULL;
     ctx->opt.muon_buf = NULL;
+    ctx->spec.buf = NULL;
     ctx->sched.free_off = ctx->sched.free_len = NULL;
     ctx->sched.order = NULL;
     ctx->grads.bucket = NULL;
@@ -13624,6 +13693,8 @@ static void zero__build_arenas(zero_ctx *ctx, const zero__sizes *z, int *ok) {
     ctx->opt.muon_own = z->muon_own;
     ctx->opt.muon_buf = (float *)zero__arena(ctx, zero__muon_bytes(d, ctx->world, z->muon_span, z->muon_ws, z->muon_own),
                                              ZERO_CAT_BUFFERS, ok);
+    ctx->spec.cap = zero__spec_bytes(d, zero__tstate(ctx));
+    ctx->spec.buf = (char *)zero__arena(ctx, ctx->spec.cap, ZERO_CAT_BUFFERS, ok);
     if (z->tile_elems) {
         ctx->tile.w = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
         ctx->tile.g = (float *)zero__arena(ctx, z->tile_elems * 4, ZERO_CAT_BUFFERS, ok);
@@ -13893,6 +13964,95 @@ static zero_result zero__do_split(zero_ctx *ctx, const zero__task *t) {
     }
     c->split_ns = t->u.split.ranks_per_node;
     return ZERO_OK;
+}
+/* desc.speculative_step: module mi's optimizer step on the comm thread, right after the
+   reduction that made its gradient final, with what zero_step will use if it neither clips
+   nor skips (the unscaling alone, this step's count and lr): the module's old slices (fp32
+   master, moments, params) saved in ctx->spec.buf first, while they fit (else zero_step steps
+   it). The element-wise pass gives the bits zero_step's would; zero_step keeps the result
+   (zero__spec_settle) or puts the old slices back and runs its own (zero__spec_undo). The
+   gradients stay for the norm; one thread (the pool is the caller's). */
+static void zero__spec_module(zero_ctx *ctx, int mi) {
+    const zero_desc *d = &ctx->desc;
+    const int pdt = (int)d->param_dtype, adt = (int)d->grad_accum_dtype, sdt = zero__sdt(d);
+    const int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), ssz = sdt == ZERO_BF16 ? 2 : 4;
+    const float gscale = (float)(1.0 / ((double)ctx->world * d->accum_steps * (double)ctx->opt.loss_scale));
+    zero__optk k;
+    zero__opt_fn fn;
+    zero__sconv sc;
+    int64_t need = 0, at;
+    unsigned env;
+    int si;
+    if (ctx->modules[mi].spec.done || ctx->modules[mi].frozen) return;
+    for (si = 0; si < ctx->lay.num_segs; si++)
+        if (ctx->lay.segs[si].module == mi) need += ctx->lay.segs[si].n * zero__spec_elem_bytes(d);
+    if (need == 0 || ctx->spec.used + need > ctx->spec.cap) return;
+    at = ctx->spec.used;
+    for (si = 0; si < ctx->lay.num_segs; si++) {        /* the old slices */
+        const zero__segment *sg = &ctx->lay.segs[si];
+        char *o = ctx->spec.buf + at;
+        if (sg->module != mi) continue;
+        if (ctx->arena.master) { memcpy(o, ctx->arena.master + sg->state_idx, (size_t)(4 * sg->n)); o += 4 * sg->n; }
+        if (ctx->arena.m) { memcpy(o, zero__at(ctx->arena.m, sg->state_idx, sdt), (size_t)(ssz * sg->n)); o += ssz * sg->n; }
+        if (ctx->arena.v) { memcpy(o, zero__at(ctx->arena.v, sg->v_idx, sdt), (size_t)(ssz * sg->n)); o += ssz * sg->n; }
+        memcpy(o, zero__at(ctx->arena.param, sg->param_idx, pdt), (size_t)(psz * sg->n));
+        at += sg->n * zero__spec_elem_bytes(d);
+    }
+    zero__opt_setup(ctx, gscale, &k, &fn);
+    sc = zero__sconv_for(ctx->opt.simd, sdt);
+    env = zero__fpenv_enter();
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        zero__optk kk = k;
+        void *p;
+        if (sg->module != mi) continue;
+        kk.decay = sg->decay;
+        p = zero__at(ctx->arena.param, sg->param_idx, pdt);
+        zero__opt_call(fn, &kk, &sc, zero__at(ctx->arena.grad, sg->grad_idx, adt), p,
+                       ctx->arena.master ? ctx->arena.master + sg->state_idx : (float *)p,
+                       ctx->arena.m ? zero__at(ctx->arena.m, sg->state_idx, sdt) : NULL,
+                       ctx->arena.v ? zero__at(ctx->arena.v, sg->v_idx, sdt) : NULL, 0, sg->n);
+    }
+    zero__fpenv_leave(env);
+    ctx->modules[mi].spec.off = ctx->spec.used;
+    ctx->modules[mi].spec.done = 1;
+    ctx->spec.used = at;
+    if (ctx->spec.modules++ == 0) ctx->spec.k = k;
+    else if (memcmp(&k, &ctx->spec.k, sizeof k) != 0) ctx->spec.mixed = 1;     /* the hyperparameters changed meanwhile */
+}
+static zero_result zero__do_spec(zero_ctx *ctx, const zero__task *t) {
+    zero__spec_module(ctx, t->mod);
+    return ZERO_OK;
+}
+/* zero_step found the speculated steps wrong (why: 1 clipped, 2 non-finite, 3 other
+   hyperparameters, 0 a failure): every speculated module's old slices back, bit for bit */
+static void zero__spec_undo(zero_ctx *ctx, int why) {
+    const zero_desc *d = &ctx->desc;
+    const int pdt = (int)d->param_dtype, sdt = zero__sdt(d);
+    const int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), ssz = sdt == ZERO_BF16 ? 2 : 4;
+    int mi, si;
+    if (!ctx->spec.modules) return;
+    for (mi = 0; mi < ctx->num_modules; mi++) {
+        int64_t at = ctx->modules[mi].spec.off;
+        if (!ctx->modules[mi].spec.done) continue;
+        for (si = 0; si < ctx->lay.num_segs; si++) {
+            const zero__segment *sg = &ctx->lay.segs[si];
+            const char *o = ctx->spec.buf + at;
+            if (sg->module != mi) continue;
+            if (ctx->arena.master) { memcpy(ctx->arena.master + sg->state_idx, o, (size_t)(4 * sg->n)); o += 4 * sg->n; }
+            if (ctx->arena.m) { memcpy(zero__at(ctx->arena.m, sg->state_idx, sdt), o, (size_t)(ssz * sg->n)); o += ssz * sg->n; }
+            if (ctx->arena.v) { memcpy(zero__at(ctx->arena.v, sg->v_idx, sdt), o, (size_t)(ssz * sg->n)); o += ssz * sg->n; }
+            memcpy(zero__at(ctx->arena.param, sg->param_idx, pdt), o, (size_t)(psz * sg->n));
+            at += sg->n * zero__spec_elem_bytes(d);
+        }
+        ctx->modules[mi].spec.done = 0;
+    }
+    if (why == 1) ctx->spec.clipped++;
+    else if (why == 2) ctx->spec.skipped++;
+    else if (why == 3) ctx->spec.changed++;
+    ctx->spec.saved = ctx->spec.used;
+    ctx->spec.used = 0;
+    ctx->spec.modules = ctx->spec.mixed = 0;
 }
 /* (the stream's worker stops at a STOP task before it would run) */
 static zero_result zero__do_stop(zero_ctx *ctx, const zero__task *t) {
@@ -14313,6 +14473,10 @@ static void zero__flush(zero_ctx *ctx) {
         uint64_t t = zero__post_reduce(ctx, mi, b->micro, off);
         if (rec >= 0) ctx->grads.recs[rec].ticket = t;
         if (b->own) ctx->modules[mi].grad.shared_ticket = t;
+        if (ctx->spec.cap > 0 && b->micro == ctx->desc.accum_steps) {     /* its gradient is final: its step now */
+            zero__task st = zero__task_of(ZERO__TASK_SPEC, mi);
+            (void)zero__enqueue(ctx, &st);
+        }
     }
     ctx->grads.bucket_len = 0;
     ctx->grads.bucket_fill = 0;
@@ -14529,6 +14693,9 @@ static void zero__end_step(zero_ctx *ctx) {
     if (fg) (void)ctx->dev->fill0(ctx, ZERO__S_COMPUTE, ctx->arena.fgrad, fg);
     ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.ready = ctx->modules[i].grad.calls = ctx->modules[i].norm.taken = 0;
+    for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].spec.done = 0;
+    ctx->spec.used = 0;
+    ctx->spec.modules = ctx->spec.mixed = 0;
     ctx->grads.total_ready = 0;
 }
 
@@ -14645,6 +14812,7 @@ static zero_result zero__step_apply(zero_ctx *ctx, float gscale) {
         if (d->stage == 3) zero__stage3_step_start(ctx);   /* next step's gathers, as after a skipped step */
         return r;
     }
+    if (ctx->spec.modules) ctx->opt.grads_cleared = 0;     /* the speculated modules' gradients are still there */
     zero__trace_add(ctx, ZERO__TRACK_OPTIM, "optimizer", NULL, t0);
     if (d->stage == 1 || d->stage == 2) {
         for (i = 0; i < ctx->num_modules; i++)
@@ -14668,12 +14836,26 @@ static zero_result zero__step(zero_ctx *ctx) {
         if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
-    if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) return r;
+    if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) { zero__spec_undo(ctx, 0); return r; }
     inv = 1.0 / ((double)ctx->world * d->accum_steps * (double)ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
     ctx->opt.grad_norm = norm;
-    if (!zero__finite64(norm)) return zero__step_skip(ctx);   /* a non-finite element makes the sum non-finite */
+    if (!zero__finite64(norm)) {    /* a non-finite element makes the sum non-finite */
+        zero__spec_undo(ctx, 2);
+        return zero__step_skip(ctx);
+    }
     if (d->clip_norm > 0 && norm > (double)d->clip_norm) clip = (double)d->clip_norm / (norm + 1e-6);
+    if (ctx->spec.modules) {        /* the speculated steps stand if this step's pass is theirs */
+        zero__optk k;
+        zero__opt_fn fn;
+        zero__opt_setup(ctx, (float)(inv * clip), &k, &fn);
+        if (clip != 1.0) zero__spec_undo(ctx, 1);
+        else if (ctx->spec.mixed || memcmp(&k, &ctx->spec.k, sizeof k) != 0) zero__spec_undo(ctx, 3);
+    }
+    if (ctx->spec.modules) {
+        ctx->spec.steps++;
+        ctx->spec.saved = ctx->spec.used;
+    }
     if ((r = zero__step_apply(ctx, (float)(inv * clip))) != ZERO_OK) return r;
     if ((r = zero__flat_params_out(ctx, 0, ctx->num_params, 1)) != ZERO_OK) return r;
     zero__end_step(ctx);
@@ -18147,6 +18329,11 @@ static void zero__stats_get(const zero_ctx *ctx, zero_stats *out) {
     out->device_allocs = __atomic_load_n(&ctx->device_allocs, __ATOMIC_RELAXED);
     out->exposed_step_ms = ctx->opt.exposed_ms;
     out->last_exposed_step_ms = ctx->opt.last_exposed_ms;
+    out->speculative_steps = ctx->spec.steps;
+    out->speculative_undone_clip = ctx->spec.clipped;
+    out->speculative_undone_skip = ctx->spec.skipped;
+    out->speculative_undone_changed = ctx->spec.changed;
+    out->speculative_saved_bytes = ctx->spec.saved;
     zero__comm_costs(ctx->comm, out);
 }
 

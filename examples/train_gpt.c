@@ -86,6 +86,7 @@ typedef struct {
     int ckpt;                    // --checkpoint-activations: keep each block's input only, recompute the rest
     zero_offload_tier offload_acts;   // where those inputs wait for the backward pass (zero_act_*)
     int qwz, qgz, hpz, quant_block;   // ZeRO++: desc.qwz, desc.qgz (bits), desc.hpz, desc.quant_block
+    int speculative;                  // --speculative-step: desc.speculative_step
     int ranks_per_node;          // the local group's nodes (zero_group_set_nodes); 0: --hpz's, else one node
     float link_gbps, cross_gbps; // the local group's modelled links within / across nodes (0: none)
     const char *save_ckpt, *load_ckpt;   // checkpoint directories (zero_save / zero_load)
@@ -1010,6 +1011,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9;
         d.clip_norm = 1.0f;
         d.qwz = c->qwz;
+        d.speculative_step = c->speculative;
         d.qgz = c->qgz;
         d.hpz = c->hpz;
     }
@@ -1202,6 +1204,8 @@ static void usage(FILE *f) {
         "                         and recompute the block there (the same bits)\n"
         "  --offload-activations T   none, host or nvme: where the stash keeps those inputs (implies\n"
         "                         --checkpoint-activations; default none: in memory)\n"
+        "  --speculative-step each module's optimizer step as soon as its gradient is reduced, undone\n"
+        "                     exactly when the step clips or skips (CPU device, states in memory)\n"
         "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
         "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
         "                     first, then across nodes (--qgz-bits 4: int4)\n"
@@ -1292,6 +1296,7 @@ int main(int argc, char **argv) {
         if (!strcmp(o, "--untie")) { c->untie = 1; continue; }
         if (!strcmp(o, "--flat-layout")) { c->flat_layout = 1; continue; }
         if (!strcmp(o, "--checkpoint-activations")) { c->ckpt = 1; continue; }
+        if (!strcmp(o, "--speculative-step")) { c->speculative = 1; continue; }
         if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
         const char *v = option_value(argc, argv, &i);

@@ -58,6 +58,7 @@ typedef struct {
     zero_device_type device;                    // --device: cpu (the f32 loops below) or cuda/emu (device path)
     int nonblocking_stream;                     // --nonblocking-stream: desc.cuda_stream (ZERO_CUDA builds)
     int qwz, qgz, hpz, quant_block;             // ZeRO++ (desc.qwz, desc.qgz bits, desc.hpz, desc.quant_block)
+    int speculative;                  // --speculative-step: desc.speculative_step
     int ranks_per_node;                         // nodes of the local group (or zero_comm_set_nodes); 0: --hpz's
     float link_gbps, cross_gbps;                // the local group's modelled links (0: none)
 } config;
@@ -552,6 +553,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload.nvme_dirs[0] = c->nvme_dir;
     d.device = c->device;
     d.qwz = c->qwz;
+    d.speculative_step = c->speculative;
     d.qgz = c->qgz;
     d.hpz = c->hpz;
     d.quant_block = c->quant_block;
@@ -663,6 +665,8 @@ static void usage(FILE *f) {
         "                     stream (desc.cuda_stream) instead of the legacy default stream\n"
         "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
         "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
+        "  --speculative-step each module's optimizer step as soon as its gradient is reduced, undone\n"
+        "                     exactly when the step clips or skips (CPU device, states in memory)\n"
         "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
         "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
         "                     first, then across nodes (--qgz-bits 4: int4)\n"
@@ -692,6 +696,7 @@ int main(int argc, char **argv) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--quiet")) { c->quiet = 1; continue; }
+        if (!strcmp(o, "--speculative-step")) { c->speculative = 1; continue; }
         if (!strcmp(o, "--qwz")) { c->qwz = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!c->qgz) c->qgz = 8; continue; }
         if (!strcmp(o, "--nonblocking-stream")) {

@@ -1,0 +1,196 @@
+/* test_speculate.c - desc.speculative_step: each module's optimizer step runs on the comm
+   thread as soon as its gradient is reduced, and zero_step keeps it or undoes it exactly.
+
+   A model of three modules (a matrix and a no-decay bias each) trains 6 steps with the same
+   gradients, once without speculation and once with it; the params must be the same bits:
+     - step 3 has a NaN in rank 0's gradient: ZERO_STEP_SKIPPED on every rank, the
+       speculated updates undone (speculative_undone_skip);
+     - step 4's gradients are 50 times larger, above clip_norm: the step clips, the
+       speculated updates are undone and redone clipped (speculative_undone_clip);
+     - step 5's lr is changed between the backward pass and zero_step (through the context's
+       desc, as a scheduler inside the library would): undone (speculative_undone_changed);
+     - steps 1, 2 and 6 stand (speculative_steps 3);
+   at stages 0-3, 1-3 ranks, accumulation 1 and 2, for AdamW with bf16 params, SGD with
+   momentum and f32 params, Lion with bf16 moments, a window that holds one module
+   (speculative_bytes: the others step in zero_step), and the host tier. The undo area is
+   planned (the plan equals the bytes allocated) and the refusals name what is missing. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#define ZERO_IMPLEMENTATION
+#include "../zero.h"
+#include "test.h"
+#include "fixture.h"
+
+#define NMOD 3
+#define STEPS 6
+static const int shape[NMOD][2] = { { 24, 16 }, { 16, 8 }, { 8, 12 } };
+#define NP (24 * 16 + 24 + 16 * 8 + 16 + 8 * 12 + 8)
+
+typedef struct run {
+    int stage, world, accum, spec, window;
+    zero_dtype dt;
+    zero_optim_type opt;
+    zero_state_dtype sdt;
+    zero_offload_tier tier;
+    float out[NP];
+    zero_stats st;
+    int plan_ok;
+    zero_result step_r[STEPS + 1];
+} run;
+
+static float gval(int m, int k, int64_t i, int rank, int step, int micro) {
+    uint64_t h = (uint64_t)(m * 131 + k * 17 + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)(i * 7919 + rank * 104729 + step * 31 + micro);
+    h ^= h >> 29; h *= 0xbf58476d1ce4e5b9ull; h ^= h >> 32;
+    return ((float)(h % 2001) - 1000.0f) * 1e-5f * (step == 4 ? 50.0f : 1.0f);
+}
+
+static zero_result rank_main(zero_comm *comm, int rank, void *user) {
+    run *R = (run *)user;
+    zero_desc d;
+    zero_ctx *z = NULL;
+    zero_module mod[NMOD];
+    zero_param P[NMOD][2];
+    zero_result r;
+    float buf[24 * 16];
+    int m, k, t, a;
+    int64_t i;
+    fx_desc(&d, comm, R->stage, R->dt, R->opt, 0.01);
+    d.accum_steps = R->accum;
+    d.clip_norm = 1.0f;
+    d.optim.state_dtype = R->sdt;
+    d.offload_optimizer = R->tier;
+    d.speculative_step = R->spec;
+    /* one module's undo bytes: 24 x 16 + 24 elements, slices of at most that many per rank */
+    d.speculative_bytes = R->window ? (int64_t)(24 * 16 + 24) * zero__spec_elem_bytes(&d) : 0;
+    if ((r = zero_create(&z, &d)) != ZERO_OK) goto done;
+    for (m = 0; m < NMOD; m++) {
+        char name[8];
+        snprintf(name, sizeof name, "m%d", m);
+        if ((r = fx_module(z, name, 0, &mod[m])) != ZERO_OK ||
+            (r = fx_param(z, mod[m], "w", shape[m][0], shape[m][1], 0, &P[m][0])) != ZERO_OK ||
+            (r = fx_param(z, mod[m], "b", shape[m][0], 0, 1, &P[m][1])) != ZERO_OK)
+            goto done;
+    }
+    if ((r = zero_build(z)) != ZERO_OK) goto done;
+    {
+        zero_plan pl;
+        zero_stats st;
+        if (zero_plan_get(z, &pl) == ZERO_OK && zero_stats_get(z, &st) == ZERO_OK && rank == 0)
+            R->plan_ok = memcmp(pl.bytes, st.bytes, sizeof pl.bytes) == 0;
+    }
+    for (m = 0; m < NMOD; m++)
+        for (k = 0; k < 2; k++) {
+            int64_t n = k ? shape[m][0] : (int64_t)shape[m][0] * shape[m][1];
+            for (i = 0; i < n; i++) buf[i] = gval(m, k, i, 99, 0, 0) * 100.0f;
+            if ((r = zero_param_set_f32(z, P[m][k], buf)) != ZERO_OK) goto done;
+        }
+    for (t = 1; t <= STEPS; t++) {
+        for (a = 0; a < R->accum; a++)
+            for (m = NMOD - 1; m >= 0; m--) {      /* the backward pass: the last module first */
+                if ((r = zero_fetch(z, mod[m])) != ZERO_OK) goto done;
+                for (k = 0; k < 2; k++) {
+                    int64_t n = k ? shape[m][0] : (int64_t)shape[m][0] * shape[m][1];
+                    for (i = 0; i < n; i++) buf[i] = gval(m, k, i, rank, t, a);
+                    if (t == 3 && rank == 0 && m == 1 && k == 0 && a == R->accum - 1) buf[5] = NAN;
+                    zero_add_f32(zero_param_grad(z, P[m][k]), R->dt, buf, n);
+                }
+                if ((r = zero_release(z, mod[m])) != ZERO_OK || (r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
+            }
+        if (t == 5) {       /* a new lr after the backward pass, once the speculated steps ran */
+            if ((r = zero__drain(z)) != ZERO_OK) goto done;
+            z->desc.optim.lr = 0.005;
+        }
+        r = zero_step(z);
+        if (rank == 0) R->step_r[t] = r;
+        if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
+    }
+    {
+        static float other[4][NP];      /* the other ranks' copies (one each) */
+        r = zero_gather_params_f32(z, rank == 0 ? R->out : other[rank % 4]);
+    }
+    if (rank == 0) zero_stats_get(z, &R->st);
+done:
+    if (r != ZERO_OK && rank == 0) fprintf(stderr, "  rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
+    zero_destroy(z);
+    return r;
+}
+
+static int train(run *R) {
+    zero_result r = R->world == 1 ? rank_main(NULL, 0, R) : zero_run_local(R->world, rank_main, R);
+    return CHECK(r == ZERO_OK, "stage %d world %d accum %d spec %d: %s", R->stage, R->world, R->accum, R->spec,
+                 zero_result_str(r));
+}
+
+static void compare(zero_dtype dt, zero_optim_type opt, zero_state_dtype sdt, zero_offload_tier tier, int window,
+                    int stage, int world, int accum) {
+    static run off, on;
+    memset(&off, 0, sizeof off);
+    off.stage = stage; off.world = world; off.accum = accum; off.dt = dt; off.opt = opt; off.sdt = sdt; off.tier = tier;
+    on = off;
+    on.spec = 1;
+    on.window = window;
+    if (!train(&off) || !train(&on)) return;
+    CHECK(on.plan_ok, "the plan differs from the bytes allocated");
+    CHECK(on.step_r[3] == ZERO_STEP_SKIPPED && off.step_r[3] == ZERO_STEP_SKIPPED, "step 3 not skipped (%s, %s)",
+          zero_result_str(on.step_r[3]), zero_result_str(off.step_r[3]));
+    CHECK(memcmp(on.out, off.out, sizeof on.out) == 0, "stage %d world %d accum %d: speculation changed the params", stage,
+          world, accum);
+    CHECK(on.st.speculative_steps == 3 && on.st.speculative_undone_skip == 1 && on.st.speculative_undone_clip == 1 &&
+          on.st.speculative_undone_changed == 1, "stage %d world %d accum %d: speculated %lld, undone: clip %lld skip %lld "
+          "changed %lld (want 3, 1, 1, 1)", stage, world, accum, (long long)on.st.speculative_steps,
+          (long long)on.st.speculative_undone_clip, (long long)on.st.speculative_undone_skip,
+          (long long)on.st.speculative_undone_changed);
+    CHECK(on.st.speculative_saved_bytes > 0 && off.st.speculative_steps == 0, "saved %lld bytes; without: %lld steps",
+          (long long)on.st.speculative_saved_bytes, (long long)off.st.speculative_steps);
+}
+
+static void refusals(void) {
+    static const struct { int what; const char *msg; } cases[] = {
+        { 0, "speculative_step runs, for now, with the CPU device" },
+        { 1, "speculative_step runs, for now, with the optimizer states in memory" },
+        { 2, "speculative_step runs, for now, with fp32 or bf16 moments" },
+        { 3, "speculative_step runs, for now, with AdamW, SGD or Lion" },
+        { 4, "speculative_step is 2 (0 or 1)" },
+    };
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        zero_desc d;
+        zero_ctx *z = NULL;
+        zero_result r;
+        memset(&d, 0, sizeof d);
+        d.speculative_step = 1;
+        switch (cases[i].what) {
+        case 0: d.device = ZERO_DEVICE_EMU; break;
+        case 1: d.offload_optimizer = ZERO_OFFLOAD_NVME; d.offload.nvme_dirs[0] = "."; break;
+        case 2: d.optim.state_dtype = ZERO_STATE_Q8; break;
+        case 3: d.optim.type = ZERO_OPTIM_MUON; break;
+        default: d.speculative_step = 2; break;
+        }
+        r = zero_create(&z, &d);
+        CHECK(r != ZERO_OK && strstr(zero_last_error(NULL), cases[i].msg), "case %d: %s: %s", cases[i].what,
+              zero_result_str(r), zero_last_error(NULL));
+        zero_destroy(z);
+    }
+}
+
+int main(void) {
+    int stage, world, accum;
+    test_init();
+    TEST_RUN(refusals);
+    for (stage = 0; stage <= 3; stage++)
+        for (world = 1; world <= 3; world++)
+            for (accum = 1; accum <= 2; accum++) {
+                test_begin("adamw_bf16_stage%d_world%d_accum%d", stage, world, accum);
+                compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_NONE, 0, stage, world, accum);
+                test_end();
+            }
+    test_begin("sgd_f32_stage2_world3"); compare(ZERO_F32, ZERO_OPTIM_SGD, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_NONE, 0, 2, 3, 1); test_end();
+    test_begin("lion_bf16_moments_stage1_world2");
+    compare(ZERO_BF16, ZERO_OPTIM_LION, ZERO_STATE_BF16, ZERO_OFFLOAD_NONE, 0, 1, 2, 1); test_end();
+    test_begin("window_one_module_stage3_world2");
+    compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_NONE, 1, 3, 2, 1); test_end();
+    test_begin("host_tier_stage2_world2");
+    compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_HOST, 0, 2, 2, 2); test_end();
+    return test_summary();
+}
