@@ -13981,6 +13981,7 @@ static void zero__spec_module(zero_ctx *ctx, int mi) {
     zero__opt_fn fn;
     zero__sconv sc;
     int64_t need = 0, at;
+    double t0 = zero__trace_t0(ctx);
     unsigned env;
     int si;
     if (ctx->modules[mi].spec.done || ctx->modules[mi].frozen) return;
@@ -14019,6 +14020,7 @@ static void zero__spec_module(zero_ctx *ctx, int mi) {
     ctx->spec.used = at;
     if (ctx->spec.modules++ == 0) ctx->spec.k = k;
     else if (memcmp(&k, &ctx->spec.k, sizeof k) != 0) ctx->spec.mixed = 1;     /* the hyperparameters changed meanwhile */
+    zero__trace_add(ctx, ZERO__TRACK_OPTIM, "speculative update", ctx->modules[mi].name, t0);
 }
 static zero_result zero__do_spec(zero_ctx *ctx, const zero__task *t) {
     zero__spec_module(ctx, t->mod);

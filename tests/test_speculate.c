@@ -37,6 +37,7 @@ typedef struct run {
     zero_stats st;
     int plan_ok;
     zero_result step_r[STEPS + 1];
+    int trace, traced;              /* trace: enable the trace; traced: rank 0's "speculative update" spans */
 } run;
 
 static float gval(int m, int k, int64_t i, int rank, int step, int micro) {
@@ -73,6 +74,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
             goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
+    if (R->trace && (r = zero_trace_enable(z, 4096)) != ZERO_OK) goto done;
     {
         zero_plan pl;
         zero_stats st;
@@ -110,6 +112,12 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         r = zero_gather_params_f32(z, rank == 0 ? R->out : other[rank % 4]);
     }
     if (rank == 0) zero_stats_get(z, &R->st);
+    if (R->trace && rank == 0) {        /* the updates on the optimizer track, one per module a kept step */
+        struct zero__trace *tr = zero__trace_get(z);
+        int64_t e;
+        for (e = 0; tr && e < tr->count && e < tr->cap; e++)
+            R->traced += tr->ev[e].track == ZERO__TRACK_OPTIM && !strncmp(tr->ev[e].name, "speculative update m", 20);
+    }
 done:
     if (r != ZERO_OK && rank == 0) fprintf(stderr, "  rank %d: %s: %s\n", rank, zero_result_str(r), zero_last_error(z));
     zero_destroy(z);
@@ -190,6 +198,15 @@ int main(void) {
     compare(ZERO_BF16, ZERO_OPTIM_LION, ZERO_STATE_BF16, ZERO_OFFLOAD_NONE, 0, 1, 2, 1); test_end();
     test_begin("window_one_module_stage3_world2");
     compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_NONE, 1, 3, 2, 1); test_end();
+    {   /* the trace: a "speculative update <module>" span on the optimizer track per module and
+           step, the undone steps' (skipped, clipped, changed) too: 3 modules x 6 steps */
+        static run tr;
+        memset(&tr, 0, sizeof tr);
+        tr.stage = 1; tr.world = 2; tr.accum = 1; tr.dt = ZERO_BF16; tr.opt = ZERO_OPTIM_ADAMW; tr.spec = 1; tr.trace = 1;
+        test_begin("trace_spans");
+        if (train(&tr)) CHECK(tr.traced == 3 * STEPS, "%d speculative update spans, want %d", tr.traced, 3 * STEPS);
+        test_end();
+    }
     test_begin("host_tier_stage2_world2");
     compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_HOST, 0, 2, 2, 2); test_end();
     return test_summary();
