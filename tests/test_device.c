@@ -582,6 +582,16 @@ static int have_gpu(void) {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
+/* |got - ref| / |ref| over the params (the 2-norms) */
+static double rel_diff(const cfg *got, const cfg *ref) {
+    double num = 0, den = 0;
+    int64_t i;
+    for (i = 0; i < ref->numel; i++) {
+        num += ((double)got->out[i] - ref->out[i]) * ((double)got->out[i] - ref->out[i]);
+        den += (double)ref->out[i] * ref->out[i];
+    }
+    return sqrt(num / den);
+}
 /* Muon on CUDA: its element-wise kernels are the CPU's bits, its iteration's GEMMs cuBLAS's
    (another summation order), so the params agree with the CPU device's to rounding (|diff|
    <= 1e-4 |p|, 8 steps) and are the same bits at every stage (f32 at 2 ranks, bf16 at 3;
@@ -590,24 +600,18 @@ static void cuda_muon(void) {
     static cfg ref, got, first;
     zero_dtype dts[2] = { ZERO_F32, ZERO_BF16 };
     int s, k;
-    int64_t i;
     fx_muon = 1;
     for (k = 0; k < 2; k++)
         for (s = 0; s <= 3; s++) {
-            double num = 0, den = 0;
             memset(&ref, 0, sizeof ref);
             ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = k ? 3 : 2; ref.accum = 1; ref.dtype = dts[k];
             ref.optim = ZERO_OPTIM_MUON;
             got = ref;
             got.device = ZERO_DEVICE_CUDA;
             if (!train(&ref) || !train(&got)) break;
-            for (i = 0; i < ref.numel; i++) {
-                num += ((double)got.out[i] - ref.out[i]) * ((double)got.out[i] - ref.out[i]);
-                den += (double)ref.out[i] * ref.out[i];
-            }
             CHECK(!got.plan_mismatch, "stage %d: zero_stats_get differs from the plan", s);
-            CHECK(ref.numel == got.numel && sqrt(num) <= 1e-4 * sqrt(den), "%s stage %d: |diff|/|p| = %g",
-                  zero_dtype_str(dts[k]), s, sqrt(num / den));
+            CHECK(ref.numel == got.numel && rel_diff(&got, &ref) <= 1e-4, "%s stage %d: |diff|/|p| = %g",
+                  zero_dtype_str(dts[k]), s, rel_diff(&got, &ref));
             if (s == 0) first = got;
             else CHECK(memcmp(first.out, got.out, sizeof(float) * (size_t)got.numel) == 0, "%s: stage %d differs from stage 0 "
                        "on CUDA", zero_dtype_str(dts[k]), s);
@@ -640,20 +644,14 @@ static void cuda_vs_cpu(void) {
 static void cuda_tiled_close(void) {
     static cfg ref, got;
     int s;
-    int64_t i;
     for (s = 0; s <= 3; s++) {
-        double num = 0, den = 0;
         memset(&ref, 0, sizeof ref);
         ref.device = ZERO_DEVICE_CPU; ref.stage = s; ref.world = 2; ref.accum = 1; ref.dtype = ZERO_F32;
         ref.optim = ZERO_OPTIM_ADAMW; ref.tiled = 1;
         got = ref;
         got.device = ZERO_DEVICE_CUDA;
         if (!train(&ref) || !train(&got)) return;
-        for (i = 0; i < ref.numel; i++) {
-            num += ((double)got.out[i] - ref.out[i]) * ((double)got.out[i] - ref.out[i]);
-            den += (double)ref.out[i] * ref.out[i];
-        }
-        CHECK(ref.numel == got.numel && sqrt(num) <= 1e-5 * sqrt(den), "stage %d: |diff|/|p| = %g", s, sqrt(num / den));
+        CHECK(ref.numel == got.numel && rel_diff(&got, &ref) <= 1e-5, "stage %d: |diff|/|p| = %g", s, rel_diff(&got, &ref));
     }
 }
 
