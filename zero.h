@@ -11904,8 +11904,8 @@ static zero_result zero__estimate(const zero_desc *desc, int world_size, int num
             int64_t per = span / world_size, mine = d.stage == 0 ? span : per;
             int64_t held = d.stage == 0 ? module_numels[i] : module_numels[i] < per ? module_numels[i] : per;
             int64_t mat = rows > 0 ? module_numels[i] / rows / cols * rows * cols : 0;     /* Muon's: no chunks */
-            if (mat > 0) chunks += zero__kchunks(0, 0, (module_numels[i] < mine ? module_numels[i] : mine) - mat > 0 ?
-                                                           (module_numels[i] < mine ? module_numels[i] : mine) - mat : 0, tc);
+            int64_t rest = (module_numels[i] < mine ? module_numels[i] : mine) - mat;     /* rank 0's other elements */
+            if (mat > 0) chunks += zero__kchunks(0, 0, rest > 0 ? rest : 0, tc);
             else chunks += zero__dev_q8(&d) ? zero__kchunks(1, 0, held, tc) : zero__kchunks(0, 0, mine, tc);
             blocks += (per + ZERO__NORM_BLOCK - 1) / ZERO__NORM_BLOCK * (d.stage == 0 ? world_size : 1);
             tstate += mine;
@@ -13972,10 +13972,34 @@ static zero_result zero__do_split(zero_ctx *ctx, const zero__task *t) {
    it). The element-wise pass gives the bits zero_step's would; zero_step keeps the result
    (zero__spec_settle) or puts the old slices back and runs its own (zero__spec_undo). The
    gradients stay for the norm; one thread (the pool is the caller's). */
+/* module mi's old slices (fp32 master, moments, params, segment by segment) into the undo
+   area from byte at (save), or back from it; returns the end */
+static int64_t zero__spec_slices(zero_ctx *ctx, int mi, int64_t at, int save) {
+    const zero_desc *d = &ctx->desc;
+    const int pdt = (int)d->param_dtype, sdt = zero__sdt(d);
+    const int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), ssz = sdt == ZERO_BF16 ? 2 : 4;
+    int si, a;
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        char *arr[4];
+        int64_t bytes[4];
+        if (sg->module != mi) continue;
+        arr[0] = ctx->arena.master ? (char *)(ctx->arena.master + sg->state_idx) : NULL; bytes[0] = 4 * sg->n;
+        arr[1] = ctx->arena.m ? (char *)zero__at(ctx->arena.m, sg->state_idx, sdt) : NULL; bytes[1] = ssz * sg->n;
+        arr[2] = ctx->arena.v ? (char *)zero__at(ctx->arena.v, sg->v_idx, sdt) : NULL; bytes[2] = ssz * sg->n;
+        arr[3] = (char *)zero__at(ctx->arena.param, sg->param_idx, pdt); bytes[3] = psz * sg->n;
+        for (a = 0; a < 4; a++) {
+            if (!arr[a]) continue;
+            if (save) memcpy(ctx->spec.buf + at, arr[a], (size_t)bytes[a]);
+            else memcpy(arr[a], ctx->spec.buf + at, (size_t)bytes[a]);
+            at += bytes[a];
+        }
+    }
+    return at;
+}
 static void zero__spec_module(zero_ctx *ctx, int mi) {
     const zero_desc *d = &ctx->desc;
     const int pdt = (int)d->param_dtype, adt = (int)d->grad_accum_dtype, sdt = zero__sdt(d);
-    const int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), ssz = sdt == ZERO_BF16 ? 2 : 4;
     const float gscale = (float)(1.0 / ((double)ctx->world * d->accum_steps * (double)ctx->opt.loss_scale));
     zero__optk k;
     zero__opt_fn fn;
@@ -13988,17 +14012,7 @@ static void zero__spec_module(zero_ctx *ctx, int mi) {
     for (si = 0; si < ctx->lay.num_segs; si++)
         if (ctx->lay.segs[si].module == mi) need += ctx->lay.segs[si].n * zero__spec_elem_bytes(d);
     if (need == 0 || ctx->spec.used + need > ctx->spec.cap) return;
-    at = ctx->spec.used;
-    for (si = 0; si < ctx->lay.num_segs; si++) {        /* the old slices */
-        const zero__segment *sg = &ctx->lay.segs[si];
-        char *o = ctx->spec.buf + at;
-        if (sg->module != mi) continue;
-        if (ctx->arena.master) { memcpy(o, ctx->arena.master + sg->state_idx, (size_t)(4 * sg->n)); o += 4 * sg->n; }
-        if (ctx->arena.m) { memcpy(o, zero__at(ctx->arena.m, sg->state_idx, sdt), (size_t)(ssz * sg->n)); o += ssz * sg->n; }
-        if (ctx->arena.v) { memcpy(o, zero__at(ctx->arena.v, sg->v_idx, sdt), (size_t)(ssz * sg->n)); o += ssz * sg->n; }
-        memcpy(o, zero__at(ctx->arena.param, sg->param_idx, pdt), (size_t)(psz * sg->n));
-        at += sg->n * zero__spec_elem_bytes(d);
-    }
+    at = zero__spec_slices(ctx, mi, ctx->spec.used, 1);
     zero__opt_setup(ctx, gscale, &k, &fn);
     sc = zero__sconv_for(ctx->opt.simd, sdt);
     env = zero__fpenv_enter();
@@ -14029,26 +14043,13 @@ static zero_result zero__do_spec(zero_ctx *ctx, const zero__task *t) {
 /* zero_step found the speculated steps wrong (why: 1 clipped, 2 non-finite, 3 other
    hyperparameters, 0 a failure): every speculated module's old slices back, bit for bit */
 static void zero__spec_undo(zero_ctx *ctx, int why) {
-    const zero_desc *d = &ctx->desc;
-    const int pdt = (int)d->param_dtype, sdt = zero__sdt(d);
-    const int64_t psz = (int64_t)zero__dtype_size(d->param_dtype), ssz = sdt == ZERO_BF16 ? 2 : 4;
-    int mi, si;
+    int mi;
     if (!ctx->spec.modules) return;
-    for (mi = 0; mi < ctx->num_modules; mi++) {
-        int64_t at = ctx->modules[mi].spec.off;
-        if (!ctx->modules[mi].spec.done) continue;
-        for (si = 0; si < ctx->lay.num_segs; si++) {
-            const zero__segment *sg = &ctx->lay.segs[si];
-            const char *o = ctx->spec.buf + at;
-            if (sg->module != mi) continue;
-            if (ctx->arena.master) { memcpy(ctx->arena.master + sg->state_idx, o, (size_t)(4 * sg->n)); o += 4 * sg->n; }
-            if (ctx->arena.m) { memcpy(zero__at(ctx->arena.m, sg->state_idx, sdt), o, (size_t)(ssz * sg->n)); o += ssz * sg->n; }
-            if (ctx->arena.v) { memcpy(zero__at(ctx->arena.v, sg->v_idx, sdt), o, (size_t)(ssz * sg->n)); o += ssz * sg->n; }
-            memcpy(zero__at(ctx->arena.param, sg->param_idx, pdt), o, (size_t)(psz * sg->n));
-            at += sg->n * zero__spec_elem_bytes(d);
+    for (mi = 0; mi < ctx->num_modules; mi++)
+        if (ctx->modules[mi].spec.done) {
+            (void)zero__spec_slices(ctx, mi, ctx->modules[mi].spec.off, 0);
+            ctx->modules[mi].spec.done = 0;
         }
-        ctx->modules[mi].spec.done = 0;
-    }
     if (why == 1) ctx->spec.clipped++;
     else if (why == 2) ctx->spec.skipped++;
     else if (why == 3) ctx->spec.changed++;
