@@ -364,8 +364,8 @@ gpu-probe:
 # prints the compute-sanitizer make test-gpu runs (empty: none): CUDA_HOME's, PATH's, or the
 # nvidia-cuda-sanitizer-api Python package's (site-packages/nvidia/cuda_sanitizer_api/compute-sanitizer/)
 gpu-sanitizer:
-	@echo $(or $(wildcard $(CUDA_HOME)/bin/compute-sanitizer $(CUDA_HOME)/compute-sanitizer/compute-sanitizer),$(shell \
-	    command -v compute-sanitizer 2>/dev/null),$(wildcard $(shell python3 -c 'import importlib.util as u; \
+	@echo $(firstword $(wildcard $(CUDA_HOME)/bin/compute-sanitizer $(CUDA_HOME)/compute-sanitizer/compute-sanitizer) \
+	    $(shell command -v compute-sanitizer 2>/dev/null) $(wildcard $(shell python3 -c 'import importlib.util as u; \
 	    s = u.find_spec("nvidia.cuda_sanitizer_api"); print(list(s.submodule_search_locations)[0] if s else "")' \
 	    2>/dev/null)/compute-sanitizer/compute-sanitizer))
 

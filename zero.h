@@ -1049,17 +1049,18 @@
 
    WHAT IT DOES NOT DO (yet)
      No autograd: you write forward and backward. Data parallelism only (no tensor or
-     pipeline parallelism); AdamW, SGD, Lion and Muon (Muon: on the CPU device with its
-     states in memory, for now). The CUDA device and the NCCL communicator have not yet
-     run on a GPU in our CI (they are built there, and the
-     engine's device path is tested through the EMU device and a CUDA test double); with
-     the CUDA device only the host tier of offload_optimizer is there (no NVMe tier, no
-     offload_params). torchrun-style launches need a CUDA build (NCCL); the CPU build
-     takes mpirun or srun with ZERO_MPI. The activation stash copies on the CUDA device
-     synchronously (into and out of its own pinned staging buffers; the file I/O
-     overlaps), and it has not yet run on a GPU either, nor have ZeRO++'s CUDA kernels and
-     NCCL split (tested on CPU test doubles of CUDA and NCCL; make test-gpu checks the
-     kernels where a GPU is at hand). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at
+     pipeline parallelism); AdamW, SGD, Lion and Muon (Muon on a GPU: its states in the
+     GPU's memory, not offloaded). The CUDA device, its kernels and the NCCL communicator
+     ran on one GPU once (make test-gpu, an H200, 2026-12-04: the kernels against the CPU,
+     the CUDA device bitwise against the CPU device, NCCL at world 1, the four sanitizers);
+     CI has no GPU: there they are built, and the engine's device path is tested through
+     the EMU device and a CUDA test double. With the CUDA device only the host tier of
+     offload_optimizer is there (no NVMe tier, no offload_params). torchrun-style launches
+     need a CUDA build (NCCL); the CPU build takes mpirun or srun with ZERO_MPI. The
+     activation stash copies on the CUDA device synchronously (into and out of its own
+     pinned staging buffers; the file I/O overlaps), and it has not yet run on a GPU,
+     nor has NCCL's split for ZeRO++ across several GPUs (tested on CPU test doubles of
+     CUDA and NCCL). Params on NVMe only at stage 3 (ZERO_OFFLOAD_HOST at
      stages 0-2); the io_uring engine does not register its buffers. Windows (x86-64):
      tested with MinGW-w64 under Wine, not with MSVC, which the GCC/Clang atomics keep out;
      no EMU device there (README, "Platforms").

@@ -49,6 +49,7 @@ typedef struct {
     uint64_t seed;
     const char *save_path;
     long long prefetch_bytes, max_live_bytes;   // stage 3 schedule (0: the library's default)
+    int timeout_ms;                             // --timeout-ms: every collective's (0: the library's 120 s)
     const char *save_ckpt, *load_ckpt;          // checkpoint directories
     int comm_mpi, ranks_set;                    // --comm mpi: one rank per process (mpirun -np N)
     int batch_set;                              // --batch given (else the default rounds up to fit the ranks)
@@ -543,6 +544,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.clip_norm = c->clip;
     d.prefetch_bytes = c->prefetch_bytes;
     d.max_live_bytes = c->max_live_bytes;
+    d.timeout_ms = c->timeout_ms;
     d.optim.type = c->optim;
     d.optim.lr = c->lr;
     d.optim.weight_decay = c->wd;
@@ -651,6 +653,8 @@ static void usage(FILE *f) {
         "  --load-ckpt DIR    before training, load DIR (any stage/ranks); --steps K then means K more\n"
         "  --prefetch-bytes B stage 3: gather up to B bytes ahead of use; -1 = off (default: max-live-bytes)\n"
         "  --max-live-bytes B stage 3: bytes of prefetched/kept modules (default: the largest module)\n"
+        "  --timeout-ms T     every collective's timeout: a rank that has not arrived after T ms is\n"
+        "                     named and the call fails (default 120000)\n"
         "  --batch B          global batch per step; a multiple of ranks*accum (default 64,\n"
         "                     rounded up to one)\n"
         "  --hidden H         hidden width (default 576)\n"
@@ -722,6 +726,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--save-ckpt")) c->save_ckpt = v;
         else if (!strcmp(o, "--load-ckpt")) c->load_ckpt = v;
         else if (!strcmp(o, "--prefetch-bytes")) c->prefetch_bytes = parse_long(o, v, -1, (long long)1 << 50);
+        else if (!strcmp(o, "--timeout-ms")) c->timeout_ms = (int)parse_long(o, v, 1, 86400000);
         else if (!strcmp(o, "--max-live-bytes")) c->max_live_bytes = parse_long(o, v, 0, (long long)1 << 50);
         else if (!strcmp(o, "--seed")) c->seed = parse_seed(o, v);
         else if (!strcmp(o, "--qgz-bits")) c->qgz = parse_qgz_bits(o, v);

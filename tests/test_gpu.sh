@@ -18,11 +18,18 @@
 #                both reduce modes' bus bandwidth (<collective>_<mode>_GBps=);
 #   sanitizers   compute-sanitizer memcheck (--leak-check full), racecheck, synccheck and
 #                initcheck over gpu_kernels and a short training (train_mlp --device cuda,
-#                stage 3, 2 ranks), in parallel. The verdict is the tool's: its exit status
-#                (--error-exitcode 99) and its ERROR SUMMARY; what it counts there but
+#                stage 3, 2 ranks; 1 rank under racecheck), in parallel. The verdict is the
+#                tool's: its exit status (--error-exitcode 99) and its ERROR SUMMARY
+#                (racecheck's: RACECHECK SUMMARY, its only closing line); what it counts there but
 #                raised inside CUDA's own libraries (an API error or an allocation whose
 #                backtrace is in libcublas, libcublasLt, libnccl, ... or in libcudart alone)
-#                and racecheck's warnings are information lines, not failures;
+#                and racecheck's warnings are information lines, not failures.
+#                sanitizer_racecheck_train2, open: racecheck over the 2-rank training hung
+#                on the first GPU run (2026-12-04, CUDA 13.0, H200; rank 0 never reached
+#                all-gather #11, rank 1 timed out after 120 s; one rank: 0 hazards in 3 s;
+#                memcheck, synccheck, initcheck: 2 ranks, no error). It runs with each
+#                collective's timeout at 2 x HANG_S s; after HANG_S s (20) every thread's
+#                backtrace (gdb, else /proc wchan) goes to gpu_san_racecheck_train2_stacks.log;
 #   gpu_bench_adamw  the fused AdamW's bandwidth against a device-to-device copy (ratio=),
 #                then the other tests/gpu programs (gpu_bench_staging: set / gather GB/s);
 #   train_mlp    train_mlp --device cuda: two runs bitwise equal (--save-params), one under
@@ -142,6 +149,7 @@ M=(--hidden 256 --layers 4 --batch 64 --steps 60 --quiet --stage 3 --ranks 2 --d
 LOSS_MAX=2.5
 TM=(--device cuda --stage 3 --ranks 2 --steps 3 --hidden 64 --layers 2 --batch 16 --quiet)
 SAN_KERNELS=gpu_kernels
+HANG_S=20      # sanitizer_racecheck_train2: its threads are looked at after this long
 BENCHES=("bench_zpp|120||" "bench_comm|30||" "bench_step|90||" "bench_infinity|90|ZERO_BENCH_DIR=$BUILD|"
          "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=2|")
 if [ -z "$REHEARSAL" ]; then
@@ -161,6 +169,7 @@ else
     M=(--hidden 32 --layers 2 --batch 16 --steps 10 --quiet --stage 3 --ranks 2 --dtype bf16)
     LOSS_MAX=4
     SAN_KERNELS=gpu_bench_adamw
+    HANG_S=${ZERO_GPU_HANG_S:-3}
     BENCHES=("bench_zpp|120||--layers 2 --dim 128" "bench_comm|30||--bytes 1048576 --iters 3"
              "bench_step|90||--n 262144 --reps 2" "bench_infinity|-|rehearsal: its 512 MiB disk baseline has no size knob|"
              "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=1 ZERO_BENCH_BYTES=4194304 ZERO_BENCH_LOAD=0|")
@@ -280,7 +289,8 @@ san_verdict() {
         }
         close_rec()
         if (s ~ /^ERROR SUMMARY: [0-9]+ error/) { split(s, a, " "); nerr = a[3] + 0; seen = 1; next }
-        if (s ~ /^RACECHECK SUMMARY/) {
+        if (s ~ /^RACECHECK SUMMARY/) {   # racecheck closes with this line alone (no ERROR SUMMARY)
+            seen = 1
             if (match(s, /\([0-9]+ error/)) rerr = substr(s, RSTART + 1, RLENGTH - 7) + 0
             if (match(s, /[0-9]+ warning/) && substr(s, RSTART, RLENGTH - 8) + 0 > 0) info(s)
             next
@@ -297,12 +307,36 @@ san_verdict() {
         if (ninfo > 6) print "info (and " ninfo - 6 " more lines like these)"
         own = nerr - nlib
         if (own < rerr) own = rerr
-        if (!seen) print "fail no ERROR SUMMARY line: the tool did not finish (exit " rc ")"
+        if (!seen) print "fail no ERROR SUMMARY (or RACECHECK SUMMARY) line: the tool did not finish (exit " rc ")"
         else if (own > 0) print "fail " (nerr - nlib >= rerr ? "ERROR SUMMARY: " nerr " error(s), " own " of them the program'\''s" : \
                                   "RACECHECK SUMMARY: " rerr " error(s)") (first != "" ? ": " first : "")
         else if (rc != 0 && !(rc == ecode && nerr > 0)) print "fail exit " rc
         else print "pass"
     }' "$1"
+}
+# stacks PID SECONDS LOG: after SECONDS, if PID (a timeout running a sanitizer running a
+# program) still runs, every thread of every process under it: gdb's backtraces, else each
+# thread's name and wchan from /proc
+stacks() {
+    sleep "$2"
+    kill -0 "$1" 2>/dev/null || return 0
+    local all=() p k
+    p=$1
+    while [ -n "$p" ]; do
+        all+=("$p"); k=""
+        k=$(pgrep -P "$p" 2>/dev/null || cat /proc/"$p"/task/*/children 2>/dev/null)
+        p=$(echo $k | cut -d' ' -f1)   # one child a level: timeout -> sanitizer -> program
+    done
+    for p in "${all[@]}"; do
+        echo "== pid $p: $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-200)"
+        if command -v gdb >/dev/null 2>&1; then
+            timeout 60 gdb -q -batch -p "$p" -ex 'thread apply all bt 30' 2>&1 | grep -v '^\[New LWP'
+        else
+            for t in /proc/"$p"/task/*; do
+                echo "  thread ${t##*/} $(cat "$t"/comm 2>/dev/null) wchan=$(cat "$t"/wchan 2>/dev/null)"
+            done
+        fi
+    done >"$3" 2>&1
 }
 if begin sanitizers 200 30; then
     if [ -z "$SANITIZER" ]; then
@@ -310,23 +344,37 @@ if begin sanitizers 200 30; then
     else
         pids=()
         for tool in memcheck racecheck synccheck initcheck; do
-            extra=()
+            extra=() tm=("${TM[@]}")
             [ "$tool" = memcheck ] && extra=(--leak-check full)
+            # racecheck trains one rank: two ranks as threads hung under it (see the header)
+            [ "$tool" = racecheck ] && tm+=(--ranks 1)
             timeout -k 5 "$LIM" "$SANITIZER" --tool "$tool" --error-exitcode 99 ${extra[@]+"${extra[@]}"} \
                 "$BIN/$SAN_KERNELS" >"$LOGS/gpu_san_${tool}_kernels.log" 2>&1 &
             pids+=("$!:${tool}_kernels")
             timeout -k 5 "$LIM" "$SANITIZER" --tool "$tool" --error-exitcode 99 ${extra[@]+"${extra[@]}"} \
-                "$BIN/train_mlp" "${TM[@]}" >"$LOGS/gpu_san_${tool}_train.log" 2>&1 &
+                "$BIN/train_mlp" "${tm[@]}" >"$LOGS/gpu_san_${tool}_train.log" 2>&1 &
             pids+=("$!:${tool}_train")
         done
+        # the open case: racecheck over two ranks, each collective's timeout short, and a look
+        # at every thread (gdb's backtraces, else /proc's wchan) once it has run HANG_S seconds
+        timeout -k 5 "$LIM" "$SANITIZER" --tool racecheck --error-exitcode 99 "$BIN/train_mlp" "${TM[@]}" \
+            --timeout-ms "$((HANG_S * 2000))" >"$LOGS/gpu_san_racecheck_train2.log" 2>&1 &
+        rc2=$!
+        pids+=("$rc2:racecheck_train2")
+        stacks "$rc2" "$HANG_S" "$LOGS/gpu_san_racecheck_train2_stacks.log" &
+        spid=$!
         for pn in "${pids[@]}"; do
             wait "${pn%%:*}"; rc=$?
             name="sanitizer_${pn#*:}"
             v=$(san_verdict "$LOGS/gpu_san_${pn#*:}.log" "$rc")
             printf '%s\n' "$v" | sed -n "s|^info |  $name: info: |p" | tee -a "$SUMMARY"
             last=$(printf '%s\n' "$v" | tail -n 1)
+            [ "$last" != pass ] && [ "$name" = sanitizer_racecheck_train2 ] &&
+                [ -s "$LOGS/gpu_san_racecheck_train2_stacks.log" ] &&
+                last="$last (threads after ${HANG_S} s: gpu_san_racecheck_train2_stacks.log)"
             check "$name" "$([ "$last" = pass ] && echo 0 || echo 1)" "${last#fail }$(why "$rc" "$LIM")"
         done
+        kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
     fi
     end_step
 fi

@@ -84,7 +84,7 @@ common() {
 
 # ---- 1. whole, with two errors planted ---------------------------------------------------------
 rehearse whole ZERO_STANDIN_SANITIZER="synccheck:train_mlp:libapi memcheck:train_mlp:libleak racecheck:gpu_bench_adamw:warning \
-initcheck:gpu_bench_adamw:error synccheck:gpu_bench_adamw:apihit"
+initcheck:gpu_bench_adamw:error synccheck:gpu_bench_adamw:apihit racecheck:train_mlp:slow"
 common whole
 if [ -f "$SUM" ]; then
     #    every figure of the programs' logs (the sanitizers' runs aside: their program ran above)
@@ -110,9 +110,16 @@ if [ -f "$SUM" ]; then
         grep -q '^PASS sanitizer_racecheck_kernels$' "$SUM" &&
         grep -q '^  sanitizer_racecheck_kernels: info: Warning: (Warp Level Programming) Potential RAW hazard' "$SUM" &&
         grep -q '^  sanitizer_racecheck_kernels: info: RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)' "$SUM" &&
-        [ "$(grep -c '^PASS sanitizer_' "$SUM")" -eq 6 ]
+        grep -q '^PASS sanitizer_racecheck_train2$' "$SUM" &&
+        [ "$(grep -c '^PASS sanitizer_' "$SUM")" -eq 7 ]
     ok $? gpu_rehearsal_whole_sanitizer_info "CUDA's libraries' errors and racecheck's warnings must be info lines" \
-        "beside 6 PASSes: $(grep 'sanitizer_' "$SUM" | head -n 12 | tr '\n' '|')"
+        "beside 7 PASSes: $(grep 'sanitizer_' "$SUM" | head -n 12 | tr '\n' '|')"
+    #    racecheck's two-rank run, started late (the 'slow' plant), had its threads looked at after 3 s
+    st="$tmp/whole.logs/gpu_san_racecheck_train2_stacks.log"
+    grep -q '^== pid [0-9]*: .*compute-sanitizer --tool racecheck' "$st" 2>/dev/null &&
+        [ "$(grep -c '^== pid ' "$st")" -ge 2 ] && grep -q -E '(^Thread |^#0 |wchan=)' "$st"
+    ok $? gpu_rehearsal_whole_hung_threads "want the sanitizer's and its children's threads in $(basename "$st"): \
+$(head -n 4 "$st" 2>/dev/null | tr '\n' '|')"
     #    everything else ran and passed
     [ "$(grep -c '^step [a-z0-9_]*: not run: ' "$SUM")" -eq 1 ] && grep -q '^step bench_infinity: not run: rehearsal' "$SUM" &&
         grep -q '^PASS test_device_cuda_ran$' "$SUM" && grep -q '^PASS train_mlp_cuda_twice_bitwise$' "$SUM" &&
@@ -121,6 +128,15 @@ if [ -f "$SUM" ]; then
     ok $? gpu_rehearsal_whole_ran_all \
         "every step but bench_infinity must run and pass: $(grep -E '^(step .*not run|FAIL )' "$SUM" | head -n 5 | tr '\n' '|')"
 fi
+
+# ---- make gpu-sanitizer names one program, the first found (the CUDA 13.0 toolkit has both
+#      bin/compute-sanitizer and compute-sanitizer/compute-sanitizer: the first GPU run got the two
+#      paths as one command, and every sanitizer run failed with exit 127)
+mkdir -p "$tmp/cuda/bin" "$tmp/cuda/compute-sanitizer"
+touch "$tmp/cuda/bin/compute-sanitizer" "$tmp/cuda/compute-sanitizer/compute-sanitizer"
+got=$(make --no-print-directory -s BUILD="$BUILD" CUDA_HOME="$tmp/cuda" gpu-sanitizer 2>&1)
+[ "$got" = "$tmp/cuda/bin/compute-sanitizer" ]
+ok $? gpu_rehearsal_sanitizer_one_path "make gpu-sanitizer with both of the toolkit's paths printed '$got'"
 
 # ---- 2. cut by a 30 s deadline --------------------------------------------------------------------
 rehearse deadline ZERO_GPU_DEADLINE=30
