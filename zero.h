@@ -475,9 +475,16 @@
      bits either way. Exact rollback by restoring copies: AdamW's update cannot be undone
      in floating point. A module's params may change from its last zero_grads_ready on.
      zero_stats counts the steps kept and undone (clip, skip, changed) and the bytes saved;
-     exposed_step_ms is what the backward pass left to wait for. For now: the CPU device,
-     states in memory or on the host, fp32 or bf16 moments, not Muon (ZERO_ERR_UNSUPPORTED
-     otherwise); NVMe comes next (issue #30).
+     exposed_step_ms is what the backward pass left to wait for. On the NVMe tier the unit
+     is the block: once every piece in a block has its final gradient, the block is read,
+     stepped and written to the other slot during the backward pass (the comm thread, so at
+     stage 3 the gathers queued behind it wait); the undo is the slot scheme's (the current
+     slot keeps the old states, the written blocks the old params): no undo area, and
+     speculative_bytes does not apply; the bytes counted are the blocks written. Blocks
+     are offload.buffer_bytes / 3: a model in one block speculates nothing before its
+     last module. A failed speculated pass fails that zero_step on every rank, the params
+     put back. For now: the CPU device, fp32 or bf16 moments, not Muon
+     (ZERO_ERR_UNSUPPORTED otherwise).
      On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64),
@@ -1340,8 +1347,8 @@ typedef struct zero_desc {
     float loss_scale_min;           /* dynamic; default 1 */
     int speculative_step;           /* 1: a module's optimizer step runs as soon as its gradient is reduced,
                                        under the rest of the backward pass, undone exactly when zero_step
-                                       clips or skips (ON THE OPTIMIZER); the CPU device, states in memory */
-    int64_t speculative_bytes;      /* the bytes saved for the undo, at most (0: every module's slices) */
+                                       clips or skips (ON THE OPTIMIZER); the CPU device, any tier */
+    int64_t speculative_bytes;      /* the bytes saved for the undo, at most (0: every module's slices; NVMe: none) */
     int timeout_ms;                 /* every collective; default 120000 */
     int cpu_threads;                /* threads of the CPU optimizer pass, the caller included;
                                        0: 1 (the caller only). Started at zero_build. */
@@ -1447,7 +1454,7 @@ typedef struct zero_stats {
     double exposed_step_ms, last_exposed_step_ms;
     /* desc.speculative_step: steps whose speculated updates stood; steps whose were undone
        because zero_step clipped, skipped (non-finite) or ran with other hyperparameters (a new
-       lr); the bytes saved for the undo by the last step */
+       lr); the bytes saved for the undo by the last step (NVMe: the blocks written ahead) */
     int64_t speculative_steps, speculative_undone_clip, speculative_undone_skip, speculative_undone_changed;
     int64_t speculative_saved_bytes;
 } zero_stats;
@@ -11460,7 +11467,7 @@ static int64_t zero__spec_elem_bytes(const zero_desc *d) {
 }
 static int64_t zero__spec_bytes(const zero_desc *d, int64_t tstate) {
     int64_t all = tstate * zero__spec_elem_bytes(d);
-    if (!d->speculative_step) return 0;
+    if (!d->speculative_step || d->offload_optimizer == ZERO_OFFLOAD_NVME) return 0;     /* NVMe: the other slot */
     return d->speculative_bytes > 0 && d->speculative_bytes < all ? d->speculative_bytes : all;
 }
 static int64_t zero__muon_bytes(const zero_desc *d, int world, int64_t span, int64_t ws, int64_t own) {
@@ -11649,8 +11656,8 @@ static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *
                              why);
     return ZERO_OK;
 }
-/* desc.speculative_step, and where it runs for now: the CPU device with the optimizer states in
-   memory (or the host, the same there), fp32 or bf16 moments, AdamW, SGD or Lion */
+/* desc.speculative_step, and where it runs for now: the CPU device (the states in memory, on
+   the host, the same there, or NVMe), fp32 or bf16 moments, AdamW, SGD or Lion */
 static zero_result zero__check_desc_spec(const zero_desc *d, const zero_logger *lg) {
     const char *why = NULL;
     if (d->speculative_step < 0 || d->speculative_step > 1 || d->speculative_bytes < 0)
@@ -11659,7 +11666,6 @@ static zero_result zero__check_desc_spec(const zero_desc *d, const zero_logger *
                              (long long)d->speculative_bytes);
     if (!d->speculative_step) return ZERO_OK;
     if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
-    else if (d->offload_optimizer == ZERO_OFFLOAD_NVME) why = "the optimizer states in memory (not on NVMe)";
     else if (d->optim.state_dtype == ZERO_STATE_Q8) why = "fp32 or bf16 moments (not q8)";
     else if (d->optim.type == ZERO_OPTIM_MUON) why = "AdamW, SGD or Lion (not Muon)";
     if (why)
@@ -12315,7 +12321,13 @@ typedef struct zero__nvme {
     char *raw[3], *buf[3];
     zero__iobatch rb[3], wb[3];
     int64_t bufblk[3];              /* block computed in buf[x] and still there; -1: none */
-    int64_t done;                   /* blocks computed in the step in progress */
+    unsigned char *bdone;           /* per block: computed in the step in progress, written to the other slot */
+    int64_t *list;                  /* the blocks a pass goes through (zero__nvme_pass) */
+    /* desc.speculative_step: per block, its segment pieces (bneed) and those whose module's
+       gradient is final this step (bready; comm thread); a speculated pass's failure (spec_fail:
+       zero_step fails with it on every rank, the params put back) */
+    int32_t *bneed, *bready;
+    zero_result spec_fail;
     zero__iopool io;
     zero__nvme_piece *pieces;
     int npieces;
@@ -12592,6 +12604,10 @@ static void zero__nvme_free(zero_ctx *ctx) {
     for (i = 0; i < o->ndirs; i++)
         if (o->fd[i] >= 0) { zero__fops.close(o->fd[i]); (void)zero__os_unlink(o->path[i]); }
     zero__raw_free(a, o->pieces);
+    zero__raw_free(a, o->bdone);
+    zero__raw_free(a, o->list);
+    zero__raw_free(a, o->bneed);
+    zero__raw_free(a, o->bready);
     zero__raw_free(a, o);
     ctx->tier.nvme = NULL;
 }
@@ -12955,8 +12971,16 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
         if (!(o->buf[i] = zero__io_alloc(a, bb, &o->raw[i]))) break;
     }
     o->pieces = (zero__nvme_piece *)zero__raw_alloc(a, sizeof *o->pieces * (size_t)(ctx->num_params + 1));
+    o->bdone = (unsigned char *)zero__raw_alloc(a, (size_t)nb);
+    o->list = (int64_t *)zero__raw_alloc(a, sizeof *o->list * (size_t)nb);
+    if (d->speculative_step) {
+        o->bneed = (int32_t *)zero__raw_alloc(a, sizeof *o->bneed * (size_t)nb);
+        o->bready = (int32_t *)zero__raw_alloc(a, sizeof *o->bready * (size_t)nb);
+    }
     if (o->params) o->gbuf = zero__io_alloc(a, bb - zero__nvme_parea(o), &o->graw);
-    if (i < 3 || !o->pieces || (o->params && !o->gbuf)) { zero__nvme_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
+    if (o->bdone) memset(o->bdone, 0, (size_t)nb);
+    if (i < 3 || !o->pieces || !o->bdone || !o->list || (d->speculative_step && (!o->bneed || !o->bready)) ||
+        (o->params && !o->gbuf)) { zero__nvme_free(ctx); return zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY,
                                                                       "zero_build: out of memory for the offload buffers"); }
     for (i = 0; i < nd && r == ZERO_OK; i++) {
         snprintf(o->path[i], sizeof o->path[i], "%s/zero_optim.r%d.p%ld.c%u", d->offload.nvme_dirs[i], ctx->rank,
@@ -12980,6 +13004,21 @@ static zero_result zero__nvme_build(zero_ctx *ctx) {
     ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_MASTER];
     ctx->lay.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] = ctx->lay.plan.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM];
     return ZERO_OK;
+}
+
+/* desc.speculative_step: each block's segment pieces counted (bneed), once the segments are
+   made (zero_build) */
+static void zero__nvme_count(zero_ctx *ctx) {
+    zero__nvme *o = ctx->tier.nvme;
+    int64_t blk;
+    int si;
+    if (!o || !o->bneed) return;
+    memset(o->bneed, 0, sizeof *o->bneed * (size_t)o->nblocks);
+    memset(o->bready, 0, sizeof *o->bready * (size_t)o->nblocks);
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        for (blk = sg->state_idx / o->G; sg->n > 0 && blk <= (sg->state_idx + sg->n - 1) / o->G; blk++) o->bneed[blk]++;
+    }
 }
 
 /* the optimizer pass over one block: segment pieces in [s0, s0 + G) */
@@ -13104,37 +13143,40 @@ static void zero__nvme_part(void *arg, int part, int nparts) {
     }
 }
 
-/* The streamed optimizer pass: read block i+1 while computing block i and writing
-   block i-1 (three buffers). Reads come from the current slot, writes go to the other. */
-static zero_result zero__nvme_step(zero_ctx *ctx, float gscale) {
+/* The streamed optimizer pass over blocks o->list[0..n): read the next block while computing
+   one and writing the one before (three buffers). Reads come from the current slot, writes go
+   to the other; a block computed is marked in bdone (the undo's). serial: on this thread alone
+   (the comm thread's speculated passes: the pool is the caller's). */
+static zero_result zero__nvme_pass(zero_ctx *ctx, const zero__optk *k, zero__opt_fn fn, int64_t n, int serial,
+                                   const char *what) {
     zero__nvme *o = ctx->tier.nvme;
     zero__nvme_job job;
     int so = o->slot, sn = 1 - o->slot, x;
-    int64_t i, nb = o->nblocks;
+    int64_t j;
     uint64_t tsum, t0, t4;
-    zero_result r;
-    if ((r = zero__nvme_flush(ctx, "zero_step")) != ZERO_OK) return r;
+    zero_result r = ZERO_OK;
     memset(&job, 0, sizeof job);
     job.ctx = ctx;
-    zero__opt_setup(ctx, gscale, &job.k, &job.fn);
+    job.k = *k;
+    job.fn = fn;
     for (x = 0; x < 3; x++) { o->bufblk[x] = -1; memset(&o->wb[x], 0, sizeof o->wb[x]); }
-    o->done = 0;
-    zero__nvme_issue(o, &o->rb[0], 0, so, o->buf[0], 0);
-    for (i = 0; i < nb; i++) {
-        int b = (int)(i % 3), nx = (int)((i + 1) % 3);
+    if (n > 0) zero__nvme_issue(o, &o->rb[0], o->list[0], so, o->buf[0], 0);
+    for (j = 0; j < n; j++) {
+        int b = (int)(j % 3), nx = (int)((j + 1) % 3);
+        int64_t i = o->list[j];
         zero__io_wait(&o->io, &o->rb[b]);
-        if (o->rb[b].err) { r = zero__nvme_fail_io(ctx, o, &o->rb[b], i, "zero_step"); break; }
-        if (i + 1 < nb) {       /* block i+1 queued before block i is checked, so the reads barely
-                                   pause; buf[nx] held block i-2: its write must be done */
+        if (o->rb[b].err) { r = zero__nvme_fail_io(ctx, o, &o->rb[b], i, what); break; }
+        if (j + 1 < n) {        /* the next block queued before this one is checked, so the reads
+                                   barely pause; buf[nx] held the block two back: its write must be done */
             zero__io_wait(&o->io, &o->wb[nx]);
-            if (o->wb[nx].err) { r = zero__nvme_fail_io(ctx, o, &o->wb[nx], i - 2, "zero_step"); break; }
+            if (o->wb[nx].err) { r = zero__nvme_fail_io(ctx, o, &o->wb[nx], o->bufblk[nx], what); break; }
             o->bufblk[nx] = -1;
-            zero__nvme_issue(o, &o->rb[nx], i + 1, so, o->buf[nx], 0);
+            zero__nvme_issue(o, &o->rb[nx], o->list[j + 1], so, o->buf[nx], 0);
         }
         /* the checksums and the pass run on the optimizer's threads, the I/O on its own; the
            read's sum is known after the pass: a block that fails it fails the step, and the
            params it changed come back from the block's saved ones (bufblk) in the undo */
-        if ((r = zero__nvme_check(ctx, o, o->buf[b], i, so, NULL, "zero_step")) != ZERO_OK) break;
+        if ((r = zero__nvme_check(ctx, o, o->buf[b], i, so, NULL, what)) != ZERO_OK) break;
         memcpy(&tsum, o->buf[b] + o->bb - ZERO__OFF_TRAILER, sizeof tsum);
         job.buf = o->buf[b];
         job.s0 = i * o->G;
@@ -13142,13 +13184,13 @@ static zero_result zero__nvme_step(zero_ctx *ctx, float gscale) {
         job.seed_w = zero__nvme_sseed(i, sn);
         zero__nvme_pieces(ctx, job.s0, job.s0 + o->G, &job.total);
         o->bufblk[b] = i;
-        zero__pool_run(ctx->opt.pool, zero__nvme_part, &job, job.total < 65536 && o->np < 2);
+        zero__pool_run(ctx->opt.pool, zero__nvme_part, &job, serial || (job.total < 65536 && o->np < 2));
         zero__nvme_combine(o, o->buf[b] + zero__nvme_parea(o), job.seed_r, o->sv, &t0, &t4);
         if (t0 != tsum) {
-            r = zero__nvme_check(ctx, o, o->buf[b], i, so, &t0, "zero_step");
+            r = zero__nvme_check(ctx, o, o->buf[b], i, so, &t0, what);
             break;
         }
-        o->done = i + 1;
+        o->bdone[i] = 1;
         zero__nvme_combine(o, o->buf[b] + zero__nvme_parea(o), job.seed_w, o->ss, &t0, &t4);
         zero__nvme_trailer(o, o->buf[b], i, sn, t0, t4);
         zero__nvme_issue(o, &o->wb[b], i, sn, o->buf[b], 1);
@@ -13158,27 +13200,44 @@ static zero_result zero__nvme_step(zero_ctx *ctx, float gscale) {
         zero__io_wait(&o->io, &o->wb[x]);
     }
     for (x = 0; x < 3 && r == ZERO_OK; x++)
-        if (o->wb[x].err) r = zero__nvme_fail_io(ctx, o, &o->wb[x], o->bufblk[x], "zero_step");
+        if (o->wb[x].err) r = zero__nvme_fail_io(ctx, o, &o->wb[x], o->bufblk[x], what);
     return r;
 }
+/* zero_step's pass: every block not computed yet this step (a speculated one is) */
+static zero_result zero__nvme_step(zero_ctx *ctx, float gscale) {
+    zero__nvme *o = ctx->tier.nvme;
+    zero__optk k;
+    zero__opt_fn fn;
+    int64_t i, n = 0;
+    zero_result r;
+    if ((r = zero__nvme_flush(ctx, "zero_step")) != ZERO_OK) return r;
+    zero__opt_setup(ctx, gscale, &k, &fn);
+    for (i = 0; i < o->nblocks; i++)
+        if (!o->bdone[i]) o->list[n++] = i;
+    return zero__nvme_pass(ctx, &k, fn, n, 0, "zero_step");
+}
 
-/* after a failed step (here or on another rank): the params of every computed block
-   back from the old values saved in it; the slot does not flip, so states stay too */
+/* after a failed step (here or on another rank), or speculated blocks undone: the params of
+   every computed block (bdone) back from the old values saved in it; the slot does not flip,
+   so the states stay too */
 static zero_result zero__nvme_undo(zero_ctx *ctx) {
     zero__nvme *o = ctx->tier.nvme;
     int64_t i;
     int x, sn = 1 - o->slot;
     zero_result r = ZERO_OK;
     int64_t kept[3], t;
-    if (o->params) { o->done = 0; return ZERO_OK; }    /* the current slot still holds the params */
+    if (o->params) {    /* the current slot still holds the params */
+        memset(o->bdone, 0, (size_t)o->nblocks);
+        return ZERO_OK;
+    }
     for (x = 0; x < 3; x++) {
         kept[x] = o->bufblk[x];
         if (kept[x] < 0) continue;
         zero__nvme_pieces(ctx, kept[x] * o->G, (kept[x] + 1) * o->G, &t);
         zero__nvme_params(ctx, o->buf[x], kept[x] * o->G, 0);
     }
-    for (i = 0; i < o->done; i++) {
-        if (kept[0] == i || kept[1] == i || kept[2] == i) continue;
+    for (i = 0; i < o->nblocks; i++) {
+        if (!o->bdone[i] || kept[0] == i || kept[1] == i || kept[2] == i) continue;
         for (x = 0; x < 3; x++) o->bufblk[x] = -1;
         zero__nvme_issue(o, &o->rb[0], i, sn, o->buf[0], 0);
         zero__io_wait(&o->io, &o->rb[0]);
@@ -13187,7 +13246,8 @@ static zero_result zero__nvme_undo(zero_ctx *ctx) {
         zero__nvme_pieces(ctx, i * o->G, (i + 1) * o->G, &t);
         zero__nvme_params(ctx, o->buf[0], i * o->G, 0);
     }
-    o->done = 0;
+    for (x = 0; x < 3; x++) o->bufblk[x] = -1;
+    memset(o->bdone, 0, (size_t)o->nblocks);
     return r;
 }
 
@@ -13217,14 +13277,20 @@ static zero_result zero__nvme_muon(zero_ctx *ctx, float gscale) {
 /* zero_step's optimizer phase on the NVMe tier: every rank's outcome is shared, so
    a failure anywhere fails the step everywhere with the params put back */
 static zero_result zero__nvme_apply(zero_ctx *ctx, float gscale) {
-    zero_result r = zero__nvme_step(ctx, gscale), rr;
-    if (r == ZERO_OK) r = zero__nvme_muon(ctx, gscale);
+    zero__nvme *o = ctx->tier.nvme;
+    zero_result r = o->spec_fail ? o->spec_fail : zero__nvme_step(ctx, gscale), rr;
     double v[2];
+    o->spec_fail = ZERO_OK;     /* (a speculated pass's failure fails this step: undone below) */
+    if (r == ZERO_OK) r = zero__nvme_muon(ctx, gscale);
     ctx->tier.nvme->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;
     if ((rr = zero__wait(ctx, zero__post_allreduce_f64(ctx, v, 2))) != ZERO_OK) return rr;
-    if (v[0] == 0) { ctx->tier.nvme->slot = 1 - ctx->tier.nvme->slot; return ZERO_OK; }
+    if (v[0] == 0) {
+        o->slot = 1 - o->slot;
+        memset(o->bdone, 0, (size_t)o->nblocks);
+        return ZERO_OK;
+    }
     zero__nvme_undo(ctx);
     if (r != ZERO_OK) return r;
     return zero__fail(ctx, v[0] == 1 ? (zero_result)(int)v[1] : ZERO_ERR_IO, ZERO_LOGITEM_OFFLOAD_IO,
@@ -13807,6 +13873,7 @@ static zero_result zero__build(zero_ctx *ctx) {
     if (r == ZERO_OK) {
         zero__build_gather_places(ctx);
         zero__make_segments(ctx);
+        zero__nvme_count(ctx);
         r = ctx->dev->prepare(ctx);
     }
     if (r != ZERO_OK) {
@@ -14037,15 +14104,65 @@ static void zero__spec_module(zero_ctx *ctx, int mi) {
     else if (memcmp(&k, &ctx->spec.k, sizeof k) != 0) ctx->spec.mixed = 1;     /* the hyperparameters changed meanwhile */
     zero__trace_add(ctx, ZERO__TRACK_OPTIM, "speculative update", ctx->modules[mi].name, t0);
 }
+/* ... on the NVMe tier: module mi's gradient is final, so the blocks whose every piece's is
+   now final are stepped (zero__nvme_pass, on this thread, writing the other slot as zero_step
+   would) while the backward pass goes on. The undo is the slot scheme's: the current slot
+   keeps the old states, the blocks written keep the old params (zero__nvme_undo). A failed
+   pass is undone at once and fails the step (spec_fail); the module's later passes no-op. */
+static void zero__spec_nvme(zero_ctx *ctx, int mi) {
+    zero__nvme *o = ctx->tier.nvme;
+    const float gscale = (float)(1.0 / ((double)ctx->world * ctx->desc.accum_steps * (double)ctx->opt.loss_scale));
+    zero__optk k;
+    zero__opt_fn fn;
+    int64_t n = 0, blk, i;
+    double t0 = zero__trace_t0(ctx);
+    zero_result r;
+    int si;
+    if (ctx->modules[mi].spec.done || ctx->modules[mi].frozen || o->spec_fail) return;
+    ctx->modules[mi].spec.done = 1;
+    for (si = 0; si < ctx->lay.num_segs; si++) {
+        const zero__segment *sg = &ctx->lay.segs[si];
+        if (sg->module != mi || sg->n == 0) continue;
+        for (blk = sg->state_idx / o->G; blk <= (sg->state_idx + sg->n - 1) / o->G; blk++)
+            if (++o->bready[blk] == o->bneed[blk]) {    /* in order: insertion into the sorted list */
+                for (i = n; i > 0 && o->list[i - 1] > blk; i--) o->list[i] = o->list[i - 1];
+                o->list[i] = blk;
+                n++;
+            }
+    }
+    if (n == 0) return;
+    zero__opt_setup(ctx, gscale, &k, &fn);
+    zero__mutex_lock(&o->mu);       /* buf[0]'s cache (a param set before the step) written back first */
+    r = zero__nvme_flush(ctx, "speculative step");
+    if (r == ZERO_OK) r = zero__nvme_pass(ctx, &k, fn, n, 1, "speculative step");
+    if (r != ZERO_OK) {
+        (void)zero__nvme_undo(ctx);
+        o->spec_fail = r;
+    }
+    zero__mutex_unlock(&o->mu);
+    if (r != ZERO_OK) return;
+    ctx->spec.used += n * o->bb;    /* (the blocks written to the other slot: their old copies are the undo) */
+    if (ctx->spec.modules++ == 0) ctx->spec.k = k;
+    else if (memcmp(&k, &ctx->spec.k, sizeof k) != 0) ctx->spec.mixed = 1;
+    zero__trace_add(ctx, ZERO__TRACK_OPTIM, "speculative update", ctx->modules[mi].name, t0);
+}
 static zero_result zero__do_spec(zero_ctx *ctx, const zero__task *t) {
-    zero__spec_module(ctx, t->mod);
+    if (ctx->tier.nvme) zero__spec_nvme(ctx, t->mod);
+    else zero__spec_module(ctx, t->mod);
     return ZERO_OK;
 }
 /* zero_step found the speculated steps wrong (why: 1 clipped, 2 non-finite, 3 other
    hyperparameters, 0 a failure): every speculated module's old slices back, bit for bit */
-static void zero__spec_undo(zero_ctx *ctx, int why) {
+static zero_result zero__spec_undo(zero_ctx *ctx, int why) {
+    zero_result r = ZERO_OK;
     int mi;
-    if (!ctx->spec.modules) return;
+    if (ctx->tier.nvme && ctx->tier.nvme->bready) {     /* NVMe: the params from the blocks written */
+        zero__nvme *o = ctx->tier.nvme;
+        memset(o->bready, 0, sizeof *o->bready * (size_t)o->nblocks);
+        for (mi = 0; mi < ctx->num_modules; mi++) ctx->modules[mi].spec.done = 0;
+        if (ctx->spec.modules) r = zero__nvme_undo(ctx);
+    }
+    if (!ctx->spec.modules) return r;
     for (mi = 0; mi < ctx->num_modules; mi++)
         if (ctx->modules[mi].spec.done) {
             (void)zero__spec_slices(ctx, mi, ctx->modules[mi].spec.off, 0);
@@ -14057,6 +14174,7 @@ static void zero__spec_undo(zero_ctx *ctx, int why) {
     ctx->spec.saved = ctx->spec.used;
     ctx->spec.used = 0;
     ctx->spec.modules = ctx->spec.mixed = 0;
+    return r;
 }
 /* (the stream's worker stops at a STOP task before it would run) */
 static zero_result zero__do_stop(zero_ctx *ctx, const zero__task *t) {
@@ -14477,7 +14595,7 @@ static void zero__flush(zero_ctx *ctx) {
         uint64_t t = zero__post_reduce(ctx, mi, b->micro, off);
         if (rec >= 0) ctx->grads.recs[rec].ticket = t;
         if (b->own) ctx->modules[mi].grad.shared_ticket = t;
-        if (ctx->spec.cap > 0 && b->micro == ctx->desc.accum_steps) {     /* its gradient is final: its step now */
+        if (ctx->desc.speculative_step && b->micro == ctx->desc.accum_steps) {     /* its gradient is final: its step now */
             zero__task st = zero__task_of(ZERO__TASK_SPEC, mi);
             (void)zero__enqueue(ctx, &st);
         }
@@ -14698,6 +14816,8 @@ static void zero__end_step(zero_ctx *ctx) {
     ctx->opt.grads_cleared = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].grad.ready = ctx->modules[i].grad.calls = ctx->modules[i].norm.taken = 0;
     for (i = 0; i < ctx->num_modules; i++) ctx->modules[i].spec.done = 0;
+    if (ctx->tier.nvme && ctx->tier.nvme->bready)
+        memset(ctx->tier.nvme->bready, 0, sizeof *ctx->tier.nvme->bready * (size_t)ctx->tier.nvme->nblocks);
     ctx->spec.used = 0;
     ctx->spec.modules = ctx->spec.mixed = 0;
     ctx->grads.total_ready = 0;
@@ -14840,12 +14960,12 @@ static zero_result zero__step(zero_ctx *ctx) {
         if (!ctx->sched.active && (r = zero__schedule_check(ctx)) != ZERO_OK) return r;
         if ((r = zero__stage3_step_end(ctx)) != ZERO_OK) return r;
     }
-    if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) { zero__spec_undo(ctx, 0); return r; }
+    if ((r = zero__grad_sumsq_all(ctx, &total)) != ZERO_OK) { (void)zero__spec_undo(ctx, 0); return r; }
     inv = 1.0 / ((double)ctx->world * d->accum_steps * (double)ctx->opt.loss_scale);
     norm = sqrt(total) * inv;
     ctx->opt.grad_norm = norm;
     if (!zero__finite64(norm)) {    /* a non-finite element makes the sum non-finite */
-        zero__spec_undo(ctx, 2);
+        if ((r = zero__spec_undo(ctx, 2)) != ZERO_OK) return r;
         return zero__step_skip(ctx);
     }
     if (d->clip_norm > 0 && norm > (double)d->clip_norm) clip = (double)d->clip_norm / (norm + 1e-6);
@@ -14853,8 +14973,10 @@ static zero_result zero__step(zero_ctx *ctx) {
         zero__optk k;
         zero__opt_fn fn;
         zero__opt_setup(ctx, (float)(inv * clip), &k, &fn);
-        if (clip != 1.0) zero__spec_undo(ctx, 1);
-        else if (ctx->spec.mixed || memcmp(&k, &ctx->spec.k, sizeof k) != 0) zero__spec_undo(ctx, 3);
+        zero_result ur = ZERO_OK;
+        if (clip != 1.0) ur = zero__spec_undo(ctx, 1);
+        else if (ctx->spec.mixed || memcmp(&k, &ctx->spec.k, sizeof k) != 0) ur = zero__spec_undo(ctx, 3);
+        if (ur != ZERO_OK) ctx->tier.nvme->spec_fail = ur;  /* (NVMe alone fails an undo) every rank's step fails */
     }
     if (ctx->spec.modules) {
         ctx->spec.steps++;

@@ -76,6 +76,7 @@ typedef struct {
     int flat_layout;             // --flat-layout: desc.flat_layout (stages 0-2; the same bits)
     zero_dtype dtype;
     zero_optim_type optim;       // --optim: adamw (default), lion or sgd
+    float clip;                  // --clip: desc.clip_norm (default 1; 0: no clipping)
     float lr;                    // --lr; 0: the optimizer's default (adamw 3e-3, lion 1e-3, sgd 0.1; muon: its AdamW's)
     float muon_lr;               // --muon-lr: Muon's on the blocks' matrices (default 0.02)
     uint64_t seed;
@@ -83,6 +84,7 @@ typedef struct {
     zero_offload_tier offload_optimizer, offload_params;   // ZeRO-Offload / -Infinity tiers
     zero_state_dtype state_dtype;                          // --optim-state-dtype: the moments' format
     const char *nvme_dir;
+    long long offload_buffer_mb;      // --offload-buffer-mb: desc.offload.buffer_bytes in MiB (0: the default, 64)
     int ckpt;                    // --checkpoint-activations: keep each block's input only, recompute the rest
     zero_offload_tier offload_acts;   // where those inputs wait for the backward pass (zero_act_*)
     int qwz, qgz, hpz, quant_block;   // ZeRO++: desc.qwz, desc.qgz (bits), desc.hpz, desc.quant_block
@@ -956,6 +958,11 @@ static zero_result train(trainer *t) {
                    (long long)st_train.act_misses, st_train.act_wait_ms, (long long)st_train.act_bytes_written,
                    (long long)st_train.act_bytes_read);
         }
+        if (c->speculative && !c->quiet)    // how many speculated steps stood, and the time the step left exposed
+            printf("speculative steps_kept=%lld undone_clip=%lld undone_skip=%lld undone_changed=%lld saved_bytes=%lld "
+                   "exposed_step_ms=%.1f\n", (long long)st.speculative_steps, (long long)st.speculative_undone_clip,
+                   (long long)st.speculative_undone_skip, (long long)st.speculative_undone_changed,
+                   (long long)st.speculative_saved_bytes, st.exposed_step_ms);
         printf("final loss=%.6f tokens_per_s=%.1f model_state_bytes_per_rank=%lld params=%lld first_loss=%.4f "
                "last_step_loss=%.4f stage=%d ranks=%d dtype=%s steps=%d seconds=%.1f prefetch_hit_rate=%.4f "
                "peak_gathered_bytes=%lld params_hash=%016llx tied=%d bytes_within=%lld bytes_across=%lld\n",
@@ -1009,7 +1016,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         d.optim.weight_decay = 0.0;
         d.optim.muon.lr = c->muon_lr;
         if (c->optim == ZERO_OPTIM_SGD) d.optim.momentum = 0.9;
-        d.clip_norm = 1.0f;
+        d.clip_norm = c->clip;
         d.qwz = c->qwz;
         d.speculative_step = c->speculative;
         d.qgz = c->qgz;
@@ -1024,6 +1031,7 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.offload_optimizer = c->offload_optimizer;
     d.offload_params = c->offload_params;
     d.offload.nvme_dirs[0] = c->nvme_dir ? c->nvme_dir : getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    d.offload.buffer_bytes = c->offload_buffer_mb << 20;
     d.offload_activations = c->offload_acts;
     d.quant_block = c->quant_block;
     zero_result r = zero_create(&t->z, &d);
@@ -1189,6 +1197,7 @@ static void usage(FILE *f) {
         "  --optim O          adamw, lion, sgd (with momentum 0.9) or muon (Muon on the blocks' matrices,\n"
         "                     AdamW on the rest) (default adamw)\n"
         "  --lr LR            learning rate (default: adamw 3e-3, lion 1e-3, sgd 0.1; muon: the AdamW part's 3e-3)\n"
+        "  --clip C           clip the global gradient norm to C (default 1; 0: no clipping)\n"
         "  --muon-lr LR       --optim muon: Muon's learning rate (default 0.02)\n"
         "  --seed S           seed for data positions, init and sampling (default 1)\n"
         "  --plot FILE.svg    write the loss curve and per-stage memory bars as SVG; none: off (default gpt.svg)\n"
@@ -1200,12 +1209,14 @@ static void usage(FILE *f) {
         "  --offload-optimizer T  none, cpu or nvme: where the fp32 master and moments live (default none)\n"
         "  --offload-params T     none, cpu or nvme (nvme: stage 3 with --offload-optimizer nvme)\n"
         "  --nvme-dir DIR         the NVMe tier's directory (default $TMPDIR or /tmp)\n"
+        "  --offload-buffer-mb M  the NVMe tier's three block buffers together, MiB (default 64): a block\n"
+        "                         is a third; smaller blocks let --speculative-step start sooner\n"
         "  --checkpoint-activations  keep only each block's input for the backward pass (in zero.h's stash),\n"
         "                         and recompute the block there (the same bits)\n"
         "  --offload-activations T   none, host or nvme: where the stash keeps those inputs (implies\n"
         "                         --checkpoint-activations; default none: in memory)\n"
         "  --speculative-step each module's optimizer step as soon as its gradient is reduced, undone\n"
-        "                     exactly when the step clips or skips (CPU device, states in memory)\n"
+        "                     exactly when the step clips or skips (CPU device, any tier)\n"
         "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
         "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
         "                     first, then across nodes (--qgz-bits 4: int4)\n"
@@ -1285,6 +1296,7 @@ static int read_deepspeed(config *c) {
 int main(int argc, char **argv) {
     static shared_state sh;
     config *c = &sh.cfg;
+    c->clip = 1.0f;
     c->stage = 3; c->ranks = 4; c->steps = 600; c->accum = 1; c->layers = 4; c->dim = 48; c->heads = 4;
     c->seq = 64; c->batch = 32; c->dtype = ZERO_BF16; c->optim = ZERO_OPTIM_ADAMW; c->seed = 1;
     c->plot = "gpt.svg"; c->trace = "gpt_trace.json"; c->skip_step = -1;
@@ -1308,6 +1320,7 @@ int main(int argc, char **argv) {
             c->offload_acts = parse_act_offload(o, v);
             c->ckpt = 1;    // the stash holds the checkpoints
         } else if (!strcmp(o, "--nvme-dir")) c->nvme_dir = v;
+        else if (!strcmp(o, "--offload-buffer-mb")) c->offload_buffer_mb = parse_long(o, v, 1, 1 << 20);
         else if (!strcmp(o, "--stage")) c->stage = (int)parse_long(o, v, 0, 3);
         else if (!strcmp(o, "--ranks")) c->ranks = (int)parse_long(o, v, 1, 256);
         else if (!strcmp(o, "--steps")) c->steps = (int)parse_long(o, v, 1, MAX_STEPS_KEPT);
@@ -1318,6 +1331,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(o, "--seq")) c->seq = (int)parse_long(o, v, 1, 4096);
         else if (!strcmp(o, "--batch")) { c->batch = (int)parse_long(o, v, 1, 1 << 20); c->batch_set = 1; }
         else if (!strcmp(o, "--lr")) c->lr = parse_float(o, v, 1e-12, 1e3);
+        else if (!strcmp(o, "--clip")) c->clip = parse_float(o, v, 0.0, 1e30);
         else if (!strcmp(o, "--muon-lr")) c->muon_lr = parse_float(o, v, 1e-12, 1e3);
         else if (!strcmp(o, "--data")) c->data = v;
         else if (!strcmp(o, "--plot")) c->plot = strcmp(v, "none") ? v : NULL;

@@ -670,7 +670,7 @@ static void usage(FILE *f) {
         "  --comm C           local: --ranks threads in this process (default); mpi: one rank per\n"
         "                     process, started by mpirun -np N (a ZERO_MPI build: build/mpi/train_mlp)\n"
         "  --speculative-step each module's optimizer step as soon as its gradient is reduced, undone\n"
-        "                     exactly when the step clips or skips (CPU device, states in memory)\n"
+        "                     exactly when the step clips or skips (CPU device, any tier)\n"
         "  --qwz              ZeRO++ (stage 3): gather int8 block-quantized params\n"
         "  --qgz              ZeRO++ (stages 1-3): reduce gradients in int8 payloads, within each node\n"
         "                     first, then across nodes (--qgz-bits 4: int4)\n"

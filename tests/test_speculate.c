@@ -13,7 +13,12 @@
    at stages 0-3, 1-3 ranks, accumulation 1 and 2, for AdamW with bf16 params, SGD with
    momentum and f32 params, Lion with bf16 moments, a window that holds one module
    (speculative_bytes: the others step in zero_step), and the host tier. The undo area is
-   planned (the plan equals the bytes allocated) and the refusals name what is missing. */
+   planned (the plan equals the bytes allocated) and the refusals name what is missing.
+   On the NVMe tier the model's rows are 8 times more (5248 elements) and a block holds 1024
+   elements, so blocks become ready one by one during the backward pass (a block with pieces
+   of two modules when the second's gradient is final), params on NVMe too (stage 3); a
+   failed write in a speculated pass on one rank fails that step with ZERO_ERR_IO on every
+   rank, the params as before it. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
@@ -25,7 +30,9 @@
 #define NMOD 3
 #define STEPS 6
 static const int shape[NMOD][2] = { { 24, 16 }, { 16, 8 }, { 8, 12 } };
-#define NP (24 * 16 + 24 + 16 * 8 + 16 + 8 * 12 + 8)
+#define NVME_ROWS 8     /* the NVMe runs' rows: shape[m][0] x this */
+#define NP ((24 * 16 + 24 + 16 * 8 + 16 + 8 * 12 + 8) * NVME_ROWS)
+static char nvme_dir[512];
 
 typedef struct run {
     int stage, world, accum, spec, window;
@@ -33,6 +40,11 @@ typedef struct run {
     zero_optim_type opt;
     zero_state_dtype sdt;
     zero_offload_tier tier;
+    int nvme_params;                /* stage 3: offload_params NVMe too */
+    int fault_step;                 /* > 0: rank 0's writes fail from this step's backward pass on */
+    zero_result fault_r[4];         /* each rank's zero_step at fault_step */
+    int fault_unchanged[4];         /* each rank's params the same bits after it */
+    char fault_msg[4][512];
     float out[NP];
     zero_stats st;
     int plan_ok;
@@ -46,14 +58,27 @@ static float gval(int m, int k, int64_t i, int rank, int step, int micro) {
     return ((float)(h % 2001) - 1000.0f) * 1e-5f * (step == 4 ? 50.0f : 1.0f);
 }
 
+static volatile int fail_writes;   /* rank 0's offload writes (to fail_fd) fail (EIO) while set */
+static int fail_fd = -1;
+static int64_t fault_pwrite(int fd, const void *buf, size_t n, int64_t off) {
+    if (__atomic_load_n(&fail_writes, __ATOMIC_RELAXED) && fd == __atomic_load_n(&fail_fd, __ATOMIC_RELAXED)) return -EIO;
+    return zero__os_pwrite(fd, buf, n, off);
+}
+static int64_t fault_result(int fd, int write, int64_t off, int64_t res) {     /* the io_uring engine's */
+    (void)off;
+    return write && __atomic_load_n(&fail_writes, __ATOMIC_RELAXED) && fd == __atomic_load_n(&fail_fd, __ATOMIC_RELAXED) ? -EIO : res;
+}
+
 static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     run *R = (run *)user;
+    const int rows = R->tier == ZERO_OFFLOAD_NVME ? NVME_ROWS : 1;
     zero_desc d;
     zero_ctx *z = NULL;
     zero_module mod[NMOD];
     zero_param P[NMOD][2];
     zero_result r;
-    float buf[24 * 16];
+    static float bufs[4][24 * 16 * NVME_ROWS];
+    float *buf = bufs[rank % 4];
     int m, k, t, a;
     int64_t i;
     fx_desc(&d, comm, R->stage, R->dt, R->opt, 0.01);
@@ -61,6 +86,11 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     d.clip_norm = 1.0f;
     d.optim.state_dtype = R->sdt;
     d.offload_optimizer = R->tier;
+    if (R->tier == ZERO_OFFLOAD_NVME) {
+        d.offload.nvme_dirs[0] = nvme_dir;
+        d.offload.buffer_bytes = 1;     /* the smallest blocks: 1024 elements */
+        if (R->nvme_params) d.offload_params = ZERO_OFFLOAD_NVME;
+    }
     d.speculative_step = R->spec;
     /* one module's undo bytes: 24 x 16 + 24 elements, slices of at most that many per rank */
     d.speculative_bytes = R->window ? (int64_t)(24 * 16 + 24) * zero__spec_elem_bytes(&d) : 0;
@@ -69,8 +99,8 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         char name[8];
         snprintf(name, sizeof name, "m%d", m);
         if ((r = fx_module(z, name, 0, &mod[m])) != ZERO_OK ||
-            (r = fx_param(z, mod[m], "w", shape[m][0], shape[m][1], 0, &P[m][0])) != ZERO_OK ||
-            (r = fx_param(z, mod[m], "b", shape[m][0], 0, 1, &P[m][1])) != ZERO_OK)
+            (r = fx_param(z, mod[m], "w", shape[m][0] * rows, shape[m][1], 0, &P[m][0])) != ZERO_OK ||
+            (r = fx_param(z, mod[m], "b", shape[m][0] * rows, 0, 1, &P[m][1])) != ZERO_OK)
             goto done;
     }
     if ((r = zero_build(z)) != ZERO_OK) goto done;
@@ -83,16 +113,27 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
     }
     for (m = 0; m < NMOD; m++)
         for (k = 0; k < 2; k++) {
-            int64_t n = k ? shape[m][0] : (int64_t)shape[m][0] * shape[m][1];
+            int64_t n = k ? shape[m][0] * rows : (int64_t)shape[m][0] * rows * shape[m][1];
             for (i = 0; i < n; i++) buf[i] = gval(m, k, i, 99, 0, 0) * 100.0f;
             if ((r = zero_param_set_f32(z, P[m][k], buf)) != ZERO_OK) goto done;
         }
     for (t = 1; t <= STEPS; t++) {
+        static char before[4][(size_t)NP * 4];
+        int64_t pbytes = z->desc.offload_params == ZERO_OFFLOAD_NVME ? 0 : zero__pcat(z->lay.plan.bytes, ZERO_CAT_PARAMS);
+        if (t == R->fault_step) {       /* this rank's params now; rank 0's writes fail from here */
+            if (pbytes > (int64_t)sizeof before[0]) { r = ZERO_ERR_INVALID_ARG; goto done; }
+            memcpy(before[rank % 4], z->arena.param, (size_t)pbytes);
+            if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;
+            if (rank == 0) {
+                __atomic_store_n(&fail_fd, z->tier.nvme->fd[0], __ATOMIC_RELAXED);
+                __atomic_store_n(&fail_writes, 1, __ATOMIC_RELAXED);
+            }
+        }
         for (a = 0; a < R->accum; a++)
             for (m = NMOD - 1; m >= 0; m--) {      /* the backward pass: the last module first */
                 if ((r = zero_fetch(z, mod[m])) != ZERO_OK) goto done;
                 for (k = 0; k < 2; k++) {
-                    int64_t n = k ? shape[m][0] : (int64_t)shape[m][0] * shape[m][1];
+                    int64_t n = k ? shape[m][0] * rows : (int64_t)shape[m][0] * rows * shape[m][1];
                     for (i = 0; i < n; i++) buf[i] = gval(m, k, i, rank, t, a);
                     if (t == 3 && rank == 0 && m == 1 && k == 0 && a == R->accum - 1) buf[5] = NAN;
                     zero_add_f32(zero_param_grad(z, P[m][k]), R->dt, buf, n);
@@ -105,6 +146,14 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         }
         r = zero_step(z);
         if (rank == 0) R->step_r[t] = r;
+        if (t == R->fault_step) {       /* failed on every rank, nothing changed: stop here */
+            R->fault_r[rank % 4] = r;
+            snprintf(R->fault_msg[rank % 4], sizeof R->fault_msg[0], "%s", zero_last_error(z));
+            R->fault_unchanged[rank % 4] = memcmp(before[rank % 4], z->arena.param, (size_t)pbytes) == 0;
+            if (rank == 0) __atomic_store_n(&fail_writes, 0, __ATOMIC_RELAXED);
+            r = ZERO_OK;
+            goto done;
+        }
         if (r != ZERO_OK && r != ZERO_STEP_SKIPPED) goto done;
     }
     {
@@ -153,10 +202,56 @@ static void compare(zero_dtype dt, zero_optim_type opt, zero_state_dtype sdt, ze
           (long long)on.st.speculative_saved_bytes, (long long)off.st.speculative_steps);
 }
 
+/* NVMe: as compare, the params on NVMe too at stage 3 (nvme_params) */
+static void compare_nvme(zero_dtype dt, int stage, int world, int accum, int nvme_params) {
+    static run off, on;
+    memset(&off, 0, sizeof off);
+    off.stage = stage; off.world = world; off.accum = accum; off.dt = dt; off.opt = ZERO_OPTIM_ADAMW;
+    off.tier = ZERO_OFFLOAD_NVME; off.nvme_params = nvme_params;
+    on = off;
+    on.spec = 1;
+    if (!train(&off) || !train(&on)) return;
+    CHECK(on.plan_ok, "the plan differs from the bytes allocated");
+    CHECK(on.step_r[3] == ZERO_STEP_SKIPPED && off.step_r[3] == ZERO_STEP_SKIPPED, "step 3 not skipped (%s, %s)",
+          zero_result_str(on.step_r[3]), zero_result_str(off.step_r[3]));
+    CHECK(memcmp(on.out, off.out, sizeof on.out) == 0, "nvme stage %d world %d accum %d: speculation changed the params",
+          stage, world, accum);
+    CHECK(on.st.speculative_steps == 3 && on.st.speculative_undone_skip == 1 && on.st.speculative_undone_clip == 1 &&
+          on.st.speculative_undone_changed == 1, "nvme stage %d world %d accum %d: speculated %lld, undone: clip %lld skip "
+          "%lld changed %lld (want 3, 1, 1, 1)", stage, world, accum, (long long)on.st.speculative_steps,
+          (long long)on.st.speculative_undone_clip, (long long)on.st.speculative_undone_skip,
+          (long long)on.st.speculative_undone_changed);
+    CHECK(on.st.speculative_saved_bytes > 0 && on.st.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM] ==
+          off.st.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM], "saved %lld bytes (the blocks written); the tier's bytes %lld vs %lld",
+          (long long)on.st.speculative_saved_bytes, (long long)on.st.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM],
+          (long long)off.st.bytes[ZERO_TIER_NVME][ZERO_CAT_OPTIM]);
+}
+
+/* rank 0's offload writes fail from step 2's backward pass: its speculated passes fail, and
+   zero_step fails on both ranks (ZERO_ERR_IO), each rank's params as before the step */
+static void nvme_fault(void) {
+    static run R;
+    int k;
+    memset(&R, 0, sizeof R);
+    R.stage = 2; R.world = 2; R.accum = 1; R.dt = ZERO_BF16; R.opt = ZERO_OPTIM_ADAMW; R.tier = ZERO_OFFLOAD_NVME;
+    R.spec = 1; R.fault_step = 2;
+    zero__fops.pwrite = fault_pwrite;
+    zero__fops.io_result = fault_result;
+    (void)train(&R);
+    zero__fops.pwrite = zero__os_pwrite;
+    zero__fops.io_result = NULL;
+    for (k = 0; k < 2; k++) {
+        CHECK(R.fault_r[k] == ZERO_ERR_IO, "rank %d: zero_step gave %s (want ZERO_ERR_IO): %s", k,
+              zero_result_str(R.fault_r[k]), R.fault_msg[k]);
+        CHECK(R.fault_unchanged[k], "rank %d: the params changed in the failed step", k);
+    }
+    CHECK(strstr(R.fault_msg[0], "speculative step") && strstr(R.fault_msg[0], "write"), "rank 0: %s", R.fault_msg[0]);
+    CHECK(strstr(R.fault_msg[1], "another rank"), "rank 1: %s", R.fault_msg[1]);
+}
+
 static void refusals(void) {
     static const struct { int what; const char *msg; } cases[] = {
         { 0, "speculative_step runs, for now, with the CPU device" },
-        { 1, "speculative_step runs, for now, with the optimizer states in memory" },
         { 2, "speculative_step runs, for now, with fp32 or bf16 moments" },
         { 3, "speculative_step runs, for now, with AdamW, SGD or Lion" },
         { 4, "speculative_step is 2 (0 or 1)" },
@@ -170,7 +265,6 @@ static void refusals(void) {
         d.speculative_step = 1;
         switch (cases[i].what) {
         case 0: d.device = ZERO_DEVICE_EMU; break;
-        case 1: d.offload_optimizer = ZERO_OFFLOAD_NVME; d.offload.nvme_dirs[0] = "."; break;
         case 2: d.optim.state_dtype = ZERO_STATE_Q8; break;
         case 3: d.optim.type = ZERO_OPTIM_MUON; break;
         default: d.speculative_step = 2; break;
@@ -209,5 +303,25 @@ int main(void) {
     }
     test_begin("host_tier_stage2_world2");
     compare(ZERO_BF16, ZERO_OPTIM_ADAMW, ZERO_STATE_DEFAULT, ZERO_OFFLOAD_HOST, 0, 2, 2, 2); test_end();
+    {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(nvme_dir, sizeof nvme_dir, "%s/zero_spec_XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (mkdtemp(nvme_dir)) {
+            for (stage = 1; stage <= 3; stage++)
+                for (world = 1; world <= 3; world++)
+                    for (accum = 1; accum <= 2; accum++) {
+                        test_begin("nvme_bf16_stage%d_world%d_accum%d", stage, world, accum);
+                        compare_nvme(ZERO_BF16, stage, world, accum, 0);
+                        test_end();
+                    }
+            test_begin("nvme_f32_stage2_world2"); compare_nvme(ZERO_F32, 2, 2, 1, 0); test_end();
+            test_begin("nvme_params_stage3_world2"); compare_nvme(ZERO_BF16, 3, 2, 1, 1); test_end();
+            test_begin("nvme_params_stage3_world3_accum2"); compare_nvme(ZERO_F32, 3, 3, 2, 1); test_end();
+            TEST_RUN(nvme_fault);
+            rmdir(nvme_dir);
+        } else {
+            test_begin("nvme"); CHECK(0, "mkdtemp %s failed", nvme_dir); test_end();
+        }
+    }
     return test_summary();
 }
