@@ -483,8 +483,9 @@
      speculative_bytes does not apply; the bytes counted are the blocks written. Blocks
      are offload.buffer_bytes / 3: a model in one block speculates nothing before its
      last module. A failed speculated pass fails that zero_step on every rank, the params
-     put back. For now: the CPU device, fp32 or bf16 moments, not Muon
-     (ZERO_ERR_UNSUPPORTED otherwise).
+     put back. For now: the CPU device, fp32 or bf16 moments (q8 on NVMe alone: in memory
+     its blocks of 256 moments would need their own undo), not Muon (its step's collectives
+     would run on the comm thread among the reductions) (ZERO_ERR_UNSUPPORTED otherwise).
      On the CPU the pass runs on cpu_threads threads (0 means 1: the calling thread
      alone; the others start at zero_build, sleep between steps and stop at
      zero_destroy). It uses AVX-512 or AVX2 when the CPU has them (GCC/clang on x86-64),
@@ -11657,7 +11658,7 @@ static zero_result zero__check_desc_muon(const zero_desc *d, const zero_logger *
     return ZERO_OK;
 }
 /* desc.speculative_step, and where it runs for now: the CPU device (the states in memory, on
-   the host, the same there, or NVMe), fp32 or bf16 moments, AdamW, SGD or Lion */
+   the host, the same there, or NVMe), fp32 or bf16 moments (q8 too on NVMe), AdamW, SGD or Lion */
 static zero_result zero__check_desc_spec(const zero_desc *d, const zero_logger *lg) {
     const char *why = NULL;
     if (d->speculative_step < 0 || d->speculative_step > 1 || d->speculative_bytes < 0)
@@ -11666,7 +11667,8 @@ static zero_result zero__check_desc_spec(const zero_desc *d, const zero_logger *
                              (long long)d->speculative_bytes);
     if (!d->speculative_step) return ZERO_OK;
     if (d->device != ZERO_DEVICE_DEFAULT && d->device != ZERO_DEVICE_CPU) why = "the CPU device (desc.device)";
-    else if (d->optim.state_dtype == ZERO_STATE_Q8) why = "fp32 or bf16 moments (not q8)";
+    else if (d->optim.state_dtype == ZERO_STATE_Q8 && d->offload_optimizer != ZERO_OFFLOAD_NVME)
+        why = "fp32 or bf16 moments (q8: on the NVMe tier alone, whose undo is its other slot)";
     else if (d->optim.type == ZERO_OPTIM_MUON) why = "AdamW, SGD or Lion (not Muon)";
     if (why)
         return zero__fail_lg(lg, ZERO_ERR_UNSUPPORTED, ZERO_LOGITEM_BAD_OPTION, "speculative_step runs, for now, with %s",

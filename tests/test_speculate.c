@@ -16,7 +16,7 @@
    planned (the plan equals the bytes allocated) and the refusals name what is missing.
    On the NVMe tier the model's rows are 8 times more (5248 elements) and a block holds 1024
    elements, so blocks become ready one by one during the backward pass (a block with pieces
-   of two modules when the second's gradient is final), params on NVMe too (stage 3); a
+   of two modules when the second's gradient is final), q8 moments, params on NVMe too (stage 3); a
    failed write in a speculated pass on one rank fails that step with ZERO_ERR_IO on every
    rank, the params as before it. */
 #ifndef _POSIX_C_SOURCE
@@ -203,10 +203,10 @@ static void compare(zero_dtype dt, zero_optim_type opt, zero_state_dtype sdt, ze
 }
 
 /* NVMe: as compare, the params on NVMe too at stage 3 (nvme_params) */
-static void compare_nvme(zero_dtype dt, int stage, int world, int accum, int nvme_params) {
+static void compare_nvme(zero_dtype dt, zero_state_dtype sdt, int stage, int world, int accum, int nvme_params) {
     static run off, on;
     memset(&off, 0, sizeof off);
-    off.stage = stage; off.world = world; off.accum = accum; off.dt = dt; off.opt = ZERO_OPTIM_ADAMW;
+    off.stage = stage; off.world = world; off.accum = accum; off.dt = dt; off.opt = ZERO_OPTIM_ADAMW; off.sdt = sdt;
     off.tier = ZERO_OFFLOAD_NVME; off.nvme_params = nvme_params;
     on = off;
     on.spec = 1;
@@ -252,7 +252,7 @@ static void nvme_fault(void) {
 static void refusals(void) {
     static const struct { int what; const char *msg; } cases[] = {
         { 0, "speculative_step runs, for now, with the CPU device" },
-        { 2, "speculative_step runs, for now, with fp32 or bf16 moments" },
+        { 2, "speculative_step runs, for now, with fp32 or bf16 moments (q8: on the NVMe tier alone" },
         { 3, "speculative_step runs, for now, with AdamW, SGD or Lion" },
         { 4, "speculative_step is 2 (0 or 1)" },
     };
@@ -311,12 +311,15 @@ int main(void) {
                 for (world = 1; world <= 3; world++)
                     for (accum = 1; accum <= 2; accum++) {
                         test_begin("nvme_bf16_stage%d_world%d_accum%d", stage, world, accum);
-                        compare_nvme(ZERO_BF16, stage, world, accum, 0);
+                        compare_nvme(ZERO_BF16, ZERO_STATE_DEFAULT, stage, world, accum, 0);
                         test_end();
                     }
-            test_begin("nvme_f32_stage2_world2"); compare_nvme(ZERO_F32, 2, 2, 1, 0); test_end();
-            test_begin("nvme_params_stage3_world2"); compare_nvme(ZERO_BF16, 3, 2, 1, 1); test_end();
-            test_begin("nvme_params_stage3_world3_accum2"); compare_nvme(ZERO_F32, 3, 3, 2, 1); test_end();
+            test_begin("nvme_f32_stage2_world2"); compare_nvme(ZERO_F32, ZERO_STATE_DEFAULT, 2, 2, 1, 0); test_end();
+            /* q8 blocks are 4096 elements: two at one rank, one at two */
+            test_begin("nvme_q8_stage2_world2"); compare_nvme(ZERO_BF16, ZERO_STATE_Q8, 2, 2, 1, 0); test_end();
+            test_begin("nvme_q8_stage1_world1_accum2"); compare_nvme(ZERO_F32, ZERO_STATE_Q8, 1, 1, 2, 0); test_end();
+            test_begin("nvme_params_stage3_world2"); compare_nvme(ZERO_BF16, ZERO_STATE_DEFAULT, 3, 2, 1, 1); test_end();
+            test_begin("nvme_params_stage3_world3_accum2"); compare_nvme(ZERO_F32, ZERO_STATE_DEFAULT, 3, 3, 2, 1); test_end();
             TEST_RUN(nvme_fault);
             rmdir(nvme_dir);
         } else {
