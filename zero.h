@@ -1406,6 +1406,8 @@ typedef struct zero_plan {
     int64_t zpp_buffer_bytes;       /* of bytes[..][ZERO_CAT_BUFFERS]: ZeRO++'s quantized payloads */
     int64_t flat_bytes;             /* of bytes[..][ZERO_CAT_PARAMS] and [..][ZERO_CAT_GRADS]: the flat
                                        views of desc.flat_layout (0: off) */
+    int64_t speculative_bytes;      /* of bytes[..][ZERO_CAT_BUFFERS]: desc.speculative_step's undo area
+                                       (0: off, or on NVMe, whose undo is the other slot) */
 } zero_plan;
 
 typedef struct zero_stats {
@@ -11554,7 +11556,8 @@ static void zero__plan_compute(const zero_desc *d, int world, const zero__sizes 
     if (z->tile_elems)      /* f32 copies of a tile and of its gradient, and the GEMM's packing buffers */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += 2 * z->tile_elems * 4 + zero__gemm_workspace_bytes(d);
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__muon_bytes(d, world, z->muon_span, z->muon_ws, z->muon_own);
-    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__spec_bytes(d, Tstate);
+    p->speculative_bytes = zero__spec_bytes(d, Tstate);
+    b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += p->speculative_bytes;
     if (d->stage == 3)      /* the budget, room for the largest module in use, and persistent modules */
         b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += zero__max_live(d, z) + zero__gbytes(d, z->max_span) + z->persist_bytes;
     b[ZERO_TIER_DEVICE][ZERO_CAT_BUFFERS] += z->dev_tables;

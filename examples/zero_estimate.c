@@ -39,6 +39,13 @@ the iteration's work area, the matrices a rank iterates on sent and received). W
 default split a module is P / 32 elements: give --modules the model's layers.
 
     build/zero_estimate --params 7e9 --ranks 8 --stage 3 --modules 32 --optim muon --matrix 4096x4096
+
+--speculative-step [--speculative-bytes B] (desc.speculative_step, ON THE OPTIMIZER): the undo
+area of the speculated steps (every module's old master, moments and params, or at most B
+bytes), in buffer_bytes; speculative_bytes= prints it after the other lines. (On the NVMe
+tier the undo is the tier's other slot: no area.)
+
+    build/zero_estimate --params 1e9 --ranks 8 --stage 2 --speculative-step
 */
 #include <math.h>     // defines: floor
 #include <stdint.h>   // defines: int64_t
@@ -56,7 +63,7 @@ static void usage(FILE *f) {
         "                     [--optim adamw|lion|sgd|muon] [--matrix RxC] [--optim-state-dtype f32|bf16|q8]\n"
         "                     [--qwz] [--qgz]\n"
         "                     [--qgz-bits 4|8] [--hpz N]\n"
-        "                     [--quant-block B]\n"
+        "                     [--quant-block B] [--speculative-step] [--speculative-bytes B]\n"
         "  --params P    parameter count, a whole number; 7.5e9 is accepted\n"
         "  --ranks N     data-parallel ranks, 1..%d\n"
         "  --stage S     ZeRO stage 0..3\n"
@@ -78,10 +85,13 @@ static void usage(FILE *f) {
         "  --hpz N       ZeRO++ (stage 3): a secondary partition over nodes of N ranks; N divides --ranks\n"
         "                (the nodes: N ranks, else one node of all ranks)\n"
         "  --quant-block B  elements per quantization block (default 256)\n"
+        "  --speculative-step  the undo area of desc.speculative_step (every module's old states and params)\n"
+        "  --speculative-bytes B  that area, at most B bytes\n"
         "numbers are decimal (0x10 is refused, 010 is ten)\n"
         "prints model_state_bytes_per_rank= first, total_bytes_per_rank= (with the buffers)\n"
         "second, then the bytes per category, one key=value a line (activation_*: with --acts;\n"
-        "hpz_bytes= and zpp_buffer_bytes=: with --qwz, --qgz or --hpz)\n",
+        "hpz_bytes= and zpp_buffer_bytes=: with --qwz, --qgz or --hpz; speculative_bytes=: with\n"
+        "--speculative-step)\n",
         ZERO__MAX_RANKS);
 }
 
@@ -108,11 +118,14 @@ int main(int argc, char **argv) {
     zero_optim_type optim = ZERO_OPTIM_ADAMW;
     zero_dtype dtype = ZERO_BF16;
     int qwz = 0, qgz = 0, hpz = 0, quant_block = 0;     // ZeRO++ (desc.qwz, .qgz bits, .hpz, .quant_block)
+    int spec = 0;                                       // desc.speculative_step
+    int64_t spec_bytes = 0;                             // desc.speculative_bytes (0: every module's)
     int64_t rows = 0, cols = 0;                         // --matrix (Muon's)
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) { usage(stdout); return 0; }
         if (!strcmp(o, "--qwz")) { qwz = 1; continue; }
+        if (!strcmp(o, "--speculative-step")) { spec = 1; continue; }
         if (!strcmp(o, "--qgz")) { if (!qgz) qgz = 8; continue; }
         const char *v = option_value(argc, argv, &i);
         // 2^53: every larger double is a whole number, and the planner's byte counts
@@ -131,6 +144,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(o, "--hpz")) hpz = (int)parse_count(o, v, 1, ZERO__MAX_RANKS, " ranks per node");
         else if (!strcmp(o, "--quant-block")) quant_block = (int)parse_count(o, v, 1, 1 << 20, " elements");
+        else if (!strcmp(o, "--speculative-bytes")) spec_bytes = parse_count(o, v, 1, (int64_t)1 << 60, " bytes");
         else if (!strcmp(o, "--offload-activations")) act_tier = parse_act_offload(o, v);
         else if (!strcmp(o, "--optim-state-dtype")) state_dtype = parse_state_dtype(o, v);
         else if (!strcmp(o, "--optim")) optim = parse_optim(o, v, 1);
@@ -156,6 +170,7 @@ int main(int argc, char **argv) {
     if (acts > 0 && act_bytes == 0) bad_arg("is required with --acts", "--act-bytes", NULL);
     if (optim == ZERO_OPTIM_MUON && rows == 0) bad_arg("is required with --optim muon (the matrices' shape)", "--matrix", NULL);
     if (optim != ZERO_OPTIM_MUON && rows > 0) bad_arg("is for --optim muon", "--matrix", NULL);
+    if (spec_bytes > 0 && !spec) bad_arg("is for --speculative-step", "--speculative-bytes", NULL);
     if (hpz && ranks % hpz) {
         fprintf(stderr, "zero_estimate: --hpz %d must divide --ranks %lld (it is the ranks per node)\n", hpz,
                 (long long)ranks);
@@ -195,6 +210,8 @@ int main(int argc, char **argv) {
     d.qgz = qgz;
     d.hpz = hpz;                       // the nodes: hpz ranks each, else one node of every rank
     d.quant_block = quant_block;
+    d.speculative_step = spec;
+    d.speculative_bytes = spec_bytes;
     zero_plan plan;
     zero_result r = optim == ZERO_OPTIM_MUON ? zero_estimate_muon(&d, (int)ranks, (int)modules, numels, rows, cols, &plan)
                                              : zero_estimate(&d, (int)ranks, (int)modules, numels, &plan);
@@ -236,5 +253,6 @@ int main(int argc, char **argv) {
         printf("hpz_bytes=%lld\n", (long long)plan.hpz_bytes);
         printf("zpp_buffer_bytes=%lld\n", (long long)plan.zpp_buffer_bytes);
     }
+    if (spec) printf("speculative_bytes=%lld\n", (long long)plan.speculative_bytes);
     return 0;
 }

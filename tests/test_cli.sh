@@ -80,6 +80,17 @@ if printf '%s\n%s\n' "$ad" "$mu" | awk -F= '/^model_state_bytes_per_rank=/ { m[k
        END { exit !(k == 2 && m[0] - m[1] == 1000000 && n == 2 && b[1] > b[0] + 4 * 250000) }'
 then pass est_optim_muon
 else fail est_optim_muon "adamw: $(printf '%s' "$ad" | tr '\n' ' ' | head -c 200) muon: $(printf '%s' "$mu" | tr '\n' ' ' | head -c 200)"; fi
+# --speculative-step: the undo area, every module's old master, moments and params (bf16: 4 + 8 + 2
+# bytes each of a rank's 1.25e8 elements), in buffer_bytes too; --speculative-bytes caps it
+# (tests/test_speculate.c checks the planner against zero_build's allocation)
+sp=$("${E[@]}" --params 1e9 --ranks 8 --stage 2 --speculative-step 2>&1)
+sc=$("${E[@]}" --params 1e9 --ranks 8 --stage 2 --speculative-step --speculative-bytes 1000000 2>&1)
+if printf '%s\n' "$sp" | grep -qx 'speculative_bytes=1750000000' && printf '%s\n' "$sc" | grep -qx 'speculative_bytes=1000000' &&
+   printf '%s\n%s\n' "$sp" "$sc" | awk -F= '/^buffer_bytes=/ { b[n++] = $2 } END { exit !(n == 2 && b[0] - b[1] == 1749000000) }' &&
+   ! "${E[@]}" --params 1e9 --ranks 8 --stage 2 2>&1 | grep -q '^speculative_bytes='
+then pass est_speculative
+else fail est_speculative "$(printf '%s' "$sp" | grep -E 'spec|buffer' | tr '\n' ' ') capped: $(printf '%s' "$sc" | grep -E 'spec|buffer' | tr '\n' ' ')"; fi
+refused est_speculative_bytes_alone "--speculative-bytes is for --speculative-step" "${E[@]}" --params 1e9 --ranks 8 --stage 2 --speculative-bytes 5
 refused est_optim_muon_no_matrix "--matrix is required with --optim muon" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim muon
 refused est_matrix_no_muon "--matrix is for --optim muon" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --matrix 8x8
 refused est_matrix_bogus "--matrix expects ROWSxCOLS such as 4096x4096 (got '8by8')" "${E[@]}" --params 1e9 --ranks 4 --stage 3 --optim muon --matrix 8by8

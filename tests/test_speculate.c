@@ -48,6 +48,7 @@ typedef struct run {
     float out[NP];
     zero_stats st;
     int plan_ok;
+    int64_t plan_spec;              /* rank 0's plan.speculative_bytes */
     zero_result step_r[STEPS + 1];
     int trace, traced;              /* trace: enable the trace; traced: rank 0's "speculative update" spans */
 } run;
@@ -109,7 +110,10 @@ static zero_result rank_main(zero_comm *comm, int rank, void *user) {
         zero_plan pl;
         zero_stats st;
         if (zero_plan_get(z, &pl) == ZERO_OK && zero_stats_get(z, &st) == ZERO_OK && rank == 0)
+        {
             R->plan_ok = memcmp(pl.bytes, st.bytes, sizeof pl.bytes) == 0;
+            R->plan_spec = pl.speculative_bytes;
+        }
     }
     for (m = 0; m < NMOD; m++)
         for (k = 0; k < 2; k++) {
@@ -189,6 +193,8 @@ static void compare(zero_dtype dt, zero_optim_type opt, zero_state_dtype sdt, ze
     on.window = window;
     if (!train(&off) || !train(&on)) return;
     CHECK(on.plan_ok, "the plan differs from the bytes allocated");
+    CHECK(on.plan_spec > 0 && off.plan_spec == 0 && on.plan_spec <= (window ? (int64_t)(24 * 16 + 24) * 14 : on.plan_spec),
+          "plan.speculative_bytes %lld (without: %lld)", (long long)on.plan_spec, (long long)off.plan_spec);
     CHECK(on.step_r[3] == ZERO_STEP_SKIPPED && off.step_r[3] == ZERO_STEP_SKIPPED, "step 3 not skipped (%s, %s)",
           zero_result_str(on.step_r[3]), zero_result_str(off.step_r[3]));
     CHECK(memcmp(on.out, off.out, sizeof on.out) == 0, "stage %d world %d accum %d: speculation changed the params", stage,
@@ -212,6 +218,7 @@ static void compare_nvme(zero_dtype dt, zero_state_dtype sdt, int stage, int wor
     on.spec = 1;
     if (!train(&off) || !train(&on)) return;
     CHECK(on.plan_ok, "the plan differs from the bytes allocated");
+    CHECK(on.plan_spec == 0, "NVMe: plan.speculative_bytes %lld (the other slot is the undo)", (long long)on.plan_spec);
     CHECK(on.step_r[3] == ZERO_STEP_SKIPPED && off.step_r[3] == ZERO_STEP_SKIPPED, "step 3 not skipped (%s, %s)",
           zero_result_str(on.step_r[3]), zero_result_str(off.step_r[3]));
     CHECK(memcmp(on.out, off.out, sizeof on.out) == 0, "nvme stage %d world %d accum %d: speculation changed the params",
