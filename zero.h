@@ -1660,6 +1660,8 @@ ZERO_API int64_t zero_num_params(const zero_ctx *ctx);                  /* total
 ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float *values);
 /* (stage 3: the next zero_fetch of the module sees the new values; a module fetched right
    now keeps the values it was gathered with until it is released) */
+/* (each param read straight into its place in out; a module sharded across the ranks is
+   gathered first into a buffer of its span: device memory, or on the CPU device host memory) */
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out);  /* collective */
 /* The same without a whole-model buffer on every rank (collective, like it; host memory: one
    module's span, plus as much device memory where a module's values are sharded).
@@ -15116,25 +15118,31 @@ static int zero__module_f32_local(const zero_ctx *ctx, int mi) {
    (and a device one where its values are sharded), then fn(user, param index, values) on
    rank root (every rank when root < 0); every rank takes part in the gathers */
 typedef void (*zero__param_visit)(void *user, zero_ctx *ctx, int pi, const float *values);
-static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param_visit fn, void *user, const char *who) {
+static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param_visit fn, void *user, float *direct,
+                                           const char *who) {
     const zero_desc *d = &ctx->desc;
     const zero_allocator *a = &d->allocator;
-    float *tmp = NULL, *h = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4);
+    float *tmp = NULL, *h = NULL;
     zero_result r = ZERO_OK, rl = ZERO_OK;
-    int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank, sharded = 0;
+    int i, j, pdt = (int)d->param_dtype, mine = root < 0 || root == ctx->rank, sharded = 0, need_h;
     double ok;
     for (i = 0; i < ctx->num_modules; i++)          /* the same on every rank: stage, tier, frozen */
         sharded |= !zero__module_f32_local(ctx, i);
+    /* direct (the flat order's array): each param read straight into its place there, so h, a
+       module's span that a large model's first touch of costs more than the copy (a 64 MiB
+       module: 16,384 page faults a call), is only where a host-memory device gathers into it */
+    need_h = !direct || (sharded && ctx->dev->host_access);
+    if (need_h) h = (float *)zero__raw_alloc(a, (size_t)ctx->lay.max_span * 4 + 4);
     /* (a transient device buffer, outside the plan, as zero_gather_params_f32's always was; a
        device whose memory is the host's gathers into h itself) */
-    tmp = !sharded || !h ? NULL : ctx->dev->host_access ? h : (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4);
-    ok = h && (!sharded || tmp) ? 1.0 : 0.0;
+    tmp = !sharded || (need_h && !h) ? NULL : ctx->dev->host_access ? h : (float *)ctx->dev->alloc(ctx, ctx->lay.max_span * 4);
+    ok = (!need_h || h) && (!sharded || tmp) ? 1.0 : 0.0;
     /* with gathers ahead, the ranks first agree that each has its buffers (the count of those
        that do): one that lacks them must not leave the others waiting in a gather */
     if (sharded && ctx->world > 1) r = zero__wait(ctx, zero__post_allreduce_f64(ctx, &ok, 1));
     if (r == ZERO_OK && ok < (sharded && ctx->world > 1 ? (double)ctx->world : 1.0))
         r = zero__fail(ctx, ZERO_ERR_OUT_OF_MEMORY, ZERO_LOGITEM_OUT_OF_MEMORY, "%s: out of memory%s", who,
-                       h && (!sharded || tmp) ? " on another rank" : "");
+                       (!need_h || h) && (!sharded || tmp) ? " on another rank" : "");
     for (i = 0; r == ZERO_OK && i < ctx->num_modules; i++) {
         const zero__module_rec *m = &ctx->modules[i];
         int local = zero__module_f32_local(ctx, i);
@@ -15143,14 +15151,18 @@ static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param
            takes part in the remaining gathers, so no rank is left waiting */
         for (j = 0; rl == ZERO_OK && mine && j < ctx->num_params; j++) {
             const zero__param_rec *pr = &ctx->params[j];
+            float *dst;
             if (pr->module != i) continue;
-            if (!local) rl = tmp == h ? ZERO_OK : zero__dev_get_f32(ctx, h + pr->offset, tmp + pr->offset, ZERO_F32, pr->numel);
+            dst = !local && tmp == h ? h + pr->offset : direct ? direct + pr->out_offset : h + pr->offset;
+            if (!local) rl = tmp == h ? ZERO_OK : zero__dev_get_f32(ctx, dst, tmp + pr->offset, ZERO_F32, pr->numel);
             else if (ctx->tier.vt->has_master(ctx) && !m->frozen)
-                rl = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, h + pr->offset, who);
+                rl = ctx->tier.vt->read(ctx, 0, m->lay.train_off + pr->offset, pr->numel, dst, who);
             else
-                rl = zero__dev_get_f32(ctx, h + pr->offset, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt),
-                                       pdt, pr->numel);
-            if (rl == ZERO_OK) fn(user, ctx, j, h + pr->offset);
+                rl = zero__dev_get_f32(ctx, dst, zero__at(ctx->arena.param, m->lay.param_off + pr->offset, pdt), pdt,
+                                       pr->numel);
+            if (rl != ZERO_OK) break;
+            if (!direct) fn(user, ctx, j, dst);
+            else if (dst != direct + pr->out_offset) memcpy(direct + pr->out_offset, dst, sizeof(float) * (size_t)pr->numel);
         }
     }
     if (tmp && tmp != h) ctx->dev->free(ctx, tmp);
@@ -15164,10 +15176,6 @@ static void zero__gather_to_user(void *u, zero_ctx *ctx, int pi, const float *va
     zero_param p;
     p.id = zero__handle(ctx, pi);
     g->fn(g->user, p, ctx->modules[pr->module].name, pr->name, values, pr->numel);
-}
-static void zero__gather_to_out(void *u, zero_ctx *ctx, int pi, const float *values) {
-    const zero__gather_user *g = (const zero__gather_user *)u;
-    memcpy(g->out + ctx->params[pi].out_offset, values, sizeof(float) * (size_t)ctx->params[pi].numel);
 }
 
 /* >>tiling -----------------------------------------------------------------------------
@@ -20288,12 +20296,10 @@ ZERO_API zero_result zero_param_set_f32(zero_ctx *ctx, zero_param p, const float
 }
 
 ZERO_API zero_result zero_gather_params_f32(zero_ctx *ctx, float *out) {
-    zero__gather_user g;
     zero_result r;
     if ((r = zero__check_built(ctx, "zero_gather_params_f32")) != ZERO_OK) return r;
     if (!out) return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG, "zero_gather_params_f32: out is NULL");
-    g.fn = NULL; g.user = NULL; g.out = out;
-    return zero__gather_params_each(ctx, -1, zero__gather_to_out, &g, "zero_gather_params_f32");
+    return zero__gather_params_each(ctx, -1, NULL, NULL, out, "zero_gather_params_f32");
 }
 
 ZERO_API zero_result zero_set_params_f32(zero_ctx *ctx, const float *all) {
@@ -20353,7 +20359,6 @@ ZERO_API zero_result zero_load(zero_ctx *ctx, const char *dir) {
 }
 
 ZERO_API zero_result zero_gather_params_f32_root(zero_ctx *ctx, int root, float *out) {
-    zero__gather_user g;
     zero_result r;
     if ((r = zero__check_built(ctx, "zero_gather_params_f32_root")) != ZERO_OK) return r;
     if (root < -1 || root >= ctx->world)
@@ -20363,8 +20368,7 @@ ZERO_API zero_result zero_gather_params_f32_root(zero_ctx *ctx, int root, float 
     if (!out && (root < 0 || root == ctx->rank))
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_NULL_ARG,
                           "zero_gather_params_f32_root: out must not be NULL on rank %d", ctx->rank);
-    g.fn = NULL; g.user = NULL; g.out = out;
-    return zero__gather_params_each(ctx, root, zero__gather_to_out, &g, "zero_gather_params_f32_root");
+    return zero__gather_params_each(ctx, root, NULL, NULL, out, "zero_gather_params_f32_root");
 }
 
 ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param_fn fn, void *user) {
@@ -20377,7 +20381,7 @@ ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param
                           "zero_gather_params_each: root %d is not a rank of this world of %d (or -1: every rank)",
                           root, ctx->world);
     g.fn = fn; g.user = user; g.out = NULL;
-    return zero__gather_params_each(ctx, root, zero__gather_to_user, &g, "zero_gather_params_each");
+    return zero__gather_params_each(ctx, root, zero__gather_to_user, &g, NULL, "zero_gather_params_each");
 }
 
 ZERO_API zero_result zero_grad_shard_f32(zero_ctx *ctx, zero_param p, float *out, int64_t *begin, int64_t *end) {
