@@ -7602,7 +7602,8 @@ static zero_result zero__cuda_put_f32(zero_ctx *ctx, void *dst, int dt, const fl
         int64_t c = n - i < per ? n - i : per;
         if (k >= 2 && (e = zero__cu_wait(ctx, cu->xev[b])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero__from_f32(cu->staging[b], (zero_dtype)dt, src + i, c);
+        if (dt == ZERO_F32) zero__from_f32(cu->staging[b], (zero_dtype)dt, src + i, c);
+        else zero__cvt_kernel(ctx->opt.simd)(cu->staging[b], src + i, dt, c, 0);   /* (zero__st's bits, in vectors) */
         if ((e = (int)cudaMemcpyAsync((char *)dst + i * es, cu->staging[b], (size_t)(c * es), cudaMemcpyDefault,
                                       cu->compute)) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaMemcpyAsync (staged, to the device)");
@@ -7638,7 +7639,8 @@ static zero_result zero__cuda_get_f32(zero_ctx *ctx, float *dst, const void *src
             return zero__cuda_stage_fail(ctx, e, what);
         if ((e = zero__cu_wait(ctx, cu->xev[k & 1])) != 0)
             return zero__cuda_stage_fail(ctx, e, "cudaEventSynchronize (a staging buffer)");
-        zero__to_f32(dst + i, cu->staging[k & 1], (zero_dtype)dt, c);
+        if (dt == ZERO_F32) zero__to_f32(dst + i, cu->staging[k & 1], (zero_dtype)dt, c);
+        else zero__cvt_kernel(ctx->opt.simd)(dst + i, cu->staging[k & 1], dt, c, 1);
     }
     return ZERO_OK;
 }
