@@ -134,7 +134,7 @@ fi
 #      paths as one command, and every sanitizer run failed with exit 127)
 mkdir -p "$tmp/cuda/bin" "$tmp/cuda/compute-sanitizer"
 touch "$tmp/cuda/bin/compute-sanitizer" "$tmp/cuda/compute-sanitizer/compute-sanitizer"
-got=$(make --no-print-directory -s BUILD="$BUILD" CUDA_HOME="$tmp/cuda" gpu-sanitizer 2>&1)
+got=$(MAKEFLAGS= MAKELEVEL= make --no-print-directory -s BUILD="$BUILD" CUDA_HOME="$tmp/cuda" gpu-sanitizer 2>/dev/null)
 [ "$got" = "$tmp/cuda/bin/compute-sanitizer" ]
 ok $? gpu_rehearsal_sanitizer_one_path "make gpu-sanitizer with both of the toolkit's paths printed '$got'"
 
