@@ -12790,16 +12790,18 @@ static zero_result zero__muon_apply_at(zero_ctx *ctx, const zero__muon_hp *h, in
    on every rank. The CPU device (zero__check_desc_muon), its states in memory or on NVMe
    (zero__nvme_muon). The optimizer track shows "muon update" (momentum), "muon ns" and
    "muon apply" per module. */
-static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
+/* fail0: the element pass's outcome on this rank; failed, this rank only takes part in the
+   collectives (every rank's must match) and touches no state, and the step fails */
+static zero_result zero__muon_step(zero_ctx *ctx, float gscale, zero_result fail0) {
     const zero_desc *d = &ctx->desc;
     const zero_muon_desc *md = &d->optim.muon;
     const int N = ctx->world, gather = d->stage > 0 && N > 1, adt = (int)d->grad_accum_dtype;
     float *all = ctx->opt.muon_buf, *mine, *work, *gws, *send, *recv;
     zero__muon_hp h;
-    zero_result r = ZERO_OK, fail = ZERO_OK;     /* fail: the tier's (the collectives go on, so every rank's match) */
+    zero_result r = ZERO_OK, fail = fail0;      /* fail: the tier's (the collectives go on, so every rank's match) */
     unsigned fpenv;
     int mi, pi, j, k;
-    if (!all) return ZERO_OK;       /* no Muon matrices */
+    if (!all) return fail0;         /* no Muon matrices */
     mine = all + ctx->opt.muon_span;
     work = mine + (gather ? ctx->opt.muon_span / N : 0);
     gws = work + ctx->opt.muon_ws;
@@ -12882,7 +12884,7 @@ static zero_result zero__muon_step(zero_ctx *ctx, float gscale) {
 }
 static zero_result zero__mem_step(zero_ctx *ctx, float gscale) {
     zero_result r = ctx->dev->optimizer(ctx, gscale);
-    return r == ZERO_OK ? zero__muon_step(ctx, gscale) : r;
+    return zero__muon_step(ctx, gscale, r);
 }
 static zero_result zero__mem_read(zero_ctx *ctx, int which, int64_t idx, int64_t n, float *out, const char *fn) {
     (void)fn;
@@ -13266,16 +13268,19 @@ static zero_result zero__nvme_undo(zero_ctx *ctx) {
    undo puts back the params from that slot's blocks (read again: buf[0] no longer holds
    the pass's last block). Their blocks are read and written once more than the other
    params' (twice when a matrix spans more than one block: momentum, then master). */
-static zero_result zero__nvme_muon(zero_ctx *ctx, float gscale) {
+static zero_result zero__nvme_muon(zero_ctx *ctx, float gscale, zero_result r0) {
     zero__nvme *o = ctx->tier.nvme;
     int so = o->slot, x;
     zero_result r;
-    if (!ctx->opt.muon_buf) return ZERO_OK;
+    if (!ctx->opt.muon_buf) return r0;
+    /* the element pass failed here: the collectives alone, and the pass's buffers (bufblk)
+       stay for the undo, which puts back the params of a block whose write failed from them */
+    if (r0 != ZERO_OK) return zero__muon_step(ctx, gscale, r0);
     zero__mutex_lock(&o->mu);
     for (x = 0; x < 3; x++) o->bufblk[x] = -1;
     o->cached = -1; o->dirty = 0; o->slot = 1 - so;
     zero__mutex_unlock(&o->mu);
-    r = zero__muon_step(ctx, gscale);
+    r = zero__muon_step(ctx, gscale, ZERO_OK);
     zero__mutex_lock(&o->mu);
     if (r == ZERO_OK) r = zero__nvme_flush(ctx, "zero_step");
     o->cached = -1; o->dirty = 0; o->slot = so;
@@ -13290,7 +13295,7 @@ static zero_result zero__nvme_apply(zero_ctx *ctx, float gscale) {
     zero_result r = o->spec_fail ? o->spec_fail : zero__nvme_step(ctx, gscale), rr;
     double v[2];
     o->spec_fail = ZERO_OK;     /* (a speculated pass's failure fails this step: undone below) */
-    if (r == ZERO_OK) r = zero__nvme_muon(ctx, gscale);
+    r = zero__nvme_muon(ctx, gscale, r);   /* (its collectives on every rank, failed or not) */
     ctx->tier.nvme->gblk = -1;
     v[0] = r != ZERO_OK;
     v[1] = r != ZERO_OK ? (double)r : 0.0;

@@ -552,7 +552,22 @@ typedef struct tier_run {
        in rank 0's w3 gradient at step nan_step; step omit_step left out; the gradients of
        step t multiplied by coef[t] (0: not); the steps each rank saw skipped */
     float clip, scale; int nan_step, omit_step; double coef[6]; int skipped[4];
+    /* fault_step > 0: rank 0's offload writes fail once zero_step of that step has written its
+       blocks + fault_delta (0: the Muon pass's writes; -1: the element pass's last block's);
+       each rank's result, message and whether its params stayed the bits they were; the run
+       stops there */
+    int fault_step, fault_delta; zero_result fault_r[4]; char fault_msg[4][256]; int fault_same[4];
 } tier_run;
+static volatile int fault_fd = -1;
+static int64_t fault_writes, fault_after;      /* rank 0's writes since armed; the first that fails */
+static int fault_hit(int fd, int write) {
+    return write && fd == __atomic_load_n(&fault_fd, __ATOMIC_RELAXED) &&
+           __atomic_fetch_add(&fault_writes, 1, __ATOMIC_RELAXED) >= __atomic_load_n(&fault_after, __ATOMIC_RELAXED);
+}
+static int64_t fault_pwrite(int fd, const void *b, size_t n, int64_t off) {
+    return fault_hit(fd, 1) ? -EIO : zero__os_pwrite(fd, b, n, off);
+}
+static int64_t fault_result(int fd, int write, int64_t off, int64_t res) { (void)off; return fault_hit(fd, write) ? -EIO : res; }
 static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
     tier_run *R = (tier_run *)user;
     zero_desc d;
@@ -618,6 +633,24 @@ static zero_result tier_rank(zero_comm *comm, int rank, void *user) {
             }
             if ((r = zero_release(z, mod[m])) != ZERO_OK || (r = zero_grads_ready(z, mod[m])) != ZERO_OK) goto done;
         }
+        if (t == R->fault_step) {       /* rank 0's writes fail past its element pass's */
+            static char before[4][TIER_NP * 4];
+            int64_t pb = zero__pcat(z->lay.plan.bytes, ZERO_CAT_PARAMS);
+            if (pb > (int64_t)sizeof before[0]) { r = ZERO_ERR_INVALID_ARG; goto done; }
+            memcpy(before[rank], z->arena.param, (size_t)pb);
+            if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;
+            if (rank == 0) {
+                __atomic_store_n(&fault_writes, 0, __ATOMIC_RELAXED);
+                __atomic_store_n(&fault_after, z->tier.nvme->nblocks + R->fault_delta, __ATOMIC_RELAXED);
+                __atomic_store_n(&fault_fd, z->tier.nvme->fd[0], __ATOMIC_RELAXED);
+            }
+            if ((r = zero_allreduce_f64(z, NULL, 0)) != ZERO_OK) goto done;
+            R->fault_r[rank] = zero_step(z);
+            snprintf(R->fault_msg[rank], sizeof R->fault_msg[0], "%s", zero_last_error(z));
+            R->fault_same[rank] = memcmp(before[rank], z->arena.param, (size_t)pb) == 0;
+            if (rank == 0) __atomic_store_n(&fault_fd, -1, __ATOMIC_RELAXED);
+            goto done;
+        }
         r = zero_step(z);
         if (r == ZERO_STEP_SKIPPED) { R->skipped[rank] |= 1 << t; r = ZERO_OK; }
         if (r != ZERO_OK) goto done;
@@ -660,6 +693,31 @@ static void tiers(void) {
                     else CHECK(memcmp(outs[0], ref, sizeof ref) == 0, "%s params, world %d: stage %d %s differs from "
                                "stage 0 in memory", p ? "f32" : "bf16", w, stage, tname[tier]);
                 }
+    for (k = 0; k < 2; k++) {   /* a write that fails on rank 0 in the NVMe Muon pass (past its element
+                                   pass's), then one in the element pass's last block (the Muon pass's
+                                   collectives must still run there): the step fails on both ranks,
+                                   each rank's params the bits they were */
+        const char *where = k ? "element pass" : "muon pass";
+        int q;
+        memset(&R, 0, sizeof R);
+        for (q = 0; q < 4; q++) R.out[q] = outs[q];
+        R.stage = 2; R.tier = TIER_NVME; R.pdt = ZERO_BF16; R.fault_step = 3; R.fault_delta = k ? -1 : 0;
+        zero__fops.pwrite = fault_pwrite;
+        zero__fops.io_result = fault_result;
+        (void)zero_run_local(2, tier_rank, &R);
+        zero__fops.pwrite = zero__os_pwrite;
+        zero__fops.io_result = NULL;
+        for (q = 0; q < 2; q++) {
+            CHECK(R.fault_r[q] == ZERO_ERR_IO, "%s fault: rank %d's zero_step gave %s (want ZERO_ERR_IO): %s", where, q,
+                  zero_result_str(R.fault_r[q]), R.fault_msg[q]);
+            CHECK(R.fault_same[q], "%s fault: rank %d's params changed in the failed step", where, q);
+        }
+        CHECK(strstr(R.fault_msg[0], "write") != NULL && strstr(R.fault_msg[1], "another rank") != NULL,
+              "%s fault: the messages: rank 0 '%s', rank 1 '%s'", where, R.fault_msg[0], R.fault_msg[1]);
+        if (k == 0)
+            CHECK(__atomic_load_n(&fault_writes, __ATOMIC_RELAXED) > R.nblocks, "muon pass fault: %lld writes of rank 0 "
+                  "in the step, its element pass has %d: the fault missed the Muon pass", (long long)fault_writes, R.nblocks);
+    }
 out:
     rmdir(tier_dir);
 }
