@@ -20,7 +20,8 @@
 #                     (AdamW bandwidth ratio=) and gpu_bench_staging, train_mlp --device cuda (reproducible,
 #                     CUDA_LAUNCH_BLOCKING, --nonblocking-stream, vs emu; ZeRO++ --qwz --qgz --hpz 2 on 4
 #                     ranks: reproducible, vs emu); last, optional, the CPU and disk benchmarks (bench_zpp,
-#                     bench_comm, bench_step, bench_infinity, bench_nvme) on the machine's cores and disk.
+#                     bench_comm, bench_step, bench_infinity, bench_nvme, bench_overlap) on the
+#                     machine's cores and disk.
 #                     A step that no longer fits the deadline is not run (a line says so; counted as
 #                     skipped). No GPU: a FAIL line and exit 1 at once. ZERO_GPU_OUT=DIR gets two files,
 #                     summary.txt (written as it goes) and logs.tgz (packed at each step's end)

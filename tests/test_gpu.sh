@@ -40,7 +40,9 @@
 #                bitwise, vs emu;
 #   bench_zpp, bench_comm, bench_step, bench_infinity, bench_nvme  optional: issue #15's
 #                CPU and disk benchmarks on this machine's cores and disk (2 cores and a
-#                virtio disk cannot show them), each only when its whole limit still fits.
+#                virtio disk cannot show them), each only when its whole limit still fits;
+#   bench_overlap  optional: the step speculated under the backward pass (#30) with cores
+#                to spare (speculative_nvme_speedup=, ...).
 # The deadline: ZERO_GPU_DEADLINE seconds (default 540, under the 600 s a command may run)
 # from the start. Before each step the time left is checked: a step that no longer fits is
 # not run ("step NAME: not run: deadline ...", counted as skipped), one that runs gets
@@ -151,7 +153,7 @@ TM=(--device cuda --stage 3 --ranks 2 --steps 3 --hidden 64 --layers 2 --batch 1
 SAN_KERNELS=gpu_kernels
 HANG_S=20      # sanitizer_racecheck_train2: its threads are looked at after this long
 BENCHES=("bench_zpp|120||" "bench_comm|30||" "bench_step|90||" "bench_infinity|90|ZERO_BENCH_DIR=$BUILD|"
-         "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=2|")
+         "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=2|" "bench_overlap|120|TMPDIR=$BUILD|")
 if [ -z "$REHEARSAL" ]; then
     BIN=$BUILD/cuda
     BENCH_BIN=$BUILD
@@ -172,7 +174,8 @@ else
     HANG_S=${ZERO_GPU_HANG_S:-3}
     BENCHES=("bench_zpp|120||--layers 2 --dim 128" "bench_comm|30||--bytes 1048576 --iters 3"
              "bench_step|90||--n 262144 --reps 2" "bench_infinity|-|rehearsal: its 512 MiB disk baseline has no size knob|"
-             "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=1 ZERO_BENCH_BYTES=4194304 ZERO_BENCH_LOAD=0|")
+             "bench_nvme|150|ZERO_BENCH_DIR=$BUILD ZERO_BENCH_REPS=1 ZERO_BENCH_BYTES=4194304 ZERO_BENCH_LOAD=0|"
+             "bench_overlap|60|TMPDIR=$BUILD|--d 128 --layers 2 --batch 8 --steps 2 --buffer-mb 1")
 fi
 export ZERO_RENDEZVOUS_TIMEOUT_MS=${ZERO_RENDEZVOUS_TIMEOUT_MS:-60000}
 gpu_progs=()   # tests/gpu/*.c: gpu_kernels and gpu_nccl first, then the rest (the benchmarks)

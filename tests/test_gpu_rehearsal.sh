@@ -39,7 +39,7 @@ for src in tests/gpu/*.c; do
     [ "$p" = kernels ] || [ "$p" = nccl ] || gpu_rest+=("gpu_$p")
 done
 STEPS=(probe build test_device gpu_kernels gpu_nccl sanitizers ${gpu_rest[@]+"${gpu_rest[@]}"} train_mlp train_mlp_zpp
-       bench_zpp bench_comm bench_step bench_infinity bench_nvme)
+       bench_zpp bench_comm bench_step bench_infinity bench_nvme bench_overlap)
 
 # rehearse NAME [ENV=V ...]: make test-gpu-rehearsal into $tmp/NAME; sets RC, SECS, SUM (its summary)
 rehearse() {
