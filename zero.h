@@ -15176,7 +15176,7 @@ static zero_result zero__gather_params_each(zero_ctx *ctx, int root, zero__param
     zero__raw_free(a, h);
     return r != ZERO_OK ? r : rl;
 }
-typedef struct zero__gather_user { zero_param_fn fn; void *user; float *out; } zero__gather_user;
+typedef struct zero__gather_user { zero_param_fn fn; void *user; } zero__gather_user;
 static void zero__gather_to_user(void *u, zero_ctx *ctx, int pi, const float *values) {
     const zero__gather_user *g = (const zero__gather_user *)u;
     const zero__param_rec *pr = &ctx->params[pi];
@@ -20387,7 +20387,7 @@ ZERO_API zero_result zero_gather_params_each(zero_ctx *ctx, int root, zero_param
         return zero__fail(ctx, ZERO_ERR_INVALID_ARG, ZERO_LOGITEM_BAD_OPTION,
                           "zero_gather_params_each: root %d is not a rank of this world of %d (or -1: every rank)",
                           root, ctx->world);
-    g.fn = fn; g.user = user; g.out = NULL;
+    g.fn = fn; g.user = user;
     return zero__gather_params_each(ctx, root, zero__gather_to_user, &g, NULL, "zero_gather_params_each");
 }
 
