@@ -55,9 +55,22 @@ T=$(mktemp -d)
 export WINEPREFIX=$PWD/$BUILD/wine WINEDEBUG=-all WINEDLLOVERRIDES="mscoree,mshtml="
 trap 'wineserver -k >/dev/null 2>&1; rm -rf "$T"' EXIT
 wineserver -p 30 </dev/null >/dev/null 2>&1
-# runs a Windows program (wine, 300 s at most): its stdout (CRLF made LF) in $T/out, stderr in $T/err
+# runs a Windows program (wine, 300 s at most): its stdout (CRLF made LF) in $T/out, stderr in $T/err.
+# When Wine itself fails ("wine client error": its connection to the wineserver broke, seen once
+# in CI with the program's output empty), the program runs once more on a fresh wineserver, with
+# an INFO line; its own failures are not retried.
 wrun() {
-    timeout 300 wine "$@" </dev/null >"$T/out.raw" 2>"$T/err"; local rc=$?
+    local rc try
+    for try in 1 2; do
+        timeout 300 wine "$@" </dev/null >"$T/out.raw" 2>"$T/err"; rc=$?
+        if [ "$try" = 1 ] && grep -q '^wine client error' "$T/err"; then
+            echo "INFO win: $(basename "$1"): $(grep -m 1 '^wine client error' "$T/err"): run again on a fresh wineserver"
+            wineserver -k >/dev/null 2>&1
+            wineserver -p 30 </dev/null >/dev/null 2>&1
+            continue
+        fi
+        break
+    done
     tr -d '\r' <"$T/out.raw" >"$T/out"
     return $rc
 }
